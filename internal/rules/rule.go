@@ -1,0 +1,141 @@
+// Package rules holds Sluice's rate-limit rules: the Rule and Plan types, their
+// validation, matching and precedence, and the immutable snapshot the
+// authorizer consults on every request.
+//
+// The package is pure domain: it imports only the standard library and knows
+// nothing of Lambda, HTTP, Redis or PostgreSQL.
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Wildcard matches any API, any route or any subject. A rule whose Subject is
+// Wildcard gives every subject its own bucket.
+const Wildcard = "*"
+
+// FailureMode says what happens to a request when Redis cannot answer.
+type FailureMode string
+
+const (
+	// FailOpen allows the request and flags it (the default).
+	FailOpen FailureMode = "open"
+	// FailClosed denies the request.
+	FailClosed FailureMode = "closed"
+)
+
+// Mode says whether a rule denies.
+type Mode string
+
+const (
+	// Enforce denies requests over the limit (the default).
+	Enforce Mode = "enforce"
+	// Shadow charges and counts but never denies: for trying a limit out.
+	Shadow Mode = "shadow"
+)
+
+// Rule is one rate limit on one scope (API, route, subject).
+//
+// A rule either names a Plan, whose numbers it then uses, or carries Limit,
+// Period and Burst inline; not both.
+type Rule struct {
+	// ID is a UUID assigned by the store on create.
+	ID string `json:"id"`
+	// API is an API Gateway REST API id, or Wildcard for every API.
+	API string `json:"api"`
+	// Route is "METHOD /resource/{param}" as API Gateway names a resource
+	// (METHOD may be ANY), or Wildcard for the whole API (the API-wide scope).
+	Route string `json:"route"`
+	// Subject is an exact subject (user or API key) or Wildcard, meaning every
+	// subject gets its own bucket.
+	Subject string `json:"subject"`
+	// Plan names a Plan whose Limit, Period and Burst this rule uses. Empty
+	// for inline numbers.
+	Plan string `json:"plan,omitempty"`
+	// Limit is the number of tokens refilled per Period. 0 blocks the scope.
+	// Nil only when Plan is set.
+	Limit *int64 `json:"limit,omitempty"`
+	// Period is the refill period, 1 s to 1 year. Zero only when Plan is set.
+	Period Period `json:"period,omitempty"`
+	// Burst is the bucket capacity; nil means Limit.
+	Burst *int64 `json:"burst,omitempty"`
+	// Cost is the number of tokens one request matched by this rule spends;
+	// nil means 1. Route rules' cost wins over API-wide rules'.
+	Cost *int64 `json:"cost,omitempty"`
+	// FailureMode applies when Redis cannot answer; empty means FailOpen.
+	FailureMode FailureMode `json:"failure_mode,omitempty"`
+	// Mode is Enforce or Shadow; empty means Enforce.
+	Mode Mode `json:"mode,omitempty"`
+	// Enabled rules take part in matching. Nil means true on create.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Description is free text for people, at most 1024 bytes.
+	Description string `json:"description,omitempty"`
+	// Version starts at 1 and grows by one on every update; it is the ETag.
+	Version int64 `json:"version"`
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Plan is a named tier of numbers that rules can refer to, such as
+// "gold: 1000 per minute, burst 2000". Changing a plan re-limits every rule
+// that names it.
+type Plan struct {
+	// Name is the plan's key: 1-64 of [a-z0-9_-], starting with a letter.
+	Name string `json:"name"`
+	// Limit is the number of tokens refilled per Period; 0 blocks.
+	Limit int64 `json:"limit"`
+	// Period is the refill period, 1 s to 1 year.
+	Period Period `json:"period"`
+	// Burst is the bucket capacity; nil means Limit.
+	Burst       *int64    `json:"burst,omitempty"`
+	Description string    `json:"description,omitempty"`
+	Version     int64     `json:"version"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Period is a refill period. In JSON it is a string: a number and a unit
+// among s, m, h, d (24 h), w (7 d) and y (365 d), such as "1s", "15m",
+// "1h", "1d"; Go durations such as "1h30m" are accepted on input.
+type Period time.Duration
+
+// Limits of a Period.
+const (
+	MinPeriod = Period(time.Second)
+	MaxPeriod = Period(365 * 24 * time.Hour)
+)
+
+// Duration returns p as a time.Duration.
+func (p Period) Duration() time.Duration { return time.Duration(p) }
+
+// Errors a Store returns, wrapped with context. Callers test with errors.Is.
+var (
+	// ErrNotFound: no rule or plan with that id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: another rule already holds the scope (api, route,
+	// subject), a plan with that name exists, or a plan is still in use.
+	ErrConflict = errors.New("conflict")
+	// ErrStale: the version given (If-Match) is not the current one.
+	ErrStale = errors.New("version mismatch")
+)
+
+// ValidationError lists what is wrong with a rule or plan, field by field.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+// FieldError is one problem with one field. Field is the JSON name.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Fields) == 1 {
+		return fmt.Sprintf("invalid %s: %s", e.Fields[0].Field, e.Fields[0].Reason)
+	}
+	return fmt.Sprintf("invalid input: %d field errors, first %s: %s", len(e.Fields), e.Fields[0].Field, e.Fields[0].Reason)
+}

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# test.sh is what `make test` runs inside scripts/testenv.sh: vet, then every
+# test with the race detector. Kept separate so CI and people run the same.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go vet ./...
+go test -race -count=1 -timeout 12m ./...
