@@ -1,0 +1,489 @@
+// Package memory is the embedded rules store behind `make run`: rules, plans
+// and their audit log held in process memory behind one mutex.
+//
+// It keeps the PostgreSQL store's semantics exactly — scope uniqueness,
+// optimistic versions, audit rows, keyset pagination by id, the plan foreign
+// key and plan-in-use — and both pass the contract suite in
+// internal/store/storetest. Nothing is persisted: a restart starts empty.
+package memory
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// Page sizes of ListRules.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// scope is the key two rules may not share.
+type scope struct{ api, route, subject string }
+
+// Store is an in-memory rules store, safe for concurrent use. The zero value
+// is not usable; call New.
+type Store struct {
+	mu     sync.Mutex
+	rules  map[string]rules.Rule // by id
+	scopes map[scope]string      // scope → rule id
+	plans  map[string]rules.Plan // by name
+	audit  []rules.AuditEntry    // ids are index+1
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		rules:  make(map[string]rules.Rule),
+		scopes: make(map[scope]string),
+		plans:  make(map[string]rules.Plan),
+	}
+}
+
+// now returns the current time as PostgreSQL would store it: UTC,
+// microsecond precision. Both stores then return equal timestamps.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// CreateRule stores r under a new UUID with Version 1 and records the
+// creation by actor. It returns rules.ErrConflict when another rule holds the
+// scope (api, route, subject) and a *rules.ValidationError when r names an
+// unknown plan.
+func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Rule{}, err
+	}
+	r = cloneRule(r)
+	fillRuleDefaults(&r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := scope{r.API, r.Route, r.Subject}
+	if _, taken := s.scopes[sc]; taken {
+		return rules.Rule{}, scopeConflict(r)
+	}
+	if err := s.checkPlan(r.Plan); err != nil {
+		return rules.Rule{}, err
+	}
+	t := now()
+	r.ID = uuid.NewString()
+	r.Version = 1
+	r.CreatedAt, r.UpdatedAt = t, t
+	s.rules[r.ID] = r
+	s.scopes[sc] = r.ID
+	s.record(rules.KindRule, r.ID, rules.ActionCreate, actor, t, nil, r)
+	return cloneRule(r), nil
+}
+
+// GetRule returns the rule with that id, or rules.ErrNotFound (also for an
+// id that is not a UUID).
+func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Rule{}, err
+	}
+	id, ok := canonicalID(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, found := s.rules[id]
+	if !ok || !found {
+		return rules.Rule{}, fmt.Errorf("get rule %q: %w", id, rules.ErrNotFound)
+	}
+	return cloneRule(r), nil
+}
+
+// UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
+// accepts any), bumps Version and records the change by actor. Errors:
+// rules.ErrNotFound, rules.ErrStale, rules.ErrConflict (the new scope is
+// taken) and *rules.ValidationError (unknown plan).
+func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Rule{}, err
+	}
+	id, ok := canonicalID(r.ID)
+	r = cloneRule(r)
+	fillRuleDefaults(&r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, found := s.rules[id]
+	if !ok || !found {
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
+	}
+	if ifVersion != 0 && old.Version != ifVersion {
+		return rules.Rule{}, fmt.Errorf("update rule %q at version %d (current %d): %w", id, ifVersion, old.Version, rules.ErrStale)
+	}
+	oldScope, newScope := scope{old.API, old.Route, old.Subject}, scope{r.API, r.Route, r.Subject}
+	if holder, taken := s.scopes[newScope]; taken && holder != id {
+		return rules.Rule{}, scopeConflict(r)
+	}
+	if err := s.checkPlan(r.Plan); err != nil {
+		return rules.Rule{}, err
+	}
+	r.ID = id
+	r.Version = old.Version + 1
+	r.CreatedAt = old.CreatedAt
+	r.UpdatedAt = now()
+	delete(s.scopes, oldScope)
+	s.scopes[newScope] = id
+	s.rules[id] = r
+	s.record(rules.KindRule, id, rules.ActionUpdate, actor, r.UpdatedAt, old, r)
+	return cloneRule(r), nil
+}
+
+// DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
+// and records the deletion by actor. Errors: rules.ErrNotFound, rules.ErrStale.
+func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cid, ok := canonicalID(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, found := s.rules[cid]
+	if !ok || !found {
+		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
+	}
+	if ifVersion != 0 && old.Version != ifVersion {
+		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
+	}
+	delete(s.rules, cid)
+	delete(s.scopes, scope{old.API, old.Route, old.Subject})
+	s.record(rules.KindRule, cid, rules.ActionDelete, actor, now(), old, nil)
+	return nil
+}
+
+// ListRules returns one page of the rules matching f, ordered by id. A bad
+// page size or cursor is a *rules.ValidationError.
+func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Page{}, err
+	}
+	size, after, err := pageParams(f)
+	if err != nil {
+		return rules.Page{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.rules))
+	for id, r := range s.rules {
+		if id > after && matches(r, f) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	page := rules.Page{Rules: []rules.Rule{}}
+	if len(ids) > size {
+		ids = ids[:size]
+		page.NextCursor = EncodeCursor(ids[size-1])
+	}
+	for _, id := range ids {
+		page.Rules = append(page.Rules, cloneRule(s.rules[id]))
+	}
+	return page, nil
+}
+
+func matches(r rules.Rule, f rules.Filter) bool {
+	return (f.API == "" || r.API == f.API) &&
+		(f.Subject == "" || r.Subject == f.Subject) &&
+		(f.Route == "" || r.Route == f.Route) &&
+		(f.Plan == "" || r.Plan == f.Plan)
+}
+
+// RuleHistory returns the audit entries of the rule, oldest first, also
+// after it was deleted; rules.ErrNotFound when it never existed.
+func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cid, ok := canonicalID(id)
+	if !ok {
+		return nil, fmt.Errorf("rule history %q: %w", id, rules.ErrNotFound)
+	}
+	return s.history(rules.KindRule, cid)
+}
+
+// CreatePlan stores p with Version 1 and records the creation by actor;
+// rules.ErrConflict when a plan of that name exists.
+func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Plan{}, err
+	}
+	p = clonePlan(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, taken := s.plans[p.Name]; taken {
+		return rules.Plan{}, fmt.Errorf("create plan: a plan named %q already exists: %w", p.Name, rules.ErrConflict)
+	}
+	t := now()
+	p.Version = 1
+	p.CreatedAt, p.UpdatedAt = t, t
+	s.plans[p.Name] = p
+	s.record(rules.KindPlan, p.Name, rules.ActionCreate, actor, t, nil, p)
+	return clonePlan(p), nil
+}
+
+// GetPlan returns the plan with that name, or rules.ErrNotFound.
+func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Plan{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, found := s.plans[name]
+	if !found {
+		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
+	}
+	return clonePlan(p), nil
+}
+
+// UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
+// any), bumps Version and records the change by actor. Rules naming the plan
+// use the new numbers from the next snapshot on. Errors: rules.ErrNotFound,
+// rules.ErrStale.
+func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return rules.Plan{}, err
+	}
+	p = clonePlan(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, found := s.plans[p.Name]
+	if !found {
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
+	}
+	if ifVersion != 0 && old.Version != ifVersion {
+		return rules.Plan{}, fmt.Errorf("update plan %q at version %d (current %d): %w", p.Name, ifVersion, old.Version, rules.ErrStale)
+	}
+	p.Version = old.Version + 1
+	p.CreatedAt = old.CreatedAt
+	p.UpdatedAt = now()
+	s.plans[p.Name] = p
+	s.record(rules.KindPlan, p.Name, rules.ActionUpdate, actor, p.UpdatedAt, old, p)
+	return clonePlan(p), nil
+}
+
+// DeletePlan deletes the plan when its version is ifVersion (0 accepts any)
+// and records the deletion by actor. Errors: rules.ErrNotFound,
+// rules.ErrStale, and rules.ErrConflict while a rule names the plan.
+func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, found := s.plans[name]
+	if !found {
+		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
+	}
+	if ifVersion != 0 && old.Version != ifVersion {
+		return fmt.Errorf("delete plan %q at version %d (current %d): %w", name, ifVersion, old.Version, rules.ErrStale)
+	}
+	n := 0
+	for _, r := range s.rules {
+		if r.Plan == name {
+			n++
+		}
+	}
+	if n > 0 {
+		return planInUse(name, n)
+	}
+	delete(s.plans, name)
+	s.record(rules.KindPlan, name, rules.ActionDelete, actor, now(), old, nil)
+	return nil
+}
+
+// ListPlans returns every plan ordered by name.
+func (s *Store) ListPlans(ctx context.Context) ([]rules.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sortedPlans(), nil
+}
+
+// PlanHistory returns the audit entries of the plan, oldest first, also
+// after it was deleted; rules.ErrNotFound when it never existed.
+func (s *Store) PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.history(rules.KindPlan, name)
+}
+
+// LoadAll returns every rule, disabled ones too, ordered by id, and every
+// plan ordered by name.
+func (s *Store) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := make([]rules.Rule, 0, len(s.rules))
+	for _, r := range s.rules {
+		rs = append(rs, cloneRule(r))
+	}
+	slices.SortFunc(rs, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
+	return rs, s.sortedPlans(), nil
+}
+
+func (s *Store) sortedPlans() []rules.Plan {
+	ps := make([]rules.Plan, 0, len(s.plans))
+	for _, p := range s.plans {
+		ps = append(ps, clonePlan(p))
+	}
+	slices.SortFunc(ps, func(a, b rules.Plan) int { return strings.Compare(a.Name, b.Name) })
+	return ps
+}
+
+// checkPlan reports an unknown plan the way PostgreSQL's foreign key does.
+// s.mu is held.
+func (s *Store) checkPlan(name string) error {
+	if name == "" {
+		return nil
+	}
+	if _, ok := s.plans[name]; !ok {
+		return &rules.ValidationError{Fields: []rules.FieldError{{Field: "plan", Reason: fmt.Sprintf("unknown plan %q", name)}}}
+	}
+	return nil
+}
+
+// record appends an audit entry; before and after are nil or a Rule or Plan.
+// s.mu is held.
+func (s *Store) record(kind, target, action, actor string, at time.Time, before, after any) {
+	s.audit = append(s.audit, rules.AuditEntry{
+		ID:       int64(len(s.audit) + 1),
+		Kind:     kind,
+		TargetID: target,
+		Action:   action,
+		Actor:    actor,
+		At:       at,
+		Before:   toJSON(before),
+		After:    toJSON(after),
+	})
+}
+
+func (s *Store) history(kind, target string) ([]rules.AuditEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []rules.AuditEntry
+	for _, e := range s.audit {
+		if e.Kind == kind && e.TargetID == target {
+			e.Before = slices.Clone(e.Before)
+			e.After = slices.Clone(e.After)
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s history %q: %w", kind, target, rules.ErrNotFound)
+	}
+	return out, nil
+}
+
+// toJSON marshals a Rule or Plan; nil stays nil (JSON null). Both types
+// marshal without error by construction.
+func toJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return b
+}
+
+func scopeConflict(r rules.Rule) error {
+	return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+}
+
+func planInUse(name string, n int) error {
+	return fmt.Errorf("delete plan %q: %d rule(s) still use it: %w", name, n, rules.ErrConflict)
+}
+
+// fillRuleDefaults gives the optional fields the values PostgreSQL's column
+// defaults would, so both stores return the same rule.
+func fillRuleDefaults(r *rules.Rule) {
+	if r.FailureMode == "" {
+		r.FailureMode = rules.FailOpen
+	}
+	if r.Mode == "" {
+		r.Mode = rules.Enforce
+	}
+	if r.Enabled == nil {
+		t := true
+		r.Enabled = &t
+	}
+}
+
+// canonicalID returns id in the canonical UUID form and whether it is one.
+func canonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return id, false
+	}
+	return u.String(), true
+}
+
+// cursorPrefix versions the cursor format.
+const cursorPrefix = "r1:"
+
+// EncodeCursor returns the opaque cursor that continues a list after the
+// rule id. It is the same format the PostgreSQL store uses.
+func EncodeCursor(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
+}
+
+// pageParams validates f's page size and cursor and returns the size and
+// the id to continue after ("" for the first page).
+func pageParams(f rules.Filter) (size int, after string, err error) {
+	var fields []rules.FieldError
+	size = f.Limit
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size < 1 || size > maxPageSize:
+		fields = append(fields, rules.FieldError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxPageSize)})
+	}
+	if f.Cursor != "" {
+		b, decErr := base64.RawURLEncoding.DecodeString(f.Cursor)
+		id, hasPrefix := strings.CutPrefix(string(b), cursorPrefix)
+		u, parseErr := uuid.Parse(id)
+		if decErr != nil || !hasPrefix || parseErr != nil || u.String() != id {
+			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor"})
+		}
+		after = id
+	}
+	if fields != nil {
+		return 0, "", &rules.ValidationError{Fields: fields}
+	}
+	return size, after, nil
+}
+
+func cloneRule(r rules.Rule) rules.Rule {
+	r.Limit = clonePtr(r.Limit)
+	r.Burst = clonePtr(r.Burst)
+	r.Cost = clonePtr(r.Cost)
+	r.Enabled = clonePtr(r.Enabled)
+	return r
+}
+
+func clonePlan(p rules.Plan) rules.Plan {
+	p.Burst = clonePtr(p.Burst)
+	return p
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
