@@ -1,0 +1,515 @@
+package rules
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultID is the ID of the configured default when it has none of its own:
+// the limiter keys its buckets with it.
+const DefaultID = "default"
+
+// Effective is a rule as the authorizer applies it: plan resolved, defaults
+// filled, numbers checked. Every Effective a Snapshot hands out has a
+// non-empty ID, Period of 1 s to 1 year, Burst >= Limit (0 only when Limit
+// is 0) and Cost >= 1.
+//
+// Effective values returned by pointer belong to the Snapshot and must not
+// be modified.
+type Effective struct {
+	// ID is the rule's id (the limiter's bucket id), or DefaultID.
+	ID string
+	// API, Route and Subject are the rule's scope, Wildcard included.
+	API, Route, Subject string
+	// Plan is the plan the numbers come from, or empty for inline numbers.
+	Plan string
+	// Limit is the number of tokens refilled per Period; 0 blocks: the
+	// limiter denies without asking Redis.
+	Limit int64
+	// Burst is the bucket capacity: the rule's or plan's burst, else Limit.
+	Burst int64
+	// Cost is the number of tokens a request spends: the rule's, else 1.
+	Cost int64
+	// Period is the refill period, 1 s to 1 year.
+	Period time.Duration
+	// FailureMode applies when Redis cannot answer: FailOpen or FailClosed.
+	FailureMode FailureMode
+	// Mode is Enforce or Shadow.
+	Mode Mode
+	// PolicyName is the IETF RateLimit policy name: ID as a Structured
+	// Field string, quotes included, such as "\"default\"".
+	PolicyName string
+	// Policy is the IETF RateLimit-Policy item for this rule:
+	// PolicyName;q=<Burst>;w=<Period in seconds>, such as
+	// "\"default\";q=100;w=60". Precomputed so the authorizer does not build
+	// it per request.
+	Policy string
+}
+
+// Blocked reports whether e denies every request (Limit 0).
+func (e *Effective) Blocked() bool { return e.Limit == 0 }
+
+// AppendRateLimit appends the IETF RateLimit field item for e to dst:
+// PolicyName;r=<remaining>;t=<reset in seconds, rounded up>, such as
+// "\"default\";r=42;t=7". With room in dst it does not allocate.
+func (e *Effective) AppendRateLimit(dst []byte, remaining int64, reset time.Duration) []byte {
+	dst = append(dst, e.PolicyName...)
+	dst = append(dst, ";r="...)
+	dst = strconv.AppendInt(dst, max(remaining, 0), 10)
+	dst = append(dst, ";t="...)
+	return strconv.AppendInt(dst, ceilSeconds(reset), 10)
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// finish fills the precomputed header strings.
+func (e *Effective) finish() {
+	e.PolicyName = sfString(e.ID)
+	e.Policy = e.PolicyName + ";q=" + strconv.FormatInt(e.Burst, 10) + ";w=" + strconv.FormatInt(int64(e.Period/time.Second), 10)
+}
+
+// sfString quotes s as an RFC 8941 String: printable ASCII only (anything
+// else is dropped), with '"' and '\' escaped.
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			continue
+		}
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Match is what Snapshot.Match found for one request. The request is charged
+// against every non-nil rule.
+type Match struct {
+	// API is the rule of the API-wide scope (route Wildcard), or the default
+	// when Default is set; nil when none applies.
+	API *Effective
+	// Route is the rule of the request's route scope; nil when none applies.
+	Route *Effective
+	// Default is set when no rule matched in either scope and the configured
+	// default (in API) applies. With no default configured, Match is empty
+	// and the request is allowed without limit.
+	Default bool
+}
+
+// Cost returns the tokens the request spends: the route rule's Cost when one
+// matched, else the API-wide rule's or the default's, else 1.
+func (m Match) Cost() int64 {
+	switch {
+	case m.Route != nil:
+		return m.Route.Cost
+	case m.API != nil:
+		return m.API.Cost
+	}
+	return 1
+}
+
+// SnapshotOptions configure NewSnapshot.
+type SnapshotOptions struct {
+	// Default applies to a request no rule matches in either scope. Nil (the
+	// default) allows such requests without limit. An empty ID becomes
+	// DefaultID, empty API, Route and Subject become Wildcard, Burst 0
+	// becomes Limit, Cost 0 becomes 1, and empty FailureMode and Mode become
+	// FailOpen and Enforce. A default with a Period outside 1 s to 1 year, a
+	// negative Limit, or a Burst below Limit is ignored and reported by
+	// Skipped.
+	Default *Effective
+}
+
+// Skip is a rule, plan or default that NewSnapshot left out, and why.
+type Skip struct {
+	// Kind is KindRule, KindPlan or "default".
+	Kind string
+	// ID is the rule's id or the plan's name (empty for the default).
+	ID string
+	// Reason says why, for a person.
+	Reason string
+}
+
+// scopeKey indexes rules. In the API-wide scope Method and Resource are
+// empty.
+type scopeKey struct {
+	api, method, resource, subject string
+}
+
+// Snapshot is an immutable, indexed set of rules and plans. Match costs a
+// bounded number of hash lookups whatever the number of rules, and does not
+// allocate. A Snapshot is safe for concurrent use; replace it as a whole
+// (atomic.Pointer) to change the rules.
+type Snapshot struct {
+	apiScope   map[scopeKey]*Effective
+	routeScope map[scopeKey]*Effective
+	// has* say which probe shapes can hit at all, so Match skips the rest.
+	apiWildAPI, apiExactSubject                     bool
+	routeWildAPI, routeAnyMethod, routeExactSubject bool
+
+	byID    map[string]*Effective
+	rules   []Effective // sorted by ID; the maps point into it
+	plans   []Plan      // valid plans, sorted by name
+	skipped []Skip
+	def     *Effective
+
+	// routesByAPI lists, per api (Wildcard included), the distinct
+	// route-scope (method, resource) pairs, sorted: ForSubject walks them.
+	routesByAPI map[string][]scopeKey
+	apis        []string // every api named by a rule, sorted
+}
+
+// NewSnapshot indexes rs and ps. It never fails: a rule or plan that cannot
+// be applied is left out and reported by Skipped, so one bad row does not
+// stop the others from being enforced. Disabled rules are left out silently.
+//
+// Each rule is normalised (on a copy) and validated; a rule is skipped when
+// it is invalid, has no ID or the ID of an earlier rule, names a plan that is
+// missing or invalid, or claims a scope (api, route, subject) an earlier rule
+// holds. Rules are taken in ID order, so the rule with the smallest ID keeps
+// a contested scope. Plans are skipped when invalid or when an earlier plan
+// has the same name.
+func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
+	s := &Snapshot{
+		apiScope:    make(map[scopeKey]*Effective),
+		routeScope:  make(map[scopeKey]*Effective),
+		byID:        make(map[string]*Effective, len(rs)),
+		routesByAPI: make(map[string][]scopeKey),
+	}
+
+	plans := make(map[string]*Plan, len(ps))
+	badPlans := make(map[string]string)
+	for _, p := range ps {
+		p.Normalize()
+		if _, dup := plans[p.Name]; dup {
+			s.skip(KindPlan, p.Name, "another plan has the same name")
+			continue
+		}
+		if err := p.Validate(); err != nil {
+			s.skip(KindPlan, p.Name, err.Error())
+			badPlans[p.Name] = err.Error()
+			continue
+		}
+		plans[p.Name] = &p
+		s.plans = append(s.plans, p)
+	}
+	slices.SortFunc(s.plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
+
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b Rule) int { return cmp.Compare(a.ID, b.ID) })
+	s.rules = make([]Effective, 0, len(sorted))
+	ids := make(map[string]bool, len(sorted))
+	for _, r := range sorted {
+		r.Normalize()
+		if !*r.Enabled {
+			continue
+		}
+		e, reason := effective(r, plans, badPlans)
+		if reason == "" && ids[r.ID] {
+			reason = "another rule has the same id"
+		}
+		if reason != "" {
+			s.skip(KindRule, r.ID, reason)
+			continue
+		}
+		ids[r.ID] = true
+		s.rules = append(s.rules, e)
+	}
+
+	// Index only once s.rules stops growing: the maps point into it.
+	kept := s.rules[:0]
+	claimed := make(map[scopeKey]bool, len(s.rules))
+	for _, e := range s.rules {
+		k := keyOf(&e)
+		if claimed[k] {
+			s.skip(KindRule, e.ID, "another rule with a smaller id holds the scope (api, route, subject)")
+			continue
+		}
+		claimed[k] = true
+		kept = append(kept, e)
+	}
+	s.rules = kept
+	apis := make(map[string]bool)
+	for i := range s.rules {
+		e := &s.rules[i]
+		k := keyOf(e)
+		s.byID[e.ID] = e
+		apis[e.API] = true
+		if e.Route == Wildcard {
+			s.apiScope[k] = e
+			s.apiWildAPI = s.apiWildAPI || e.API == Wildcard
+			s.apiExactSubject = s.apiExactSubject || e.Subject != Wildcard
+			continue
+		}
+		s.routeScope[k] = e
+		s.routeWildAPI = s.routeWildAPI || e.API == Wildcard
+		s.routeAnyMethod = s.routeAnyMethod || k.method == AnyMethod
+		s.routeExactSubject = s.routeExactSubject || e.Subject != Wildcard
+		rk := scopeKey{method: k.method, resource: k.resource}
+		if !slices.Contains(s.routesByAPI[e.API], rk) {
+			s.routesByAPI[e.API] = append(s.routesByAPI[e.API], rk)
+		}
+	}
+	for _, l := range s.routesByAPI {
+		slices.SortFunc(l, func(a, b scopeKey) int {
+			return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.method, b.method))
+		})
+	}
+	for a := range apis {
+		s.apis = append(s.apis, a)
+	}
+	slices.Sort(s.apis)
+
+	if opt.Default != nil {
+		d, reason := defaultEffective(*opt.Default)
+		if reason != "" {
+			s.skip("default", "", reason)
+		} else {
+			s.def = &d
+		}
+	}
+	return s
+}
+
+func (s *Snapshot) skip(kind, id, reason string) {
+	s.skipped = append(s.skipped, Skip{Kind: kind, ID: id, Reason: reason})
+}
+
+// keyOf returns the index key of e: in the route scope, method and resource
+// split from the route.
+func keyOf(e *Effective) scopeKey {
+	k := scopeKey{api: e.API, subject: e.Subject}
+	if e.Route != Wildcard {
+		k.method, k.resource, _ = strings.Cut(e.Route, " ")
+	}
+	return k
+}
+
+// effective resolves a normalised, enabled rule, or says why it cannot.
+func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effective, string) {
+	if r.ID == "" {
+		return Effective{}, "has no id"
+	}
+	if err := r.Validate(); err != nil {
+		return Effective{}, err.Error()
+	}
+	e := Effective{
+		ID: r.ID, API: r.API, Route: r.Route, Subject: r.Subject, Plan: r.Plan,
+		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode,
+	}
+	if r.Cost != nil {
+		e.Cost = *r.Cost
+	}
+	var burst *int64
+	if r.Plan != "" {
+		p, ok := plans[r.Plan]
+		if !ok {
+			if why, bad := badPlans[r.Plan]; bad {
+				return Effective{}, "plan " + strconv.Quote(r.Plan) + " is invalid: " + why
+			}
+			return Effective{}, "unknown plan " + strconv.Quote(r.Plan)
+		}
+		e.Limit, e.Period, burst = p.Limit, p.Period.Duration(), p.Burst
+	} else {
+		e.Limit, e.Period, burst = *r.Limit, r.Period.Duration(), r.Burst
+	}
+	e.Burst = e.Limit
+	if burst != nil {
+		e.Burst = *burst
+	}
+	// A plan's burst may be below a cost that Validate could not compare.
+	// The rule stays: it denies every request, as its numbers say.
+	e.finish()
+	return e, ""
+}
+
+// defaultEffective fills the defaults of a configured default rule.
+func defaultEffective(d Effective) (Effective, string) {
+	d.ID = cmp.Or(d.ID, DefaultID)
+	d.API = cmp.Or(d.API, Wildcard)
+	d.Route = cmp.Or(d.Route, Wildcard)
+	d.Subject = cmp.Or(d.Subject, Wildcard)
+	if d.Burst == 0 {
+		d.Burst = d.Limit
+	}
+	d.Cost = cmp.Or(d.Cost, 1)
+	d.FailureMode = cmp.Or(d.FailureMode, FailOpen)
+	d.Mode = cmp.Or(d.Mode, Enforce)
+	switch {
+	case periodProblem(Period(d.Period)) != "":
+		return d, "period " + periodProblem(Period(d.Period))
+	case limitProblem(d.Limit) != "":
+		return d, "limit " + limitProblem(d.Limit)
+	case d.Burst < d.Limit || d.Burst > MaxBurst:
+		return d, "burst must be between limit and " + strconv.Itoa(MaxBurst)
+	case d.Cost < 1 || d.Cost > MaxCost:
+		return d, "cost must be between 1 and " + strconv.Itoa(MaxCost)
+	}
+	d.finish()
+	return d, ""
+}
+
+// Match returns the rules that charge a request: api is the API Gateway REST
+// API id, method the HTTP method in upper case and resource the resource
+// path as API Gateway names it ("/pets/{id}"), both as the gateway's event
+// gives them; subject is the caller's subject.
+//
+// In each scope the most specific rule wins: an exact subject over Wildcard,
+// then an exact api over Wildcard, then an exact method over ANY. With no
+// rule in either scope the default applies (Default set). Match makes at
+// most 12 map lookups and no allocation.
+func (s *Snapshot) Match(api, method, resource, subject string) Match {
+	var m Match
+	if len(s.apiScope) > 0 {
+		m.API = s.matchAPI(api, subject)
+	}
+	if len(s.routeScope) > 0 {
+		m.Route = s.matchRoute(api, method, resource, subject)
+	}
+	if m.API == nil && m.Route == nil && s.def != nil {
+		m.API, m.Default = s.def, true
+	}
+	return m
+}
+
+func (s *Snapshot) matchAPI(api, subject string) *Effective {
+	if s.apiExactSubject {
+		if e := s.apiScope[scopeKey{api: api, subject: subject}]; e != nil {
+			return e
+		}
+		if s.apiWildAPI {
+			if e := s.apiScope[scopeKey{api: Wildcard, subject: subject}]; e != nil {
+				return e
+			}
+		}
+	}
+	if e := s.apiScope[scopeKey{api: api, subject: Wildcard}]; e != nil {
+		return e
+	}
+	if s.apiWildAPI {
+		return s.apiScope[scopeKey{api: Wildcard, subject: Wildcard}]
+	}
+	return nil
+}
+
+func (s *Snapshot) matchRoute(api, method, resource, subject string) *Effective {
+	if s.routeExactSubject {
+		if e := s.probeRoute(api, method, resource, subject); e != nil {
+			return e
+		}
+	}
+	return s.probeRoute(api, method, resource, Wildcard)
+}
+
+// probeRoute looks up one subject in the route scope, most specific first.
+func (s *Snapshot) probeRoute(api, method, resource, subject string) *Effective {
+	k := scopeKey{api: api, method: method, resource: resource, subject: subject}
+	if e := s.routeScope[k]; e != nil {
+		return e
+	}
+	if s.routeAnyMethod {
+		k.method = AnyMethod
+		if e := s.routeScope[k]; e != nil {
+			return e
+		}
+		k.method = method
+	}
+	if !s.routeWildAPI {
+		return nil
+	}
+	k.api = Wildcard
+	if e := s.routeScope[k]; e != nil {
+		return e
+	}
+	if s.routeAnyMethod {
+		k.method = AnyMethod
+		return s.routeScope[k]
+	}
+	return nil
+}
+
+// Len returns the number of rules in the snapshot: enabled, valid and not
+// skipped.
+func (s *Snapshot) Len() int { return len(s.rules) }
+
+// Rules returns a copy of the snapshot's rules as applied, ordered by ID.
+func (s *Snapshot) Rules() []Effective { return slices.Clone(s.rules) }
+
+// Plans returns a copy of the snapshot's valid plans, ordered by name.
+func (s *Snapshot) Plans() []Plan { return slices.Clone(s.plans) }
+
+// Skipped returns what NewSnapshot left out and why, in the order found.
+func (s *Snapshot) Skipped() []Skip { return slices.Clone(s.skipped) }
+
+// Default returns the configured default, or nil when requests no rule
+// matches are allowed without limit.
+func (s *Snapshot) Default() *Effective { return s.def }
+
+// ByID returns the rule with that ID as applied, or nil.
+func (s *Snapshot) ByID(id string) *Effective { return s.byID[id] }
+
+// ForSubject lists the rules that would charge subject's requests, for the
+// admin "limits" view and for resetting a subject's buckets. Each rule
+// appears once, in a stable order: per api, the API-wide rule, then the
+// route rules by resource and method.
+//
+// api "" means every api a rule names. route "" means every route: the
+// API-wide rule and, for every route some rule names, the rule that wins for
+// it; route Wildcard means the API-wide scope only; "METHOD /resource" means
+// what Match gives for that request. The default is listed when some request
+// of subject's would fall to it.
+func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
+	apis := []string{api}
+	if api == "" {
+		apis = s.apis
+		if len(apis) == 0 {
+			apis = []string{Wildcard}
+		}
+	}
+	var out []*Effective
+	add := func(e *Effective) {
+		if e != nil && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	useDefault := false
+	for _, a := range apis {
+		switch route {
+		case Wildcard, "":
+			apiRule := s.matchAPI(a, subject)
+			add(apiRule)
+			useDefault = useDefault || apiRule == nil
+			if route == Wildcard {
+				continue
+			}
+			for _, list := range [2][]scopeKey{s.routesByAPI[a], s.routesByAPI[Wildcard]} {
+				for _, rk := range list {
+					add(s.matchRoute(a, rk.method, rk.resource, subject))
+				}
+			}
+		default:
+			method, resource, _ := strings.Cut(route, " ")
+			m := s.Match(a, method, resource, subject)
+			add(m.API)
+			add(m.Route)
+		}
+	}
+	if useDefault {
+		add(s.def)
+	}
+	return out
+}
