@@ -1,0 +1,555 @@
+// Package limiter is Sluice's token bucket over Redis.
+//
+// One call checks and charges all of a subject's buckets at once, inside one
+// Lua script (bucket.lua) that takes its clock from Redis TIME: either every
+// bucket has the tokens and all are charged, or nothing is written. The keys
+// are <prefix>{<subject hash>}:<bucket id>; the hash tag keeps a subject's
+// buckets in one cluster slot, so the script also runs on Redis Cluster.
+//
+// Around the script the Limiter keeps the request path fast and up: a local
+// cache denies a repeat offender until its retry-after without asking Redis,
+// a per-call timeout bounds every Redis call, and a circuit breaker stops
+// calling Redis after consecutive failures. When Redis cannot answer, each
+// bucket's failure mode decides (allow and flag it, or deny).
+package limiter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxBuckets is the most buckets one Request may charge.
+const MaxBuckets = 8
+
+// Bucket is one token bucket of a subject: it holds up to Burst tokens and
+// refills Limit tokens every Period, continuously.
+type Bucket struct {
+	// ID names the bucket (the rule id); the Redis key is
+	// <prefix>{<subject hash>}:<ID>. It must not be empty.
+	ID string
+	// Limit is the number of tokens refilled per Period. 0 blocks the
+	// subject: the bucket denies without a Redis call.
+	Limit int64
+	// Period is the refill period; it must be > 0. Microsecond resolution.
+	Period time.Duration
+	// Burst is the capacity; <= 0 means Limit.
+	Burst int64
+	// FailClosed makes a Redis failure deny the request; by default
+	// (false) a Redis failure allows it and flags Decision.FailOpen.
+	FailClosed bool
+	// Shadow buckets never deny: they are charged when they have the
+	// tokens, and a would-be deny is reported in Decision.ShadowDenied.
+	Shadow bool
+}
+
+// capacity returns the bucket's effective burst.
+func (b Bucket) capacity() int64 {
+	if b.Burst <= 0 {
+		return b.Limit
+	}
+	return b.Burst
+}
+
+// Request asks for Cost tokens from every one of Buckets, all of the same
+// Subject.
+type Request struct {
+	// Subject is who is limited (an API key, an IP). It is hashed before it
+	// reaches Redis.
+	Subject string
+	// Buckets are charged all or nothing; 1..MaxBuckets of them.
+	Buckets []Bucket
+	// Cost is the number of tokens to take from each bucket; >= 1. Cost 0
+	// peeks: it reports what a cost-1 request would get and charges
+	// nothing.
+	Cost int64
+}
+
+// Decision is the outcome of Allow. Its numbers describe the limiting
+// bucket: when denied, the enforcing bucket that needs the longest wait;
+// when allowed, the enforcing bucket with the fewest tokens left (shadow
+// buckets only when every bucket is a shadow).
+type Decision struct {
+	// Allowed says whether the request may pass.
+	Allowed bool
+	// Limit is the limiting bucket's Limit (tokens per Period).
+	Limit int64
+	// Remaining is the number of whole tokens left in the limiting bucket
+	// after this call.
+	Remaining int64
+	// Reset is the time until the limiting bucket is full again
+	// (millisecond resolution, rounded up).
+	Reset time.Duration
+	// RetryAfter is 0 when allowed; otherwise the time until Cost tokens
+	// are available in every bucket (millisecond resolution, rounded up).
+	// When Cost exceeds a bucket's Burst, or a bucket is blocked
+	// (Limit 0), no wait helps: RetryAfter is then that bucket's Period.
+	RetryAfter time.Duration
+	// Bucket is the index in Request.Buckets of the limiting bucket.
+	Bucket int
+	// ShadowDenied has bit i set when shadow bucket Request.Buckets[i]
+	// would have denied.
+	ShadowDenied uint8
+	// FailOpen is set when Redis failed (or the breaker was open) and the
+	// buckets' failure mode allowed the request.
+	FailOpen bool
+	// Cached is set when the local deny cache denied without a Redis call.
+	Cached bool
+}
+
+// BucketState is one bucket as Peek sees it.
+type BucketState struct {
+	// Remaining is the number of whole tokens in the bucket now.
+	Remaining int64
+	// Reset is the time until the bucket is full (0 when full).
+	Reset time.Duration
+}
+
+// Errors returned by the Limiter; Redis errors are wrapped, so test them
+// with errors.Is.
+var (
+	// ErrInvalidRequest reports a Request the Limiter cannot evaluate
+	// (no buckets, too many, a bad period, a negative cost). The decision
+	// returned with it denies.
+	ErrInvalidRequest = errors.New("limiter: invalid request")
+	// ErrBreakerOpen is returned, with the failure-mode decision, while the
+	// circuit breaker keeps calls away from Redis.
+	ErrBreakerOpen = errors.New("limiter: circuit breaker open")
+)
+
+// BreakerState is the circuit breaker's state.
+type BreakerState int32
+
+// The breaker's states.
+const (
+	// BreakerClosed: calls go to Redis.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen: calls skip Redis and follow the failure mode.
+	BreakerOpen
+	// BreakerHalfOpen: the cooldown is over; one probe call goes to Redis,
+	// the others still skip it.
+	BreakerHalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// Options configure a Limiter. The zero value is usable: each field's
+// default is written on it.
+type Options struct {
+	// Prefix starts every key; default "sl:". Tests use their own.
+	Prefix string
+	// Timeout bounds each Redis call; default 25ms. It only applies when
+	// the client was created with ContextTimeoutEnabled: true.
+	Timeout time.Duration
+	// DenyCacheSize is the number of denied (subject, buckets, cost)
+	// entries kept locally; default 10000. Negative disables the cache.
+	DenyCacheSize int
+	// DenyCacheMargin is subtracted from a Redis retry-after before the
+	// local cache uses it, so a fast local clock never denies what Redis
+	// would allow; default 2ms plus 1% of the retry-after.
+	DenyCacheMargin time.Duration
+	// BreakerThreshold is the number of consecutive Redis failures that
+	// open the breaker; default 5. Negative disables the breaker.
+	BreakerThreshold int
+	// BreakerCooldown is how long the open breaker skips Redis before it
+	// lets one probe through; default 1s.
+	BreakerCooldown time.Duration
+	// OnBreakerChange, when set, is called on every breaker transition,
+	// synchronously, from the goroutine whose call caused it. It must be
+	// quick and must not call the Limiter.
+	OnBreakerChange func(from, to BreakerState)
+}
+
+// Stats are the Limiter's counters since New; every field only grows
+// except Breaker.
+type Stats struct {
+	Calls      uint64 // Allow calls
+	Allowed    uint64 // decisions that allowed (fail-open included)
+	Denied     uint64 // decisions that denied (cached and fail-closed included)
+	CacheHits  uint64 // denials by the local deny cache, no Redis call
+	Blocked    uint64 // denials by a blocked bucket (Limit 0), no Redis call
+	RedisCalls uint64 // script calls sent to Redis
+	Errors     uint64 // Redis calls that failed (timeouts included)
+	FailOpen   uint64 // decisions allowed because Redis failed or the breaker was open
+	FailClosed uint64 // decisions denied because Redis failed or the breaker was open
+	Skipped    uint64 // calls that skipped Redis because the breaker was open
+
+	Breaker       BreakerState // the breaker's state now
+	BreakerOpened uint64       // transitions to open (from closed or half-open)
+	BreakerClosed uint64       // transitions back to closed after a good probe
+}
+
+// SubjectHash returns the hex hash of a subject used in keys (and by the
+// authorizer as the principal id): the first 16 bytes of its SHA-256, 32
+// lowercase hex characters.
+func SubjectHash(subject string) string {
+	var b [32]byte
+	appendSubjectHash(b[:0], subject)
+	return string(b[:])
+}
+
+// appendSubjectHash appends SubjectHash(subject) to dst without allocating.
+func appendSubjectHash(dst []byte, subject string) []byte {
+	sum := sha256.Sum256([]byte(subject))
+	n := len(dst)
+	dst = append(dst, make([]byte, 32)...)
+	hex.Encode(dst[n:], sum[:16])
+	return dst
+}
+
+// Defaults for the zero Options.
+const (
+	DefaultPrefix           = "sl:"
+	DefaultTimeout          = 25 * time.Millisecond
+	DefaultDenyCacheSize    = 10000
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = time.Second
+)
+
+// redisClient lists the Redis calls the Limiter makes: the script (through
+// redis.Script) and DEL for Reset.
+type redisClient interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Limiter decides requests against token buckets in Redis. It is safe for
+// concurrent use; create one per process and reuse it.
+type Limiter struct {
+	rdb     redisClient
+	prefix  string
+	timeout time.Duration
+	margin  time.Duration // <0: default (2ms + 1%)
+	cache   *denyCache    // nil when disabled
+	breaker breaker
+	epoch   time.Time // monotonic origin for the cache and the breaker
+	st      counters
+}
+
+// counters back Stats.
+type counters struct {
+	calls, allowed, denied, cacheHits, blocked, redisCalls, errors,
+	failOpen, failClosed, skipped atomic.Uint64
+}
+
+// New returns a Limiter over c, which may be a single node, Sentinel or
+// Cluster client. Create c with ContextTimeoutEnabled: true, or the
+// per-call Timeout cannot interrupt a stalled connection and a Redis stall
+// stalls the caller. Size c's pool (PoolSize) for the number of concurrent
+// callers: a call holds a connection for one round trip.
+func New(c redis.UniversalClient, o Options) *Limiter {
+	l := &Limiter{
+		rdb:     c,
+		prefix:  o.Prefix,
+		timeout: o.Timeout,
+		margin:  o.DenyCacheMargin,
+		epoch:   time.Now(),
+	}
+	if l.prefix == "" {
+		l.prefix = DefaultPrefix
+	}
+	if l.timeout <= 0 {
+		l.timeout = DefaultTimeout
+	}
+	if o.DenyCacheMargin <= 0 {
+		l.margin = -1
+	}
+	size := o.DenyCacheSize
+	if size == 0 {
+		size = DefaultDenyCacheSize
+	}
+	if size > 0 {
+		l.cache = newDenyCache(size)
+	}
+	threshold := o.BreakerThreshold
+	if threshold == 0 {
+		threshold = DefaultBreakerThreshold
+	}
+	cooldown := o.BreakerCooldown
+	if cooldown <= 0 {
+		cooldown = DefaultBreakerCooldown
+	}
+	l.breaker.init(threshold, cooldown, o.OnBreakerChange)
+	return l
+}
+
+// now is the monotonic time since New, in nanoseconds.
+func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+
+// Allow checks and charges req.Cost tokens from every bucket of req,
+// atomically, in one Redis round trip (none when the local deny cache or a
+// blocked bucket denies).
+//
+// On a Redis failure (timeout included) or while the breaker is open, Allow
+// returns the decision of the buckets' failure mode — deny when any
+// enforcing bucket is FailClosed, else allow with FailOpen set — together
+// with the error, which the caller should log. An invalid request returns a
+// denying zero Decision and an error wrapping ErrInvalidRequest.
+func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
+	l.st.calls.Add(1)
+	if err := validate(req.Subject, req.Buckets, req.Cost); err != nil {
+		l.st.denied.Add(1)
+		return Decision{}, err
+	}
+	for i, b := range req.Buckets {
+		if b.Limit == 0 && !b.Shadow {
+			l.st.blocked.Add(1)
+			l.st.denied.Add(1)
+			return Decision{Bucket: i, RetryAfter: b.Period}, nil
+		}
+	}
+
+	var ck uint64
+	useCache := l.cache != nil && req.Cost > 0
+	if useCache {
+		ck = l.cache.key(&req)
+		if d, ok := l.cache.get(ck, &req, l.now()); ok {
+			l.st.cacheHits.Add(1)
+			l.st.denied.Add(1)
+			return d, nil
+		}
+	}
+
+	start := l.now()
+	ok, probe := l.breaker.enter(start)
+	if !ok {
+		l.st.skipped.Add(1)
+		return l.failure(req, ErrBreakerOpen)
+	}
+	l.st.redisCalls.Add(1)
+	res, err := l.eval(ctx, req.Subject, req.Cost, req.Buckets)
+	var r reply
+	if err == nil {
+		rd := replyReader{s: res}
+		r, err = parseReply(&rd, len(req.Buckets))
+	}
+	if err != nil {
+		l.st.errors.Add(1)
+		l.breaker.done(l.now(), false, probe)
+		return l.failure(req, err)
+	}
+	l.breaker.done(0, true, probe)
+
+	b := req.Buckets[r.index]
+	d := Decision{
+		Allowed:      r.allowed,
+		Limit:        b.Limit,
+		Remaining:    r.remaining,
+		Reset:        ms(r.reset),
+		Bucket:       r.index,
+		ShadowDenied: r.mask,
+	}
+	if r.allowed {
+		l.st.allowed.Add(1)
+		return d, nil
+	}
+	l.st.denied.Add(1)
+	if r.retry < 0 {
+		d.RetryAfter = b.Period
+		return d, nil
+	}
+	d.RetryAfter = ms(r.retry)
+	if useCache {
+		l.cache.add(ck, &req, d, start, l.cacheUntil(start, d.RetryAfter))
+	}
+	return d, nil
+}
+
+// cacheUntil is when a deny sent at start with retry-after r stops being
+// cached: early by the margin, so a local clock running fast never denies
+// what Redis would allow. start is taken before the call was sent, so
+// network latency only makes the entry expire earlier.
+func (l *Limiter) cacheUntil(start int64, r time.Duration) int64 {
+	m := l.margin
+	if m < 0 {
+		m = 2*time.Millisecond + r/100
+	}
+	return start + int64(r-m)
+}
+
+// failure is the decision when Redis cannot answer: deny when an enforcing
+// bucket is FailClosed (RetryAfter is the breaker cooldown, a hint of when
+// Redis is tried again), else allow and flag FailOpen.
+func (l *Limiter) failure(req Request, err error) (Decision, error) {
+	if !errors.Is(err, ErrBreakerOpen) {
+		err = fmt.Errorf("limiter: subject %s: %w", SubjectHash(req.Subject), err)
+	}
+	first := -1
+	for i, b := range req.Buckets {
+		if b.Shadow {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if b.FailClosed {
+			l.st.failClosed.Add(1)
+			l.st.denied.Add(1)
+			return Decision{Limit: b.Limit, Bucket: i, RetryAfter: time.Duration(l.breaker.cooldown)}, err
+		}
+	}
+	if first < 0 {
+		first = 0
+	}
+	l.st.failOpen.Add(1)
+	l.st.allowed.Add(1)
+	return Decision{Allowed: true, FailOpen: true, Limit: req.Buckets[first].Limit, Bucket: first}, err
+}
+
+// Peek returns the state of each bucket of subject without charging or
+// writing anything. It always asks Redis (no deny cache, no breaker).
+func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([]BucketState, error) {
+	if err := validate(subject, buckets, 0); err != nil {
+		return nil, err
+	}
+	res, err := l.eval(ctx, subject, 0, buckets)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+	}
+	rd := replyReader{s: res}
+	if _, err := parseReply(&rd, len(buckets)); err != nil {
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+	}
+	out := make([]BucketState, len(buckets))
+	for i := range out {
+		out[i] = BucketState{Remaining: rd.next(), Reset: ms(rd.next())}
+	}
+	if rd.err != nil {
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), rd.err)
+	}
+	return out, nil
+}
+
+// Reset deletes subject's buckets in Redis (an admin unblock: they start
+// full again) and drops the subject's entries from this Limiter's local
+// deny cache. Other processes' caches keep their entries until they expire,
+// at most the retry-after Redis gave them.
+func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
+	if l.cache != nil {
+		l.cache.dropSubject(subject)
+	}
+	if err := validate(subject, buckets, 0); err != nil {
+		return err
+	}
+	c := getCall()
+	defer putCall(c)
+	keys, _ := c.build(l.prefix, subject, 0, buckets)
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if err := l.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("limiter: reset subject %s: %w", SubjectHash(subject), err)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (l *Limiter) Stats() Stats {
+	return Stats{
+		Calls:         l.st.calls.Load(),
+		Allowed:       l.st.allowed.Load(),
+		Denied:        l.st.denied.Load(),
+		CacheHits:     l.st.cacheHits.Load(),
+		Blocked:       l.st.blocked.Load(),
+		RedisCalls:    l.st.redisCalls.Load(),
+		Errors:        l.st.errors.Load(),
+		FailOpen:      l.st.failOpen.Load(),
+		FailClosed:    l.st.failClosed.Load(),
+		Skipped:       l.st.skipped.Load(),
+		Breaker:       l.breaker.state(),
+		BreakerOpened: l.breaker.opened.Load(),
+		BreakerClosed: l.breaker.closed.Load(),
+	}
+}
+
+// validate checks what the script relies on.
+func validate(subject string, bs []Bucket, cost int64) error {
+	if len(bs) == 0 || len(bs) > MaxBuckets {
+		return fmt.Errorf("%w: %d buckets, want 1..%d", ErrInvalidRequest, len(bs), MaxBuckets)
+	}
+	if cost < 0 {
+		return fmt.Errorf("%w: cost %d < 0", ErrInvalidRequest, cost)
+	}
+	for i, b := range bs {
+		switch {
+		case b.ID == "":
+			return fmt.Errorf("%w: bucket %d: empty id", ErrInvalidRequest, i)
+		case b.Limit < 0:
+			return fmt.Errorf("%w: bucket %q: limit %d < 0", ErrInvalidRequest, b.ID, b.Limit)
+		case b.Period < time.Microsecond:
+			return fmt.Errorf("%w: bucket %q: period %v < 1µs", ErrInvalidRequest, b.ID, b.Period)
+		}
+	}
+	return nil
+}
+
+// call is the per-call scratch space: the keys and the script argument are
+// built in one buffer and turned into one string, whose substrings become
+// the keys (one allocation for all of them).
+type call struct {
+	buf  []byte
+	keys []string
+	ends [MaxBuckets + 1]int
+}
+
+var callPool = sync.Pool{New: func() any {
+	return &call{buf: make([]byte, 0, 512), keys: make([]string, 0, MaxBuckets)}
+}}
+
+func getCall() *call  { return callPool.Get().(*call) }
+func putCall(c *call) { callPool.Put(c) }
+
+// build returns the bucket keys and the script's ARGV[1].
+func (c *call) build(prefix, subject string, cost int64, bs []Bucket) ([]string, string) {
+	buf := append(c.buf[:0], prefix...)
+	buf = append(buf, '{')
+	buf = appendSubjectHash(buf, subject)
+	buf = append(buf, "}:"...)
+	head := len(buf)
+	for i, b := range bs {
+		if i > 0 {
+			buf = append(buf, buf[:head]...)
+		}
+		buf = append(buf, b.ID...)
+		c.ends[i] = len(buf)
+	}
+	buf = appendArgs(buf, cost, bs)
+	c.buf = buf
+	s := string(buf)
+	keys := c.keys[:0]
+	from := 0
+	for i := range bs {
+		keys = append(keys, s[from:c.ends[i]])
+		from = c.ends[i]
+	}
+	c.keys = keys
+	return keys, s[from:]
+}
+
+// eval runs the script once, within the Limiter's timeout, and returns its
+// reply.
+func (l *Limiter) eval(ctx context.Context, subject string, cost int64, bs []Bucket) (string, error) {
+	c := getCall()
+	defer putCall(c)
+	keys, arg := c.build(l.prefix, subject, cost, bs)
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return bucketScript.Run(ctx, l.rdb, keys, arg).Text()
+}

@@ -1,0 +1,108 @@
+package limiter
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed bucket.lua
+var bucketLua string
+
+// bucketScript is the one script; redis.Script runs it with EVALSHA and
+// falls back to EVAL (which also loads it) on NOSCRIPT.
+var bucketScript = redis.NewScript(bucketLua)
+
+// reply is the script's answer for the limiting bucket (see bucket.lua).
+type reply struct {
+	allowed   bool
+	index     int   // 0-based
+	remaining int64 // tokens
+	reset     int64 // ms
+	retry     int64 // ms; -1 = never
+	mask      uint8
+}
+
+// errBadReply wraps a script reply the Limiter cannot parse.
+var errBadReply = errors.New("unexpected script reply")
+
+// replyReader walks the script's space-separated integer reply without
+// allocating.
+type replyReader struct {
+	s   string
+	err error
+}
+
+func (r *replyReader) next() int64 {
+	if r.err != nil {
+		return 0
+	}
+	i := 0
+	for i < len(r.s) && r.s[i] != ' ' {
+		i++
+	}
+	v, err := strconv.ParseInt(r.s[:i], 10, 64)
+	if err != nil {
+		r.err = fmt.Errorf("%w: %q", errBadReply, r.s)
+		return 0
+	}
+	if i < len(r.s) {
+		i++
+	}
+	r.s = r.s[i:]
+	return v
+}
+
+// parseReply reads the head of a script reply for a request of n buckets.
+// The rest (per-bucket states of a peek) stays in rd.
+func parseReply(rd *replyReader, n int) (reply, error) {
+	var r reply
+	r.allowed = rd.next() == 1
+	r.index = int(rd.next()) - 1
+	r.remaining = rd.next()
+	r.reset = rd.next()
+	r.retry = rd.next()
+	r.mask = uint8(rd.next())
+	if rd.err != nil {
+		return reply{}, rd.err
+	}
+	if r.index < 0 || r.index >= n {
+		return reply{}, fmt.Errorf("%w: bucket index %d of %d", errBadReply, r.index+1, n)
+	}
+	return r, nil
+}
+
+// appendArgs appends the script's ARGV[1] for cost and buckets.
+func appendArgs(dst []byte, cost int64, bs []Bucket) []byte {
+	dst = strconv.AppendInt(dst, cost, 10)
+	for _, b := range bs {
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, b.Limit, 10)
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, b.capacity(), 10)
+		if b.Shadow {
+			dst = append(dst, " 1"...)
+		} else {
+			dst = append(dst, " 0"...)
+		}
+	}
+	return dst
+}
+
+// periodMicros is the period in whole microseconds, at least 1.
+func periodMicros(p time.Duration) int64 {
+	us := p.Microseconds()
+	if us < 1 {
+		return 1
+	}
+	return us
+}
+
+// ms turns a script's millisecond count into a Duration.
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
