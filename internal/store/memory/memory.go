@@ -12,10 +12,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -63,7 +65,10 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 		return rules.Rule{}, err
 	}
 	r = cloneRule(r)
-	fillRuleDefaults(&r)
+	r.Normalize()
+	if err := checkRule(r); err != nil {
+		return rules.Rule{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sc := scope{r.API, r.Route, r.Subject}
@@ -109,7 +114,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	}
 	id, ok := canonicalID(r.ID)
 	r = cloneRule(r)
-	fillRuleDefaults(&r)
+	r.Normalize()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, found := s.rules[id]
@@ -118,6 +123,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return rules.Rule{}, fmt.Errorf("update rule %q at version %d (current %d): %w", id, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := checkRule(r); err != nil {
+		return rules.Rule{}, err
 	}
 	oldScope, newScope := scope{old.API, old.Route, old.Subject}, scope{r.API, r.Route, r.Subject}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
@@ -169,6 +177,9 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	if err != nil {
 		return rules.Page{}, err
 	}
+	if err := checkText("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan); err != nil {
+		return rules.Page{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.rules))
@@ -216,6 +227,10 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 		return rules.Plan{}, err
 	}
 	p = clonePlan(p)
+	p.Normalize()
+	if err := checkPlan(p); err != nil {
+		return rules.Plan{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, taken := s.plans[p.Name]; taken {
@@ -252,6 +267,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 		return rules.Plan{}, err
 	}
 	p = clonePlan(p)
+	p.Normalize()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, found := s.plans[p.Name]
@@ -260,6 +276,9 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return rules.Plan{}, fmt.Errorf("update plan %q at version %d (current %d): %w", p.Name, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := checkPlan(p); err != nil {
+		return rules.Plan{}, err
 	}
 	p.Version = old.Version + 1
 	p.CreatedAt = old.CreatedAt
@@ -350,7 +369,7 @@ func (s *Store) checkPlan(name string) error {
 		return nil
 	}
 	if _, ok := s.plans[name]; !ok {
-		return &rules.ValidationError{Fields: []rules.FieldError{{Field: "plan", Reason: fmt.Sprintf("unknown plan %q", name)}}}
+		return fieldError("plan", fmt.Sprintf("unknown plan %q", name))
 	}
 	return nil
 }
@@ -408,19 +427,84 @@ func planInUse(name string, n int) error {
 	return fmt.Errorf("delete plan %q: %d rule(s) still use it: %w", name, n, rules.ErrConflict)
 }
 
-// fillRuleDefaults gives the optional fields the values PostgreSQL's column
-// defaults would, so both stores return the same rule.
-func fillRuleDefaults(r *rules.Rule) {
-	if r.FailureMode == "" {
-		r.FailureMode = rules.FailOpen
+// checkRule mirrors the PostgreSQL schema's CHECK constraints, the last line
+// of defence behind internal/rules validation, so a rule this store accepts
+// is one PostgreSQL accepts too.
+func checkRule(r rules.Rule) error {
+	if err := checkText("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description); err != nil {
+		return err
 	}
-	if r.Mode == "" {
-		r.Mode = rules.Enforce
+	inline := r.Limit != nil && r.Period != 0
+	switch {
+	case r.API == "" || len(r.API) > rules.MaxAPILen:
+		return fieldError("api", "out of range")
+	case r.Route == "" || len(r.Route) > rules.MaxRouteLen:
+		return fieldError("route", "out of range")
+	case r.Subject == "" || len(r.Subject) > rules.MaxSubjectLen:
+		return fieldError("subject", "out of range")
+	case !(r.Plan != "" && r.Limit == nil && r.Period == 0 && r.Burst == nil) && !(r.Plan == "" && inline):
+		return fieldError("plan", "a rule names a plan or carries limit and period, not both")
+	case r.Limit != nil && (*r.Limit < 0 || *r.Limit > rules.MaxLimit):
+		return fieldError("limit", "out of range")
+	case r.Period != 0 && !validPeriod(r.Period):
+		return fieldError("period", "out of range")
+	case r.Burst != nil && (*r.Burst < 0 || *r.Burst > rules.MaxBurst):
+		return fieldError("burst", "out of range")
+	case r.Cost != nil && (*r.Cost < 1 || *r.Cost > rules.MaxCost):
+		return fieldError("cost", "out of range")
+	case r.FailureMode != rules.FailOpen && r.FailureMode != rules.FailClosed:
+		return fieldError("failure_mode", "out of range")
+	case r.Mode != rules.Enforce && r.Mode != rules.Shadow:
+		return fieldError("mode", "out of range")
+	case len(r.Description) > rules.MaxDescriptionLen:
+		return fieldError("description", "out of range")
 	}
-	if r.Enabled == nil {
-		t := true
-		r.Enabled = &t
+	return nil
+}
+
+// checkPlan mirrors the plans table's CHECK constraints.
+func checkPlan(p rules.Plan) error {
+	if err := checkText("name", p.Name, "description", p.Description); err != nil {
+		return err
 	}
+	switch {
+	case !planName.MatchString(p.Name):
+		return fieldError("name", "out of range")
+	case p.Limit < 0 || p.Limit > rules.MaxLimit:
+		return fieldError("limit", "out of range")
+	case !validPeriod(p.Period):
+		return fieldError("period", "out of range")
+	case p.Burst != nil && (*p.Burst < 0 || *p.Burst > rules.MaxBurst):
+		return fieldError("burst", "out of range")
+	case len(p.Description) > rules.MaxDescriptionLen:
+		return fieldError("description", "out of range")
+	}
+	return nil
+}
+
+var planName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// validPeriod is the period_ms check of the schema: whole seconds from 1 s
+// to 1 year.
+func validPeriod(p rules.Period) bool {
+	return p >= rules.MinPeriod && p <= rules.MaxPeriod && p%rules.Period(time.Second) == 0
+}
+
+func checkText(pairs ...string) error {
+	var fields []rules.FieldError
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !utf8.ValidString(pairs[i+1]) || strings.ContainsRune(pairs[i+1], 0) {
+			fields = append(fields, rules.FieldError{Field: pairs[i], Reason: "must be valid UTF-8 without NUL bytes"})
+		}
+	}
+	if fields != nil {
+		return &rules.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+func fieldError(field, reason string) error {
+	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
 }
 
 // canonicalID returns id in the canonical UUID form and whether it is one.

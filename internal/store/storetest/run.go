@@ -1,10 +1,937 @@
 package storetest
 
-import "testing"
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
 
-// Run runs the contract suite; newStore returns an empty store for each
-// subtest (subtests run in parallel).
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// Run runs the contract suite against the stores newStore returns. Every
+// subtest calls newStore once for an empty store of its own and runs in
+// parallel with the others; newStore registers any cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
-	_ = newStore
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store)
+	}{
+		{"RuleCRUD", testRuleCRUD},
+		{"RuleAllFields", testRuleAllFields},
+		{"RuleNotFound", testRuleNotFound},
+		{"RuleScopeConflict", testRuleScopeConflict},
+		{"RuleStale", testRuleStale},
+		{"RuleAudit", testRuleAudit},
+		{"RuleLastLineOfDefence", testRuleLastLineOfDefence},
+		{"PlanCRUD", testPlanCRUD},
+		{"PlanAudit", testPlanAudit},
+		{"PlanForeignKey", testPlanForeignKey},
+		{"PlanInUse", testPlanInUse},
+		{"PlanUpdateRelimits", testPlanUpdateRelimits},
+		{"LoadAll", testLoadAll},
+		{"ListFilters", testListFilters},
+		{"ListBadParams", testListBadParams},
+		{"Pagination", testPagination},
+		{"ConcurrentUpdates", testConcurrentUpdates},
+		{"ConcurrentCreates", testConcurrentCreates},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+const actor = "arn:aws:iam::123456789012:user/alice"
+
+func ptr[T any](v T) *T { return &v }
+
+// inline returns a valid rule with inline numbers.
+func inline(api, route, subject string, limit int64, period time.Duration) rules.Rule {
+	return rules.Rule{API: api, Route: route, Subject: subject, Limit: ptr(limit), Period: rules.Period(period)}
+}
+
+func gold() rules.Plan {
+	return rules.Plan{Name: "gold", Limit: 1000, Period: rules.Period(time.Minute), Burst: ptr(int64(2000)), Description: "gold tier"}
+}
+
+func mustCreateRule(t *testing.T, s Store, r rules.Rule) rules.Rule {
+	t.Helper()
+	got, err := s.CreateRule(t.Context(), r, actor)
+	if err != nil {
+		t.Fatalf("CreateRule(%s %s %s) error = %v", r.API, r.Route, r.Subject, err)
+	}
+	return got
+}
+
+func mustCreatePlan(t *testing.T, s Store, p rules.Plan) rules.Plan {
+	t.Helper()
+	got, err := s.CreatePlan(t.Context(), p, actor)
+	if err != nil {
+		t.Fatalf("CreatePlan(%s) error = %v", p.Name, err)
+	}
+	return got
+}
+
+// fieldOf returns the first field of a *rules.ValidationError, or "" when err
+// is not one.
+func fieldOf(err error) string {
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) == 0 {
+		return ""
+	}
+	return ve.Fields[0].Field
+}
+
+// ignoreStoreFields compares what the caller gave with what the store
+// returned.
+var ignoreStoreFields = cmp.FilterPath(func(p cmp.Path) bool {
+	switch p.Last().String() {
+	case ".ID", ".Version", ".CreatedAt", ".UpdatedAt":
+		return true
+	}
+	return false
+}, cmp.Ignore())
+
+func testRuleCRUD(t *testing.T, s Store) {
+	ctx := t.Context()
+	in := inline("a1b2c3d4e5", "GET /orders/{id}", "key-1", 10, time.Minute)
+	before := time.Now().Add(-time.Second)
+	created := mustCreateRule(t, s, in)
+
+	if _, err := uuid.Parse(created.ID); err != nil {
+		t.Errorf("CreateRule().ID = %q, want a UUID", created.ID)
+	}
+	if created.Version != 1 {
+		t.Errorf("CreateRule().Version = %d, want 1", created.Version)
+	}
+	if created.CreatedAt.Before(before) || !created.UpdatedAt.Equal(created.CreatedAt) {
+		t.Errorf("CreateRule() times = %v, %v; want now and equal", created.CreatedAt, created.UpdatedAt)
+	}
+	want := in
+	want.FailureMode, want.Mode, want.Enabled = rules.FailOpen, rules.Enforce, ptr(true)
+	if diff := cmp.Diff(want, created, ignoreStoreFields); diff != "" {
+		t.Errorf("CreateRule() mismatch, defaults filled (-want +got):\n%s", diff)
+	}
+
+	got, err := s.GetRule(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("GetRule(%s) error = %v", created.ID, err)
+	}
+	if diff := cmp.Diff(created, got); diff != "" {
+		t.Errorf("GetRule() mismatch (-created +got):\n%s", diff)
+	}
+	// Upper case is the same UUID.
+	if got, err := s.GetRule(ctx, strings.ToUpper(created.ID)); err != nil || got.ID != created.ID {
+		t.Errorf("GetRule(upper-case id) = %q, %v; want %q", got.ID, err, created.ID)
+	}
+
+	upd := got
+	upd.Limit = ptr(int64(20))
+	upd.Subject = "key-2"
+	upd.Description = "raised"
+	updated, err := s.UpdateRule(ctx, upd, 1, actor)
+	if err != nil {
+		t.Fatalf("UpdateRule() error = %v", err)
+	}
+	if updated.Version != 2 || !updated.CreatedAt.Equal(created.CreatedAt) || updated.UpdatedAt.Before(created.UpdatedAt) {
+		t.Errorf("UpdateRule() version, created, updated = %d, %v, %v; want 2, %v, >= %v",
+			updated.Version, updated.CreatedAt, updated.UpdatedAt, created.CreatedAt, created.UpdatedAt)
+	}
+	if diff := cmp.Diff(upd, updated, ignoreStoreFields); diff != "" {
+		t.Errorf("UpdateRule() mismatch (-want +got):\n%s", diff)
+	}
+	if got, _ := s.GetRule(ctx, created.ID); !cmp.Equal(got, updated) {
+		t.Errorf("GetRule() after update = %+v, want %+v", got, updated)
+	}
+	// The old scope is free again.
+	mustCreateRule(t, s, in)
+
+	if err := s.DeleteRule(ctx, created.ID, 2, actor); err != nil {
+		t.Fatalf("DeleteRule(version 2) error = %v", err)
+	}
+	if _, err := s.GetRule(ctx, created.ID); !errors.Is(err, rules.ErrNotFound) {
+		t.Errorf("GetRule() after delete error = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteRule(ctx, created.ID, 0, actor); !errors.Is(err, rules.ErrNotFound) {
+		t.Errorf("DeleteRule() twice error = %v, want ErrNotFound", err)
+	}
+	// Unconditional delete.
+	other := mustCreateRule(t, s, inline("*", "*", "*", 5, time.Second))
+	if err := s.DeleteRule(ctx, other.ID, 0, actor); err != nil {
+		t.Errorf("DeleteRule(version 0) error = %v, want nil", err)
+	}
+}
+
+func testRuleAllFields(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	for _, in := range []rules.Rule{
+		{
+			API: "*", Route: "POST /orders", Subject: "*", Limit: ptr(int64(0)), Period: rules.Period(365 * 24 * time.Hour),
+			Burst: ptr(int64(0)), Cost: ptr(int64(1)), FailureMode: rules.FailClosed, Mode: rules.Shadow,
+			Enabled: ptr(false), Description: "blocks everyone — ünïcode",
+		},
+		{
+			API: "api", Route: "ANY /{proxy+}", Subject: "user-7", Limit: ptr(int64(1_000_000_000)), Period: rules.Period(time.Second),
+			Burst: ptr(int64(1_000_000_000)), Cost: ptr(int64(1_000_000)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: ptr(true),
+		},
+		{API: "api", Route: "*", Subject: "gold-customer", Plan: "gold", Cost: ptr(int64(3)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: ptr(true)},
+	} {
+		created, err := s.CreateRule(ctx, in, actor)
+		if err != nil {
+			t.Fatalf("CreateRule(%+v) error = %v", in, err)
+		}
+		if diff := cmp.Diff(in, created, ignoreStoreFields); diff != "" {
+			t.Errorf("CreateRule() mismatch (-want +got):\n%s", diff)
+		}
+		got, err := s.GetRule(ctx, created.ID)
+		if err != nil {
+			t.Fatalf("GetRule() error = %v", err)
+		}
+		if diff := cmp.Diff(created, got); diff != "" {
+			t.Errorf("GetRule() mismatch (-created +got):\n%s", diff)
+		}
+	}
+}
+
+func testRuleNotFound(t *testing.T, s Store) {
+	ctx := t.Context()
+	existing := mustCreateRule(t, s, inline("api", "*", "*", 1, time.Second))
+	ids := []string{
+		uuid.NewString(), "", "nope", "42", "'; DROP TABLE rules; --", existing.ID + "0",
+		existing.ID[:35], "\x00", string([]byte{0xff, 0xfe}), strings.Repeat("a", 10000),
+	}
+	for _, id := range ids {
+		if _, err := s.GetRule(ctx, id); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("GetRule(%q) error = %v, want ErrNotFound", id, err)
+		}
+		r := inline("api", "GET /x", "s", 1, time.Second)
+		r.ID = id
+		if _, err := s.UpdateRule(ctx, r, 1, actor); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("UpdateRule(%q) error = %v, want ErrNotFound", id, err)
+		}
+		if err := s.DeleteRule(ctx, id, 0, actor); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("DeleteRule(%q) error = %v, want ErrNotFound", id, err)
+		}
+		if _, err := s.RuleHistory(ctx, id); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("RuleHistory(%q) error = %v, want ErrNotFound", id, err)
+		}
+	}
+	for _, name := range []string{"missing", "", "\x00", "'; DROP TABLE plans; --"} {
+		if _, err := s.GetPlan(ctx, name); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("GetPlan(%q) error = %v, want ErrNotFound", name, err)
+		}
+		p := gold()
+		p.Name = name
+		if _, err := s.UpdatePlan(ctx, p, 1, actor); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("UpdatePlan(%q) error = %v, want ErrNotFound", name, err)
+		}
+		if err := s.DeletePlan(ctx, name, 0, actor); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("DeletePlan(%q) error = %v, want ErrNotFound", name, err)
+		}
+		if _, err := s.PlanHistory(ctx, name); !errors.Is(err, rules.ErrNotFound) {
+			t.Errorf("PlanHistory(%q) error = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func testRuleScopeConflict(t *testing.T, s Store) {
+	ctx := t.Context()
+	a := mustCreateRule(t, s, inline("api", "GET /orders", "key", 10, time.Minute))
+	// Same scope, other numbers.
+	_, err := s.CreateRule(ctx, inline("api", "GET /orders", "key", 99, time.Hour), actor)
+	if !errors.Is(err, rules.ErrConflict) {
+		t.Fatalf("CreateRule(same scope) error = %v, want ErrConflict", err)
+	}
+	for _, part := range []string{`"api"`, `"GET /orders"`, `"key"`} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("CreateRule(same scope) error = %q, want it to name the scope part %s", err, part)
+		}
+	}
+	// Scopes differing in one part are distinct.
+	b := mustCreateRule(t, s, inline("api", "GET /orders", "other", 10, time.Minute))
+	mustCreateRule(t, s, inline("api", "POST /orders", "key", 10, time.Minute))
+	mustCreateRule(t, s, inline("*", "GET /orders", "key", 10, time.Minute))
+
+	// Moving b onto a's scope conflicts and changes nothing.
+	moved := b
+	moved.Subject = "key"
+	if _, err := s.UpdateRule(ctx, moved, b.Version, actor); !errors.Is(err, rules.ErrConflict) {
+		t.Errorf("UpdateRule(onto a taken scope) error = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetRule(ctx, b.ID); !cmp.Equal(got, b) {
+		t.Errorf("GetRule() after a refused update = %+v, want unchanged %+v", got, b)
+	}
+	// Keeping its own scope is no conflict.
+	same := a
+	same.Limit = ptr(int64(11))
+	if _, err := s.UpdateRule(ctx, same, a.Version, actor); err != nil {
+		t.Errorf("UpdateRule(own scope) error = %v, want nil", err)
+	}
+	// After a delete the scope is free.
+	if err := s.DeleteRule(ctx, a.ID, 0, actor); err != nil {
+		t.Fatalf("DeleteRule() error = %v", err)
+	}
+	mustCreateRule(t, s, inline("api", "GET /orders", "key", 10, time.Minute))
+}
+
+func testRuleStale(t *testing.T, s Store) {
+	ctx := t.Context()
+	r := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Minute))
+	upd := r
+	upd.Limit = ptr(int64(20))
+	for _, v := range []int64{2, 5, -1} {
+		if _, err := s.UpdateRule(ctx, upd, v, actor); !errors.Is(err, rules.ErrStale) {
+			t.Errorf("UpdateRule(version %d of 1) error = %v, want ErrStale", v, err)
+		}
+		if err := s.DeleteRule(ctx, r.ID, v, actor); !errors.Is(err, rules.ErrStale) {
+			t.Errorf("DeleteRule(version %d of 1) error = %v, want ErrStale", v, err)
+		}
+	}
+	if got, err := s.GetRule(ctx, r.ID); err != nil || !cmp.Equal(got, r) {
+		t.Errorf("GetRule() after stale writes = %+v, %v; want unchanged", got, err)
+	}
+	v2, err := s.UpdateRule(ctx, upd, 1, actor)
+	if err != nil {
+		t.Fatalf("UpdateRule(version 1) error = %v", err)
+	}
+	if _, err := s.UpdateRule(ctx, upd, 1, actor); !errors.Is(err, rules.ErrStale) {
+		t.Errorf("UpdateRule(version 1 again) error = %v, want ErrStale", err)
+	}
+	// Version 0 is unconditional.
+	v3, err := s.UpdateRule(ctx, upd, 0, actor)
+	if err != nil || v3.Version != v2.Version+1 {
+		t.Errorf("UpdateRule(version 0) = version %d, %v; want %d, nil", v3.Version, err, v2.Version+1)
+	}
+	if err := s.DeleteRule(ctx, r.ID, v2.Version, actor); !errors.Is(err, rules.ErrStale) {
+		t.Errorf("DeleteRule(old version) error = %v, want ErrStale", err)
+	}
+	if err := s.DeleteRule(ctx, r.ID, v3.Version, actor); err != nil {
+		t.Errorf("DeleteRule(current version) error = %v, want nil", err)
+	}
+}
+
+// decodeRule decodes an audit image; null is the zero rule and ok false.
+func decodeRule(t *testing.T, raw json.RawMessage) (r rules.Rule, ok bool) {
+	t.Helper()
+	if len(raw) == 0 || string(raw) == "null" {
+		return rules.Rule{}, false
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("audit image %s does not decode: %v", raw, err)
+	}
+	return r, true
+}
+
+func decodePlan(t *testing.T, raw json.RawMessage) (p rules.Plan, ok bool) {
+	t.Helper()
+	if len(raw) == 0 || string(raw) == "null" {
+		return rules.Plan{}, false
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatalf("audit image %s does not decode: %v", raw, err)
+	}
+	return p, true
+}
+
+func testRuleAudit(t *testing.T, s Store) {
+	ctx := t.Context()
+	start := time.Now().Add(-time.Second)
+	created, err := s.CreateRule(ctx, inline("api", "*", "key", 10, time.Minute), "creator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := created
+	upd.Limit = ptr(int64(20))
+	updated, err := s.UpdateRule(ctx, upd, 1, "updater")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Failed writes leave no audit row.
+	if _, err := s.UpdateRule(ctx, upd, 1, "loser"); !errors.Is(err, rules.ErrStale) {
+		t.Fatalf("UpdateRule(stale) error = %v, want ErrStale", err)
+	}
+	if _, err := s.CreateRule(ctx, inline("api", "*", "key", 1, time.Second), "loser"); !errors.Is(err, rules.ErrConflict) {
+		t.Fatalf("CreateRule(dup) error = %v, want ErrConflict", err)
+	}
+	if err := s.DeleteRule(ctx, created.ID, 2, "deleter"); err != nil {
+		t.Fatal(err)
+	}
+	other := mustCreateRule(t, s, inline("api", "*", "other", 10, time.Minute))
+
+	hist, err := s.RuleHistory(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("RuleHistory() error = %v", err)
+	}
+	type entry struct {
+		Kind, Target, Action, Actor string
+		Before, After               *rules.Rule
+	}
+	var got []entry
+	for i, e := range hist {
+		if e.At.Before(start) || e.At.After(time.Now().Add(time.Second)) {
+			t.Errorf("RuleHistory()[%d].At = %v, want now", i, e.At)
+		}
+		if i > 0 && e.ID <= hist[i-1].ID {
+			t.Errorf("RuleHistory() ids %d then %d, want ascending", hist[i-1].ID, e.ID)
+		}
+		en := entry{Kind: e.Kind, Target: e.TargetID, Action: e.Action, Actor: e.Actor}
+		if r, ok := decodeRule(t, e.Before); ok {
+			en.Before = &r
+		}
+		if r, ok := decodeRule(t, e.After); ok {
+			en.After = &r
+		}
+		got = append(got, en)
+	}
+	want := []entry{
+		{rules.KindRule, created.ID, rules.ActionCreate, "creator", nil, &created},
+		{rules.KindRule, created.ID, rules.ActionUpdate, "updater", &created, &updated},
+		{rules.KindRule, created.ID, rules.ActionDelete, "deleter", &updated, nil},
+	}
+	// JSON keeps the instant, not the location.
+	eqTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
+	if diff := cmp.Diff(want, got, eqTime); diff != "" {
+		t.Errorf("RuleHistory() mismatch (-want +got):\n%s", diff)
+	}
+	if !hist[1].At.Equal(updated.UpdatedAt) {
+		t.Errorf("RuleHistory()[1].At = %v, want the update's UpdatedAt %v", hist[1].At, updated.UpdatedAt)
+	}
+	oh, err := s.RuleHistory(ctx, other.ID)
+	if err != nil || len(oh) != 1 || oh[0].Action != rules.ActionCreate {
+		t.Errorf("RuleHistory(other) = %+v, %v; want its create only", oh, err)
+	}
+}
+
+func testRuleLastLineOfDefence(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	base := inline("api", "*", "key", 10, time.Minute)
+	tests := []struct {
+		name  string
+		edit  func(r *rules.Rule)
+		field string
+	}{
+		{"plan and inline numbers", func(r *rules.Rule) { r.Plan = "gold" }, "plan"},
+		{"neither plan nor numbers", func(r *rules.Rule) { r.Limit, r.Period = nil, 0 }, "plan"},
+		{"negative limit", func(r *rules.Rule) { r.Limit = ptr(int64(-1)) }, "limit"},
+		{"period below 1s", func(r *rules.Rule) { r.Period = rules.Period(time.Millisecond) }, "period"},
+		{"fractional period", func(r *rules.Rule) { r.Period = rules.Period(1500 * time.Millisecond) }, "period"},
+		{"period above 1y", func(r *rules.Rule) { r.Period = rules.MaxPeriod + rules.Period(time.Second) }, "period"},
+		{"zero cost", func(r *rules.Rule) { r.Cost = ptr(int64(0)) }, "cost"},
+		{"bad failure mode", func(r *rules.Rule) { r.FailureMode = "sideways" }, "failure_mode"},
+		{"bad mode", func(r *rules.Rule) { r.Mode = "loud" }, "mode"},
+		{"NUL in subject", func(r *rules.Rule) { r.Subject = "a\x00b" }, "subject"},
+		{"invalid UTF-8 in description", func(r *rules.Rule) { r.Description = "\xff" }, "description"},
+		{"long description", func(r *rules.Rule) { r.Description = strings.Repeat("x", rules.MaxDescriptionLen+1) }, "description"},
+		{"long api", func(r *rules.Rule) { r.API = strings.Repeat("x", rules.MaxAPILen+1) }, "api"},
+	}
+	for _, tc := range tests {
+		r := base
+		tc.edit(&r)
+		if _, err := s.CreateRule(ctx, r, actor); fieldOf(err) != tc.field {
+			t.Errorf("CreateRule(%s) error = %v, want a ValidationError on %q", tc.name, err, tc.field)
+		}
+	}
+	if rs, _, err := s.LoadAll(ctx); err != nil || len(rs) != 0 {
+		t.Errorf("LoadAll() after refused creates = %d rules, %v; want none", len(rs), err)
+	}
+	for _, tc := range []struct {
+		name  string
+		p     rules.Plan
+		field string
+	}{
+		{"bad name", rules.Plan{Name: "Gold!", Limit: 1, Period: rules.Period(time.Second)}, "name"},
+		{"no period", rules.Plan{Name: "p", Limit: 1}, "period"},
+		{"negative limit", rules.Plan{Name: "p", Limit: -1, Period: rules.Period(time.Second)}, "limit"},
+	} {
+		if _, err := s.CreatePlan(ctx, tc.p, actor); fieldOf(err) != tc.field {
+			t.Errorf("CreatePlan(%s) error = %v, want a ValidationError on %q", tc.name, err, tc.field)
+		}
+	}
+}
+
+func testPlanCRUD(t *testing.T, s Store) {
+	ctx := t.Context()
+	in := gold()
+	created := mustCreatePlan(t, s, in)
+	if created.Version != 1 || created.CreatedAt.IsZero() || !created.UpdatedAt.Equal(created.CreatedAt) {
+		t.Errorf("CreatePlan() version, times = %d, %v, %v; want 1, now, equal", created.Version, created.CreatedAt, created.UpdatedAt)
+	}
+	if diff := cmp.Diff(in, created, ignoreStoreFields); diff != "" {
+		t.Errorf("CreatePlan() mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := s.GetPlan(ctx, "gold"); err != nil || !cmp.Equal(got, created) {
+		t.Errorf("GetPlan(gold) = %+v, %v; want %+v", got, err, created)
+	}
+	if _, err := s.CreatePlan(ctx, in, actor); !errors.Is(err, rules.ErrConflict) || !strings.Contains(err.Error(), `"gold"`) {
+		t.Errorf("CreatePlan(gold again) error = %v, want ErrConflict naming the plan", err)
+	}
+	upd := created
+	upd.Limit, upd.Burst, upd.Description = 5000, nil, "bigger"
+	if _, err := s.UpdatePlan(ctx, upd, 7, actor); !errors.Is(err, rules.ErrStale) {
+		t.Errorf("UpdatePlan(version 7 of 1) error = %v, want ErrStale", err)
+	}
+	updated, err := s.UpdatePlan(ctx, upd, 1, actor)
+	if err != nil {
+		t.Fatalf("UpdatePlan() error = %v", err)
+	}
+	if updated.Version != 2 || !updated.CreatedAt.Equal(created.CreatedAt) {
+		t.Errorf("UpdatePlan() version, created = %d, %v; want 2, %v", updated.Version, updated.CreatedAt, created.CreatedAt)
+	}
+	if diff := cmp.Diff(upd, updated, ignoreStoreFields); diff != "" {
+		t.Errorf("UpdatePlan() mismatch (-want +got):\n%s", diff)
+	}
+	mustCreatePlan(t, s, rules.Plan{Name: "bronze", Limit: 10, Period: rules.Period(time.Hour)})
+	mustCreatePlan(t, s, rules.Plan{Name: "silver", Limit: 100, Period: rules.Period(24 * time.Hour)})
+	ps, err := s.ListPlans(ctx)
+	if err != nil {
+		t.Fatalf("ListPlans() error = %v", err)
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	if diff := cmp.Diff([]string{"bronze", "gold", "silver"}, names); diff != "" {
+		t.Errorf("ListPlans() names mismatch (-want +got):\n%s", diff)
+	}
+	if err := s.DeletePlan(ctx, "gold", 1, actor); !errors.Is(err, rules.ErrStale) {
+		t.Errorf("DeletePlan(gold, version 1 of 2) error = %v, want ErrStale", err)
+	}
+	if err := s.DeletePlan(ctx, "gold", 2, actor); err != nil {
+		t.Errorf("DeletePlan(gold, 2) error = %v", err)
+	}
+	if err := s.DeletePlan(ctx, "bronze", 0, actor); err != nil {
+		t.Errorf("DeletePlan(bronze, 0) error = %v", err)
+	}
+	if _, err := s.GetPlan(ctx, "gold"); !errors.Is(err, rules.ErrNotFound) {
+		t.Errorf("GetPlan(gold) after delete error = %v, want ErrNotFound", err)
+	}
+	if ps, _ := s.ListPlans(ctx); len(ps) != 1 || ps[0].Name != "silver" {
+		t.Errorf("ListPlans() after deletes = %+v, want silver only", ps)
+	}
+}
+
+func testPlanAudit(t *testing.T, s Store) {
+	ctx := t.Context()
+	created, err := s.CreatePlan(ctx, gold(), "creator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := created
+	upd.Limit = 1
+	updated, err := s.UpdatePlan(ctx, upd, 1, "updater")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePlan(ctx, "gold", 2, "deleter"); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := s.PlanHistory(ctx, "gold")
+	if err != nil {
+		t.Fatalf("PlanHistory() error = %v", err)
+	}
+	type entry struct {
+		Kind, Target, Action, Actor string
+		Before, After               *rules.Plan
+	}
+	var got []entry
+	for _, e := range hist {
+		en := entry{Kind: e.Kind, Target: e.TargetID, Action: e.Action, Actor: e.Actor}
+		if p, ok := decodePlan(t, e.Before); ok {
+			en.Before = &p
+		}
+		if p, ok := decodePlan(t, e.After); ok {
+			en.After = &p
+		}
+		got = append(got, en)
+	}
+	want := []entry{
+		{rules.KindPlan, "gold", rules.ActionCreate, "creator", nil, &created},
+		{rules.KindPlan, "gold", rules.ActionUpdate, "updater", &created, &updated},
+		{rules.KindPlan, "gold", rules.ActionDelete, "deleter", &updated, nil},
+	}
+	eqTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
+	if diff := cmp.Diff(want, got, eqTime); diff != "" {
+		t.Errorf("PlanHistory() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func testPlanForeignKey(t *testing.T, s Store) {
+	ctx := t.Context()
+	r := rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"}
+	_, err := s.CreateRule(ctx, r, actor)
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("CreateRule(unknown plan) error = %v, want a *ValidationError", err)
+	}
+	want := []rules.FieldError{{Field: "plan", Reason: `unknown plan "gold"`}}
+	if diff := cmp.Diff(want, ve.Fields); diff != "" {
+		t.Errorf("CreateRule(unknown plan) fields mismatch (-want +got):\n%s", diff)
+	}
+	mustCreatePlan(t, s, gold())
+	created := mustCreateRule(t, s, r)
+	if created.Plan != "gold" || created.Limit != nil || created.Period != 0 {
+		t.Errorf("CreateRule(plan) = plan %q limit %v period %v; want gold, nil, 0", created.Plan, created.Limit, created.Period)
+	}
+	// Switching to an unknown plan is refused; a known one is an upgrade.
+	upd := created
+	upd.Plan = "platinum"
+	if _, err := s.UpdateRule(ctx, upd, 1, actor); fieldOf(err) != "plan" {
+		t.Errorf("UpdateRule(unknown plan) error = %v, want a ValidationError on plan", err)
+	}
+	mustCreatePlan(t, s, rules.Plan{Name: "platinum", Limit: 10000, Period: rules.Period(time.Minute)})
+	if got, err := s.UpdateRule(ctx, upd, 1, actor); err != nil || got.Plan != "platinum" {
+		t.Errorf("UpdateRule(platinum) = %q, %v; want platinum", got.Plan, err)
+	}
+	// From a plan back to inline numbers.
+	back := inline("api", "*", "key", 7, time.Second)
+	back.ID = created.ID
+	if got, err := s.UpdateRule(ctx, back, 2, actor); err != nil || got.Plan != "" || *got.Limit != 7 {
+		t.Errorf("UpdateRule(inline) = %+v, %v; want inline numbers", got, err)
+	}
+}
+
+func testPlanInUse(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"})
+	if err := s.DeletePlan(ctx, "gold", 0, actor); !errors.Is(err, rules.ErrConflict) {
+		t.Fatalf("DeletePlan(in use) error = %v, want ErrConflict", err)
+	}
+	if _, err := s.GetPlan(ctx, "gold"); err != nil {
+		t.Errorf("GetPlan() after a refused delete error = %v", err)
+	}
+	if hist, _ := s.PlanHistory(ctx, "gold"); len(hist) != 1 {
+		t.Errorf("PlanHistory() after a refused delete has %d entries, want 1", len(hist))
+	}
+	if err := s.DeleteRule(ctx, r.ID, 0, actor); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePlan(ctx, "gold", 0, actor); err != nil {
+		t.Errorf("DeletePlan(unused) error = %v, want nil", err)
+	}
+}
+
+func testPlanUpdateRelimits(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"})
+	p, _ := s.GetPlan(ctx, "gold")
+	p.Limit = 3000
+	if _, err := s.UpdatePlan(ctx, p, p.Version, actor); err != nil {
+		t.Fatal(err)
+	}
+	rs, ps, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatalf("LoadAll() error = %v", err)
+	}
+	if len(rs) != 1 || !cmp.Equal(rs[0], r) {
+		t.Errorf("LoadAll() rules = %+v, want the rule unchanged %+v", rs, r)
+	}
+	if len(ps) != 1 || ps[0].Limit != 3000 || ps[0].Version != 2 {
+		t.Errorf("LoadAll() plans = %+v, want gold at 3000, version 2", ps)
+	}
+}
+
+func testLoadAll(t *testing.T, s Store) {
+	ctx := t.Context()
+	if rs, ps, err := s.LoadAll(ctx); err != nil || len(rs) != 0 || len(ps) != 0 {
+		t.Errorf("LoadAll(empty) = %d rules, %d plans, %v; want none", len(rs), len(ps), err)
+	}
+	mustCreatePlan(t, s, rules.Plan{Name: "zeta", Limit: 1, Period: rules.Period(time.Second)})
+	mustCreatePlan(t, s, gold())
+	var want []rules.Rule
+	for i := range 20 {
+		r := inline("api", "*", fmt.Sprintf("key-%d", i), int64(i), time.Minute)
+		if i%3 == 0 {
+			r.Enabled = ptr(false)
+		}
+		if i%5 == 0 {
+			r = rules.Rule{API: "api", Route: "*", Subject: fmt.Sprintf("key-%d", i), Plan: "gold"}
+		}
+		want = append(want, mustCreateRule(t, s, r))
+	}
+	slices.SortFunc(want, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
+	rs, ps, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatalf("LoadAll() error = %v", err)
+	}
+	if diff := cmp.Diff(want, rs); diff != "" {
+		t.Errorf("LoadAll() rules mismatch (-want +got):\n%s", diff)
+	}
+	if len(ps) != 2 || ps[0].Name != "gold" || ps[1].Name != "zeta" {
+		t.Errorf("LoadAll() plans = %+v, want gold, zeta", ps)
+	}
+}
+
+func ids(rs []rules.Rule) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func testListFilters(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	byName := map[string]rules.Rule{}
+	add := func(name string, r rules.Rule) { byName[name] = mustCreateRule(t, s, r) }
+	add("a-all", inline("a", "*", "*", 1, time.Second))
+	add("a-get-k1", inline("a", "GET /x", "k1", 1, time.Second))
+	add("a-get-k2", rules.Rule{API: "a", Route: "GET /x", Subject: "k2", Plan: "gold"})
+	add("b-get-k1", rules.Rule{API: "b", Route: "GET /x", Subject: "k1", Plan: "gold"})
+	add("b-post-k1", inline("b", "POST /x", "k1", 1, time.Second))
+	add("star-all", inline("*", "*", "*", 1, time.Second))
+
+	tests := []struct {
+		f    rules.Filter
+		want []string
+	}{
+		{rules.Filter{}, []string{"a-all", "a-get-k1", "a-get-k2", "b-get-k1", "b-post-k1", "star-all"}},
+		{rules.Filter{API: "a"}, []string{"a-all", "a-get-k1", "a-get-k2"}},
+		{rules.Filter{API: "*"}, []string{"star-all"}},
+		{rules.Filter{Subject: "k1"}, []string{"a-get-k1", "b-get-k1", "b-post-k1"}},
+		{rules.Filter{Route: "GET /x"}, []string{"a-get-k1", "a-get-k2", "b-get-k1"}},
+		{rules.Filter{Plan: "gold"}, []string{"a-get-k2", "b-get-k1"}},
+		{rules.Filter{API: "b", Subject: "k1", Route: "GET /x"}, []string{"b-get-k1"}},
+		{rules.Filter{API: "b", Plan: "gold"}, []string{"b-get-k1"}},
+		{rules.Filter{API: "c"}, nil},
+		{rules.Filter{Subject: "' OR 1=1 --"}, nil},
+	}
+	for _, tc := range tests {
+		page, err := s.ListRules(ctx, tc.f)
+		if err != nil {
+			t.Errorf("ListRules(%+v) error = %v", tc.f, err)
+			continue
+		}
+		want := []string{}
+		for _, n := range tc.want {
+			want = append(want, byName[n].ID)
+		}
+		slices.Sort(want)
+		if diff := cmp.Diff(want, ids(page.Rules)); diff != "" {
+			t.Errorf("ListRules(%+v) ids mismatch (-want +got):\n%s", tc.f, diff)
+		}
+		if page.NextCursor != "" {
+			t.Errorf("ListRules(%+v).NextCursor = %q, want empty on the only page", tc.f, page.NextCursor)
+		}
+	}
+	// Listed rules are whole rules.
+	page, err := s.ListRules(ctx, rules.Filter{API: "b", Plan: "gold"})
+	if err != nil || len(page.Rules) != 1 {
+		t.Fatalf("ListRules(b, gold) = %+v, %v; want one rule", page, err)
+	}
+	if diff := cmp.Diff(byName["b-get-k1"], page.Rules[0]); diff != "" {
+		t.Errorf("ListRules(b, gold) rule mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func testListBadParams(t *testing.T, s Store) {
+	ctx := t.Context()
+	r := mustCreateRule(t, s, inline("a", "*", "*", 1, time.Second))
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	tests := []struct {
+		f     rules.Filter
+		field string
+	}{
+		{rules.Filter{Limit: -1}, "limit"},
+		{rules.Filter{Limit: 1001}, "limit"},
+		{rules.Filter{Cursor: "!!!"}, "cursor"},
+		{rules.Filter{Cursor: r.ID}, "cursor"},
+		{rules.Filter{Cursor: enc("not a uuid")}, "cursor"},
+		{rules.Filter{Cursor: enc("' OR 1=1 --")}, "cursor"},
+		{rules.Filter{Cursor: enc("r1:" + r.ID + "x")}, "cursor"},
+		{rules.Filter{Cursor: enc("r2:" + r.ID)}, "cursor"},
+		{rules.Filter{Cursor: enc("r1:" + r.ID) + "="}, "cursor"},
+		{rules.Filter{API: "a\x00"}, "api"},
+	}
+	for _, tc := range tests {
+		if _, err := s.ListRules(ctx, tc.f); fieldOf(err) != tc.field {
+			t.Errorf("ListRules(%+v) error = %v, want a ValidationError on %q", tc.f, err, tc.field)
+		}
+	}
+	for _, limit := range []int{1, 1000} {
+		if page, err := s.ListRules(ctx, rules.Filter{Limit: limit}); err != nil || len(page.Rules) != 1 {
+			t.Errorf("ListRules(limit %d) = %d rules, %v; want 1, nil", limit, len(page.Rules), err)
+		}
+	}
+	// An empty store lists an empty, non-nil page.
+	if err := s.DeleteRule(ctx, r.ID, 0, actor); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListRules(ctx, rules.Filter{})
+	if err != nil || page.Rules == nil || len(page.Rules) != 0 || page.NextCursor != "" {
+		t.Errorf("ListRules(empty store) = %#v, %v; want an empty non-nil page", page, err)
+	}
+}
+
+func testPagination(t *testing.T, s Store) {
+	ctx := t.Context()
+	const n = 250
+	var all []string
+	for i := range n {
+		api := "even"
+		if i%2 == 1 {
+			api = "odd"
+		}
+		all = append(all, mustCreateRule(t, s, inline(api, "*", fmt.Sprintf("key-%03d", i), 1, time.Second)).ID)
+	}
+	slices.Sort(all)
+
+	walk := func(f rules.Filter) (got []string, sizes []int) {
+		t.Helper()
+		for pages := 0; ; pages++ {
+			if pages > n {
+				t.Fatalf("ListRules(%+v) does not end", f)
+			}
+			page, err := s.ListRules(ctx, f)
+			if err != nil {
+				t.Fatalf("ListRules(%+v) error = %v", f, err)
+			}
+			got = append(got, ids(page.Rules)...)
+			sizes = append(sizes, len(page.Rules))
+			if page.NextCursor == "" {
+				return got, sizes
+			}
+			f.Cursor = page.NextCursor
+		}
+	}
+	got, sizes := walk(rules.Filter{})
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("ListRules() pages mismatch, a duplicate or a gap (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{100, 100, 50}, sizes); diff != "" {
+		t.Errorf("ListRules() page sizes mismatch (-want +got):\n%s", diff)
+	}
+	// A page that ends exactly at the last rule has no next cursor.
+	_, sizes = walk(rules.Filter{Limit: 125})
+	if diff := cmp.Diff([]int{125, 125}, sizes); diff != "" {
+		t.Errorf("ListRules(limit 125) page sizes mismatch (-want +got):\n%s", diff)
+	}
+	got, _ = walk(rules.Filter{Limit: 7})
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("ListRules(limit 7) pages mismatch (-want +got):\n%s", diff)
+	}
+	// Filter and cursor together.
+	var odd []string
+	for _, id := range all {
+		if r, _ := s.GetRule(ctx, id); r.API == "odd" {
+			odd = append(odd, id)
+		}
+	}
+	got, _ = walk(rules.Filter{API: "odd", Limit: 30})
+	if diff := cmp.Diff(odd, got); diff != "" {
+		t.Errorf("ListRules(api odd, limit 30) pages mismatch (-want +got):\n%s", diff)
+	}
+	// Deleting the rule a cursor points at does not lose the rest.
+	page, err := s.ListRules(ctx, rules.Filter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRule(ctx, page.Rules[9].ID, 0, actor); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.ListRules(ctx, rules.Filter{Limit: 10, Cursor: page.NextCursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all[10:20], ids(next.Rules)); diff != "" {
+		t.Errorf("ListRules(after a deleted cursor rule) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func testConcurrentUpdates(t *testing.T, s Store) {
+	ctx := t.Context()
+	r := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Minute))
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Go(func() {
+			<-start
+			upd := r
+			upd.Limit = ptr(int64(100 + i))
+			_, errs[i] = s.UpdateRule(ctx, upd, 1, fmt.Sprintf("writer-%d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, rules.ErrStale):
+			t.Errorf("UpdateRule(writer %d) error = %v, want nil or ErrStale", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d concurrent UpdateRule(version 1) succeeded, want exactly 1", wins)
+	}
+	got, _ := s.GetRule(ctx, r.ID)
+	if got.Version != 2 {
+		t.Errorf("GetRule().Version after the race = %d, want 2", got.Version)
+	}
+	hist, _ := s.RuleHistory(ctx, r.ID)
+	if len(hist) != 2 {
+		t.Errorf("RuleHistory() after the race has %d entries, want 2 (create, one update)", len(hist))
+	}
+
+	// The same for deletes.
+	for i := range writers {
+		wg.Go(func() { errs[i] = s.DeleteRule(ctx, r.ID, 2, actor) })
+	}
+	wg.Wait()
+	wins = 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, rules.ErrNotFound) && !errors.Is(err, rules.ErrStale):
+			t.Errorf("DeleteRule(writer %d) error = %v, want nil or ErrNotFound", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d concurrent DeleteRule(version 2) succeeded, want exactly 1", wins)
+	}
+}
+
+func testConcurrentCreates(t *testing.T, s Store) {
+	ctx := t.Context()
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			_, errs[i] = s.CreateRule(ctx, inline("api", "*", "key", int64(i), time.Minute), actor)
+		})
+	}
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, rules.ErrConflict):
+			t.Errorf("CreateRule(writer %d) error = %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d concurrent CreateRule(same scope) succeeded, want exactly 1", wins)
+	}
 }
