@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -123,37 +122,65 @@ func (p Period) check() error {
 func (p Period) Seconds() int64 { return int64(p / Period(time.Second)) }
 
 // String returns the shortest exact form of p in the units ParsePeriod reads:
-// "1m" rather than "60s", "90m" rather than "1h30m", "1d1s" rather than
-// "86401s". On a tie the single-unit form with the largest unit wins. A
+// "1m" rather than "60s", "90m" rather than "1h30m", "100d1s" rather than
+// "8640001s". Of forms equally short, the one with the larger units wins. A
 // period that is not a positive whole number of seconds is printed as a Go
 // duration ("1.5s", "0s", "-1m0s").
 func (p Period) String() string {
 	if p <= 0 || p%Period(time.Second) != 0 {
 		return time.Duration(p).String()
 	}
-	best := ""
-	for _, u := range periodUnits {
-		if p%Period(u.d) == 0 {
-			s := strconv.FormatInt(int64(p/Period(u.d)), 10) + u.name
-			if best == "" || len(s) < len(best) {
-				best = s
-			}
+	var counts [len(periodUnits)]int64
+	shortestForm(int64(p/Period(time.Second)), 0, &counts)
+	b := make([]byte, 0, 24)
+	for i, n := range counts {
+		if n > 0 {
+			b = strconv.AppendInt(b, n, 10)
+			b = append(b, periodUnits[i].name...)
 		}
 	}
-	// The greedy mixed form ("1d1s") can be shorter than any single unit.
-	var b strings.Builder
-	rest := p
-	for _, u := range periodUnits {
-		if n := rest / Period(u.d); n > 0 {
-			b.WriteString(strconv.FormatInt(int64(n), 10))
-			b.WriteString(u.name)
-			rest -= n * Period(u.d)
+	return string(b)
+}
+
+// shortestForm sets counts[i:] to the shortest way of writing secs seconds
+// with units i and below, and returns its length and number of parts; of
+// forms equally long the one with fewer parts wins ("366d" over "1y1d"),
+// then the one with larger units. For each unit it tries none and as many as
+// fit: a count in between never shortens the form, as it leaves more of the
+// unit to smaller units, which take at least as many digits.
+func shortestForm(secs int64, i int, counts *[len(periodUnits)]int64) (length, parts int) {
+	unit := int64(periodUnits[i].d / time.Second)
+	if unit == 1 {
+		counts[i] = secs
+		if secs == 0 {
+			return 0, 0
 		}
+		return digits(secs) + 1, 1
 	}
-	if b.Len() < len(best) {
-		return b.String()
+	n := secs / unit
+	length, parts = shortestForm(secs, i+1, counts) // none of this unit
+	counts[i] = 0
+	if n == 0 {
+		return length, parts
 	}
-	return best
+	var alt [len(periodUnits)]int64
+	l, p := shortestForm(secs-n*unit, i+1, &alt)
+	l, p = l+digits(n)+1, p+1
+	if l < length || l == length && p <= parts {
+		alt[i] = n
+		*counts = alt
+		return l, p
+	}
+	return length, parts
+}
+
+func digits(n int64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // MarshalJSON writes p as a JSON string in the form String gives.

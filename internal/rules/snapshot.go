@@ -470,7 +470,8 @@ func (s *Snapshot) ByID(id string) *Effective { return s.byID[id] }
 // api "" means every api a rule names. route "" means every route: the
 // API-wide rule and, for every route some rule names, the rule that wins for
 // it; route Wildcard means the API-wide scope only; "METHOD /resource" means
-// what Match gives for that request. The default is listed when some request
+// what Match gives for that request (the route is normalised first, so
+// "get /pets/" works). The default is listed when some request
 // of subject's would fall to it.
 func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 	apis := []string{api}
@@ -502,7 +503,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 				}
 			}
 		default:
-			method, resource, _ := strings.Cut(route, " ")
+			method, resource, _ := strings.Cut(normalizeRoute(route), " ")
 			m := s.Match(a, method, resource, subject)
 			add(m.API)
 			add(m.Route)
