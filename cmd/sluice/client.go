@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+)
+
+// defaultEndpoint is the admin API of `sluice local` on its default address.
+const defaultEndpoint = "http://127.0.0.1:8080/admin"
+
+// maxResponse bounds what the client reads from the admin API.
+const maxResponse = 16 << 20
+
+// adminClient talks to the admin API: the local gateway's /admin/ with a
+// bearer token, or a deployed Admin REST API with SigV4-signed requests.
+type adminClient struct {
+	endpoint *url.URL // without a trailing slash
+	token    string   // bearer token; empty when signing
+	http     *http.Client
+
+	// SigV4 signing; nil signer means no signing.
+	signer *v4.Signer
+	creds  aws.CredentialsProvider
+	region string
+}
+
+// clientOptions are the settings shared by every admin subcommand.
+type clientOptions struct {
+	Endpoint string
+	Token    string
+	SigV4    bool
+	Region   string
+	Timeout  time.Duration
+}
+
+// newAdminClient builds the client. It signs requests when o.SigV4 is set or
+// the endpoint is an execute-api URL, loading credentials and the region
+// through the AWS SDK's default chain.
+func newAdminClient(ctx context.Context, o clientOptions) (*adminClient, error) {
+	u, err := url.Parse(strings.TrimRight(o.Endpoint, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("endpoint %q: want an http(s) URL such as %s", o.Endpoint, defaultEndpoint)
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	c := &adminClient{endpoint: u, token: o.Token, http: &http.Client{Timeout: timeout}}
+	apiRegion, isAPI := executeAPIRegion(u.Hostname())
+	if !o.SigV4 && !isAPI {
+		return c, nil
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config for SigV4: %w", err)
+	}
+	c.region = o.Region
+	if c.region == "" {
+		c.region = apiRegion
+	}
+	if c.region == "" {
+		c.region = cfg.Region
+	}
+	if c.region == "" {
+		return nil, errors.New("SigV4 needs a region: pass --region or set AWS_REGION")
+	}
+	c.signer = v4.NewSigner()
+	c.creds = cfg.Credentials
+	c.token = "" // IAM replaces the bearer token
+	return c, nil
+}
+
+// executeAPIRegion returns the region of an API Gateway default endpoint
+// host (<id>.execute-api.<region>.amazonaws.com) and whether host is one.
+func executeAPIRegion(host string) (string, bool) {
+	parts := strings.Split(strings.ToLower(host), ".")
+	if len(parts) < 5 || parts[1] != "execute-api" || parts[3] != "amazonaws" {
+		return "", false
+	}
+	return parts[2], true
+}
+
+// apiError is a non-2xx answer of the admin API, decoded from its
+// problem+json body when there is one.
+type apiError struct {
+	Status int
+	Title  string
+	Detail string
+	Fields []fieldError
+}
+
+type fieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *apiError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s", e.Status, http.StatusText(e.Status))
+	if e.Title != "" && e.Title != http.StatusText(e.Status) {
+		fmt.Fprintf(&b, ": %s", e.Title)
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	for _, f := range e.Fields {
+		fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
+	}
+	return b.String()
+}
+
+// decodeAPIError reads a problem+json body. Field errors may come as
+// "errors", "fields" or "invalid_params"; any of them is shown.
+func decodeAPIError(status int, body []byte) *apiError {
+	e := &apiError{Status: status}
+	var p struct {
+		Title         string       `json:"title"`
+		Detail        string       `json:"detail"`
+		Errors        []fieldError `json:"errors"`
+		Fields        []fieldError `json:"fields"`
+		InvalidParams []struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		} `json:"invalid_params"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		e.Detail = strings.TrimSpace(string(body))
+		if len(e.Detail) > 200 {
+			e.Detail = e.Detail[:200] + "…"
+		}
+		return e
+	}
+	e.Title, e.Detail = p.Title, p.Detail
+	e.Fields = append(append(e.Fields, p.Errors...), p.Fields...)
+	for _, ip := range p.InvalidParams {
+		e.Fields = append(e.Fields, fieldError{ip.Name, ip.Reason})
+	}
+	return e
+}
+
+// response is a 2xx answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// do sends one request to endpoint+path (path escaped by the caller). in, when not nil, is sent as JSON;
+// ifMatch > 0 sets If-Match to the quoted version. A non-2xx answer is an
+// *apiError.
+func (c *adminClient) do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) (response, error) {
+	// path is already escaped by the caller (url.PathEscape on each id).
+	target := c.endpoint.String() + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return response{}, fmt.Errorf("encode request: %w", err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if ifMatch > 0 {
+		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.signer != nil {
+		if err := c.sign(ctx, req, body); err != nil {
+			return response{}, err
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return response{}, decodeAPIError(resp.StatusCode, rb)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: rb}, nil
+}
+
+func (c *adminClient) sign(ctx context.Context, req *http.Request, body []byte) error {
+	creds, err := c.creds.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("retrieve AWS credentials: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
+		return fmt.Errorf("sign request: %w", err)
+	}
+	return nil
+}
+
+// getJSON fetches path and decodes the answer into out.
+func (c *adminClient) getJSON(ctx context.Context, path string, query url.Values, out any) (response, error) {
+	r, err := c.do(ctx, http.MethodGet, path, query, nil, 0)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(r.Body, out); err != nil {
+		return r, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// sendJSON sends in with method and decodes the answer into out (when out
+// is not nil and the answer has a body).
+func (c *adminClient) sendJSON(ctx context.Context, method, path string, in any, ifMatch int64, out any) error {
+	r, err := c.do(ctx, method, path, nil, in, ifMatch)
+	if err != nil {
+		return err
+	}
+	if out != nil && len(bytes.TrimSpace(r.Body)) > 0 {
+		if err := json.Unmarshal(r.Body, out); err != nil {
+			return fmt.Errorf("decode %s answer: %w", path, err)
+		}
+	}
+	return nil
+}
