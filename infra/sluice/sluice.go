@@ -1,0 +1,340 @@
+// Package sluice is the CDK construct library for Sluice: import it into your
+// own CDK Go app to put the Sluice rate limiter in front of any API Gateway
+// REST API.
+//
+// It provides the authorizer Lambda with an API Gateway REQUEST authorizer
+// ([NewAuthorizer]), the gateway responses that turn its Deny into a 429 with
+// Retry-After and RateLimit headers ([AddGatewayResponses]), and the Lambda
+// defaults every Sluice function shares ([NewFunction]). The reference stack in
+// infra/ wires these to ElastiCache, Aurora and the admin API.
+package sluice
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Context keys the authorizer returns with every decision (see the
+// authorizer's contract). The gateway responses read them as
+// context.authorizer.<key>.
+const (
+	ContextLimit           = "limit"
+	ContextRemaining       = "remaining"
+	ContextReset           = "reset"
+	ContextRetryAfter      = "retryAfter"
+	ContextRateLimitPolicy = "rateLimitPolicy"
+	ContextRateLimit       = "rateLimit"
+)
+
+// DefaultAssetRoot is where `make build` writes the linux/arm64 Lambda
+// binaries, one directory per function holding a `bootstrap` file.
+const DefaultAssetRoot = "build/arm64"
+
+// FunctionProps configures one Sluice Lambda function.
+type FunctionProps struct {
+	// Name is the function's directory under functions/, e.g. "authorizer".
+	// Required.
+	Name string
+	// AssetDir is the directory holding the function's `bootstrap` binary.
+	// Default: DefaultAssetRoot/<Name>.
+	AssetDir string
+	// Environment is the function's environment (see the env contract:
+	// REDIS_URL, DB_SECRET_ARN, ...). Default: none.
+	Environment map[string]string
+	// MemorySize in MiB. Default: 256.
+	MemorySize float64
+	// ReservedConcurrency reserves (and caps) concurrent executions.
+	// Default 0: unreserved.
+	ReservedConcurrency float64
+	// Timeout of one invocation. Default: 10 seconds.
+	Timeout awscdk.Duration
+	// Vpc places the function in these subnets. Default: not in a VPC.
+	Vpc awsec2.IVpc
+	// VpcSubnets selects the subnets. Default: the VPC's isolated subnets
+	// when it has any, else its private ones (CDK default).
+	VpcSubnets *awsec2.SubnetSelection
+	// SecurityGroups of the function in the VPC. Default: one created by CDK.
+	SecurityGroups []awsec2.ISecurityGroup
+	// LogRetention of the function's log group. Default: one month.
+	LogRetention awslogs.RetentionDays
+}
+
+// NewFunction creates a Sluice Lambda: the `bootstrap` binary from the asset
+// directory on provided.al2023, arm64 (Graviton: cheaper per ms and what
+// `make build` targets), with its own log group so the retention is set
+// without the log-retention custom resource and its broad IAM policy.
+func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslambda.Function {
+	if p == nil || p.Name == "" {
+		panic("sluice.NewFunction: FunctionProps.Name is required")
+	}
+	dir := p.AssetDir
+	if dir == "" {
+		dir = filepath.Join(DefaultAssetRoot, p.Name)
+	}
+	memory := p.MemorySize
+	if memory == 0 {
+		memory = 256
+	}
+	timeout := p.Timeout
+	if timeout == nil {
+		timeout = awscdk.Duration_Seconds(jsii.Number(10))
+	}
+	retention := p.LogRetention
+	if retention == "" {
+		retention = awslogs.RetentionDays_ONE_MONTH
+	}
+	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     retention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	env := make(map[string]*string, len(p.Environment))
+	for k, v := range p.Environment {
+		env[k] = jsii.String(v)
+	}
+	props := &awslambda.FunctionProps{
+		Description:   jsii.String("Sluice " + p.Name),
+		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:  awslambda.Architecture_ARM_64(),
+		Handler:       jsii.String("bootstrap"),
+		Code:          awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:    jsii.Number(memory),
+		Timeout:       timeout,
+		Environment:   &env,
+		LogGroup:      logs,
+		LoggingFormat: awslambda.LoggingFormat_JSON,
+	}
+	if p.ReservedConcurrency > 0 {
+		props.ReservedConcurrentExecutions = jsii.Number(p.ReservedConcurrency)
+	}
+	if p.Vpc != nil {
+		props.Vpc = p.Vpc
+		props.VpcSubnets = p.VpcSubnets
+		if len(p.SecurityGroups) > 0 {
+			sgs := append([]awsec2.ISecurityGroup(nil), p.SecurityGroups...)
+			props.SecurityGroups = &sgs
+		}
+	}
+	return awslambda.NewFunction(scope, jsii.String(id), props)
+}
+
+// AuthorizerProps configures the Sluice authorizer.
+type AuthorizerProps struct {
+	FunctionProps
+	// SubjectSources is the authorizer's SUBJECT_SOURCES: where it reads the
+	// subject, in order, e.g. "header:x-api-key,query:api_key,apikey,ip".
+	// Default: empty, the authorizer's own default.
+	SubjectSources string
+	// IdentitySources are API Gateway identity sources, e.g.
+	// awsapigateway.IdentitySource_Header("x-api-key"). API Gateway answers 401
+	// without calling the authorizer when one of them is missing from the
+	// request. Default: derived from SubjectSources — the single header or
+	// query source when that is the only source; none otherwise (so that the
+	// "apikey" and "ip" fallbacks still reach the authorizer).
+	IdentitySources []*string
+}
+
+// Authorizer is the Sluice authorizer function with its API Gateway REQUEST
+// authorizer.
+type Authorizer struct {
+	// Function is the authorizer Lambda.
+	Function awslambda.Function
+	// Authorizer is the REQUEST authorizer to set on methods
+	// (AuthorizationType CUSTOM). API Gateway binds an authorizer to one
+	// RestApi: for another API use [Authorizer.ForAPI].
+	Authorizer awsapigateway.RequestAuthorizer
+
+	scope           constructs.Construct
+	identitySources []*string
+}
+
+// NewAuthorizer creates the authorizer Lambda and its REQUEST authorizer.
+// FunctionProps.Name defaults to "authorizer".
+func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *Authorizer {
+	if p == nil {
+		p = &AuthorizerProps{}
+	}
+	fp := p.FunctionProps
+	if fp.Name == "" {
+		fp.Name = "authorizer"
+	}
+	if p.SubjectSources != "" {
+		env := make(map[string]string, len(fp.Environment)+1)
+		for k, v := range fp.Environment {
+			env[k] = v
+		}
+		env["SUBJECT_SOURCES"] = p.SubjectSources
+		fp.Environment = env
+	}
+	construct := constructs.NewConstruct(scope, jsii.String(id))
+	a := &Authorizer{
+		Function:        NewFunction(construct, "Function", &fp),
+		scope:           construct,
+		identitySources: p.IdentitySources,
+	}
+	if a.identitySources == nil {
+		a.identitySources = IdentitySources(p.SubjectSources)
+	}
+	a.Authorizer = a.newRequestAuthorizer(construct, "Authorizer")
+	return a
+}
+
+// ForAPI returns a further REQUEST authorizer backed by the same function,
+// for one more RestApi (an authorizer belongs to exactly one RestApi). id must
+// be unique among the calls.
+func (a *Authorizer) ForAPI(id string) awsapigateway.RequestAuthorizer {
+	return a.newRequestAuthorizer(a.scope, id)
+}
+
+// MethodOptions returns the options that put the authorizer on a method:
+// api.Root().AddMethod("GET", integration, a.MethodOptions()).
+func (a *Authorizer) MethodOptions() *awsapigateway.MethodOptions {
+	return &awsapigateway.MethodOptions{
+		AuthorizationType: awsapigateway.AuthorizationType_CUSTOM,
+		Authorizer:        a.Authorizer,
+	}
+}
+
+func (a *Authorizer) newRequestAuthorizer(scope constructs.Construct, id string) awsapigateway.RequestAuthorizer {
+	ids := append([]*string{}, a.identitySources...)
+	return awsapigateway.NewRequestAuthorizer(scope, jsii.String(id), &awsapigateway.RequestAuthorizerProps{
+		Handler: a.Function,
+		// The result cache must stay off: a cached Allow would let the same
+		// caller through for the whole TTL without ever reaching the limiter,
+		// so no token would be spent and no limit enforced.
+		ResultsCacheTtl: awscdk.Duration_Seconds(jsii.Number(0)),
+		IdentitySources: &ids,
+	})
+}
+
+// IdentitySources derives API Gateway identity sources from a SUBJECT_SOURCES
+// value: only when the subject comes from exactly one header or query
+// parameter is that source required of every request; otherwise none, since
+// API Gateway would reject a request lacking any listed source before the
+// authorizer could fall back to the next one.
+func IdentitySources(subjectSources string) []*string {
+	var parts []string
+	for _, s := range strings.Split(subjectSources, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) != 1 {
+		return []*string{}
+	}
+	kind, name, ok := strings.Cut(parts[0], ":")
+	if !ok || name == "" {
+		return []*string{}
+	}
+	switch strings.ToLower(kind) {
+	case "header":
+		return []*string{awsapigateway.IdentitySource_Header(jsii.String(name))}
+	case "query":
+		return []*string{awsapigateway.IdentitySource_QueryString(jsii.String(name))}
+	}
+	return []*string{}
+}
+
+// RateLimitHeaders maps the 429 response headers to the authorizer context
+// keys they are read from.
+var RateLimitHeaders = map[string]string{
+	"Retry-After":      ContextRetryAfter,
+	"RateLimit-Policy": ContextRateLimitPolicy,
+	"RateLimit":        ContextRateLimit,
+}
+
+// TooManyRequestsBody is the JSON body of the 429 response. Gateway response
+// templates are not run through VTL, only simple $context substitution, so
+// every value is a JSON string (an absent key gives "" rather than invalid
+// JSON) and no value can be escaped here.
+const TooManyRequestsBody = `{"message":"Too Many Requests",` +
+	`"retryAfter":"$context.authorizer.retryAfter",` +
+	`"limit":"$context.authorizer.limit",` +
+	`"remaining":"$context.authorizer.remaining",` +
+	`"reset":"$context.authorizer.reset",` +
+	`"rateLimitPolicy":"$context.authorizer.rateLimitPolicy",` +
+	`"rateLimit":"$context.authorizer.rateLimit",` +
+	`"requestId":"$context.requestId"}`
+
+// AddGatewayResponses installs Sluice's gateway responses on api (one created
+// in this app or imported with RestApi_FromRestApiAttributes):
+//
+//   - ACCESS_DENIED, what API Gateway sends when the authorizer returns Deny,
+//     becomes 429 Too Many Requests with Retry-After, RateLimit-Policy and
+//     RateLimit headers and a JSON body carrying the same values;
+//   - UNAUTHORIZED (no subject found) stays a 401 with a JSON body.
+//
+// Install them only on APIs whose ACCESS_DENIED comes from Sluice: an IAM or
+// resource-policy denial on the same API would also become a 429. The ids
+// are derived from id, which must be unique in scope.
+func AddGatewayResponses(scope constructs.Construct, id string, api awsapigateway.IRestApi) {
+	// Response headers from the authorizer context. Using
+	// $context.authorizer.<key> in a gateway response BODY template is
+	// documented ("Gateway response" / "Variables for data transformations",
+	// https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-gatewayResponse-definition.html
+	// and https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-mapping-template-reference.html).
+	// Mapping a HEADER from context.authorizer.<key> is not: the documented
+	// sources for gatewayresponse.header.* are method.request.*,
+	// stageVariables.* and static '...' values
+	// (https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-swagger-extensions-gateway-responses.gatewayResponse.html).
+	// API Gateway accepts and applies context.authorizer.* there in practice;
+	// the body keeps the values available should that ever change.
+	headers := make(map[string]*string, len(RateLimitHeaders)+1)
+	for h, key := range RateLimitHeaders {
+		headers[h] = jsii.String("context.authorizer." + key)
+	}
+	headers["Content-Type"] = jsii.String("'application/json'")
+	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"TooManyRequests"), &awsapigateway.GatewayResponseProps{
+		RestApi:         api,
+		Type:            awsapigateway.ResponseType_ACCESS_DENIED(),
+		StatusCode:      jsii.String("429"),
+		ResponseHeaders: &headers,
+		Templates:       &map[string]*string{"application/json": jsii.String(TooManyRequestsBody)},
+	})
+	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"Unauthorized"), &awsapigateway.GatewayResponseProps{
+		RestApi:    api,
+		Type:       awsapigateway.ResponseType_UNAUTHORIZED(),
+		StatusCode: jsii.String("401"),
+		Templates: &map[string]*string{"application/json": jsii.String(
+			`{"message":"Unauthorized","requestId":"$context.requestId"}`)},
+	})
+}
+
+// AssetDir returns the asset directory of function name under root
+// (DefaultAssetRoot when root is empty).
+func AssetDir(root, name string) string {
+	if root == "" {
+		root = DefaultAssetRoot
+	}
+	return filepath.Join(root, name)
+}
+
+// Functions lists every Sluice Lambda, as `make build` names them.
+var Functions = []string{
+	"authorizer", "check", "migrate",
+	"admin-rules-create", "admin-rules-list", "admin-rules-get", "admin-rules-update",
+	"admin-rules-delete", "admin-rules-history",
+	"admin-plans-create", "admin-plans-list", "admin-plans-get", "admin-plans-update",
+	"admin-plans-delete",
+	"admin-subjects-limits", "admin-subjects-reset",
+}
+
+// LogicalName turns a function name into a CDK id: "admin-rules-get" →
+// "AdminRulesGet".
+func LogicalName(name string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(name, "-") {
+		if part == "" {
+			continue
+		}
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}

@@ -1,0 +1,637 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticache"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/infra/sluice"
+)
+
+// StackProps configures the reference Sluice stack. The zero value (plus
+// awscdk.StackProps) deploys everything: VPC, ElastiCache, Aurora, Lambdas,
+// APIs, alarms. The bring-your-own fields replace the VPC, Redis or the
+// database with ones you already run.
+type StackProps struct {
+	awscdk.StackProps
+
+	// AssetRoot holds one directory per function with its `bootstrap`.
+	// Default: sluice.DefaultAssetRoot ("build/arm64", `make build` output).
+	AssetRoot string
+	// AssetDirs overrides the asset directory of single functions, by name.
+	AssetDirs map[string]string
+
+	// Vpc is an existing VPC to run in. Default: a new VPC over 2 AZs with
+	// isolated subnets only and Secrets Manager and CloudWatch Logs endpoints.
+	Vpc awsec2.IVpc
+	// VpcSubnets selects the subnets of Vpc for the Lambdas and data stores.
+	// Default: the isolated subnets of the new VPC; CDK's default for Vpc.
+	VpcSubnets *awsec2.SubnetSelection
+	// SecurityGroups are given to every Lambda, e.g. the groups your own Redis
+	// and database admit. Default: one group created here.
+	SecurityGroups []awsec2.ISecurityGroup
+	// NoVpc runs the Lambdas outside any VPC and creates none (LocalStack).
+	// Requires RedisURL and a database.
+	NoVpc bool
+
+	// RedisURL of an existing Redis (redis:// or rediss://). Set, no
+	// ElastiCache is created. Default: a new ElastiCache replication group.
+	RedisURL string
+	// RedisMode is REDIS_MODE for RedisURL: "single" or "cluster".
+	// Default: "single".
+	RedisMode string
+	// RedisAuthSecretArn is a Secrets Manager secret holding the AUTH token
+	// of RedisURL. Default: none.
+	RedisAuthSecretArn string
+	// ServerlessRedis creates ElastiCache Serverless instead of a replication
+	// group (only without RedisURL).
+	ServerlessRedis bool
+	// RedisNodeType of the replication group. Default: "cache.t4g.small".
+	RedisNodeType string
+	// RedisEngine is "valkey" or "redis". Default: "valkey".
+	RedisEngine string
+
+	// DatabaseURL of an existing PostgreSQL, passed as DATABASE_URL in plain
+	// environment: for LocalStack and development only. Set, no Aurora is
+	// created.
+	DatabaseURL string
+	// DatabaseSecretArn is an existing RDS-style connection secret (JSON:
+	// username, password, host, port, dbname). Set, no Aurora is created.
+	DatabaseSecretArn string
+	// DatabaseHost overrides the secret's host (DB_HOST), e.g. an RDS Proxy.
+	DatabaseHost string
+
+	// AuthorizerMemory in MiB. Default: 512 (more memory, more CPU: the
+	// authorizer is on every request's path).
+	AuthorizerMemory float64
+	// AuthorizerReservedConcurrency caps the authorizer. Default 0: none.
+	AuthorizerReservedConcurrency float64
+	// FunctionMemory of the other Lambdas in MiB. Default: 256.
+	FunctionMemory float64
+	// AdminReservedConcurrency caps each admin Lambda. Default 0: none.
+	AdminReservedConcurrency float64
+
+	// SubjectSources is the authorizer's SUBJECT_SOURCES. Default: the
+	// authorizer's default.
+	SubjectSources string
+	// DefaultLimit is the authorizer's DEFAULT_LIMIT ("" = allow when no rule
+	// matches; "100/1m,burst=200").
+	DefaultLimit string
+	// LogLevel is LOG_LEVEL of every function. Default: "info".
+	LogLevel string
+
+	// AuthorizerP99Millis is the p99 duration alarm threshold. Default: 50.
+	AuthorizerP99Millis float64
+	// MigrateNonce is passed to the migrate custom resource: a new value runs
+	// the migrations again. Default: the synth time, so every deploy migrates.
+	MigrateNonce string
+}
+
+// byoDatabase reports whether the props name an existing database.
+func (p *StackProps) byoDatabase() bool { return p.DatabaseURL != "" || p.DatabaseSecretArn != "" }
+
+func (p *StackProps) validate() error {
+	var errs []error
+	if p.NoVpc && p.RedisURL == "" {
+		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))
+	}
+	if p.NoVpc && !p.byoDatabase() {
+		errs = append(errs, errors.New("NoVpc requires DatabaseURL or DatabaseSecretArn: Aurora needs a VPC"))
+	}
+	if p.NoVpc && p.Vpc != nil {
+		errs = append(errs, errors.New("NoVpc and Vpc are exclusive"))
+	}
+	if p.DatabaseURL != "" && p.DatabaseSecretArn != "" {
+		errs = append(errs, errors.New("DatabaseURL and DatabaseSecretArn are exclusive"))
+	}
+	if p.RedisURL != "" && !strings.HasPrefix(p.RedisURL, "redis://") && !strings.HasPrefix(p.RedisURL, "rediss://") {
+		errs = append(errs, fmt.Errorf("RedisURL %q: want redis:// or rediss://", p.RedisURL))
+	}
+	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" {
+		errs = append(errs, fmt.Errorf("RedisMode %q: want single or cluster", p.RedisMode))
+	}
+	return errors.Join(errs...)
+}
+
+// Stack is the reference Sluice deployment.
+type Stack struct {
+	awscdk.Stack
+	Authorizer *sluice.Authorizer
+	Functions  map[string]awslambda.Function
+	AdminAPI   awsapigateway.RestApi
+	DemoAPI    awsapigateway.RestApi
+}
+
+// adminRoute is one admin API method and the function serving it.
+type adminRoute struct{ method, path, function string }
+
+var adminRoutes = []adminRoute{
+	{"POST", "/rules", "admin-rules-create"},
+	{"GET", "/rules", "admin-rules-list"},
+	{"GET", "/rules/{id}", "admin-rules-get"},
+	{"PUT", "/rules/{id}", "admin-rules-update"},
+	{"DELETE", "/rules/{id}", "admin-rules-delete"},
+	{"GET", "/rules/{id}/history", "admin-rules-history"},
+	{"POST", "/plans", "admin-plans-create"},
+	{"GET", "/plans", "admin-plans-list"},
+	{"GET", "/plans/{name}", "admin-plans-get"},
+	{"PUT", "/plans/{name}", "admin-plans-update"},
+	{"DELETE", "/plans/{name}", "admin-plans-delete"},
+	{"GET", "/subjects/{subject}/limits", "admin-subjects-limits"},
+	{"DELETE", "/subjects/{subject}/buckets", "admin-subjects-reset"},
+	// The check function serves services not behind API Gateway; IAM-signed
+	// like the admin routes.
+	{"POST", "/check", "check"},
+}
+
+// redis is what the Lambdas need to reach Redis and what the alarms watch.
+type redis struct {
+	url, mode  string
+	authSecret awssecretsmanager.ISecret
+	cpu, mem   awscloudwatch.IMetric // nil when not ours to watch
+}
+
+// database is what the Lambdas need to reach PostgreSQL.
+type database struct {
+	env    map[string]string
+	secret awssecretsmanager.ISecret
+	// dependable is what the migration must wait for (nil for BYO).
+	dependable constructs.IConstruct
+}
+
+// NewStack builds the reference stack.
+func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, error) {
+	if p == nil {
+		p = &StackProps{}
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
+	}
+	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
+	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
+
+	vpc, subnets := p.Vpc, p.VpcSubnets
+	if vpc == nil && !p.NoVpc {
+		vpc = newVpc(stack)
+		subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
+	}
+	var fnSGs []awsec2.ISecurityGroup
+	if vpc != nil {
+		fnSGs = p.SecurityGroups
+		if len(fnSGs) == 0 {
+			fnSGs = []awsec2.ISecurityGroup{awsec2.NewSecurityGroup(stack, jsii.String("FunctionsSg"), &awsec2.SecurityGroupProps{
+				Vpc:              vpc,
+				Description:      jsii.String("Sluice Lambdas"),
+				AllowAllOutbound: jsii.Bool(true),
+			})}
+		}
+	}
+
+	rd := newRedis(stack, p, vpc, subnets, fnSGs)
+	db := newDatabase(stack, p, vpc, subnets, fnSGs)
+
+	common := map[string]string{"LOG_LEVEL": or(p.LogLevel, "info")}
+	redisEnv := map[string]string{"REDIS_URL": rd.url, "REDIS_MODE": rd.mode}
+	if rd.authSecret != nil {
+		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
+	}
+	fnProps := func(name string, memory, reserved float64, env ...map[string]string) *sluice.FunctionProps {
+		merged := map[string]string{}
+		for _, m := range append([]map[string]string{common}, env...) {
+			for k, v := range m {
+				merged[k] = v
+			}
+		}
+		dir := p.AssetDirs[name]
+		if dir == "" {
+			dir = sluice.AssetDir(p.AssetRoot, name)
+		}
+		return &sluice.FunctionProps{
+			Name: name, AssetDir: dir, Environment: merged,
+			MemorySize: memory, ReservedConcurrency: reserved,
+			Vpc: vpc, VpcSubnets: subnets, SecurityGroups: fnSGs,
+		}
+	}
+	grant := func(fn awslambda.Function, redisToo bool) {
+		if redisToo && rd.authSecret != nil {
+			rd.authSecret.GrantRead(fn, nil)
+		}
+		if db.secret != nil {
+			db.secret.GrantRead(fn, nil)
+		}
+	}
+
+	authEnv := map[string]string{}
+	if p.DefaultLimit != "" {
+		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
+	}
+	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
+		FunctionProps: *fnProps("authorizer", or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
+			redisEnv, db.env, authEnv),
+		SubjectSources: p.SubjectSources,
+	})
+	s.Functions["authorizer"] = s.Authorizer.Function
+	grant(s.Authorizer.Function, true)
+
+	for _, name := range sluice.Functions {
+		if name == "authorizer" {
+			continue
+		}
+		var fp *sluice.FunctionProps
+		switch {
+		case name == "migrate":
+			// Only PostgreSQL; long enough for a slow migration.
+			fp = fnProps(name, or(p.FunctionMemory, 256), 0, db.env)
+			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
+		case name == "check":
+			fp = fnProps(name, or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv)
+		default:
+			fp = fnProps(name, or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env)
+			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
+		}
+		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
+		grant(fn, name != "migrate")
+		s.Functions[name] = fn
+	}
+
+	newMigration(stack, p, s.Functions["migrate"], db)
+	s.AdminAPI = newAdminAPI(stack, s.Functions)
+	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
+	newMonitoring(stack, p, s.Authorizer.Function, rd)
+
+	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
+		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("DemoApiUrl"), &awscdk.CfnOutputProps{
+		Value: s.DemoAPI.Url(), Description: jsii.String("Demo REST API behind the Sluice authorizer"),
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("AuthorizerArn"), &awscdk.CfnOutputProps{
+		Value: s.Authorizer.Function.FunctionArn(), Description: jsii.String("Sluice authorizer Lambda ARN"),
+	})
+	return s, nil
+}
+
+// newVpc creates a VPC without NAT or internet gateway: the Lambdas reach AWS
+// services only through the interface endpoints, and nothing else.
+func newVpc(stack awscdk.Stack) awsec2.Vpc {
+	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
+		MaxAzs:      jsii.Number(2),
+		NatGateways: jsii.Number(0),
+		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{{
+			Name:       jsii.String("isolated"),
+			SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED,
+			CidrMask:   jsii.Number(24),
+		}},
+	})
+	for id, svc := range map[string]awsec2.InterfaceVpcEndpointAwsService{
+		"SecretsManagerEndpoint": awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
+		"LogsEndpoint":           awsec2.InterfaceVpcEndpointAwsService_CLOUDWATCH_LOGS(),
+	} {
+		vpc.AddInterfaceEndpoint(jsii.String(id), &awsec2.InterfaceVpcEndpointOptions{
+			Service:           svc,
+			PrivateDnsEnabled: jsii.Bool(true),
+			Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+		})
+	}
+	return vpc
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// resourceName makes an ElastiCache-safe name (lowercase, letters, digits and
+// hyphens, at most 40 characters) from the stack name.
+func resourceName(stack awscdk.Stack, suffix string) string {
+	base := nonName.ReplaceAllString(strings.ToLower(*stack.StackName()), "-")
+	if max := 40 - len(suffix) - 1; len(base) > max {
+		base = base[:max]
+	}
+	return strings.Trim(base, "-") + "-" + suffix
+}
+
+// newRedis returns the bring-your-own Redis, or creates ElastiCache.
+func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec2.SubnetSelection, fnSGs []awsec2.ISecurityGroup) redis {
+	if p.RedisURL != "" {
+		r := redis{url: p.RedisURL, mode: or(p.RedisMode, "single")}
+		if p.RedisAuthSecretArn != "" {
+			r.authSecret = awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("RedisAuth"), jsii.String(p.RedisAuthSecretArn))
+		}
+		return r
+	}
+	sg := awsec2.NewSecurityGroup(stack, jsii.String("RedisSg"), &awsec2.SecurityGroupProps{
+		Vpc: vpc, Description: jsii.String("Sluice Redis"), AllowAllOutbound: jsii.Bool(false),
+	})
+	for _, fnSG := range fnSGs {
+		sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(6379)), jsii.String("Sluice Lambdas"), nil)
+	}
+	subnetIDs := vpc.SelectSubnets(subnets).SubnetIds
+	engine := or(p.RedisEngine, "valkey")
+
+	if p.ServerlessRedis {
+		// ElastiCache Serverless is always TLS, always highly available, and
+		// speaks the cluster protocol; the hash-tagged keys keep each
+		// subject's buckets in one slot.
+		ids := make([]interface{}, 0, len(*subnetIDs))
+		for _, s := range *subnetIDs {
+			ids = append(ids, s)
+		}
+		name := resourceName(stack, "cache")
+		const maxGB, maxECPU = 10, 100000
+		c := awselasticache.NewCfnServerlessCache(stack, jsii.String("Redis"), &awselasticache.CfnServerlessCacheProps{
+			Engine:              jsii.String(engine),
+			ServerlessCacheName: jsii.String(name),
+			Description:         jsii.String("Sluice token buckets"),
+			SubnetIds:           &ids,
+			SecurityGroupIds:    &[]interface{}{sg.SecurityGroupId()},
+			CacheUsageLimits: &awselasticache.CfnServerlessCache_CacheUsageLimitsProperty{
+				DataStorage:   &awselasticache.CfnServerlessCache_DataStorageProperty{Unit: jsii.String("GB"), Maximum: jsii.Number(maxGB)},
+				EcpuPerSecond: &awselasticache.CfnServerlessCache_ECPUPerSecondProperty{Maximum: jsii.Number(maxECPU)},
+			},
+		})
+		dims := &map[string]*string{"clusterId": c.Ref()}
+		return redis{
+			url:  fmt.Sprintf("rediss://%s:%s", *c.AttrEndpointAddress(), *c.AttrEndpointPort()),
+			mode: "cluster",
+			// ECPUs per second over a minute, against the configured cap.
+			cpu: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String(fmt.Sprintf("100 * e / (60 * %d)", maxECPU)),
+				Label:      jsii.String("ECPU % of limit"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{"e": awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+					Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String("ElastiCacheProcessingUnits"),
+					DimensionsMap: dims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+				})},
+				Period: awscdk.Duration_Minutes(jsii.Number(1)),
+			}),
+			mem: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String(fmt.Sprintf("100 * b / (%d * 1000000000)", maxGB)),
+				Label:      jsii.String("Data % of limit"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{"b": awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+					Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String("BytesUsedForCache"),
+					DimensionsMap: dims, Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+				})},
+				Period: awscdk.Duration_Minutes(jsii.Number(1)),
+			}),
+		}
+	}
+
+	ids := make([]interface{}, 0, len(*subnetIDs))
+	for _, s := range *subnetIDs {
+		ids = append(ids, s)
+	}
+	subnetGroup := awselasticache.NewCfnSubnetGroup(stack, jsii.String("RedisSubnets"), &awselasticache.CfnSubnetGroupProps{
+		Description: jsii.String("Sluice Redis"),
+		SubnetIds:   &ids,
+	})
+	// The AUTH token: 64 alphanumerics (ElastiCache forbids some punctuation),
+	// stored as the plain secret string.
+	auth := awssecretsmanager.NewSecret(stack, jsii.String("RedisAuthToken"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Sluice Redis AUTH token"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(64),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+	})
+	name := resourceName(stack, "redis")
+	rg := awselasticache.NewCfnReplicationGroup(stack, jsii.String("Redis"), &awselasticache.CfnReplicationGroupProps{
+		ReplicationGroupId:          jsii.String(name),
+		ReplicationGroupDescription: jsii.String("Sluice token buckets"),
+		Engine:                      jsii.String(engine),
+		CacheNodeType:               jsii.String(or(p.RedisNodeType, "cache.t4g.small")),
+		NumCacheClusters:            jsii.Number(2), // a primary and a replica in the other AZ
+		AutomaticFailoverEnabled:    jsii.Bool(true),
+		MultiAzEnabled:              jsii.Bool(true),
+		TransitEncryptionEnabled:    jsii.Bool(true),
+		AtRestEncryptionEnabled:     jsii.Bool(true),
+		AuthToken:                   auth.SecretValue().UnsafeUnwrap(), // a dynamic reference, resolved by CloudFormation
+		CacheSubnetGroupName:        subnetGroup.Ref(),
+		SecurityGroupIds:            &[]*string{sg.SecurityGroupId()},
+		Port:                        jsii.Number(6379),
+	})
+	// Node ids are <group id>-001, -002; the primary may be either after a
+	// failover, so watch the worse of the two.
+	node := func(metric, n, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String(metric),
+			DimensionsMap: &map[string]*string{"CacheClusterId": jsii.String(name + "-" + n)},
+			Statistic:     jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+		})
+	}
+	worst := func(metric, label string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression:   jsii.String("MAX([a, b])"),
+			Label:        jsii.String(label),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{"a": node(metric, "001", "Maximum"), "b": node(metric, "002", "Maximum")},
+			Period:       awscdk.Duration_Minutes(jsii.Number(1)),
+		})
+	}
+	return redis{
+		url:        fmt.Sprintf("rediss://%s:%s", *rg.AttrPrimaryEndPointAddress(), *rg.AttrPrimaryEndPointPort()),
+		mode:       "single",
+		authSecret: auth,
+		cpu:        worst("EngineCPUUtilization", "Engine CPU %"),
+		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
+	}
+}
+
+// newDatabase returns the bring-your-own database, or creates Aurora
+// PostgreSQL Serverless v2 behind an RDS Proxy.
+func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec2.SubnetSelection, fnSGs []awsec2.ISecurityGroup) database {
+	switch {
+	case p.DatabaseURL != "":
+		return database{env: map[string]string{"DATABASE_URL": p.DatabaseURL}}
+	case p.DatabaseSecretArn != "":
+		secret := awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("DbSecret"), jsii.String(p.DatabaseSecretArn))
+		env := map[string]string{"DB_SECRET_ARN": p.DatabaseSecretArn}
+		if p.DatabaseHost != "" {
+			env["DB_HOST"] = p.DatabaseHost
+		}
+		return database{env: env, secret: secret}
+	}
+	cluster := awsrds.NewDatabaseCluster(stack, jsii.String("Db"), &awsrds.DatabaseClusterProps{
+		Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
+			Version: awsrds.AuroraPostgresEngineVersion_VER_16_9(),
+		}),
+		Writer:                  awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), nil),
+		ServerlessV2MinCapacity: jsii.Number(0.5),
+		ServerlessV2MaxCapacity: jsii.Number(4),
+		Credentials:             awsrds.Credentials_FromGeneratedSecret(jsii.String("sluice"), nil),
+		DefaultDatabaseName:     jsii.String("sluice"),
+		StorageEncrypted:        jsii.Bool(true),
+		Vpc:                     vpc,
+		VpcSubnets:              subnets,
+		RemovalPolicy:           awscdk.RemovalPolicy_SNAPSHOT,
+	})
+	// Lambdas connect through the proxy: it pools connections across
+	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
+	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
+		Vpc:        vpc,
+		VpcSubnets: subnets,
+		Secrets:    &[]awssecretsmanager.ISecret{cluster.Secret()},
+		RequireTLS: jsii.Bool(true),
+	})
+	for _, fnSG := range fnSGs {
+		proxy.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
+	}
+	return database{
+		env: map[string]string{
+			"DB_SECRET_ARN": *cluster.Secret().SecretArn(),
+			"DB_HOST":       *proxy.Endpoint(),
+		},
+		secret:     cluster.Secret(),
+		dependable: cluster,
+	}
+}
+
+// newMigration runs the migrate function on every deploy through a custom
+// resource whose Nonce property changes at each synth. (A triggers.Trigger
+// would re-run only when the function's code changes.) The function receives
+// the CloudFormation event; it migrates on Create and Update and may ignore
+// Delete.
+func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database) {
+	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
+		OnEventHandler: fn,
+	})
+	nonce := p.MigrateNonce
+	if nonce == "" {
+		nonce = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	cr := awscdk.NewCustomResource(stack, jsii.String("Migration"), &awscdk.CustomResourceProps{
+		ServiceToken: provider.ServiceToken(),
+		ResourceType: jsii.String("Custom::SluiceMigrate"),
+		Properties:   &map[string]interface{}{"Nonce": nonce},
+	})
+	if db.dependable != nil {
+		cr.Node().AddDependency(db.dependable)
+	}
+}
+
+// newAdminAPI puts every admin route on its own RestApi with AWS_IAM auth, so
+// its IAM denials stay 403 and are never rewritten to 429 by the gateway
+// responses the authorizer needs.
+func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapigateway.RestApi {
+	api := awsapigateway.NewRestApi(stack, jsii.String("AdminApi"), &awsapigateway.RestApiProps{
+		RestApiName:    jsii.String(*stack.StackName() + "-admin"),
+		Description:    jsii.String("Sluice admin API: rules, plans, subjects, check"),
+		CloudWatchRole: jsii.Bool(false),
+		DefaultMethodOptions: &awsapigateway.MethodOptions{
+			AuthorizationType: awsapigateway.AuthorizationType_IAM,
+		},
+	})
+	integrations := map[string]awsapigateway.LambdaIntegration{}
+	for _, r := range adminRoutes {
+		res := api.Root()
+		for _, part := range strings.Split(strings.Trim(r.path, "/"), "/") {
+			if child := res.GetResource(jsii.String(part)); child != nil {
+				res = child
+			} else {
+				res = res.AddResource(jsii.String(part), nil)
+			}
+		}
+		in, ok := integrations[r.function]
+		if !ok {
+			in = awsapigateway.NewLambdaIntegration(fns[r.function], nil)
+			integrations[r.function] = in
+		}
+		res.AddMethod(jsii.String(r.method), in, &awsapigateway.MethodOptions{
+			AuthorizationType: awsapigateway.AuthorizationType_IAM,
+		})
+	}
+	return api
+}
+
+// newDemoAPI is a RestApi behind the authorizer, with a mock echo, to try
+// the limiter without an application of your own.
+func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi {
+	api := awsapigateway.NewRestApi(stack, jsii.String("DemoApi"), &awsapigateway.RestApiProps{
+		RestApiName:          jsii.String(*stack.StackName() + "-demo"),
+		Description:          jsii.String("Sluice demo: a mock echo behind the rate limiter"),
+		CloudWatchRole:       jsii.Bool(false),
+		DefaultMethodOptions: a.MethodOptions(),
+	})
+	sluice.AddGatewayResponses(stack, "DemoApi", api)
+	echo := awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
+		RequestTemplates: &map[string]*string{"application/json": jsii.String(`{"statusCode": 200}`)},
+		IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{
+			StatusCode: jsii.String("200"),
+			ResponseTemplates: &map[string]*string{"application/json": jsii.String(
+				`{"message":"allowed by Sluice","resource":"$context.resourcePath","remaining":"$context.authorizer.remaining","limit":"$context.authorizer.limit"}`)},
+		}},
+	})
+	ok := &awsapigateway.MethodOptions{
+		AuthorizationType: awsapigateway.AuthorizationType_CUSTOM,
+		Authorizer:        a.Authorizer,
+		MethodResponses:   &[]*awsapigateway.MethodResponse{{StatusCode: jsii.String("200")}},
+	}
+	api.Root().AddMethod(jsii.String("GET"), echo, ok)
+	api.Root().AddResource(jsii.String("hello"), nil).AddMethod(jsii.String("GET"), echo, ok)
+	api.Root().AddResource(jsii.String("orders"), nil).AddResource(jsii.String("{id}"), nil).AddMethod(jsii.String("ANY"), echo, ok)
+	return api
+}
+
+// newMonitoring creates the alarms and the dashboard.
+func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer awslambda.Function, rd redis) {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	// The authorizer writes Embedded Metric Format lines; "FailOpen" counts
+	// decisions allowed because Redis failed and the rule fails open.
+	failOpen := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String("Sluice"), MetricName: jsii.String("FailOpen"),
+		Statistic: jsii.String("Sum"), Period: minute,
+	})
+	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold float64, periods float64) {
+		awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(desc),
+			Metric:             m,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+	}
+	alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open)", failOpen, 0, 1)
+	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	alarm("AuthorizerErrorsAlarm", "Sluice authorizer invocations failed (API Gateway answers 500)", errs, 0, 1)
+	p99 := authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})
+	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, or(p.AuthorizerP99Millis, 50), 5)
+	if rd.cpu != nil {
+		alarm("RedisCpuAlarm", "Sluice Redis CPU is high", rd.cpu, 80, 5)
+		alarm("RedisMemoryAlarm", "Sluice Redis memory is high", rd.mem, 80, 5)
+	}
+
+	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(*stack.StackName() + "-sluice"),
+	})
+	graph := func(title string, ms ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &ms, Width: jsii.Number(8)})
+	}
+	dash.AddWidgets(
+		graph("Authorizer invocations and errors",
+			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs),
+		graph("Authorizer duration (ms)",
+			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Period: minute}), p99),
+		graph("Fail-open decisions", failOpen),
+	)
+	if rd.cpu != nil {
+		dash.AddWidgets(graph("Redis CPU %", rd.cpu), graph("Redis memory %", rd.mem))
+	}
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,592 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/infra/sluice"
+)
+
+// Each synth goes through jsii (a node process) and takes seconds, so every
+// variant is synthesized once and shared by the tests (read-only).
+
+var assetRoot string // dummy bootstraps, so synth needs no `make build`
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-assets-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, name := range sluice.Functions {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(dir, name, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	assetRoot = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type variant string
+
+const (
+	full       variant = "full"       // everything created: VPC, replication group, Aurora
+	serverless variant = "serverless" // ElastiCache Serverless
+	byo        variant = "byo"        // existing Redis and database (secret), new VPC
+	localstack variant = "localstack" // what `make localstack-deploy` synthesizes
+)
+
+func variantProps(v variant) *StackProps {
+	p := &StackProps{AssetRoot: assetRoot, MigrateNonce: "test"}
+	switch v {
+	case serverless:
+		p.ServerlessRedis = true
+	case byo:
+		p.RedisURL = "rediss://redis.internal.example:6379"
+		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
+		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
+		p.DatabaseHost = "proxy.example.internal"
+	case localstack:
+		p.NoVpc = true
+		p.RedisURL = "redis://host.docker.internal:6379"
+		p.DatabaseURL = "postgres://sluice:sluice@host.docker.internal:5432/sluice"
+	}
+	return p
+}
+
+type synthed struct {
+	once     sync.Once
+	template assertions.Template
+	json     map[string]any
+	err      error
+}
+
+var (
+	synthMu sync.Mutex
+	synths  = map[variant]*synthed{}
+)
+
+// synth returns the variant's template, synthesized once per test binary.
+func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
+	t.Helper()
+	synthMu.Lock()
+	s, ok := synths[v]
+	if !ok {
+		s = &synthed{}
+		synths[v] = s
+	}
+	synthMu.Unlock()
+	s.once.Do(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.err = fmt.Errorf("synth panicked: %v", r)
+			}
+		}()
+		app := awscdk.NewApp(nil)
+		st, err := NewStack(app, "Sluice", variantProps(v))
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.template = assertions.Template_FromStack(st.Stack, nil)
+		// Through encoding/json so the tests walk plain maps and slices.
+		b, err := json.Marshal(s.template.ToJSON())
+		if err == nil {
+			err = json.Unmarshal(b, &s.json)
+		}
+		s.err = err
+	})
+	if s.err != nil {
+		t.Fatalf("synth %s: %v", v, s.err)
+	}
+	return s.template, s.json
+}
+
+// check runs an assertions call, which panics on a mismatch, as a test error.
+func check(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	f()
+}
+
+type resource struct {
+	ID    string
+	Type  string
+	Props map[string]any
+}
+
+// resources returns the template's resources of the given type (all when
+// typ is ""), sorted by logical id.
+func resources(tmpl map[string]any, typ string) []resource {
+	var out []resource
+	rs, _ := tmpl["Resources"].(map[string]any)
+	for id, r := range rs {
+		m, _ := r.(map[string]any)
+		rt, _ := m["Type"].(string)
+		if typ != "" && rt != typ && !(strings.HasSuffix(typ, "*") && strings.HasPrefix(rt, strings.TrimSuffix(typ, "*"))) {
+			continue
+		}
+		props, _ := m["Properties"].(map[string]any)
+		out = append(out, resource{ID: id, Type: rt, Props: props})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// sluiceFunctions are the template's Lambdas built from `make build` (the
+// provider framework's Node.js function is not one).
+func sluiceFunctions(tmpl map[string]any) []resource {
+	var out []resource
+	for _, r := range resources(tmpl, "AWS::Lambda::Function") {
+		if r.Props["Handler"] == "bootstrap" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func envOf(r resource) map[string]any {
+	env, _ := r.Props["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	return vars
+}
+
+func allVariants() []variant { return []variant{full, serverless, byo, localstack} }
+
+func TestAuthorizerResultCacheIsOff(t *testing.T) {
+	for _, v := range allVariants() {
+		tmpl, js := synth(t, v)
+		check(t, string(v), func() {
+			tmpl.ResourceCountIs(jsii.String("AWS::ApiGateway::Authorizer"), jsii.Number(1))
+		})
+		for _, r := range resources(js, "AWS::ApiGateway::Authorizer") {
+			if got := r.Props["AuthorizerResultTtlInSeconds"]; got != 0.0 {
+				t.Errorf("%s: %s AuthorizerResultTtlInSeconds = %v, want 0", v, r.ID, got)
+			}
+			if got := r.Props["Type"]; got != "REQUEST" {
+				t.Errorf("%s: %s Type = %v, want REQUEST", v, r.ID, got)
+			}
+		}
+	}
+}
+
+func TestAccessDeniedBecomes429(t *testing.T) {
+	tmpl, js := synth(t, full)
+	check(t, "ACCESS_DENIED", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
+			"ResponseType": "ACCESS_DENIED",
+			"StatusCode":   "429",
+			"ResponseParameters": assertions.Match_ObjectLike(&map[string]any{
+				"gatewayresponse.header.Retry-After":      "context.authorizer.retryAfter",
+				"gatewayresponse.header.RateLimit-Policy": "context.authorizer.rateLimitPolicy",
+				"gatewayresponse.header.RateLimit":        "context.authorizer.rateLimit",
+			}),
+		})
+	})
+	check(t, "UNAUTHORIZED", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
+			"ResponseType": "UNAUTHORIZED",
+			"StatusCode":   "401",
+		})
+	})
+	for _, r := range resources(js, "AWS::ApiGateway::GatewayResponse") {
+		if r.Props["ResponseType"] != "ACCESS_DENIED" {
+			continue
+		}
+		body, _ := r.Props["ResponseTemplates"].(map[string]any)["application/json"].(string)
+		for _, key := range []string{"retryAfter", "limit", "remaining", "reset", "rateLimitPolicy", "rateLimit"} {
+			if !strings.Contains(body, "$context.authorizer."+key) {
+				t.Errorf("429 body = %s, want $context.authorizer.%s in it", body, key)
+			}
+		}
+		// With the substitutions made, the body must be valid JSON.
+		filled := strings.NewReplacer("$context.authorizer.", "", "$context.", "").Replace(body)
+		if !json.Valid([]byte(filled)) {
+			t.Errorf("429 body %s is not valid JSON once substituted", body)
+		}
+	}
+	// Only the demo API gets them: the admin API's IAM denials stay 403.
+	adminID := logicalID(t, js, "AWS::ApiGateway::RestApi", "AdminApi")
+	for _, r := range resources(js, "AWS::ApiGateway::GatewayResponse") {
+		if refersTo(r.Props["RestApiId"], adminID) {
+			t.Errorf("gateway response %s is on the admin API; want none there", r.ID)
+		}
+	}
+}
+
+// logicalID finds the one resource of typ whose logical id starts with prefix.
+func logicalID(t *testing.T, js map[string]any, typ, prefix string) string {
+	t.Helper()
+	var ids []string
+	for _, r := range resources(js, typ) {
+		if strings.HasPrefix(r.ID, prefix) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%s resources named %s* = %v, want exactly one", typ, prefix, ids)
+	}
+	return ids[0]
+}
+
+func refersTo(v any, id string) bool {
+	m, _ := v.(map[string]any)
+	return m["Ref"] == id
+}
+
+func TestAdminMethodsUseIAM(t *testing.T) {
+	_, js := synth(t, full)
+	adminID := logicalID(t, js, "AWS::ApiGateway::RestApi", "AdminApi")
+	demoID := logicalID(t, js, "AWS::ApiGateway::RestApi", "DemoApi")
+	var admin, demo int
+	for _, r := range resources(js, "AWS::ApiGateway::Method") {
+		switch {
+		case refersTo(r.Props["RestApiId"], adminID):
+			admin++
+			if got := r.Props["AuthorizationType"]; got != "AWS_IAM" {
+				t.Errorf("admin method %s %s AuthorizationType = %v, want AWS_IAM", r.ID, r.Props["HttpMethod"], got)
+			}
+		case refersTo(r.Props["RestApiId"], demoID):
+			demo++
+			if got := r.Props["AuthorizationType"]; got != "CUSTOM" {
+				t.Errorf("demo method %s AuthorizationType = %v, want CUSTOM", r.ID, got)
+			}
+		}
+	}
+	if admin != len(adminRoutes) {
+		t.Errorf("admin methods = %d, want %d (one per route)", admin, len(adminRoutes))
+	}
+	if demo == 0 {
+		t.Error("demo methods = 0, want some")
+	}
+}
+
+func TestAdminRoutesCoverEveryFunction(t *testing.T) {
+	served := map[string]bool{}
+	for _, r := range adminRoutes {
+		served[r.function] = true
+	}
+	for _, name := range sluice.Functions {
+		if name == "authorizer" || name == "migrate" {
+			continue
+		}
+		if !served[name] {
+			t.Errorf("function %s has no admin route", name)
+		}
+	}
+}
+
+func TestLambdas(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		fns := sluiceFunctions(js)
+		if len(fns) != len(sluice.Functions) {
+			t.Errorf("%s: Sluice functions = %d, want %d", v, len(fns), len(sluice.Functions))
+		}
+		for _, r := range fns {
+			if diff := cmp.Diff([]any{"arm64"}, r.Props["Architectures"]); diff != "" {
+				t.Errorf("%s: %s Architectures (-want +got):\n%s", v, r.ID, diff)
+			}
+			if got := r.Props["Runtime"]; got != "provided.al2023" {
+				t.Errorf("%s: %s Runtime = %v, want provided.al2023", v, r.ID, got)
+			}
+			_, inVpc := r.Props["VpcConfig"]
+			if want := v != localstack; inVpc != want {
+				t.Errorf("%s: %s has VpcConfig = %v, want %v", v, r.ID, inVpc, want)
+			}
+			env := envOf(r)
+			if env["LOG_LEVEL"] == nil {
+				t.Errorf("%s: %s has no LOG_LEVEL", v, r.ID)
+			}
+			isMigrate := strings.HasPrefix(r.ID, "Migrate")
+			if _, ok := env["REDIS_URL"]; ok == isMigrate {
+				t.Errorf("%s: %s has REDIS_URL = %v, want %v", v, r.ID, ok, !isMigrate)
+			}
+			_, url := env["DATABASE_URL"]
+			_, secret := env["DB_SECRET_ARN"]
+			if url == secret {
+				t.Errorf("%s: %s DATABASE_URL set %v, DB_SECRET_ARN set %v; want exactly one", v, r.ID, url, secret)
+			}
+		}
+	}
+}
+
+func TestFullStackEnvironment(t *testing.T) {
+	_, js := synth(t, full)
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	var env map[string]any
+	for _, r := range sluiceFunctions(js) {
+		if r.ID == authID {
+			env = envOf(r)
+		}
+	}
+	b, _ := json.Marshal(env)
+	s := string(b)
+	for _, want := range []string{`"rediss://"`, `PrimaryEndPoint.Address`, `"REDIS_AUTH_SECRET_ARN":{"Ref":"RedisAuthToken`, `"DB_HOST":{"Fn::GetAtt":["DbProxy`, `"DB_SECRET_ARN":{"Ref":"DbSecretAttachment`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("authorizer environment = %s, want %s in it", s, want)
+		}
+	}
+	if env["REDIS_MODE"] != "single" {
+		t.Errorf("REDIS_MODE = %v, want single", env["REDIS_MODE"])
+	}
+}
+
+func TestReplicationGroup(t *testing.T) {
+	tmpl, _ := synth(t, full)
+	check(t, "replication group", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::ElastiCache::ReplicationGroup"), &map[string]any{
+			"AutomaticFailoverEnabled": true,
+			"MultiAZEnabled":           true,
+			"TransitEncryptionEnabled": true,
+			"AtRestEncryptionEnabled":  true,
+			"NumCacheClusters":         2,
+			"AuthToken":                assertions.Match_AnyValue(),
+		})
+	})
+	check(t, "AUTH token secret", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
+			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{"ExcludePunctuation": true, "PasswordLength": 64}),
+		})
+	})
+	check(t, "no serverless cache", func() {
+		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(0))
+	})
+}
+
+func TestServerlessCache(t *testing.T) {
+	tmpl, js := synth(t, serverless)
+	check(t, "serverless cache", func() {
+		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(1))
+		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ReplicationGroup"), jsii.Number(0))
+	})
+	for _, r := range sluiceFunctions(js) {
+		if env := envOf(r); env["REDIS_URL"] != nil && env["REDIS_MODE"] != "cluster" {
+			t.Errorf("%s REDIS_MODE = %v, want cluster", r.ID, env["REDIS_MODE"])
+		}
+	}
+}
+
+func TestAuroraServerlessV2(t *testing.T) {
+	tmpl, _ := synth(t, full)
+	check(t, "cluster", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBCluster"), &map[string]any{
+			"Engine":                           "aurora-postgresql",
+			"StorageEncrypted":                 true,
+			"ServerlessV2ScalingConfiguration": map[string]any{"MinCapacity": 0.5, "MaxCapacity": 4},
+			"MasterUsername":                   assertions.Match_AnyValue(),
+			"MasterUserPassword":               assertions.Match_AnyValue(),
+		})
+	})
+	check(t, "writer", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBInstance"), &map[string]any{"DBInstanceClass": "db.serverless"})
+	})
+	check(t, "generated secret", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
+			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{
+				"GenerateStringKey":    "password",
+				"SecretStringTemplate": `{"username":"sluice"}`,
+			}),
+		})
+	})
+	check(t, "proxy", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBProxy"), &map[string]any{"EngineFamily": "POSTGRESQL", "RequireTLS": true})
+	})
+}
+
+func TestVpcHasNoNat(t *testing.T) {
+	tmpl, js := synth(t, full)
+	check(t, "vpc", func() {
+		tmpl.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(0))
+		tmpl.ResourceCountIs(jsii.String("AWS::EC2::InternetGateway"), jsii.Number(0))
+		tmpl.ResourceCountIs(jsii.String("AWS::EC2::Subnet"), jsii.Number(2))
+	})
+	b, _ := json.Marshal(resources(js, "AWS::EC2::VPCEndpoint"))
+	for _, svc := range []string{".secretsmanager", ".logs"} {
+		if !strings.Contains(string(b), svc) {
+			t.Errorf("VPC endpoints = %s, want one for %s", b, svc)
+		}
+	}
+}
+
+// TestNoWildcardActions walks every policy statement, standalone or inline in
+// a role, for an action with a "*" in it.
+func TestNoWildcardActions(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		var n int
+		for _, r := range resources(js, "") {
+			var docs []any
+			switch r.Type {
+			case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy":
+				docs = append(docs, r.Props["PolicyDocument"])
+			case "AWS::IAM::Role":
+				pols, _ := r.Props["Policies"].([]any)
+				for _, p := range pols {
+					docs = append(docs, p.(map[string]any)["PolicyDocument"])
+				}
+			}
+			for _, d := range docs {
+				stmts, _ := d.(map[string]any)["Statement"].([]any)
+				for _, s := range stmts {
+					n++
+					var actions []any
+					switch a := s.(map[string]any)["Action"].(type) {
+					case string:
+						actions = []any{a}
+					case []any:
+						actions = a
+					}
+					for _, a := range actions {
+						if str, _ := a.(string); strings.Contains(str, "*") {
+							t.Errorf("%s: %s allows action %q, want no wildcard", v, r.ID, str)
+						}
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no policy statements found; the walk is broken", v)
+		}
+	}
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	tmpl, js := synth(t, full)
+	check(t, "fail-open alarm", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
+			"Namespace": "Sluice", "MetricName": "FailOpen", "Threshold": 0,
+			"ComparisonOperator": "GreaterThanThreshold",
+		})
+	})
+	check(t, "authorizer errors alarm", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
+			"Namespace": "AWS/Lambda", "MetricName": "Errors",
+		})
+	})
+	check(t, "p99 alarm", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
+			"Namespace": "AWS/Lambda", "MetricName": "Duration", "ExtendedStatistic": "p99",
+		})
+	})
+	check(t, "dashboard", func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1)) })
+	b, _ := json.Marshal(resources(js, "AWS::CloudWatch::Alarm"))
+	for _, metric := range []string{"EngineCPUUtilization", "DatabaseMemoryUsagePercentage"} {
+		if !strings.Contains(string(b), metric) {
+			t.Errorf("no alarm on Redis %s", metric)
+		}
+	}
+	_, sjs := synth(t, serverless)
+	b, _ = json.Marshal(resources(sjs, "AWS::CloudWatch::Alarm"))
+	for _, metric := range []string{"ElastiCacheProcessingUnits", "BytesUsedForCache"} {
+		if !strings.Contains(string(b), metric) {
+			t.Errorf("serverless: no alarm on Redis %s", metric)
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	tmpl, _ := synth(t, full)
+	for _, o := range []string{"AdminApiUrl", "DemoApiUrl", "AuthorizerArn"} {
+		check(t, o, func() { tmpl.HasOutput(jsii.String(o), &map[string]any{}) })
+	}
+}
+
+func TestMigrationRunsOnDeploy(t *testing.T) {
+	tmpl, _ := synth(t, full)
+	check(t, "migration", func() {
+		tmpl.HasResourceProperties(jsii.String("Custom::SluiceMigrate"), &map[string]any{
+			"ServiceToken": assertions.Match_AnyValue(),
+			"Nonce":        "test",
+		})
+	})
+	if (&StackProps{}).MigrateNonce != "" {
+		t.Fatal("MigrateNonce default must be empty so each synth gets a fresh one")
+	}
+}
+
+func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
+	for _, v := range []variant{byo, localstack} {
+		_, js := synth(t, v)
+		for _, prefix := range []string{"AWS::ElastiCache::*", "AWS::RDS::*"} {
+			for _, r := range resources(js, prefix) {
+				t.Errorf("%s: %s %s created, want no %s", v, r.Type, r.ID, prefix)
+			}
+		}
+	}
+	_, js := synth(t, localstack)
+	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint", "AWS::SecretsManager::Secret"} {
+		if rs := resources(js, typ); len(rs) > 0 {
+			t.Errorf("localstack: %d %s, want none", len(rs), typ)
+		}
+	}
+	for _, r := range sluiceFunctions(js) {
+		env := envOf(r)
+		if env["DATABASE_URL"] != variantProps(localstack).DatabaseURL {
+			t.Errorf("localstack: %s DATABASE_URL = %v, want %s", r.ID, env["DATABASE_URL"], variantProps(localstack).DatabaseURL)
+		}
+	}
+	// The BYO secrets are granted by ARN, read-only.
+	_, js = synth(t, byo)
+	b, _ := json.Marshal(resources(js, "AWS::IAM::Policy"))
+	for _, arn := range []string{variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn} {
+		if !strings.Contains(string(b), arn) {
+			t.Errorf("byo: no policy grants %s", arn)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		p    StackProps
+		want []string // substrings of the error; none = valid
+	}{
+		{"zero", StackProps{}, nil},
+		{"localstack", *variantProps(localstack), nil},
+		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
+		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn"}, []string{"exclusive"}},
+		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
+		{"bad mode", StackProps{RedisMode: "sentinel"}, []string{"single or cluster"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validate() = nil, want an error mentioning %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("validate() = %v, want %q in it", err, w)
+				}
+			}
+		})
+	}
+}
