@@ -1,0 +1,368 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// step is one call in a bucket-math scenario: Allow with cost (after
+// sleeping), or, when peek is set, Peek.
+type step struct {
+	sleep time.Duration
+	cost  int64
+	want  Decision
+	peek  []BucketState
+}
+
+// allowed and denied build the expected Decision of a step.
+func allowed(bucket int, limit, remaining int64, reset time.Duration) Decision {
+	return Decision{Allowed: true, Bucket: bucket, Limit: limit, Remaining: remaining, Reset: reset}
+}
+
+func denied(bucket int, limit, remaining int64, reset, retry time.Duration) Decision {
+	return Decision{Bucket: bucket, Limit: limit, Remaining: remaining, Reset: reset, RetryAfter: retry}
+}
+
+func shadow(d Decision, mask uint8) Decision { d.ShadowDenied = mask; return d }
+
+// durationsWithin compares durations with a tolerance: a scenario's clock is
+// Redis TIME, which keeps moving between steps.
+func durationsWithin(tol time.Duration) cmp.Option {
+	return cmp.Comparer(func(a, b time.Duration) bool {
+		d := a - b
+		return d <= tol && d >= -tol
+	})
+}
+
+type scenario struct {
+	name    string
+	buckets []Bucket
+	steps   []step
+	tol     time.Duration
+}
+
+// scenarios are deterministic up to the few milliseconds the steps take
+// (hour-long periods); the refill scenarios sleep.
+func scenarios() []scenario {
+	const h = time.Hour
+	s := time.Second
+	a10 := Bucket{ID: "a", Limit: 10, Period: h}
+	var exhaust []step
+	for i := int64(9); i >= 0; i-- {
+		exhaust = append(exhaust, step{cost: 1, want: allowed(0, 10, i, time.Duration(10-i)*360*s)})
+	}
+	return []scenario{
+		{
+			name:    "burst then deny",
+			buckets: []Bucket{a10},
+			steps: append(exhaust,
+				step{cost: 1, want: denied(0, 10, 0, h, 360*s)},
+				step{cost: 1, want: denied(0, 10, 0, h, 360*s)}),
+		},
+		{
+			name:    "burst above limit",
+			buckets: []Bucket{{ID: "b", Limit: 2, Period: h, Burst: 4}},
+			steps: []step{
+				{cost: 1, want: allowed(0, 2, 3, 1800*s)},
+				{cost: 1, want: allowed(0, 2, 2, 3600*s)},
+				{cost: 1, want: allowed(0, 2, 1, 5400*s)},
+				{cost: 1, want: allowed(0, 2, 0, 7200*s)},
+				{cost: 1, want: denied(0, 2, 0, 7200*s, 1800*s)},
+			},
+		},
+		{
+			name:    "cost above remaining",
+			buckets: []Bucket{a10},
+			steps: []step{
+				{cost: 7, want: allowed(0, 10, 3, 2520*s)},
+				{cost: 4, want: denied(0, 10, 3, 2520*s, 360*s)},
+				{cost: 3, want: allowed(0, 10, 0, h)},
+			},
+		},
+		{
+			name:    "cost above burst never passes",
+			buckets: []Bucket{a10},
+			steps: []step{
+				{cost: 11, want: denied(0, 10, 10, 0, h)},
+				{peek: []BucketState{{Remaining: 10}}},
+			},
+		},
+		{
+			name:    "multi-bucket all or nothing",
+			buckets: []Bucket{a10, {ID: "b", Limit: 2, Period: h}},
+			steps: []step{
+				{cost: 1, want: allowed(1, 2, 1, 1800*s)},
+				{cost: 1, want: allowed(1, 2, 0, h)},
+				{cost: 1, want: denied(1, 2, 0, h, 1800*s)},
+				{cost: 1, want: denied(1, 2, 0, h, 1800*s)},
+				// a was charged twice, not four times.
+				{peek: []BucketState{{Remaining: 8, Reset: 720 * s}, {Remaining: 0, Reset: h}}},
+			},
+		},
+		{
+			name:    "deny charges no bucket",
+			buckets: []Bucket{{ID: "a", Limit: 1, Period: h}, {ID: "b", Limit: 10, Period: h}},
+			steps: []step{
+				{cost: 1, want: allowed(0, 1, 0, h)},
+				{cost: 1, want: denied(0, 1, 0, h, h)},
+				{peek: []BucketState{{Remaining: 0, Reset: h}, {Remaining: 9, Reset: 360 * s}}},
+			},
+		},
+		{
+			name:    "shadow bucket reports but never denies",
+			buckets: []Bucket{a10, {ID: "s", Limit: 1, Period: h, Shadow: true}},
+			steps: []step{
+				{cost: 1, want: allowed(0, 10, 9, 360*s)},
+				{cost: 1, want: shadow(allowed(0, 10, 8, 720*s), 0b10)},
+				{peek: []BucketState{{Remaining: 8, Reset: 720 * s}, {Remaining: 0, Reset: h}}},
+			},
+		},
+		{
+			name:    "only shadow buckets",
+			buckets: []Bucket{{ID: "s", Limit: 1, Period: h, Shadow: true}},
+			steps: []step{
+				{cost: 1, want: allowed(0, 1, 0, h)},
+				{cost: 1, want: shadow(allowed(0, 1, 0, h), 0b1)},
+			},
+		},
+		{
+			name:    "enforcing deny still reports shadows",
+			buckets: []Bucket{{ID: "s", Limit: 1, Period: h, Shadow: true}, {ID: "a", Limit: 1, Period: h}},
+			steps: []step{
+				{cost: 1, want: allowed(1, 1, 0, h)},
+				{cost: 1, want: shadow(denied(1, 1, 0, h, h), 0b1)},
+			},
+		},
+		{
+			name:    "blocked bucket denies",
+			buckets: []Bucket{a10, {ID: "x", Limit: 0, Period: h}},
+			steps: []step{
+				{cost: 1, want: denied(1, 0, 0, 0, h)},
+				{peek: []BucketState{{Remaining: 10}, {Remaining: 0}}},
+			},
+		},
+		{
+			name:    "blocked shadow bucket only reports",
+			buckets: []Bucket{a10, {ID: "x", Limit: 0, Period: h, Shadow: true}},
+			steps: []step{
+				{cost: 1, want: shadow(allowed(0, 10, 9, 360*s), 0b10)},
+			},
+		},
+		{
+			name:    "peek charges nothing",
+			buckets: []Bucket{a10},
+			steps: []step{
+				{cost: 0, want: allowed(0, 10, 10, 0)},
+				{cost: 0, want: allowed(0, 10, 10, 0)},
+				{cost: 1, want: allowed(0, 10, 9, 360*s)},
+				{cost: 0, want: allowed(0, 10, 9, 360*s)},
+				{peek: []BucketState{{Remaining: 9, Reset: 360 * s}}},
+			},
+		},
+		{
+			// 5 tokens per 200ms: one every 40ms.
+			name:    "refill",
+			buckets: []Bucket{{ID: "r", Limit: 5, Period: 200 * time.Millisecond}},
+			tol:     25 * time.Millisecond,
+			steps: []step{
+				{cost: 5, want: allowed(0, 5, 0, 200*time.Millisecond)},
+				{cost: 1, want: denied(0, 5, 0, 200*time.Millisecond, 40*time.Millisecond)},
+				// 100ms later: 2.5 tokens.
+				{sleep: 100 * time.Millisecond, cost: 1, want: allowed(0, 5, 1, 140*time.Millisecond)},
+				{cost: 1, want: allowed(0, 5, 0, 180*time.Millisecond)},
+				{cost: 1, want: denied(0, 5, 0, 180*time.Millisecond, 20*time.Millisecond)},
+				// A full period later the bucket is full, not fuller.
+				{sleep: 250 * time.Millisecond, cost: 0, want: allowed(0, 5, 5, 0)},
+				{cost: 6, want: denied(0, 5, 5, 0, 200*time.Millisecond)},
+				{cost: 5, want: allowed(0, 5, 0, 200*time.Millisecond)},
+			},
+		},
+	}
+}
+
+// runScenario plays sc against l and reports every step that differs.
+func runScenario(t *testing.T, l *Limiter, sub string, sc scenario) {
+	t.Helper()
+	ctx := context.Background()
+	tol := sc.tol
+	if tol == 0 {
+		tol = 5 * time.Millisecond
+	}
+	for i, st := range sc.steps {
+		time.Sleep(st.sleep)
+		if st.peek != nil {
+			got, err := l.Peek(ctx, sub, sc.buckets)
+			if err != nil {
+				t.Fatalf("step %d: Peek: %v", i, err)
+			}
+			if diff := cmp.Diff(st.peek, got, durationsWithin(tol)); diff != "" {
+				t.Errorf("step %d: Peek() mismatch (-want +got):\n%s", i, diff)
+			}
+			continue
+		}
+		got, err := l.Allow(ctx, Request{Subject: sub, Buckets: sc.buckets, Cost: st.cost})
+		if err != nil {
+			t.Fatalf("step %d: Allow(cost %d): %v", i, st.cost, err)
+		}
+		if diff := cmp.Diff(st.want, got, durationsWithin(tol)); diff != "" {
+			t.Errorf("step %d: Allow(cost %d) mismatch (-want +got):\n%s", i, st.cost, diff)
+		}
+	}
+}
+
+func TestBucketMath(t *testing.T) {
+	c := newClient(t, 4)
+	l := New(c, Options{Prefix: testPrefix(t, c), DenyCacheSize: -1})
+	for i, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			runScenario(t, l, subject(t, i), sc)
+		})
+	}
+	if s := l.Stats(); s.Errors != 0 || s.FailOpen != 0 {
+		t.Errorf("Stats() = %+v, want no errors", s)
+	}
+}
+
+func TestBlockedBucketSkipsRedis(t *testing.T) {
+	// No Redis behind this client: a blocked bucket must not need one.
+	l := New(deadClient(t), Options{})
+	b := []Bucket{{ID: "a", Limit: 10, Period: time.Minute}, {ID: "x", Limit: 0, Period: time.Minute}}
+	got, err := l.Allow(context.Background(), Request{Subject: "s", Buckets: b, Cost: 1})
+	want := Decision{Bucket: 1, RetryAfter: time.Minute}
+	if err != nil || got != want {
+		t.Errorf("Allow(blocked) = %+v, %v, want %+v, nil", got, err, want)
+	}
+	if s := l.Stats(); s.RedisCalls != 0 || s.Blocked != 1 || s.Denied != 1 {
+		t.Errorf("Stats() = %+v, want 0 Redis calls, 1 blocked, 1 denied", s)
+	}
+}
+
+func TestInvalidRequest(t *testing.T) {
+	l := New(deadClient(t), Options{})
+	ok := Bucket{ID: "a", Limit: 1, Period: time.Second}
+	nine := make([]Bucket, 9)
+	for i := range nine {
+		nine[i] = ok
+	}
+	for _, r := range []Request{
+		{Subject: "s", Cost: 1},
+		{Subject: "s", Buckets: nine, Cost: 1},
+		{Subject: "s", Buckets: []Bucket{ok}, Cost: -1},
+		{Subject: "s", Buckets: []Bucket{{Limit: 1, Period: time.Second}}, Cost: 1},
+		{Subject: "s", Buckets: []Bucket{{ID: "a", Limit: -1, Period: time.Second}}, Cost: 1},
+		{Subject: "s", Buckets: []Bucket{{ID: "a", Limit: 1}}, Cost: 1},
+	} {
+		got, err := l.Allow(context.Background(), r)
+		if !errors.Is(err, ErrInvalidRequest) || got.Allowed {
+			t.Errorf("Allow(%+v) = %+v, %v, want a deny and ErrInvalidRequest", r, got, err)
+		}
+	}
+}
+
+func TestKeysExpireWhenFull(t *testing.T) {
+	c := newClient(t, 2)
+	prefix := testPrefix(t, c)
+	l := New(c, Options{Prefix: prefix})
+	ctx := context.Background()
+	b := []Bucket{{ID: "a", Limit: 10, Period: time.Hour}, {ID: "b", Limit: 100, Period: time.Second, Burst: 200}}
+
+	// A peek of a fresh subject creates nothing.
+	if _, err := l.Peek(ctx, "fresh", b); err != nil {
+		t.Fatalf("Peek: %v", err)
+	}
+	if _, err := l.Allow(ctx, Request{Subject: "fresh", Buckets: b, Cost: 0}); err != nil {
+		t.Fatalf("Allow(cost 0): %v", err)
+	}
+	if keys := scanKeys(ctx, t, c, prefix); len(keys) != 0 {
+		t.Errorf("keys after peeks = %q, want none", keys)
+	}
+
+	if _, err := l.Allow(ctx, Request{Subject: "s", Buckets: b, Cost: 3}); err != nil {
+		t.Fatalf("Allow: %v", err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want time.Duration // until full again
+	}{
+		{"a", 3 * 360 * time.Second},
+		{"b", 30 * time.Millisecond},
+	} {
+		key := prefix + "{" + SubjectHash("s") + "}:" + tc.id
+		got, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", key, err)
+		}
+		if got > tc.want || got < tc.want-50*time.Millisecond {
+			t.Errorf("PTTL(%s) = %v, want about %v", key, got, tc.want)
+		}
+	}
+	time.Sleep(60 * time.Millisecond)
+	if n, _ := c.Exists(ctx, prefix+"{"+SubjectHash("s")+"}:b").Result(); n != 0 {
+		t.Errorf("bucket b still exists once full again")
+	}
+}
+
+func TestNoScriptRecovery(t *testing.T) {
+	c := newClient(t, 2)
+	l := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	req := Request{Subject: "s", Buckets: []Bucket{{ID: "a", Limit: 10, Period: time.Hour}}, Cost: 1}
+	for i := int64(0); i < 3; i++ {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatalf("SCRIPT FLUSH: %v", err)
+		}
+		got, err := l.Allow(ctx, req)
+		if err != nil || !got.Allowed || got.Remaining != 9-i {
+			t.Errorf("Allow after SCRIPT FLUSH = %+v, %v, want allowed with %d left", got, err, 9-i)
+		}
+	}
+	if ok, err := c.ScriptExists(ctx, bucketScript.Hash()).Result(); err != nil || !ok[0] {
+		t.Errorf("SCRIPT EXISTS after recovery = %v, %v, want true", ok, err)
+	}
+	if s := l.Stats(); s.Errors != 0 {
+		t.Errorf("Stats().Errors = %d, want 0", s.Errors)
+	}
+}
+
+func TestNoRawSubjectInKeys(t *testing.T) {
+	c := newClient(t, 2)
+	prefix := testPrefix(t, c)
+	l := New(c, Options{Prefix: prefix})
+	ctx := context.Background()
+	subjects := []string{"sk_live_abc123", "user@example.com", "has space", "{tag}", "a:b:c", "ünïcödé", "*", ""}
+	b := []Bucket{{ID: "r1", Limit: 10, Period: time.Hour}, {ID: "r2", Limit: 10, Period: time.Hour}}
+	for _, s := range subjects {
+		if _, err := l.Allow(ctx, Request{Subject: s, Buckets: b, Cost: 1}); err != nil {
+			t.Fatalf("Allow(%q): %v", s, err)
+		}
+	}
+	keys := scanKeys(ctx, t, c, prefix)
+	if len(keys) != 2*len(subjects) {
+		t.Errorf("got %d keys, want %d: %q", len(keys), 2*len(subjects), keys)
+	}
+	shape := regexp.MustCompile(`^` + regexp.QuoteMeta(prefix) + `\{[0-9a-f]{32}\}:r[12]$`)
+	for _, k := range keys {
+		if !shape.MatchString(k) {
+			t.Errorf("key %q does not match %s", k, shape)
+		}
+		rest := strings.TrimPrefix(k, prefix)
+		for _, s := range subjects {
+			if len(s) > 1 && strings.Contains(rest, s) {
+				t.Errorf("key %q contains the raw subject %q", k, s)
+			}
+		}
+	}
+}
+
+func TestSubjectHash(t *testing.T) {
+	// sha256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+	if got, want := SubjectHash("abc"), "ba7816bf8f01cfea414140de5dae2223"; got != want {
+		t.Errorf("SubjectHash(%q) = %q, want %q", "abc", got, want)
+	}
+}
