@@ -120,7 +120,7 @@ func TestMatchScopesAndDefault(t *testing.T) {
 		{"b", "GET", "/y", "u", [2]string{"-", "route-y-any"}, false}, // route scope alone: no default
 		{"b", "GET", "/x", "u", [2]string{"default", "-"}, true},
 		{"", "", "", "", [2]string{"default", "-"}, true},
-		{"a", "get", "/x", "u", [2]string{"api-a", "-"}, false}, // methods are upper case, as API Gateway sends them
+		{"a", "get", "/x", "u", [2]string{"api-a", "-"}, false},  // methods are upper case, as API Gateway sends them
 		{"a", "GET", "/x/", "u", [2]string{"api-a", "-"}, false}, // resources match exactly
 	}
 	for _, withDefault := range []bool{true, false} {
