@@ -1,0 +1,665 @@
+// Package postgres is Sluice's rules store on PostgreSQL (pgx v5): rules,
+// plans and an audit log of every write to them, plus Migrate, which applies
+// the embedded schema in package migrations.
+//
+// Every write commits together with its audit row in one transaction.
+// Updates and deletes are optimistic: they name the version they expect, and
+// a lost race is rules.ErrStale rather than a silent overwrite. Scope
+// uniqueness and the plan foreign key are enforced by the database, and
+// their violations come back as rules.ErrConflict and *rules.ValidationError.
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// Page sizes of ListRules.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// PostgreSQL error codes the store maps to domain errors.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+	codeCheckViolation      = "23514"
+)
+
+// Store is the PostgreSQL rules store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a store over pool. The schema must be migrated (Migrate).
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
+	failure_mode, mode, enabled, description, version, created_at, updated_at`
+
+const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at`
+
+// CreateRule stores r under a new UUID with Version 1 and records the
+// creation by actor, in one transaction. It returns rules.ErrConflict when
+// another rule holds the scope (api, route, subject) and a
+// *rules.ValidationError when r names an unknown plan.
+func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
+	r.Normalize()
+	if err := checkRuleText(r); err != nil {
+		return rules.Rule{}, err
+	}
+	var out rules.Rule
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `INSERT INTO rules
+			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			RETURNING `+ruleColumns, ruleArgs(r)...)
+		var err error
+		if out, err = scanRule(row); err != nil {
+			return ruleWriteError(err, r)
+		}
+		return audit(ctx, tx, rules.KindRule, out.ID, rules.ActionCreate, actor, nil, out)
+	})
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
+	}
+	return out, nil
+}
+
+// GetRule returns the rule with that id, or rules.ErrNotFound (also for an
+// id that is not a UUID, without asking the database).
+func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
+	cid, ok := canonicalID(id)
+	if !ok {
+		return rules.Rule{}, fmt.Errorf("get rule %q: %w", id, rules.ErrNotFound)
+	}
+	r, err := scanRule(s.pool.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1`, cid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rules.Rule{}, fmt.Errorf("get rule %q: %w", cid, rules.ErrNotFound)
+	}
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("get rule %q: %w", cid, err)
+	}
+	return r, nil
+}
+
+// UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
+// accepts any), bumps Version and records the change by actor, in one
+// transaction. Errors: rules.ErrNotFound, rules.ErrStale, rules.ErrConflict
+// (the new scope is taken) and *rules.ValidationError (unknown plan).
+func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
+	cid, ok := canonicalID(r.ID)
+	if !ok {
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
+	}
+	r.Normalize()
+	if err := checkRuleText(r); err != nil {
+		return rules.Rule{}, err
+	}
+	var out rules.Rule
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := lockRule(ctx, tx, cid, ifVersion)
+		if err != nil {
+			return err
+		}
+		// The version condition is already guaranteed by the row lock; it
+		// stays in the statement so the UPDATE is correct on its own.
+		row := tx.QueryRow(ctx, `UPDATE rules SET
+			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
+			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
+			version = version + 1, updated_at = now()
+			WHERE id = $13 AND version = $14
+			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
+		if out, err = scanRule(row); err != nil {
+			return ruleWriteError(err, r)
+		}
+		return audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
+	})
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", cid, err)
+	}
+	return out, nil
+}
+
+// DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
+// and records the deletion by actor, in one transaction. Errors:
+// rules.ErrNotFound, rules.ErrStale.
+func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
+	cid, ok := canonicalID(id)
+	if !ok {
+		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := lockRule(ctx, tx, cid, ifVersion)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1 AND version = $2`, cid, before.Version); err != nil {
+			return err
+		}
+		return audit(ctx, tx, rules.KindRule, cid, rules.ActionDelete, actor, before, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("delete rule %q: %w", cid, err)
+	}
+	return nil
+}
+
+// lockRule reads the rule FOR UPDATE and checks its version: ErrNotFound
+// when it is gone, ErrStale when ifVersion (unless 0) is not current. Under
+// the row lock a concurrent writer waits, then sees the new version.
+func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules.Rule, error) {
+	r, err := scanRule(tx.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rules.Rule{}, rules.ErrNotFound
+	}
+	if err != nil {
+		return rules.Rule{}, err
+	}
+	if ifVersion != 0 && r.Version != ifVersion {
+		return rules.Rule{}, fmt.Errorf("at version %d (current %d): %w", ifVersion, r.Version, rules.ErrStale)
+	}
+	return r, nil
+}
+
+// ListRules returns one page of the rules matching f, ordered by id (keyset
+// pagination: a page costs the same however deep it is). A bad page size or
+// cursor is a *rules.ValidationError.
+func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
+	size, after, err := pageParams(f)
+	if err != nil {
+		return rules.Page{}, err
+	}
+	if err := checkFilterText(f); err != nil {
+		return rules.Page{}, err
+	}
+	// The WHERE clause is assembled from fixed column names; every value is
+	// a parameter. Only the filters given appear, so each query can use the
+	// index that leads with its column.
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	for _, c := range []struct{ col, v string }{{"api", f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
+		if c.v != "" {
+			add(c.col+" = ?", c.v)
+		}
+	}
+	if after != "" {
+		add("id > ?::uuid", after)
+	}
+	q := `SELECT ` + ruleColumns + ` FROM rules`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, size+1)
+	q += ` ORDER BY id LIMIT $` + strconv.Itoa(len(args))
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return rules.Page{}, fmt.Errorf("list rules: %w", err)
+	}
+	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
+	if err != nil {
+		return rules.Page{}, fmt.Errorf("list rules: %w", err)
+	}
+	page := rules.Page{Rules: rs}
+	if len(rs) > size {
+		page.Rules = rs[:size]
+		page.NextCursor = encodeCursor(rs[size-1].ID)
+	}
+	return page, nil
+}
+
+// RuleHistory returns the audit entries of the rule, oldest first, also
+// after it was deleted; rules.ErrNotFound when it never existed.
+func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error) {
+	cid, ok := canonicalID(id)
+	if !ok {
+		return nil, fmt.Errorf("rule history %q: %w", id, rules.ErrNotFound)
+	}
+	return s.history(ctx, rules.KindRule, cid)
+}
+
+// CreatePlan stores p with Version 1 and records the creation by actor, in
+// one transaction; rules.ErrConflict when a plan of that name exists.
+func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
+	p.Normalize()
+	if err := checkPlanText(p); err != nil {
+		return rules.Plan{}, err
+	}
+	var out rules.Plan
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description)
+			VALUES ($1, $2, $3, $4, $5) RETURNING `+planColumns,
+			p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description)
+		var err error
+		if out, err = scanPlan(row); err != nil {
+			return planWriteError(err, p.Name)
+		}
+		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionCreate, actor, nil, out)
+	})
+	if err != nil {
+		return rules.Plan{}, fmt.Errorf("create plan: %w", err)
+	}
+	return out, nil
+}
+
+// GetPlan returns the plan with that name, or rules.ErrNotFound.
+func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
+	if !storable(name) {
+		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
+	}
+	p, err := scanPlan(s.pool.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
+	}
+	if err != nil {
+		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
+// any), bumps Version and records the change by actor, in one transaction.
+// Rules naming the plan use the new numbers from the next snapshot load on.
+// Errors: rules.ErrNotFound, rules.ErrStale.
+func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
+	p.Normalize()
+	if !storable(p.Name) {
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
+	}
+	if err := checkPlanText(p); err != nil {
+		return rules.Plan{}, err
+	}
+	var out rules.Plan
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := lockPlan(ctx, tx, p.Name, ifVersion)
+		if err != nil {
+			return err
+		}
+		row := tx.QueryRow(ctx, `UPDATE plans SET
+			limit_count = $1, period_ms = $2, burst = $3, description = $4,
+			version = version + 1, updated_at = now()
+			WHERE name = $5 AND version = $6
+			RETURNING `+planColumns,
+			p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version)
+		if out, err = scanPlan(row); err != nil {
+			return planWriteError(err, p.Name)
+		}
+		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
+	})
+	if err != nil {
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// DeletePlan deletes the plan when its version is ifVersion (0 accepts any)
+// and records the deletion by actor, in one transaction. Errors:
+// rules.ErrNotFound, rules.ErrStale, and rules.ErrConflict while a rule
+// names the plan.
+func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
+	if !storable(name) {
+		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := lockPlan(ctx, tx, name, ifVersion)
+		if err != nil {
+			return err
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules WHERE plan = $1`, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d rule(s) still use it: %w", n, rules.ErrConflict)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE name = $1 AND version = $2`, name, before.Version); err != nil {
+			// A rule created meanwhile still trips the foreign key.
+			if pgCode(err) == codeForeignKeyViolation {
+				return fmt.Errorf("rules still use it: %w", rules.ErrConflict)
+			}
+			return err
+		}
+		return audit(ctx, tx, rules.KindPlan, name, rules.ActionDelete, actor, before, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("delete plan %q: %w", name, err)
+	}
+	return nil
+}
+
+func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64) (rules.Plan, error) {
+	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 FOR UPDATE`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rules.Plan{}, rules.ErrNotFound
+	}
+	if err != nil {
+		return rules.Plan{}, err
+	}
+	if ifVersion != 0 && p.Version != ifVersion {
+		return rules.Plan{}, fmt.Errorf("at version %d (current %d): %w", ifVersion, p.Version, rules.ErrStale)
+	}
+	return p, nil
+}
+
+// ListPlans returns every plan ordered by name.
+func (s *Store) ListPlans(ctx context.Context) ([]rules.Plan, error) {
+	ps, err := s.listPlans(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list plans: %w", err)
+	}
+	return ps, nil
+}
+
+// PlanHistory returns the audit entries of the plan, oldest first, also
+// after it was deleted; rules.ErrNotFound when it never existed.
+func (s *Store) PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error) {
+	if !storable(name) {
+		return nil, fmt.Errorf("plan history %q: %w", name, rules.ErrNotFound)
+	}
+	return s.history(ctx, rules.KindPlan, name)
+}
+
+// LoadAll returns every rule, disabled ones too, ordered by id, and every
+// plan ordered by name, read from one consistent snapshot of the database.
+func (s *Store) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
+	var (
+		rs []rules.Rule
+		ps []rules.Plan
+	)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		if rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) }); err != nil {
+			return err
+		}
+		ps, err = s.listPlans(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("load rules and plans: %w", err)
+	}
+	return rs, ps, nil
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (s *Store) listPlans(ctx context.Context, q querier) ([]rules.Plan, error) {
+	rows, err := q.Query(ctx, `SELECT `+planColumns+` FROM plans ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Plan, error) { return scanPlan(row) })
+}
+
+func (s *Store) history(ctx context.Context, kind, target string) ([]rules.AuditEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, kind, target_id, action, actor, at, before, after
+		FROM audit_log WHERE kind = $1 AND target_id = $2 ORDER BY id`, kind, target)
+	if err != nil {
+		return nil, fmt.Errorf("%s history %q: %w", kind, target, err)
+	}
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.AuditEntry, error) {
+		var (
+			e             rules.AuditEntry
+			before, after []byte
+		)
+		err := row.Scan(&e.ID, &e.Kind, &e.TargetID, &e.Action, &e.Actor, &e.At, &before, &after)
+		e.At = e.At.UTC()
+		if before != nil {
+			e.Before = before
+		}
+		if after != nil {
+			e.After = after
+		}
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s history %q: %w", kind, target, err)
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("%s history %q: %w", kind, target, rules.ErrNotFound)
+	}
+	return es, nil
+}
+
+// audit records one write in the transaction of the write itself. before
+// and after are a Rule or Plan, or nil for SQL NULL.
+func audit(ctx context.Context, tx pgx.Tx, kind, target, action, actor string, before, after any) error {
+	b, err := auditJSON(before)
+	if err != nil {
+		return err
+	}
+	a, err := auditJSON(after)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (kind, target_id, action, actor, before, after)
+		VALUES ($1, $2, $3, $4, $5, $6)`, kind, target, action, actor, b, a); err != nil {
+		return fmt.Errorf("write audit row: %w", err)
+	}
+	return nil
+}
+
+// auditJSON marshals a Rule or Plan; a nil interface or nil pointer is SQL
+// NULL.
+func auditJSON(v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("audit: marshal %T: %w", v, err)
+	}
+	str := string(b)
+	return &str, nil
+}
+
+func ruleArgs(r rules.Rule) []any {
+	var period *int64
+	if r.Period != 0 {
+		ms := r.Period.Duration().Milliseconds()
+		period = &ms
+	}
+	var plan *string
+	if r.Plan != "" {
+		plan = &r.Plan
+	}
+	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
+		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description}
+}
+
+func scanRule(row pgx.Row) (rules.Rule, error) {
+	var (
+		r        rules.Rule
+		plan     *string
+		periodMS *int64
+		fm, mode string
+		enabled  bool
+	)
+	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
+		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt)
+	if err != nil {
+		return rules.Rule{}, err
+	}
+	if plan != nil {
+		r.Plan = *plan
+	}
+	if periodMS != nil {
+		r.Period = rules.Period(time.Duration(*periodMS) * time.Millisecond)
+	}
+	r.FailureMode, r.Mode, r.Enabled = rules.FailureMode(fm), rules.Mode(mode), &enabled
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return r, nil
+}
+
+func scanPlan(row pgx.Row) (rules.Plan, error) {
+	var (
+		p        rules.Plan
+		periodMS int64
+	)
+	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt)
+	if err != nil {
+		return rules.Plan{}, err
+	}
+	p.Period = rules.Period(time.Duration(periodMS) * time.Millisecond)
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	return p, nil
+}
+
+// ruleWriteError maps the constraint violations of a rule insert or update
+// to domain errors.
+func ruleWriteError(err error, r rules.Rule) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case codeUniqueViolation:
+		return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+	case codeForeignKeyViolation:
+		return fieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
+	case codeCheckViolation:
+		return checkError(pgErr.ConstraintName, "rules_")
+	}
+	return err
+}
+
+func planWriteError(err error, name string) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case codeUniqueViolation:
+		return fmt.Errorf("a plan named %q already exists: %w", name, rules.ErrConflict)
+	case codeCheckViolation:
+		return checkError(pgErr.ConstraintName, "plans_")
+	}
+	return err
+}
+
+// checkError turns a CHECK violation into a *rules.ValidationError naming the
+// field: the migrations name constraints <table>_<field>_check. Validation
+// in internal/rules normally catches these first, with better reasons.
+func checkError(constraint, tablePrefix string) error {
+	field := strings.TrimSuffix(strings.TrimPrefix(constraint, tablePrefix), "_check")
+	reason := "out of range"
+	if field == "plan" {
+		reason = "a rule names a plan or carries limit and period, not both"
+	}
+	return fieldError(field, reason)
+}
+
+func fieldError(field, reason string) error {
+	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
+}
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// storable reports whether PostgreSQL can hold s as text: valid UTF-8
+// without NUL bytes. Anything else would fail the query with a server error
+// rather than a client one.
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+func checkText(pairs ...string) error {
+	var fields []rules.FieldError
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !storable(pairs[i+1]) {
+			fields = append(fields, rules.FieldError{Field: pairs[i], Reason: "must be valid UTF-8 without NUL bytes"})
+		}
+	}
+	if fields != nil {
+		return &rules.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+func checkRuleText(r rules.Rule) error {
+	return checkText("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description)
+}
+
+func checkPlanText(p rules.Plan) error {
+	return checkText("name", p.Name, "description", p.Description)
+}
+
+func checkFilterText(f rules.Filter) error {
+	return checkText("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan)
+}
+
+// canonicalID returns id in the canonical UUID form and whether it is one.
+func canonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return id, false
+	}
+	return u.String(), true
+}
+
+// cursorPrefix versions the cursor format; the memory store uses the same.
+const cursorPrefix = "r1:"
+
+func encodeCursor(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
+}
+
+// pageParams validates f's page size and cursor and returns the size and
+// the id to continue after ("" for the first page).
+func pageParams(f rules.Filter) (size int, after string, err error) {
+	var fields []rules.FieldError
+	size = f.Limit
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size < 1 || size > maxPageSize:
+		fields = append(fields, rules.FieldError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxPageSize)})
+	}
+	if f.Cursor != "" {
+		b, decErr := base64.RawURLEncoding.DecodeString(f.Cursor)
+		id, hasPrefix := strings.CutPrefix(string(b), cursorPrefix)
+		u, parseErr := uuid.Parse(id)
+		if decErr != nil || !hasPrefix || parseErr != nil || u.String() != id {
+			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor"})
+		}
+		after = id
+	}
+	if fields != nil {
+		return 0, "", &rules.ValidationError{Fields: fields}
+	}
+	return size, after, nil
+}
