@@ -756,7 +756,7 @@ func testListBadParams(t *testing.T, s Store) {
 		{rules.Filter{Cursor: enc("' OR 1=1 --")}, "cursor"},
 		{rules.Filter{Cursor: enc("r1:" + r.ID + "x")}, "cursor"},
 		{rules.Filter{Cursor: enc("r2:" + r.ID)}, "cursor"},
-		{rules.Filter{Cursor: enc("r1:" + r.ID) + "="}, "cursor"},
+		{rules.Filter{Cursor: enc("r1:"+r.ID) + "="}, "cursor"},
 		{rules.Filter{API: "a\x00"}, "api"},
 	}
 	for _, tc := range tests {
