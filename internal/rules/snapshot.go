@@ -144,10 +144,33 @@ type Skip struct {
 	Reason string
 }
 
-// scopeKey indexes rules. In the API-wide scope Method and Resource are
-// empty.
+// scopeKey names a scope (api, route, subject); the route split into method
+// and resource, both empty in the API-wide scope.
 type scopeKey struct {
 	api, method, resource, subject string
+}
+
+// routeKey names a route scope without its subject.
+type routeKey struct {
+	api, method, resource string
+}
+
+// group holds the rules of one (api, route) that differ only by subject.
+type group struct {
+	exact map[string]*Effective // by exact subject; nil when none
+	wild  *Effective            // subject Wildcard; nil when none
+}
+
+// add files e, which holds no scope another rule of g holds.
+func (g *group) add(e *Effective) {
+	if e.Subject == Wildcard {
+		g.wild = e
+		return
+	}
+	if g.exact == nil {
+		g.exact = make(map[string]*Effective)
+	}
+	g.exact[e.Subject] = e
 }
 
 // Snapshot is an immutable, indexed set of rules and plans. Match costs a
@@ -155,11 +178,13 @@ type scopeKey struct {
 // allocate. A Snapshot is safe for concurrent use; replace it as a whole
 // (atomic.Pointer) to change the rules.
 type Snapshot struct {
-	apiScope   map[scopeKey]*Effective
-	routeScope map[scopeKey]*Effective
-	// has* say which probe shapes can hit at all, so Match skips the rest.
-	apiWildAPI, apiExactSubject                     bool
-	routeWildAPI, routeAnyMethod, routeExactSubject bool
+	// Match looks a request's scopes up here: the API-wide scope by api,
+	// the route scope by (api, method, resource), then each by subject.
+	apiScope   map[string]*group
+	routeScope map[routeKey]*group
+	// Whether any route rule has api Wildcard or method ANY: when not,
+	// Match skips those lookups.
+	routeWildAPI, routeAnyMethod bool
 
 	byID    map[string]*Effective
 	rules   []Effective // sorted by ID; the maps point into it
@@ -169,7 +194,7 @@ type Snapshot struct {
 
 	// routesByAPI lists, per api (Wildcard included), the distinct
 	// route-scope (method, resource) pairs, sorted: ForSubject walks them.
-	routesByAPI map[string][]scopeKey
+	routesByAPI map[string][]routeKey
 	apis        []string // every api named by a rule, sorted
 }
 
@@ -185,10 +210,10 @@ type Snapshot struct {
 // has the same name.
 func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	s := &Snapshot{
-		apiScope:    make(map[scopeKey]*Effective),
-		routeScope:  make(map[scopeKey]*Effective),
+		apiScope:    make(map[string]*group),
+		routeScope:  make(map[routeKey]*group),
 		byID:        make(map[string]*Effective, len(rs)),
-		routesByAPI: make(map[string][]scopeKey),
+		routesByAPI: make(map[string][]routeKey),
 	}
 
 	plans := make(map[string]*Plan, len(ps))
@@ -250,22 +275,27 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		s.byID[e.ID] = e
 		apis[e.API] = true
 		if e.Route == Wildcard {
-			s.apiScope[k] = e
-			s.apiWildAPI = s.apiWildAPI || e.API == Wildcard
-			s.apiExactSubject = s.apiExactSubject || e.Subject != Wildcard
+			g := s.apiScope[e.API]
+			if g == nil {
+				g = new(group)
+				s.apiScope[e.API] = g
+			}
+			g.add(e)
 			continue
 		}
-		s.routeScope[k] = e
-		s.routeWildAPI = s.routeWildAPI || e.API == Wildcard
-		s.routeAnyMethod = s.routeAnyMethod || k.method == AnyMethod
-		s.routeExactSubject = s.routeExactSubject || e.Subject != Wildcard
-		rk := scopeKey{method: k.method, resource: k.resource}
-		if !slices.Contains(s.routesByAPI[e.API], rk) {
+		rk := routeKey{api: k.api, method: k.method, resource: k.resource}
+		g := s.routeScope[rk]
+		if g == nil {
+			g = new(group)
+			s.routeScope[rk] = g
 			s.routesByAPI[e.API] = append(s.routesByAPI[e.API], rk)
 		}
+		g.add(e)
+		s.routeWildAPI = s.routeWildAPI || e.API == Wildcard
+		s.routeAnyMethod = s.routeAnyMethod || k.method == AnyMethod
 	}
 	for _, l := range s.routesByAPI {
-		slices.SortFunc(l, func(a, b scopeKey) int {
+		slices.SortFunc(l, func(a, b routeKey) int {
 			return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.method, b.method))
 		})
 	}
@@ -371,7 +401,8 @@ func defaultEffective(d Effective) (Effective, string) {
 // In each scope the most specific rule wins: an exact subject over Wildcard,
 // then an exact api over Wildcard, then an exact method over ANY. With no
 // rule in either scope the default applies (Default set). Match makes at
-// most 12 map lookups and no allocation.
+// most 6 scope lookups and 6 subject lookups, whatever the number of rules,
+// and no allocation.
 func (s *Snapshot) Match(api, method, resource, subject string) Match {
 	var m Match
 	if len(s.apiScope) > 0 {
@@ -387,57 +418,45 @@ func (s *Snapshot) Match(api, method, resource, subject string) Match {
 }
 
 func (s *Snapshot) matchAPI(api, subject string) *Effective {
-	if s.apiExactSubject {
-		if e := s.apiScope[scopeKey{api: api, subject: subject}]; e != nil {
-			return e
+	gs := [2]*group{s.apiScope[api], s.apiScope[Wildcard]}
+	return pick(gs[:], subject)
+}
+
+func (s *Snapshot) matchRoute(api, method, resource, subject string) *Effective {
+	// The groups that can hold the request's rule, most specific first:
+	// exact api over Wildcard, then exact method over ANY.
+	var gs [4]*group
+	k := routeKey{api: api, method: method, resource: resource}
+	gs[0] = s.routeScope[k]
+	if s.routeAnyMethod {
+		k.method = AnyMethod
+		gs[1] = s.routeScope[k]
+	}
+	if s.routeWildAPI {
+		k.api, k.method = Wildcard, method
+		gs[2] = s.routeScope[k]
+		if s.routeAnyMethod {
+			k.method = AnyMethod
+			gs[3] = s.routeScope[k]
 		}
-		if s.apiWildAPI {
-			if e := s.apiScope[scopeKey{api: Wildcard, subject: subject}]; e != nil {
+	}
+	return pick(gs[:], subject)
+}
+
+// pick returns the rule for subject from gs, ordered most specific first
+// and nil where absent: an exact subject in any group wins over Wildcard.
+func pick(gs []*group, subject string) *Effective {
+	for _, g := range gs {
+		if g != nil && g.exact != nil {
+			if e := g.exact[subject]; e != nil {
 				return e
 			}
 		}
 	}
-	if e := s.apiScope[scopeKey{api: api, subject: Wildcard}]; e != nil {
-		return e
-	}
-	if s.apiWildAPI {
-		return s.apiScope[scopeKey{api: Wildcard, subject: Wildcard}]
-	}
-	return nil
-}
-
-func (s *Snapshot) matchRoute(api, method, resource, subject string) *Effective {
-	if s.routeExactSubject {
-		if e := s.probeRoute(api, method, resource, subject); e != nil {
-			return e
+	for _, g := range gs {
+		if g != nil && g.wild != nil {
+			return g.wild
 		}
-	}
-	return s.probeRoute(api, method, resource, Wildcard)
-}
-
-// probeRoute looks up one subject in the route scope, most specific first.
-func (s *Snapshot) probeRoute(api, method, resource, subject string) *Effective {
-	k := scopeKey{api: api, method: method, resource: resource, subject: subject}
-	if e := s.routeScope[k]; e != nil {
-		return e
-	}
-	if s.routeAnyMethod {
-		k.method = AnyMethod
-		if e := s.routeScope[k]; e != nil {
-			return e
-		}
-		k.method = method
-	}
-	if !s.routeWildAPI {
-		return nil
-	}
-	k.api = Wildcard
-	if e := s.routeScope[k]; e != nil {
-		return e
-	}
-	if s.routeAnyMethod {
-		k.method = AnyMethod
-		return s.routeScope[k]
 	}
 	return nil
 }
@@ -497,7 +516,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 			if route == Wildcard {
 				continue
 			}
-			for _, list := range [2][]scopeKey{s.routesByAPI[a], s.routesByAPI[Wildcard]} {
+			for _, list := range [2][]routeKey{s.routesByAPI[a], s.routesByAPI[Wildcard]} {
 				for _, rk := range list {
 					add(s.matchRoute(a, rk.method, rk.resource, subject))
 				}
