@@ -1,0 +1,224 @@
+// Package authorizer is Sluice's decision: it takes a request as API Gateway
+// describes it (API, method, resource template, headers, query, API key,
+// source IP), finds its subject, looks up the rules that apply in the
+// current snapshot, and charges the subject's buckets with one limiter call.
+//
+// It knows nothing of Lambda events: the adapters in internal/authorizer/apigw
+// turn events into a Request and a Result into an IAM policy or an HTTP
+// answer, so the Lambda, the check API, the local gateway and the benchmarks
+// all run this same code.
+package authorizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// ErrNoSubject is returned by Decide when no source yields a subject. The
+// Lambda adapter answers it with "Unauthorized" (401).
+var ErrNoSubject = errors.New("no subject in request")
+
+// Request is one request to decide on.
+type Request struct {
+	// API is the API Gateway API id (requestContext.apiId).
+	API string
+	// Method is the HTTP method, upper case.
+	Method string
+	// Resource is the resource template as API Gateway names it,
+	// "/orders/{id}", not the concrete path.
+	Resource string
+	// Headers, Query, APIKey and SourceIP are what the subject sources
+	// read. Header names may have any case.
+	Headers  map[string]string
+	Query    map[string]string
+	APIKey   string
+	SourceIP string
+	// Subject, when not empty, is the subject as is: the sources are not
+	// consulted (the check API, where the caller names the subject).
+	Subject string
+	// Cost, when > 0, is the number of tokens to spend, overriding the
+	// rules' cost (the check API).
+	Cost int64
+}
+
+// Result is a decision and the numbers behind it, for the limiting rule
+// (see limiter.Decision for which bucket limits).
+type Result struct {
+	// Allowed says whether the request may pass. Shadow rules never make
+	// it false; fail-open makes it true.
+	Allowed bool
+	// Subject is the subject the request was charged to. It may be a
+	// secret (an API key): hash it (limiter.SubjectHash) before it is
+	// logged or returned.
+	Subject string
+	// Effective is the limiting rule as applied (its Policy is the
+	// RateLimit-Policy item). It is nil when no rule applied and there is
+	// no default rule: the request is then allowed without a limiter call,
+	// and the numbers below are zero. It belongs to the rules snapshot:
+	// do not modify it.
+	Effective *rules.Effective
+	// Default is set when the configured default rule applied.
+	Default bool
+	// Rule is the id of the limiting rule (Effective.ID).
+	Rule string
+	// Limit is the limiting rule's tokens per period.
+	Limit int64
+	// Remaining is the whole tokens left in the limiting bucket.
+	Remaining int64
+	// Reset is the time until the limiting bucket is full again.
+	Reset time.Duration
+	// RetryAfter is 0 when allowed, else the time until the request could
+	// pass.
+	RetryAfter time.Duration
+	// Cost is the number of tokens the request asked for.
+	Cost int64
+	// ShadowDenied is set when a shadow rule would have denied.
+	ShadowDenied bool
+	// FailOpen is set when Redis failed and the failure mode allowed.
+	FailOpen bool
+	// Cached is set when the limiter's local deny cache denied without a
+	// Redis call.
+	Cached bool
+	// LimiterTime is how long the limiter call took (Redis round trip
+	// included); 0 when there was none.
+	LimiterTime time.Duration
+}
+
+// snapshots gives the current rules snapshot; *rules.Cache is one.
+type snapshots interface {
+	Snapshot() *rules.Snapshot
+}
+
+// Options configure an Authorizer.
+type Options struct {
+	// Sources are where the subject is read from, in order; default
+	// DefaultSources (the x-api-key header).
+	Sources []Source
+}
+
+// Authorizer decides on requests. It is safe for concurrent use.
+type Authorizer struct {
+	snaps   snapshots
+	lim     *limiter.Limiter
+	sources []Source
+}
+
+// New returns an Authorizer matching requests against snaps' current
+// snapshot and charging lim.
+func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
+	src := o.Sources
+	if len(src) == 0 {
+		src = DefaultSources
+	}
+	src = append([]Source(nil), src...)
+	for i := range src {
+		if src[i].Kind == SourceHeader {
+			src[i] = HeaderSource(src[i].Name)
+		}
+	}
+	return &Authorizer{snaps: snaps, lim: lim, sources: src}
+}
+
+// Sources returns the subject sources in use.
+func (a *Authorizer) Sources() []Source { return append([]Source(nil), a.sources...) }
+
+// Decide finds r's subject and rules and charges the subject's buckets: the
+// API-wide rule and the route rule (or the default rule when neither
+// matches), all or nothing, in one limiter call.
+//
+// It returns ErrNoSubject when no source yields a subject. When Redis fails
+// it returns the decision the rules' failure mode makes (allow with
+// FailOpen, or deny) together with the error, which the caller logs.
+func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
+	subj := r.Subject
+	if subj == "" {
+		var ok bool
+		if subj, _, ok = subject(a.sources, r); !ok {
+			return Result{}, ErrNoSubject
+		}
+	}
+	m := a.snaps.Snapshot().Match(r.API, r.Method, r.Resource, subj)
+
+	// Fixed arrays keep the buckets off the heap until the limiter needs them.
+	var (
+		bs   [2]limiter.Bucket
+		effs [2]*rules.Effective
+		n    int
+	)
+	for _, e := range [2]*rules.Effective{m.API, m.Route} {
+		if e == nil {
+			continue
+		}
+		bs[n] = limiter.Bucket{
+			ID:         e.ID,
+			Limit:      e.Limit,
+			Period:     e.Period,
+			Burst:      e.Burst,
+			FailClosed: e.FailureMode == rules.FailClosed,
+			Shadow:     e.Mode == rules.Shadow,
+		}
+		effs[n] = e
+		n++
+	}
+	if n == 0 {
+		return Result{Allowed: true, Subject: subj}, nil
+	}
+
+	cost := r.Cost
+	if cost <= 0 {
+		cost = m.Cost()
+	}
+	start := time.Now()
+	d, err := a.lim.Allow(ctx, limiter.Request{Subject: subj, Buckets: bs[:n], Cost: cost})
+	took := time.Since(start)
+
+	i := d.Bucket
+	if i < 0 || i >= n {
+		i = 0
+	}
+	res := Result{
+		Allowed:      d.Allowed,
+		Subject:      subj,
+		Effective:    effs[i],
+		Default:      m.Default,
+		Rule:         effs[i].ID,
+		Limit:        d.Limit,
+		Remaining:    d.Remaining,
+		Reset:        d.Reset,
+		RetryAfter:   d.RetryAfter,
+		Cost:         cost,
+		ShadowDenied: d.ShadowDenied != 0,
+		FailOpen:     d.FailOpen,
+		Cached:       d.Cached,
+	}
+	if !d.Cached {
+		res.LimiterTime = took
+	}
+	if err != nil {
+		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
+	}
+	return res, nil
+}
+
+// AppendRateLimit appends the IETF RateLimit field value for r, such as
+// "\"<rule>\";r=42;t=17"; nothing when no rule applied.
+func (r *Result) AppendRateLimit(dst []byte) []byte {
+	if r.Effective == nil {
+		return dst
+	}
+	return r.Effective.AppendRateLimit(dst, r.Remaining, r.Reset)
+}
+
+// Policy returns the IETF RateLimit-Policy field value for r's rule, such
+// as "\"<rule>\";q=100;w=60"; "" when no rule applied.
+func (r *Result) Policy() string {
+	if r.Effective == nil {
+		return ""
+	}
+	return r.Effective.Policy
+}

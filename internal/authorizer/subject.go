@@ -1,0 +1,168 @@
+package authorizer
+
+import (
+	"errors"
+	"fmt"
+	"net/textproto"
+	"strings"
+)
+
+// SourceKind says where a subject is read from.
+type SourceKind uint8
+
+// The subject sources.
+const (
+	// SourceHeader reads a request header, case-insensitively.
+	SourceHeader SourceKind = iota + 1
+	// SourceQuery reads a query string parameter (case-sensitive, as API
+	// Gateway passes them).
+	SourceQuery
+	// SourceAPIKey reads the API key API Gateway validated for a usage plan
+	// (requestContext.identity.apiKey; REST APIs only).
+	SourceAPIKey
+	// SourceIP reads the caller's source IP. Listing it makes anonymous
+	// callers limitable (each IP gets its own bucket) instead of rejected.
+	SourceIP
+)
+
+// Source is one place a subject may come from. Sources are tried in order;
+// the first non-empty value is the subject.
+type Source struct {
+	Kind SourceKind
+	// Name is the header or query parameter name; empty for SourceAPIKey
+	// and SourceIP.
+	Name string
+
+	// lower and canon are the header name lower-cased (HTTP APIs and most
+	// clients) and in canonical MIME form ("X-Api-Key"), tried as direct map
+	// lookups before a case-insensitive scan.
+	lower, canon string
+}
+
+// DefaultSources is used when Options.Sources is empty: the x-api-key header.
+var DefaultSources = []Source{HeaderSource("x-api-key")}
+
+// HeaderSource returns a source reading header name.
+func HeaderSource(name string) Source {
+	return Source{Kind: SourceHeader, Name: name, lower: strings.ToLower(name), canon: textproto.CanonicalMIMEHeaderKey(name)}
+}
+
+// String returns the source in the form ParseSources reads.
+func (s Source) String() string {
+	switch s.Kind {
+	case SourceHeader:
+		return "header:" + s.Name
+	case SourceQuery:
+		return "query:" + s.Name
+	case SourceAPIKey:
+		return "apikey"
+	case SourceIP:
+		return "ip"
+	}
+	return "unknown"
+}
+
+// ParseSources reads a comma-separated source list such as
+// "header:x-api-key,query:api_key,apikey,ip". Whitespace around items is
+// ignored; an empty string gives DefaultSources. Every problem is reported.
+func ParseSources(s string) ([]Source, error) {
+	if strings.TrimSpace(s) == "" {
+		return append([]Source(nil), DefaultSources...), nil
+	}
+	var (
+		out  []Source
+		errs []error
+	)
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		kind, name, hasName := strings.Cut(item, ":")
+		kind = strings.ToLower(strings.TrimSpace(kind))
+		name = strings.TrimSpace(name)
+		switch {
+		case kind == "header" && validToken(name):
+			out = append(out, HeaderSource(name))
+		case kind == "query" && name != "" && len(name) <= 128 && !strings.ContainsAny(name, "&=# \t"):
+			out = append(out, Source{Kind: SourceQuery, Name: name})
+		case kind == "apikey" && !hasName:
+			out = append(out, Source{Kind: SourceAPIKey})
+		case kind == "ip" && !hasName:
+			out = append(out, Source{Kind: SourceIP})
+		case kind == "header" || kind == "query":
+			errs = append(errs, fmt.Errorf("subject source %q: bad or missing name", item))
+		default:
+			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey or ip", item))
+		}
+	}
+	if len(out) > 16 {
+		errs = append(errs, fmt.Errorf("subject sources: %d given, at most 16", len(out)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validToken reports whether name is an HTTP header field name (RFC 9110
+// token) of reasonable length.
+func validToken(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// header returns the value of the header s names in h, ignoring case,
+// without allocating: direct lookups of the usual spellings first, then a
+// scan.
+func (s *Source) header(h map[string]string) string {
+	if len(h) == 0 {
+		return ""
+	}
+	if v, ok := h[s.lower]; ok {
+		return v
+	}
+	if v, ok := h[s.canon]; ok {
+		return v
+	}
+	if v, ok := h[s.Name]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, s.Name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// subject returns the first non-empty value of sources in r, and the
+// source it came from; ok is false when none has a value.
+func subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
+	for i := range sources {
+		s := &sources[i]
+		var v string
+		switch s.Kind {
+		case SourceHeader:
+			v = s.header(r.Headers)
+		case SourceQuery:
+			v = r.Query[s.Name]
+		case SourceAPIKey:
+			v = r.APIKey
+		case SourceIP:
+			v = r.SourceIP
+		}
+		if v = strings.TrimSpace(v); v != "" {
+			return v, s.Kind, true
+		}
+	}
+	return "", 0, false
+}
