@@ -501,8 +501,10 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 		}
 	}
 	var out []*Effective
+	seen := make(map[*Effective]bool)
 	add := func(e *Effective) {
-		if e != nil && !slices.Contains(out, e) {
+		if e != nil && !seen[e] {
+			seen[e] = true
 			out = append(out, e)
 		}
 	}
