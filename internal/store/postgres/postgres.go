@@ -90,7 +90,7 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	if !ok {
 		return rules.Rule{}, fmt.Errorf("get rule %q: %w", id, rules.ErrNotFound)
 	}
-	r, err := scanRule(s.pool.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1`, cid))
+	r, err := scanRule(s.pool.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid`, cid))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Rule{}, fmt.Errorf("get rule %q: %w", cid, rules.ErrNotFound)
 	}
@@ -125,7 +125,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
 			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
 			version = version + 1, updated_at = now()
-			WHERE id = $13 AND version = $14
+			WHERE id = $13::uuid AND version = $14
 			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
@@ -151,7 +151,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1 AND version = $2`, cid, before.Version); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1::uuid AND version = $2`, cid, before.Version); err != nil {
 			return err
 		}
 		return audit(ctx, tx, rules.KindRule, cid, rules.ActionDelete, actor, before, nil)
@@ -166,7 +166,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 // when it is gone, ErrStale when ifVersion (unless 0) is not current. Under
 // the row lock a concurrent writer waits, then sees the new version.
 func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules.Rule, error) {
-	r, err := scanRule(tx.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1 FOR UPDATE`, id))
+	r, err := scanRule(tx.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid FOR UPDATE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Rule{}, rules.ErrNotFound
 	}
@@ -462,7 +462,7 @@ func audit(ctx context.Context, tx pgx.Tx, kind, target, action, actor string, b
 		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (kind, target_id, action, actor, before, after)
-		VALUES ($1, $2, $3, $4, $5, $6)`, kind, target, action, actor, b, a); err != nil {
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb)`, kind, target, action, actor, b, a); err != nil {
 		return fmt.Errorf("write audit row: %w", err)
 	}
 	return nil
