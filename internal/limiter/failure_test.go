@@ -1,9 +1,14 @@
 package limiter
 
 import (
+	"context"
+	"errors"
 	"net"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,4 +24,200 @@ func deadClient(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// silentClient returns a client of a server that accepts connections and
+// never answers.
+func silentClient(t testing.TB) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, PoolSize: 4})
+	t.Cleanup(func() {
+		_ = c.Close()
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return c
+}
+
+// transitions records breaker changes.
+type transitions struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (tr *transitions) record(from, to BreakerState) {
+	tr.mu.Lock()
+	tr.got = append(tr.got, from.String()+"→"+to.String())
+	tr.mu.Unlock()
+}
+
+func (tr *transitions) list() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.got...)
+}
+
+const (
+	failTimeout = 25 * time.Millisecond
+	// slack is what a decision may take beyond the timeout (-race, two
+	// shared cores).
+	slack = 20 * time.Millisecond
+)
+
+var (
+	openBucket   = Bucket{ID: "o", Limit: 10, Period: time.Second}
+	closedBucket = Bucket{ID: "c", Limit: 10, Period: time.Second, FailClosed: true}
+)
+
+// timedAllow calls Allow and fails the test when it takes longer than the
+// timeout plus slack.
+func timedAllow(t *testing.T, l *Limiter, req Request) (Decision, error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	d, err := l.Allow(context.Background(), req)
+	took := time.Since(start)
+	if took > failTimeout+5*time.Millisecond {
+		t.Logf("Allow took %v (err %v)", took, err)
+	}
+	if took > failTimeout+slack {
+		t.Errorf("Allow took %v, want <= %v (err %v)", took, failTimeout+slack, err)
+	}
+	return d, err, took
+}
+
+func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
+	var tr transitions
+	l := New(silentClient(t), Options{
+		Timeout: failTimeout, BreakerThreshold: 3, BreakerCooldown: 150 * time.Millisecond,
+		OnBreakerChange: tr.record,
+	})
+	open := Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1}
+	closed := Request{Subject: "s", Buckets: []Bucket{openBucket, closedBucket}, Cost: 1}
+
+	// Three timeouts: fail open, then fail closed, then open again.
+	for i, req := range []Request{open, closed, open} {
+		d, err, took := timedAllow(t, l, req)
+		if err == nil || errors.Is(err, ErrBreakerOpen) {
+			t.Errorf("call %d: err = %v, want a Redis timeout", i, err)
+		}
+		if took < failTimeout-2*time.Millisecond {
+			t.Errorf("call %d took %v: it did not wait for the timeout", i, took)
+		}
+		wantOpen := req.Buckets[len(req.Buckets)-1] == openBucket
+		if d.Allowed != wantOpen || d.FailOpen != wantOpen {
+			t.Errorf("call %d: Allow() = %+v, want Allowed = FailOpen = %v", i, d, wantOpen)
+		}
+	}
+	// The breaker is open: no wait, no Redis.
+	for range 10 {
+		d, err, took := timedAllow(t, l, open)
+		if !errors.Is(err, ErrBreakerOpen) || !d.Allowed || !d.FailOpen || took > 5*time.Millisecond {
+			t.Errorf("Allow(breaker open) = %+v, %v in %v, want fail-open, ErrBreakerOpen, at once", d, err, took)
+		}
+	}
+	d, err, _ := timedAllow(t, l, closed)
+	if !errors.Is(err, ErrBreakerOpen) || d.Allowed || d.Bucket != 1 {
+		t.Errorf("Allow(breaker open, fail closed) = %+v, %v, want a deny by bucket 1", d, err)
+	}
+	// After the cooldown one probe goes through, fails, and reopens it.
+	time.Sleep(160 * time.Millisecond)
+	if _, err, _ := timedAllow(t, l, open); err == nil || errors.Is(err, ErrBreakerOpen) {
+		t.Errorf("probe: err = %v, want a Redis timeout", err)
+	}
+	want := []string{"closed→open", "open→half-open", "half-open→open"}
+	if diff := cmp.Diff(want, tr.list()); diff != "" {
+		t.Errorf("breaker transitions (-want +got):\n%s", diff)
+	}
+	s := l.Stats()
+	wantStats := Stats{
+		Calls: 15, Allowed: 13, Denied: 2, RedisCalls: 4, Errors: 4, FailOpen: 13, FailClosed: 2,
+		Skipped: 11, Breaker: BreakerOpen, BreakerOpened: 2,
+	}
+	if diff := cmp.Diff(wantStats, s); diff != "" {
+		t.Errorf("Stats() (-want +got):\n%s", diff)
+	}
+}
+
+func TestUnreachableRedisFailsFast(t *testing.T) {
+	l := New(deadClient(t), Options{Timeout: failTimeout, BreakerThreshold: -1})
+	for range 20 {
+		d, err, _ := timedAllow(t, l, Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1})
+		if err == nil || !d.Allowed || !d.FailOpen {
+			t.Fatalf("Allow(unreachable) = %+v, %v, want fail-open and an error", d, err)
+		}
+	}
+	if s := l.Stats(); s.Breaker != BreakerClosed || s.FailOpen != 20 || s.Errors != 20 {
+		t.Errorf("Stats() = %+v, want 20 fail-open errors and a disabled breaker", s)
+	}
+}
+
+// TestStalledRealRedisRecovers stalls the test Redis with DEBUG SLEEP (from
+// another client): decisions keep their timeout, the breaker opens, and
+// closes again through a probe once Redis answers. It must not run in
+// parallel with other tests of this package.
+func TestStalledRealRedisRecovers(t *testing.T) {
+	c := newClient(t, 8)
+	var tr transitions
+	l := New(c, Options{
+		Prefix: testPrefix(t, c), Timeout: failTimeout, BreakerThreshold: 3,
+		BreakerCooldown: 100 * time.Millisecond, OnBreakerChange: tr.record,
+	})
+	req := Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1}
+	if d, err := l.Allow(context.Background(), req); err != nil || !d.Allowed || d.FailOpen {
+		t.Fatalf("Allow before the stall = %+v, %v, want allowed by Redis", d, err)
+	}
+
+	sleeper := newClient(t, 1)
+	done := make(chan error, 1)
+	go func() { done <- sleeper.Do(context.Background(), "DEBUG", "SLEEP", "0.4").Err() }()
+	time.Sleep(20 * time.Millisecond) // let DEBUG SLEEP reach Redis
+
+	var failOpen int
+	stallEnd := time.Now().Add(5 * time.Second)
+	for time.Now().Before(stallEnd) {
+		d, err, _ := timedAllow(t, l, req)
+		if err == nil && !d.FailOpen {
+			break // Redis answers again
+		}
+		if !d.Allowed || !d.FailOpen {
+			t.Fatalf("Allow during the stall = %+v, %v, want fail-open", d, err)
+		}
+		failOpen++
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+	if failOpen < 3 {
+		t.Errorf("%d fail-open decisions during a 400ms stall, want at least 3", failOpen)
+	}
+	got := tr.list()
+	if len(got) < 3 || got[0] != "closed→open" || got[len(got)-1] != "half-open→closed" {
+		t.Errorf("breaker transitions = %q, want closed→open … half-open→closed", got)
+	}
+	s := l.Stats()
+	if s.Breaker != BreakerClosed || s.BreakerOpened == 0 || s.BreakerClosed != 1 || s.FailOpen != uint64(failOpen) || s.Skipped == 0 {
+		t.Errorf("Stats() = %+v, want a closed breaker that opened, %d fail-open, skipped calls", s, failOpen)
+	}
 }

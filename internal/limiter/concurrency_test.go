@@ -1,0 +1,101 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestExactUnderConcurrency plays 4 processes (separate clients and
+// Limiters) × 32 goroutines against one subject: the bucket must admit
+// exactly burst + rate × elapsed, give or take the token being refilled.
+func TestExactUnderConcurrency(t *testing.T) {
+	const (
+		clients    = 4
+		goroutines = 32
+		burst      = 20
+		rate       = 200 // tokens per second
+		run        = 2 * time.Second
+	)
+	bs := []Bucket{{ID: "hot", Limit: rate, Period: time.Second, Burst: burst}}
+	timeClient := newClient(t, 1)
+	prefix := testPrefix(t, timeClient)
+	ls := make([]*Limiter, clients)
+	for i := range ls {
+		// The deny cache is off: this test is about the script.
+		ls[i] = New(newClient(t, goroutines), Options{Prefix: prefix, DenyCacheSize: -1, Timeout: time.Second})
+	}
+	req := Request{Subject: "hot-subject", Buckets: bs, Cost: 1}
+
+	var admitted, denied, failed atomic.Int64
+	var stop, first atomic.Bool
+	firstDone := make(chan struct{})
+	start := make(chan struct{})
+	var wg, ready sync.WaitGroup
+	for _, l := range ls {
+		for range goroutines {
+			wg.Add(1)
+			ready.Add(1)
+			go func() {
+				defer wg.Done()
+				// Connect before the clock starts: the bucket starts
+				// full, so refill during a slow start would be lost.
+				if err := l.rdb.(*redis.Client).Ping(context.Background()).Err(); err != nil {
+					t.Error(err)
+				}
+				ready.Done()
+				<-start
+				for !stop.Load() {
+					d, err := l.Allow(context.Background(), req)
+					switch {
+					case err != nil:
+						failed.Add(1)
+					case d.Allowed:
+						admitted.Add(1)
+					default:
+						denied.Add(1)
+					}
+					if first.CompareAndSwap(false, true) {
+						close(firstDone)
+					}
+				}
+			}()
+		}
+	}
+	ready.Wait()
+	// Two brackets of Redis TIME: the outer one [t0, t1] holds every
+	// script run, the inner one [i0, i1] lies within the runs (i0 after a
+	// first call returned, i1 while every worker still calls).
+	t0 := redisNow(t, timeClient)
+	close(start)
+	<-firstDone
+	i0 := redisNow(t, timeClient)
+	time.Sleep(run)
+	i1 := redisNow(t, timeClient)
+	stop.Store(true)
+	wg.Wait()
+	t1 := redisNow(t, timeClient)
+
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d calls failed", n)
+	}
+	most := burst + rate*t1.Sub(t0).Seconds()
+	least := burst + rate*i1.Sub(i0).Seconds()
+	got := admitted.Load()
+	t.Logf("admitted %d, denied %d; burst + rate×elapsed = %.2f (outer, %v) / %.2f (inner, %v)",
+		got, denied.Load(), most, t1.Sub(t0), least, i1.Sub(i0))
+	if float64(got) > most {
+		t.Errorf("admitted %d > burst + rate×elapsed = %.2f: over-admitted", got, most)
+	}
+	// The token being refilled when the run stops is never admitted.
+	if float64(got) < least-1 {
+		t.Errorf("admitted %d < burst + rate×elapsed - 1 = %.2f: tokens lost", got, least-1)
+	}
+	if denied.Load() == 0 {
+		t.Errorf("no call was denied: the test did not contend")
+	}
+}
