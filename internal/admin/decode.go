@@ -1,0 +1,179 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// decodeBody decodes a JSON object into dst, a pointer to a struct, field by
+// field, so that every problem names its field: unknown fields (names match
+// exactly, not case-insensitively as encoding/json would), wrong types,
+// values out of range, NUL bytes in strings. Malformed JSON, a non-object,
+// trailing data and invalid UTF-8 are reported on the body as a whole. Every
+// error is a 400 *Error. The fields named in required must be present
+// (for non-pointer numbers, where absent and 0 look the same).
+func decodeBody(body []byte, dst any, required ...string) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bodyError("The request body is empty; send a JSON object.")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would silently replace invalid bytes with U+FFFD.
+		return bodyError("The request body is not valid UTF-8.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		return syntaxProblem(err)
+	}
+	if obj == nil {
+		return bodyError("The request body must be a JSON object.")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return bodyError("The request body has data after the JSON object.")
+	}
+
+	v := reflect.ValueOf(dst).Elem()
+	fields := jsonFields(v.Type())
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var problems []rules.FieldError
+	for _, k := range keys {
+		idx, ok := fields[k]
+		if !ok {
+			problems = append(problems, fieldError(truncate(k), "unknown field"))
+			continue
+		}
+		f := v.Field(idx)
+		if err := json.Unmarshal(obj[k], f.Addr().Interface()); err != nil {
+			problems = append(problems, fieldProblems(k, f.Type(), err)...)
+			continue
+		}
+		if f.Kind() == reflect.String && strings.IndexByte(f.String(), 0) >= 0 {
+			problems = append(problems, fieldError(k, "must not contain NUL bytes"))
+		}
+	}
+	for _, k := range required {
+		if _, ok := obj[k]; !ok {
+			problems = append(problems, fieldError(k, "is required"))
+		}
+	}
+	if problems != nil {
+		return badRequest(problems...)
+	}
+	return nil
+}
+
+func bodyError(detail string) *Error {
+	return &Error{Status: 400, Detail: detail}
+}
+
+// syntaxProblem describes why the body is not one JSON object.
+func syntaxProblem(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return bodyError(fmt.Sprintf("The request body is not valid JSON (at byte %d: %s).", se.Offset,
+			strings.TrimPrefix(se.Error(), "json: ")))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return bodyError("The request body is truncated JSON.")
+	case errors.As(err, &te):
+		return bodyError("The request body must be a JSON object, not " + te.Value + ".")
+	}
+	return bodyError("The request body is not a JSON object.")
+}
+
+// fieldProblems describes why one field's JSON value does not fit its Go
+// type.
+func fieldProblems(key string, t reflect.Type, err error) []rules.FieldError {
+	var ve *rules.ValidationError
+	if errors.As(err, &ve) {
+		fs := make([]rules.FieldError, len(ve.Fields))
+		for i, f := range ve.Fields {
+			fs[i] = fieldError(key, f.Reason)
+		}
+		return fs
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := describe(t)
+		if strings.HasPrefix(te.Value, "number") && strings.HasPrefix(want, "an integer") {
+			return []rules.FieldError{fieldError(key, "must be "+want+" (got "+truncate(te.Value)+")")}
+		}
+		return []rules.FieldError{fieldError(key, "must be "+want+", not "+firstWord(te.Value))}
+	}
+	return []rules.FieldError{fieldError(key, "has an invalid value")}
+}
+
+// describe names the JSON a Go type expects, for a person.
+func describe(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer between -9223372036854775808 and 9223372036854775807"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	}
+	if t.String() == "time.Time" {
+		return "an RFC 3339 timestamp string"
+	}
+	return "a " + t.Kind().String()
+}
+
+func firstWord(s string) string {
+	w, _, _ := strings.Cut(s, " ")
+	return w
+}
+
+// truncate keeps client text echoed back in a problem short.
+func truncate(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]int
+
+// jsonFields maps the JSON names of a struct's fields to their indexes.
+func jsonFields(t reflect.Type) map[string]int {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m := map[string]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = i
+	}
+	fieldCache.Store(t, m)
+	return m
+}

@@ -1,0 +1,294 @@
+package admin_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/apigw"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/store/redisversion"
+)
+
+// testStore is what the tests read behind the API's back: the store
+// contract.
+type testStore interface {
+	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
+	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
+	RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error)
+	PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error)
+	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
+	GetRule(ctx context.Context, id string) (rules.Rule, error)
+	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
+	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
+	CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error)
+	GetPlan(ctx context.Context, name string) (rules.Plan, error)
+	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
+	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
+	ListPlans(ctx context.Context) ([]rules.Plan, error)
+}
+
+// env is one admin Service over its own store, Redis key prefix and version
+// key, reached through the API Gateway adapter as the Lambdas reach it.
+type env struct {
+	svc     *admin.Service
+	handle  func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+	store   testStore
+	version *redisversion.Counter
+	lim     *limiter.Limiter
+	logs    *strings.Builder
+	count   func(t testing.TB) rowCounts // counts rows behind the store's back
+}
+
+// rowCounts counts what a rejected request must leave unchanged.
+type rowCounts struct {
+	Rules, Plans, Audit int64
+	Version             int64
+}
+
+// backend builds a store for one test.
+type backend struct {
+	name string
+	new  func(t testing.TB) (testStore, rowCounter)
+}
+
+// rowCounter counts rules, plans and audit rows.
+type rowCounter func(t testing.TB) (rules, plans, audit int64)
+
+// backends lists the stores every API test runs on: PostgreSQL (the real
+// one) and the in-memory store of the local stack.
+var backends = []backend{
+	{"postgres", newPostgres},
+	{"memory", newMemory},
+}
+
+func newMemory(testing.TB) (testStore, rowCounter) {
+	st := memory.New()
+	return st, func(t testing.TB) (int64, int64, int64) {
+		rs, ps, err := st.LoadAll(context.Background())
+		if err != nil {
+			t.Fatalf("LoadAll: %v", err)
+		}
+		// The memory store has no audit table to count: sum the
+		// histories of the rules and plans that exist.
+		var audit int64
+		for _, r := range rs {
+			h, _ := st.RuleHistory(context.Background(), r.ID)
+			audit += int64(len(h))
+		}
+		for _, p := range ps {
+			h, _ := st.PlanHistory(context.Background(), p.Name)
+			audit += int64(len(h))
+		}
+		return int64(len(rs)), int64(len(ps)), audit
+	}
+}
+
+// integration returns the URL in env var name, skipping the test without
+// it unless SLUICE_REQUIRE_INTEGRATION=1.
+func integration(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("%s is not set and SLUICE_REQUIRE_INTEGRATION=1: run under scripts/testenv.sh", name)
+		}
+		t.Skipf("%s not set; run under scripts/testenv.sh", name)
+	}
+	return v
+}
+
+func randomHex(t testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// redisClient connects to the test Redis.
+func redisClient(t testing.TB) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(integration(t, "SLUICE_TEST_REDIS_URL"))
+	if err != nil {
+		t.Fatalf("parse SLUICE_TEST_REDIS_URL: %v", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newEnv builds a Service on b with its own Redis key prefix.
+func newEnv(t testing.TB, b backend) *env {
+	t.Helper()
+	rdb := redisClient(t)
+	st, counts := b.new(t)
+	prefix := "sltest:admin:" + randomHex(t) + ":"
+	version := redisversion.New(rdb, prefix+"rules:version")
+	// Peeks under -race on a shared 2-core machine need more than the
+	// authorizer's 25 ms.
+	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+	var logs strings.Builder
+	svc := admin.New(st, version, lim, admin.Options{Logger: newJSONLogger(&logs)})
+	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, version: version, lim: lim, logs: &logs}
+	e.count = func(t testing.TB) rowCounts {
+		r, p, a := counts(t)
+		v, err := version.Version(context.Background())
+		if err != nil {
+			t.Fatalf("Version: %v", err)
+		}
+		return rowCounts{Rules: r, Plans: p, Audit: a, Version: v}
+	}
+	return e
+}
+
+// forBackends runs f once per store.
+func forBackends(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, newEnv(t, b))
+		})
+	}
+}
+
+const testActor = "arn:aws:iam::123456789012:user/alice"
+
+// event builds an API Gateway REST proxy event as API Gateway sends it for
+// route ("PUT /rules/{id}") with raw (percent-encoded) path parameters.
+func event(route string, params map[string]string, body string, headers ...string) events.APIGatewayProxyRequest {
+	method, resource, _ := strings.Cut(route, " ")
+	path := resource
+	for k, v := range params {
+		path = strings.ReplaceAll(path, "{"+k+"}", v)
+	}
+	h := map[string]string{"Accept": "application/json", "Host": "abc123.execute-api.eu-west-1.amazonaws.com"}
+	if body != "" {
+		h["Content-Type"] = "application/json"
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			delete(h, headers[i])
+			continue
+		}
+		h[headers[i]] = headers[i+1]
+	}
+	mh := map[string][]string{}
+	for k, v := range h {
+		mh[k] = []string{v}
+	}
+	return events.APIGatewayProxyRequest{
+		Resource:          resource,
+		Path:              path,
+		HTTPMethod:        method,
+		Headers:           h,
+		MultiValueHeaders: mh,
+		PathParameters:    params,
+		Body:              body,
+		RequestContext: events.APIGatewayProxyRequestContext{
+			AccountID:    "123456789012",
+			ResourcePath: resource,
+			Stage:        "prod",
+			RequestID:    "req-" + method + path,
+			HTTPMethod:   method,
+			APIID:        "adm1n4p1",
+			Identity: events.APIGatewayRequestIdentity{
+				AccountID: "123456789012",
+				Caller:    "AIDAEXAMPLECALLER",
+				UserArn:   testActor,
+				SourceIP:  "203.0.113.7",
+				UserAgent: "aws-cli/2",
+			},
+		},
+	}
+}
+
+// withQuery adds query parameters to an event.
+func withQuery(ev events.APIGatewayProxyRequest, kv ...string) events.APIGatewayProxyRequest {
+	ev.QueryStringParameters = map[string]string{}
+	ev.MultiValueQueryStringParameters = map[string][]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		ev.QueryStringParameters[kv[i]] = kv[i+1]
+		ev.MultiValueQueryStringParameters[kv[i]] = append(ev.MultiValueQueryStringParameters[kv[i]], kv[i+1])
+	}
+	return ev
+}
+
+// do sends ev through the Lambda adapter.
+func (e *env) do(t testing.TB, ev events.APIGatewayProxyRequest) events.APIGatewayProxyResponse {
+	t.Helper()
+	resp, err := e.handle(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("handler(%s %s) error = %v, want nil (errors are responses)", ev.HTTPMethod, ev.Path, err)
+	}
+	if resp.StatusCode >= 500 {
+		t.Errorf("%s %s = %d %s; a 5xx in tests means a bug; logs:\n%s", ev.HTTPMethod, ev.Path, resp.StatusCode, resp.Body, e.logs.String())
+	}
+	return resp
+}
+
+// want checks the status and decodes the body into v (when not nil).
+func want(t testing.TB, resp events.APIGatewayProxyResponse, status int, v any) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, resp.Body)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(resp.Body), v); err != nil {
+			t.Fatalf("decode body %q: %v", resp.Body, err)
+		}
+	}
+}
+
+// wantProblem checks a problem response and returns it.
+func wantProblem(t testing.TB, resp events.APIGatewayProxyResponse, status int) admin.Problem {
+	t.Helper()
+	var p admin.Problem
+	want(t, resp, status, &p)
+	if ct := resp.Headers["Content-Type"]; ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, admin.ProblemTypeBase) {
+		t.Errorf("problem = %+v, want status %d with a title and a type under %s", p, status, admin.ProblemTypeBase)
+	}
+	return p
+}
+
+// createRule posts body and returns the created rule.
+func (e *env) createRule(t testing.TB, body string) rules.Rule {
+	t.Helper()
+	var r rules.Rule
+	want(t, e.do(t, event(admin.RouteCreateRule, nil, body)), 201, &r)
+	return r
+}
+
+func (e *env) createPlan(t testing.TB, body string) rules.Plan {
+	t.Helper()
+	var p rules.Plan
+	want(t, e.do(t, event(admin.RouteCreatePlan, nil, body)), 201, &p)
+	return p
+}
+
+func idParam(id string) map[string]string { return map[string]string{"id": id} }
+
+func pathEscape(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,93 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store/memory"
+)
+
+func mustMemory() testStore { return memory.New() }
+
+// events0 is a request identity with neither user ARN nor caller.
+func events0() events.APIGatewayRequestIdentity {
+	return events.APIGatewayRequestIdentity{SourceIP: "203.0.113.7"}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// brokenStore fails on demand: fail makes ListRules return an error whose
+// text must never reach a client; timeout makes GetRule time out.
+type brokenStore struct {
+	testStore
+	fail, timeout bool
+}
+
+func (b *brokenStore) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
+	if b.fail {
+		return rules.Page{}, errors.New("list rules: dial tcp 10.0.0.5:5432: password s3cr3t rejected")
+	}
+	return b.testStore.ListRules(ctx, f)
+}
+
+func (b *brokenStore) GetRule(ctx context.Context, id string) (rules.Rule, error) {
+	if b.timeout {
+		return rules.Rule{}, fmt.Errorf("get rule: %w", context.DeadlineExceeded)
+	}
+	return b.testStore.GetRule(ctx, id)
+}
+
+// failingBumper is a Redis that refuses the version bump.
+type failingBumper struct{}
+
+func (failingBumper) Bump(context.Context) (int64, error) {
+	return 0, errors.New("bump rules version sl:rules:version: connection refused")
+}
+
+func newHTTPServer(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type httpResponse struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// httpDo sends one request; headers are name, value pairs.
+func httpDo(t *testing.T, srv *httptest.Server, method, path, body string, headers ...string) httpResponse {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpResponse{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}

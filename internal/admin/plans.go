@@ -1,0 +1,106 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// ListPlansResponse is the body of GET /plans.
+type ListPlansResponse struct {
+	Plans []rules.Plan `json:"plans"`
+}
+
+func (s *Service) createPlan(ctx context.Context, c *call) (reply, error) {
+	p, err := planFromBody(c.Body, "")
+	if err != nil {
+		return reply{}, err
+	}
+	created, err := s.store.CreatePlan(ctx, p, c.actor())
+	if err != nil {
+		return reply{}, err
+	}
+	s.bump(ctx, c.route)
+	h := etag(created.Version)
+	h.Set("Location", "/plans/"+url.PathEscape(created.Name))
+	return reply{status: http.StatusCreated, header: h, body: created}, nil
+}
+
+func (s *Service) getPlan(ctx context.Context, c *call) (reply, error) {
+	p, err := s.store.GetPlan(ctx, c.params["name"])
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, header: etag(p.Version), body: p}, nil
+}
+
+// updatePlan replaces a plan; every rule naming it takes the new numbers at
+// the authorizers' next reload (the version bump triggers it).
+func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
+	name := c.params["name"]
+	version, err := ifMatch(c.Header, true)
+	if err != nil {
+		return reply{}, err
+	}
+	p, err := planFromBody(c.Body, name)
+	if err != nil {
+		return reply{}, err
+	}
+	updated, err := s.store.UpdatePlan(ctx, p, version, c.actor())
+	if err != nil {
+		return reply{}, err
+	}
+	s.bump(ctx, c.route)
+	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
+}
+
+func (s *Service) deletePlan(ctx context.Context, c *call) (reply, error) {
+	version, err := ifMatch(c.Header, false)
+	if err != nil {
+		return reply{}, err
+	}
+	if err := s.store.DeletePlan(ctx, c.params["name"], version, c.actor()); err != nil {
+		return reply{}, err
+	}
+	s.bump(ctx, c.route)
+	return reply{status: http.StatusNoContent}, nil
+}
+
+func (s *Service) listPlans(ctx context.Context, c *call) (reply, error) {
+	if err := onlyQuery(c.Query); err != nil {
+		return reply{}, err
+	}
+	ps, err := s.store.ListPlans(ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	if ps == nil {
+		ps = []rules.Plan{}
+	}
+	return reply{status: http.StatusOK, body: ListPlansResponse{Plans: ps}}, nil
+}
+
+// planFromBody decodes and validates a plan. On PUT the name comes from the
+// path; a name in the body must then be the same. The read-only fields are
+// accepted and ignored, as for rules.
+func planFromBody(body []byte, pathName string) (rules.Plan, error) {
+	var p rules.Plan
+	if err := decodeBody(body, &p, "limit", "period"); err != nil {
+		return rules.Plan{}, err
+	}
+	p.Normalize()
+	if pathName != "" {
+		if p.Name != "" && p.Name != pathName {
+			return rules.Plan{}, badRequest(fieldError("name", "must be the name in the path, or left out (a plan cannot be renamed)"))
+		}
+		p.Name = pathName
+	}
+	p.Version, p.CreatedAt, p.UpdatedAt = 0, time.Time{}, time.Time{}
+	if err := p.Validate(); err != nil {
+		return rules.Plan{}, err
+	}
+	return p, nil
+}
