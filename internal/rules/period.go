@@ -26,9 +26,9 @@ var periodUnits = [...]struct {
 	{"y", Year}, {"w", Week}, {"d", Day}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second},
 }
 
-// errPeriodNotString is the reason given when a period arrives as a JSON
+// reasonNotString is the reason given when a period arrives as a JSON
 // number or any other non-string.
-const errPeriodNotString = `must be a string such as "1m"`
+const reasonNotString = `must be a string such as "1m"`
 
 // ParsePeriod parses a period: one or more <integer><unit> pairs with units
 // y (365 d), w (7 d), d (24 h), h, m and s, such as "30s", "15m", "1d" or
@@ -197,11 +197,11 @@ func (p *Period) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	if len(b) == 0 || b[0] != '"' {
-		return periodError(errPeriodNotString)
+		return periodError(reasonNotString)
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return periodError(errPeriodNotString)
+		return periodError(reasonNotString)
 	}
 	v, err := ParsePeriod(s)
 	if err != nil {
