@@ -655,7 +655,6 @@ func plansCommands() []subcommand {
 		{"get", "NAME", "show one plan", plansGet},
 		{"put", "[-f FILE | --name N flags]", "create or update a plan (If-Match the current version)", plansPut},
 		{"rm", "NAME", "delete a plan (fails while a rule uses it)", plansRm},
-		{"history", "NAME", "show a plan's audit log", plansHistory},
 	}
 }
 
@@ -890,34 +889,6 @@ func plansRm(ctx context.Context, e env, args []string) error {
 	return nil
 }
 
-func plansHistory(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans history", "NAME", "Show a plan's audit log, oldest first.")
-	a := addAdminFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
-	if err != nil {
-		return err
-	}
-	r, err := c.do(ctx, http.MethodGet, "/plans/"+url.PathEscape(pos[0])+"/history", nil, nil, 0)
-	if err != nil {
-		return fmt.Errorf("plan history %s: %w", pos[0], err)
-	}
-	entries, err := decodeHistory(r.Body)
-	if err != nil {
-		return fmt.Errorf("plan history %s: %w", pos[0], err)
-	}
-	return printHistory(e.stdout, a.output, entries)
-}
-
 // ---- subjects ----
 
 func subjectsCommands() []subcommand {
@@ -992,7 +963,7 @@ func printLimits(w io.Writer, body []byte) error {
 		_ = json.Unmarshal(body, &v)
 		return printJSON(w, v)
 	}
-	known := []string{"scope", "rule_id", "ruleId", "id", "api", "route", "subject", "plan", "limit", "period", "burst", "remaining", "reset", "reset_ms", "mode"}
+	known := []string{"rule", "scope", "api", "route", "subject", "plan", "limit", "period", "burst", "remaining", "reset", "reset_ms", "cost", "mode", "failure_mode"}
 	cols := []string{}
 	seen := map[string]bool{}
 	present := map[string]bool{}
@@ -1050,7 +1021,6 @@ func subjectsReset(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "subjects reset", "SUBJECT", "Delete a subject's buckets, giving it full buckets again.")
 	a := addAdminFlags(fs)
 	api := fs.String("api", "", "API id (default: every API)")
-	route := fs.String("route", "", "route (default: every route)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -1065,7 +1035,7 @@ func subjectsReset(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, *route), nil, 0)
+	r, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, ""), nil, 0)
 	if err != nil {
 		return fmt.Errorf("reset subject %s: %w", pos[0], err)
 	}

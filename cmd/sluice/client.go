@@ -201,7 +201,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, query url.Val
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		return response{}, err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))

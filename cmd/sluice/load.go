@@ -534,7 +534,7 @@ func (r *loadReport) print(w io.Writer) {
 	fmt.Fprintf(w, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n\n", r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.Max)
 
 	const maxRows = 50
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tALLOWED\tDENIED\tERRORS\tWINDOW s\tLIMIT\tBURST\tPERIOD\tBOUND\tOK\t")
 	shown := 0
 	for _, s := range r.Subjects {

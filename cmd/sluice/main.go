@@ -51,7 +51,7 @@ func commands() []command {
 		{"rules", "manage rules: ls, get, put, rm, history", func(ctx context.Context, e env, args []string) error {
 			return runGroup(ctx, e, "rules", rulesCommands(), args)
 		}},
-		{"plans", "manage plans: ls, get, put, rm, history", func(ctx context.Context, e env, args []string) error {
+		{"plans", "manage plans: ls, get, put, rm", func(ctx context.Context, e env, args []string) error {
 			return runGroup(ctx, e, "plans", plansCommands(), args)
 		}},
 		{"subjects", "a subject's limits and buckets: limits, reset", func(ctx context.Context, e env, args []string) error {

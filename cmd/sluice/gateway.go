@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+
+	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+)
+
+// The identity of the demo API in the ARNs and events the local gateway
+// builds, as API Gateway would for a REST API in account 000000000000.
+const (
+	localRegion  = "local"
+	localAccount = "000000000000"
+)
+
+// demoResources are the demo API's resources, API Gateway style. Every one
+// takes ANY method.
+var demoResources = []string{"/", "/hello", "/items", "/items/{id}", "/search"}
+
+// restAuthorizer is the authorizer's REST event handler
+// (internal/authorizer/apigw.Authorizer.REST).
+type restAuthorizer interface {
+	REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error)
+}
+
+// gateway plays API Gateway in front of the demo API: it builds the REQUEST
+// authorizer event API Gateway would, calls the authorizer's event handler,
+// evaluates the returned policy against the method ARN, and answers Deny
+// with the 429 the CDK gateway responses produce, "Unauthorized" with 401,
+// and Allow by calling the echo backend.
+type gateway struct {
+	apiID, stage string
+	resources    []resourceTemplate
+	auth         restAuthorizer
+	log          *slog.Logger
+}
+
+func newGateway(apiID, stage string, resources []string, auth restAuthorizer, log *slog.Logger) *gateway {
+	g := &gateway{apiID: apiID, stage: stage, auth: auth, log: log}
+	for _, r := range resources {
+		g.resources = append(g.resources, parseTemplate(r))
+	}
+	return g
+}
+
+// resourceTemplate is one resource path such as /items/{id} or /{proxy+}.
+type resourceTemplate struct {
+	path string
+	segs []string
+}
+
+func parseTemplate(p string) resourceTemplate {
+	return resourceTemplate{path: p, segs: splitPath(p)}
+}
+
+func splitPath(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// match returns the path parameters when t matches the path segments, and
+// a specificity score: literal segments count most, a greedy {x+} least.
+func (t resourceTemplate) match(segs []string) (map[string]string, int, bool) {
+	params := map[string]string{}
+	score := 0
+	for i, ts := range t.segs {
+		if name, ok := strings.CutPrefix(ts, "{"); ok && strings.HasSuffix(name, "+}") {
+			if i >= len(segs) {
+				return nil, 0, false
+			}
+			params[strings.TrimSuffix(name, "+}")] = strings.Join(segs[i:], "/")
+			return params, score, true
+		}
+		if i >= len(segs) {
+			return nil, 0, false
+		}
+		if name, ok := strings.CutPrefix(ts, "{"); ok && strings.HasSuffix(name, "}") {
+			params[strings.TrimSuffix(name, "}")] = segs[i]
+			score += 1
+			continue
+		}
+		if ts != segs[i] {
+			return nil, 0, false
+		}
+		score += 100
+	}
+	if len(segs) != len(t.segs) {
+		return nil, 0, false
+	}
+	return params, score + 1, true // +1: an exact-length match beats a greedy one
+}
+
+// route finds the most specific resource matching path.
+func (g *gateway) route(path string) (resourceTemplate, map[string]string, bool) {
+	segs := splitPath(path)
+	best, bestScore := -1, -1
+	var bestParams map[string]string
+	for i, t := range g.resources {
+		if params, score, ok := t.match(segs); ok && score > bestScore {
+			best, bestScore, bestParams = i, score, params
+		}
+	}
+	if best < 0 {
+		return resourceTemplate{}, nil, false
+	}
+	return g.resources[best], bestParams, true
+}
+
+// methodARN is the ARN API Gateway passes to an authorizer:
+// arn:aws:execute-api:<region>:<account>:<api>/<stage>/<METHOD>/<path>.
+func (g *gateway) methodARN(method, path string) string {
+	return "arn:aws:execute-api:" + localRegion + ":" + localAccount + ":" +
+		g.apiID + "/" + g.stage + "/" + method + "/" + strings.TrimPrefix(path, "/")
+}
+
+// event builds the REQUEST authorizer event for r, as API Gateway does.
+func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string]string, requestID string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
+	headers := make(map[string]string, len(r.Header)+1)
+	multi := make(map[string][]string, len(r.Header)+1)
+	for k, vs := range r.Header {
+		headers[k] = strings.Join(vs, ",")
+		multi[k] = slices.Clone(vs)
+	}
+	headers["Host"], multi["Host"] = r.Host, []string{r.Host}
+	var query map[string]string
+	var multiQuery map[string][]string
+	if q := r.URL.Query(); len(q) > 0 {
+		query = make(map[string]string, len(q))
+		multiQuery = make(map[string][]string, len(q))
+		for k, vs := range q {
+			query[k] = vs[len(vs)-1] // API Gateway keeps the last value
+			multiQuery[k] = vs
+		}
+	}
+	if len(params) == 0 {
+		params = nil
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	h := fnv.New32a()
+	h.Write([]byte(res.path))
+	path := r.URL.Path
+	return events.APIGatewayCustomAuthorizerRequestTypeRequest{
+		Type:                            "REQUEST",
+		MethodArn:                       g.methodARN(r.Method, path),
+		Resource:                        res.path,
+		Path:                            path,
+		HTTPMethod:                      r.Method,
+		Headers:                         headers,
+		MultiValueHeaders:               multi,
+		QueryStringParameters:           query,
+		MultiValueQueryStringParameters: multiQuery,
+		PathParameters:                  params,
+		RequestContext: events.APIGatewayCustomAuthorizerRequestTypeRequestContext{
+			Path:         "/" + g.stage + path,
+			AccountID:    localAccount,
+			ResourceID:   strconv.FormatUint(uint64(h.Sum32()), 36),
+			Stage:        g.stage,
+			RequestID:    requestID,
+			Identity:     events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: ip},
+			ResourcePath: res.path,
+			HTTPMethod:   r.Method,
+			APIID:        g.apiID,
+		},
+	}
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	requestID := uuid.NewString()
+	w.Header().Set("X-Amzn-Requestid", requestID)
+	res, params, ok := g.route(r.URL.Path)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{
+			"message": "No resource matches " + r.URL.Path + "; the demo API has " + strings.Join(demoResources, ", "),
+		})
+		return
+	}
+	ev := g.event(r, res, params, requestID)
+	resp, err := g.auth.REST(r.Context(), ev)
+	switch {
+	case errors.Is(err, authapigw.ErrUnauthorized):
+		// API Gateway answers 401 when the authorizer fails with exactly
+		// "Unauthorized" (the CDK gateway response adds this body).
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Unauthorized", "requestId": requestID})
+		return
+	case err != nil:
+		g.log.ErrorContext(r.Context(), "authorizer failed", slog.String("requestId", requestID), slog.String("error", err.Error()))
+		// API Gateway answers an authorizer failure with 500.
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": nil, "requestId": requestID})
+		return
+	}
+	ctxv := resp.Context
+	if !authapigw.Evaluate(resp.PolicyDocument, ev.MethodArn) {
+		// The CDK ACCESS_DENIED gateway response: 429, the RateLimit
+		// headers and a body of strings read from the authorizer context.
+		setRateLimitHeaders(w.Header(), ctxv, true)
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{
+			"message":         "Too Many Requests",
+			"retryAfter":      contextString(ctxv, authapigw.KeyRetryAfter),
+			"limit":           contextString(ctxv, authapigw.KeyLimit),
+			"remaining":       contextString(ctxv, authapigw.KeyRemaining),
+			"reset":           contextString(ctxv, authapigw.KeyReset),
+			"rateLimitPolicy": contextString(ctxv, authapigw.KeyRateLimitPolicy),
+			"rateLimit":       contextString(ctxv, authapigw.KeyRateLimit),
+			"requestId":       requestID,
+		})
+		return
+	}
+	setRateLimitHeaders(w.Header(), ctxv, false)
+	echo(w, r, ev, resp)
+}
+
+// setRateLimitHeaders copies the RateLimit fields (and, on a deny,
+// Retry-After) from the authorizer context; empty values are left out.
+func setRateLimitHeaders(h http.Header, ctxv map[string]any, deny bool) {
+	if v := contextString(ctxv, authapigw.KeyRateLimitPolicy); v != "" {
+		h.Set("RateLimit-Policy", v)
+	}
+	if v := contextString(ctxv, authapigw.KeyRateLimit); v != "" {
+		h.Set("RateLimit", v)
+	}
+	if deny {
+		if v := contextString(ctxv, authapigw.KeyRetryAfter); v != "" {
+			h.Set("Retry-After", v)
+		}
+	}
+}
+
+// contextString renders an authorizer context value the way API Gateway
+// substitutes $context.authorizer.<key>: numbers and booleans as text.
+func contextString(ctxv map[string]any, key string) string {
+	switch v := ctxv[key].(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+// echo is the demo API's backend: it answers with what it received,
+// including the authorizer context a Lambda proxy integration would see.
+func echo(w http.ResponseWriter, r *http.Request, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, auth events.APIGatewayCustomAuthorizerResponse) {
+	n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	authz := map[string]any{"principalId": auth.PrincipalID}
+	for k, v := range auth.Context {
+		authz[k] = v
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"method":         r.Method,
+		"path":           r.URL.Path,
+		"resource":       ev.Resource,
+		"pathParameters": ev.PathParameters,
+		"query":          ev.MultiValueQueryStringParameters,
+		"headers":        r.Header,
+		"bodyBytes":      n,
+		"requestId":      ev.RequestContext.RequestID,
+		"authorizer":     authz,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"message":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n')) //nolint:errcheck // the client has gone
+}

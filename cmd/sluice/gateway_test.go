@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+
+	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store/memory"
+)
+
+func TestGatewayRoute(t *testing.T) {
+	t.Parallel()
+	g := newGateway("demo", "local", []string{"/", "/items", "/items/{id}", "/items/special", "/files/{path+}"}, nil, nil)
+	tests := []struct {
+		path     string
+		resource string
+		params   map[string]string
+		ok       bool
+	}{
+		{"/", "/", map[string]string{}, true},
+		{"/items", "/items", map[string]string{}, true},
+		{"/items/", "/items", map[string]string{}, true},
+		{"/items/42", "/items/{id}", map[string]string{"id": "42"}, true},
+		{"/items/special", "/items/special", map[string]string{}, true},
+		{"/items/42/x", "", nil, false},
+		{"/files/a/b/c", "/files/{path+}", map[string]string{"path": "a/b/c"}, true},
+		{"/files", "", nil, false},
+		{"/nope", "", nil, false},
+	}
+	for _, tt := range tests {
+		res, params, ok := g.route(tt.path)
+		if ok != tt.ok || res.path != tt.resource || !cmp.Equal(params, tt.params) {
+			t.Errorf("route(%q) = %q, %v, %v, want %q, %v, %v", tt.path, res.path, params, ok, tt.resource, tt.params, tt.ok)
+		}
+	}
+}
+
+// fakeAuth answers with a canned policy and records the event.
+type fakeAuth struct {
+	ev   events.APIGatewayCustomAuthorizerRequestTypeRequest
+	resp events.APIGatewayCustomAuthorizerResponse
+	err  error
+}
+
+func (f *fakeAuth) REST(_ context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+	f.ev = ev
+	return f.resp, f.err
+}
+
+func authResponse(effect, resource string) events.APIGatewayCustomAuthorizerResponse {
+	return events.APIGatewayCustomAuthorizerResponse{
+		PrincipalID: "p",
+		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{Version: "2012-10-17", Statement: []events.IAMPolicyStatement{
+			{Action: []string{"execute-api:Invoke"}, Effect: effect, Resource: []string{resource}},
+		}},
+		Context: map[string]any{
+			authapigw.KeyRetryAfter: int64(7), authapigw.KeyLimit: int64(3), authapigw.KeyRemaining: int64(0),
+			authapigw.KeyReset: int64(60), authapigw.KeyRateLimitPolicy: `"r";q=3;w=60`, authapigw.KeyRateLimit: `"r";r=0;t=60`,
+		},
+	}
+}
+
+func TestGatewayEventAndPolicy(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:execute-api:local:000000000000:demo/local/GET/items/42"
+	tests := []struct {
+		name   string
+		resp   events.APIGatewayCustomAuthorizerResponse
+		err    error
+		status int
+	}{
+		{"allow", authResponse("Allow", arn), nil, 200},
+		{"allow wildcard", authResponse("Allow", "arn:aws:execute-api:local:000000000000:demo/*"), nil, 200},
+		{"deny", authResponse("Deny", arn), nil, 429},
+		{"allow another arn", authResponse("Allow", "arn:aws:execute-api:local:000000000000:demo/local/POST/*"), nil, 429},
+		{"unauthorized", events.APIGatewayCustomAuthorizerResponse{}, authapigw.ErrUnauthorized, 401},
+		{"authorizer failure", events.APIGatewayCustomAuthorizerResponse{}, errors.New("boom"), 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fa := &fakeAuth{resp: tt.resp, err: tt.err}
+			g := newGateway("demo", "local", demoResources, fa, discardLogger())
+			req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/items/42?a=1&a=2", nil)
+			req.Header.Set("X-Api-Key", "k")
+			req.RemoteAddr = "192.0.2.7:5555"
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, req)
+			if w.Code != tt.status {
+				t.Fatalf("ServeHTTP = %d %s, want %d", w.Code, w.Body, tt.status)
+			}
+			ev := fa.ev
+			want := events.APIGatewayCustomAuthorizerRequestTypeRequest{
+				Type: "REQUEST", MethodArn: arn, Resource: "/items/{id}", Path: "/items/42", HTTPMethod: "GET",
+				QueryStringParameters:           map[string]string{"a": "2"},
+				MultiValueQueryStringParameters: map[string][]string{"a": {"1", "2"}},
+				PathParameters:                  map[string]string{"id": "42"},
+			}
+			got := ev
+			got.Headers, got.MultiValueHeaders, got.RequestContext = nil, nil, events.APIGatewayCustomAuthorizerRequestTypeRequestContext{}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("authorizer event mismatch (-want +got):\n%s", diff)
+			}
+			rc := ev.RequestContext
+			if rc.APIID != "demo" || rc.Stage != "local" || rc.Identity.SourceIP != "192.0.2.7" || rc.ResourcePath != "/items/{id}" || rc.Path != "/local/items/42" || rc.RequestID == "" {
+				t.Errorf("requestContext = %+v, want api demo, stage local, sourceIp 192.0.2.7, resourcePath /items/{id}", rc)
+			}
+			if ev.Headers["X-Api-Key"] != "k" {
+				t.Errorf("event headers = %v, want X-Api-Key k", ev.Headers)
+			}
+			if tt.status == 429 {
+				if got := w.Header().Get("Retry-After"); got != "7" {
+					t.Errorf("429 Retry-After = %q, want 7", got)
+				}
+				if got := w.Header().Get("RateLimit-Policy"); got != `"r";q=3;w=60` {
+					t.Errorf("429 RateLimit-Policy = %q", got)
+				}
+			}
+			if tt.status == 200 && w.Header().Get("RateLimit") != `"r";r=0;t=60` {
+				t.Errorf("200 RateLimit = %q, want the context's", w.Header().Get("RateLimit"))
+			}
+		})
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	t.Parallel()
+	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	tests := []struct {
+		auth string
+		want int
+	}{
+		{"", 401}, {"Bearer", 401}, {"Bearer ", 401}, {"Bearer s3cre", 401}, {"Bearer s3cretx", 401},
+		{"bearer s3cret", 401}, {"Basic s3cret", 401}, {"Bearer s3cret", 204},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(http.MethodGet, "/rules", nil)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != tt.want {
+			t.Errorf("requireToken(Authorization %q) = %d, want %d", tt.auth, w.Code, tt.want)
+		}
+	}
+}
+
+// The built-in seed is a copy of examples/rules.json (go:embed cannot reach
+// outside cmd/sluice); this keeps them equal.
+func TestEmbeddedSeedMatchesExamples(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../examples/rules.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, embeddedSeed) {
+		t.Errorf("cmd/sluice/seed_rules.json differs from examples/rules.json: cp examples/rules.json cmd/sluice/seed_rules.json")
+	}
+}
+
+// Seeding twice (a restart on the same database) keeps what is there.
+func TestSeedTwice(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	ctx := context.Background()
+	c := localConfig{Seed: "../../examples/rules.json", SeedSet: true}
+	if _, err := seed(ctx, st, c); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	desc, err := seed(ctx, st, c)
+	if err != nil {
+		t.Fatalf("seed again: %v", err)
+	}
+	rs, ps, err := st.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 || len(ps) != 1 {
+		t.Errorf("after seeding twice: %d rules, %d plans, want 3 and 1 (%s)", len(rs), len(ps), desc)
+	}
+	for _, r := range rs {
+		if err := r.Validate(); err != nil {
+			t.Errorf("seeded rule %+v: %v", r, err)
+		}
+	}
+	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{})
+	if m := snap.Match("demo", "GET", "/search", "anyone"); m.API == nil || m.Route == nil || m.Route.Limit != 3 || m.API.Limit != 10 {
+		t.Errorf("seed Match(demo GET /search) = %+v, want the API-wide 10/min and the route 3/min rules", m)
+	}
+	// A missing default seed falls back to the embedded copy; a missing
+	// --seed file is an error.
+	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json"}); err != nil {
+		t.Errorf("seed(default path missing) = %v, want the embedded copy", err)
+	}
+	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json", SeedSet: true}); err == nil {
+		t.Errorf("seed(--seed nope.json) = nil, want an error")
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,587 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+)
+
+// sluiceBin is the sluice binary TestMain builds once; the end-to-end tests
+// run it as `sluice local` and as the CLI, as a person would.
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", sluiceBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain: build sluice:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// localProc is one `sluice local` subprocess.
+type localProc struct {
+	base  string // http://127.0.0.1:<port>
+	token string
+	cmd   *exec.Cmd
+	out   *lockedBuffer // stdout and stderr, for failure messages
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
+
+// startLocal starts `sluice local` on a free port with env added to the
+// environment, waits for its banner, and stops it (SIGINT, exactly this
+// process) when the test ends, checking that it shuts down cleanly.
+func startLocal(t *testing.T, env []string, args ...string) *localProc {
+	t.Helper()
+	p := &localProc{token: "test-" + randomHex(t), out: &lockedBuffer{}}
+	cmd := exec.Command(sluiceBin, append([]string{"local", "--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
+	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sluice local: %v", err)
+	}
+	p.cmd = cmd
+	exited := make(chan error, 1)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(p.out, line)
+			if m := demoLine.FindStringSubmatch(line + " "); m != nil && !sent {
+				ready <- m[1]
+				sent = true
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Errorf("interrupt sluice local: %v", err)
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("sluice local after Ctrl-C: %v, want a clean exit; output:\n%s", err, p.out)
+			} else if !strings.Contains(p.out.String(), "shutting down") {
+				t.Errorf("sluice local exited without saying it was shutting down; output:\n%s", p.out)
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("sluice local did not stop within 15s of Ctrl-C; output:\n%s", p.out)
+		}
+	})
+	select {
+	case p.base = <-ready:
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("sluice local exited before serving: %v; output:\n%s", err, p.out)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice local printed no banner within 60s; output:\n%s", p.out)
+	}
+	return p
+}
+
+func randomHex(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// get sends GET base+path with subject in x-api-key ("" sends none).
+func (p *localProc) get(t *testing.T, path, subject string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subject != "" {
+		req.Header.Set("x-api-key", subject)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read: %v", path, err)
+	}
+	return resp, b
+}
+
+// cli runs the sluice binary against p's admin API.
+func (p *localProc) cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
+	cmd.Env = append(os.Environ(), "SLUICE_ENDPOINT="+p.base+"/admin", "SLUICE_ADMIN_TOKEN="+p.token)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("run sluice %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// cliJSON runs the CLI with -o json, wants exit 0 and decodes stdout.
+func (p *localProc) cliJSON(t *testing.T, out any, args ...string) {
+	t.Helper()
+	stdout, stderr, code := p.cli(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("sluice %s = exit %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), out); err != nil {
+		t.Fatalf("sluice %s: decode %q: %v", strings.Join(args, " "), stdout, err)
+	}
+}
+
+type backend struct {
+	name  string
+	env   func(t *testing.T) []string
+	extra func(t *testing.T) []string // flags
+}
+
+func backends() []backend {
+	return []backend{
+		{name: "embedded", env: func(*testing.T) []string { return nil }, extra: func(*testing.T) []string { return nil }},
+		{
+			name: "redis+postgres",
+			env: func(t *testing.T) []string {
+				ru := os.Getenv("SLUICE_TEST_REDIS_URL")
+				if ru == "" {
+					if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
+						t.Fatal("SLUICE_TEST_REDIS_URL is unset but SLUICE_REQUIRE_INTEGRATION=1; run under scripts/testenv.sh")
+					}
+					t.Skip("SLUICE_TEST_REDIS_URL is unset; run under scripts/testenv.sh")
+				}
+				// A fresh, empty database: sluice local migrates it itself.
+				return []string{"REDIS_URL=" + ru, "DATABASE_URL=" + pgtest.NewEmptyDatabase(t)}
+			},
+			extra: func(t *testing.T) []string {
+				prefix := "sltest:" + randomHex(t) + ":"
+				t.Cleanup(func() { deleteVersionKey(t, prefix) })
+				return []string{"--redis-prefix", prefix}
+			},
+		},
+	}
+}
+
+// deleteVersionKey removes the one key of ours that does not expire by
+// itself (the buckets do).
+func deleteVersionKey(t *testing.T, prefix string) {
+	opt, err := redis.ParseURL(os.Getenv("SLUICE_TEST_REDIS_URL"))
+	if err != nil {
+		t.Errorf("parse SLUICE_TEST_REDIS_URL: %v", err)
+		return
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Del(ctx, prefix+"rules:version").Err(); err != nil {
+		t.Errorf("delete %srules:version: %v", prefix, err)
+	}
+}
+
+// TestLocal drives `sluice local` over HTTP and through the CLI, once on
+// the embedded defaults and once on real Redis and PostgreSQL.
+func TestLocal(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			env := b.env(t)
+			p := startLocal(t, env, b.extra(t)...)
+
+			t.Run("allow then 429", func(t *testing.T) { testAllowThenDeny(t, p) })
+			t.Run("no subject is 401", func(t *testing.T) { testNoSubject(t, p) })
+			t.Run("stacked route limit", func(t *testing.T) { testStacked(t, p) })
+			t.Run("unknown resource is 404", func(t *testing.T) {
+				resp, _ := p.get(t, "/nope/nope", "alice")
+				if resp.StatusCode != http.StatusNotFound {
+					t.Errorf("GET /nope/nope = %d, want 404", resp.StatusCode)
+				}
+			})
+			t.Run("admin needs the token", func(t *testing.T) { testAdminToken(t, p) })
+			t.Run("admin CRUD through the CLI", func(t *testing.T) { testCLI(t, p) })
+			t.Run("rule change applies within 2s", func(t *testing.T) { testRuleChange(t, p) })
+			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
+		})
+	}
+}
+
+func testAllowThenDeny(t *testing.T, p *localProc) {
+	subject := "allow-" + randomHex(t)
+	// GET /search: 3 a minute (examples/rules.json).
+	for i := range 3 {
+		resp, body := p.get(t, "/search", subject)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /search #%d = %d %s, want 200", i+1, resp.StatusCode, body)
+		}
+		if resp.Header.Get("RateLimit-Policy") == "" || resp.Header.Get("RateLimit") == "" {
+			t.Errorf("GET /search #%d headers = %v, want RateLimit-Policy and RateLimit", i+1, resp.Header)
+		}
+		var echo struct {
+			Resource   string         `json:"resource"`
+			Authorizer map[string]any `json:"authorizer"`
+		}
+		if err := json.Unmarshal(body, &echo); err != nil {
+			t.Fatalf("GET /search: decode echo: %v", err)
+		}
+		if echo.Resource != "/search" || echo.Authorizer["principalId"] == "" || echo.Authorizer["remaining"] != float64(2-i) {
+			t.Errorf("GET /search #%d echo = %+v, want resource /search, a principalId and remaining %d", i+1, echo, 2-i)
+		}
+	}
+	resp, body := p.get(t, "/search", subject)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("GET /search #4 = %d %s, want 429", resp.StatusCode, body)
+	}
+	// One token every 20 s; the header rounds up to whole seconds.
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || ra < 19 || ra > 20 {
+		t.Errorf("GET /search #4 Retry-After = %q, want 19 or 20 (3 per minute)", resp.Header.Get("Retry-After"))
+	}
+	if !strings.Contains(resp.Header.Get("RateLimit-Policy"), ";q=3;w=60") {
+		t.Errorf("GET /search #4 RateLimit-Policy = %q, want q=3;w=60", resp.Header.Get("RateLimit-Policy"))
+	}
+	if !strings.Contains(resp.Header.Get("RateLimit"), ";r=0;") {
+		t.Errorf("GET /search #4 RateLimit = %q, want r=0", resp.Header.Get("RateLimit"))
+	}
+	var deny map[string]string
+	if err := json.Unmarshal(body, &deny); err != nil {
+		t.Fatalf("429 body %s: %v", body, err)
+	}
+	if deny["message"] != "Too Many Requests" || deny["retryAfter"] != resp.Header.Get("Retry-After") || deny["limit"] != "3" || deny["remaining"] != "0" {
+		t.Errorf("429 body = %v, want message, retryAfter = Retry-After, limit 3, remaining 0", deny)
+	}
+}
+
+func testNoSubject(t *testing.T, p *localProc) {
+	resp, body := p.get(t, "/hello", "")
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /hello without x-api-key = %d %s, want 401", resp.StatusCode, body)
+	}
+	if !strings.Contains(string(body), `"Unauthorized"`) {
+		t.Errorf("401 body = %s, want message Unauthorized", body)
+	}
+	// The query string is a subject source too.
+	resp, body = p.get(t, "/hello?api_key=q-"+randomHex(t), "")
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /hello?api_key= = %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// testStacked: a request is charged on the API-wide rule (10/min) and the
+// route rule (3/min); a request denied by one charges neither.
+func testStacked(t *testing.T, p *localProc) {
+	subject := "stack-" + randomHex(t)
+	var got []int
+	for range 5 {
+		resp, _ := p.get(t, "/search", subject)
+		got = append(got, resp.StatusCode)
+	}
+	for range 8 {
+		resp, _ := p.get(t, "/hello", subject)
+		got = append(got, resp.StatusCode)
+	}
+	// 3 searches pass and spend 3 of the 10 API-wide tokens; the 2 denied
+	// ones spend nothing; 7 hellos pass, the 8th is denied by the API rule.
+	want := []int{200, 200, 200, 429, 429, 200, 200, 200, 200, 200, 200, 200, 429}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("statuses of 5 × /search then 8 × /hello = %v, want %v", got, want)
+	}
+	resp, _ := p.get(t, "/hello", subject)
+	if !strings.Contains(resp.Header.Get("RateLimit-Policy"), ";q=10;w=60") {
+		t.Errorf("denied /hello RateLimit-Policy = %q, want the API-wide rule's q=10;w=60", resp.Header.Get("RateLimit-Policy"))
+	}
+	// The partner key's API-wide rule is its plan (100/min), not the
+	// default 10/min.
+	partner := 0
+	for range 12 {
+		if resp, _ := p.get(t, "/hello", "partner-key"); resp.StatusCode == http.StatusOK {
+			partner++
+		}
+	}
+	if partner != 12 {
+		t.Errorf("partner-key: %d of 12 /hello allowed, want 12 (plan partner, 100/min)", partner)
+	}
+}
+
+func testAdminToken(t *testing.T, p *localProc) {
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + p.token, "Bearer " + p.token + "x"} {
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/admin/rules", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /admin/rules with Authorization %q = %d, want 401", auth, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, p.base+"/admin/rules", nil)
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /admin/rules with the token = %d, want 200", resp.StatusCode)
+	}
+}
+
+func testCLI(t *testing.T, p *localProc) {
+	route := "DELETE /items/{id}"
+	var created rules.Rule
+	p.cliJSON(t, &created, "rules", "put", "--api", "demo", "--route", route, "--subject", "*", "--limit", "2", "--period", "1m", "--description", "cli test")
+	if created.ID == "" || created.Version != 1 || *created.Limit != 2 || created.Route != route {
+		t.Fatalf("rules put (create) = %+v, want a new rule, version 1, limit 2", created)
+	}
+
+	var got rules.Rule
+	p.cliJSON(t, &got, "rules", "get", created.ID)
+	if got.ID != created.ID || got.Description != "cli test" {
+		t.Errorf("rules get = %+v, want the created rule", got)
+	}
+
+	// Update by id: only --limit changes; If-Match the current version.
+	var updated rules.Rule
+	p.cliJSON(t, &updated, "rules", "put", "--id", created.ID, "--limit", "4")
+	if updated.Version != 2 || *updated.Limit != 4 || updated.Route != route || updated.Description != "cli test" {
+		t.Errorf("rules put --id --limit 4 = %+v, want version 2, limit 4, the rest kept", updated)
+	}
+	// Update by scope, no id.
+	p.cliJSON(t, &updated, "rules", "put", "--api", "demo", "--route", route, "--subject", "*", "--burst", "6")
+	if updated.ID != created.ID || updated.Version != 3 || *updated.Burst != 6 || *updated.Limit != 4 {
+		t.Errorf("rules put by scope --burst 6 = %+v, want the same rule, version 3, burst 6, limit 4", updated)
+	}
+	// A stale version is refused (412) and changes nothing.
+	_, stderr, code := p.cli(t, "rules", "put", "--id", created.ID, "--limit", "5", "--version", "1")
+	if code != 1 || !strings.Contains(stderr, "412") {
+		t.Errorf("rules put --version 1 (stale) = exit %d, stderr %q, want exit 1 with 412", code, stderr)
+	}
+	// A table for people lists it.
+	out, _, code := p.cli(t, "rules", "ls", "--route", route)
+	if code != 0 || !strings.Contains(out, created.ID) || !strings.Contains(out, "4/1m") {
+		t.Errorf("rules ls --route = exit %d:\n%s\nwant a table row with %s and 4/1m", code, out, created.ID)
+	}
+
+	var history []rules.AuditEntry
+	p.cliJSON(t, &history, "rules", "history", created.ID)
+	if len(history) != 3 {
+		t.Fatalf("rules history = %d entries, want 3 (create, 2 updates)", len(history))
+	}
+	for _, h := range history {
+		if h.Actor != adminActor {
+			t.Errorf("rules history entry %s by %q, want %q", h.Action, h.Actor, adminActor)
+		}
+	}
+
+	if _, stderr, code := p.cli(t, "rules", "rm", created.ID); code != 0 {
+		t.Fatalf("rules rm = exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := p.cli(t, "rules", "get", created.ID); code != 1 || !strings.Contains(stderr, "404") {
+		t.Errorf("rules get after rm = exit %d, stderr %q, want exit 1 with 404", code, stderr)
+	}
+
+	// Plans.
+	name := "gold" + randomHex(t)[:4]
+	var plan rules.Plan
+	p.cliJSON(t, &plan, "plans", "put", "--name", name, "--limit", "50", "--period", "1m")
+	if plan.Name != name || plan.Limit != 50 || plan.Version != 1 {
+		t.Errorf("plans put = %+v, want %s 50/1m version 1", plan, name)
+	}
+	p.cliJSON(t, &plan, "plans", "put", "--name", name, "--burst", "80")
+	if plan.Version != 2 || plan.Burst == nil || *plan.Burst != 80 || plan.Limit != 50 {
+		t.Errorf("plans put --burst 80 = %+v, want version 2, burst 80, limit 50", plan)
+	}
+	var plans []rules.Plan
+	p.cliJSON(t, &plans, "plans", "ls")
+	found := false
+	for _, pl := range plans {
+		found = found || pl.Name == name
+	}
+	if !found {
+		t.Errorf("plans ls = %+v, want %s among them", plans, name)
+	}
+	if _, stderr, code := p.cli(t, "plans", "rm", name); code != 0 {
+		t.Errorf("plans rm = exit %d: %s", code, stderr)
+	}
+
+	// Subjects: limits show the spent bucket; reset fills it again.
+	subject := "cli-" + randomHex(t)
+	for range 3 {
+		p.get(t, "/search", subject)
+	}
+	var limits struct {
+		Limits []struct {
+			Route     string `json:"route"`
+			Remaining int64  `json:"remaining"`
+		} `json:"limits"`
+	}
+	p.cliJSON(t, &limits, "subjects", "limits", subject, "--api", "demo", "--route", "GET /search")
+	remaining := map[string]int64{}
+	for _, l := range limits.Limits {
+		remaining[l.Route] = l.Remaining
+	}
+	if remaining["GET /search"] != 0 || remaining["*"] != 7 {
+		t.Errorf("subjects limits = %+v, want GET /search remaining 0 and * remaining 7", limits)
+	}
+	if _, stderr, code := p.cli(t, "subjects", "reset", subject, "--api", "demo"); code != 0 {
+		t.Fatalf("subjects reset = exit %d: %s", code, stderr)
+	}
+	if resp, _ := p.get(t, "/search", subject); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /search after subjects reset = %d, want 200", resp.StatusCode)
+	}
+
+	// Bad input is a 400 naming the field, exit 1.
+	_, stderr, code = p.cli(t, "rules", "put", "--api", "demo", "--route", "FETCH /x", "--subject", "*", "--limit", "1", "--period", "1m")
+	if code != 1 || !strings.Contains(stderr, "400") || !strings.Contains(stderr, "route") {
+		t.Errorf("rules put with a bad route = exit %d, stderr %q, want exit 1, 400 naming route", code, stderr)
+	}
+	// A bad token is refused.
+	cmd := exec.Command(sluiceBin, "rules", "ls", "--endpoint", p.base+"/admin", "--token", "nope")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "401") {
+		t.Errorf("rules ls with a bad token = %v %s, want a 401 failure", err, out)
+	}
+}
+
+// testRuleChange changes the API-wide limit of one route through the CLI and
+// measures how long until the gateway applies it.
+func testRuleChange(t *testing.T, p *localProc) {
+	route := "POST /items"
+	var r rules.Rule
+	p.cliJSON(t, &r, "rules", "put", "--api", "demo", "--route", route, "--subject", "*", "--limit", "1", "--period", "1h")
+	start := time.Now()
+	post := func(subject string) int {
+		req, _ := http.NewRequest(http.MethodPost, p.base+"/items", nil)
+		req.Header.Set("x-api-key", subject)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	applied := func(limit int) time.Duration {
+		for time.Since(start) < 5*time.Second {
+			s := "change-" + randomHex(t)
+			n := 0
+			for range limit + 1 {
+				if post(s) == http.StatusOK {
+					n++
+				}
+			}
+			if n == limit {
+				return time.Since(start)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("rule %s limit %d not applied after 5s", route, limit)
+		return 0
+	}
+	if d := applied(1); d > 2*time.Second {
+		t.Errorf("new rule applied after %v, want within 2s", d)
+	}
+	start = time.Now()
+	p.cliJSON(t, &r, "rules", "put", "--id", r.ID, "--limit", "3")
+	if d := applied(3); d > 2*time.Second {
+		t.Errorf("rule update applied after %v, want within 2s", d)
+	}
+	if _, stderr, code := p.cli(t, "rules", "rm", r.ID); code != 0 {
+		t.Errorf("rules rm = exit %d: %s", code, stderr)
+	}
+}
+
+func testLoad(t *testing.T, p *localProc) {
+	prefix := "load-" + randomHex(t) + "-"
+	stdout, stderr, code := p.cli(t, "load", "--rate", "300", "--concurrency", "8", "--duration", "2s", "--subjects", "4",
+		"--subject-prefix", prefix, "--strict", "--quiet", "-o", "json", p.base+"/hello")
+	if code != 0 {
+		t.Fatalf("sluice load --strict = exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var rep loadReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("decode load report: %v\n%s", err, stdout)
+	}
+	if rep.OverAdmitted != 0 || rep.Unchecked != 0 || rep.Errors != 0 {
+		t.Errorf("load report: over-admitted %d, unchecked %d, errors %d, want 0 0 0", rep.OverAdmitted, rep.Unchecked, rep.Errors)
+	}
+	// /hello: 10 a minute per subject. In 2 s each subject gets its burst
+	// of 10, and nothing more (10·2/60 < 1): nothing lost either.
+	for _, s := range rep.Subjects {
+		if s.Allowed != 10 || !s.Checked {
+			t.Errorf("load subject %s allowed %d (checked %v), want exactly 10", s.Subject, s.Allowed, s.Checked)
+		}
+	}
+	if rep.Denied == 0 || rep.LatencyMs.P50 <= 0 {
+		t.Errorf("load report: denied %d, p50 %v, want denials and latencies", rep.Denied, rep.LatencyMs.P50)
+	}
+}
