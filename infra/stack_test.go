@@ -24,6 +24,10 @@ import (
 var assetRoot string // dummy bootstraps, so synth needs no `make build`
 
 func TestMain(m *testing.M) {
+	// jsii warns loudly on every run under Node 20; the tests do not care.
+	if os.Getenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION") == "" {
+		os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	}
 	dir, err := os.MkdirTemp("", "sluice-assets-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
