@@ -1,0 +1,262 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client sizes for Lambda: an instance handles one request at a time, so a
+// couple of connections suffice and more only load the servers when
+// hundreds of instances run.
+const (
+	redisPoolSize     = 4
+	redisMinIdleConns = 1
+	// Socket timeouts are a backstop: callers bound each call with a
+	// context deadline (ContextTimeoutEnabled), the limiter's in milliseconds.
+	redisDialTimeout = time.Second
+	redisIOTimeout   = time.Second
+
+	pgMaxConns       = 2
+	pgConnectTimeout = 5 * time.Second
+	pgMaxIdle        = 5 * time.Minute
+)
+
+// secretGetter is the one Secrets Manager call this package makes.
+type secretGetter interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// newSecrets returns a Secrets Manager client from the default AWS
+// configuration, which honours AWS_REGION and AWS_ENDPOINT_URL (LocalStack,
+// tests).
+func newSecrets(ctx context.Context) (secretGetter, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return secretsmanager.NewFromConfig(cfg), nil
+}
+
+// secretsIfNeeded builds a Secrets Manager client only when arn is set, so
+// local runs need no AWS configuration at all.
+func secretsIfNeeded(ctx context.Context, arn string) (secretGetter, error) {
+	if arn == "" {
+		return nil, nil
+	}
+	return newSecrets(ctx)
+}
+
+func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error) {
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+	if err != nil {
+		return "", fmt.Errorf("read secret %s: %w", arn, err)
+	}
+	if out.SecretString == nil {
+		return "", fmt.Errorf("read secret %s: no SecretString (binary secrets are not supported)", arn)
+	}
+	return Secret(*out.SecretString), nil
+}
+
+// Redis returns a Redis client for cfg: a single-endpoint client, or a
+// cluster client when RedisMode is cluster. It does not connect: go-redis
+// dials on first use, so a Lambda starts even while Redis is down (the
+// limiter's failure mode then applies). It reads the AUTH token from
+// Secrets Manager when RedisAuthSecretARN is set; rediss:// URLs use TLS.
+func Redis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
+	sm, err := secretsIfNeeded(ctx, cfg.RedisAuthSecretARN)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return newRedis(ctx, cfg, sm)
+}
+
+func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.UniversalClient, error) {
+	if cfg.RedisURL == "" {
+		return nil, errors.New("redis: REDIS_URL is not set")
+	}
+	var user, password string
+	var haveAuth bool
+	if cfg.RedisAuthSecretARN != "" {
+		s, err := getSecret(ctx, sm, cfg.RedisAuthSecretARN)
+		if err != nil {
+			return nil, fmt.Errorf("redis auth: %w", err)
+		}
+		user, password = redisAuth(string(s))
+		haveAuth = true
+	}
+	switch cfg.RedisMode {
+	case RedisCluster:
+		o, err := redis.ParseClusterURL(string(cfg.RedisURL))
+		if err != nil {
+			return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+		}
+		if haveAuth {
+			o.Username, o.Password = user, password
+		}
+		o.ContextTimeoutEnabled = true
+		o.PoolSize, o.MinIdleConns = redisPoolSize, redisMinIdleConns
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		o.MaxRetries = 1
+		return redis.NewClusterClient(o), nil
+	default:
+		o, err := redis.ParseURL(string(cfg.RedisURL))
+		if err != nil {
+			return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+		}
+		if haveAuth {
+			o.Username, o.Password = user, password
+		}
+		o.ContextTimeoutEnabled = true
+		o.PoolSize, o.MinIdleConns = redisPoolSize, redisMinIdleConns
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		o.MaxRetries = 1
+		o.DialerRetries = 1
+		// One request at a time: pipelines share the main pool.
+		o.PipelinePoolSize = -1
+		return redis.NewClient(o), nil
+	}
+}
+
+// redisAuth reads a Redis AUTH secret: a bare token, or JSON with
+// "password" (or "authToken"/"token") and an optional "username" (an
+// ElastiCache RBAC user).
+func redisAuth(s string) (user, password string) {
+	var v struct {
+		Username  string `json:"username"`
+		Password  string `json:"password"`
+		AuthToken string `json:"authToken"`
+		Token     string `json:"token"`
+	}
+	if strings.HasPrefix(strings.TrimSpace(s), "{") && json.Unmarshal([]byte(s), &v) == nil {
+		for _, p := range []string{v.Password, v.AuthToken, v.Token} {
+			if p != "" {
+				return v.Username, p
+			}
+		}
+	}
+	return "", s
+}
+
+// rdsSecret is the JSON of an RDS-managed or CDK-generated database secret.
+type rdsSecret struct {
+	Username string          `json:"username"`
+	Password Secret          `json:"password"`
+	Host     string          `json:"host"`
+	Port     json.RawMessage `json:"port"` // a number, or a string in some secrets
+	DBName   string          `json:"dbname"`
+}
+
+// Postgres returns a connection pool for cfg, from DatabaseURL as given or
+// from the RDS secret DBSecretARN (DBHost replacing its host, DBSSLMode
+// its sslmode). The pool holds at most 2 connections and does not connect
+// until first used, so a Lambda starts while the database is down.
+func Postgres(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	sm, err := secretsIfNeeded(ctx, cfg.DBSecretARN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pc, err := postgresConfig(ctx, cfg, sm)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
+}
+
+func postgresConfig(ctx context.Context, cfg Config, sm secretGetter) (*pgxpool.Config, error) {
+	var conn string
+	switch {
+	case cfg.DBSecretARN != "":
+		s, err := getSecret(ctx, sm, cfg.DBSecretARN)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		if conn, err = rdsURL(s, cfg); err != nil {
+			return nil, fmt.Errorf("postgres: secret %s: %w", cfg.DBSecretARN, err)
+		}
+	case cfg.DatabaseURL != "":
+		conn = string(cfg.DatabaseURL)
+	default:
+		return nil, errors.New("postgres: neither DATABASE_URL nor DB_SECRET_ARN is set")
+	}
+	pc, err := pgxpool.ParseConfig(conn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
+	}
+	pc.MaxConns = pgMaxConns
+	pc.MinConns = 0
+	pc.MaxConnIdleTime = pgMaxIdle
+	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > pgConnectTimeout {
+		pc.ConnConfig.ConnectTimeout = pgConnectTimeout
+	}
+	if cfg.DBHost != "" {
+		// RDS Proxy pins a client to one database connection for the
+		// session when it sees named prepared statements; the exec mode
+		// sends each query with its parameters in one round trip instead.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return pc, nil
+}
+
+// rdsURL builds a connection URL from an RDS secret; url.URL escapes the
+// user and password.
+func rdsURL(s Secret, cfg Config) (string, error) {
+	var sec rdsSecret
+	if err := json.Unmarshal([]byte(s), &sec); err != nil {
+		// The error may quote the secret: say only where it failed.
+		return "", errors.New("not RDS secret JSON {username, password, host, port, dbname}")
+	}
+	host := sec.Host
+	if cfg.DBHost != "" {
+		host = cfg.DBHost
+	}
+	port := 5432
+	if p := strings.Trim(string(sec.Port), `" `); p != "" && p != "null" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("port %s is not a TCP port", sec.Port)
+		}
+		port = n
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"username", sec.Username}, {"password", string(sec.Password)}, {"host", host}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if missing != nil {
+		return "", fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	db := sec.DBName
+	if db == "" {
+		db = "postgres"
+	}
+	mode := cfg.DBSSLMode
+	if mode == "" {
+		mode = DefaultDBSSLMode
+	}
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(sec.Username, string(sec.Password)),
+		Host:     net.JoinHostPort(host, strconv.Itoa(port)),
+		Path:     "/" + db,
+		RawQuery: url.Values{"sslmode": {mode}}.Encode(),
+	}
+	return u.String(), nil
+}

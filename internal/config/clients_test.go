@@ -1,0 +1,211 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// fakeSecrets serves secrets from a map, by ARN.
+type fakeSecrets map[string]string
+
+func (f fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	s, ok := f[*in.SecretId]
+	if !ok {
+		return nil, errors.New("ResourceNotFoundException: secret not found")
+	}
+	return &secretsmanager.GetSecretValueOutput{SecretString: &s}, nil
+}
+
+const (
+	dbARN    = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
+	redisARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis"
+)
+
+func TestPostgresConfig(t *testing.T) {
+	secrets := fakeSecrets{
+		dbARN:        `{"username":"sluice","password":"p@ss/word?#","host":"db.cluster.rds.amazonaws.com","port":5432,"dbname":"rules","engine":"postgres"}`,
+		dbARN + "-2": `{"username":"sluice","password":"x","host":"db","port":"6543"}`,
+	}
+	type conn struct {
+		Host, User, Password, Database string
+		Port                           uint16
+		TLS                            bool
+		MaxConns                       int32
+		ExecMode                       pgx.QueryExecMode
+		ConnectTimeout                 time.Duration
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want conn
+	}{
+		{"database url", Config{DatabaseURL: "postgres://app:pw@localhost:5433/sluice?sslmode=disable"},
+			conn{"localhost", "app", "pw", "sluice", 5433, false, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
+		{"rds secret", Config{DBSecretARN: dbARN, DBSSLMode: "require"},
+			conn{"db.cluster.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
+		{"rds proxy", Config{DBSecretARN: dbARN, DBHost: "proxy.rds.amazonaws.com"},
+			conn{"proxy.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeExec, 5 * time.Second}},
+		{"string port, default db", Config{DBSecretARN: dbARN + "-2", DBSSLMode: "require"},
+			conn{"db", "sluice", "x", "postgres", 6543, true, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := postgresConfig(t.Context(), tc.cfg, secrets)
+			if err != nil {
+				t.Fatalf("postgresConfig() error = %v", err)
+			}
+			c := pc.ConnConfig
+			got := conn{c.Host, c.User, c.Password, c.Database, c.Port, c.TLSConfig != nil, pc.MaxConns, c.DefaultQueryExecMode, c.ConnectTimeout}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("postgresConfig() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPostgresConfigErrors(t *testing.T) {
+	secrets := fakeSecrets{
+		dbARN + "-bad":     `{"username":"u","password":"hunter2"`,
+		dbARN + "-nohost":  `{"username":"u","password":"hunter2"}`,
+		dbARN + "-badport": `{"username":"u","password":"hunter2","host":"h","port":"http"}`,
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"nothing set", Config{}, "neither DATABASE_URL nor DB_SECRET_ARN"},
+		{"secret missing", Config{DBSecretARN: dbARN + "-gone"}, "secret not found"},
+		{"not json", Config{DBSecretARN: dbARN + "-bad"}, "not RDS secret JSON"},
+		{"no host", Config{DBSecretARN: dbARN + "-nohost"}, "missing host"},
+		{"bad port", Config{DBSecretARN: dbARN + "-badport"}, "not a TCP port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := postgresConfig(t.Context(), tc.cfg, secrets)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("postgresConfig() error = %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("postgresConfig() error %q leaks the password", err)
+			}
+		})
+	}
+}
+
+func TestRedisClient(t *testing.T) {
+	secrets := fakeSecrets{
+		redisARN:           "plain-token",
+		redisARN + "-json": `{"username":"limiter","password":"json-token"}`,
+	}
+	type opts struct {
+		Addr, User, Password string
+		TLS, ContextTimeout  bool
+		PoolSize, MinIdle    int
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want opts
+	}{
+		{"plain", Config{RedisURL: "redis://localhost:6379/0"}, opts{"localhost:6379", "", "", false, true, 4, 1}},
+		{"tls with url password", Config{RedisURL: "rediss://:urlpw@cache.example:6380"}, opts{"cache.example:6380", "", "urlpw", true, true, 4, 1}},
+		{"auth secret token", Config{RedisURL: "rediss://:urlpw@cache.example:6380", RedisAuthSecretARN: redisARN}, opts{"cache.example:6380", "", "plain-token", true, true, 4, 1}},
+		{"auth secret json", Config{RedisURL: "redis://cache:6379", RedisAuthSecretARN: redisARN + "-json"}, opts{"cache:6379", "limiter", "json-token", false, true, 4, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := newRedis(t.Context(), tc.cfg, secrets)
+			if err != nil {
+				t.Fatalf("newRedis() error = %v", err)
+			}
+			defer c.Close()
+			o := c.(*redis.Client).Options()
+			got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("newRedis() options mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("cluster", func(t *testing.T) {
+		c, err := newRedis(t.Context(), Config{RedisURL: "rediss://cfg.cache.example:6379?addr=node2:6379", RedisMode: RedisCluster, RedisAuthSecretARN: redisARN}, secrets)
+		if err != nil {
+			t.Fatalf("newRedis(cluster) error = %v", err)
+		}
+		defer c.Close()
+		o := c.(*redis.ClusterClient).Options()
+		got := opts{strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns}
+		want := opts{"cfg.cache.example:6379,node2:6379", "", "plain-token", true, true, 4, 1}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("newRedis(cluster) options mismatch (-want +got):\n%s", diff)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no url", Config{}, "REDIS_URL is not set"},
+		{"secret missing", Config{RedisURL: "redis://x:1", RedisAuthSecretARN: redisARN + "-gone"}, "secret not found"},
+	} {
+		if _, err := newRedis(t.Context(), tc.cfg, secrets); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("newRedis(%s) error = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// integration returns the env var or skips (fails under
+// SLUICE_REQUIRE_INTEGRATION=1).
+func integration(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("%s is unset but SLUICE_REQUIRE_INTEGRATION=1", name)
+		}
+		t.Skipf("%s is unset; run under scripts/testenv.sh", name)
+	}
+	return v
+}
+
+func TestClientsAgainstServers(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		pool, err := Postgres(t.Context(), Config{DatabaseURL: Secret(integration(t, "SLUICE_TEST_DATABASE_URL"))})
+		if err != nil {
+			t.Fatalf("Postgres() error = %v", err)
+		}
+		defer pool.Close()
+		var one int
+		if err := pool.QueryRow(t.Context(), "SELECT 1").Scan(&one); err != nil || one != 1 {
+			t.Errorf("SELECT 1 = %d, %v; want 1", one, err)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		c, err := Redis(t.Context(), Config{RedisURL: Secret(integration(t, "SLUICE_TEST_REDIS_URL"))})
+		if err != nil {
+			t.Fatalf("Redis() error = %v", err)
+		}
+		defer c.Close()
+		if err := c.Ping(t.Context()).Err(); err != nil {
+			t.Errorf("PING error = %v", err)
+		}
+		// The context deadline bounds a call (ContextTimeoutEnabled).
+		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_ = c.Do(ctx, "DEBUG", "SLEEP", "0.2").Err()
+		if d := time.Since(start); d > 150*time.Millisecond {
+			t.Errorf("a call with a 1ms deadline took %v, want it cut short", d)
+		}
+	})
+}

@@ -1,0 +1,330 @@
+// Package config reads Sluice's settings from the environment and builds the
+// clients every Lambda shares: Redis (go-redis) and PostgreSQL (pgxpool),
+// with credentials from AWS Secrets Manager when an ARN is given.
+//
+// Only mains (functions/*, cmd/*) call it, once at init: FromEnv reports
+// every problem at once and never exits; the constructors make clients sized
+// for Lambda, where one instance serves one request at a time.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// RedisMode says how to reach Redis.
+type RedisMode string
+
+// Redis modes.
+const (
+	// RedisSingle is one endpoint: a standalone Redis, an ElastiCache
+	// primary endpoint, or ElastiCache Serverless.
+	RedisSingle RedisMode = "single"
+	// RedisCluster is a Redis Cluster / ElastiCache cluster-mode
+	// configuration endpoint.
+	RedisCluster RedisMode = "cluster"
+)
+
+// Defaults of the settings that have one.
+const (
+	DefaultRedisTimeout     = 25 * time.Millisecond
+	DefaultRulesRefresh     = 5 * time.Minute
+	DefaultRulesVersionPoll = time.Second
+	DefaultDBSSLMode        = "require"
+)
+
+// Config is every setting Sluice reads from the environment. The zero value
+// of a field means "not set" unless its comment gives a default.
+type Config struct {
+	// LogLevel is LOG_LEVEL: debug, info, warn or error (slog syntax, so
+	// "info+2" works too). Default info.
+	LogLevel slog.Level
+
+	// RedisURL is REDIS_URL: redis://[user:password@]host:port[/db] or
+	// rediss:// for TLS (ElastiCache in-transit encryption). Empty: Redis
+	// is not configured, and Redis returns an error.
+	RedisURL Secret
+	// RedisMode is REDIS_MODE: single (default) or cluster.
+	RedisMode RedisMode
+	// RedisAuthSecretARN is REDIS_AUTH_SECRET_ARN: a Secrets Manager secret
+	// holding the Redis AUTH token, either the bare token or JSON with
+	// "password" (or "authToken") and optionally "username". It overrides
+	// any password in RedisURL.
+	RedisAuthSecretARN string
+	// RedisTimeout is REDIS_TIMEOUT: the limiter's budget for one Redis
+	// call. Default 25ms; at most 10s.
+	RedisTimeout time.Duration
+
+	// DatabaseURL is DATABASE_URL: a PostgreSQL URL or keyword/value
+	// connection string, used as given. Set it or DBSecretARN, not both.
+	DatabaseURL Secret
+	// DBSecretARN is DB_SECRET_ARN: a Secrets Manager secret in the RDS
+	// format, JSON {"username","password","host","port","dbname"}.
+	DBSecretARN string
+	// DBHost is DB_HOST: replaces the secret's host, typically with an RDS
+	// Proxy endpoint. Only with DBSecretARN.
+	DBHost string
+	// DBSSLMode is DB_SSLMODE: the sslmode used with DBSecretARN. Default
+	// require; verify-full needs the RDS CA bundle in the image.
+	DBSSLMode string
+
+	// SubjectSources is SUBJECT_SOURCES split at commas, such as
+	// ["header:x-api-key", "query:api_key", "apikey", "ip"]: where the
+	// authorizer reads the subject, in order. Empty: the authorizer's
+	// default (the x-api-key header).
+	SubjectSources []string
+	// DefaultLimit is DEFAULT_LIMIT, the limit applied when no rule
+	// matches: "100/1m" (100 per minute) or "100/1m,burst=200". Nil (the
+	// variable unset or empty) allows such requests without limit. Only
+	// Limit, Period and Burst are set; rules.NewSnapshot fills the rest.
+	DefaultLimit *rules.Effective
+	// RulesRefresh is RULES_REFRESH: the full reload period of the rules
+	// snapshot, the backstop behind the version poll. Default 5m.
+	RulesRefresh time.Duration
+	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
+	// authorizer reads the rules version from Redis. Default 1s.
+	RulesVersionPoll time.Duration
+}
+
+// Secret is a setting that must not reach a log. Its String, GoString and
+// LogValue methods print "[redacted]"; string(s) is the value.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (Secret) String() string { return redacted }
+
+// GoString keeps %#v from printing the value.
+func (Secret) GoString() string { return redacted }
+
+// LogValue implements slog.LogValuer.
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// LogValue implements slog.LogValuer: the settings with secrets redacted,
+// for a start-up log line.
+func (c Config) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("logLevel", c.LogLevel.String()),
+		slog.Bool("redisUrlSet", c.RedisURL != ""),
+		slog.String("redisMode", string(c.RedisMode)),
+		slog.String("redisAuthSecretArn", c.RedisAuthSecretARN),
+		slog.Duration("redisTimeout", c.RedisTimeout),
+		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
+		slog.String("dbSecretArn", c.DBSecretARN),
+		slog.String("dbHost", c.DBHost),
+		slog.Any("subjectSources", c.SubjectSources),
+		slog.Duration("rulesRefresh", c.RulesRefresh),
+		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
+	}
+	if c.DefaultLimit != nil {
+		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// FromEnv reads the configuration through getenv (os.Getenv in mains, a
+// map in tests); an empty value counts as unset. It checks every variable
+// and returns all the problems joined (errors.Join), each naming its
+// variable, along with the settings that did parse.
+func FromEnv(getenv func(string) string) (Config, error) {
+	var (
+		c    Config
+		errs []error
+	)
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	fail := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+	}
+	duration := func(name string, def, lo, hi time.Duration) time.Duration {
+		v := get(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			fail(name, "%q is not a duration such as %q", v, def.String())
+		case d < lo || d > hi:
+			fail(name, "%s is out of range %s to %s", d, lo, hi)
+		default:
+			return d
+		}
+		return def
+	}
+
+	c.LogLevel = slog.LevelInfo
+	if v := get("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			fail("LOG_LEVEL", "%q is not one of debug, info, warn, error", v)
+		}
+	}
+
+	c.RedisMode = RedisSingle
+	switch v := RedisMode(strings.ToLower(get("REDIS_MODE"))); v {
+	case "":
+	case RedisSingle, RedisCluster:
+		c.RedisMode = v
+	default:
+		fail("REDIS_MODE", "%q is not single or cluster", string(v))
+	}
+	if v := get("REDIS_URL"); v != "" {
+		c.RedisURL = Secret(v)
+		var err error
+		if c.RedisMode == RedisCluster {
+			_, err = redis.ParseClusterURL(v)
+		} else {
+			_, err = redis.ParseURL(v)
+		}
+		if err != nil {
+			// The parser's message may quote the URL, password included.
+			fail("REDIS_URL", "not a redis:// or rediss:// URL (%s)", scrubURLError(err, v))
+		}
+	}
+	c.RedisAuthSecretARN = get("REDIS_AUTH_SECRET_ARN")
+	if v := c.RedisAuthSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
+	}
+	c.RedisTimeout = duration("REDIS_TIMEOUT", DefaultRedisTimeout, time.Millisecond, 10*time.Second)
+
+	if v := get("DATABASE_URL"); v != "" {
+		c.DatabaseURL = Secret(v)
+		if _, err := pgxpool.ParseConfig(v); err != nil {
+			fail("DATABASE_URL", "not a PostgreSQL connection string (%s)", scrubURLError(err, v))
+		}
+	}
+	c.DBSecretARN = get("DB_SECRET_ARN")
+	if v := c.DBSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("DB_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.DatabaseURL != "" && c.DBSecretARN != "" {
+		fail("DB_SECRET_ARN", "set DATABASE_URL or DB_SECRET_ARN, not both")
+	}
+	c.DBHost = get("DB_HOST")
+	if c.DBHost != "" && c.DBSecretARN == "" {
+		fail("DB_HOST", "only applies with DB_SECRET_ARN")
+	}
+	c.DBSSLMode = DefaultDBSSLMode
+	if v := get("DB_SSLMODE"); v != "" {
+		switch v {
+		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+			c.DBSSLMode = v
+		default:
+			fail("DB_SSLMODE", "%q is not a libpq sslmode", v)
+		}
+	}
+
+	if v := get("SUBJECT_SOURCES"); v != "" {
+		for item := range strings.SplitSeq(v, ",") {
+			item = strings.TrimSpace(item)
+			if problem := sourceProblem(item); problem != "" {
+				fail("SUBJECT_SOURCES", "%q %s", item, problem)
+				continue
+			}
+			c.SubjectSources = append(c.SubjectSources, item)
+		}
+	}
+	if v := get("DEFAULT_LIMIT"); v != "" {
+		d, err := ParseLimit(v)
+		if err != nil {
+			fail("DEFAULT_LIMIT", "%v", err)
+		}
+		c.DefaultLimit = d
+	}
+	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
+	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
+
+	return c, errors.Join(errs...)
+}
+
+// sourceProblem checks one SUBJECT_SOURCES item: header:<name>,
+// query:<name>, apikey or ip. It returns "" when the item is well formed.
+func sourceProblem(item string) string {
+	kind, name, hasName := strings.Cut(item, ":")
+	switch strings.ToLower(strings.TrimSpace(kind)) {
+	case "header", "query":
+		if !hasName || strings.TrimSpace(name) == "" {
+			return "needs a name, such as header:x-api-key"
+		}
+		return ""
+	case "apikey", "ip":
+		if hasName {
+			return "takes no name"
+		}
+		return ""
+	case "":
+		return "is empty"
+	}
+	return "is not header:<name>, query:<name>, apikey or ip"
+}
+
+// ParseLimit parses a limit such as "100/1m" or "100/1m,burst=200": tokens
+// per period (a rules.Period such as 30s, 1m, 1h, 1d), and optionally the
+// bucket capacity (default: the limit). "0/1m" blocks. It returns an
+// Effective with Limit, Period and Burst set.
+func ParseLimit(s string) (*rules.Effective, error) {
+	head, opts, _ := strings.Cut(s, ",")
+	limStr, perStr, ok := strings.Cut(strings.TrimSpace(head), "/")
+	if !ok {
+		return nil, fmt.Errorf("%q is not <limit>/<period>[,burst=<n>], such as 100/1m", s)
+	}
+	var errs []error
+	limit, err := strconv.ParseInt(strings.TrimSpace(limStr), 10, 64)
+	if err != nil || limit < 0 || limit > rules.MaxLimit {
+		errs = append(errs, fmt.Errorf("limit %q must be an integer from 0 to %d", limStr, rules.MaxLimit))
+	}
+	period, err := rules.ParsePeriod(strings.TrimSpace(perStr))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("period %q %w", perStr, err))
+	}
+	burst := limit
+	if opts != "" {
+		key, val, _ := strings.Cut(strings.TrimSpace(opts), "=")
+		b, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		switch {
+		case strings.TrimSpace(key) != "burst":
+			errs = append(errs, fmt.Errorf("%q is not burst=<n>", opts))
+		case err != nil || b < 0 || b > rules.MaxBurst:
+			errs = append(errs, fmt.Errorf("burst %q must be an integer from 1 to %d", val, rules.MaxBurst))
+		case limit > 0 && b < limit:
+			errs = append(errs, fmt.Errorf("burst %d must be at least the limit %d", b, limit))
+		case limit == 0 && b != 0:
+			errs = append(errs, errors.New("burst must be 0 when the limit is 0: the default blocks"))
+		default:
+			burst = b
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &rules.Effective{Limit: limit, Period: period.Duration(), Burst: burst}, nil
+}
+
+func formatLimit(e *rules.Effective) string {
+	s := strconv.FormatInt(e.Limit, 10) + "/" + rules.Period(e.Period).String()
+	if e.Burst != e.Limit {
+		s += ",burst=" + strconv.FormatInt(e.Burst, 10)
+	}
+	return s
+}
+
+// scrubURLError returns err's message with the URL's password, if any,
+// replaced, so a config error can be logged.
+func scrubURLError(err error, raw string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}

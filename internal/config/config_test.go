@@ -1,0 +1,248 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func defaults() Config {
+	return Config{
+		LogLevel:         slog.LevelInfo,
+		RedisMode:        RedisSingle,
+		RedisTimeout:     25 * time.Millisecond,
+		DBSSLMode:        "require",
+		RulesRefresh:     5 * time.Minute,
+		RulesVersionPoll: time.Second,
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want func(c *Config)
+	}{
+		{"defaults", nil, func(c *Config) {}},
+		{"everything set", map[string]string{
+			"LOG_LEVEL":             "debug",
+			"REDIS_URL":             "rediss://user:pw@cache.example:6379/0",
+			"REDIS_MODE":            "cluster",
+			"REDIS_AUTH_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth",
+			"REDIS_TIMEOUT":         "40ms",
+			"DB_SECRET_ARN":         "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db",
+			"DB_HOST":               "proxy.proxy-abc.eu-west-1.rds.amazonaws.com",
+			"DB_SSLMODE":            "verify-full",
+			"SUBJECT_SOURCES":       " header:x-api-key , query:api_key,apikey,ip",
+			"DEFAULT_LIMIT":         "100/1m,burst=200",
+			"RULES_REFRESH":         "10m",
+			"RULES_VERSION_POLL":    "500ms",
+		}, func(c *Config) {
+			c.LogLevel = slog.LevelDebug
+			c.RedisURL = "rediss://user:pw@cache.example:6379/0"
+			c.RedisMode = RedisCluster
+			c.RedisAuthSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth"
+			c.RedisTimeout = 40 * time.Millisecond
+			c.DBSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
+			c.DBHost = "proxy.proxy-abc.eu-west-1.rds.amazonaws.com"
+			c.DBSSLMode = "verify-full"
+			c.SubjectSources = []string{"header:x-api-key", "query:api_key", "apikey", "ip"}
+			c.DefaultLimit = &rules.Effective{Limit: 100, Period: time.Minute, Burst: 200}
+			c.RulesRefresh = 10 * time.Minute
+			c.RulesVersionPoll = 500 * time.Millisecond
+		}},
+		{"database url", map[string]string{
+			"DATABASE_URL": "postgres://sluice:secret@localhost:5432/sluice?sslmode=disable",
+			"REDIS_URL":    "redis://localhost:6379",
+			"REDIS_MODE":   "SINGLE",
+			"LOG_LEVEL":    "WARN",
+		}, func(c *Config) {
+			c.DatabaseURL = "postgres://sluice:secret@localhost:5432/sluice?sslmode=disable"
+			c.RedisURL = "redis://localhost:6379"
+			c.LogLevel = slog.LevelWarn
+		}},
+		{"blocking default", map[string]string{"DEFAULT_LIMIT": "0/1s"}, func(c *Config) {
+			c.DefaultLimit = &rules.Effective{Limit: 0, Period: time.Second, Burst: 0}
+		}},
+		{"default without burst", map[string]string{"DEFAULT_LIMIT": " 5 / 1d "}, func(c *Config) {
+			c.DefaultLimit = &rules.Effective{Limit: 5, Period: 24 * time.Hour, Burst: 5}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FromEnv(env(tc.env))
+			if err != nil {
+				t.Fatalf("FromEnv() error = %v", err)
+			}
+			want := defaults()
+			tc.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("FromEnv() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFromEnvErrors(t *testing.T) {
+	tests := []struct {
+		name, key, value string
+		extra            map[string]string
+	}{
+		{"log level", "LOG_LEVEL", "loud", nil},
+		{"redis mode", "REDIS_MODE", "sentinel", nil},
+		{"redis url scheme", "REDIS_URL", "http://cache:6379", nil},
+		{"redis url garbage", "REDIS_URL", "::::", nil},
+		{"redis secret", "REDIS_AUTH_SECRET_ARN", "redis-auth", nil},
+		{"redis timeout syntax", "REDIS_TIMEOUT", "25", nil},
+		{"redis timeout range", "REDIS_TIMEOUT", "1m", nil},
+		{"redis timeout negative", "REDIS_TIMEOUT", "-5ms", nil},
+		{"database url", "DATABASE_URL", "postgres://host:notaport/db", nil},
+		{"db secret", "DB_SECRET_ARN", "db-secret", nil},
+		{"both database settings", "DB_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"DATABASE_URL": "postgres://localhost/db"}},
+		{"db host alone", "DB_HOST", "proxy.example", nil},
+		{"ssl mode", "DB_SSLMODE", "always", nil},
+		{"source kind", "SUBJECT_SOURCES", "cookie:session", nil},
+		{"source without name", "SUBJECT_SOURCES", "header:", nil},
+		{"source with name", "SUBJECT_SOURCES", "ip:x", nil},
+		{"empty source", "SUBJECT_SOURCES", "apikey,,ip", nil},
+		{"limit shape", "DEFAULT_LIMIT", "100 per minute", nil},
+		{"limit number", "DEFAULT_LIMIT", "many/1m", nil},
+		{"limit negative", "DEFAULT_LIMIT", "-1/1m", nil},
+		{"limit period", "DEFAULT_LIMIT", "100/fortnight", nil},
+		{"limit period fraction", "DEFAULT_LIMIT", "100/1500ms", nil},
+		{"limit burst below", "DEFAULT_LIMIT", "100/1m,burst=50", nil},
+		{"limit burst key", "DEFAULT_LIMIT", "100/1m,cost=2", nil},
+		{"limit burst on block", "DEFAULT_LIMIT", "0/1m,burst=5", nil},
+		{"refresh", "RULES_REFRESH", "0s", nil},
+		{"poll", "RULES_VERSION_POLL", "soon", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := map[string]string{tc.key: tc.value}
+			for k, v := range tc.extra {
+				m[k] = v
+			}
+			_, err := FromEnv(env(m))
+			if err == nil || !strings.Contains(err.Error(), tc.key+":") {
+				t.Errorf("FromEnv(%s=%q) error = %v, want one naming %s", tc.key, tc.value, err, tc.key)
+			}
+		})
+	}
+
+	// Every problem at once, one line each. (DB_HOST is fine here: the
+	// bad DB_SECRET_ARN is set.)
+	all := map[string]string{}
+	for _, tc := range tests {
+		if tc.extra == nil && tc.key != "DB_HOST" {
+			all[tc.key] = tc.value
+		}
+	}
+	_, err := FromEnv(env(all))
+	if err == nil {
+		t.Fatal("FromEnv(every variable wrong) error = nil")
+	}
+	for k := range all {
+		if !strings.Contains(err.Error(), k+":") {
+			t.Errorf("FromEnv(every variable wrong) error does not name %s:\n%v", k, err)
+		}
+	}
+	if n := len(strings.Split(err.Error(), "\n")); n < len(all) {
+		t.Errorf("FromEnv(every variable wrong) reported %d problems, want at least %d:\n%v", n, len(all), err)
+	}
+}
+
+func TestFromEnvDoesNotLeakPasswords(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{
+		"REDIS_URL":    "http://u:hunter2@cache:6379",
+		"DATABASE_URL": "postgres://u:hunter3@host:notaport/db",
+	}))
+	if err == nil {
+		t.Fatal("FromEnv() error = nil, want errors")
+	}
+	for _, pw := range []string{"hunter2", "hunter3"} {
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("FromEnv() error %q contains the password %q", err, pw)
+		}
+	}
+}
+
+func TestSecretRedacted(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"REDIS_URL":    "redis://u:hunter2@cache:6379",
+		"DATABASE_URL": "postgres://u:hunter3@db/sluice",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	log.Info("config", "config", c, "url", c.DatabaseURL)
+	out := buf.String() + fmt.Sprintf("%v %+v %#v %s", c, c, c, c.RedisURL)
+	for _, pw := range []string{"hunter2", "hunter3"} {
+		if strings.Contains(out, pw) {
+			t.Errorf("a secret leaked into the output: %s", out)
+		}
+	}
+	if !strings.Contains(buf.String(), `"redisUrlSet":true`) {
+		t.Errorf("config log line = %s, want redisUrlSet true", buf.String())
+	}
+}
+
+func TestParseLimitRoundTrip(t *testing.T) {
+	for _, s := range []string{"100/1m", "100/1m,burst=200", "0/1s", "7/1d", "1000000000/1y"} {
+		e, err := ParseLimit(s)
+		if err != nil {
+			t.Fatalf("ParseLimit(%q) error = %v", s, err)
+		}
+		if got := formatLimit(e); got != s {
+			t.Errorf("formatLimit(ParseLimit(%q)) = %q, want %q", s, got, s)
+		}
+	}
+}
+
+func FuzzParseLimit(f *testing.F) {
+	for _, s := range []string{"100/1m", "100/1m,burst=200", "0/1s", "1/1h30m", "x/y", ",", "/", "9223372036854775807/1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseLimit(s)
+		if err != nil {
+			if e != nil {
+				t.Errorf("ParseLimit(%q) = %+v with error %v, want nil", s, e, err)
+			}
+			return
+		}
+		switch {
+		case e.Limit < 0 || e.Limit > rules.MaxLimit:
+			t.Errorf("ParseLimit(%q).Limit = %d, out of range", s, e.Limit)
+		case e.Period < time.Second || e.Period > rules.MaxPeriod.Duration():
+			t.Errorf("ParseLimit(%q).Period = %v, out of range", s, e.Period)
+		case e.Limit > 0 && e.Burst < e.Limit, e.Limit == 0 && e.Burst != 0:
+			t.Errorf("ParseLimit(%q) burst %d for limit %d", s, e.Burst, e.Limit)
+		}
+		again, err := ParseLimit(formatLimit(e))
+		if err != nil || !cmp.Equal(e, again) {
+			t.Errorf("ParseLimit(formatLimit(ParseLimit(%q))) = %+v, %v; want %+v", s, again, err, e)
+		}
+	})
+}
+
+func TestFromEnvJoinsErrors(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{"LOG_LEVEL": "x", "REDIS_MODE": "y"}))
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || len(joined.Unwrap()) != 2 {
+		t.Errorf("FromEnv(two bad) error = %v, want errors.Join of 2", err)
+	}
+}
