@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
@@ -63,6 +64,7 @@ type localConfig struct {
 	Poll           time.Duration
 	Refresh        time.Duration
 	SubjectSources string
+	DefaultLimit   string
 	Token          string
 	LogLevel       string
 }
@@ -75,7 +77,8 @@ migrated on start); without them an in-process Redis (miniredis) and the
 in-memory store are used. Ctrl-C stops.
 
 Environment: REDIS_URL, DATABASE_URL, SLUICE_ADMIN_TOKEN (else one is
-generated and printed), LOG_LEVEL (debug, info, warn, error).`)
+generated and printed), LOG_LEVEL (debug, info, warn, error),
+SUBJECT_SOURCES and DEFAULT_LIMIT (as the authorizer Lambda reads them).`)
 	c := localConfig{
 		RedisURL:    os.Getenv("REDIS_URL"),
 		DatabaseURL: os.Getenv("DATABASE_URL"),
@@ -90,7 +93,10 @@ generated and printed), LOG_LEVEL (debug, info, warn, error).`)
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 250*time.Millisecond, "per-call Redis timeout of the limiter (generous: a laptop is not a Lambda)")
 	fs.DurationVar(&c.Poll, "poll", 250*time.Millisecond, "how often the authorizer checks the rules version")
 	fs.DurationVar(&c.Refresh, "refresh", 5*time.Minute, "full rules reload interval")
-	fs.StringVar(&c.SubjectSources, "subject-sources", "header:x-api-key,query:api_key", "where the subject comes from, in order (SUBJECT_SOURCES syntax); no subject → 401")
+	fs.StringVar(&c.SubjectSources, "subject-sources", envOr("SUBJECT_SOURCES", "header:x-api-key,query:api_key"),
+		"where the subject comes from, in order (env SUBJECT_SOURCES); no subject → 401 (add ip to fall back on the client address)")
+	fs.StringVar(&c.DefaultLimit, "default-limit", os.Getenv("DEFAULT_LIMIT"),
+		`limit when no rule matches, such as "100/1m" or "100/1m,burst=200" (env DEFAULT_LIMIT); "" allows`)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -147,6 +153,13 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 	sources, err := authorizer.ParseSources(c.SubjectSources)
 	if err != nil {
 		return usageErrorf("--subject-sources: %v", err)
+	}
+
+	var def *rules.Effective
+	if c.DefaultLimit != "" {
+		if def, err = config.ParseLimit(c.DefaultLimit); err != nil {
+			return usageErrorf("--default-limit: %v", err)
+		}
 	}
 
 	var st localStack
@@ -220,6 +233,7 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 		return fmt.Errorf("bump rules version: %w", err)
 	}
 	cache, err := rules.NewCache(ctx, store, version, rules.CacheOptions{
+		Default: def,
 		Poll:    c.Poll,
 		Refresh: c.Refresh,
 		OnError: func(err error) { log.Warn("rules refresh failed", slog.String("error", err.Error())) },
@@ -232,7 +246,7 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 	}
 	st.onClose(cache.Wait)
 	az := authapigw.NewAuthorizer(authorizer.New(cache, lim, authorizer.Options{Sources: sources}), authapigw.Options{Logger: log})
-	svc := admin.New(store, version, lim, admin.Options{Logger: log})
+	svc := admin.New(store, version, lim, admin.Options{Logger: log, Default: def})
 
 	token, generated := c.Token, false
 	if token == "" {
@@ -381,6 +395,13 @@ func seed(ctx context.Context, store ruleStore, c localConfig) (string, error) {
 		desc += fmt.Sprintf(" (%d already there, left as they were)", kept)
 	}
 	return desc, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // redactURL hides a password in a connection URL.

@@ -585,3 +585,18 @@ func testLoad(t *testing.T, p *localProc) {
 		t.Errorf("load report: denied %d, p50 %v, want denials and latencies", rep.Denied, rep.LatencyMs.P50)
 	}
 }
+
+// TestLocalDefaultLimit: on an API no rule names, --default-limit applies.
+func TestLocalDefaultLimit(t *testing.T) {
+	t.Parallel()
+	p := startLocal(t, nil, "--api", "other", "--default-limit", "2/1m")
+	subject := "default-" + randomHex(t)
+	var got []int
+	for range 3 {
+		resp, _ := p.get(t, "/hello", subject)
+		got = append(got, resp.StatusCode)
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]int{200, 200, 429}) {
+		t.Errorf("3 × /hello on api other with DEFAULT_LIMIT 2/1m = %v, want [200 200 429]", got)
+	}
+}
