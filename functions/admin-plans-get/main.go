@@ -1,0 +1,11 @@
+// Command admin-plans-get is the Lambda function behind
+// GET /plans/{name} of the Sluice admin API. Wiring only: see
+// internal/admin/adminlambda.
+package main
+
+import (
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/admin/adminlambda"
+)
+
+func main() { adminlambda.Main(admin.RouteGetPlan) }
