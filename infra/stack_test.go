@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for _, name := range sluice.Functions {
-		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Join(dir, name), 0o755)
+		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
 		}
 		if err != nil {
@@ -60,6 +61,10 @@ const (
 func variantProps(v variant) *StackProps {
 	p := &StackProps{AssetRoot: assetRoot, MigrateNonce: "test"}
 	switch v {
+	case full:
+		p.AuthorizerMemory = 1024
+		p.AuthorizerReservedConcurrency = 200
+		p.AdminReservedConcurrency = 5
 	case serverless:
 		p.ServerlessRedis = true
 	case byo:
@@ -331,6 +336,28 @@ func TestLambdas(t *testing.T) {
 			_, secret := env["DB_SECRET_ARN"]
 			if url == secret {
 				t.Errorf("%s: %s DATABASE_URL set %v, DB_SECRET_ARN set %v; want exactly one", v, r.ID, url, secret)
+			}
+		}
+	}
+}
+
+func TestTuning(t *testing.T) {
+	_, js := synth(t, full)
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	for _, r := range sluiceFunctions(js) {
+		memory, reserved := r.Props["MemorySize"], r.Props["ReservedConcurrentExecutions"]
+		switch {
+		case r.ID == authID:
+			if memory != 1024.0 || reserved != 200.0 {
+				t.Errorf("authorizer MemorySize, ReservedConcurrentExecutions = %v, %v; want 1024, 200", memory, reserved)
+			}
+		case strings.HasPrefix(r.ID, "Admin"):
+			if memory != 256.0 || reserved != 5.0 {
+				t.Errorf("%s MemorySize, ReservedConcurrentExecutions = %v, %v; want 256, 5", r.ID, memory, reserved)
+			}
+		default:
+			if reserved != nil {
+				t.Errorf("%s ReservedConcurrentExecutions = %v, want unset", r.ID, reserved)
 			}
 		}
 	}
