@@ -295,7 +295,8 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	}
 	var out rules.Plan
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		before, err := lockPlan(ctx, tx, p.Name, ifVersion)
+		// NO KEY UPDATE: rules naming the plan may still be written meanwhile.
+		before, err := lockPlan(ctx, tx, p.Name, ifVersion, "FOR NO KEY UPDATE")
 		if err != nil {
 			return err
 		}
@@ -325,7 +326,8 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		before, err := lockPlan(ctx, tx, name, ifVersion)
+		// FOR UPDATE: no rule can start naming the plan until we commit.
+		before, err := lockPlan(ctx, tx, name, ifVersion, "FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -351,8 +353,10 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 	return nil
 }
 
-func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64) (rules.Plan, error) {
-	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 FOR UPDATE`, name))
+// lockPlan reads the plan with the row lock lock (a constant) and checks its
+// version, as lockRule does.
+func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, lock string) (rules.Plan, error) {
+	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 `+lock, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Plan{}, rules.ErrNotFound
 	}
