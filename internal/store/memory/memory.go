@@ -192,7 +192,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	page := rules.Page{Rules: []rules.Rule{}}
 	if len(ids) > size {
 		ids = ids[:size]
-		page.NextCursor = EncodeCursor(ids[size-1])
+		page.NextCursor = encodeCursor(ids[size-1])
 	}
 	for _, id := range ids {
 		page.Rules = append(page.Rules, cloneRule(s.rules[id]))
@@ -519,9 +519,9 @@ func canonicalID(id string) (string, bool) {
 // cursorPrefix versions the cursor format.
 const cursorPrefix = "r1:"
 
-// EncodeCursor returns the opaque cursor that continues a list after the
+// encodeCursor returns the opaque cursor that continues a list after the
 // rule id. It is the same format the PostgreSQL store uses.
-func EncodeCursor(id string) string {
+func encodeCursor(id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
 }
 
