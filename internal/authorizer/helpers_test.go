@@ -75,6 +75,11 @@ func newStack(tb testing.TB, o stackOpts) stack {
 		url = redisURL(tb)
 	}
 	o.lim.Prefix = prefix(tb)
+	if o.lim.Timeout == 0 {
+		// Generous: -race and parallel tests on a shared machine are slow;
+		// the first call also dials and loads the script.
+		o.lim.Timeout = time.Second
+	}
 	lim := limiter.New(newRedis(tb, url, 32), o.lim)
 	snap := rules.NewSnapshot(o.rules, nil, rules.SnapshotOptions{Default: o.def})
 	if sk := snap.Skipped(); len(sk) > 0 {

@@ -1,0 +1,30 @@
+// Command check is the Sluice check API for services not behind API
+// Gateway: POST /check {subject, api, route, cost} through an API Gateway
+// proxy integration or a Function URL, answered by the same decision code
+// as the authorizer. Wiring only: see internal/authorizer.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/sluicehq/sluice/internal/authorizer/wiring"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+func main() {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "check: configuration: %v\n", err)
+		os.Exit(1)
+	}
+	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: os.Stdout, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "check: %v\n", err)
+		os.Exit(1)
+	}
+	lambda.Start(app.Check)
+}

@@ -1,0 +1,230 @@
+// Package apigw adapts the authorizer decision to AWS API Gateway and Lambda:
+// REST API REQUEST authorizer events in, IAM policies out; HTTP API (payload
+// 2.0) authorizer events in, simple responses out; and the check API's
+// proxy and Function URL events. The Lambdas in functions/ and the local
+// gateway of cmd/sluice call the same handlers.
+//
+// On deny a REST API gets a Deny policy, which the gateway answers with its
+// ACCESS_DENIED response (403 by default; the infra rewrites it to 429 with
+// Retry-After and the RateLimit fields taken from the context values). An
+// HTTP API can only answer 403 when a Lambda authorizer says no: its simple
+// responses have no status, and its gateway responses cannot be customised.
+package apigw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/limiter"
+)
+
+// ErrUnauthorized is returned to API Gateway when a request has no subject:
+// the exact message "Unauthorized" makes the gateway answer 401.
+var ErrUnauthorized = errors.New("Unauthorized") //lint:ignore ST1005 API Gateway matches this exact text
+
+// Context keys of the authorizer response, readable in the gateway as
+// $context.authorizer.<key> (REST) or $context.authorizer.<key> /
+// $request.context.authorizer.<key> (HTTP).
+const (
+	KeyLimit           = "limit"           // number: tokens per period of the limiting rule
+	KeyRemaining       = "remaining"       // number: tokens left
+	KeyReset           = "reset"           // number: seconds until the bucket is full, rounded up
+	KeyRetryAfter      = "retryAfter"      // number: seconds until a retry can pass, rounded up; 0 when allowed
+	KeyRateLimitPolicy = "rateLimitPolicy" // string: RateLimit-Policy field value
+	KeyRateLimit       = "rateLimit"       // string: RateLimit field value
+	KeyRule            = "rule"            // string: id of the limiting rule, "" when none applied
+	KeyFailOpen        = "failOpen"        // boolean: Redis failed and the request was let through
+)
+
+// InvokeAction is the IAM action API Gateway checks an authorizer policy for.
+const InvokeAction = "execute-api:Invoke"
+
+var invokeActions = []string{InvokeAction}
+
+// Options configure the handlers.
+type Options struct {
+	// Logger receives one line per error and per fail-open; default
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, aggregates decisions into CloudWatch EMF lines.
+	Metrics *Metrics
+}
+
+// Authorizer answers API Gateway authorizer events.
+type Authorizer struct {
+	a   *authorizer.Authorizer
+	log *slog.Logger
+	m   *Metrics
+}
+
+// NewAuthorizer returns the authorizer event handler around a.
+func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Authorizer{a: a, log: o.Logger, m: o.Metrics}
+}
+
+// REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
+// for ev.MethodArn, principalId the subject hash, and the rate-limit context
+// values. It returns ErrUnauthorized when the request has no subject.
+func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+	req := authorizer.Request{
+		API:      ev.RequestContext.APIID,
+		Method:   first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		Resource: first(ev.Resource, ev.RequestContext.ResourcePath),
+		Headers:  ev.Headers,
+		Query:    ev.QueryStringParameters,
+		APIKey:   ev.RequestContext.Identity.APIKey,
+		SourceIP: ev.RequestContext.Identity.SourceIP,
+	}
+	res, ok := h.decide(ctx, &req)
+	if !ok {
+		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
+	}
+	effect := "Deny"
+	if res.Allowed {
+		effect = "Allow"
+	}
+	return events.APIGatewayCustomAuthorizerResponse{
+		PrincipalID: limiter.SubjectHash(res.Subject),
+		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
+			Version: "2012-10-17",
+			Statement: []events.IAMPolicyStatement{{
+				Action:   invokeActions,
+				Effect:   effect,
+				Resource: []string{ev.MethodArn},
+			}},
+		},
+		Context: contextValues(&res),
+	}, nil
+}
+
+// HTTP answers an HTTP API (payload format 2.0) authorizer event with a
+// simple response. A deny is isAuthorized false, which the HTTP API always
+// answers with 403: it cannot send 429 or Retry-After. It returns
+// ErrUnauthorized (401) when the request has no subject.
+func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	method, resource := ev.RequestContext.HTTP.Method, ev.RouteKey
+	if m, r, ok := strings.Cut(ev.RouteKey, " "); ok {
+		// The route key's method may be ANY; the rules want the real one.
+		resource = r
+		if method == "" {
+			method = m
+		}
+	}
+	req := authorizer.Request{
+		API:      ev.RequestContext.APIID,
+		Method:   method,
+		Resource: resource,
+		Headers:  ev.Headers,
+		Query:    ev.QueryStringParameters,
+		SourceIP: ev.RequestContext.HTTP.SourceIP,
+	}
+	res, ok := h.decide(ctx, &req)
+	if !ok {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
+	}
+	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+		IsAuthorized: res.Allowed,
+		Context:      contextValues(&res),
+	}, nil
+}
+
+// Invoke makes Authorizer a lambda.Handler taking either event kind: a
+// payload with "version": "2.0" is an HTTP API event, anything else a REST
+// API REQUEST event. One function can so serve both kinds of API.
+func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	var probe struct {
+		Version string `json:"version"`
+		Type    string `json:"type"`
+	}
+	if err := json.Unmarshal(payload, &probe); err != nil {
+		return nil, fmt.Errorf("decode authorizer event: %w", err)
+	}
+	if probe.Version == "2.0" {
+		var ev events.APIGatewayV2CustomAuthorizerV2Request
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("decode HTTP API authorizer event: %w", err)
+		}
+		resp, err := h.HTTP(ctx, ev)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	}
+	if probe.Type != "" && probe.Type != "REQUEST" {
+		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", probe.Type)
+	}
+	var ev events.APIGatewayCustomAuthorizerRequestTypeRequest
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("decode REST API authorizer event: %w", err)
+	}
+	resp, err := h.REST(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
+}
+
+// decide runs the decision, logs its error or fail-open, and records it;
+// ok is false when the request has no subject.
+func (h *Authorizer) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
+	res, err := h.a.Decide(ctx, req)
+	if errors.Is(err, authorizer.ErrNoSubject) {
+		h.m.Unauthorized()
+		return res, false
+	}
+	if err != nil || res.FailOpen {
+		logDecision(ctx, h.log, req, &res, err)
+	}
+	h.m.Record(&res)
+	return res, true
+}
+
+// logDecision writes the one line of a decision that failed or failed open.
+func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, err error) {
+	level, msg := slog.LevelError, "rate limit decision failed"
+	if res.FailOpen {
+		level, msg = slog.LevelWarn, "rate limit failed open"
+	}
+	log.LogAttrs(ctx, level, msg,
+		slog.String("api", req.API),
+		slog.String("route", req.Method+" "+req.Resource),
+		slog.String("principalId", limiter.SubjectHash(res.Subject)),
+		slog.String("ruleId", res.Rule),
+		slog.Bool("allowed", res.Allowed),
+		slog.Bool("failOpen", res.FailOpen),
+		slog.Any("error", err),
+	)
+}
+
+// contextValues are the authorizer context: strings, numbers and booleans
+// only, every key always present so gateway mappings never miss one.
+func contextValues(r *authorizer.Result) map[string]any {
+	var buf [96]byte
+	return map[string]any{
+		KeyLimit:           r.Limit,
+		KeyRemaining:       r.Remaining,
+		KeyReset:           authorizer.Seconds(r.Reset),
+		KeyRetryAfter:      authorizer.Seconds(r.RetryAfter),
+		KeyRateLimitPolicy: r.Policy(),
+		KeyRateLimit:       string(r.AppendRateLimit(buf[:0])),
+		KeyRule:            r.Rule,
+		KeyFailOpen:        r.FailOpen,
+	}
+}
+
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,337 @@
+package apigw_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+func redisURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("SLUICE_TEST_REDIS_URL")
+	if u == "" {
+		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
+			tb.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
+		}
+		tb.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
+	}
+	return u
+}
+
+type snaps struct{ s *rules.Snapshot }
+
+func (s snaps) Snapshot() *rules.Snapshot { return s.s }
+
+func ptr[T any](v T) *T { return &v }
+
+// fixture is the adapters over real Redis with two rules on API a1b2c3: 100
+// a minute API-wide, 2 a minute on GET /orders/{id}.
+type fixture struct {
+	auth  *apigw.Authorizer
+	check *apigw.Check
+	logs  *bytes.Buffer
+	emf   *bytes.Buffer
+	m     *apigw.Metrics
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	opt, err := redis.ParseURL(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	lim := limiter.New(rdb, limiter.Options{Prefix: "sltest:apigw:" + hex.EncodeToString(b[:]) + ":", Timeout: time.Second})
+	snap := rules.NewSnapshot([]rules.Rule{
+		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: ptr[int64](100), Period: rules.Period(time.Minute)},
+		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: ptr[int64](2), Period: rules.Period(time.Minute)},
+	}, nil, rules.SnapshotOptions{})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
+	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}
+	f.m = apigw.NewMetrics(apigw.MetricsOptions{W: f.emf, Function: "test", Interval: time.Hour})
+	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m}
+	f.auth = apigw.NewAuthorizer(a, o)
+	f.check = apigw.NewCheck(a, o)
+	return f
+}
+
+const methodARN = "arn:aws:execute-api:eu-west-1:123456789012:a1b2c3/prod/GET/orders/42"
+
+func restEvent(key string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
+	return events.APIGatewayCustomAuthorizerRequestTypeRequest{
+		Type: "REQUEST", MethodArn: methodARN, Resource: "/orders/{id}", Path: "/orders/42", HTTPMethod: "GET",
+		Headers: map[string]string{"X-Api-Key": key},
+		RequestContext: events.APIGatewayCustomAuthorizerRequestTypeRequestContext{
+			APIID: "a1b2c3", HTTPMethod: "GET", ResourcePath: "/orders/{id}",
+			Identity: events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: "203.0.113.9"},
+		},
+	}
+}
+
+func TestREST(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	wantPolicy := func(effect string) events.APIGatewayCustomAuthorizerPolicy {
+		return events.APIGatewayCustomAuthorizerPolicy{Version: "2012-10-17", Statement: []events.IAMPolicyStatement{
+			{Action: []string{"execute-api:Invoke"}, Effect: effect, Resource: []string{methodARN}},
+		}}
+	}
+	var got []events.APIGatewayCustomAuthorizerResponse
+	for range 3 {
+		resp, err := f.auth.REST(ctx, restEvent("key-1"))
+		if err != nil {
+			t.Fatalf("REST() error: %v", err)
+		}
+		got = append(got, resp)
+	}
+	want := []events.APIGatewayCustomAuthorizerResponse{
+		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Allow"), Context: map[string]any{
+			"limit": int64(2), "remaining": int64(1), "reset": int64(30), "retryAfter": int64(0),
+			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=1;t=30`, "rule": "r-order", "failOpen": false}},
+		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Allow"), Context: map[string]any{
+			"limit": int64(2), "remaining": int64(0), "reset": int64(60), "retryAfter": int64(0),
+			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
+		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Deny"), Context: map[string]any{
+			"limit": int64(2), "remaining": int64(0), "reset": int64(60), "retryAfter": int64(30),
+			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("REST() x3 mismatch (-want +got):\n%s", diff)
+	}
+	for i, allowed := range []bool{true, true, false} {
+		if e := apigw.Evaluate(got[i].PolicyDocument, methodARN); e != allowed {
+			t.Errorf("Evaluate(response %d) = %v, want %v", i, e, allowed)
+		}
+	}
+
+	// No subject: the exact error API Gateway turns into 401.
+	ev := restEvent("")
+	delete(ev.Headers, "X-Api-Key")
+	if _, err := f.auth.REST(ctx, ev); err == nil || err.Error() != "Unauthorized" {
+		t.Errorf("REST(no subject) error = %v, want Unauthorized", err)
+	}
+
+	// The metrics saw two allows, a deny and an unauthorized.
+	f.m.Flush()
+	var outcomes []string
+	for line := range strings.SplitSeq(strings.TrimSpace(f.emf.String()), "\n") {
+		var v struct {
+			Outcome   string
+			Decisions int
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		if v.Outcome != "" {
+			outcomes = append(outcomes, v.Outcome+"="+strings.Repeat("i", v.Decisions))
+		}
+	}
+	if diff := cmp.Diff([]string{"allow=ii", "deny=i", "unauthorized=i"}, outcomes); diff != "" {
+		t.Errorf("EMF decisions mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestHTTPAndInvoke(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ev := events.APIGatewayV2CustomAuthorizerV2Request{
+		Version: "2.0", Type: "REQUEST", RouteArn: "arn:aws:execute-api:eu-west-1:123456789012:a1b2c3/$default/GET/orders/42",
+		RouteKey: "ANY /orders/{id}", RawPath: "/orders/42",
+		Headers: map[string]string{"x-api-key": "key-2"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{APIID: "a1b2c3",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/orders/42", SourceIP: "203.0.113.9"}},
+	}
+	payload, _ := json.Marshal(ev)
+	var got []bool
+	for range 3 {
+		out, err := f.auth.Invoke(context.Background(), payload)
+		if err != nil {
+			t.Fatalf("Invoke(HTTP API event) error: %v", err)
+		}
+		var resp events.APIGatewayV2CustomAuthorizerSimpleResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("Invoke reply %s: %v", out, err)
+		}
+		if resp.Context["rule"] != "r-order" {
+			t.Errorf("Invoke reply context rule = %v, want r-order (the route key's ANY resolved to GET)", resp.Context["rule"])
+		}
+		got = append(got, resp.IsAuthorized)
+	}
+	if diff := cmp.Diff([]bool{true, true, false}, got); diff != "" {
+		t.Errorf("isAuthorized x3 mismatch (-want +got):\n%s", diff)
+	}
+
+	// A REST event through Invoke.
+	payload, _ = json.Marshal(restEvent("key-3"))
+	out, err := f.auth.Invoke(context.Background(), payload)
+	if err != nil {
+		t.Fatalf("Invoke(REST event) error: %v", err)
+	}
+	var resp events.APIGatewayCustomAuthorizerResponse
+	if err := json.Unmarshal(out, &resp); err != nil || !apigw.Evaluate(resp.PolicyDocument, methodARN) {
+		t.Errorf("Invoke(REST event) = %s, %v; want an Allow policy", out, err)
+	}
+	if _, err := f.auth.Invoke(context.Background(), []byte(`{"type":"TOKEN","authorizationToken":"x"}`)); err == nil {
+		t.Error("Invoke(TOKEN event) = no error, want unsupported")
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	t.Parallel()
+	st := func(effect string, actions, resources []string) events.IAMPolicyStatement {
+		return events.IAMPolicyStatement{Effect: effect, Action: actions, Resource: resources}
+	}
+	invoke := []string{"execute-api:Invoke"}
+	tests := []struct {
+		name string
+		p    []events.IAMPolicyStatement
+		want bool
+	}{
+		{"exact allow", []events.IAMPolicyStatement{st("Allow", invoke, []string{methodARN})}, true},
+		{"exact deny", []events.IAMPolicyStatement{st("Deny", invoke, []string{methodARN})}, false},
+		{"no statement", nil, false},
+		{"other resource", []events.IAMPolicyStatement{st("Allow", invoke, []string{methodARN + "/x"})}, false},
+		{"wildcard stage", []events.IAMPolicyStatement{st("Allow", invoke, []string{"arn:aws:execute-api:eu-west-1:123456789012:a1b2c3/*/GET/*"})}, true},
+		{"question mark", []events.IAMPolicyStatement{st("Allow", invoke, []string{"arn:aws:execute-api:eu-west-1:123456789012:a1b2c3/prod/GET/orders/4?"})}, true},
+		{"action wildcard, any case", []events.IAMPolicyStatement{st("Allow", []string{"Execute-API:*"}, []string{"*"})}, true},
+		{"other action", []events.IAMPolicyStatement{st("Allow", []string{"s3:GetObject"}, []string{"*"})}, false},
+		{"deny wins", []events.IAMPolicyStatement{st("Allow", invoke, []string{"*"}), st("Deny", invoke, []string{"arn:aws:execute-api:*:*:a1b2c3/*"})}, false},
+		{"case-sensitive resource", []events.IAMPolicyStatement{st("Allow", invoke, []string{strings.ToUpper(methodARN)})}, false},
+	}
+	for _, tc := range tests {
+		got := apigw.Evaluate(events.APIGatewayCustomAuthorizerPolicy{Version: "2012-10-17", Statement: tc.p}, methodARN)
+		if got != tc.want {
+			t.Errorf("Evaluate(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	body := `{"subject":"svc-1","api":"a1b2c3","route":"GET /orders/{id}"}`
+	type answer struct {
+		Status  int
+		Headers map[string]string
+		Body    map[string]any
+	}
+	call := func(method, body string) answer {
+		resp, err := f.check.Proxy(ctx, events.APIGatewayProxyRequest{HTTPMethod: method, Body: body, Resource: "/check", Path: "/check"})
+		if err != nil {
+			t.Fatalf("Proxy() error: %v", err)
+		}
+		var b map[string]any
+		if err := json.Unmarshal([]byte(resp.Body), &b); err != nil {
+			t.Fatalf("Proxy() body %q: %v", resp.Body, err)
+		}
+		return answer{resp.StatusCode, resp.Headers, b}
+	}
+	json200 := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
+		"RateLimit-Policy": `"r-order";q=2;w=60`, "RateLimit": `"r-order";r=1;t=30`}
+	if diff := cmp.Diff(answer{200, json200, map[string]any{
+		"allowed": true, "limit": 2.0, "remaining": 1.0, "reset": 30.0, "retryAfter": 0.0, "rule": "r-order",
+	}}, call("POST", body)); diff != "" {
+		t.Errorf("check 1 mismatch (-want +got):\n%s", diff)
+	}
+	call("POST", body)
+	if diff := cmp.Diff(answer{429, map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
+		"RateLimit-Policy": `"r-order";q=2;w=60`, "RateLimit": `"r-order";r=0;t=60`, "Retry-After": "30"}, map[string]any{
+		"allowed": false, "limit": 2.0, "remaining": 0.0, "reset": 60.0, "retryAfter": 30.0, "rule": "r-order",
+	}}, call("POST", body)); diff != "" {
+		t.Errorf("check 3 mismatch (-want +got):\n%s", diff)
+	}
+
+	bad := []struct{ name, method, body, field string }{
+		{"not json", "POST", "{", ""},
+		{"unknown field", "POST", `{"subject":"s","api":"a","route":"*","extra":1}`, ""},
+		{"missing subject", "POST", `{"api":"a","route":"*"}`, "subject"},
+		{"missing api", "POST", `{"subject":"s","route":"*"}`, "api"},
+		{"bad route", "POST", `{"subject":"s","api":"a","route":"get orders"}`, "route"},
+		{"negative cost", "POST", `{"subject":"s","api":"a","route":"*","cost":-1}`, "cost"},
+		{"two values", "POST", `{"subject":"s","api":"a","route":"*"} {}`, ""},
+		{"huge", "POST", `{"subject":"` + strings.Repeat("x", apigw.MaxCheckBody) + `","api":"a","route":"*"}`, ""},
+	}
+	for _, tc := range bad {
+		a := call(tc.method, tc.body)
+		if a.Status != 400 || a.Headers["Content-Type"] != "application/problem+json" {
+			t.Errorf("check(%s) = %d %v, want 400 problem+json", tc.name, a.Status, a.Headers)
+			continue
+		}
+		if tc.field != "" {
+			errs, _ := a.Body["errors"].([]any)
+			if len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field {
+				t.Errorf("check(%s) errors = %v, want field %s", tc.name, a.Body["errors"], tc.field)
+			}
+		}
+	}
+	if a := call("GET", ""); a.Status != 405 || a.Headers["Allow"] != "POST" {
+		t.Errorf("check(GET) = %d %v, want 405 with Allow: POST", a.Status, a.Headers)
+	}
+
+	// A Function URL event through Invoke.
+	payload, _ := json.Marshal(events.LambdaFunctionURLRequest{Version: "2.0", Body: `{"subject":"svc-2","api":"a1b2c3","route":"*","cost":5}`,
+		RequestContext: events.LambdaFunctionURLRequestContext{HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "POST"}}})
+	out, err := f.check.Invoke(ctx, payload)
+	if err != nil {
+		t.Fatalf("Invoke(Function URL event) error: %v", err)
+	}
+	var resp events.LambdaFunctionURLResponse
+	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, `"remaining":95`) {
+		t.Errorf("Invoke(Function URL event, cost 5) = %s, %v; want 200 with remaining 95", out, err)
+	}
+}
+
+func FuzzParseCheckRequest(f *testing.F) {
+	for _, s := range []string{`{"subject":"s","api":"a","route":"GET /x","cost":2}`, `{}`, `{"route":"*"}`, `[]`, `{"subject":"s","api":"a","route":"ANY /x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := apigw.ParseCheckRequest(body)
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(r.Subject) == "" || r.API == "" || r.Route == "" || r.Cost < 0 || r.Cost > rules.MaxCost {
+			t.Fatalf("ParseCheckRequest(%q) accepted %+v", body, r)
+		}
+	})
+}
+
+func TestLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := apigw.NewLogger(&buf, slog.LevelInfo)
+	log.InfoContext(context.Background(), "hello", slog.String("ruleId", "r1"))
+	var v map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+		t.Fatalf("log line %q: %v", buf.String(), err)
+	}
+	if v["message"] != "hello" || v["ruleId"] != "r1" || v["timestamp"] == nil {
+		t.Errorf("log line = %v, want message, ruleId and timestamp", v)
+	}
+	if errors.Is(apigw.ErrUnauthorized, authorizer.ErrNoSubject) {
+		t.Error("ErrUnauthorized must not wrap the domain error: API Gateway needs the bare text")
+	}
+}

@@ -1,0 +1,183 @@
+package apigw
+
+import (
+	"io"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+)
+
+// Namespace is the CloudWatch namespace of Sluice's metrics.
+const Namespace = "Sluice"
+
+// latencySamples is how many Redis latencies one flush reports: the most
+// values an EMF metric array may hold.
+const latencySamples = 100
+
+// MetricsOptions configure Metrics.
+type MetricsOptions struct {
+	// W receives the EMF lines (os.Stdout in a Lambda, where CloudWatch
+	// Logs turns them into metrics). Required.
+	W io.Writer
+	// Function is the value of the Function dimension (the Lambda's
+	// name); default "sluice".
+	Function string
+	// Interval is the least time between two flushes: counts are summed in
+	// memory and written by the first Record after it elapses; default
+	// 10s. A negative Interval writes on every Record.
+	Interval time.Duration
+	// Gauges, when set, is called at every flush for the breaker state and
+	// the rules snapshot's age.
+	Gauges func() (breakerOpen bool, snapshotAge time.Duration)
+}
+
+// Metrics aggregates decisions into CloudWatch Embedded Metric Format lines
+// in namespace Sluice: Decisions (dimension Outcome: allow, deny,
+// shadowDeny, unauthorized), FailOpen, DenyCacheHits, RedisLatency (ms,
+// up to 100 samples per flush), BreakerOpen (0 or 1) and SnapshotAgeSeconds.
+// Recording costs a few atomic adds; a nil *Metrics records nothing.
+type Metrics struct {
+	o     MetricsOptions
+	epoch time.Time
+
+	allow, deny, shadowDeny, unauthorized, failOpen, cacheHits atomic.Uint64
+	nLat                                                       atomic.Uint64
+	lat                                                        [latencySamples]atomic.Uint64 // float64 bits, ms
+	next                                                       atomic.Int64                  // next flush, ns since epoch
+
+	mu  sync.Mutex // serialises flushes
+	buf []byte
+}
+
+// NewMetrics returns Metrics writing to o.W.
+func NewMetrics(o MetricsOptions) *Metrics {
+	if o.Function == "" {
+		o.Function = "sluice"
+	}
+	if o.Interval == 0 {
+		o.Interval = 10 * time.Second
+	}
+	m := &Metrics{o: o, epoch: time.Now()}
+	m.next.Store(int64(max(o.Interval, 0)))
+	return m
+}
+
+// Record counts one decision and flushes when the interval has elapsed.
+func (m *Metrics) Record(r *authorizer.Result) {
+	if m == nil {
+		return
+	}
+	switch {
+	case !r.Allowed:
+		m.deny.Add(1)
+	case r.ShadowDenied:
+		m.shadowDeny.Add(1)
+	default:
+		m.allow.Add(1)
+	}
+	if r.FailOpen {
+		m.failOpen.Add(1)
+	}
+	if r.Cached {
+		m.cacheHits.Add(1)
+	}
+	if r.LimiterTime > 0 {
+		if i := m.nLat.Add(1) - 1; i < latencySamples {
+			m.lat[i].Store(math.Float64bits(float64(r.LimiterTime) / float64(time.Millisecond)))
+		}
+	}
+	m.maybeFlush()
+}
+
+// Unauthorized counts a request rejected for having no subject.
+func (m *Metrics) Unauthorized() {
+	if m == nil {
+		return
+	}
+	m.unauthorized.Add(1)
+	m.maybeFlush()
+}
+
+func (m *Metrics) maybeFlush() {
+	if int64(time.Since(m.epoch)) >= m.next.Load() && m.mu.TryLock() {
+		defer m.mu.Unlock()
+		m.flushLocked()
+	}
+}
+
+// Flush writes what was recorded since the last flush now.
+func (m *Metrics) Flush() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flushLocked()
+}
+
+func (m *Metrics) flushLocked() {
+	m.next.Store(int64(time.Since(m.epoch) + max(m.o.Interval, 0)))
+	ts := time.Now().UnixMilli()
+	b := m.buf[:0]
+	for _, o := range [...]struct {
+		name string
+		n    *atomic.Uint64
+	}{{"allow", &m.allow}, {"deny", &m.deny}, {"shadowDeny", &m.shadowDeny}, {"unauthorized", &m.unauthorized}} {
+		n := o.n.Swap(0)
+		if n == 0 {
+			continue
+		}
+		b = m.head(b, ts, `[["Function","Outcome"]],"Metrics":[{"Name":"Decisions","Unit":"Count"}]}]}`)
+		b = append(b, `,"Outcome":"`...)
+		b = append(b, o.name...)
+		b = append(b, `","Decisions":`...)
+		b = strconv.AppendUint(b, n, 10)
+		b = append(b, "}\n"...)
+	}
+
+	b = m.head(b, ts, `[["Function"]],"Metrics":[{"Name":"FailOpen","Unit":"Count"},{"Name":"DenyCacheHits","Unit":"Count"},{"Name":"RedisLatency","Unit":"Milliseconds"},{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}]}]}`)
+	b = append(b, `,"FailOpen":`...)
+	b = strconv.AppendUint(b, m.failOpen.Swap(0), 10)
+	b = append(b, `,"DenyCacheHits":`...)
+	b = strconv.AppendUint(b, m.cacheHits.Swap(0), 10)
+	n := min(m.nLat.Swap(0), latencySamples)
+	if n > 0 {
+		b = append(b, `,"RedisLatency":[`...)
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, math.Float64frombits(m.lat[i].Load()), 'f', 3, 64)
+		}
+		b = append(b, ']')
+	}
+	if m.o.Gauges != nil {
+		open, age := m.o.Gauges()
+		b = append(b, `,"BreakerOpen":`...)
+		if open {
+			b = append(b, '1')
+		} else {
+			b = append(b, '0')
+		}
+		b = append(b, `,"SnapshotAgeSeconds":`...)
+		b = strconv.AppendInt(b, int64(age/time.Second), 10)
+	}
+	b = append(b, "}\n"...)
+	m.buf = b
+	_, _ = m.o.W.Write(b)
+}
+
+// head starts one EMF line up to the dimension sets and metrics, then the
+// Function property.
+func (m *Metrics) head(b []byte, ts int64, dimsAndMetrics string) []byte {
+	b = append(b, `{"_aws":{"Timestamp":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	b = append(b, `,"CloudWatchMetrics":[{"Namespace":"`+Namespace+`","Dimensions":`...)
+	b = append(b, dimsAndMetrics...)
+	b = append(b, `,"Function":`...)
+	return strconv.AppendQuote(b, m.o.Function)
+}
