@@ -122,7 +122,7 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name: "default rule when nothing matches",
+			name:  "default rule when nothing matches",
 			rules: []rules.Rule{rule("r-other", "zzz", "*", "*", 1, time.Minute)},
 			def:   &rules.Effective{Limit: 2, Period: time.Minute},
 			steps: []step{
