@@ -271,7 +271,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	newMigration(stack, p, s.Functions["migrate"], db)
 	s.AdminAPI = newAdminAPI(stack, s.Functions)
 	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
-	newMonitoring(stack, p, s.Authorizer.Function, rd)
+	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], rd)
 
 	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
 		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),
@@ -582,13 +582,26 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 }
 
 // newMonitoring creates the alarms and the dashboard.
-func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer awslambda.Function, rd redis) {
+func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, rd redis) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	// The authorizer writes Embedded Metric Format lines; "FailOpen" counts
-	// decisions allowed because Redis failed and the rule fails open.
-	failOpen := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace: jsii.String("Sluice"), MetricName: jsii.String("FailOpen"),
-		Statistic: jsii.String("Sum"), Period: minute,
+	// The authorizer and check functions write Embedded Metric Format lines
+	// in namespace Sluice with dimension Function = the Lambda's name;
+	// "FailOpen" counts decisions allowed because Redis failed and the rule
+	// fails open. FILL keeps a quiet function from blanking the sum.
+	failOpenOf := func(fn awslambda.IFunction) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("Sluice"), MetricName: jsii.String("FailOpen"),
+			DimensionsMap: &map[string]*string{"Function": fn.FunctionName()},
+			Statistic:     jsii.String("Sum"), Period: minute,
+		})
+	}
+	failOpen := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("SUM([FILL(a, 0), FILL(c, 0)])"),
+		Label:      jsii.String("Fail-open decisions"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"a": failOpenOf(authorizer), "c": failOpenOf(check),
+		},
+		Period: minute,
 	})
 	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold float64, periods float64) {
 		awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
@@ -616,6 +629,25 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer awslambda.Funct
 	graph := func(title string, ms ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &ms, Width: jsii.Number(8)})
 	}
+	sluiceMetric := func(name, stat string, dims map[string]string) awscloudwatch.IMetric {
+		dm := map[string]*string{"Function": authorizer.FunctionName()}
+		for k, v := range dims {
+			dm[k] = jsii.String(v)
+		}
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("Sluice"), MetricName: jsii.String(name), DimensionsMap: &dm,
+			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + strings.Join(mapValues(dims), " ") + " " + stat)),
+		})
+	}
+	var decisions []awscloudwatch.IMetric
+	for _, outcome := range []string{"allow", "deny", "shadowDeny", "unauthorized"} {
+		decisions = append(decisions, sluiceMetric("Decisions", "Sum", map[string]string{"Outcome": outcome}))
+	}
+	dash.AddWidgets(
+		graph("Authorizer decisions", decisions...),
+		graph("Redis latency (ms)", sluiceMetric("RedisLatency", "p50", nil), sluiceMetric("RedisLatency", "p99", nil)),
+		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), sluiceMetric("BreakerOpen", "Maximum", nil)),
+	)
 	dash.AddWidgets(
 		graph("Authorizer invocations and errors",
 			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs),
@@ -626,6 +658,14 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer awslambda.Funct
 	if rd.cpu != nil {
 		dash.AddWidgets(graph("Redis CPU %", rd.cpu), graph("Redis memory %", rd.mem))
 	}
+}
+
+func mapValues(m map[string]string) []string {
+	var vs []string
+	for _, v := range m {
+		vs = append(vs, v)
+	}
+	return vs
 }
 
 func or[T comparable](v, def T) T {

@@ -505,12 +505,27 @@ func TestNoWildcardActions(t *testing.T) {
 
 func TestAlarmsAndDashboard(t *testing.T) {
 	tmpl, js := synth(t, full)
-	check(t, "fail-open alarm", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "Sluice", "MetricName": "FailOpen", "Threshold": 0,
-			"ComparisonOperator": "GreaterThanThreshold",
-		})
-	})
+	// Fail-open: a sum over the authorizer's and the check function's
+	// FailOpen metrics (namespace Sluice, dimension Function).
+	var failOpen int
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		b, _ := json.Marshal(r.Props["Metrics"])
+		if !strings.Contains(string(b), `"MetricName":"FailOpen","Namespace":"Sluice"`) {
+			continue
+		}
+		failOpen++
+		for _, fn := range []string{"AuthorizerFunction", "Check"} {
+			if !strings.Contains(string(b), `"Dimensions":[{"Name":"Function","Value":{"Ref":"`+fn) {
+				t.Errorf("fail-open alarm metrics = %s, want the Function dimension of %s", b, fn)
+			}
+		}
+		if r.Props["Threshold"] != 0.0 || r.Props["ComparisonOperator"] != "GreaterThanThreshold" {
+			t.Errorf("fail-open alarm Threshold, ComparisonOperator = %v, %v; want 0, GreaterThanThreshold", r.Props["Threshold"], r.Props["ComparisonOperator"])
+		}
+	}
+	if failOpen != 1 {
+		t.Errorf("fail-open alarms = %d, want 1", failOpen)
+	}
 	check(t, "authorizer errors alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
 			"Namespace": "AWS/Lambda", "MetricName": "Errors",
