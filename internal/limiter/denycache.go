@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"time"
@@ -37,37 +38,34 @@ func newDenyCache(size int) *denyCache {
 
 // key hashes what a denial depends on: the subject, every bucket's
 // identity and parameters, and the cost.
-func (c *denyCache) key(r *Request) uint64 {
+func (c *denyCache) key(subject string, bs []Bucket, cost int64) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
-	h.WriteString(r.Subject)
-	var n [8]byte
-	put := func(v int64) {
-		for i := range n {
-			n[i] = byte(v >> (8 * i))
-		}
-		h.Write(n[:])
-	}
-	put(r.Cost)
-	for _, b := range r.Buckets {
+	h.WriteString(subject)
+	var n [8 * 5]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(cost))
+	h.Write(n[:8])
+	for _, b := range bs {
 		h.WriteString(b.ID)
-		put(b.Limit)
-		put(int64(b.Period))
-		put(b.Burst)
-		flags := int64(0)
+		h.WriteByte(0)
+		binary.LittleEndian.PutUint64(n[0:], uint64(b.Limit))
+		binary.LittleEndian.PutUint64(n[8:], uint64(b.Period))
+		binary.LittleEndian.PutUint64(n[16:], uint64(b.Burst))
+		flags := uint64(0)
 		if b.Shadow {
 			flags |= 1
 		}
 		if b.FailClosed {
 			flags |= 2
 		}
-		put(flags)
+		binary.LittleEndian.PutUint64(n[24:], flags)
+		h.Write(n[:32])
 	}
 	return h.Sum64()
 }
 
 // get returns the cached denial for r at now, if any.
-func (c *denyCache) get(k uint64, r *Request, now int64) (Decision, bool) {
+func (c *denyCache) get(k uint64, subject string, bs []Bucket, cost int64, now int64) (Decision, bool) {
 	e, ok := c.lru.Get(k)
 	if !ok {
 		return Decision{}, false
@@ -76,7 +74,7 @@ func (c *denyCache) get(k uint64, r *Request, now int64) (Decision, bool) {
 		c.lru.Remove(k)
 		return Decision{}, false
 	}
-	if e.cost != r.Cost || e.subject != r.Subject || !slices.Equal(e.buckets, r.Buckets) {
+	if e.cost != cost || e.subject != subject || !slices.Equal(e.buckets, bs) {
 		return Decision{}, false
 	}
 	d := e.d
@@ -88,15 +86,15 @@ func (c *denyCache) get(k uint64, r *Request, now int64) (Decision, bool) {
 	return d, true
 }
 
-// add caches a denial of r sent at sent, valid until until.
-func (c *denyCache) add(k uint64, r *Request, d Decision, sent, until int64) {
+// add caches a denial sent at sent, valid until until.
+func (c *denyCache) add(k uint64, subject string, bs []Bucket, cost int64, d Decision, sent, until int64) {
 	if until <= sent {
 		return
 	}
 	c.lru.Add(k, &denyEntry{
-		subject: r.Subject,
-		buckets: slices.Clone(r.Buckets),
-		cost:    r.Cost,
+		subject: subject,
+		buckets: slices.Clone(bs),
+		cost:    cost,
 		d:       d,
 		sent:    sent,
 		until:   until,

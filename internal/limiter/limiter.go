@@ -320,8 +320,8 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	var ck uint64
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
-		ck = l.cache.key(&req)
-		if d, ok := l.cache.get(ck, &req, l.now()); ok {
+		ck = l.cache.key(req.Subject, req.Buckets, req.Cost)
+		if d, ok := l.cache.get(ck, req.Subject, req.Buckets, req.Cost, l.now()); ok {
 			l.st.cacheHits.Add(1)
 			l.st.denied.Add(1)
 			return d, nil
@@ -368,7 +368,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 	d.RetryAfter = ms(r.retry)
 	if useCache {
-		l.cache.add(ck, &req, d, start, l.cacheUntil(start, d.RetryAfter))
+		l.cache.add(ck, req.Subject, req.Buckets, req.Cost, d, start, l.cacheUntil(start, d.RetryAfter))
 	}
 	return d, nil
 }
@@ -451,10 +451,10 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 	}
 	c := getCall()
 	defer putCall(c)
-	keys, _ := c.build(l.prefix, subject, 0, buckets)
+	c.build(l.prefix, subject, 0, buckets)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	if err := l.rdb.Del(ctx, keys...).Err(); err != nil {
+	if err := l.rdb.Del(ctx, c.keys...).Err(); err != nil {
 		return fmt.Errorf("limiter: reset subject %s: %w", SubjectHash(subject), err)
 	}
 	return nil
@@ -500,24 +500,43 @@ func validate(subject string, bs []Bucket, cost int64) error {
 	return nil
 }
 
-// call is the per-call scratch space: the keys and the script argument are
-// built in one buffer and turned into one string, whose substrings become
-// the keys (one allocation for all of them).
+// call is the per-call scratch space, pooled: the keys and the script
+// argument are built in one buffer; the keys become substrings of one string
+// (one allocation for all of them), the argument is handed to go-redis as an
+// encoding.BinaryMarshaler over the buffer (none).
 type call struct {
 	buf  []byte
 	keys []string
+	arg  argBytes
+	args []any
+	ctx  callCtx
 	ends [MaxBuckets + 1]int
 }
 
+// argBytes is the script's ARGV[1], written by go-redis without a copy.
+type argBytes []byte
+
+// MarshalBinary returns the bytes themselves.
+func (a *argBytes) MarshalBinary() ([]byte, error) { return *a, nil }
+
 var callPool = sync.Pool{New: func() any {
-	return &call{buf: make([]byte, 0, 512), keys: make([]string, 0, MaxBuckets)}
+	c := &call{buf: make([]byte, 0, 512), keys: make([]string, 0, MaxBuckets)}
+	c.args = []any{&c.arg}
+	return c
 }}
 
-func getCall() *call  { return callPool.Get().(*call) }
-func putCall(c *call) { callPool.Put(c) }
+func getCall() *call { return callPool.Get().(*call) }
 
-// build returns the bucket keys and the script's ARGV[1].
-func (c *call) build(prefix, subject string, cost int64, bs []Bucket) ([]string, string) {
+func putCall(c *call) {
+	if c.ctx.timer != nil && !c.ctx.disarm() {
+		return // its timer fired: let it go
+	}
+	callPool.Put(c)
+}
+
+// build fills c.keys with the bucket keys and c.arg with the script's
+// ARGV[1].
+func (c *call) build(prefix, subject string, cost int64, bs []Bucket) {
 	buf := append(c.buf[:0], prefix...)
 	buf = append(buf, '{')
 	buf = appendSubjectHash(buf, subject)
@@ -530,9 +549,10 @@ func (c *call) build(prefix, subject string, cost int64, bs []Bucket) ([]string,
 		buf = append(buf, b.ID...)
 		c.ends[i] = len(buf)
 	}
+	keysEnd := len(buf)
 	buf = appendArgs(buf, cost, bs)
 	c.buf = buf
-	s := string(buf)
+	s := string(buf[:keysEnd])
 	keys := c.keys[:0]
 	from := 0
 	for i := range bs {
@@ -540,7 +560,7 @@ func (c *call) build(prefix, subject string, cost int64, bs []Bucket) ([]string,
 		from = c.ends[i]
 	}
 	c.keys = keys
-	return keys, s[from:]
+	c.arg = buf[keysEnd:]
 }
 
 // eval runs the script once, within the Limiter's timeout, and returns its
@@ -548,8 +568,7 @@ func (c *call) build(prefix, subject string, cost int64, bs []Bucket) ([]string,
 func (l *Limiter) eval(ctx context.Context, subject string, cost int64, bs []Bucket) (string, error) {
 	c := getCall()
 	defer putCall(c)
-	keys, arg := c.build(l.prefix, subject, cost, bs)
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	return bucketScript.Run(ctx, l.rdb, keys, arg).Text()
+	c.build(l.prefix, subject, cost, bs)
+	c.ctx.arm(ctx, l.timeout)
+	return bucketScript.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
 }

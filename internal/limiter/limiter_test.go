@@ -192,7 +192,7 @@ func runScenario(t *testing.T, l *Limiter, sub string, sc scenario) {
 	ctx := context.Background()
 	tol := sc.tol
 	if tol == 0 {
-		tol = 5 * time.Millisecond
+		tol = 50 * time.Millisecond
 	}
 	for i, st := range sc.steps {
 		time.Sleep(st.sleep)

@@ -52,7 +52,7 @@ func TestMiniredisMatchesRedis(t *testing.T) {
 			sub := subject(t, i)
 			want := play(onReal, sub, sc)
 			got := play(onMini, sub, sc)
-			if diff := cmp.Diff(want, got, durationsWithin(5*time.Millisecond), cmp.Comparer(func(a, b error) bool {
+			if diff := cmp.Diff(want, got, durationsWithin(50*time.Millisecond), cmp.Comparer(func(a, b error) bool {
 				return (a == nil) == (b == nil)
 			})); diff != "" {
 				t.Errorf("miniredis differs from Redis (-redis +miniredis):\n%s", diff)

@@ -1,0 +1,130 @@
+package limiter
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkAllow measures decisions against the test Redis at 1, 16 and 64
+// concurrent callers, next to a PING round trip measured in the same run
+// (x-ping is a row's decisions/s over PING's at the same concurrency):
+//
+//	ping        the floor: one bare PING round trip per op
+//	1-bucket    10,000 subjects, one bucket each, allowed
+//	2-bucket    10,000 subjects, two buckets each (API + route), allowed
+//	hot         one subject, allowed (every caller on one key)
+//	hot-denied  one exhausted subject: the local deny cache answers
+//
+// Run it with: scripts/testenv.sh go test -run '^$' -bench . -benchmem ./internal/limiter/
+func BenchmarkAllow(b *testing.B) {
+	subjects := make([]string, 10000)
+	for i := range subjects {
+		subjects[i] = "bench-subject-" + strconv.Itoa(i)
+	}
+	api := Bucket{ID: "api", Limit: 1_000_000, Period: time.Second}
+	route := Bucket{ID: "route", Limit: 1_000_000, Period: time.Second}
+	one, two := []Bucket{api}, []Bucket{api, route}
+	exhausted := []Bucket{{ID: "x", Limit: 1, Period: time.Hour}}
+
+	for _, callers := range []int{1, 16, 64} {
+		c := newClient(b, callers)
+		prefix := testPrefix(b, c)
+		var pingRate float64
+		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
+			b.Run("ping", func(b *testing.B) {
+				pingRate = run(b, callers, func(ctx context.Context, _ int) error {
+					return c.Ping(ctx).Err()
+				}, nil, 0)
+			})
+			rows := []struct {
+				name string
+				req  func(i int) Request
+			}{
+				{"1-bucket", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: one, Cost: 1} }},
+				{"2-bucket", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: two, Cost: 1} }},
+				{"hot", func(int) Request { return Request{Subject: "hot", Buckets: one, Cost: 1} }},
+				{"hot-denied", func(int) Request { return Request{Subject: "hot", Buckets: exhausted, Cost: 1} }},
+			}
+			for _, row := range rows {
+				b.Run(row.name, func(b *testing.B) {
+					l := New(c, Options{Prefix: prefix, Timeout: time.Second})
+					if row.name == "hot-denied" {
+						for range 2 {
+							_, _ = l.Allow(context.Background(), row.req(0))
+						}
+					}
+					run(b, callers, func(ctx context.Context, i int) error {
+						_, err := l.Allow(ctx, row.req(i))
+						return err
+					}, l, pingRate)
+				})
+			}
+		})
+	}
+}
+
+// run calls op b.N times from callers goroutines and reports decisions/s,
+// p50/p99 latency, round trips per op (when l is set) and the ratio to
+// pingRate (when set). It returns the ops per second.
+func run(b *testing.B, callers int, op func(ctx context.Context, i int) error, l *Limiter, pingRate float64) float64 {
+	b.ReportAllocs()
+	ctx := context.Background()
+	// Warm the pool: every caller its connection.
+	var warm sync.WaitGroup
+	for range callers {
+		warm.Add(1)
+		go func() { defer warm.Done(); _ = op(ctx, 0) }()
+	}
+	warm.Wait()
+	var before Stats
+	if l != nil {
+		before = l.Stats()
+	}
+	lat := make([]time.Duration, b.N)
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				t := time.Now()
+				if err := op(ctx, i); err != nil {
+					failed.Add(1)
+				}
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	slices.Sort(lat)
+	rate := float64(b.N) / elapsed.Seconds()
+	b.ReportMetric(rate, "decisions/s")
+	b.ReportMetric(float64(lat[b.N/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[b.N*99/100].Microseconds()), "p99-µs")
+	if pingRate > 0 {
+		b.ReportMetric(rate/pingRate, "x-ping")
+	}
+	if l != nil {
+		s := l.Stats()
+		b.ReportMetric(float64(s.RedisCalls-before.RedisCalls)/float64(b.N), "rtt/op")
+	}
+	if n := failed.Load(); n > 0 {
+		b.Errorf("%d of %d ops failed", n, b.N)
+	}
+	return rate
+}
