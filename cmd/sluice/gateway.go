@@ -231,11 +231,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // setRateLimitHeaders copies the RateLimit fields (and, on a deny,
 // Retry-After) from the authorizer context; empty values are left out.
 func setRateLimitHeaders(h http.Header, ctxv map[string]any, deny bool) {
+	// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
+	// Field names are case-insensitive, but people read them.
 	if v := contextString(ctxv, authapigw.KeyRateLimitPolicy); v != "" {
-		h.Set("RateLimit-Policy", v)
+		h["RateLimit-Policy"] = []string{v}
 	}
 	if v := contextString(ctxv, authapigw.KeyRateLimit); v != "" {
-		h.Set("RateLimit", v)
+		h["RateLimit"] = []string{v}
 	}
 	if deny {
 		if v := contextString(ctxv, authapigw.KeyRetryAfter); v != "" {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // headerList is a repeatable --header "Name: value" flag.
@@ -457,7 +459,7 @@ func checkSubject(name string, s *subjectStats, c loadConfig) subjectReport {
 	for _, p := range ps {
 		b := float64(p.Burst) + float64(p.Limit)*window.Seconds()/p.Period.Seconds()
 		if b < r.Bound {
-			r.Bound, r.Limit, r.Burst, r.Period = b, p.Limit, p.Burst, p.Period.String()
+			r.Bound, r.Limit, r.Burst, r.Period = b, p.Limit, p.Burst, periodString(rules.Period(p.Period))
 		}
 	}
 	// A request admitted at the very edge may round up; the bound counts
@@ -535,7 +537,7 @@ func (r *loadReport) print(w io.Writer) {
 
 	const maxRows = 50
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBJECT\tALLOWED\tDENIED\tERRORS\tWINDOW s\tLIMIT\tBURST\tPERIOD\tBOUND\tOK\t")
+	fmt.Fprintln(tw, "SUBJECT\tALLOWED\tDENIED\tERRORS\tWINDOW s\tLIMIT\tBURST\tPERIOD\tBOUND\tOK")
 	shown := 0
 	for _, s := range r.Subjects {
 		// Over-admitted subjects are always listed; the rest up to maxRows.
@@ -555,7 +557,7 @@ func (r *loadReport) print(w io.Writer) {
 			bound = strconv.FormatFloat(s.Bound, 'f', 1, 64)
 			limit, burst, period = strconv.FormatInt(s.Limit, 10), strconv.FormatInt(s.Burst, 10), s.Period
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", s.Subject, s.Allowed, s.Denied, s.Errors, s.Elapsed, limit, burst, period, bound, ok)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\n", s.Subject, s.Allowed, s.Denied, s.Errors, s.Elapsed, limit, burst, period, bound, ok)
 	}
 	tw.Flush()
 	if n := len(r.Subjects) - shown; n > 0 {
