@@ -43,13 +43,17 @@ clean: ## remove build output
 	rm -rf $(BUILD) cdk.out
 
 # --- CDK (infra/). The CLI is pinned in package.json and installed into
-# node_modules by `npm ci` when missing. Pass extra CLI flags with CDKFLAGS,
-# e.g. make deploy CDKFLAGS='-c serverlessRedis=true'.
+# node_modules by `npm ci` when missing. Pass extra CLI flags with ARGS,
+# e.g. make deploy ARGS='-c serverlessRedis=true'. (Not CDKFLAGS: the CLI
+# reads every CDK* environment variable as an option.)
 CDK       := npx --no-install cdk
 CDKLOCAL  := npx --no-install cdklocal
-CDKFLAGS  ?=
 LOCALSTACK_REDIS_URL    ?= redis://host.docker.internal:6379
 LOCALSTACK_DATABASE_URL ?= postgres://sluice:sluice@host.docker.internal:5432/sluice?sslmode=disable
+# LocalStack accepts any credentials; a real profile's are kept if set.
+LOCALSTACK_ENV := AWS_ACCESS_KEY_ID=$${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=$${AWS_SECRET_ACCESS_KEY:-test} \
+	AWS_REGION=$${AWS_REGION:-us-east-1} AWS_DEFAULT_REGION=$${AWS_REGION:-us-east-1}
+LOCALSTACK_CTX := -c localstack=true -c 'redisUrl=$(LOCALSTACK_REDIS_URL)' -c 'databaseUrl=$(LOCALSTACK_DATABASE_URL)'
 
 node_modules: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -57,19 +61,17 @@ node_modules: package.json package-lock.json
 
 .PHONY: synth
 synth: build node_modules ## synthesize the CloudFormation template into cdk.out/ (builds the Lambdas first)
-	$(CDK) synth $(CDKFLAGS)
+	$(CDK) synth $(ARGS)
 
 .PHONY: diff
 diff: build node_modules ## compare the stack with what is deployed in the current AWS account
-	$(CDK) diff $(CDKFLAGS)
+	$(CDK) diff $(ARGS)
 
 .PHONY: deploy
 deploy: build node_modules ## build the Lambdas and deploy the stack to the current AWS account (cdk deploy)
-	$(CDK) deploy $(CDKFLAGS)
+	$(CDK) deploy $(ARGS)
 
 .PHONY: localstack-deploy
 localstack-deploy: build node_modules ## deploy to a running LocalStack with cdklocal, using LOCALSTACK_REDIS_URL and LOCALSTACK_DATABASE_URL
-	AWS_ACCESS_KEY_ID=$${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=$${AWS_SECRET_ACCESS_KEY:-test} \
-	AWS_REGION=$${AWS_REGION:-us-east-1} AWS_DEFAULT_REGION=$${AWS_REGION:-us-east-1} \
-	sh -c '$(CDKLOCAL) bootstrap -c localstack=true -c redisUrl="$(LOCALSTACK_REDIS_URL)" -c databaseUrl="$(LOCALSTACK_DATABASE_URL)" $(CDKFLAGS) && \
-	       $(CDKLOCAL) deploy --require-approval never -c localstack=true -c redisUrl="$(LOCALSTACK_REDIS_URL)" -c databaseUrl="$(LOCALSTACK_DATABASE_URL)" $(CDKFLAGS)'
+	$(LOCALSTACK_ENV) $(CDKLOCAL) bootstrap $(LOCALSTACK_CTX) $(ARGS)
+	$(LOCALSTACK_ENV) $(CDKLOCAL) deploy --require-approval never $(LOCALSTACK_CTX) $(ARGS)
