@@ -100,16 +100,18 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 		env[k] = jsii.String(v)
 	}
 	props := &awslambda.FunctionProps{
-		Description:   jsii.String("Sluice " + p.Name),
-		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:  awslambda.Architecture_ARM_64(),
-		Handler:       jsii.String("bootstrap"),
-		Code:          awslambda.Code_FromAsset(jsii.String(dir), nil),
-		MemorySize:    jsii.Number(memory),
-		Timeout:       timeout,
-		Environment:   &env,
-		LogGroup:      logs,
-		LoggingFormat: awslambda.LoggingFormat_JSON,
+		Description:  jsii.String("Sluice " + p.Name),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:   jsii.Number(memory),
+		Timeout:      timeout,
+		Environment:  &env,
+		// The log format stays Text: the functions already write JSON lines
+		// (slog) and Embedded Metric Format lines, which must reach the log
+		// stream as written to become metrics.
+		LogGroup: logs,
 	}
 	if p.ReservedConcurrency > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(p.ReservedConcurrency)
