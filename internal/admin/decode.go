@@ -110,7 +110,7 @@ func fieldProblems(key string, t reflect.Type, err error) []rules.FieldError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		want := describe(t)
-		if strings.HasPrefix(te.Value, "number") && strings.HasPrefix(want, "an integer") {
+		if strings.HasPrefix(te.Value, "number") && want == "an integer" {
 			return []rules.FieldError{fieldError(key, "must be "+want+" (got "+truncate(te.Value)+")")}
 		}
 		return []rules.FieldError{fieldError(key, "must be "+want+", not "+firstWord(te.Value))}
@@ -125,7 +125,7 @@ func describe(t reflect.Type) string {
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer between -9223372036854775808 and 9223372036854775807"
+		return "an integer"
 	case reflect.Bool:
 		return "a boolean"
 	case reflect.String:
