@@ -194,13 +194,17 @@ func parseRateLimitPolicy(h string) []policy {
 
 // subjectStats is what one subject saw.
 type subjectStats struct {
-	mu           sync.Mutex
-	allowed      int64
-	denied       int64
-	errors       int64
-	first        time.Time // start of its first request
-	lastAllowed  time.Time // end of its last admitted response
-	policyHeader string    // the last RateLimit-Policy seen
+	mu          sync.Mutex
+	allowed     int64
+	denied      int64
+	errors      int64
+	first       time.Time // start of its first request
+	lastAllowed time.Time // end of its last admitted response
+	// policies are the distinct RateLimit-Policy values seen. A response
+	// names only its limiting rule; with stacked rules (API-wide and
+	// route) different responses name different ones, and all of them
+	// bind the subject.
+	policies map[string]struct{}
 }
 
 // loadReport is the outcome of a run.
@@ -337,7 +341,12 @@ func generateLoad(ctx context.Context, c loadConfig, progress io.Writer, tty boo
 				statusMu.Unlock()
 				s.mu.Lock()
 				if p := resp.Header.Get("RateLimit-Policy"); p != "" {
-					s.policyHeader = p
+					if _, ok := s.policies[p]; !ok && len(s.policies) < 16 {
+						if s.policies == nil {
+							s.policies = map[string]struct{}{}
+						}
+						s.policies[p] = struct{}{}
+					}
 				}
 				switch {
 				case resp.StatusCode < 400:
@@ -429,7 +438,8 @@ func generateLoad(ctx context.Context, c loadConfig, progress io.Writer, tty boo
 // admitted one, which contains the server-side window, so the bound is
 // never too tight.
 func checkSubject(name string, s *subjectStats, c loadConfig) subjectReport {
-	r := subjectReport{Subject: name, Allowed: s.allowed, Denied: s.denied, Errors: s.errors, Policies: s.policyHeader}
+	seen := strings.Join(sortedKeys(s.policies), ", ")
+	r := subjectReport{Subject: name, Allowed: s.allowed, Denied: s.denied, Errors: s.errors, Policies: seen}
 	if s.lastAllowed.IsZero() {
 		r.Checked = true // nothing admitted: nothing over-admitted
 		return r
@@ -444,7 +454,7 @@ func checkSubject(name string, s *subjectStats, c loadConfig) subjectReport {
 		}
 		ps = []policy{{Limit: c.Limit, Burst: b, Period: c.Period}}
 	} else {
-		ps = parseRateLimitPolicy(s.policyHeader)
+		ps = parseRateLimitPolicy(seen)
 		if c.Burst > 0 {
 			for i := range ps {
 				ps[i].Burst = c.Burst

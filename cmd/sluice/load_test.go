@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,11 +76,20 @@ func TestCheckSubject(t *testing.T) {
 		{"one over", 11, 0, "10;w=60", loadConfig{}, true, true, 10},
 		{"refill counted", 15, 30 * time.Second, "10;w=60", loadConfig{}, true, false, 15},
 		{"tightest policy", 6, 0, `"a";q=100;w=60, "r";q=5;w=60`, loadConfig{}, true, true, 5},
+		{"policies seen on different responses", 6, 0, `"a";q=100;w=60|"r";q=5;w=60`, loadConfig{}, true, true, 5},
 		{"flags override", 11, 0, "10;w=60", loadConfig{Limit: 10, Burst: 20, Period: time.Minute}, true, false, 20},
 		{"no policy", 1000, 0, "", loadConfig{}, false, false, 0},
 	}
 	for _, tt := range tests {
-		s := &subjectStats{allowed: tt.allowed, first: t0, lastAllowed: t0.Add(tt.window), policyHeader: tt.header}
+		s := &subjectStats{allowed: tt.allowed, first: t0, lastAllowed: t0.Add(tt.window)}
+		for _, h := range strings.Split(tt.header, "|") {
+			if h != "" {
+				if s.policies == nil {
+					s.policies = map[string]struct{}{}
+				}
+				s.policies[h] = struct{}{}
+			}
+		}
 		got := checkSubject("s", s, tt.cfg)
 		if got.Checked != tt.checked || got.Over != tt.over || (tt.checked && got.Bound != tt.wantBnd) {
 			t.Errorf("%s: checkSubject = checked %v over %v bound %v, want %v %v %v", tt.name, got.Checked, got.Over, got.Bound, tt.checked, tt.over, tt.wantBnd)

@@ -451,6 +451,26 @@ func testCLI(t *testing.T, p *localProc) {
 		t.Errorf("rules get after rm = exit %d, stderr %q, want exit 1 with 404", code, stderr)
 	}
 
+	// From a file: create, then the same file again updates by scope.
+	file := filepath.Join(t.TempDir(), "rule.json")
+	body := `{"api": "demo", "route": "PUT /items/{id}", "subject": "*", "limit": 2, "period": "1h", "mode": "shadow"}`
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var fromFile rules.Rule
+	p.cliJSON(t, &fromFile, "rules", "put", "-f", file)
+	if fromFile.Version != 1 || fromFile.Mode != rules.Shadow || fromFile.Period != rules.Period(time.Hour) {
+		t.Errorf("rules put -f = %+v, want version 1, shadow, 1h", fromFile)
+	}
+	var again rules.Rule
+	p.cliJSON(t, &again, "rules", "put", "-f", file, "--limit", "5")
+	if again.ID != fromFile.ID || again.Version != 2 || *again.Limit != 5 {
+		t.Errorf("rules put -f again --limit 5 = %+v, want the same rule at version 2, limit 5", again)
+	}
+	if _, stderr, code := p.cli(t, "rules", "rm", again.ID, "--version", "2"); code != 0 {
+		t.Errorf("rules rm --version 2 = exit %d: %s", code, stderr)
+	}
+
 	// Plans.
 	name := "gold" + randomHex(t)[:4]
 	var plan rules.Plan
@@ -583,6 +603,23 @@ func testLoad(t *testing.T, p *localProc) {
 	}
 	if rep.Denied == 0 || rep.LatencyMs.P50 <= 0 {
 		t.Errorf("load report: denied %d, p50 %v, want denials and latencies", rep.Denied, rep.LatencyMs.P50)
+	}
+
+	// Stacked: /search is charged on the API-wide rule and on its route
+	// rule (3 a minute); each subject gets exactly 3.
+	stdout, stderr, code = p.cli(t, "load", "--rate", "200", "--duration", "1s", "--subjects", "3",
+		"--subject-prefix", prefix+"s-", "--strict", "--quiet", "-o", "json", p.base+"/search")
+	if code != 0 {
+		t.Fatalf("sluice load --strict /search = exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rep = loadReport{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("decode load report: %v\n%s", err, stdout)
+	}
+	for _, s := range rep.Subjects {
+		if s.Allowed != 3 || !s.Checked || s.Over || s.Limit != 3 {
+			t.Errorf("load /search subject %s = allowed %d, checked %v, over %v, limit %d, want 3 allowed within limit 3", s.Subject, s.Allowed, s.Checked, s.Over, s.Limit)
+		}
 	}
 }
 
