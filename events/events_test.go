@@ -95,7 +95,7 @@ type seeded struct {
 	apiRule, route rules.Rule
 }
 
-func seed(t *testing.T) seeded {
+func seed(t testing.TB) seeded {
 	t.Helper()
 	s := seeded{dbURL: pgtest.NewDatabase(t)}
 	pool, err := pgxpool.New(context.Background(), s.dbURL)
@@ -116,7 +116,7 @@ func seed(t *testing.T) seeded {
 
 func ptr[T any](v T) *T { return &v }
 
-func testURLs(t *testing.T) (redisURL string) {
+func testURLs(t testing.TB) (redisURL string) {
 	t.Helper()
 	redisURL = os.Getenv("SLUICE_TEST_REDIS_URL")
 	if redisURL == "" {
