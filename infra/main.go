@@ -2,6 +2,8 @@
 // (cdk.json: "go run ./infra"). It deploys the reference stack; context
 // flags (-c key=value) select the bring-your-own and LocalStack variants:
 //
+//	vpcId=vpc-...          run in an existing VPC (looked up) instead of a new one
+//	securityGroupIds=sg-a,sg-b     security groups for the Lambdas in that VPC
 //	localstack=true        no VPC, no ElastiCache, no RDS (needs redisUrl and databaseUrl)
 //	redisUrl=rediss://...  an existing Redis instead of ElastiCache
 //	redisMode=cluster      REDIS_MODE for redisUrl (default single)
@@ -18,6 +20,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -62,6 +65,8 @@ func propsFromContext(app awscdk.App) (*StackProps, string) {
 		SubjectSources:     get("subjectSources"),
 		DefaultLimit:       get("defaultLimit"),
 		NoVpc:              get("localstack") == "true",
+		VpcID:              get("vpcId"),
+		SecurityGroupIDs:   splitList(get("securityGroupIds")),
 	}
 	name := get("stackName")
 	if name == "" {
@@ -75,4 +80,15 @@ func envOrNil(k string) *string {
 		return jsii.String(v)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated context value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -44,6 +44,12 @@ type StackProps struct {
 	// SecurityGroups are given to every Lambda, e.g. the groups your own Redis
 	// and database admit. Default: one group created here.
 	SecurityGroups []awsec2.ISecurityGroup
+	// VpcID looks up an existing VPC by id (needs the stack's account and
+	// region; the CLI provides them). Ignored when Vpc is set.
+	VpcID string
+	// SecurityGroupIDs are looked up and given to every Lambda, like
+	// SecurityGroups.
+	SecurityGroupIDs []string
 	// NoVpc runs the Lambdas outside any VPC and creates none (LocalStack).
 	// Requires RedisURL and a database.
 	NoVpc bool
@@ -112,8 +118,8 @@ func (p *StackProps) validate() error {
 	if p.NoVpc && !p.byoDatabase() {
 		errs = append(errs, errors.New("NoVpc requires DatabaseURL or DatabaseSecretArn: Aurora needs a VPC"))
 	}
-	if p.NoVpc && p.Vpc != nil {
-		errs = append(errs, errors.New("NoVpc and Vpc are exclusive"))
+	if p.NoVpc && (p.Vpc != nil || p.VpcID != "") {
+		errs = append(errs, errors.New("NoVpc and Vpc/VpcID are exclusive"))
 	}
 	if p.DatabaseURL != "" && p.DatabaseSecretArn != "" {
 		errs = append(errs, errors.New("DatabaseURL and DatabaseSecretArn are exclusive"))
@@ -185,13 +191,20 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
 
 	vpc, subnets := p.Vpc, p.VpcSubnets
+	if vpc == nil && p.VpcID != "" {
+		vpc = awsec2.Vpc_FromLookup(stack, jsii.String("Vpc"), &awsec2.VpcLookupOptions{VpcId: jsii.String(p.VpcID)})
+	}
+	sgs := append([]awsec2.ISecurityGroup(nil), p.SecurityGroups...)
+	for i, id := range p.SecurityGroupIDs {
+		sgs = append(sgs, awsec2.SecurityGroup_FromSecurityGroupId(stack, jsii.String(fmt.Sprintf("FunctionsSg%d", i)), jsii.String(id), nil))
+	}
 	if vpc == nil && !p.NoVpc {
 		vpc = newVpc(stack)
 		subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
 	}
 	var fnSGs []awsec2.ISecurityGroup
 	if vpc != nil {
-		fnSGs = p.SecurityGroups
+		fnSGs = sgs
 		if len(fnSGs) == 0 {
 			fnSGs = []awsec2.ISecurityGroup{awsec2.NewSecurityGroup(stack, jsii.String("FunctionsSg"), &awsec2.SecurityGroupProps{
 				Vpc:              vpc,

@@ -54,7 +54,7 @@ type variant string
 const (
 	full       variant = "full"       // everything created: VPC, replication group, Aurora
 	serverless variant = "serverless" // ElastiCache Serverless
-	byo        variant = "byo"        // existing Redis and database (secret), new VPC
+	byo        variant = "byo"        // existing VPC (looked up), Redis and database (secret)
 	localstack variant = "localstack" // what `make localstack-deploy` synthesizes
 )
 
@@ -68,6 +68,9 @@ func variantProps(v variant) *StackProps {
 	case serverless:
 		p.ServerlessRedis = true
 	case byo:
+		p.Env = &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}
+		p.VpcID = "vpc-0123456789abcdef0"
+		p.SecurityGroupIDs = []string{"sg-0123456789abcdef0"}
 		p.RedisURL = "rediss://redis.internal.example:6379"
 		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
 		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
@@ -593,8 +596,20 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 			t.Errorf("localstack: %s DATABASE_URL = %v, want %s", r.ID, env["DATABASE_URL"], variantProps(localstack).DatabaseURL)
 		}
 	}
-	// The BYO secrets are granted by ARN, read-only.
+	// The BYO VPC and security group are used, none created.
 	_, js = synth(t, byo)
+	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::SecurityGroup"} {
+		if rs := resources(js, typ); len(rs) > 0 {
+			t.Errorf("byo: %d %s, want none", len(rs), typ)
+		}
+	}
+	for _, r := range sluiceFunctions(js) {
+		b, _ := json.Marshal(r.Props["VpcConfig"])
+		if !strings.Contains(string(b), `"SecurityGroupIds":["sg-0123456789abcdef0"]`) {
+			t.Errorf("byo: %s VpcConfig = %s, want the given security group", r.ID, b)
+		}
+	}
+	// The BYO secrets are granted by ARN, read-only.
 	b, _ := json.Marshal(resources(js, "AWS::IAM::Policy"))
 	for _, arn := range []string{variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn} {
 		if !strings.Contains(string(b), arn) {
