@@ -76,23 +76,26 @@ func parseReply(rd *replyReader, n int) (reply, error) {
 	return r, nil
 }
 
-// appendArgs appends the script's ARGV[1] for cost and buckets.
-func appendArgs(dst []byte, cost int64, bs []Bucket) []byte {
+// appendArgs appends the script's ARGV (see bucket.lua) to dst, each
+// followed by its end offset in ends.
+func appendArgs(dst []byte, ends []int, cost int64, bs []Bucket) ([]byte, []int) {
 	dst = strconv.AppendInt(dst, cost, 10)
+	ends = append(ends, len(dst))
 	for _, b := range bs {
-		dst = append(dst, ' ')
 		dst = strconv.AppendInt(dst, b.Limit, 10)
-		dst = append(dst, ' ')
+		ends = append(ends, len(dst))
 		dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
-		dst = append(dst, ' ')
+		ends = append(ends, len(dst))
 		dst = strconv.AppendInt(dst, b.capacity(), 10)
+		ends = append(ends, len(dst))
 		if b.Shadow {
-			dst = append(dst, " 1"...)
+			dst = append(dst, '1')
 		} else {
-			dst = append(dst, " 0"...)
+			dst = append(dst, '0')
 		}
+		ends = append(ends, len(dst))
 	}
-	return dst
+	return dst, ends
 }
 
 // periodMicros is the period in whole microseconds, at least 1.
