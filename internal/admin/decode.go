@@ -41,6 +41,10 @@ func decodeBody(body []byte, dst any, required ...string) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return bodyError("The request body has data after the JSON object.")
 	}
+	if k := duplicateKey(body); k != "" {
+		// Parsers disagree on which copy wins; refuse to guess.
+		return badRequest(fieldError(truncate(k), "appears more than once"))
+	}
 
 	v := reflect.ValueOf(dst).Elem()
 	fields := jsonFields(v.Type())
@@ -51,6 +55,9 @@ func decodeBody(body []byte, dst any, required ...string) error {
 	slices.Sort(keys)
 	var problems []rules.FieldError
 	for _, k := range keys {
+		if len(problems) >= maxFieldErrors {
+			break
+		}
 		idx, ok := fields[k]
 		if !ok {
 			problems = append(problems, fieldError(truncate(k), "unknown field"))
@@ -74,6 +81,36 @@ func decodeBody(body []byte, dst any, required ...string) error {
 		return badRequest(problems...)
 	}
 	return nil
+}
+
+// maxFieldErrors bounds the field errors reported for one body, so that a
+// 64 KiB body of unknown fields does not get a megabyte of problems back.
+const maxFieldErrors = 20
+
+// duplicateKey returns a key that appears twice at the top level of the
+// JSON object in body (already known to be valid), or "".
+func duplicateKey(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 func bodyError(detail string) *Error {

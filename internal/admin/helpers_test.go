@@ -91,3 +91,15 @@ func httpDo(t *testing.T, srv *httptest.Server, method, path, body string, heade
 	b, _ := io.ReadAll(resp.Body)
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
+
+// manyFields returns n JSON members "f0000":1, "f0001":1, ... without braces.
+func manyFields(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"f%04d":1`, i)
+	}
+	return b.String()
+}
