@@ -134,7 +134,7 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 	headers := make(map[string]string, len(r.Header)+1)
 	multi := make(map[string][]string, len(r.Header)+1)
 	for k, vs := range r.Header {
-		headers[k] = strings.Join(vs, ",")
+		headers[k] = vs[len(vs)-1] // like the query string: the last value
 		multi[k] = slices.Clone(vs)
 	}
 	headers["Host"], multi["Host"] = r.Host, []string{r.Host}
