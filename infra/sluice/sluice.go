@@ -58,8 +58,8 @@ type FunctionProps struct {
 	Timeout awscdk.Duration
 	// Vpc places the function in these subnets. Default: not in a VPC.
 	Vpc awsec2.IVpc
-	// VpcSubnets selects the subnets. Default: the VPC's isolated subnets
-	// when it has any, else its private ones (CDK default).
+	// VpcSubnets selects the subnets. Default: CDK's choice, the VPC's
+	// private subnets with egress, else its isolated ones.
 	VpcSubnets *awsec2.SubnetSelection
 	// SecurityGroups of the function in the VPC. Default: one created by CDK.
 	SecurityGroups []awsec2.ISecurityGroup
