@@ -478,8 +478,8 @@ func TestRouting(t *testing.T) {
 			t.Errorf("pinned GET handler Allow = %q, want GET", resp.Headers["Allow"])
 		}
 		resp, _ = apigw.Handler(e.svc, "GET /bogus")(context.Background(), ev)
-		if resp.StatusCode != 404 {
-			t.Errorf("handler pinned to an unknown route = %d, want 404", resp.StatusCode)
+		if resp.StatusCode != 500 {
+			t.Errorf("handler pinned to an unknown route = %d, want 500", resp.StatusCode)
 		}
 
 		// Base64 bodies, and the actor when there is no user ARN.

@@ -148,7 +148,8 @@ func (s *Service) Handle(ctx context.Context, req Request) Response {
 // constants): a Lambda function behind one route uses it so that a
 // misrouted event cannot run another operation. The resource the gateway
 // reports is not compared, so the API may be mounted under any base path;
-// only the method is (405 otherwise). An unknown route name gets 404.
+// only the method is (405 otherwise). An unknown route name is a
+// deployment bug: 500, logged.
 func (s *Service) HandleRoute(ctx context.Context, name string, req Request) Response {
 	return s.serve(ctx, name, &req)
 }
@@ -195,7 +196,7 @@ func (s *Service) dispatch(ctx context.Context, pinned string, c *call) (reply, 
 	for k, vs := range c.Query {
 		for _, v := range vs {
 			if reason := badText(k + v); reason != "" {
-				return reply{}, badRequest(fieldError(k, reason))
+				return reply{}, badRequest(fieldError(truncate(k), reason))
 			}
 		}
 	}
@@ -216,8 +217,8 @@ func (s *Service) find(pinned string, req *Request) (*route, map[string]string, 
 	if pinned != "" {
 		rt := routeByName(pinned)
 		if rt == nil {
-			return nil, nil, &Error{Status: http.StatusNotFound, Detail: "No such admin route.",
-				Err: fmt.Errorf("function pinned to unknown route %q", pinned)}
+			// A deployment bug, not the client's doing.
+			return nil, nil, fmt.Errorf("function pinned to unknown admin route %q", pinned)
 		}
 		if req.Method != rt.method {
 			return nil, nil, methodNotAllowed(rt.method)
