@@ -196,6 +196,11 @@ func TestAuthorizerResultCacheIsOff(t *testing.T) {
 			if got := r.Props["AuthorizerResultTtlInSeconds"]; got != 0.0 {
 				t.Errorf("%s: %s AuthorizerResultTtlInSeconds = %v, want 0", v, r.ID, got)
 			}
+			// The default SUBJECT_SOURCES has several sources: API Gateway
+			// must require none of them.
+			if got, ok := r.Props["IdentitySource"]; ok {
+				t.Errorf("%s: %s IdentitySource = %q, want none", v, r.ID, got)
+			}
 			if got := r.Props["Type"]; got != "REQUEST" {
 				t.Errorf("%s: %s Type = %v, want REQUEST", v, r.ID, got)
 			}

@@ -206,7 +206,7 @@ func (a *Authorizer) MethodOptions() *awsapigateway.MethodOptions {
 
 func (a *Authorizer) newRequestAuthorizer(scope constructs.Construct, id string) awsapigateway.RequestAuthorizer {
 	ids := append([]*string{}, a.identitySources...)
-	return awsapigateway.NewRequestAuthorizer(scope, jsii.String(id), &awsapigateway.RequestAuthorizerProps{
+	auth := awsapigateway.NewRequestAuthorizer(scope, jsii.String(id), &awsapigateway.RequestAuthorizerProps{
 		Handler: a.Function,
 		// The result cache must stay off: a cached Allow would let the same
 		// caller through for the whole TTL without ever reaching the limiter,
@@ -214,6 +214,13 @@ func (a *Authorizer) newRequestAuthorizer(scope constructs.Construct, id string)
 		ResultsCacheTtl: awscdk.Duration_Seconds(jsii.Number(0)),
 		IdentitySources: &ids,
 	})
+	if len(ids) == 0 {
+		// CDK writes IdentitySource: "" for none; leave the property out
+		// instead, the documented form of "no identity source" (optional when
+		// caching is off).
+		auth.Node().DefaultChild().(awscdk.CfnResource).AddPropertyDeletionOverride(jsii.String("IdentitySource"))
+	}
+	return auth
 }
 
 // IdentitySources derives API Gateway identity sources from a SUBJECT_SOURCES
