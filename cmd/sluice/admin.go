@@ -32,7 +32,8 @@ func addAdminFlags(fs *flag.FlagSet) *adminFlags {
 		endpoint = defaultEndpoint
 	}
 	fs.StringVar(&a.client.Endpoint, "endpoint", endpoint, "admin API URL (env SLUICE_ENDPOINT); an execute-api URL turns on SigV4")
-	fs.StringVar(&a.client.Token, "token", os.Getenv("SLUICE_ADMIN_TOKEN"), "bearer token of `sluice local` (env SLUICE_ADMIN_TOKEN)")
+	// The token's default is read in check, not here: -h would print it.
+	fs.StringVar(&a.client.Token, "token", "", "bearer token of the local admin API (env SLUICE_ADMIN_TOKEN)")
 	fs.BoolVar(&a.client.SigV4, "sigv4", false, "sign requests with SigV4 (service execute-api, default AWS credential chain)")
 	fs.StringVar(&a.client.Region, "region", "", "AWS region for SigV4 (default: from the endpoint, then AWS_REGION)")
 	fs.DurationVar(&a.client.Timeout, "timeout", 30*time.Second, "timeout of each HTTP request")
@@ -41,6 +42,9 @@ func addAdminFlags(fs *flag.FlagSet) *adminFlags {
 }
 
 func (a *adminFlags) check() error {
+	if a.client.Token == "" {
+		a.client.Token = os.Getenv("SLUICE_ADMIN_TOKEN")
+	}
 	if a.output != "table" && a.output != "json" {
 		return usageErrorf("-o %q: want table or json", a.output)
 	}
