@@ -335,3 +335,30 @@ func TestLogger(t *testing.T) {
 		t.Error("ErrUnauthorized must not wrap the domain error: API Gateway needs the bare text")
 	}
 }
+
+// TestFlood: after a subject is denied, its flood is denied by the local
+// deny cache, not by Redis; at most 10% of it may reach Redis.
+func TestFlood(t *testing.T) {
+	t.Parallel()
+	s := newBenchStack(t, 10, time.Minute, 1)
+	ctx := context.Background()
+	ev := restEvent("flood-test-key")
+	for range 10 {
+		if _, err := s.h.REST(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.lim.Stats().RedisCalls
+	const flood = 10_000
+	for i := range flood {
+		resp, err := s.h.REST(ctx, ev)
+		if err != nil || resp.PolicyDocument.Statement[0].Effect != "Deny" {
+			t.Fatalf("flood request %d: REST() = %+v, %v; want Deny", i, resp, err)
+		}
+	}
+	if reached := s.lim.Stats().RedisCalls - before; reached > flood/10 {
+		t.Errorf("%d of %d flood requests reached Redis, want <= 10%%", reached, flood)
+	} else {
+		t.Logf("%d of %d flood requests reached Redis", reached, flood)
+	}
+}
