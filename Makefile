@@ -14,8 +14,9 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## start the local stack (gateway, admin API, embedded Redis and store) on 127.0.0.1:8080
-	$(GO) run ./cmd/sluice local $(ARGS)
+run: ## build and start the local stack (gateway, admin API, embedded Redis and store) on 127.0.0.1:8080
+	$(GO) build -o $(BUILD)/sluice ./cmd/sluice
+	exec $(BUILD)/sluice local $(ARGS)
 
 .PHONY: test
 test: ## install/start Redis and PostgreSQL, then vet and run every test with -race

@@ -232,13 +232,16 @@ func TestAccessDeniedBecomes429(t *testing.T) {
 			continue
 		}
 		body, _ := r.Props["ResponseTemplates"].(map[string]any)["application/json"].(string)
-		for _, key := range []string{"retryAfter", "limit", "remaining", "reset", "rateLimitPolicy", "rateLimit"} {
+		for _, key := range []string{"retryAfter", "limit", "remaining", "reset", "rule"} {
 			if !strings.Contains(body, "$context.authorizer."+key) {
 				t.Errorf("429 body = %s, want $context.authorizer.%s in it", body, key)
 			}
 		}
-		// With the substitutions made, the body must be valid JSON.
-		filled := strings.NewReplacer("$context.authorizer.", "", "$context.", "").Replace(body)
+		// With real authorizer values substituted, the body must be valid JSON.
+		filled := strings.NewReplacer(
+			"$context.authorizer.rateLimitPolicy", `"r1";q=10;w=60`,
+			"$context.authorizer.rateLimit", `"r1";r=0;t=6`,
+			"$context.authorizer.", "", "$context.", "").Replace(body)
 		if !json.Valid([]byte(filled)) {
 			t.Errorf("429 body %s is not valid JSON once substituted", body)
 		}

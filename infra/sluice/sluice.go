@@ -262,14 +262,16 @@ var RateLimitHeaders = map[string]string{
 // TooManyRequestsBody is the JSON body of the 429 response. Gateway response
 // templates are not run through VTL, only simple $context substitution, so
 // every value is a JSON string (an absent key gives "" rather than invalid
-// JSON) and no value can be escaped here.
+// JSON) and no value can be escaped here. That is why the body carries the
+// numbers and the rule id but not rateLimitPolicy and rateLimit: their IETF
+// syntax quotes the policy name ("<rule>";q=10;w=60), which would break the
+// JSON. They reach the client as the RateLimit-Policy and RateLimit headers.
 const TooManyRequestsBody = `{"message":"Too Many Requests",` +
 	`"retryAfter":"$context.authorizer.retryAfter",` +
 	`"limit":"$context.authorizer.limit",` +
 	`"remaining":"$context.authorizer.remaining",` +
 	`"reset":"$context.authorizer.reset",` +
-	`"rateLimitPolicy":"$context.authorizer.rateLimitPolicy",` +
-	`"rateLimit":"$context.authorizer.rateLimit",` +
+	`"rule":"$context.authorizer.rule",` +
 	`"requestId":"$context.requestId"}`
 
 // AddGatewayResponses installs Sluice's gateway responses on api (one created
