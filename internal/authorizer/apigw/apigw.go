@@ -27,7 +27,7 @@ import (
 
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
 // the exact message "Unauthorized" makes the gateway answer 401.
-var ErrUnauthorized = errors.New("Unauthorized") //lint:ignore ST1005 API Gateway matches this exact text
+var ErrUnauthorized = errors.New("Unauthorized")
 
 // Context keys of the authorizer response, readable in the gateway as
 // $context.authorizer.<key> (REST) or $context.authorizer.<key> /
