@@ -247,8 +247,8 @@ func TestEmulator(t *testing.T) {
 		if err := json.Unmarshal(e.invoke(t, readSample(t, "authorizer-http.json")), &hresp); err != nil || !hresp.IsAuthorized || hresp.Context["rule"] != s.route.ID {
 			t.Errorf("HTTP API reply = %+v, %v; want authorized by %s", hresp, err, s.route.ID)
 		}
-		if out := e.out.String(); !strings.Contains(out, `"message":"rules loaded"`) {
-			t.Errorf("no rules-loaded log line in:\n%s", out)
+		if out := e.out.String(); !strings.Contains(out, `"message":"rules loaded"`) || strings.Contains(out, "Failed to register internal extension") {
+			t.Errorf("want a rules-loaded log line and the SIGTERM extension registered, got:\n%s", out)
 		}
 	})
 

@@ -25,5 +25,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "authorizer: %v\n", err)
 		os.Exit(1)
 	}
-	lambda.Start(app.Authorizer)
+	// Flush the metrics aggregated since the last EMF line when Lambda
+	// shuts the environment down (SIGTERM, through a no-op extension).
+	lambda.StartWithOptions(app.Authorizer, lambda.WithEnableSIGTERM(app.Metrics.Flush))
 }

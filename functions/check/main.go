@@ -26,5 +26,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "check: %v\n", err)
 		os.Exit(1)
 	}
-	lambda.Start(app.Check)
+	// Flush the metrics aggregated since the last EMF line when Lambda
+	// shuts the environment down (SIGTERM, through a no-op extension).
+	lambda.StartWithOptions(app.Check, lambda.WithEnableSIGTERM(app.Metrics.Flush))
 }
