@@ -48,12 +48,12 @@ func wildcardMatch(p, s string) bool {
 	star, mark := -1, 0
 	for si < len(s) {
 		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
-			pi++
-			si++
 		case pi < len(p) && p[pi] == '*':
 			star, mark = pi, si
 			pi++
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			pi++
+			si++
 		case star >= 0:
 			pi = star + 1
 			mark++
