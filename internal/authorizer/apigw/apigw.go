@@ -89,6 +89,10 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
+	return restResponse(&res, ev.MethodArn), nil
+}
+
+func restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
@@ -100,11 +104,11 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 			Statement: []events.IAMPolicyStatement{{
 				Action:   invokeActions,
 				Effect:   effect,
-				Resource: []string{ev.MethodArn},
+				Resource: []string{methodARN},
 			}},
 		},
-		Context: contextValues(&res),
-	}, nil
+		Context: contextValues(res),
+	}
 }
 
 // HTTP answers an HTTP API (payload format 2.0) authorizer event with a
@@ -112,14 +116,7 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 // answers with 403: it cannot send 429 or Retry-After. It returns
 // ErrUnauthorized (401) when the request has no subject.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	method, resource := ev.RequestContext.HTTP.Method, ev.RouteKey
-	if m, r, ok := strings.Cut(ev.RouteKey, " "); ok {
-		// The route key's method may be ANY; the rules want the real one.
-		resource = r
-		if method == "" {
-			method = m
-		}
-	}
+	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
 	req := authorizer.Request{
 		API:      ev.RequestContext.APIID,
 		Method:   method,
@@ -138,40 +135,84 @@ func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAutho
 	}, nil
 }
 
+// httpRoute splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
+// "$default") into the method the rules match (the request's real one, as
+// the key's may be ANY) and the resource template.
+func httpRoute(routeKey, method string) (string, string) {
+	m, r, ok := strings.Cut(routeKey, " ")
+	if !ok {
+		return method, routeKey
+	}
+	if method == "" {
+		method = m
+	}
+	return method, r
+}
+
+// authEvent is the union of what the decision reads from a REST API
+// REQUEST event and an HTTP API payload 2.0 event, so Invoke decodes a
+// payload once and skips the rest (multi-value maps, certificates).
+type authEvent struct {
+	Version        string            `json:"version"`
+	Type           string            `json:"type"`
+	MethodArn      string            `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
+	Resource       string            `json:"resource"`
+	HTTPMethod     string            `json:"httpMethod"`
+	RouteKey       string            `json:"routeKey"`
+	Headers        map[string]string `json:"headers"`
+	Query          map[string]string `json:"queryStringParameters"`
+	RequestContext struct {
+		APIID        string `json:"apiId"`
+		HTTPMethod   string `json:"httpMethod"`
+		ResourcePath string `json:"resourcePath"`
+		Identity     struct {
+			APIKey   string `json:"apiKey"`
+			SourceIP string `json:"sourceIp"`
+		} `json:"identity"`
+		HTTP struct {
+			Method   string `json:"method"`
+			SourceIP string `json:"sourceIp"`
+		} `json:"http"`
+	} `json:"requestContext"`
+}
+
 // Invoke makes Authorizer a lambda.Handler taking either event kind: a
 // payload with "version": "2.0" is an HTTP API event, anything else a REST
-// API REQUEST event. One function can so serve both kinds of API.
+// API REQUEST event (or an HTTP API payload 1.0 event, which has the same
+// shape and takes the same IAM policy). One function can so serve both
+// kinds of API. It answers exactly as REST and HTTP do.
 func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	var probe struct {
-		Version string `json:"version"`
-		Type    string `json:"type"`
-	}
-	if err := json.Unmarshal(payload, &probe); err != nil {
+	var ev authEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
 		return nil, fmt.Errorf("decode authorizer event: %w", err)
 	}
-	if probe.Version == "2.0" {
-		var ev events.APIGatewayV2CustomAuthorizerV2Request
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, fmt.Errorf("decode HTTP API authorizer event: %w", err)
+	rc := &ev.RequestContext
+	if ev.Version == "2.0" {
+		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
+		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
+		res, ok := h.decide(ctx, &req)
+		if !ok {
+			return nil, ErrUnauthorized
 		}
-		resp, err := h.HTTP(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
+		return json.Marshal(events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: res.Allowed, Context: contextValues(&res)})
 	}
-	if probe.Type != "" && probe.Type != "REQUEST" {
-		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", probe.Type)
+	if ev.Type != "" && ev.Type != "REQUEST" {
+		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
 	}
-	var ev events.APIGatewayCustomAuthorizerRequestTypeRequest
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return nil, fmt.Errorf("decode REST API authorizer event: %w", err)
+	req := authorizer.Request{
+		API:      rc.APIID,
+		Method:   first(ev.HTTPMethod, rc.HTTPMethod),
+		Resource: first(ev.Resource, rc.ResourcePath),
+		Headers:  ev.Headers,
+		Query:    ev.Query,
+		APIKey:   rc.Identity.APIKey,
+		SourceIP: rc.Identity.SourceIP,
 	}
-	resp, err := h.REST(ctx, ev)
-	if err != nil {
-		return nil, err
+	res, ok := h.decide(ctx, &req)
+	if !ok {
+		return nil, ErrUnauthorized
 	}
-	return json.Marshal(resp)
+	return json.Marshal(restResponse(&res, ev.MethodArn))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;

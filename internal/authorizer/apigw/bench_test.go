@@ -1,12 +1,14 @@
 package apigw_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -212,4 +214,27 @@ func BenchmarkFlood(b *testing.B) {
 	}
 	b.ReportMetric(float64(reached)/float64(sent)*100, "redis-%")
 	b.ReportMetric(float64(reached)/float64(n), "redis-calls/flood")
+}
+
+// BenchmarkInvoke is the whole Lambda path of one REST event at 1 caller:
+// JSON payload in (the sample in events/), JSON policy out.
+func BenchmarkInvoke(b *testing.B) {
+	s := newBenchStack(b, 1_000_000_000, time.Second, 1)
+	payload, err := os.ReadFile("../../../events/authorizer-rest.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The sample's API id, so the same two rules apply.
+	payload = bytes.ReplaceAll(payload, []byte(`"a1b2c3d4e5"`), []byte(`"a1b2c3"`))
+	ctx := context.Background()
+	b.ReportAllocs()
+	lat, elapsed := run(b, 1, func(int, int) int {
+		if _, err := s.h.Invoke(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+		return 0
+	})
+	b.ReportMetric(µs(pct(lat[0], 0.50)), "p50-µs")
+	b.ReportMetric(µs(pct(lat[0], 0.99)), "p99-µs")
+	b.ReportMetric(float64(len(lat[0]))/elapsed.Seconds(), "decisions/s")
 }
