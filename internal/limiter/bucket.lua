@@ -39,6 +39,7 @@
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
 -- followed, for a peek (cost 0) only, by " <remaining> <reset>" per bucket.
 
+local tonumber, ceil, floor = tonumber, math.ceil, math.floor
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
@@ -52,6 +53,9 @@ end
 -- never accumulates).
 local EPS = 1e-6
 local n = #KEYS
+local stored = redis.call('MGET', unpack(KEYS))
+-- per bucket: tat = when full again (us), have = tokens now, ival = us per
+-- token (nil when blocked)
 local tat, have, ival = {}, {}, {}
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
@@ -62,7 +66,7 @@ for i = 1, n do
 	if limit > 0 then
 		local T = tonumber(ARGV[o + 1]) / limit
 		local burst = tonumber(ARGV[o + 2])
-		local v = redis.call('GET', KEYS[i])
+		local v = stored[i]
 		if v then
 			v = tonumber(v)
 			if v > at then
@@ -71,7 +75,7 @@ for i = 1, n do
 		end
 		h = (now - at) / T + burst
 		if need <= burst then
-			w = math.ceil((at + need * T - burst * T - now) / 1000)
+			w = ceil((at + (need - burst) * T - now) / 1000)
 			if w < 1 then
 				w = 1
 			end
@@ -95,10 +99,11 @@ if allowed == 1 then
 	wait = 0
 	if cost > 0 then
 		for i = 1, n do
-			if ival[i] and have[i] + EPS >= cost then
-				local at = tat[i] + cost * ival[i]
+			local T = ival[i]
+			if T and have[i] + EPS >= cost then
+				local at = tat[i] + cost * T
 				tat[i], have[i] = at, have[i] - cost
-				local ttl = math.ceil((at - now) / 1000)
+				local ttl = ceil((at - now) / 1000)
 				if ttl < 1 then
 					ttl = 1
 				end
@@ -107,27 +112,29 @@ if allowed == 1 then
 		end
 	end
 	-- The limiting bucket: fewest tokens left, enforcing buckets first.
-	for _, shadow in ipairs({ '0', '1' }) do
+	for i = 1, n do
+		if ARGV[4 * i + 1] == '0' and (lim == 0 or have[i] < have[lim]) then
+			lim = i
+		end
+	end
+	if lim == 0 then
 		for i = 1, n do
-			if ARGV[4 * i + 1] == shadow and (lim == 0 or have[i] < have[lim]) then
+			if lim == 0 or have[i] < have[lim] then
 				lim = i
 			end
-		end
-		if lim > 0 then
-			break
 		end
 	end
 end
 
 -- whole tokens left and milliseconds until full, of bucket i
 local function state(i)
-	local r = math.floor(have[i] + EPS)
+	local r = floor(have[i] + EPS)
 	if r < 0 then
 		r = 0
 	end
 	local reset = 0
 	if ival[i] then
-		reset = math.ceil((tat[i] - now) / 1000)
+		reset = ceil((tat[i] - now) / 1000)
 		if reset < 0 then
 			reset = 0
 		end

@@ -66,7 +66,8 @@ func (c *denyCache) key(subject string, bs []Bucket, cost int64) uint64 {
 
 // get returns the cached denial for r at now, if any.
 func (c *denyCache) get(k uint64, subject string, bs []Bucket, cost int64, now int64) (Decision, bool) {
-	e, ok := c.lru.Get(k)
+	// Peek takes the read lock only: most lookups miss, from many goroutines.
+	e, ok := c.lru.Peek(k)
 	if !ok {
 		return Decision{}, false
 	}
