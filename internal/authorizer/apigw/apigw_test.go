@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -360,5 +361,58 @@ func TestFlood(t *testing.T) {
 		t.Errorf("%d of %d flood requests reached Redis, want <= 10%%", reached, flood)
 	} else {
 		t.Logf("%d of %d flood requests reached Redis", reached, flood)
+	}
+}
+
+// TestMetricsEMF checks every EMF line is valid: each declared metric and
+// dimension is present at the root, in namespace Sluice.
+func TestMetricsEMF(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	m := apigw.NewMetrics(apigw.MetricsOptions{W: &buf, Function: "fn", Interval: time.Hour,
+		Gauges: func() (bool, time.Duration) { return true, 3 * time.Second }})
+	m.Record(&authorizer.Result{Allowed: true, LimiterTime: 1500 * time.Microsecond})
+	m.Record(&authorizer.Result{Allowed: true, ShadowDenied: true, FailOpen: true})
+	m.Flush()
+	m.Record(&authorizer.Result{Allowed: false, Cached: true})
+	m.Flush()
+	var got []string
+	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		var meta struct {
+			CloudWatchMetrics []struct {
+				Namespace  string
+				Dimensions [][]string
+				Metrics    []struct{ Name, Unit string }
+			}
+		}
+		raw, _ := json.Marshal(v["_aws"])
+		if err := json.Unmarshal(raw, &meta); err != nil || len(meta.CloudWatchMetrics) != 1 || meta.CloudWatchMetrics[0].Namespace != "Sluice" {
+			t.Fatalf("EMF line %q: bad _aws %s (%v)", line, raw, err)
+		}
+		d := meta.CloudWatchMetrics[0]
+		for _, dim := range d.Dimensions[0] {
+			if _, ok := v[dim]; !ok {
+				t.Errorf("EMF line %q: dimension %s missing", line, dim)
+			}
+		}
+		for _, mt := range d.Metrics {
+			if _, ok := v[mt.Name]; !ok {
+				t.Errorf("EMF line %q: metric %s declared but missing", line, mt.Name)
+			}
+			got = append(got, fmt.Sprintf("%s%v=%v", mt.Name, v["Outcome"], v[mt.Name]))
+		}
+	}
+	want := []string{
+		"Decisionsallow=1", "DecisionsshadowDeny=1",
+		"FailOpen<nil>=1", "DenyCacheHits<nil>=0", "RedisLatency<nil>=[1.5]", "BreakerOpen<nil>=1", "SnapshotAgeSeconds<nil>=3",
+		"Decisionsdeny=1",
+		"FailOpen<nil>=0", "DenyCacheHits<nil>=1", "BreakerOpen<nil>=1", "SnapshotAgeSeconds<nil>=3",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EMF metrics mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -139,12 +139,26 @@ func (m *Metrics) flushLocked() {
 		b = append(b, "}\n"...)
 	}
 
-	b = m.head(b, ts, `[["Function"]],"Metrics":[{"Name":"FailOpen","Unit":"Count"},{"Name":"DenyCacheHits","Unit":"Count"},{"Name":"RedisLatency","Unit":"Milliseconds"},{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}]}]}`)
+	// Every metric declared must be present at the root, so the
+	// declaration lists only those this line carries.
+	n := min(m.nLat.Swap(0), latencySamples)
+	var open bool
+	var age time.Duration
+	if m.o.Gauges != nil {
+		open, age = m.o.Gauges()
+	}
+	decl := `[["Function"]],"Metrics":[{"Name":"FailOpen","Unit":"Count"},{"Name":"DenyCacheHits","Unit":"Count"}`
+	if n > 0 {
+		decl += `,{"Name":"RedisLatency","Unit":"Milliseconds"}`
+	}
+	if m.o.Gauges != nil {
+		decl += `,{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}`
+	}
+	b = m.head(b, ts, decl+`]}]}`)
 	b = append(b, `,"FailOpen":`...)
 	b = strconv.AppendUint(b, m.failOpen.Swap(0), 10)
 	b = append(b, `,"DenyCacheHits":`...)
 	b = strconv.AppendUint(b, m.cacheHits.Swap(0), 10)
-	n := min(m.nLat.Swap(0), latencySamples)
 	if n > 0 {
 		b = append(b, `,"RedisLatency":[`...)
 		for i := range n {
@@ -156,7 +170,6 @@ func (m *Metrics) flushLocked() {
 		b = append(b, ']')
 	}
 	if m.o.Gauges != nil {
-		open, age := m.o.Gauges()
 		b = append(b, `,"BreakerOpen":`...)
 		if open {
 			b = append(b, '1')
