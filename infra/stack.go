@@ -273,7 +273,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		case name == "check":
 			fp = fnProps(name, or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv)
 		default:
-			fp = fnProps(name, or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env)
+			// The admin functions get DEFAULT_LIMIT too, so the subject limits
+			// view shows the default bucket and a reset clears it.
+			fp = fnProps(name, or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env, authEnv)
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
