@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -76,6 +78,7 @@ func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error)
 // limiter's failure mode then applies). It reads the AUTH token from
 // Secrets Manager when RedisAuthSecretARN is set; rediss:// URLs use TLS.
 func Redis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
+	redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
 	sm, err := secretsIfNeeded(ctx, cfg.RedisAuthSecretARN)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
@@ -259,4 +262,15 @@ func rdsURL(s Secret, cfg Config) (string, error) {
 		RawQuery: url.Values{"sslmode": {mode}}.Encode(),
 	}
 	return u.String(), nil
+}
+
+var redisLogOnce sync.Once
+
+// redisLog sends go-redis's own messages (dial failures, pool notices) to
+// slog's default logger at warn, so a Lambda's log stays one JSON object a
+// line instead of mixing in go-redis's plain-text stderr lines.
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
