@@ -209,18 +209,18 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctxv := resp.Context
 	if !authapigw.Evaluate(resp.PolicyDocument, ev.MethodArn) {
-		// The CDK ACCESS_DENIED gateway response: 429, the RateLimit
-		// headers and a body of strings read from the authorizer context.
+		// The CDK ACCESS_DENIED gateway response (sluice.TooManyRequestsBody):
+		// 429, the RateLimit headers and a body of strings read from the
+		// authorizer context.
 		setRateLimitHeaders(w.Header(), ctxv, true)
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{
-			"message":         "Too Many Requests",
-			"retryAfter":      contextString(ctxv, authapigw.KeyRetryAfter),
-			"limit":           contextString(ctxv, authapigw.KeyLimit),
-			"remaining":       contextString(ctxv, authapigw.KeyRemaining),
-			"reset":           contextString(ctxv, authapigw.KeyReset),
-			"rateLimitPolicy": contextString(ctxv, authapigw.KeyRateLimitPolicy),
-			"rateLimit":       contextString(ctxv, authapigw.KeyRateLimit),
-			"requestId":       requestID,
+			"message":    "Too Many Requests",
+			"retryAfter": contextString(ctxv, authapigw.KeyRetryAfter),
+			"limit":      contextString(ctxv, authapigw.KeyLimit),
+			"remaining":  contextString(ctxv, authapigw.KeyRemaining),
+			"reset":      contextString(ctxv, authapigw.KeyReset),
+			"rule":       contextString(ctxv, authapigw.KeyRule),
+			"requestId":  requestID,
 		})
 		return
 	}
