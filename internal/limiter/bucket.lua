@@ -24,7 +24,8 @@
 -- token. The key expires (PX) when the bucket is full; a missing key is a
 -- full bucket.
 --
--- Reply: one string of space-separated integers
+-- Reply: one string of space-separated integers (a string, not an array:
+-- the caller parses it without an allocation per number)
 --   <allowed> <index> <remaining> <reset> <retry> <shadow mask>
 --   allowed      1 or 0
 --   index        1-based index in KEYS of the limiting bucket: when denied
@@ -53,24 +54,24 @@ end
 -- never accumulates).
 local EPS = 1e-6
 local n = #KEYS
-local stored = redis.call('MGET', unpack(KEYS))
--- per bucket: tat = when full again (us), have = tokens now, ival = us per
--- token (nil when blocked)
-local tat, have, ival = {}, {}, {}
+-- One table for all buckets (this script's cost is mostly allocations):
+-- st[3i-2] = when bucket i is full again (us), st[3i-1] = its tokens now,
+-- st[3i] = us per token (0 when blocked).
+local st = {}
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
 for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
-	local at, h, w = now, 0, -1
+	local at, h, w, T = now, 0, -1, 0
 	if limit > 0 then
-		local T = tonumber(ARGV[o + 1]) / limit
+		T = tonumber(ARGV[o + 1]) / limit
 		local burst = tonumber(ARGV[o + 2])
-		local v = stored[i]
+		local v = redis.call('GET', KEYS[i])
 		if v then
 			v = tonumber(v)
 			if v > at then
-				at = v
+				at = v -- else full: TIME may even have gone back (failover)
 			end
 		end
 		h = (now - at) / T + burst
@@ -80,9 +81,8 @@ for i = 1, n do
 				w = 1
 			end
 		end
-		ival[i] = T
 	end
-	tat[i], have[i] = at, h
+	st[3 * i - 2], st[3 * i - 1], st[3 * i] = at, h, T
 	if h + EPS < need then
 		if ARGV[o + 3] == '1' then
 			mask = mask + 2 ^ (i - 1)
@@ -97,59 +97,60 @@ end
 
 if allowed == 1 then
 	wait = 0
-	if cost > 0 then
-		for i = 1, n do
-			local T = ival[i]
-			if T and have[i] + EPS >= cost then
-				local at = tat[i] + cost * T
-				tat[i], have[i] = at, have[i] - cost
-				local ttl = ceil((at - now) / 1000)
-				if ttl < 1 then
-					ttl = 1
-				end
-				redis.call('SET', KEYS[i], at, 'PX', ttl)
-			end
-		end
-	end
-	-- The limiting bucket: fewest tokens left, enforcing buckets first.
+	-- Charge every bucket that has the tokens, and find the limiting one:
+	-- fewest tokens left, enforcing buckets first.
 	for i = 1, n do
-		if ARGV[4 * i + 1] == '0' and (lim == 0 or have[i] < have[lim]) then
+		local T, h = st[3 * i], st[3 * i - 1]
+		if cost > 0 and T > 0 and h + EPS >= cost then
+			local at = st[3 * i - 2] + cost * T
+			h = h - cost
+			st[3 * i - 2], st[3 * i - 1] = at, h
+			local ttl = ceil((at - now) / 1000)
+			if ttl < 1 then
+				ttl = 1
+			end
+			redis.call('SET', KEYS[i], at, 'PX', ttl)
+		end
+		if ARGV[4 * i + 1] == '0' and (lim == 0 or h < st[3 * lim - 1]) then
 			lim = i
 		end
 	end
 	if lim == 0 then
 		for i = 1, n do
-			if lim == 0 or have[i] < have[lim] then
+			if lim == 0 or st[3 * i - 1] < st[3 * lim - 1] then
 				lim = i
 			end
 		end
 	end
 end
 
--- whole tokens left and milliseconds until full, of bucket i
-local function state(i)
-	local r = floor(have[i] + EPS)
+-- The reply; for a peek, every bucket's whole tokens left and milliseconds
+-- until full follow. (No local function: creating its closure on every call
+-- costs more than this loop.)
+local out
+for i = 0, n do
+	local b = i
+	if i == 0 then
+		b = lim
+	end
+	local r = floor(st[3 * b - 1] + EPS)
 	if r < 0 then
 		r = 0
 	end
 	local reset = 0
-	if ival[i] then
-		reset = ceil((tat[i] - now) / 1000)
+	if st[3 * b] > 0 then
+		reset = ceil((st[3 * b - 2] - now) / 1000)
 		if reset < 0 then
 			reset = 0
 		end
 	end
-	return r, reset
-end
-
-local r, reset = state(lim)
-local out = allowed .. ' ' .. lim .. ' ' .. r .. ' ' .. reset .. ' ' .. wait .. ' ' .. mask
-if cost == 0 then
-	local parts = { out }
-	for i = 1, n do
-		r, reset = state(i)
-		parts[#parts + 1] = r .. ' ' .. reset
+	if i == 0 then
+		out = string.format('%d %d %d %d %d %d', allowed, lim, r, reset, wait, mask)
+		if cost > 0 then
+			break
+		end
+	else
+		out = out .. string.format(' %d %d', r, reset)
 	end
-	out = table.concat(parts, ' ')
 end
 return out
