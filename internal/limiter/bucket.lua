@@ -40,6 +40,12 @@
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
 -- followed, for a peek (cost 0) only, by " <remaining> <reset>" per bucket.
 
+-- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
+-- told to replicate effects; since Redis 7 this call is a no-op.
+if redis.replicate_commands then
+	redis.replicate_commands()
+end
+
 local tonumber, ceil, floor = tonumber, math.ceil, math.floor
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
