@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // The end-to-end test runs the real artifacts: each function's bootstrap,
@@ -195,7 +197,7 @@ func TestEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")
 	}
-	redisURL := testURLs(t)
+	redisURL := testenv.RedisURL(t)
 	s := seed(t)
 	env := map[string]string{
 		"REDIS_URL":    redisURL,
@@ -301,7 +303,7 @@ func TestColdStart(t *testing.T) {
 		t.Skip("builds binaries")
 	}
 	s := seed(t)
-	env := map[string]string{"REDIS_URL": testURLs(t), "DATABASE_URL": s.dbURL}
+	env := map[string]string{"REDIS_URL": testenv.RedisURL(t), "DATABASE_URL": s.dbURL}
 	bin := bootstrap(t, "authorizer")
 	raw := readSample(t, "authorizer-rest.json")
 	var runs []time.Duration
@@ -315,7 +317,7 @@ func TestColdStart(t *testing.T) {
 // emulator as ms/coldstart (the emulator's own start excluded).
 func BenchmarkColdStart(b *testing.B) {
 	s := seed(b)
-	env := map[string]string{"REDIS_URL": testURLs(b), "DATABASE_URL": s.dbURL}
+	env := map[string]string{"REDIS_URL": testenv.RedisURL(b), "DATABASE_URL": s.dbURL}
 	bin := bootstrap(b, "authorizer")
 	raw := readSample(b, "authorizer-rest.json")
 	var total time.Duration

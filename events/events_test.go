@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // kind is what a sample file decodes into, by file-name prefix (longest
@@ -116,18 +117,6 @@ func seed(t testing.TB) seeded {
 
 func ptr[T any](v T) *T { return &v }
 
-func testURLs(t testing.TB) (redisURL string) {
-	t.Helper()
-	redisURL = os.Getenv("SLUICE_TEST_REDIS_URL")
-	if redisURL == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		t.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	return redisURL
-}
-
 // lockedBuffer is a bytes.Buffer safe for the cache's background logging.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -150,7 +139,7 @@ func (l *lockedBuffer) String() string {
 // handler its function uses, wired from configuration as the Lambdas are,
 // against real Redis and PostgreSQL.
 func TestSamples(t *testing.T) {
-	redisURL := testURLs(t)
+	redisURL := testenv.RedisURL(t)
 	s := seed(t)
 	env := map[string]string{"REDIS_URL": redisURL, "DATABASE_URL": s.dbURL, "REDIS_TIMEOUT": "1s"}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })

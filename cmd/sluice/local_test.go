@@ -3,9 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // sluiceBin is the sluice binary TestMain builds once; the end-to-end tests
@@ -82,7 +78,7 @@ var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
 // process) when the test ends, checking that it shuts down cleanly.
 func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	t.Helper()
-	p := &localProc{token: "test-" + randomHex(t), out: &lockedBuffer{}}
+	p := &localProc{token: "test-" + testenv.Random(t), out: &lockedBuffer{}}
 	cmd := exec.Command(sluiceBin, append([]string{"local", "--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)
@@ -136,14 +132,6 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 		t.Fatalf("sluice local printed no banner within 60s; output:\n%s", p.out)
 	}
 	return p
-}
-
-func randomHex(t testing.TB) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // get sends GET base+path with subject in x-api-key ("" sends none).
@@ -211,39 +199,17 @@ func backends() []backend {
 		{
 			name: "redis+postgres",
 			env: func(t *testing.T) []string {
-				ru := os.Getenv("SLUICE_TEST_REDIS_URL")
-				if ru == "" {
-					if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-						t.Fatal("SLUICE_TEST_REDIS_URL is unset but SLUICE_REQUIRE_INTEGRATION=1; run under scripts/testenv.sh")
-					}
-					t.Skip("SLUICE_TEST_REDIS_URL is unset; run under scripts/testenv.sh")
-				}
 				// A fresh, empty database: sluice local migrates it itself.
-				return []string{"REDIS_URL=" + ru, "DATABASE_URL=" + pgtest.NewEmptyDatabase(t)}
+				return []string{"REDIS_URL=" + testenv.RedisURL(t), "DATABASE_URL=" + pgtest.NewEmptyDatabase(t)}
 			},
 			extra: func(t *testing.T) []string {
-				prefix := "sltest:" + randomHex(t) + ":"
-				t.Cleanup(func() { deleteVersionKey(t, prefix) })
+				prefix := testenv.Prefix(t, "local")
+				// Our keys go when the test ends: the rules version does
+				// not expire by itself.
+				testenv.DeleteKeys(t, testenv.Redis(t), prefix)
 				return []string{"--redis-prefix", prefix}
 			},
 		},
-	}
-}
-
-// deleteVersionKey removes the one key of ours that does not expire by
-// itself (the buckets do).
-func deleteVersionKey(t *testing.T, prefix string) {
-	opt, err := redis.ParseURL(os.Getenv("SLUICE_TEST_REDIS_URL"))
-	if err != nil {
-		t.Errorf("parse SLUICE_TEST_REDIS_URL: %v", err)
-		return
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.Del(ctx, prefix+"rules:version").Err(); err != nil {
-		t.Errorf("delete %srules:version: %v", prefix, err)
 	}
 }
 
@@ -274,7 +240,7 @@ func TestLocal(t *testing.T) {
 }
 
 func testAllowThenDeny(t *testing.T, p *localProc) {
-	subject := "allow-" + randomHex(t)
+	subject := "allow-" + testenv.Random(t)
 	// GET /search: 3 a minute (examples/rules.json).
 	for i := range 3 {
 		resp, body := p.get(t, "/search", subject)
@@ -328,7 +294,7 @@ func testNoSubject(t *testing.T, p *localProc) {
 		t.Errorf("401 body = %s, want message Unauthorized", body)
 	}
 	// The query string is a subject source too.
-	resp, body = p.get(t, "/hello?api_key=q-"+randomHex(t), "")
+	resp, body = p.get(t, "/hello?api_key=q-"+testenv.Random(t), "")
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /hello?api_key= = %d %s, want 200", resp.StatusCode, body)
 	}
@@ -337,7 +303,7 @@ func testNoSubject(t *testing.T, p *localProc) {
 // testStacked: a request is charged on the API-wide rule (10/min) and the
 // route rule (3/min); a request denied by one charges neither.
 func testStacked(t *testing.T, p *localProc) {
-	subject := "stack-" + randomHex(t)
+	subject := "stack-" + testenv.Random(t)
 	var got []int
 	for range 5 {
 		resp, _ := p.get(t, "/search", subject)
@@ -472,7 +438,7 @@ func testCLI(t *testing.T, p *localProc) {
 	}
 
 	// Plans.
-	name := "gold" + randomHex(t)[:4]
+	name := "gold" + testenv.Random(t)[:4]
 	var plan rules.Plan
 	p.cliJSON(t, &plan, "plans", "put", "--name", name, "--limit", "50", "--period", "1m")
 	if plan.Name != name || plan.Limit != 50 || plan.Version != 1 {
@@ -496,7 +462,7 @@ func testCLI(t *testing.T, p *localProc) {
 	}
 
 	// Subjects: limits show the spent bucket; reset fills it again.
-	subject := "cli-" + randomHex(t)
+	subject := "cli-" + testenv.Random(t)
 	for range 3 {
 		p.get(t, "/search", subject)
 	}
@@ -552,7 +518,7 @@ func testRuleChange(t *testing.T, p *localProc) {
 	}
 	applied := func(limit int) time.Duration {
 		for time.Since(start) < 5*time.Second {
-			s := "change-" + randomHex(t)
+			s := "change-" + testenv.Random(t)
 			n := 0
 			for range limit + 1 {
 				if post(s) == http.StatusOK {
@@ -581,7 +547,7 @@ func testRuleChange(t *testing.T, p *localProc) {
 }
 
 func testLoad(t *testing.T, p *localProc) {
-	prefix := "load-" + randomHex(t) + "-"
+	prefix := "load-" + testenv.Random(t) + "-"
 	stdout, stderr, code := p.cli(t, "load", "--rate", "300", "--concurrency", "8", "--duration", "2s", "--subjects", "4",
 		"--subject-prefix", prefix, "--strict", "--quiet", "-o", "json", p.base+"/hello")
 	if code != 0 {
@@ -627,7 +593,7 @@ func testLoad(t *testing.T, p *localProc) {
 func TestLocalDefaultLimit(t *testing.T) {
 	t.Parallel()
 	p := startLocal(t, nil, "--api", "other", "--default-limit", "2/1m")
-	subject := "default-" + randomHex(t)
+	subject := "default-" + testenv.Random(t)
 	var got []int
 	for range 3 {
 		resp, _ := p.get(t, "/hello", subject)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func newJSONLogger(w io.Writer) *slog.Logger {
@@ -632,10 +633,10 @@ func TestHostileBodies(t *testing.T) {
 // TestFailures: a store failure is a 500 whose body tells nothing and whose
 // log line tells all; a failed version bump leaves a successful write.
 func TestFailures(t *testing.T) {
-	rdb := redisClient(t)
+	rdb := testenv.Redis(t)
 	var logs strings.Builder
 	st := &brokenStore{testStore: mustMemory()}
-	svc := admin.New(st, failingBumper{}, limiter.New(rdb, limiter.Options{Prefix: "sltest:admin:" + randomHex(t) + ":"}),
+	svc := admin.New(st, failingBumper{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}),
 		admin.Options{Logger: newJSONLogger(&logs)})
 	h := apigw.Handler(svc, "")
 
@@ -671,8 +672,8 @@ func TestFailures(t *testing.T) {
 }
 
 func TestHTTPHandler(t *testing.T) {
-	rdb := redisClient(t)
-	svc := admin.New(mustMemory(), nil, limiter.New(rdb, limiter.Options{Prefix: "sltest:admin:" + randomHex(t) + ":"}), admin.Options{})
+	rdb := testenv.Redis(t)
+	svc := admin.New(mustMemory(), nil, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}), admin.Options{})
 	srv := newHTTPServer(t, http.StripPrefix("/admin", svc.HTTPHandler(func(r *http.Request) string { return "local:" + r.Header.Get("X-User") })))
 
 	resp := httpDo(t, srv, "POST", "/admin/plans", `{"name":"gold","limit":10,"period":"1m"}`, "Content-Type", "application/json; charset=utf-8", "X-User", "ann")

@@ -2,17 +2,13 @@ package admin_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/apigw"
@@ -20,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // testStore is what the tests read behind the API's back: the store
@@ -96,58 +93,17 @@ func newMemory(testing.TB) (testStore, rowCounter) {
 	}
 }
 
-// integration returns the URL in env var name, skipping the test without
-// it unless SLUICE_REQUIRE_INTEGRATION=1.
-func integration(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("%s is not set and SLUICE_REQUIRE_INTEGRATION=1: run under scripts/testenv.sh", name)
-		}
-		t.Skipf("%s not set; run under scripts/testenv.sh", name)
-	}
-	return v
-}
-
-func randomHex(t testing.TB) string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// redisClient connects to the test Redis.
-func redisClient(t testing.TB) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(integration(t, "SLUICE_TEST_REDIS_URL"))
-	if err != nil {
-		t.Fatalf("parse SLUICE_TEST_REDIS_URL: %v", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // newEnv builds a Service on b with its own Redis key prefix.
 func newEnv(t testing.TB, b backend) *env {
 	t.Helper()
-	rdb := redisClient(t)
+	rdb := testenv.Redis(t)
 	st, counts := b.new(t)
-	prefix := "sltest:admin:" + randomHex(t) + ":"
+	prefix := testenv.Prefix(t, "admin")
 	version := redisversion.New(rdb, prefix+"rules:version")
 	// Peeks under -race on a shared 2-core machine need more than the
 	// authorizer's 25 ms.
 	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
+	testenv.DeleteKeys(t, rdb, prefix)
 	var logs strings.Builder
 	svc := admin.New(st, version, lim, admin.Options{Logger: newJSONLogger(&logs)})
 	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, version: version, lim: lim, logs: &logs}

@@ -13,12 +13,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // fixtures maps each sample event in events/ to its route and the status
@@ -98,21 +98,7 @@ func TestEventFixtures(t *testing.T) {
 
 func newLimiter(t *testing.T) *limiter.Limiter {
 	t.Helper()
-	url := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		t.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.ContextTimeoutEnabled = true
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return limiter.New(c, limiter.Options{Prefix: "sltest:apigw:" + t.Name() + ":", Timeout: 2 * time.Second})
+	return limiter.New(testenv.Redis(t), limiter.Options{Prefix: "sltest:apigw:" + t.Name() + ":", Timeout: 2 * time.Second})
 }
 
 func TestRequest(t *testing.T) {

@@ -1,9 +1,6 @@
 package authorizer_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
@@ -12,42 +9,8 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-// redisURL returns the test Redis, skipping (or failing under
-// SLUICE_REQUIRE_INTEGRATION=1) when there is none.
-func redisURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if u == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			tb.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		tb.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	return u
-}
-
-func newRedis(tb testing.TB, url string, poolSize int) *redis.Client {
-	tb.Helper()
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		tb.Fatalf("parse redis url: %v", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.PoolSize = poolSize
-	opt.MinIdleConns = min(poolSize, 4)
-	c := redis.NewClient(opt)
-	tb.Cleanup(func() { c.Close() })
-	return c
-}
-
-// prefix returns a key prefix of the test's own.
-func prefix(tb testing.TB) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "sltest:auth:" + hex.EncodeToString(b[:]) + ":"
-}
 
 // snaps is a fixed snapshot source.
 type snaps struct{ s *rules.Snapshot }
@@ -72,15 +35,16 @@ func newStack(tb testing.TB, o stackOpts) stack {
 	tb.Helper()
 	url := o.redis
 	if url == "" {
-		url = redisURL(tb)
+		url = testenv.RedisURL(tb)
 	}
-	o.lim.Prefix = prefix(tb)
+	o.lim.Prefix = testenv.Prefix(tb, "auth")
 	if o.lim.Timeout == 0 {
 		// Generous: -race and parallel tests on a shared machine are slow;
 		// the first call also dials and loads the script.
 		o.lim.Timeout = time.Second
 	}
-	lim := limiter.New(newRedis(tb, url, 32), o.lim)
+	rdb := testenv.Client(tb, url, func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 4 })
+	lim := limiter.New(rdb, o.lim)
 	snap := rules.NewSnapshot(o.rules, nil, rules.SnapshotOptions{Default: o.def})
 	if sk := snap.Skipped(); len(sk) > 0 {
 		tb.Fatalf("rules skipped: %+v", sk)

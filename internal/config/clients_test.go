@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // fakeSecrets serves secrets from a map, by ARN.
@@ -164,23 +165,9 @@ func TestRedisClient(t *testing.T) {
 	}
 }
 
-// integration returns the env var or skips (fails under
-// SLUICE_REQUIRE_INTEGRATION=1).
-func integration(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("%s is unset but SLUICE_REQUIRE_INTEGRATION=1", name)
-		}
-		t.Skipf("%s is unset; run under scripts/testenv.sh", name)
-	}
-	return v
-}
-
 func TestClientsAgainstServers(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
-		pool, err := Postgres(t.Context(), Config{DatabaseURL: Secret(integration(t, "SLUICE_TEST_DATABASE_URL"))})
+		pool, err := Postgres(t.Context(), Config{DatabaseURL: Secret(testenv.DatabaseURL(t))})
 		if err != nil {
 			t.Fatalf("Postgres() error = %v", err)
 		}
@@ -191,7 +178,7 @@ func TestClientsAgainstServers(t *testing.T) {
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
-		c, err := Redis(t.Context(), Config{RedisURL: Secret(integration(t, "SLUICE_TEST_REDIS_URL"))})
+		c, err := Redis(t.Context(), Config{RedisURL: Secret(testenv.RedisURL(t))})
 		if err != nil {
 			t.Fatalf("Redis() error = %v", err)
 		}

@@ -4,26 +4,19 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/admin/adminlambda"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestNewService wires a Service from the environment the Lambdas get and
 // serves one request on a fresh database.
 func TestNewService(t *testing.T) {
-	redisURL := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if redisURL == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		t.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	env := map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "REDIS_URL": redisURL}
+	env := map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "REDIS_URL": testenv.RedisURL(t)}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("FromEnv: %v", err)

@@ -3,38 +3,23 @@ package apigw_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-func redisURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if u == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			tb.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		tb.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	return u
-}
 
 type snaps struct{ s *rules.Snapshot }
 
@@ -54,16 +39,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	opt, err := redis.ParseURL(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	lim := limiter.New(rdb, limiter.Options{Prefix: "sltest:apigw:" + hex.EncodeToString(b[:]) + ":", Timeout: time.Second})
+	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: ptr[int64](100), Period: rules.Period(time.Minute)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: ptr[int64](2), Period: rules.Period(time.Minute)},

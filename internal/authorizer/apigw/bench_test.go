@@ -3,8 +3,6 @@ package apigw_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // benchStack is the authorizer handler over real Redis with an API-wide and
@@ -35,17 +34,8 @@ type benchStack struct {
 
 func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects int) *benchStack {
 	tb.Helper()
-	opt, err := redis.ParseURL(redisURL(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.PoolSize, opt.MinIdleConns = 32, 16
-	rdb := redis.NewClient(opt)
-	tb.Cleanup(func() { rdb.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	lim := limiter.New(rdb, limiter.Options{Prefix: "sltest:bench:" + hex.EncodeToString(b[:]) + ":", Timeout: time.Second})
+	rdb := testenv.Client(tb, testenv.RedisURL(tb), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
+	lim := limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(tb, "bench"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: ptr(limit), Period: rules.Period(period)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: ptr(limit), Period: rules.Period(period)},

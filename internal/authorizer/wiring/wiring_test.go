@@ -9,14 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/authorizer"
@@ -27,19 +25,8 @@ import (
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-func redisURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if u == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		t.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	return u
-}
 
 // syncBuffer collects log lines from several goroutines.
 type syncBuffer struct {
@@ -83,13 +70,7 @@ func adminService(t *testing.T, dbURL, redisURL string) *admin.Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
+	rdb := testenv.Client(t, redisURL, nil)
 	return admin.New(postgres.New(pool), redisversion.New(rdb, ""), limiter.New(rdb, limiter.Options{Timeout: time.Second}), admin.Options{})
 }
 
@@ -123,7 +104,7 @@ func decide(t *testing.T, app *wiring.App, key string) authorizer.Result {
 // TestPropagation changes a rule through the admin code path and measures
 // how long until the authorizer decides by the new numbers.
 func TestPropagation(t *testing.T) {
-	rURL := redisURL(t)
+	rURL := testenv.RedisURL(t)
 	dbURL := pgtest.NewDatabase(t)
 	svc := adminService(t, dbURL, rURL)
 	created := call(t, svc, "POST", "/rules", nil, map[string]any{
@@ -255,7 +236,7 @@ func viaProxy(t *testing.T, dbURL string) (*proxy, string) {
 // later invocation), takes it down again (the last snapshot keeps serving
 // through a failed reload) and up again (the pending change lands).
 func TestDatabaseDown(t *testing.T) {
-	rURL := redisURL(t)
+	rURL := testenv.RedisURL(t)
 	dbURL := pgtest.NewDatabase(t)
 	svc := adminService(t, dbURL, rURL)
 	created := call(t, svc, "POST", "/rules", nil, map[string]any{

@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -23,20 +22,14 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // ServerURL returns SLUICE_TEST_DATABASE_URL, or skips the test when it is
-// unset (fails it when SLUICE_REQUIRE_INTEGRATION=1).
+// unset (fails it when SLUICE_REQUIRE_INTEGRATION=1): testenv.DatabaseURL.
 func ServerURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if u == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_REQUIRE_INTEGRATION=1; run under scripts/testenv.sh")
-		}
-		t.Skip("SLUICE_TEST_DATABASE_URL is unset; run under scripts/testenv.sh for PostgreSQL tests")
-	}
-	return u
+	return testenv.DatabaseURL(t)
 }
 
 // NewEmptyDatabase creates a database named sluice_test_<random> with no

@@ -1,0 +1,138 @@
+// Package testenv finds the Redis and PostgreSQL servers that
+// scripts/testenv.sh starts for integration tests, and gives each test what
+// it needs to share them safely: a client and a key prefix of its own.
+//
+// The servers are named by SLUICE_TEST_REDIS_URL and SLUICE_TEST_DATABASE_URL.
+// Without them a test is skipped, unless SLUICE_REQUIRE_INTEGRATION=1 (make
+// test, CI), where it fails instead: a run that must cover the integration
+// tests never passes by skipping them.
+//
+//	func TestSomething(t *testing.T) {
+//		rdb := testenv.Redis(t)               // skips without a test Redis
+//		prefix := testenv.Prefix(t, "admin")  // "sltest:admin:<random>:"
+//		testenv.DeleteKeys(t, rdb, prefix)    // optional: remove them at the end
+//	}
+//
+// Nothing here flushes a server: tests share it, each under its own prefix
+// (Redis) or database (PostgreSQL, see internal/store/postgres/pgtest).
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The environment variables scripts/testenv.sh exports.
+const (
+	RedisURLVar    = "SLUICE_TEST_REDIS_URL"    // redis://host:port of a private Redis
+	DatabaseURLVar = "SLUICE_TEST_DATABASE_URL" // postgres:// URL of a private server (any database)
+	RequireVar     = "SLUICE_REQUIRE_INTEGRATION"
+)
+
+// Lookup returns the value of the environment variable name. When it is
+// empty, Lookup skips the test, or fails it when SLUICE_REQUIRE_INTEGRATION=1;
+// either way the test goes no further.
+func Lookup(tb testing.TB, name string) string {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv(RequireVar) == "1" {
+			tb.Fatalf("%s is not set and %s=1; run under scripts/testenv.sh", name, RequireVar)
+		}
+		tb.Skipf("%s not set; run under scripts/testenv.sh", name)
+	}
+	return v
+}
+
+// RedisURL returns SLUICE_TEST_REDIS_URL, skipping or failing the test as
+// Lookup does when it is not set.
+func RedisURL(tb testing.TB) string {
+	tb.Helper()
+	return Lookup(tb, RedisURLVar)
+}
+
+// DatabaseURL returns SLUICE_TEST_DATABASE_URL, skipping or failing the test
+// as Lookup does when it is not set. Tests must not use that database
+// itself: pgtest creates one per test.
+func DatabaseURL(tb testing.TB) string {
+	tb.Helper()
+	return Lookup(tb, DatabaseURLVar)
+}
+
+// Redis returns a client of the test Redis (see RedisURL) with default pool
+// settings; see Client.
+func Redis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	return Client(tb, RedisURL(tb), nil)
+}
+
+// Client returns a client of the Redis at url, set up as the code under test
+// expects it: ContextTimeoutEnabled, so a context deadline bounds each call.
+// configure, when not nil, adjusts the options before the client is made
+// (pool sizes, for example). The client is closed when the test ends.
+func Client(tb testing.TB, url string, configure func(*redis.Options)) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		tb.Fatalf("testenv: parse Redis URL: %v", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	if configure != nil {
+		configure(opt)
+	}
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Prefix returns a Redis key prefix no other test uses:
+// "sltest:<scope>:<12 random hex digits>:". scope names the package or
+// suite, so that a key left behind says where it came from.
+func Prefix(tb testing.TB, scope string) string {
+	tb.Helper()
+	return "sltest:" + scope + ":" + Random(tb) + ":"
+}
+
+// Random returns 12 random hex digits, for names a test must not share
+// (key prefixes, subjects, database names).
+func Random(tb testing.TB) string {
+	tb.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatalf("testenv: random: %v", err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// DeleteKeys deletes every key under prefix from c when the test ends (and
+// before c, if it came from Client, is closed), for tests whose keys do not
+// expire by themselves. Call it after the client was created.
+func DeleteKeys(tb testing.TB, c redis.UniversalClient, prefix string) {
+	tb.Helper()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var keys []string
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			tb.Errorf("testenv: SCAN %s*: %v", prefix, err)
+			return
+		}
+		for _, k := range keys {
+			// One DEL a key: in a cluster the keys may live on different slots.
+			if err := c.Del(ctx, k).Err(); err != nil {
+				tb.Errorf("testenv: DEL %s: %v", k, err)
+				return
+			}
+		}
+	})
+}
