@@ -134,6 +134,45 @@ func wantArgs(fs *flag.FlagSet, pos []string, n int) error {
 	return nil
 }
 
+// parse parses a command's arguments, wants n positional ones and checks
+// the admin flags; it returns the positional arguments.
+func (a *adminFlags) parse(fs *flag.FlagSet, args []string, n int) ([]string, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := wantArgs(fs, pos, n); err != nil {
+		return nil, err
+	}
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// connect is parse followed by the admin client, for the commands that
+// need nothing else first.
+func (a *adminFlags) connect(ctx context.Context, fs *flag.FlagSet, args []string, n int) ([]string, *adminClient, error) {
+	pos, err := a.parse(fs, args, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := newAdminClient(ctx, a.client)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, c, nil
+}
+
+// print writes v as JSON with -o json, else calls table.
+func (a *adminFlags) print(w io.Writer, v any, table func()) error {
+	if a.output == "json" {
+		return printJSON(w, v)
+	}
+	table()
+	return nil
+}
+
 // printJSON writes v indented, for scripts.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -141,14 +180,76 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// ---- shared by rules and plans ----
+
+// fetch reads one rule or plan: kind is "rule" or "plan", key its id or
+// name.
+func fetch[T any](ctx context.Context, c *adminClient, kind, key string) (T, error) {
+	var v T
+	if _, err := c.getJSON(ctx, "/"+kind+"s/"+url.PathEscape(key), nil, &v); err != nil {
+		return v, fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	return v, nil
+}
+
+// getCommand is `rules get` and `plans get`: fetch one and show it as
+// JSON or with table.
+func getCommand[T any](kind, arg string, table func(io.Writer, T)) func(ctx context.Context, e env, args []string) error {
+	return func(ctx context.Context, e env, args []string) error {
+		fs := newFlagSet(e, kind+"s get", arg, "Show one "+kind+".")
+		a := addAdminFlags(fs)
+		pos, c, err := a.connect(ctx, fs, args, 1)
+		if err != nil {
+			return err
+		}
+		v, err := fetch[T](ctx, c, kind, pos[0])
+		if err != nil {
+			return err
+		}
+		return a.print(e.stdout, v, func() { table(e.stdout, v) })
+	}
+}
+
+// rmCommand is `rules rm` and `plans rm`: DELETE with If-Match --version,
+// or the current version when none is given.
+func rmCommand(kind, arg string) func(ctx context.Context, e env, args []string) error {
+	return func(ctx context.Context, e env, args []string) error {
+		fs := newFlagSet(e, kind+"s rm", arg, "Delete a "+kind+". If-Match sends --version, else the current version.")
+		a := addAdminFlags(fs)
+		version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
+		pos, c, err := a.connect(ctx, fs, args, 1)
+		if err != nil {
+			return err
+		}
+		key := pos[0]
+		v := *version
+		if v == 0 {
+			// Only the version is needed; the field is "version" in both.
+			cur, err := fetch[struct {
+				Version int64 `json:"version"`
+			}](ctx, c, kind, key)
+			if err != nil {
+				return err
+			}
+			v = cur.Version
+		}
+		if err := c.sendJSON(ctx, http.MethodDelete, "/"+kind+"s/"+url.PathEscape(key), nil, v, nil); err != nil {
+			return fmt.Errorf("delete %s %s (If-Match %d): %w", kind, key, v, err)
+		}
+		return a.print(e.stdout, map[string]any{"deleted": key, "version": v}, func() {
+			fmt.Fprintf(e.stdout, "deleted %s %s (version %d)\n", kind, key, v)
+		})
+	}
+}
+
 // ---- rules ----
 
 func rulesCommands() []subcommand {
 	return []subcommand{
 		{"ls", "", "list rules (all pages)", rulesLs},
-		{"get", "ID", "show one rule", rulesGet},
+		{"get", "ID", "show one rule", getCommand("rule", "ID", printRule)},
 		{"put", "[-f FILE | flags]", "create a rule, or update it (by --id or by its scope) with If-Match", rulesPut},
-		{"rm", "ID", "delete a rule (If-Match the current version)", rulesRm},
+		{"rm", "ID", "delete a rule (If-Match the current version)", rmCommand("rule", "ID")},
 		{"history", "ID", "show a rule's audit log", rulesHistory},
 	}
 }
@@ -161,17 +262,7 @@ func rulesLs(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&f.Route, "route", "", "only rules of this route")
 	fs.StringVar(&f.Subject, "subject", "", "only rules of this subject")
 	fs.StringVar(&f.Plan, "plan", "", "only rules naming this plan")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
+	_, c, err := a.connect(ctx, fs, args, 0)
 	if err != nil {
 		return err
 	}
@@ -179,11 +270,7 @@ func rulesLs(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if a.output == "json" {
-		return printJSON(e.stdout, all)
-	}
-	printRules(e.stdout, all)
-	return nil
+	return a.print(e.stdout, all, func() { printRules(e.stdout, all) })
 }
 
 // listRules fetches every page of the rule list.
@@ -219,6 +306,14 @@ func printRules(w io.Writer, rs []rules.Rule) {
 			strconv.FormatBool(r.Enabled == nil || *r.Enabled), r.Version)
 	}
 	tw.Flush()
+}
+
+// printRule shows one rule: its table row, then its description.
+func printRule(w io.Writer, r rules.Rule) {
+	printRules(w, []rules.Rule{r})
+	if r.Description != "" {
+		fmt.Fprintf(w, "\n%s\n", r.Description)
+	}
 }
 
 func ruleLimit(r rules.Rule) string {
@@ -264,37 +359,6 @@ func orDefault(s, d string) string {
 	return s
 }
 
-func rulesGet(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "rules get", "ID", "Show one rule.")
-	a := addAdminFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
-	if err != nil {
-		return err
-	}
-	var r rules.Rule
-	if _, err := c.getJSON(ctx, "/rules/"+url.PathEscape(pos[0]), nil, &r); err != nil {
-		return fmt.Errorf("get rule %s: %w", pos[0], err)
-	}
-	if a.output == "json" {
-		return printJSON(e.stdout, r)
-	}
-	printRules(e.stdout, []rules.Rule{r})
-	if r.Description != "" {
-		fmt.Fprintf(e.stdout, "\n%s\n", r.Description)
-	}
-	return nil
-}
-
 // ruleFlags are the fields `rules put` can set from flags; only the flags
 // given change an existing rule.
 type ruleFlags struct {
@@ -335,14 +399,7 @@ only the flags given change the rule.`)
 	fs.BoolVar(&rf.enabled, "enabled", true, "whether the rule takes part in matching")
 	fs.StringVar(&rf.description, "description", "", "free text")
 	fs.Int64Var(&rf.version, "version", 0, "If-Match this version (default: the current one)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
+	if _, err := a.parse(fs, args, 0); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -375,9 +432,9 @@ only the flags given change the rule.`)
 	// Find the rule to update: by id, else by scope.
 	var cur *rules.Rule
 	if in.ID != "" {
-		var r rules.Rule
-		if _, err := c.getJSON(ctx, "/rules/"+url.PathEscape(in.ID), nil, &r); err != nil {
-			return fmt.Errorf("get rule %s: %w", in.ID, err)
+		r, err := fetch[rules.Rule](ctx, c, "rule", in.ID)
+		if err != nil {
+			return err
 		}
 		cur = &r
 	} else {
@@ -430,11 +487,7 @@ only the flags given change the rule.`)
 		}
 		fmt.Fprintf(e.stderr, "updated rule %s to version %d\n", got.ID, got.Version)
 	}
-	if a.output == "json" {
-		return printJSON(e.stdout, got)
-	}
-	printRules(e.stdout, []rules.Rule{got})
-	return nil
+	return a.print(e.stdout, got, func() { printRules(e.stdout, []rules.Rule{got}) })
 }
 
 func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
@@ -505,57 +558,10 @@ func readInput(e env, name string) ([]byte, error) {
 	return b, nil
 }
 
-func rulesRm(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "rules rm", "ID", "Delete a rule. If-Match sends --version, else the current version.")
-	a := addAdminFlags(fs)
-	version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
-	if err != nil {
-		return err
-	}
-	id := pos[0]
-	v := *version
-	if v == 0 {
-		var r rules.Rule
-		if _, err := c.getJSON(ctx, "/rules/"+url.PathEscape(id), nil, &r); err != nil {
-			return fmt.Errorf("get rule %s: %w", id, err)
-		}
-		v = r.Version
-	}
-	if err := c.sendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(id), nil, v, nil); err != nil {
-		return fmt.Errorf("delete rule %s (If-Match %d): %w", id, v, err)
-	}
-	if a.output == "json" {
-		return printJSON(e.stdout, map[string]any{"deleted": id, "version": v})
-	}
-	fmt.Fprintf(e.stdout, "deleted rule %s (version %d)\n", id, v)
-	return nil
-}
-
 func rulesHistory(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "rules history", "ID", "Show a rule's audit log, oldest first.")
 	a := addAdminFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
+	pos, c, err := a.connect(ctx, fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -656,26 +662,16 @@ func jsonString(v any) string {
 func plansCommands() []subcommand {
 	return []subcommand{
 		{"ls", "", "list plans", plansLs},
-		{"get", "NAME", "show one plan", plansGet},
+		{"get", "NAME", "show one plan", getCommand("plan", "NAME", printPlan)},
 		{"put", "[-f FILE | --name N flags]", "create or update a plan (If-Match the current version)", plansPut},
-		{"rm", "NAME", "delete a plan (fails while a rule uses it)", plansRm},
+		{"rm", "NAME", "delete a plan (fails while a rule uses it)", rmCommand("plan", "NAME")},
 	}
 }
 
 func plansLs(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "plans ls", "", "List plans.")
 	a := addAdminFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
+	_, c, err := a.connect(ctx, fs, args, 0)
 	if err != nil {
 		return err
 	}
@@ -687,11 +683,7 @@ func plansLs(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if a.output == "json" {
-		return printJSON(e.stdout, ps)
-	}
-	printPlans(e.stdout, ps)
-	return nil
+	return a.print(e.stdout, ps, func() { printPlans(e.stdout, ps) })
 }
 
 // decodePlans accepts a bare array or {"plans": [...]}.
@@ -725,33 +717,7 @@ func printPlans(w io.Writer, ps []rules.Plan) {
 	tw.Flush()
 }
 
-func plansGet(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans get", "NAME", "Show one plan.")
-	a := addAdminFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
-	if err != nil {
-		return err
-	}
-	var p rules.Plan
-	if _, err := c.getJSON(ctx, "/plans/"+url.PathEscape(pos[0]), nil, &p); err != nil {
-		return fmt.Errorf("get plan %s: %w", pos[0], err)
-	}
-	if a.output == "json" {
-		return printJSON(e.stdout, p)
-	}
-	printPlans(e.stdout, []rules.Plan{p})
-	return nil
-}
+func printPlan(w io.Writer, p rules.Plan) { printPlans(w, []rules.Plan{p}) }
 
 func plansPut(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "plans put", "", `Create or update a plan.
@@ -769,14 +735,7 @@ current version); on update only the flags given change it.`)
 	burst := fs.Int64("burst", 0, "bucket capacity (default: limit)")
 	description := fs.String("description", "", "free text")
 	version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
+	if _, err := a.parse(fs, args, 0); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -808,11 +767,10 @@ current version); on update only the flags given change it.`)
 		return err
 	}
 	var cur *rules.Plan
-	var p rules.Plan
-	if _, err := c.getJSON(ctx, "/plans/"+url.PathEscape(in.Name), nil, &p); err == nil {
+	if p, err := fetch[rules.Plan](ctx, c, "plan", in.Name); err == nil {
 		cur = &p
 	} else if ae := (*apiError)(nil); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
-		return fmt.Errorf("get plan %s: %w", in.Name, err)
+		return err
 	}
 	out := in
 	if cur != nil && *file == "" {
@@ -849,48 +807,7 @@ current version); on update only the flags given change it.`)
 		}
 		fmt.Fprintf(e.stderr, "updated plan %s to version %d\n", got.Name, got.Version)
 	}
-	if a.output == "json" {
-		return printJSON(e.stdout, got)
-	}
-	printPlans(e.stdout, []rules.Plan{got})
-	return nil
-}
-
-func plansRm(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans rm", "NAME", "Delete a plan. If-Match sends --version, else the current version.")
-	a := addAdminFlags(fs)
-	version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
-	if err != nil {
-		return err
-	}
-	name := pos[0]
-	v := *version
-	if v == 0 {
-		var p rules.Plan
-		if _, err := c.getJSON(ctx, "/plans/"+url.PathEscape(name), nil, &p); err != nil {
-			return fmt.Errorf("get plan %s: %w", name, err)
-		}
-		v = p.Version
-	}
-	if err := c.sendJSON(ctx, http.MethodDelete, "/plans/"+url.PathEscape(name), nil, v, nil); err != nil {
-		return fmt.Errorf("delete plan %s (If-Match %d): %w", name, v, err)
-	}
-	if a.output == "json" {
-		return printJSON(e.stdout, map[string]any{"deleted": name, "version": v})
-	}
-	fmt.Fprintf(e.stdout, "deleted plan %s (version %d)\n", name, v)
-	return nil
+	return a.print(e.stdout, got, func() { printPlan(e.stdout, got) })
 }
 
 // ---- subjects ----
@@ -918,17 +835,7 @@ func subjectsLimits(ctx context.Context, e env, args []string) error {
 	a := addAdminFlags(fs)
 	api := fs.String("api", "", "API id (default: every API)")
 	route := fs.String("route", "", "route such as 'GET /items/{id}' (default: every route)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
+	pos, c, err := a.connect(ctx, fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -1025,17 +932,7 @@ func subjectsReset(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "subjects reset", "SUBJECT", "Delete a subject's buckets, giving it full buckets again.")
 	a := addAdminFlags(fs)
 	api := fs.String("api", "", "API id (default: every API)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
-		return err
-	}
-	if err := a.check(); err != nil {
-		return err
-	}
-	c, err := newAdminClient(ctx, a.client)
+	pos, c, err := a.connect(ctx, fs, args, 1)
 	if err != nil {
 		return err
 	}
