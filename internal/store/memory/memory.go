@@ -9,7 +9,6 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -17,17 +16,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/internal/rules"
-)
-
-// Page sizes of ListRules.
-const (
-	defaultPageSize = 100
-	maxPageSize     = 1000
+	"github.com/sluicehq/sluice/internal/store/input"
 )
 
 // scope is the key two rules may not share.
@@ -94,7 +87,7 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	if err := ctx.Err(); err != nil {
 		return rules.Rule{}, err
 	}
-	id, ok := canonicalID(id)
+	id, ok := input.ID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, found := s.rules[id]
@@ -112,7 +105,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if err := ctx.Err(); err != nil {
 		return rules.Rule{}, err
 	}
-	id, ok := canonicalID(r.ID)
+	id, ok := input.ID(r.ID)
 	r = cloneRule(r)
 	r.Normalize()
 	s.mu.Lock()
@@ -151,7 +144,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cid, ok := canonicalID(id)
+	cid, ok := input.ID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, found := s.rules[cid]
@@ -173,11 +166,11 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	if err := ctx.Err(); err != nil {
 		return rules.Page{}, err
 	}
-	size, after, err := pageParams(f)
+	size, after, err := input.Page(f)
 	if err != nil {
 		return rules.Page{}, err
 	}
-	if err := checkText("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan); err != nil {
+	if err := input.FilterText(f); err != nil {
 		return rules.Page{}, err
 	}
 	s.mu.Lock()
@@ -192,7 +185,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	page := rules.Page{Rules: []rules.Rule{}}
 	if len(ids) > size {
 		ids = ids[:size]
-		page.NextCursor = encodeCursor(ids[size-1])
+		page.NextCursor = input.Cursor(ids[size-1])
 	}
 	for _, id := range ids {
 		page.Rules = append(page.Rules, cloneRule(s.rules[id]))
@@ -213,7 +206,7 @@ func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cid, ok := canonicalID(id)
+	cid, ok := input.ID(id)
 	if !ok {
 		return nil, fmt.Errorf("rule history %q: %w", id, rules.ErrNotFound)
 	}
@@ -369,7 +362,7 @@ func (s *Store) checkPlan(name string) error {
 		return nil
 	}
 	if _, ok := s.plans[name]; !ok {
-		return fieldError("plan", fmt.Sprintf("unknown plan %q", name))
+		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", name))
 	}
 	return nil
 }
@@ -431,53 +424,53 @@ func planInUse(name string, n int) error {
 // of defence behind internal/rules validation, so a rule this store accepts
 // is one PostgreSQL accepts too.
 func checkRule(r rules.Rule) error {
-	if err := checkText("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description); err != nil {
+	if err := input.RuleText(r); err != nil {
 		return err
 	}
 	inline := r.Limit != nil && r.Period != 0
 	switch {
 	case r.API == "" || len(r.API) > rules.MaxAPILen:
-		return fieldError("api", "out of range")
+		return input.FieldError("api", "out of range")
 	case r.Route == "" || len(r.Route) > rules.MaxRouteLen:
-		return fieldError("route", "out of range")
+		return input.FieldError("route", "out of range")
 	case r.Subject == "" || len(r.Subject) > rules.MaxSubjectLen:
-		return fieldError("subject", "out of range")
+		return input.FieldError("subject", "out of range")
 	case !(r.Plan != "" && r.Limit == nil && r.Period == 0 && r.Burst == nil) && !(r.Plan == "" && inline):
-		return fieldError("plan", "a rule names a plan or carries limit and period, not both")
+		return input.FieldError("plan", "a rule names a plan or carries limit and period, not both")
 	case r.Limit != nil && (*r.Limit < 0 || *r.Limit > rules.MaxLimit):
-		return fieldError("limit", "out of range")
+		return input.FieldError("limit", "out of range")
 	case r.Period != 0 && !validPeriod(r.Period):
-		return fieldError("period", "out of range")
+		return input.FieldError("period", "out of range")
 	case r.Burst != nil && (*r.Burst < 0 || *r.Burst > rules.MaxBurst):
-		return fieldError("burst", "out of range")
+		return input.FieldError("burst", "out of range")
 	case r.Cost != nil && (*r.Cost < 1 || *r.Cost > rules.MaxCost):
-		return fieldError("cost", "out of range")
+		return input.FieldError("cost", "out of range")
 	case r.FailureMode != rules.FailOpen && r.FailureMode != rules.FailClosed:
-		return fieldError("failure_mode", "out of range")
+		return input.FieldError("failure_mode", "out of range")
 	case r.Mode != rules.Enforce && r.Mode != rules.Shadow:
-		return fieldError("mode", "out of range")
+		return input.FieldError("mode", "out of range")
 	case len(r.Description) > rules.MaxDescriptionLen:
-		return fieldError("description", "out of range")
+		return input.FieldError("description", "out of range")
 	}
 	return nil
 }
 
 // checkPlan mirrors the plans table's CHECK constraints.
 func checkPlan(p rules.Plan) error {
-	if err := checkText("name", p.Name, "description", p.Description); err != nil {
+	if err := input.PlanText(p); err != nil {
 		return err
 	}
 	switch {
 	case !planName.MatchString(p.Name):
-		return fieldError("name", "out of range")
+		return input.FieldError("name", "out of range")
 	case p.Limit < 0 || p.Limit > rules.MaxLimit:
-		return fieldError("limit", "out of range")
+		return input.FieldError("limit", "out of range")
 	case !validPeriod(p.Period):
-		return fieldError("period", "out of range")
+		return input.FieldError("period", "out of range")
 	case p.Burst != nil && (*p.Burst < 0 || *p.Burst > rules.MaxBurst):
-		return fieldError("burst", "out of range")
+		return input.FieldError("burst", "out of range")
 	case len(p.Description) > rules.MaxDescriptionLen:
-		return fieldError("description", "out of range")
+		return input.FieldError("description", "out of range")
 	}
 	return nil
 }
@@ -488,67 +481,6 @@ var planName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 // to 1 year.
 func validPeriod(p rules.Period) bool {
 	return p >= rules.MinPeriod && p <= rules.MaxPeriod && p%rules.Period(time.Second) == 0
-}
-
-func checkText(pairs ...string) error {
-	var fields []rules.FieldError
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if !utf8.ValidString(pairs[i+1]) || strings.ContainsRune(pairs[i+1], 0) {
-			fields = append(fields, rules.FieldError{Field: pairs[i], Reason: "must be valid UTF-8 without NUL bytes"})
-		}
-	}
-	if fields != nil {
-		return &rules.ValidationError{Fields: fields}
-	}
-	return nil
-}
-
-func fieldError(field, reason string) error {
-	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
-}
-
-// canonicalID returns id in the canonical UUID form and whether it is one.
-func canonicalID(id string) (string, bool) {
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return id, false
-	}
-	return u.String(), true
-}
-
-// cursorPrefix versions the cursor format.
-const cursorPrefix = "r1:"
-
-// encodeCursor returns the opaque cursor that continues a list after the
-// rule id. It is the same format the PostgreSQL store uses.
-func encodeCursor(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
-}
-
-// pageParams validates f's page size and cursor and returns the size and
-// the id to continue after ("" for the first page).
-func pageParams(f rules.Filter) (size int, after string, err error) {
-	var fields []rules.FieldError
-	size = f.Limit
-	switch {
-	case size == 0:
-		size = defaultPageSize
-	case size < 1 || size > maxPageSize:
-		fields = append(fields, rules.FieldError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxPageSize)})
-	}
-	if f.Cursor != "" {
-		b, decErr := base64.RawURLEncoding.DecodeString(f.Cursor)
-		id, hasPrefix := strings.CutPrefix(string(b), cursorPrefix)
-		u, parseErr := uuid.Parse(id)
-		if decErr != nil || !hasPrefix || parseErr != nil || u.String() != id {
-			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor"})
-		}
-		after = id
-	}
-	if fields != nil {
-		return 0, "", &rules.ValidationError{Fields: fields}
-	}
-	return size, after, nil
 }
 
 func cloneRule(r rules.Rule) rules.Rule {

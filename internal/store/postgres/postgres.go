@@ -11,27 +11,19 @@ package postgres
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/rules"
-)
-
-// Page sizes of ListRules.
-const (
-	defaultPageSize = 100
-	maxPageSize     = 1000
+	"github.com/sluicehq/sluice/internal/store/input"
 )
 
 // PostgreSQL error codes the store maps to domain errors.
@@ -62,7 +54,7 @@ const planColumns = `name, limit_count, period_ms, burst, description, version, 
 // *rules.ValidationError when r names an unknown plan.
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
 	r.Normalize()
-	if err := checkRuleText(r); err != nil {
+	if err := input.RuleText(r); err != nil {
 		return rules.Rule{}, err
 	}
 	var out rules.Rule
@@ -86,7 +78,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 // GetRule returns the rule with that id, or rules.ErrNotFound (also for an
 // id that is not a UUID, without asking the database).
 func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
-	cid, ok := canonicalID(id)
+	cid, ok := input.ID(id)
 	if !ok {
 		return rules.Rule{}, fmt.Errorf("get rule %q: %w", id, rules.ErrNotFound)
 	}
@@ -105,12 +97,12 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 // transaction. Errors: rules.ErrNotFound, rules.ErrStale, rules.ErrConflict
 // (the new scope is taken) and *rules.ValidationError (unknown plan).
 func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
-	cid, ok := canonicalID(r.ID)
+	cid, ok := input.ID(r.ID)
 	if !ok {
 		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
 	}
 	r.Normalize()
-	if err := checkRuleText(r); err != nil {
+	if err := input.RuleText(r); err != nil {
 		return rules.Rule{}, err
 	}
 	var out rules.Rule
@@ -142,7 +134,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 // and records the deletion by actor, in one transaction. Errors:
 // rules.ErrNotFound, rules.ErrStale.
 func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
-	cid, ok := canonicalID(id)
+	cid, ok := input.ID(id)
 	if !ok {
 		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
 	}
@@ -183,11 +175,11 @@ func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules
 // pagination: a page costs the same however deep it is). A bad page size or
 // cursor is a *rules.ValidationError.
 func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
-	size, after, err := pageParams(f)
+	size, after, err := input.Page(f)
 	if err != nil {
 		return rules.Page{}, err
 	}
-	if err := checkFilterText(f); err != nil {
+	if err := input.FilterText(f); err != nil {
 		return rules.Page{}, err
 	}
 	// The WHERE clause is assembled from fixed column names; every value is
@@ -227,7 +219,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	page := rules.Page{Rules: rs}
 	if len(rs) > size {
 		page.Rules = rs[:size]
-		page.NextCursor = encodeCursor(rs[size-1].ID)
+		page.NextCursor = input.Cursor(rs[size-1].ID)
 	}
 	return page, nil
 }
@@ -235,7 +227,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 // RuleHistory returns the audit entries of the rule, oldest first, also
 // after it was deleted; rules.ErrNotFound when it never existed.
 func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error) {
-	cid, ok := canonicalID(id)
+	cid, ok := input.ID(id)
 	if !ok {
 		return nil, fmt.Errorf("rule history %q: %w", id, rules.ErrNotFound)
 	}
@@ -246,7 +238,7 @@ func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry,
 // one transaction; rules.ErrConflict when a plan of that name exists.
 func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
 	p.Normalize()
-	if err := checkPlanText(p); err != nil {
+	if err := input.PlanText(p); err != nil {
 		return rules.Plan{}, err
 	}
 	var out rules.Plan
@@ -268,7 +260,7 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 
 // GetPlan returns the plan with that name, or rules.ErrNotFound.
 func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
-	if !storable(name) {
+	if !input.Storable(name) {
 		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
 	}
 	p, err := scanPlan(s.pool.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1`, name))
@@ -287,10 +279,10 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 // Errors: rules.ErrNotFound, rules.ErrStale.
 func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
 	p.Normalize()
-	if !storable(p.Name) {
+	if !input.Storable(p.Name) {
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
 	}
-	if err := checkPlanText(p); err != nil {
+	if err := input.PlanText(p); err != nil {
 		return rules.Plan{}, err
 	}
 	var out rules.Plan
@@ -322,7 +314,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 // rules.ErrNotFound, rules.ErrStale, and rules.ErrConflict while a rule
 // names the plan.
 func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
-	if !storable(name) {
+	if !input.Storable(name) {
 		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -381,7 +373,7 @@ func (s *Store) ListPlans(ctx context.Context) ([]rules.Plan, error) {
 // PlanHistory returns the audit entries of the plan, oldest first, also
 // after it was deleted; rules.ErrNotFound when it never existed.
 func (s *Store) PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error) {
-	if !storable(name) {
+	if !input.Storable(name) {
 		return nil, fmt.Errorf("plan history %q: %w", name, rules.ErrNotFound)
 	}
 	return s.history(ctx, rules.KindPlan, name)
@@ -549,7 +541,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 	case codeUniqueViolation:
 		return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
 	case codeForeignKeyViolation:
-		return fieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
+		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	case codeCheckViolation:
 		return checkError(pgErr.ConstraintName, "rules_")
 	}
@@ -579,11 +571,7 @@ func checkError(constraint, tablePrefix string) error {
 	if field == "plan" {
 		reason = "a rule names a plan or carries limit and period, not both"
 	}
-	return fieldError(field, reason)
-}
-
-func fieldError(field, reason string) error {
-	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
+	return input.FieldError(field, reason)
 }
 
 func pgCode(err error) string {
@@ -592,78 +580,4 @@ func pgCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
-}
-
-// storable reports whether PostgreSQL can hold s as text: valid UTF-8
-// without NUL bytes. Anything else would fail the query with a server error
-// rather than a client one.
-func storable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
-func checkText(pairs ...string) error {
-	var fields []rules.FieldError
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if !storable(pairs[i+1]) {
-			fields = append(fields, rules.FieldError{Field: pairs[i], Reason: "must be valid UTF-8 without NUL bytes"})
-		}
-	}
-	if fields != nil {
-		return &rules.ValidationError{Fields: fields}
-	}
-	return nil
-}
-
-func checkRuleText(r rules.Rule) error {
-	return checkText("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description)
-}
-
-func checkPlanText(p rules.Plan) error {
-	return checkText("name", p.Name, "description", p.Description)
-}
-
-func checkFilterText(f rules.Filter) error {
-	return checkText("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan)
-}
-
-// canonicalID returns id in the canonical UUID form and whether it is one.
-func canonicalID(id string) (string, bool) {
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return id, false
-	}
-	return u.String(), true
-}
-
-// cursorPrefix versions the cursor format; the memory store uses the same.
-const cursorPrefix = "r1:"
-
-func encodeCursor(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
-}
-
-// pageParams validates f's page size and cursor and returns the size and
-// the id to continue after ("" for the first page).
-func pageParams(f rules.Filter) (size int, after string, err error) {
-	var fields []rules.FieldError
-	size = f.Limit
-	switch {
-	case size == 0:
-		size = defaultPageSize
-	case size < 1 || size > maxPageSize:
-		fields = append(fields, rules.FieldError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxPageSize)})
-	}
-	if f.Cursor != "" {
-		b, decErr := base64.RawURLEncoding.DecodeString(f.Cursor)
-		id, hasPrefix := strings.CutPrefix(string(b), cursorPrefix)
-		u, parseErr := uuid.Parse(id)
-		if decErr != nil || !hasPrefix || parseErr != nil || u.String() != id {
-			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor"})
-		}
-		after = id
-	}
-	if fields != nil {
-		return 0, "", &rules.ValidationError{Fields: fields}
-	}
-	return size, after, nil
 }
