@@ -121,7 +121,7 @@ func freeAddr(t testing.TB) string {
 type emulator struct {
 	url     string
 	cmd     *exec.Cmd
-	out     *lockedBuffer
+	out     *testenv.Buffer
 	started time.Time
 }
 
@@ -136,7 +136,7 @@ func startEmulator(t testing.TB, bin string, env map[string]string) *emulator {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", cmd: cmd, out: &lockedBuffer{}}
+	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", cmd: cmd, out: &testenv.Buffer{}}
 	cmd.Stdout, cmd.Stderr = e.out, e.out
 	e.started = time.Now()
 	if err := cmd.Start(); err != nil {

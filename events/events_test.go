@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,24 +116,6 @@ func seed(t testing.TB) seeded {
 
 func ptr[T any](v T) *T { return &v }
 
-// lockedBuffer is a bytes.Buffer safe for the cache's background logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSamples decodes every sample into its type and runs it through the
 // handler its function uses, wired from configuration as the Lambdas are,
 // against real Redis and PostgreSQL.
@@ -146,7 +127,7 @@ func TestSamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: out, Function: "events-test"})
 	if err != nil {
 		t.Fatalf("wiring.New: %v", err)

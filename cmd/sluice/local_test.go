@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,24 +50,7 @@ type localProc struct {
 	base  string // http://127.0.0.1:<port>
 	token string
 	cmd   *exec.Cmd
-	out   *lockedBuffer // stdout and stderr, for failure messages
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out   *testenv.Buffer // stdout and stderr, for failure messages
 }
 
 var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
@@ -78,7 +60,7 @@ var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
 // process) when the test ends, checking that it shuts down cleanly.
 func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	t.Helper()
-	p := &localProc{token: "test-" + testenv.Random(t), out: &lockedBuffer{}}
+	p := &localProc{token: "test-" + testenv.Random(t), out: &testenv.Buffer{}}
 	cmd := exec.Command(sluiceBin, append([]string{"local", "--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)

@@ -15,6 +15,8 @@
 //
 // Nothing here flushes a server: tests share it, each under its own prefix
 // (Redis) or database (PostgreSQL, see internal/store/postgres/pgtest).
+//
+// Buffer collects the logs of goroutines and subprocesses such tests start.
 package testenv
 
 import (

@@ -1,7 +1,6 @@
 package wiring_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,32 +27,14 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newApp wires an App from env as a Lambda would.
-func newApp(t *testing.T, env map[string]string) (*wiring.App, *syncBuffer) {
+func newApp(t *testing.T, env map[string]string) (*wiring.App, *testenv.Buffer) {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: out, Function: t.Name()})
 	if err != nil {
 		t.Fatalf("wiring.New: %v", err)
