@@ -408,15 +408,11 @@ only the flags given change the rule.`)
 	var in rules.Rule
 	fromFile := rf.file != ""
 	if fromFile {
-		b, err := readInput(e, rf.file)
+		r, err := readJSON[rules.Rule](e, "rule", rf.file)
 		if err != nil {
 			return err
 		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return fmt.Errorf("read rule from %s: %w", rf.file, err)
-		}
+		in = r
 	}
 	if set["id"] {
 		in.ID = rf.id
@@ -541,6 +537,22 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// readJSON decodes a rule or plan (kind) from file, "-" for stdin,
+// refusing fields the type does not have.
+func readJSON[T any](e env, kind, file string) (T, error) {
+	var v T
+	b, err := readInput(e, file)
+	if err != nil {
+		return v, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("read %s from %s: %w", kind, file, err)
+	}
+	return v, nil
+}
 
 func readInput(e env, name string) ([]byte, error) {
 	var (
@@ -742,15 +754,11 @@ current version); on update only the flags given change it.`)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var in rules.Plan
 	if *file != "" {
-		b, err := readInput(e, *file)
+		p, err := readJSON[rules.Plan](e, "plan", *file)
 		if err != nil {
 			return err
 		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return fmt.Errorf("read plan from %s: %w", *file, err)
-		}
+		in = p
 	}
 	if set["name"] {
 		in.Name = *name
