@@ -123,11 +123,32 @@ type emulator struct {
 	cmd     *exec.Cmd
 	out     *testenv.Buffer
 	started time.Time
+	done    chan struct{} // closed when the process has exited
 }
 
 // startEmulator starts the emulator on free ports, in its own process
-// group so that stop kills exactly it and the bootstrap it runs.
+// group so that stop kills exactly it and the bootstrap it runs, and waits
+// until it listens. A port picked free can be taken by another process
+// before the emulator binds it (the emulator then exits at once), so a start
+// that dies early is retried on new ports.
 func startEmulator(t testing.TB, bin string, env map[string]string) *emulator {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		e := launchEmulator(t, bin, env)
+		err := e.waitListening(10 * time.Second)
+		if err == nil {
+			t.Cleanup(func() { e.stop(t) })
+			return e
+		}
+		e.kill()
+		if attempt == 3 {
+			t.Fatalf("aws-lambda-rie did not start: %v\nemulator output:\n%s", err, e.out.String())
+		}
+		t.Logf("aws-lambda-rie start %d failed (%v), retrying on other ports", attempt, err)
+	}
+}
+
+func launchEmulator(t testing.TB, bin string, env map[string]string) *emulator {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(rie(t), "--runtime-interface-emulator-address", addr, "--runtime-api-address", freeAddr(t), bin)
@@ -136,24 +157,59 @@ func startEmulator(t testing.TB, bin string, env map[string]string) *emulator {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", cmd: cmd, out: &testenv.Buffer{}}
+	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", cmd: cmd, out: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = e.out, e.out
 	e.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start aws-lambda-rie: %v", err)
 	}
-	t.Cleanup(func() { e.stop(t) })
+	go func() {
+		_ = cmd.Wait()
+		close(e.done)
+	}()
 	return e
 }
 
-func (e *emulator) stop(t testing.TB) {
-	if e.cmd.Process == nil || e.cmd.ProcessState != nil {
-		return
+// host is the emulator's listen address.
+func (e *emulator) host() string {
+	return strings.TrimSuffix(strings.TrimPrefix(e.url, "http://"), "/2015-03-31/functions/function/invocations")
+}
+
+// waitListening waits until the emulator accepts connections, or fails when
+// it exits or the timeout passes.
+func (e *emulator) waitListening(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; {
+		select {
+		case <-e.done:
+			return fmt.Errorf("exited before listening on %s", e.host())
+		default:
+		}
+		c, err := net.Dial("tcp", e.host())
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %v: %w", e.host(), timeout, err)
+		}
+		time.Sleep(time.Millisecond)
 	}
-	// The negative pid is the group: the emulator and its bootstrap, which
-	// the emulator would otherwise leave behind.
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-	_ = e.cmd.Wait()
+}
+
+// kill ends the emulator's process group and waits for it. The negative pid
+// is the group: the emulator and its bootstrap, which the emulator would
+// otherwise leave behind.
+func (e *emulator) kill() {
+	select {
+	case <-e.done:
+	default:
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		<-e.done
+	}
+}
+
+func (e *emulator) stop(t testing.TB) {
+	e.kill()
 	if t.Failed() {
 		t.Logf("emulator output:\n%s", e.out.String())
 	}
@@ -279,18 +335,6 @@ func TestEmulator(t *testing.T) {
 func coldStart(tb testing.TB, bin string, env map[string]string, payload []byte) time.Duration {
 	e := startEmulator(tb, bin, env)
 	defer e.stop(tb)
-	host := strings.TrimSuffix(strings.TrimPrefix(e.url, "http://"), "/2015-03-31/functions/function/invocations")
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", host)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("emulator not listening: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
 	start := time.Now()
 	e.invoke(tb, payload)
 	return time.Since(start)
