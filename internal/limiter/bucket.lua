@@ -62,8 +62,8 @@ local EPS = 1e-6
 local n = #KEYS
 -- One table for all buckets (this script's cost is mostly allocations):
 -- st[3i-2] = when bucket i is full again (us), st[3i-1] = its tokens now,
--- st[3i] = us per token (0 when blocked).
-local st = {}
+-- st[3i] = us per token (0 when blocked). Presized for two buckets.
+local st = { 0, 0, 0, 0, 0, 0 }
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
 for i = 1, n do
