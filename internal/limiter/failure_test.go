@@ -116,13 +116,13 @@ var (
 )
 
 // timedAllow calls Allow and records how long it took.
-func timedAllow(t *testing.T, ls *latencies, l *Limiter, req Request) (Decision, error, time.Duration) {
+func timedAllow(t *testing.T, ls *latencies, l *Limiter, req Request) (Decision, time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	d, err := l.Allow(context.Background(), req)
 	took := time.Since(start)
 	*ls = append(*ls, took)
-	return d, err, took
+	return d, took, err
 }
 
 func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
@@ -138,7 +138,7 @@ func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
 
 	// Three timeouts: fail open, then fail closed, then open again.
 	for i, req := range []Request{open, closed, open} {
-		d, err, took := timedAllow(t, &lat, l, req)
+		d, took, err := timedAllow(t, &lat, l, req)
 		if err == nil || errors.Is(err, ErrBreakerOpen) {
 			t.Errorf("call %d: err = %v, want a Redis timeout", i, err)
 		}
@@ -152,18 +152,18 @@ func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
 	}
 	// The breaker is open: no wait, no Redis.
 	for range 10 {
-		d, err, took := timedAllow(t, &lat, l, open)
+		d, took, err := timedAllow(t, &lat, l, open)
 		if !errors.Is(err, ErrBreakerOpen) || !d.Allowed || !d.FailOpen || took > 5*time.Millisecond {
 			t.Errorf("Allow(breaker open) = %+v, %v in %v, want fail-open, ErrBreakerOpen, at once", d, err, took)
 		}
 	}
-	d, err, _ := timedAllow(t, &lat, l, closed)
+	d, _, err := timedAllow(t, &lat, l, closed)
 	if !errors.Is(err, ErrBreakerOpen) || d.Allowed || d.Bucket != 1 {
 		t.Errorf("Allow(breaker open, fail closed) = %+v, %v, want a deny by bucket 1", d, err)
 	}
 	// After the cooldown one probe goes through, fails, and reopens it.
 	time.Sleep(160 * time.Millisecond)
-	if _, err, _ := timedAllow(t, &lat, l, open); err == nil || errors.Is(err, ErrBreakerOpen) {
+	if _, _, err := timedAllow(t, &lat, l, open); err == nil || errors.Is(err, ErrBreakerOpen) {
 		t.Errorf("probe: err = %v, want a Redis timeout", err)
 	}
 	want := []string{"closed→open", "open→half-open", "half-open→open"}
@@ -185,7 +185,7 @@ func TestUnreachableRedisFailsFast(t *testing.T) {
 	defer lat.check(t)
 	l := New(deadClient(t), Options{Timeout: failTimeout, BreakerThreshold: -1})
 	for range 20 {
-		d, err, _ := timedAllow(t, &lat, l, Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1})
+		d, _, err := timedAllow(t, &lat, l, Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1})
 		if err == nil || !d.Allowed || !d.FailOpen {
 			t.Fatalf("Allow(unreachable) = %+v, %v, want fail-open and an error", d, err)
 		}
@@ -221,7 +221,7 @@ func TestStalledRealRedisRecovers(t *testing.T) {
 	var failOpen int
 	stallEnd := time.Now().Add(5 * time.Second)
 	for time.Now().Before(stallEnd) {
-		d, err, _ := timedAllow(t, &lat, l, req)
+		d, _, err := timedAllow(t, &lat, l, req)
 		if err == nil && !d.FailOpen {
 			break // Redis answers again
 		}
