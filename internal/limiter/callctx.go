@@ -12,6 +12,10 @@ import (
 // go-redis applies it to the socket (ContextTimeoutEnabled) and its Done
 // channel, closed by a reusable timer, ends pool and dial waits.
 //
+// go-redis only uses a call's context during the call (its background dials
+// run on their own contexts), so the Limiter may re-arm it for the next
+// call once this one has returned.
+//
 // Unlike context.WithTimeout it does not watch the parent's Done: a parent
 // cancelled before its deadline is seen by Err at once but only ends a call
 // already blocked in Redis at the call's own deadline, at most the Limiter's

@@ -91,6 +91,8 @@ type Decision struct {
 	// are available in every bucket (millisecond resolution, rounded up).
 	// When Cost exceeds a bucket's Burst, or a bucket is blocked
 	// (Limit 0), no wait helps: RetryAfter is then that bucket's Period.
+	// A fail-closed deny (Redis failed) carries the breaker cooldown, a
+	// hint of when Redis is asked again.
 	RetryAfter time.Duration
 	// Bucket is the index in Request.Buckets of the limiting bucket.
 	Bucket int
@@ -305,7 +307,7 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 // denying zero Decision and an error wrapping ErrInvalidRequest.
 func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	l.st.calls.Add(1)
-	if err := validate(req.Subject, req.Buckets, req.Cost); err != nil {
+	if err := validate(req.Buckets, req.Cost); err != nil {
 		l.st.denied.Add(1)
 		return Decision{}, err
 	}
@@ -417,7 +419,7 @@ func (l *Limiter) failure(req Request, err error) (Decision, error) {
 // Peek returns the state of each bucket of subject without charging or
 // writing anything. It always asks Redis (no deny cache, no breaker).
 func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([]BucketState, error) {
-	if err := validate(subject, buckets, 0); err != nil {
+	if err := validate(buckets, 0); err != nil {
 		return nil, err
 	}
 	res, err := l.eval(ctx, subject, 0, buckets)
@@ -446,7 +448,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 	if l.cache != nil {
 		l.cache.dropSubject(subject)
 	}
-	if err := validate(subject, buckets, 0); err != nil {
+	if err := validate(buckets, 0); err != nil {
 		return err
 	}
 	c := getCall()
@@ -480,7 +482,7 @@ func (l *Limiter) Stats() Stats {
 }
 
 // validate checks what the script relies on.
-func validate(subject string, bs []Bucket, cost int64) error {
+func validate(bs []Bucket, cost int64) error {
 	if len(bs) == 0 || len(bs) > MaxBuckets {
 		return fmt.Errorf("%w: %d buckets, want 1..%d", ErrInvalidRequest, len(bs), MaxBuckets)
 	}
