@@ -16,29 +16,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startCluster starts a private 3-master Redis Cluster on free loopback
-// ports and returns its addresses; the servers are killed (by pid) when the
-// test ends.
-func startCluster(t *testing.T) []string {
+// startServers starts n private redis-servers on free loopback ports (with
+// extra flags) and returns their addresses once they answer; they are
+// killed (by pid) when the test ends.
+func startServers(t *testing.T, n int, extra ...string) []string {
 	t.Helper()
 	redisURL(t) // same gate as every integration test
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found: %v", err)
 	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Fatalf("redis-cli not found: %v", err)
-	}
 	dir := t.TempDir()
 	var addrs []string
-	for _, port := range clusterPorts(t, 3) {
+	for _, port := range clusterPorts(t, n) {
 		p := strconv.Itoa(port)
-		cmd := exec.Command(server,
+		args := append([]string{
 			"--port", p, "--bind", "127.0.0.1", "--dir", dir,
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+p+".conf",
 			"--save", "", "--appendonly", "no", "--daemonize", "no",
-			"--logfile", filepath.Join(dir, "redis-"+p+".log"))
+			"--logfile", filepath.Join(dir, "redis-"+p+".log"),
+		}, extra...)
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "$PORT", p)
+		}
+		cmd := exec.Command(server, args...)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start redis-server on %s: %v", p, err)
 		}
@@ -50,6 +50,18 @@ func startCluster(t *testing.T) []string {
 	}
 	for _, a := range addrs {
 		waitFor(t, a, "PING", func(s string) bool { return s == "PONG" })
+	}
+	return addrs
+}
+
+// startCluster starts a private 3-master Redis Cluster and returns its
+// addresses.
+func startCluster(t *testing.T) []string {
+	t.Helper()
+	addrs := startServers(t, 3, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-$PORT.conf")
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli not found: %v", err)
 	}
 	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...)
 	if out, err := create.CombinedOutput(); err != nil {

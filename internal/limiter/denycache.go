@@ -12,7 +12,9 @@ import (
 // denyCache remembers recent denials so a repeat offender is denied locally
 // until its retry-after, without a Redis call. Entries are keyed by a hash
 // of (subject, buckets, cost) and checked against the full request, so a
-// hash collision can never deny another request. Bounded by an LRU.
+// hash collision can never deny another request. Bounded: lookups only
+// peek (a read lock, as most of them miss), so the oldest entries are
+// evicted first; an entry lives at most its retry-after anyway.
 type denyCache struct {
 	seed maphash.Seed
 	lru  *lru.Cache[uint64, *denyEntry]

@@ -195,14 +195,16 @@ func TestUnreachableRedisFailsFast(t *testing.T) {
 	}
 }
 
-// TestStalledRealRedisRecovers stalls the test Redis with DEBUG SLEEP (from
-// another client): decisions keep their timeout, the breaker opens, and
-// closes again through a probe once Redis answers. It must not run in
-// parallel with other tests of this package.
+// TestStalledRealRedisRecovers stalls a private Redis (not the shared test
+// one, whose other users would stall too) with DEBUG SLEEP from another
+// client: decisions keep their timeout, the breaker opens, and closes again
+// through a probe once Redis answers.
 func TestStalledRealRedisRecovers(t *testing.T) {
 	var lat latencies
 	defer lat.check(t)
-	c := newClient(t, 8)
+	addr := startServers(t, 1, "--enable-debug-command", "local")[0]
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 8})
+	t.Cleanup(func() { _ = c.Close() })
 	var tr transitions
 	l := New(c, Options{
 		Prefix: testPrefix(t, c), Timeout: failTimeout, BreakerThreshold: 3,
@@ -213,7 +215,8 @@ func TestStalledRealRedisRecovers(t *testing.T) {
 		t.Fatalf("Allow before the stall = %+v, %v, want allowed by Redis", d, err)
 	}
 
-	sleeper := newClient(t, 1)
+	sleeper := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = sleeper.Close() })
 	done := make(chan error, 1)
 	go func() { done <- sleeper.Do(context.Background(), "DEBUG", "SLEEP", "0.4").Err() }()
 	time.Sleep(20 * time.Millisecond) // let DEBUG SLEEP reach Redis

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 )
 
 // step is one call in a bucket-math scenario: Allow with cost (after
@@ -308,8 +309,11 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	}
 }
 
+// TestNoScriptRecovery flushes the script cache of a private Redis (the
+// shared test one has other users).
 func TestNoScriptRecovery(t *testing.T) {
-	c := newClient(t, 2)
+	c := redis.NewClient(&redis.Options{Addr: startServers(t, 1)[0], ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
 	l := New(c, Options{Prefix: testPrefix(t, c)})
 	ctx := context.Background()
 	req := Request{Subject: "s", Buckets: []Bucket{{ID: "a", Limit: 10, Period: time.Hour}}, Cost: 1}
