@@ -4,14 +4,18 @@ package events_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +24,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/store/redisversion"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // The end-to-end test runs the real artifacts: each function's bootstrap,
@@ -44,26 +54,88 @@ type buildResult struct {
 // test binary.
 func goBuild(t testing.TB, dir, name, pkg string, lambdaTags bool) string {
 	t.Helper()
+	path, err := build(dir, name, pkg, lambdaTags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// build is goBuild for callers without a testing.TB (prebuild's goroutines).
+func build(dir, name, pkg string, lambdaTags bool) (string, error) {
 	v, _ := buildOnce.LoadOrStore(pkg, &buildResult{})
 	br := v.(*buildResult)
 	br.once.Do(func() {
 		br.path = filepath.Join(dir, name)
 		args := []string{"build", "-trimpath", "-o", br.path}
 		if lambdaTags {
-			args = append(args, "-tags", "lambda.norpc", "-ldflags", "-s -w")
+			args = append(args, lambdaBuildFlags...)
 		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
+		if out, err := goCommand(append(args, pkg)...).CombinedOutput(); err != nil {
 			br.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if br.err != nil {
-		t.Fatal(br.err)
+	return br.path, br.err
+}
+
+// lambdaBuildFlags are the Makefile's GOFLAGS_LAMBDA but -trimpath.
+var lambdaBuildFlags = []string{"-tags", "lambda.norpc", "-ldflags", "-s -w"}
+
+func goCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
+}
+
+// prebuild builds, before a test needs them, the emulator and the
+// bootstraps of functions not built yet: the bootstraps in one go build,
+// which compiles and links them in parallel and each shared package once,
+// the emulator beside it. bootstrap and rie then find them built. A failed
+// build records nothing, so that bootstrap builds the function alone and
+// reports its own error.
+func prebuild(t testing.TB, functions ...string) {
+	t.Helper()
+	dir, err := binDir()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return br.path
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = build(dir, "aws-lambda-rie", riePkg, false) })
+	defer wg.Wait()
+	if os.Getenv("SLUICE_BUILD_DIR") != "" {
+		return
+	}
+	var pending []string
+	for _, f := range functions {
+		if _, ok := buildOnce.Load("./functions/" + f); !ok {
+			pending = append(pending, f)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	// With several packages, -o names a directory that gets one executable
+	// per package, named after its last path element.
+	out := filepath.Join(dir, "prebuild") + string(filepath.Separator)
+	args := append([]string{"build", "-trimpath", "-o", out}, lambdaBuildFlags...)
+	for _, f := range pending {
+		args = append(args, "./functions/"+f)
+	}
+	if b, err := goCommand(args...).CombinedOutput(); err != nil {
+		t.Logf("prebuild %v failed, building one by one: %v\n%s", pending, err, b)
+		return
+	}
+	for _, f := range pending {
+		v, _ := buildOnce.LoadOrStore("./functions/"+f, &buildResult{})
+		br := v.(*buildResult)
+		br.once.Do(func() {
+			br.path = filepath.Join(dir, f, "bootstrap")
+			if br.err = os.MkdirAll(filepath.Dir(br.path), 0o755); br.err == nil {
+				br.err = os.Rename(filepath.Join(out, f), br.path)
+			}
+		})
+	}
 }
 
 var (
@@ -104,8 +176,10 @@ func rie(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return goBuild(t, dir, "aws-lambda-rie", "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie", false)
+	return goBuild(t, dir, "aws-lambda-rie", riePkg, false)
 }
+
+const riePkg = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -246,9 +320,11 @@ func readSample(t testing.TB, name string) []byte {
 	return b
 }
 
-// TestEmulator runs the authorizer and check bootstraps under the emulator
-// with configuration from the environment and checks their replies to the
-// samples.
+// TestEmulator runs bootstraps under the emulator with configuration from
+// the environment and checks their replies to the samples: the authorizer
+// and check on a seeded database; migrate on an empty one, which it
+// migrates; then admin functions (plans-create, rules-create, rules-get,
+// rules-list) on the database migrate made.
 func TestEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")
@@ -265,6 +341,10 @@ func TestEmulator(t *testing.T) {
 		// Generous for a loaded test machine; production keeps 25ms.
 		"REDIS_TIMEOUT": "500ms",
 	}
+
+	start := time.Now()
+	prebuild(t, "authorizer", "check", "migrate", "admin-plans-create", "admin-rules-create", "admin-rules-get", "admin-rules-list")
+	t.Logf("binaries ready in %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("authorizer", func(t *testing.T) {
 		e := startEmulator(t, bootstrap(t, "authorizer"), env)
@@ -326,6 +406,254 @@ func TestEmulator(t *testing.T) {
 		}
 		t.Logf("check: first three replies %v after start", time.Since(e.started))
 	})
+
+	// migrate builds the schema of an empty database as a deploy does, and
+	// the admin functions then write and read rules in it.
+	adminDB := pgtest.NewEmptyDatabase(t)
+	ran := false
+	migrated := t.Run("migrate", func(t *testing.T) {
+		ran = true
+		testMigrate(t, adminDB)
+	})
+	t.Run("admin", func(t *testing.T) {
+		switch {
+		case !migrated:
+			t.Skip("the migrate subtest failed: no schema to administer")
+		case !ran: // -run left migrate out
+			adminDB = pgtest.NewDatabase(t)
+		}
+		testAdmin(t, map[string]string{"DATABASE_URL": adminDB, "REDIS_URL": redisURL, "LOG_LEVEL": "info"})
+	})
+}
+
+// migrateReply is the migrate function's reply (functions/migrate).
+type migrateReply struct {
+	Applied            []string          `json:"applied"`
+	Version            int64             `json:"version"`
+	Skipped            string            `json:"skipped,omitempty"`
+	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
+	Data               map[string]string `json:"Data,omitempty"`
+}
+
+// testMigrate runs the migrate bootstrap on the empty database at dbURL
+// with the custom resource events a deploy sends: Create applies every
+// migration, a later Update nothing, Delete leaves the database alone.
+func testMigrate(t *testing.T, dbURL string) {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations = %v, %v", files, err)
+	}
+	sort.Strings(files)
+	last, err := strconv.ParseInt(strings.SplitN(files[len(files)-1], "_", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatalf("migration %s: no version number: %v", files[len(files)-1], err)
+	}
+	lastStr := strconv.FormatInt(last, 10)
+
+	e := startEmulator(t, bootstrap(t, "migrate"), map[string]string{"DATABASE_URL": dbURL, "LOG_LEVEL": "info"})
+	sample := readSample(t, "migrate.json")
+	var ev migrateEvent
+	decodeStrict(t, "migrate.json", &ev)
+	// The sample as the next deploy's Update, and as the stack's Delete.
+	later := func(requestType string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(sample, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["RequestType"], m["PhysicalResourceId"] = requestType, "sluice-migrations"
+		if requestType == "Update" {
+			m["OldResourceProperties"] = m["ResourceProperties"]
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name    string
+		payload []byte
+		want    migrateReply
+	}{
+		{"Create (the sample)", sample, migrateReply{Applied: files, Version: last, PhysicalResourceID: "sluice-migrations", Data: map[string]string{"Version": lastStr}}},
+		{"Update", later("Update"), migrateReply{Applied: []string{}, Version: last, PhysicalResourceID: "sluice-migrations", Data: map[string]string{"Version": lastStr}}},
+		{"Delete", later("Delete"), migrateReply{Applied: []string{}, Skipped: "delete", PhysicalResourceID: "sluice-migrations"}},
+	}
+	for _, tc := range tests {
+		raw := e.invoke(t, tc.payload)
+		var got migrateReply
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil {
+			t.Fatalf("migrate %s reply %s: %v", tc.name, raw, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("migrate %s reply mismatch (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	t.Logf("migrate: three replies %v after start", time.Since(e.started))
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, table := range []string{"rules", "plans"} {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+			t.Errorf("SELECT count(*) FROM %s after migrate = %d, %v; want an empty table", table, n, err)
+		}
+	}
+	if out := e.out.String(); !strings.Contains(out, `"msg":"migrated"`) || strings.Contains(out, `"level":"ERROR"`) {
+		t.Errorf("want a migrated log line and no errors, got:\n%s", out)
+	}
+}
+
+// testAdmin runs admin bootstraps configured by env on a migrated database:
+// it creates the sample plan and rule, a rule on that plan, reads the rule
+// back and lists the sample API's rules, and checks the rules version
+// authorizers poll moved.
+func testAdmin(t *testing.T, env map[string]string) {
+	ctx := context.Background()
+	// The test Redis is shared with other packages' tests, which bump the
+	// same counter: it must have moved by at least our writes.
+	counter := redisversion.New(testenv.Client(t, env["REDIS_URL"], nil), "")
+	before, err := counter.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := map[string]*emulator{}
+	for _, f := range []string{"admin-plans-create", "admin-rules-create", "admin-rules-get", "admin-rules-list"} {
+		emu[f] = startEmulator(t, bootstrap(t, f), env)
+	}
+
+	// POST /plans: the sample's gold plan.
+	resp := invokeProxy(t, emu["admin-plans-create"], readSample(t, "admin-plans-create.json"))
+	var plan rules.Plan
+	checkProxy(t, "POST /plans", resp, 201, &plan)
+	if resp.Headers["Location"] != "/plans/gold" || resp.Headers["Etag"] != `"1"` ||
+		plan.Name != "gold" || plan.Limit != 1000 || plan.Period != rules.Period(time.Minute) || plan.Version != 1 {
+		t.Errorf("POST /plans = %v %+v; want Location /plans/gold, ETag \"1\" and the gold plan, 1000 a minute", resp.Headers, plan)
+	}
+
+	// POST /rules: the sample's inline rule, stored as sent, defaults filled.
+	raw := readSample(t, "admin-rules-create.json")
+	var ev events.APIGatewayProxyRequest
+	decodeStrict(t, "admin-rules-create.json", &ev)
+	var want rules.Rule
+	if err := json.Unmarshal([]byte(ev.Body), &want); err != nil {
+		t.Fatal(err)
+	}
+	want.Normalize()
+	resp = invokeProxy(t, emu["admin-rules-create"], raw)
+	var created rules.Rule
+	checkProxy(t, "POST /rules", resp, 201, &created)
+	want.ID, want.Version, want.CreatedAt, want.UpdatedAt = created.ID, 1, created.CreatedAt, created.UpdatedAt
+	if diff := cmp.Diff(want, created); diff != "" || created.ID == "" || created.CreatedAt.IsZero() {
+		t.Errorf("POST /rules created mismatch (-want +got):\n%s", diff)
+	}
+	if resp.Headers["Location"] != "/rules/"+created.ID || resp.Headers["Etag"] != `"1"` {
+		t.Errorf("POST /rules headers = %v; want Location /rules/%s and ETag \"1\"", resp.Headers, created.ID)
+	}
+
+	// POST /rules naming the plan: the numbers come from the plan; an
+	// unknown plan is a 400 on the plan field.
+	withBody := func(body string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["body"] = body
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	resp = invokeProxy(t, emu["admin-rules-create"], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-gold","plan":"gold"}`))
+	var onPlan rules.Rule
+	checkProxy(t, "POST /rules with plan gold", resp, 201, &onPlan)
+	if onPlan.Plan != "gold" || onPlan.Limit != nil || onPlan.Period != 0 || onPlan.ID == "" {
+		t.Errorf("POST /rules with plan gold = %+v; want a rule on the plan, without numbers of its own", onPlan)
+	}
+	resp = invokeProxy(t, emu["admin-rules-create"], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-x","plan":"platinum"}`))
+	var problem struct {
+		Status int
+		Errors []rules.FieldError
+	}
+	checkProxy(t, "POST /rules with an unknown plan", resp, 400, &problem)
+	if resp.Headers["Content-Type"] != "application/problem+json" || len(problem.Errors) != 1 || problem.Errors[0].Field != "plan" {
+		t.Errorf("POST /rules with an unknown plan = %v %+v; want a problem on the plan field", resp.Headers, problem)
+	}
+
+	// GET /rules/{id}: the sample with the created id.
+	var getEv events.APIGatewayProxyRequest
+	decodeStrict(t, "admin-rules-get.json", &getEv)
+	sampleID := getEv.PathParameters["id"]
+	getRaw := readSample(t, "admin-rules-get.json")
+	if sampleID == "" || !bytes.Contains(getRaw, []byte(sampleID)) {
+		t.Fatalf("admin-rules-get.json has no pathParameters.id to substitute")
+	}
+	resp = invokeProxy(t, emu["admin-rules-get"], bytes.ReplaceAll(getRaw, []byte(sampleID), []byte(created.ID)))
+	var got rules.Rule
+	checkProxy(t, "GET /rules/{id}", resp, 200, &got)
+	if diff := cmp.Diff(created, got); diff != "" || resp.Headers["Etag"] != `"1"` {
+		t.Errorf("GET /rules/%s = ETag %q, mismatch (-created +got):\n%s", created.ID, resp.Headers["Etag"], diff)
+	}
+	// The sample's own id names no rule: 404, not a 500.
+	resp = invokeProxy(t, emu["admin-rules-get"], getRaw)
+	checkProxy(t, "GET /rules/{unknown id}", resp, 404, &problem)
+
+	// GET /rules?api=a1b2c3d4e5: both rules.
+	resp = invokeProxy(t, emu["admin-rules-list"], readSample(t, "admin-rules-list.json"))
+	var list struct{ Rules []rules.Rule }
+	checkProxy(t, "GET /rules", resp, 200, &list)
+	var ids []string
+	for _, r := range list.Rules {
+		ids = append(ids, r.ID)
+	}
+	wantIDs := []string{created.ID, onPlan.ID}
+	sort.Strings(ids)
+	sort.Strings(wantIDs)
+	if diff := cmp.Diff(wantIDs, ids); diff != "" {
+		t.Errorf("GET /rules ids mismatch (-want +got):\n%s", diff)
+	}
+
+	after, err := counter.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < before+3 {
+		t.Errorf("rules version %s = %d after three writes, was %d; want it bumped by each", redisversion.DefaultKey, after, before)
+	}
+	for f, e := range emu {
+		if out := e.out.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+			t.Errorf("%s logged errors or warnings:\n%s", f, out)
+		}
+	}
+}
+
+// invokeProxy invokes an API Gateway proxy function.
+func invokeProxy(t *testing.T, e *emulator, payload []byte) events.APIGatewayProxyResponse {
+	t.Helper()
+	raw := e.invoke(t, payload)
+	var r events.APIGatewayProxyResponse
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("reply %s: %v", raw, err)
+	}
+	return r
+}
+
+// checkProxy checks an admin reply's status and decodes its JSON body into v.
+func checkProxy(t *testing.T, what string, r events.APIGatewayProxyResponse, status int, v any) {
+	t.Helper()
+	if r.StatusCode != status {
+		t.Fatalf("%s = %d %v %s, want %d", what, r.StatusCode, r.Headers, r.Body, status)
+	}
+	if err := json.Unmarshal([]byte(r.Body), v); err != nil {
+		t.Fatalf("%s body %s: %v", what, r.Body, err)
+	}
 }
 
 // coldStart starts the emulator, waits for it to listen (so the figure is

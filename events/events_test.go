@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,6 +37,7 @@ const (
 	kindCheckURL
 	kindCheckProxy
 	kindAdmin
+	kindMigrate
 )
 
 func kindOf(file string) kind {
@@ -51,6 +53,8 @@ func kindOf(file string) kind {
 		return kindCheckProxy
 	case strings.HasPrefix(base, "admin-"):
 		return kindAdmin
+	case strings.HasPrefix(base, "migrate"):
+		return kindMigrate
 	}
 	return 0
 }
@@ -174,14 +178,34 @@ func TestSamples(t *testing.T) {
 				if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 500 {
 					t.Errorf("admin handler(%s) = %d %s, %v; want a 2xx-4xx answer", file, resp.StatusCode, resp.Body, err)
 				}
+			case kindMigrate:
+				// The handler lives in package main (functions/migrate), so
+				// TestEmulator runs this sample through the built binary;
+				// here it is only checked to be what the Provider framework
+				// sends for this stack's resource.
+				var ev migrateEvent
+				decodeStrict(t, file, &ev)
+				if ev.RequestType != cfn.RequestCreate || ev.ResourceType != "Custom::SluiceMigrate" || ev.ServiceToken == "" ||
+					ev.ResourceProperties["ServiceToken"] != ev.ServiceToken || ev.ResourceProperties["Nonce"] == nil {
+					t.Errorf("%s = %+v; want a Create of Custom::SluiceMigrate with a ServiceToken and a Nonce property", file, ev)
+				}
 			default:
-				t.Errorf("%s: no handler for this file name; name it after its function (authorizer-rest*, authorizer-http*, check*, check-url*, admin-*)", file)
+				t.Errorf("%s: no handler for this file name; name it after its function (authorizer-rest*, authorizer-http*, check*, check-url*, admin-*, migrate*)", file)
 			}
 		})
 	}
 	if strings.Contains(out.String(), `"level":"ERROR"`) {
 		t.Errorf("error lines logged:\n%s", out.String())
 	}
+}
+
+// migrateEvent is the CloudFormation custom resource request the CDK
+// Provider framework passes to the migrate function (its onEvent handler):
+// CloudFormation's request with ResponseURL redacted to "...", since the
+// framework answers CloudFormation itself. cfn.Event lacks ServiceToken.
+type migrateEvent struct {
+	cfn.Event
+	ServiceToken string `json:"ServiceToken"`
 }
 
 func adminDeps(t *testing.T, redisURL string) (*redisversion.Counter, *limiter.Limiter) {
