@@ -2,59 +2,35 @@ package limiter
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // redisURL returns the test Redis, skipping the test when there is none
 // (or failing it when integration tests are required).
 func redisURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_URL")
-	if u == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SLUICE_TEST_REDIS_URL is not set and SLUICE_REQUIRE_INTEGRATION=1")
-		}
-		t.Skip("SLUICE_TEST_REDIS_URL not set; run under scripts/testenv.sh")
-	}
-	return u
+	return testenv.RedisURL(t)
 }
 
 // newClient returns a client of the test Redis, created the way the
 // Limiter needs it (ContextTimeoutEnabled), closed at the end of the test.
 func newClient(t testing.TB, poolSize int) *redis.Client {
 	t.Helper()
-	o, err := redis.ParseURL(redisURL(t))
-	if err != nil {
-		t.Fatalf("ParseURL(%q): %v", os.Getenv("SLUICE_TEST_REDIS_URL"), err)
-	}
-	o.ContextTimeoutEnabled = true
-	o.PoolSize = poolSize
-	c := redis.NewClient(o)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return testenv.Client(t, testenv.RedisURL(t), func(o *redis.Options) { o.PoolSize = poolSize })
 }
 
 // testPrefix returns a key prefix of the test's own; its keys are deleted
 // when the test ends (nothing shared is flushed).
 func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	p := "t" + hex.EncodeToString(b[:]) + ":sl:"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, k := range scanKeys(ctx, t, c, p) {
-			c.Del(ctx, k)
-		}
-	})
+	p := testenv.Prefix(t, "limiter")
+	testenv.DeleteKeys(t, c, p)
 	return p
 }
 
