@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -626,6 +627,40 @@ func TestHostileBodies(t *testing.T) {
 		got, err := e.store.GetRule(context.Background(), r.ID)
 		if err != nil || got.Description != sql || got.Subject != "Robert'); DROP TABLE rules;--" {
 			t.Errorf("stored rule = %+v, %v; want the SQL text verbatim", got, err)
+		}
+	})
+}
+
+// TestEveryFieldErrorAtOnce: a body with a wrong type, an unknown field and
+// values that fail validation gets one 400 listing all of them, so a client
+// fixes its request in one round.
+func TestEveryFieldErrorAtOnce(t *testing.T) {
+	tests := []struct {
+		name  string
+		route string
+		body  string
+		want  []string
+	}{
+		{"rule", admin.RouteCreateRule,
+			`{"api":"a1","route":"FETCH /x","subject":"k","limit":"ten","period":"0s","failure_mode":"sometimes","bogus":1}`,
+			[]string{"bogus", "failure_mode", "limit", "period", "route"}},
+		{"plan", admin.RouteCreatePlan,
+			`{"name":"9lives","limit":-1,"period":"1m","burst":"big"}`,
+			[]string{"burst", "limit", "name"}},
+	}
+	forBackends(t, func(t *testing.T, e *env) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				p := wantProblem(t, e.do(t, event(tc.route, nil, tc.body)), 400)
+				var got []string
+				for _, f := range p.Errors {
+					got = append(got, f.Field)
+				}
+				slices.Sort(got)
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("field errors (-want +got):\n%s\nproblem: %+v", diff, p.Errors)
+				}
+			})
 		}
 	})
 }

@@ -22,28 +22,32 @@ import (
 // trailing data and invalid UTF-8 are reported on the body as a whole. Every
 // error is a 400 *Error. The fields named in required must be present
 // (for non-pointer numbers, where absent and 0 look the same).
-func decodeBody(body []byte, dst any, required ...string) error {
+//
+// A body-wide problem comes back as err. Field problems come back as
+// problems, with every other field decoded into dst, so that the caller can
+// validate the rest and report everything at once (withValidation).
+func decodeBody(body []byte, dst any, required ...string) (problems []rules.FieldError, err error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return bodyError("The request body is empty; send a JSON object.")
+		return nil, bodyError("The request body is empty; send a JSON object.")
 	}
 	if !utf8.Valid(body) {
 		// encoding/json would silently replace invalid bytes with U+FFFD.
-		return bodyError("The request body is not valid UTF-8.")
+		return nil, bodyError("The request body is not valid UTF-8.")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var obj map[string]json.RawMessage
 	if err := dec.Decode(&obj); err != nil {
-		return syntaxProblem(err)
+		return nil, syntaxProblem(err)
 	}
 	if obj == nil {
-		return bodyError("The request body must be a JSON object.")
+		return nil, bodyError("The request body must be a JSON object.")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return bodyError("The request body has data after the JSON object.")
+		return nil, bodyError("The request body has data after the JSON object.")
 	}
 	if k := duplicateKey(body); k != "" {
 		// Parsers disagree on which copy wins; refuse to guess.
-		return badRequest(fieldError(truncate(k), "appears more than once"))
+		return nil, badRequest(fieldError(truncate(k), "appears more than once"))
 	}
 
 	v := reflect.ValueOf(dst).Elem()
@@ -53,7 +57,6 @@ func decodeBody(body []byte, dst any, required ...string) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var problems []rules.FieldError
 	for _, k := range keys {
 		if len(problems) >= maxFieldErrors {
 			break
@@ -77,10 +80,35 @@ func decodeBody(body []byte, dst any, required ...string) error {
 			problems = append(problems, fieldError(k, "is required"))
 		}
 	}
-	if problems != nil {
-		return badRequest(problems...)
+	return problems, nil
+}
+
+// withValidation joins the field problems decodeBody found with those of
+// validate (run on the fields that did decode), so that one 400 lists
+// everything wrong with a body. A field already reported by decoding is not
+// reported again: validate sees its zero value, not what was sent.
+func withValidation(decoded []rules.FieldError, validate func() error) error {
+	err := validate()
+	if len(decoded) == 0 {
+		return err
 	}
-	return nil
+	var ve *rules.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return err
+	}
+	problems := decoded
+	if ve != nil {
+		seen := make(map[string]bool, len(decoded))
+		for _, p := range decoded {
+			seen[p.Field] = true
+		}
+		for _, p := range ve.Fields {
+			if !seen[p.Field] && len(problems) < maxFieldErrors {
+				problems = append(problems, p)
+			}
+		}
+	}
+	return badRequest(problems...)
 }
 
 // maxFieldErrors bounds the field errors reported for one body, so that a

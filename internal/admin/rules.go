@@ -124,7 +124,8 @@ func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
 // in the path.
 func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 	var r rules.Rule
-	if err := decodeBody(body, &r); err != nil {
+	problems, err := decodeBody(body, &r)
+	if err != nil {
 		return rules.Rule{}, err
 	}
 	if r.ID != "" && !strings.EqualFold(r.ID, pathID) {
@@ -132,11 +133,11 @@ func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 		if pathID != "" {
 			reason = "must be the id in the path, or left out"
 		}
-		return rules.Rule{}, badRequest(fieldError("id", reason))
+		problems = append(problems, fieldError("id", reason))
 	}
 	r.ID, r.Version, r.CreatedAt, r.UpdatedAt = "", 0, time.Time{}, time.Time{}
 	r.Normalize()
-	if err := r.Validate(); err != nil {
+	if err := withValidation(problems, r.Validate); err != nil {
 		return rules.Rule{}, err
 	}
 	return r, nil
