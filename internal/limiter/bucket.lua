@@ -49,7 +49,10 @@ end
 local tonumber, ceil, floor = tonumber, math.ceil, math.floor
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
-local cost = tonumber(ARGV[1])
+-- tonumber is strtod, a few hundred instructions a call: the usual cost 1
+-- and a burst equal to the limit (same string, so the same interned Lua
+-- string) are recognised without it.
+local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local need = cost
 if need == 0 then
 	need = 1
@@ -69,10 +72,13 @@ local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 =
 for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
-	local at, h, w, T = now, 0, -1, 0
+	local at, h, T, burst = now, 0, 0, 0
 	if limit > 0 then
 		T = tonumber(ARGV[o + 1]) / limit
-		local burst = tonumber(ARGV[o + 2])
+		burst = limit
+		if ARGV[o + 2] ~= ARGV[o] then
+			burst = tonumber(ARGV[o + 2])
+		end
 		local v = redis.call('GET', KEYS[i])
 		if v then
 			v = tonumber(v)
@@ -81,12 +87,6 @@ for i = 1, n do
 			end
 		end
 		h = (now - at) / T + burst
-		if need <= burst then
-			w = ceil((at + (need - burst) * T - now) / 1000)
-			if w < 1 then
-				w = 1
-			end
-		end
 	end
 	st[3 * i - 2], st[3 * i - 1], st[3 * i] = at, h, T
 	if h + EPS < need then
@@ -94,6 +94,14 @@ for i = 1, n do
 			mask = mask + 2 ^ (i - 1)
 		else
 			allowed = 0
+			-- The wait only matters on a deny: not computed otherwise.
+			local w = -1
+			if T > 0 and need <= burst then
+				w = ceil((at + (need - burst) * T - now) / 1000)
+				if w < 1 then
+					w = 1
+				end
+			end
 			if wait ~= -1 and (w == -1 or w > wait) then
 				lim, wait = i, w
 			end
@@ -151,7 +159,12 @@ for i = 0, n do
 		end
 	end
 	if i == 0 then
-		out = string.format('%d %d %d %d %d %d', allowed, lim, r, reset, wait, mask)
+		-- Every %d is a sprintf: constant fields are written out.
+		if allowed == 1 then
+			out = string.format('1 %d %d %d 0 %d', lim, r, reset, mask)
+		else
+			out = string.format('0 %d %d %d %d %d', lim, r, reset, wait, mask)
+		end
 		if cost > 0 then
 			break
 		end
