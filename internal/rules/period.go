@@ -118,9 +118,6 @@ func (p Period) check() error {
 	return nil
 }
 
-// Seconds returns p in whole seconds, rounded down.
-func (p Period) Seconds() int64 { return int64(p / Period(time.Second)) }
-
 // String returns the shortest exact form of p in the units ParsePeriod reads:
 // "1m" rather than "60s", "90m" rather than "1h30m", "100d1s" rather than
 // "8640001s". Of forms equally short, the one with the larger units wins. A

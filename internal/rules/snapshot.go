@@ -186,7 +186,6 @@ type Snapshot struct {
 	// Match skips those lookups.
 	routeWildAPI, routeAnyMethod bool
 
-	byID    map[string]*Effective
 	rules   []Effective // sorted by ID; the maps point into it
 	plans   []Plan      // valid plans, sorted by name
 	skipped []Skip
@@ -212,7 +211,6 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	s := &Snapshot{
 		apiScope:    make(map[string]*group),
 		routeScope:  make(map[routeKey]*group),
-		byID:        make(map[string]*Effective, len(rs)),
 		routesByAPI: make(map[string][]routeKey),
 	}
 
@@ -272,7 +270,6 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	for i := range s.rules {
 		e := &s.rules[i]
 		k := keyOf(e)
-		s.byID[e.ID] = e
 		apis[e.API] = true
 		if e.Route == Wildcard {
 			g := s.apiScope[e.API]
@@ -477,9 +474,6 @@ func (s *Snapshot) Skipped() []Skip { return slices.Clone(s.skipped) }
 // Default returns the configured default, or nil when requests no rule
 // matches are allowed without limit.
 func (s *Snapshot) Default() *Effective { return s.def }
-
-// ByID returns the rule with that ID as applied, or nil.
-func (s *Snapshot) ByID(id string) *Effective { return s.byID[id] }
 
 // ForSubject lists the rules that would charge subject's requests, for the
 // admin "limits" view and for resetting a subject's buckets. Each rule
