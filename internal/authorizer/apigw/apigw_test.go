@@ -340,6 +340,41 @@ func TestFlood(t *testing.T) {
 	}
 }
 
+// TestMetricsLatencySample: with more Redis calls in an interval than an
+// EMF line can carry, the latencies reported are a sample of the whole
+// interval, not its first calls.
+func TestMetricsLatencySample(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	m := apigw.NewMetrics(apigw.MetricsOptions{W: &buf, Interval: time.Hour})
+	for i := 1; i <= 1000; i++ {
+		m.Record(&authorizer.Result{Allowed: true, LimiterTime: time.Duration(i) * time.Millisecond})
+	}
+	m.Flush()
+	var lat []float64
+	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var v struct{ RedisLatency []float64 }
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		lat = append(lat, v.RedisLatency...)
+	}
+	if len(lat) != 100 {
+		t.Fatalf("RedisLatency has %d values, want 100", len(lat))
+	}
+	// The first 100 calls took 1..100 ms. A uniform sample of 1000 has
+	// about 90 values above 100 ms; fewer than 50 has odds below 1e-30.
+	late := 0
+	for _, v := range lat {
+		if v > 100 {
+			late++
+		}
+	}
+	if late < 50 {
+		t.Errorf("RedisLatency sample has %d of 100 values from after the first 100 calls, want about 90: %v", late, lat)
+	}
+}
+
 // TestMetricsEMF checks every EMF line is valid: each declared metric and
 // dimension is present at the root, in namespace Sluice.
 func TestMetricsEMF(t *testing.T) {

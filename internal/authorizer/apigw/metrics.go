@@ -3,6 +3,7 @@ package apigw
 import (
 	"io"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,8 @@ import (
 // Namespace is the CloudWatch namespace of Sluice's metrics.
 const Namespace = "Sluice"
 
-// latencySamples is how many Redis latencies one flush reports: the most
-// values an EMF metric array may hold.
+// latencySamples is how many Redis latencies one flush reports, sampled
+// uniformly from the interval: the most values an EMF metric array may hold.
 const latencySamples = 100
 
 // MetricsOptions configure Metrics.
@@ -38,7 +39,7 @@ type MetricsOptions struct {
 // Metrics aggregates decisions into CloudWatch Embedded Metric Format lines
 // in namespace Sluice: Decisions (dimension Outcome: allow, deny,
 // shadowDeny, unauthorized), FailOpen, DenyCacheHits, RedisLatency (ms,
-// up to 100 samples per flush), BreakerOpen (0 or 1) and SnapshotAgeSeconds.
+// a uniform sample of up to 100 per flush), BreakerOpen (0 or 1) and SnapshotAgeSeconds.
 // Recording costs a few atomic adds; a nil *Metrics records nothing.
 type Metrics struct {
 	o     MetricsOptions
@@ -86,8 +87,17 @@ func (m *Metrics) Record(r *authorizer.Result) {
 		m.cacheHits.Add(1)
 	}
 	if r.LimiterTime > 0 {
-		if i := m.nLat.Add(1) - 1; i < latencySamples {
-			m.lat[i].Store(math.Float64bits(float64(r.LimiterTime) / float64(time.Millisecond)))
+		// A reservoir sample (Vitter's algorithm R): every call of the
+		// interval has the same chance to be among the latencies reported,
+		// not just the first ones, so CloudWatch's percentiles describe the
+		// whole interval.
+		v := math.Float64bits(float64(r.LimiterTime) / float64(time.Millisecond))
+		i := m.nLat.Add(1) - 1
+		if i >= latencySamples {
+			i = rand.Uint64N(i + 1)
+		}
+		if i < latencySamples {
+			m.lat[i].Store(v)
 		}
 	}
 	m.maybeFlush()
