@@ -11,8 +11,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"testing"
 	"time"
@@ -25,19 +23,12 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// ServerURL returns SLUICE_TEST_DATABASE_URL, or skips the test when it is
-// unset (fails it when SLUICE_REQUIRE_INTEGRATION=1): testenv.DatabaseURL.
-func ServerURL(t testing.TB) string {
-	t.Helper()
-	return testenv.DatabaseURL(t)
-}
-
 // NewEmptyDatabase creates a database named sluice_test_<random> with no
 // schema and returns its URL. t.Cleanup drops it (WITH FORCE, so open
 // connections do not keep it alive).
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
-	server := ServerURL(t)
+	server := testenv.DatabaseURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, server)
@@ -46,9 +37,7 @@ func NewEmptyDatabase(t testing.TB) string {
 	}
 	defer conn.Close(ctx)
 
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "sluice_test_" + hex.EncodeToString(b[:])
+	name := "sluice_test_" + testenv.Random(t)
 	// The name is ours (hex) and quoted: DDL takes no parameters.
 	ident := pgx.Identifier{name}.Sanitize()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
