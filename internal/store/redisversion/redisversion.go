@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultKey is the counter's key. Its hash tag keeps it in one cluster slot.
+// DefaultKey is the counter's key when New is given none.
 const DefaultKey = "sl:rules:version"
 
 // Counter reads and bumps the rules version.
