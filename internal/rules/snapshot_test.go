@@ -268,6 +268,31 @@ func TestDefaultEffective(t *testing.T) {
 	}
 }
 
+// TestDefaultRejected pins that a default with numbers the limiter cannot
+// apply is left out and reported, never half-applied.
+func TestDefaultRejected(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		def    Effective
+		reason string
+	}{
+		{"negative limit", Effective{Limit: -1, Period: time.Minute}, "limit must be between 0 (block) and 1000000000"},
+		{"burst below limit", Effective{Limit: 10, Burst: 5, Period: time.Minute}, "burst must be between limit and 1000000000"},
+		{"burst too large", Effective{Limit: 10, Burst: MaxBurst + 1, Period: time.Minute}, "burst must be between limit and 1000000000"},
+		{"negative cost", Effective{Limit: 10, Cost: -1, Period: time.Minute}, "cost must be between 1 and 1000000"},
+		{"cost too large", Effective{Limit: 10, Cost: MaxCost + 1, Period: time.Minute}, "cost must be between 1 and 1000000"},
+	} {
+		s := NewSnapshot(nil, nil, SnapshotOptions{Default: &tc.def})
+		if s.Default() != nil {
+			t.Errorf("%s: Default() = %+v, want nil", tc.name, s.Default())
+		}
+		if diff := cmp.Diff([]Skip{{Kind: "default", Reason: tc.reason}}, s.Skipped()); diff != "" {
+			t.Errorf("%s: Skipped() mismatch (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
 func TestRateLimitStrings(t *testing.T) {
 	e := Effective{ID: `odd"id\` + "\x01é", Burst: 7, Period: 90 * time.Second}
 	e.finish()
