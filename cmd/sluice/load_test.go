@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -170,6 +171,36 @@ func TestGenerateLoad(t *testing.T) {
 			}
 			if len(rep.Subjects) != 3 {
 				t.Errorf("generateLoad subjects = %d, want 3", len(rep.Subjects))
+			}
+		})
+	}
+}
+
+// TestLoadStrict: `load --strict` exits 3 when a subject was over-admitted,
+// 0 when none was.
+func TestLoadStrict(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		leak bool
+		code int
+	}{
+		{"exact limiter", false, 0},
+		{"leaky limiter", true, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(fakeLimiter(5, 5, time.Second, tt.leak))
+			defer srv.Close()
+			var out, errb bytes.Buffer
+			code := run(context.Background(), env{stdout: &out, stderr: &errb},
+				[]string{"load", "--strict", "--quiet", "--rate", "400", "--duration", "700ms", "--subjects", "3", srv.URL})
+			if code != tt.code {
+				t.Errorf("sluice load --strict = exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, tt.code, out.String(), errb.String())
+			}
+			if tt.code == 3 && !strings.Contains(errb.String(), "over-admitted") {
+				t.Errorf("sluice load --strict stderr = %q, want it to say over-admitted", errb.String())
 			}
 		})
 	}
