@@ -57,19 +57,27 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// Authorizer answers API Gateway authorizer events.
-type Authorizer struct {
+// handler is what the authorizer and the check handlers share: the
+// decision, its log and its metrics.
+type handler struct {
 	a   *authorizer.Authorizer
 	log *slog.Logger
 	m   *Metrics
 }
 
-// NewAuthorizer returns the authorizer event handler around a.
-func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
+func newHandler(a *authorizer.Authorizer, o Options) handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Authorizer{a: a, log: o.Logger, m: o.Metrics}
+	return handler{a: a, log: o.Logger, m: o.Metrics}
+}
+
+// Authorizer answers API Gateway authorizer events.
+type Authorizer struct{ handler }
+
+// NewAuthorizer returns the authorizer event handler around a.
+func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
+	return &Authorizer{newHandler(a, o)}
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
@@ -217,7 +225,7 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 
 // decide runs the decision, logs its error or fail-open, and records it;
 // ok is false when the request has no subject.
-func (h *Authorizer) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
+func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
 	res, err := h.a.Decide(ctx, req)
 	if errors.Is(err, authorizer.ErrNoSubject) {
 		h.m.Unauthorized()

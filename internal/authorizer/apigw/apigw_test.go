@@ -247,6 +247,7 @@ func TestCheck(t *testing.T) {
 		{"missing subject", "POST", `{"api":"a","route":"*"}`, "subject"},
 		{"missing api", "POST", `{"subject":"s","route":"*"}`, "api"},
 		{"bad route", "POST", `{"subject":"s","api":"a","route":"get orders"}`, "route"},
+		{"route no rule can name", "POST", `{"subject":"s","api":"a","route":"GET /orders//{id"}`, "route"},
 		{"negative cost", "POST", `{"subject":"s","api":"a","route":"*","cost":-1}`, "cost"},
 		{"two values", "POST", `{"subject":"s","api":"a","route":"*"} {}`, ""},
 		{"huge", "POST", `{"subject":"` + strings.Repeat("x", apigw.MaxCheckBody) + `","api":"a","route":"*"}`, ""},

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,18 +64,11 @@ type Problem struct {
 
 // Check answers POST /check for services that are not behind API Gateway,
 // with the same decision code as the authorizer.
-type Check struct {
-	a   *authorizer.Authorizer
-	log *slog.Logger
-	m   *Metrics
-}
+type Check struct{ handler }
 
 // NewCheck returns the check handler around a.
 func NewCheck(a *authorizer.Authorizer, o Options) *Check {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return &Check{a: a, log: o.Logger, m: o.Metrics}
+	return &Check{newHandler(a, o)}
 }
 
 // Proxy answers a REST API (or HTTP API payload 1.0) proxy event.
@@ -143,11 +135,8 @@ func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, 
 	if req.Route != rules.Wildcard {
 		ar.Method, ar.Resource, _ = strings.Cut(req.Route, " ")
 	}
-	res, err := h.a.Decide(ctx, &ar)
-	if err != nil || res.FailOpen {
-		logDecision(ctx, h.log, &ar, &res, err)
-	}
-	h.m.Record(&res)
+	// The subject is given, so decide never reports a missing one.
+	res, _ := h.decide(ctx, &ar)
 
 	out, _ := json.Marshal(CheckResponse{
 		Allowed:    res.Allowed,
@@ -207,7 +196,7 @@ func ParseCheckRequest(body []byte) (CheckRequest, *checkError) {
 	case len(r.API) > 128 || strings.ContainsAny(r.API, " \t\r\n"):
 		fs = append(fs, rules.FieldError{Field: "api", Reason: "at most 128 bytes, no spaces"})
 	}
-	if reason := routeProblem(r.Route); reason != "" {
+	if reason := rules.RouteProblem(r.Route); reason != "" {
 		fs = append(fs, rules.FieldError{Field: "route", Reason: reason})
 	}
 	if r.Cost < 0 || r.Cost > rules.MaxCost {
@@ -217,27 +206,6 @@ func ParseCheckRequest(body []byte) (CheckRequest, *checkError) {
 		return r, &checkError{detail: fs[0].Field + ": " + fs[0].Reason, fields: fs}
 	}
 	return r, nil
-}
-
-var checkMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
-
-// routeProblem says what is wrong with a check route, or "".
-func routeProblem(route string) string {
-	if route == rules.Wildcard {
-		return ""
-	}
-	if route == "" {
-		return "required"
-	}
-	m, res, ok := strings.Cut(route, " ")
-	valid := false
-	for _, v := range checkMethods {
-		valid = valid || m == v
-	}
-	if !ok || !valid || !strings.HasPrefix(res, "/") || len(route) > 1024 || strings.ContainsAny(res, " \t\r\n?#") {
-		return `want "METHOD /resource" with an upper-case HTTP method, or "*"`
-	}
-	return ""
 }
 
 // problem returns the headers and body of a problem+json answer.
