@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Pagination", testPagination},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ConcurrentCreates", testConcurrentCreates},
+		{"NoAliasing", testNoAliasing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -933,5 +934,65 @@ func testConcurrentCreates(t *testing.T, s Store) {
 	}
 	if wins != 1 {
 		t.Errorf("%d concurrent CreateRule(same scope) succeeded, want exactly 1", wins)
+	}
+}
+
+// testNoAliasing: rules and plans go in and come out as copies. Writing
+// through the pointer fields of a value given to or returned by the store
+// changes nothing stored.
+func testNoAliasing(t *testing.T, s Store) {
+	ctx := t.Context()
+	in := inline("api", "*", "alias", 10, time.Minute)
+	in.Burst, in.Cost, in.Enabled = ptr(int64(20)), ptr(int64(2)), ptr(true)
+	created := mustCreateRule(t, s, in)
+	scribble := func(r rules.Rule) { *r.Limit, *r.Burst, *r.Cost, *r.Enabled = 1, 1, 1, false }
+	checkRule := func(through string) {
+		t.Helper()
+		got, err := s.GetRule(ctx, created.ID)
+		if err != nil {
+			t.Fatalf("GetRule() error = %v", err)
+		}
+		if *got.Limit != 10 || *got.Burst != 20 || *got.Cost != 2 || !*got.Enabled {
+			t.Errorf("GetRule() after writing through %s = limit %d, burst %d, cost %d, enabled %t; want 10, 20, 2, true",
+				through, *got.Limit, *got.Burst, *got.Cost, *got.Enabled)
+		}
+	}
+	scribble(in)
+	checkRule("the rule given to CreateRule")
+	scribble(created)
+	checkRule("the rule CreateRule returned")
+	got, err := s.GetRule(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("GetRule() error = %v", err)
+	}
+	scribble(got)
+	checkRule("a rule GetRule returned")
+	rs, _, err := s.LoadAll(ctx)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("LoadAll() = %d rules, %v; want 1, nil", len(rs), err)
+	}
+	scribble(rs[0])
+	checkRule("a rule LoadAll returned")
+	page, err := s.ListRules(ctx, rules.Filter{})
+	if err != nil || len(page.Rules) != 1 {
+		t.Fatalf("ListRules() = %d rules, %v; want 1, nil", len(page.Rules), err)
+	}
+	scribble(page.Rules[0])
+	checkRule("a rule ListRules returned")
+
+	pin := gold()
+	pc := mustCreatePlan(t, s, pin)
+	pg, err := s.GetPlan(ctx, pin.Name)
+	if err != nil {
+		t.Fatalf("GetPlan() error = %v", err)
+	}
+	ps, err := s.ListPlans(ctx)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("ListPlans() = %d plans, %v; want 1, nil", len(ps), err)
+	}
+	*pin.Burst, *pc.Burst, *pg.Burst, *ps[0].Burst = 1, 1, 1, 1
+	p, err := s.GetPlan(ctx, pin.Name)
+	if err != nil || p.Burst == nil || *p.Burst != 2000 {
+		t.Errorf("GetPlan() after writing through the plans given and returned = %+v, %v; want burst 2000", p, err)
 	}
 }
