@@ -1,6 +1,7 @@
 package input_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"testing"
 
@@ -27,6 +28,7 @@ func TestPage(t *testing.T) {
 		{name: "too large", f: rules.Filter{Limit: input.MaxPageSize + 1}, badFields: []string{"limit"}},
 		{name: "negative", f: rules.Filter{Limit: -1}, badFields: []string{"limit"}},
 		{name: "not base64", f: rules.Filter{Cursor: "!!"}, badFields: []string{"cursor"}},
+		{name: "no format prefix", f: rules.Filter{Cursor: base64.RawURLEncoding.EncodeToString([]byte(id))}, badFields: []string{"cursor"}},
 		{name: "upper-case id", f: rules.Filter{Cursor: input.Cursor("0B6F2F4E-3C1A-4D8E-9F10-2A3B4C5D6E7F")}, badFields: []string{"cursor"}},
 		{name: "both", f: rules.Filter{Limit: -1, Cursor: "cjE6"}, badFields: []string{"limit", "cursor"}},
 	} {
