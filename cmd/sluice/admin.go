@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -577,34 +578,11 @@ func rulesHistory(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, http.MethodGet, "/rules/"+url.PathEscape(pos[0])+"/history", nil, nil, 0)
-	if err != nil {
+	var h admin.HistoryResponse
+	if _, err := c.getJSON(ctx, "/rules/"+url.PathEscape(pos[0])+"/history", nil, &h); err != nil {
 		return fmt.Errorf("rule history %s: %w", pos[0], err)
 	}
-	entries, err := decodeHistory(r.Body)
-	if err != nil {
-		return fmt.Errorf("rule history %s: %w", pos[0], err)
-	}
-	return printHistory(e.stdout, a.output, entries)
-}
-
-// decodeHistory accepts a bare array of entries or an object holding one
-// ({"entries": [...]}, {"history": [...]}, ...).
-func decodeHistory(b []byte) ([]rules.AuditEntry, error) {
-	var es []rules.AuditEntry
-	if err := json.Unmarshal(b, &es); err == nil {
-		return es, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("decode history: %w", err)
-	}
-	for _, v := range obj {
-		if json.Unmarshal(v, &es) == nil && len(es) > 0 {
-			return es, nil
-		}
-	}
-	return []rules.AuditEntry{}, nil
+	return printHistory(e.stdout, a.output, h.Entries)
 }
 
 func printHistory(w io.Writer, output string, es []rules.AuditEntry) error {
@@ -687,33 +665,11 @@ func plansLs(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, http.MethodGet, "/plans", nil, nil, 0)
-	if err != nil {
+	var l admin.ListPlansResponse
+	if _, err := c.getJSON(ctx, "/plans", nil, &l); err != nil {
 		return fmt.Errorf("list plans: %w", err)
 	}
-	ps, err := decodePlans(r.Body)
-	if err != nil {
-		return err
-	}
-	return a.print(e.stdout, ps, func() { printPlans(e.stdout, ps) })
-}
-
-// decodePlans accepts a bare array or {"plans": [...]}.
-func decodePlans(b []byte) ([]rules.Plan, error) {
-	ps := []rules.Plan{}
-	if err := json.Unmarshal(b, &ps); err == nil {
-		return ps, nil
-	}
-	var obj struct {
-		Plans []rules.Plan `json:"plans"`
-	}
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("decode plans: %w", err)
-	}
-	if obj.Plans == nil {
-		obj.Plans = []rules.Plan{}
-	}
-	return obj.Plans, nil
+	return a.print(e.stdout, l.Plans, func() { printPlans(e.stdout, l.Plans) })
 }
 
 func printPlans(w io.Writer, ps []rules.Plan) {
@@ -847,93 +803,25 @@ func subjectsLimits(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, http.MethodGet, "/subjects/"+url.PathEscape(pos[0])+"/limits", subjectQuery(*api, *route), nil, 0)
-	if err != nil {
+	var l admin.SubjectLimitsResponse
+	if _, err := c.getJSON(ctx, "/subjects/"+url.PathEscape(pos[0])+"/limits", subjectQuery(*api, *route), &l); err != nil {
 		return fmt.Errorf("limits of subject %s: %w", pos[0], err)
 	}
-	if a.output == "json" {
-		var v any
-		if err := json.Unmarshal(r.Body, &v); err != nil {
-			return fmt.Errorf("decode limits: %w", err)
-		}
-		return printJSON(e.stdout, v)
-	}
-	return printLimits(e.stdout, r.Body)
+	return a.print(e.stdout, l, func() { printLimits(e.stdout, l.Limits) })
 }
 
-// printLimits shows the limits answer as a table: one row per object of
-// its first list, columns in a fixed order for the fields we know, then the
-// rest alphabetically. Any other shape is shown as indented JSON.
-func printLimits(w io.Writer, body []byte) error {
-	var obj map[string]json.RawMessage
-	var rows []map[string]any
-	if json.Unmarshal(body, &rows) != nil {
-		if err := json.Unmarshal(body, &obj); err != nil {
-			return fmt.Errorf("decode limits: %w", err)
-		}
-		for _, k := range sortedKeys(obj) {
-			if json.Unmarshal(obj[k], &rows) == nil && len(rows) > 0 {
-				break
-			}
-		}
-	}
-	if len(rows) == 0 {
-		var v any
-		_ = json.Unmarshal(body, &v)
-		return printJSON(w, v)
-	}
-	known := []string{"rule", "scope", "api", "route", "subject", "plan", "limit", "period", "burst", "remaining", "reset", "reset_ms", "cost", "mode", "failure_mode"}
-	cols := []string{}
-	seen := map[string]bool{}
-	present := map[string]bool{}
-	for _, r := range rows {
-		for k := range r {
-			present[k] = true
-		}
-	}
-	for _, k := range known {
-		if present[k] {
-			cols = append(cols, k)
-			seen[k] = true
-		}
-	}
-	for _, k := range sortedKeys(present) {
-		if !seen[k] {
-			cols = append(cols, k)
-		}
-	}
+func printLimits(w io.Writer, ls []admin.BucketLimit) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.ToUpper(strings.Join(cols, "\t")))
-	for _, r := range rows {
-		vals := make([]string, len(cols))
-		for i, k := range cols {
-			if v, ok := r[k]; ok {
-				vals[i] = flatJSON(v)
-			} else {
-				vals[i] = "-"
-			}
+	fmt.Fprintln(tw, "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET")
+	for _, l := range ls {
+		limit := fmt.Sprintf("%d/%s", l.Limit, periodString(l.Period))
+		if l.Plan != "" {
+			limit += " (plan " + l.Plan + ")"
 		}
-		fmt.Fprintln(tw, strings.Join(vals, "\t"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", l.Rule, l.API, l.Route, l.Subject,
+			limit, l.Burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, time.Duration(l.ResetMs)*time.Millisecond)
 	}
-	return tw.Flush()
-}
-
-// flatJSON renders a value on one line; nested objects become k=v pairs.
-func flatJSON(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "-"
-	case string:
-		return x
-	case map[string]any:
-		var parts []string
-		for _, k := range sortedKeys(x) {
-			parts = append(parts, k+"="+flatJSON(x[k]))
-		}
-		return strings.Join(parts, " ")
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	tw.Flush()
 }
 
 func subjectsReset(ctx context.Context, e env, args []string) error {
@@ -944,17 +832,11 @@ func subjectsReset(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, ""), nil, 0)
-	if err != nil {
+	// 204, no body.
+	if _, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, ""), nil, 0); err != nil {
 		return fmt.Errorf("reset subject %s: %w", pos[0], err)
 	}
-	if a.output == "json" {
-		var v any = map[string]any{"reset": pos[0]}
-		if len(bytes.TrimSpace(r.Body)) > 0 {
-			_ = json.Unmarshal(r.Body, &v)
-		}
-		return printJSON(e.stdout, v)
-	}
-	fmt.Fprintf(e.stdout, "reset the buckets of subject %s\n", pos[0])
-	return nil
+	return a.print(e.stdout, map[string]any{"reset": pos[0]}, func() {
+		fmt.Fprintf(e.stdout, "reset the buckets of subject %s\n", pos[0])
+	})
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // defaultEndpoint is the admin API of `sluice local` on its default address.
@@ -96,17 +99,12 @@ func executeAPIRegion(host string) (string, bool) {
 }
 
 // apiError is a non-2xx answer of the admin API, decoded from its
-// problem+json body when there is one.
+// problem+json body (admin.Problem) when there is one.
 type apiError struct {
 	Status int
 	Title  string
 	Detail string
-	Fields []fieldError
-}
-
-type fieldError struct {
-	Field  string `json:"field"`
-	Reason string `json:"reason"`
+	Fields []rules.FieldError
 }
 
 func (e *apiError) Error() string {
@@ -124,20 +122,11 @@ func (e *apiError) Error() string {
 	return b.String()
 }
 
-// decodeAPIError reads a problem+json body. Field errors may come as
-// "errors", "fields" or "invalid_params"; any of them is shown.
+// decodeAPIError reads a problem+json body; any other body (a proxy's
+// error page) is shown as text, cut short.
 func decodeAPIError(status int, body []byte) *apiError {
 	e := &apiError{Status: status}
-	var p struct {
-		Title         string       `json:"title"`
-		Detail        string       `json:"detail"`
-		Errors        []fieldError `json:"errors"`
-		Fields        []fieldError `json:"fields"`
-		InvalidParams []struct {
-			Name   string `json:"name"`
-			Reason string `json:"reason"`
-		} `json:"invalid_params"`
-	}
+	var p admin.Problem
 	if json.Unmarshal(body, &p) != nil {
 		e.Detail = strings.TrimSpace(string(body))
 		if len(e.Detail) > 200 {
@@ -145,11 +134,7 @@ func decodeAPIError(status int, body []byte) *apiError {
 		}
 		return e
 	}
-	e.Title, e.Detail = p.Title, p.Detail
-	e.Fields = append(append(e.Fields, p.Errors...), p.Fields...)
-	for _, ip := range p.InvalidParams {
-		e.Fields = append(e.Fields, fieldError{ip.Name, ip.Reason})
-	}
+	e.Title, e.Detail, e.Fields = p.Title, p.Detail, p.Errors
 	return e
 }
 
