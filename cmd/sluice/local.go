@@ -174,6 +174,9 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 			return fmt.Errorf("REDIS_URL: %w", err)
 		}
 		opt.ContextTimeoutEnabled = true
+		if opt.Protocol == 0 {
+			opt.Protocol = 2 // as config.Redis: RESP3 costs a read per command
+		}
 		rdb = redis.NewClient(opt)
 		redisDesc = redactURL(c.RedisURL)
 	} else {
@@ -184,7 +187,7 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 		st.onClose(m.Close)
 		stopTTL := expireMiniredis(m)
 		st.onClose(stopTTL)
-		rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+		rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2})
 		redisDesc = "embedded (miniredis on " + m.Addr() + ")"
 	}
 	st.onClose(func() { rdb.Close() })
