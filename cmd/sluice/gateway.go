@@ -60,10 +60,13 @@ func newGateway(apiID, stage string, resources []string, auth restAuthorizer, lo
 type resourceTemplate struct {
 	path string
 	segs []string
+	id   string // the resource id in requestContext, derived from path
 }
 
 func parseTemplate(p string) resourceTemplate {
-	return resourceTemplate{path: p, segs: splitPath(p)}
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	return resourceTemplate{path: p, segs: splitPath(p), id: strconv.FormatUint(uint64(h.Sum32()), 36)}
 }
 
 func splitPath(p string) []string {
@@ -155,8 +158,6 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 	if err != nil {
 		ip = r.RemoteAddr
 	}
-	h := fnv.New32a()
-	h.Write([]byte(res.path))
 	path := r.URL.Path
 	return events.APIGatewayCustomAuthorizerRequestTypeRequest{
 		Type:                            "REQUEST",
@@ -172,7 +173,7 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 		RequestContext: events.APIGatewayCustomAuthorizerRequestTypeRequestContext{
 			Path:         "/" + g.stage + path,
 			AccountID:    localAccount,
-			ResourceID:   strconv.FormatUint(uint64(h.Sum32()), 36),
+			ResourceID:   res.id,
 			Stage:        g.stage,
 			RequestID:    requestID,
 			Identity:     events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: ip},
