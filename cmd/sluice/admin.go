@@ -324,7 +324,7 @@ func ruleLimit(r rules.Rule) string {
 	if r.Limit == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%d/%s", *r.Limit, periodString(r.Period))
+	return fmt.Sprintf("%d/%s", *r.Limit, r.Period)
 }
 
 func ruleBurst(r rules.Rule) string {
@@ -337,20 +337,6 @@ func ruleBurst(r rules.Rule) string {
 		return strconv.FormatInt(*r.Limit, 10)
 	}
 	return "-"
-}
-
-// periodString uses the Period's own JSON form ("1m", "1h") so the table
-// shows what the API accepts.
-func periodString(p rules.Period) string {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return time.Duration(p).String()
-	}
-	var s string
-	if json.Unmarshal(b, &s) != nil {
-		return time.Duration(p).String()
-	}
-	return s
 }
 
 func orDefault(s, d string) string {
@@ -510,8 +496,8 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 		}
 	}
 	if set["period"] {
-		var p rules.Period
-		if err := json.Unmarshal([]byte(strconv.Quote(rf.period)), &p); err != nil {
+		p, err := rules.ParsePeriod(rf.period)
+		if err != nil {
 			return usageErrorf("--period %q: %v", rf.period, err)
 		}
 		r.Period = p
@@ -680,7 +666,7 @@ func printPlans(w io.Writer, ps []rules.Plan) {
 		if p.Burst != nil {
 			burst = *p.Burst
 		}
-		fmt.Fprintf(tw, "%s\t%d/%s\t%d\t%d\t%s\n", p.Name, p.Limit, periodString(p.Period), burst, p.Version, p.Description)
+		fmt.Fprintf(tw, "%s\t%d/%s\t%d\t%d\t%s\n", p.Name, p.Limit, p.Period, burst, p.Version, p.Description)
 	}
 	tw.Flush()
 }
@@ -744,9 +730,11 @@ current version); on update only the flags given change it.`)
 		out.Limit = *limit
 	}
 	if set["period"] {
-		if err := json.Unmarshal([]byte(strconv.Quote(*period)), &out.Period); err != nil {
+		p, err := rules.ParsePeriod(*period)
+		if err != nil {
 			return usageErrorf("--period %q: %v", *period, err)
 		}
+		out.Period = p
 	}
 	if set["burst"] {
 		out.Burst = ptr(*burst)
@@ -814,7 +802,7 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET")
 	for _, l := range ls {
-		limit := fmt.Sprintf("%d/%s", l.Limit, periodString(l.Period))
+		limit := fmt.Sprintf("%d/%s", l.Limit, l.Period)
 		if l.Plan != "" {
 			limit += " (plan " + l.Plan + ")"
 		}

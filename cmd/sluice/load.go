@@ -469,7 +469,7 @@ func checkSubject(name string, s *subjectStats, c loadConfig) subjectReport {
 	for _, p := range ps {
 		b := float64(p.Burst) + float64(p.Limit)*window.Seconds()/p.Period.Seconds()
 		if b < r.Bound {
-			r.Bound, r.Limit, r.Burst, r.Period = b, p.Limit, p.Burst, periodString(rules.Period(p.Period))
+			r.Bound, r.Limit, r.Burst, r.Period = b, p.Limit, p.Burst, rules.Period(p.Period).String()
 		}
 	}
 	// A request admitted at the very edge may round up; the bound counts
