@@ -144,7 +144,7 @@ func (s *Service) problem(ctx context.Context, c *call, err error) Response {
 		slog.String("method", c.Method),
 		slog.Int("status", e.Status),
 		slog.String("requestId", c.RequestID),
-		slog.String("actor", c.Actor),
+		slog.String("actor", c.actor()),
 		slog.String("detail", e.Detail),
 	}
 	if e.Err != nil {

@@ -44,9 +44,9 @@ func Handler(svc *admin.Service, route string) func(context.Context, events.APIG
 // Request turns a proxy event into an admin.Request. A base64-encoded body
 // is decoded, reading at most one byte past maxBody so that an oversized
 // body costs little and still gets 413. The actor is the IAM caller:
-// requestContext.identity.userArn, else caller, else "unknown". The error,
-// for a body that is not valid base64, is a 400 *admin.Error; the request
-// is then complete but for its body.
+// requestContext.identity.userArn, else caller, else "" (the Service
+// records "unknown"). The error, for a body that is not valid base64, is a
+// 400 *admin.Error; the request is then complete but for its body.
 func Request(ev events.APIGatewayProxyRequest, maxBody int) (admin.Request, error) {
 	req := admin.Request{
 		Method:     strings.ToUpper(ev.HTTPMethod),
@@ -109,11 +109,8 @@ func query(ev events.APIGatewayProxyRequest) url.Values {
 }
 
 func actor(id events.APIGatewayRequestIdentity) string {
-	switch {
-	case id.UserArn != "":
+	if id.UserArn != "" {
 		return id.UserArn
-	case id.Caller != "":
-		return id.Caller
 	}
-	return "unknown"
+	return id.Caller
 }

@@ -152,8 +152,8 @@ func TestRequest(t *testing.T) {
 		t.Errorf("Request(bad base64) error = nil, want one")
 	}
 	ev.RequestContext.Identity = events.APIGatewayRequestIdentity{}
-	if req, _ := apigw.Request(ev, 1024); req.Actor != "unknown" {
-		t.Errorf("Request(no identity).Actor = %q, want unknown", req.Actor)
+	if req, _ := apigw.Request(ev, 1024); req.Actor != "" {
+		t.Errorf("Request(no identity).Actor = %q, want \"\" (the Service's \"unknown\")", req.Actor)
 	}
 }
 
