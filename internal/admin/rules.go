@@ -108,12 +108,9 @@ func (s *Service) listRules(ctx context.Context, c *call) (reply, error) {
 }
 
 func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
-	es, err := s.store.RuleHistory(ctx, c.params["id"])
+	es, err := s.store.RuleHistory(ctx, c.params["id"]) // ErrNotFound when there is none
 	if err != nil {
 		return reply{}, err
-	}
-	if len(es) == 0 {
-		return reply{}, rules.ErrNotFound
 	}
 	return reply{status: http.StatusOK, body: HistoryResponse{Entries: es}}, nil
 }
