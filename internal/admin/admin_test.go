@@ -76,6 +76,8 @@ func TestRuleLifecycle(t *testing.T) {
 		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `"7"`)), 412)
 		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `W/"1"`)), 412)
 		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `"x"`)), 412)
+		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `1`)), 412)
+		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `"1`)), 412)
 		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), upd, "If-Match", `"1", "2"`)), 400)
 		wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam("00000000-0000-4000-8000-000000000000"), upd, "If-Match", `"1"`)), 404)
 		p := wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID),

@@ -155,7 +155,8 @@ func etag(version int64) http.Header {
 
 // ifMatch reads the version in If-Match. "*" and an absent header (when not
 // required) give 0, which the store reads as "any version". A tag that is not
-// one of our ETags (weak, or not a version number) can never match: 412.
+// one of our ETags ("<version>": not weak, quoted, a version number) can
+// never match: 412.
 func ifMatch(h http.Header, required bool) (int64, error) {
 	vs := h.Values("If-Match")
 	if len(vs) == 0 {
@@ -172,8 +173,10 @@ func ifMatch(h http.Header, required bool) (int64, error) {
 	if v == "*" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(strings.Trim(v, `"`), 10, 64)
-	if err != nil || n < 1 || strings.HasPrefix(v, "W/") {
+	tag, open := strings.CutPrefix(v, `"`)
+	tag, closed := strings.CutSuffix(tag, `"`)
+	n, err := strconv.ParseInt(tag, 10, 64)
+	if !open || !closed || err != nil || n < 1 {
 		return 0, &Error{Status: http.StatusPreconditionFailed,
 			Detail: "If-Match does not match the current version; GET the resource and use its ETag."}
 	}
