@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -318,13 +317,18 @@ func formatLimit(e *rules.Effective) string {
 }
 
 // scrubURLError returns err's message with the URL's password, if any,
-// replaced, so a config error can be logged.
+// replaced, so a config error can be logged. The password is found by hand
+// (scheme://user:password@host): the errors that quote a URL whole are
+// net/url's, for URLs url.Parse rejects.
 func scrubURLError(err error, raw string) string {
 	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
+	_, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return msg
+	}
+	if _, password, ok := strings.Cut(rest[:at], ":"); ok && password != "" {
+		msg = strings.ReplaceAll(msg, password, "xxxxx")
 	}
 	return msg
 }

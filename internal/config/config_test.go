@@ -165,7 +165,8 @@ func TestFromEnvErrors(t *testing.T) {
 
 func TestFromEnvDoesNotLeakPasswords(t *testing.T) {
 	_, err := FromEnv(env(map[string]string{
-		"REDIS_URL":    "http://u:hunter2@cache:6379",
+		// net/url's error quotes this URL whole, password included.
+		"REDIS_URL":    "redis://u:hunter2@cache:notaport",
 		"DATABASE_URL": "postgres://u:hunter3@host:notaport/db",
 	}))
 	if err == nil {
