@@ -18,9 +18,10 @@ import (
 // decodeBody decodes a JSON object into dst, a pointer to a struct, field by
 // field, so that every problem names its field: unknown fields (names match
 // exactly, not case-insensitively as encoding/json would), wrong types,
-// values out of range, NUL bytes in strings. Malformed JSON, a non-object,
-// trailing data and invalid UTF-8 are reported on the body as a whole. Every
-// error is a 400 *Error. The fields named in required must be present
+// values out of range; what a value may hold (NUL bytes included) is for
+// the caller's Validate. Malformed JSON, a non-object, trailing data and
+// invalid UTF-8 are reported on the body as a whole. Every error is a 400
+// *Error. The fields named in required must be present
 // (for non-pointer numbers, where absent and 0 look the same).
 //
 // A body-wide problem comes back as err. Field problems come back as
@@ -69,10 +70,6 @@ func decodeBody(body []byte, dst any, required ...string) (problems []rules.Fiel
 		f := v.Field(idx)
 		if err := json.Unmarshal(obj[k], f.Addr().Interface()); err != nil {
 			problems = append(problems, fieldProblems(k, f.Type(), err)...)
-			continue
-		}
-		if f.Kind() == reflect.String && strings.IndexByte(f.String(), 0) >= 0 {
-			problems = append(problems, fieldError(k, "must not contain NUL bytes"))
 		}
 	}
 	for _, k := range required {
