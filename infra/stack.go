@@ -32,8 +32,6 @@ type StackProps struct {
 	// AssetRoot holds one directory per function with its `bootstrap`.
 	// Default: sluice.DefaultAssetRoot ("build/arm64", `make build` output).
 	AssetRoot string
-	// AssetDirs overrides the asset directory of single functions, by name.
-	AssetDirs map[string]string
 
 	// Vpc is an existing VPC to run in. Default: a new VPC over 2 AZs with
 	// isolated subnets only and Secrets Manager and CloudWatch Logs endpoints.
@@ -229,12 +227,8 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 				merged[k] = v
 			}
 		}
-		dir := p.AssetDirs[name]
-		if dir == "" {
-			dir = sluice.AssetDir(p.AssetRoot, name)
-		}
 		return &sluice.FunctionProps{
-			Name: name, AssetDir: dir, Environment: merged,
+			Name: name, AssetDir: sluice.AssetDir(p.AssetRoot, name), Environment: merged,
 			MemorySize: memory, ReservedConcurrency: reserved,
 			Vpc: vpc, VpcSubnets: subnets, SecurityGroups: fnSGs,
 		}
@@ -352,63 +346,46 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	for _, fnSG := range fnSGs {
 		sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(6379)), jsii.String("Sluice Lambdas"), nil)
 	}
-	subnetIDs := vpc.SelectSubnets(subnets).SubnetIds
+	// The L1 constructs take the subnet ids as []interface{}.
+	var subnetIDs []interface{}
+	for _, id := range *vpc.SelectSubnets(subnets).SubnetIds {
+		subnetIDs = append(subnetIDs, id)
+	}
 	engine := or(p.RedisEngine, "valkey")
 
 	if p.ServerlessRedis {
 		// ElastiCache Serverless is always TLS, always highly available, and
 		// speaks the cluster protocol; the hash-tagged keys keep each
 		// subject's buckets in one slot.
-		ids := make([]interface{}, 0, len(*subnetIDs))
-		for _, s := range *subnetIDs {
-			ids = append(ids, s)
-		}
 		name := resourceName(stack, "cache")
 		const maxGB, maxECPU = 10, 100000
 		c := awselasticache.NewCfnServerlessCache(stack, jsii.String("Redis"), &awselasticache.CfnServerlessCacheProps{
 			Engine:              jsii.String(engine),
 			ServerlessCacheName: jsii.String(name),
 			Description:         jsii.String("Sluice token buckets"),
-			SubnetIds:           &ids,
+			SubnetIds:           &subnetIDs,
 			SecurityGroupIds:    &[]interface{}{sg.SecurityGroupId()},
 			CacheUsageLimits: &awselasticache.CfnServerlessCache_CacheUsageLimitsProperty{
 				DataStorage:   &awselasticache.CfnServerlessCache_DataStorageProperty{Unit: jsii.String("GB"), Maximum: jsii.Number(maxGB)},
 				EcpuPerSecond: &awselasticache.CfnServerlessCache_ECPUPerSecondProperty{Maximum: jsii.Number(maxECPU)},
 			},
 		})
-		dims := &map[string]*string{"clusterId": c.Ref()}
+		dims := map[string]string{"clusterId": *c.Ref()}
 		return redis{
 			url:  fmt.Sprintf("rediss://%s:%s", *c.AttrEndpointAddress(), *c.AttrEndpointPort()),
 			mode: "cluster",
-			// ECPUs per second over a minute, against the configured cap.
-			cpu: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-				Expression: jsii.String(fmt.Sprintf("100 * e / (60 * %d)", maxECPU)),
-				Label:      jsii.String("ECPU % of limit"),
-				UsingMetrics: &map[string]awscloudwatch.IMetric{"e": awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-					Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String("ElastiCacheProcessingUnits"),
-					DimensionsMap: dims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
-				})},
-				Period: awscdk.Duration_Minutes(jsii.Number(1)),
-			}),
-			mem: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-				Expression: jsii.String(fmt.Sprintf("100 * b / (%d * 1000000000)", maxGB)),
-				Label:      jsii.String("Data % of limit"),
-				UsingMetrics: &map[string]awscloudwatch.IMetric{"b": awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-					Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String("BytesUsedForCache"),
-					DimensionsMap: dims, Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
-				})},
-				Period: awscdk.Duration_Minutes(jsii.Number(1)),
-			}),
+			// ECPUs per second over a minute and data stored, against the
+			// configured caps.
+			cpu: mathExpression(fmt.Sprintf("100 * e / (60 * %d)", maxECPU), "ECPU % of limit",
+				map[string]awscloudwatch.IMetric{"e": cacheMetric("ElastiCacheProcessingUnits", "Sum", dims)}),
+			mem: mathExpression(fmt.Sprintf("100 * b / (%d * 1000000000)", maxGB), "Data % of limit",
+				map[string]awscloudwatch.IMetric{"b": cacheMetric("BytesUsedForCache", "Maximum", dims)}),
 		}
 	}
 
-	ids := make([]interface{}, 0, len(*subnetIDs))
-	for _, s := range *subnetIDs {
-		ids = append(ids, s)
-	}
 	subnetGroup := awselasticache.NewCfnSubnetGroup(stack, jsii.String("RedisSubnets"), &awselasticache.CfnSubnetGroupProps{
 		Description: jsii.String("Sluice Redis"),
-		SubnetIds:   &ids,
+		SubnetIds:   &subnetIDs,
 	})
 	// The AUTH token: 64 alphanumerics (ElastiCache forbids some punctuation),
 	// stored as the plain secret string.
@@ -437,20 +414,11 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	})
 	// Node ids are <group id>-001, -002; the primary may be either after a
 	// failover, so watch the worse of the two.
-	node := func(metric, n, stat string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String(metric),
-			DimensionsMap: &map[string]*string{"CacheClusterId": jsii.String(name + "-" + n)},
-			Statistic:     jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(1)),
-		})
-	}
 	worst := func(metric, label string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression:   jsii.String("MAX([a, b])"),
-			Label:        jsii.String(label),
-			UsingMetrics: &map[string]awscloudwatch.IMetric{"a": node(metric, "001", "Maximum"), "b": node(metric, "002", "Maximum")},
-			Period:       awscdk.Duration_Minutes(jsii.Number(1)),
-		})
+		node := func(n string) awscloudwatch.IMetric {
+			return cacheMetric(metric, "Maximum", map[string]string{"CacheClusterId": name + "-" + n})
+		}
+		return mathExpression("MAX([a, b])", label, map[string]awscloudwatch.IMetric{"a": node("001"), "b": node("002")})
 	}
 	return redis{
 		url:        fmt.Sprintf("rediss://%s:%s", *rg.AttrPrimaryEndPointAddress(), *rg.AttrPrimaryEndPointPort()),
@@ -459,6 +427,26 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		cpu:        worst("EngineCPUUtilization", "Engine CPU %"),
 		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
 	}
+}
+
+// cacheMetric is an AWS/ElastiCache metric per minute.
+func cacheMetric(name, stat string, dims map[string]string) awscloudwatch.IMetric {
+	dm := make(map[string]*string, len(dims))
+	for k, v := range dims {
+		dm[k] = jsii.String(v)
+	}
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String(name),
+		DimensionsMap: &dm, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+	})
+}
+
+// mathExpression is a per-minute metric math expression over metrics.
+func mathExpression(expr, label string, metrics map[string]awscloudwatch.IMetric) awscloudwatch.IMetric {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(expr), Label: jsii.String(label),
+		UsingMetrics: &metrics, Period: awscdk.Duration_Minutes(jsii.Number(1)),
+	})
 }
 
 // newDatabase returns the bring-your-own database, or creates Aurora

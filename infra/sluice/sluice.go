@@ -77,7 +77,7 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 	}
 	dir := p.AssetDir
 	if dir == "" {
-		dir = filepath.Join(DefaultAssetRoot, p.Name)
+		dir = AssetDir("", p.Name)
 	}
 	memory := p.MemorySize
 	if memory == 0 {
