@@ -196,8 +196,8 @@ func TestAuthorizerResultCacheIsOff(t *testing.T) {
 			if got := r.Props["AuthorizerResultTtlInSeconds"]; got != 0.0 {
 				t.Errorf("%s: %s AuthorizerResultTtlInSeconds = %v, want 0", v, r.ID, got)
 			}
-			// The default SUBJECT_SOURCES has several sources: API Gateway
-			// must require none of them.
+			// No SubjectSources given, so none is derived: the authorizer
+			// itself looks for its default source and answers 401.
 			if got, ok := r.Props["IdentitySource"]; ok {
 				t.Errorf("%s: %s IdentitySource = %q, want none", v, r.ID, got)
 			}
