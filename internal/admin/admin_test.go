@@ -245,6 +245,7 @@ func TestPagination(t *testing.T) {
 
 func TestPlans(t *testing.T) {
 	forBackends(t, func(t *testing.T, e *env) {
+		v0 := e.count(t).Version
 		resp := e.do(t, event(admin.RouteCreatePlan, nil, `{"name":"gold","limit":1000,"period":"1m","burst":2000,"description":"gold tier"}`))
 		var p rules.Plan
 		want(t, resp, 201, &p)
@@ -309,6 +310,12 @@ func TestPlans(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"create", "update", "delete"}, actions); diff != "" {
 			t.Errorf("plan history (-want +got):\n%s", diff)
+		}
+
+		// Writes: 2 plan creates, 1 plan update, 1 plan delete, and a rule
+		// created and deleted; each bumped the version once, failures never.
+		if got := e.count(t).Version - v0; got != 6 {
+			t.Errorf("rules version moved by %d over 6 writes, want 6", got)
 		}
 	})
 }
