@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -31,5 +32,35 @@ func TestRedisDeleteKeys(t *testing.T) {
 	})
 	if n, err := rdb.Exists(ctx, prefix+"a", prefix+"b").Result(); err != nil || n != 0 {
 		t.Errorf("EXISTS after DeleteKeys = %d, %v; want 0", n, err)
+	}
+}
+
+// recorder is a testing.TB that records how Lookup stopped the test.
+type recorder struct {
+	testing.TB
+	stopped string // "fatal" or "skip"
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Fatalf(string, ...any) { r.stopped = "fatal"; runtime.Goexit() }
+func (r *recorder) Skipf(string, ...any)  { r.stopped = "skip"; runtime.Goexit() }
+
+// TestLookupUnset pins the rule that keeps CI honest: an unset variable
+// skips the test, but fails it under SLUICE_REQUIRE_INTEGRATION=1.
+func TestLookupUnset(t *testing.T) {
+	const name = "SLUICE_TEST_TESTENV_UNSET"
+	t.Setenv(name, "")
+	for _, tc := range []struct{ require, want string }{{"", "skip"}, {"1", "fatal"}} {
+		t.Setenv(testenv.RequireVar, tc.require)
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			testenv.Lookup(r, name)
+		}()
+		<-done
+		if r.stopped != tc.want {
+			t.Errorf("Lookup(unset) with %s=%q stopped the test with %q, want %q", testenv.RequireVar, tc.require, r.stopped, tc.want)
+		}
 	}
 }
