@@ -155,17 +155,7 @@ func TestListRulesFilters(t *testing.T) {
 			}
 			return out
 		}
-		sorted := func(s ...string) []string {
-			out := append([]string(nil), s...)
-			for i := range out {
-				for j := i + 1; j < len(out); j++ {
-					if out[j] < out[i] {
-						out[i], out[j] = out[j], out[i]
-					}
-				}
-			}
-			return out
-		}
+		sorted := func(s ...string) []string { return slices.Sorted(slices.Values(s)) }
 		for _, tc := range []struct {
 			query []string
 			want  []string
@@ -679,7 +669,7 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 func TestFailures(t *testing.T) {
 	rdb := testenv.Redis(t)
 	var logs strings.Builder
-	st := &brokenStore{testStore: mustMemory()}
+	st := &brokenStore{Store: mustMemory()}
 	svc := admin.New(st, failingBumper{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}),
 		admin.Options{Logger: newJSONLogger(&logs)})
 	h := apigw.Handler(svc, "")

@@ -16,37 +16,19 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-// testStore is what the tests read behind the API's back: the store
-// contract.
-type testStore interface {
-	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
-	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
-	RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error)
-	PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error)
-	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
-	GetRule(ctx context.Context, id string) (rules.Rule, error)
-	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
-	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
-	CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error)
-	GetPlan(ctx context.Context, name string) (rules.Plan, error)
-	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
-	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
-	ListPlans(ctx context.Context) ([]rules.Plan, error)
-}
 
 // env is one admin Service over its own store, Redis key prefix and version
 // key, reached through the API Gateway adapter as the Lambdas reach it.
 type env struct {
-	svc     *admin.Service
-	handle  func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
-	store   testStore
-	version *redisversion.Counter
-	lim     *limiter.Limiter
-	logs    *strings.Builder
-	count   func(t testing.TB) rowCounts // counts rows behind the store's back
+	svc    *admin.Service
+	handle func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+	store  storetest.Store // read behind the API's back
+	lim    *limiter.Limiter
+	logs   *strings.Builder
+	count  func(t testing.TB) rowCounts // counts rows behind the store's back
 }
 
 // rowCounts counts what a rejected request must leave unchanged.
@@ -58,7 +40,7 @@ type rowCounts struct {
 // backend builds a store for one test.
 type backend struct {
 	name string
-	new  func(t testing.TB) (testStore, rowCounter)
+	new  func(t testing.TB) (storetest.Store, rowCounter)
 }
 
 // rowCounter counts rules, plans and audit rows.
@@ -71,7 +53,7 @@ var backends = []backend{
 	{"memory", newMemory},
 }
 
-func newMemory(testing.TB) (testStore, rowCounter) {
+func newMemory(testing.TB) (storetest.Store, rowCounter) {
 	st := memory.New()
 	return st, func(t testing.TB) (int64, int64, int64) {
 		rs, ps, err := st.LoadAll(context.Background())
@@ -106,7 +88,7 @@ func newEnv(t testing.TB, b backend) *env {
 	testenv.DeleteKeys(t, rdb, prefix)
 	var logs strings.Builder
 	svc := admin.New(st, version, lim, admin.Options{Logger: newJSONLogger(&logs)})
-	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, version: version, lim: lim, logs: &logs}
+	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, lim: lim, logs: &logs}
 	e.count = func(t testing.TB) rowCounts {
 		r, p, a := counts(t)
 		v, err := version.Version(context.Background())

@@ -15,9 +15,10 @@ import (
 
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-func mustMemory() testStore { return memory.New() }
+func mustMemory() storetest.Store { return memory.New() }
 
 // events0 is a request identity with neither user ARN nor caller.
 func events0() events.APIGatewayRequestIdentity {
@@ -32,7 +33,7 @@ func jsonString(s string) string {
 // brokenStore fails on demand: fail makes ListRules return an error whose
 // text must never reach a client; timeout makes GetRule time out.
 type brokenStore struct {
-	testStore
+	storetest.Store
 	fail, timeout bool
 }
 
@@ -40,14 +41,14 @@ func (b *brokenStore) ListRules(ctx context.Context, f rules.Filter) (rules.Page
 	if b.fail {
 		return rules.Page{}, errors.New("list rules: dial tcp 10.0.0.5:5432: password s3cr3t rejected")
 	}
-	return b.testStore.ListRules(ctx, f)
+	return b.Store.ListRules(ctx, f)
 }
 
 func (b *brokenStore) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	if b.timeout {
 		return rules.Rule{}, fmt.Errorf("get rule: %w", context.DeadlineExceeded)
 	}
-	return b.testStore.GetRule(ctx, id)
+	return b.Store.GetRule(ctx, id)
 }
 
 // failingBumper is a Redis that refuses the version bump.

@@ -6,12 +6,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // newPostgres returns a PostgreSQL store on a fresh, migrated database of
 // its own (dropped when the test ends), and a counter that reads the tables
 // directly.
-func newPostgres(t testing.TB) (testStore, rowCounter) {
+func newPostgres(t testing.TB) (storetest.Store, rowCounter) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	return postgres.New(pool), func(t testing.TB) (r, p, a int64) {
