@@ -236,36 +236,30 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	slices.SortStableFunc(sorted, func(a, b Rule) int { return cmp.Compare(a.ID, b.ID) })
 	s.rules = make([]Effective, 0, len(sorted))
 	ids := make(map[string]bool, len(sorted))
+	claimed := make(map[scopeKey]bool, len(sorted))
 	for _, r := range sorted {
 		r.Normalize()
 		if !*r.Enabled {
 			continue
 		}
 		e, reason := effective(r, plans, badPlans)
-		if reason == "" && ids[r.ID] {
+		switch {
+		case reason != "":
+		case ids[r.ID]:
 			reason = "another rule has the same id"
+		case claimed[keyOf(&e)]:
+			reason = "another rule with a smaller id holds the scope (api, route, subject)"
 		}
 		if reason != "" {
 			s.skip(KindRule, r.ID, reason)
 			continue
 		}
 		ids[r.ID] = true
+		claimed[keyOf(&e)] = true
 		s.rules = append(s.rules, e)
 	}
 
 	// Index only once s.rules stops growing: the maps point into it.
-	kept := s.rules[:0]
-	claimed := make(map[scopeKey]bool, len(s.rules))
-	for _, e := range s.rules {
-		k := keyOf(&e)
-		if claimed[k] {
-			s.skip(KindRule, e.ID, "another rule with a smaller id holds the scope (api, route, subject)")
-			continue
-		}
-		claimed[k] = true
-		kept = append(kept, e)
-	}
-	s.rules = kept
 	apis := make(map[string]bool)
 	for i := range s.rules {
 		e := &s.rules[i]

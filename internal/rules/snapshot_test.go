@@ -215,8 +215,8 @@ func TestNewSnapshotSkips(t *testing.T) {
 		{Kind: KindRule, ID: "r-badplan", Reason: `plan "broken" is invalid: invalid period: is required`},
 		{Kind: KindRule, ID: "r-invalid", Reason: "invalid route: path must start with '/'"},
 		{Kind: KindRule, ID: "r-unknown", Reason: `unknown plan "nope"`},
-		{Kind: KindRule, ID: "r3", Reason: "another rule has the same id"},
 		{Kind: KindRule, ID: "r2", Reason: "another rule with a smaller id holds the scope (api, route, subject)"},
+		{Kind: KindRule, ID: "r3", Reason: "another rule has the same id"},
 		{Kind: "default", Reason: "period must be at least 1s"},
 	}
 	if diff := cmp.Diff(want, s.Skipped()); diff != "" {
