@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/authorizer/wiring"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -236,13 +237,11 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 		return fmt.Errorf("bump rules version: %w", err)
 	}
 	cache, err := rules.NewCache(ctx, store, version, rules.CacheOptions{
-		Default: def,
-		Poll:    c.Poll,
-		Refresh: c.Refresh,
-		OnError: func(err error) { log.Warn("rules refresh failed", slog.String("error", err.Error())) },
-		OnReload: func(v int64, n int) {
-			log.Info("rules loaded", slog.Int64("version", v), slog.Int("rules", n))
-		},
+		Default:  def,
+		Poll:     c.Poll,
+		Refresh:  c.Refresh,
+		OnError:  func(err error) { log.Warn("rules refresh failed", slog.String("error", err.Error())) },
+		OnReload: wiring.LogReload(log),
 	})
 	if err != nil {
 		return fmt.Errorf("load rules: %w", err)

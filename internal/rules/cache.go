@@ -42,8 +42,10 @@ type CacheOptions struct {
 	// from the goroutine that did it (the cache itself does not log).
 	OnError func(error)
 	// OnReload, when set, is called after every successful load with the
-	// version loaded (-1 when it could not be read) and the rule count.
-	OnReload func(version int64, rules int)
+	// version loaded (-1 when it could not be read) and the new snapshot,
+	// whose Skipped lists the rules left out: a skipped rule can loosen a
+	// limit (requests fall to a broader rule), so callers should say so.
+	OnReload func(version int64, snap *Snapshot)
 }
 
 // CacheStats describe a Cache's state.
@@ -248,7 +250,7 @@ func (c *Cache) check(ctx context.Context, force bool) error {
 	c.lastErr = verr
 	c.mu.Unlock()
 	if c.opt.OnReload != nil {
-		c.opt.OnReload(v, snap.Len())
+		c.opt.OnReload(v, snap)
 	}
 	c.schedule(c.opt.Poll)
 	return verr

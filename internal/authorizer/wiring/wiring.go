@@ -106,9 +106,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		OnError: func(err error) {
 			log.Error("rules refresh failed", slog.Any("error", err))
 		},
-		OnReload: func(version int64, n int) {
-			log.Info("rules loaded", slog.Int64("version", version), slog.Int("rules", n))
-		},
+		OnReload: LogReload(log),
 	})
 	if err != nil {
 		// The cache works regardless, on the default rule.
@@ -130,4 +128,17 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	app.Check = apigw.NewCheck(app.Decider, ho)
 	log.Info("authorizer ready", slog.Any("config", cfg), slog.String("sources", fmt.Sprint(sources)))
 	return app, nil
+}
+
+// LogReload returns a rules.CacheOptions.OnReload that logs each load, and
+// at warn each rule, plan or default the snapshot left out (invalid, or
+// naming an unknown plan): a skipped rule can loosen a limit unnoticed.
+func LogReload(log *slog.Logger) func(version int64, snap *rules.Snapshot) {
+	return func(version int64, snap *rules.Snapshot) {
+		skipped := snap.Skipped()
+		log.Info("rules loaded", slog.Int64("version", version), slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))
+		for _, sk := range skipped {
+			log.Warn("rule skipped", slog.String("kind", sk.Kind), slog.String("id", sk.ID), slog.String("reason", sk.Reason))
+		}
+	}
 }

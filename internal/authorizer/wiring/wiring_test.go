@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -295,5 +296,36 @@ func TestRedisDown(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Errorf("Decide error = %v, want a Redis error", err)
+	}
+}
+
+// TestLogReloadReportsSkippedRules: a rule the snapshot leaves out (here it
+// names a plan that does not exist) is logged at warn with its id, since
+// its requests silently fall to a broader rule.
+func TestLogReloadReportsSkippedRules(t *testing.T) {
+	limit := int64(5)
+	snap := rules.NewSnapshot([]rules.Rule{
+		{ID: "r-ok", API: "a", Route: "*", Subject: "*", Limit: &limit, Period: rules.Period(time.Minute)},
+		{ID: "r-gold", API: "a", Route: "*", Subject: "vip", Plan: "gold"},
+	}, nil, rules.SnapshotOptions{})
+	var buf strings.Builder
+	wiring.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, snap)
+
+	var lines []map[string]any
+	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("LogReload wrote %d lines, want 2 (loaded, skipped):\n%s", len(lines), buf.String())
+	}
+	if l := lines[0]; l["msg"] != "rules loaded" || l["version"] != 7.0 || l["rules"] != 1.0 || l["skipped"] != 1.0 {
+		t.Errorf("first line = %v, want rules loaded, version 7, 1 rule, 1 skipped", l)
+	}
+	if l := lines[1]; l["level"] != "WARN" || l["msg"] != "rule skipped" || l["id"] != "r-gold" || l["kind"] != rules.KindRule {
+		t.Errorf("second line = %v, want a WARN rule skipped for r-gold", l)
 	}
 }
