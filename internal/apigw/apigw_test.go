@@ -98,7 +98,7 @@ func TestEventFixtures(t *testing.T) {
 
 func newLimiter(t *testing.T) *limiter.Limiter {
 	t.Helper()
-	return limiter.New(testenv.Redis(t), limiter.Options{Prefix: "sltest:apigw:" + t.Name() + ":", Timeout: 2 * time.Second})
+	return limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: 2 * time.Second})
 }
 
 func TestRequest(t *testing.T) {
