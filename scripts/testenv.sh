@@ -3,7 +3,8 @@
 #
 #   scripts/testenv.sh go test ./...
 #
-# It installs redis-server and PostgreSQL from Debian when they are missing,
+# It installs redis-server and PostgreSQL from Debian when they are missing
+# (and gcc for -race, Node.js for the CDK template tests under infra/),
 # starts each from a fresh temp dir on a free loopback port, exports
 #   SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL, SLUICE_REQUIRE_INTEGRATION=1
 # runs the command, then stops exactly the processes it started (by pid) and
@@ -39,6 +40,10 @@ find_pg_bin() {
 
 ensure_tools() {
 	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+	# go test -race needs cgo, hence a C compiler; the infra/ tests synthesize
+	# CDK templates through jsii, which runs node.
+	command -v gcc >/dev/null || apt_install gcc libc6-dev
+	command -v node >/dev/null || apt_install nodejs
 	# The distribution's server already running as a service would collide with
 	# nothing (we use our own port) but wastes memory; we never start it.
 	find_pg_bin || { apt_install postgresql; find_pg_bin; }
