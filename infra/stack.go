@@ -34,7 +34,7 @@ type StackProps struct {
 	AssetRoot string
 
 	// Vpc is an existing VPC to run in. Default: a new VPC over 2 AZs with
-	// isolated subnets only and Secrets Manager and CloudWatch Logs endpoints.
+	// isolated subnets only and a Secrets Manager endpoint.
 	Vpc awsec2.IVpc
 	// VpcSubnets selects the subnets of Vpc for the Lambdas and data stores.
 	// Default: the isolated subnets of the new VPC; CDK's default for Vpc.
@@ -294,8 +294,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	return s, nil
 }
 
-// newVpc creates a VPC without NAT or internet gateway: the Lambdas reach AWS
-// services only through the interface endpoints, and nothing else.
+// newVpc creates a VPC without NAT or internet gateway. The only AWS API the
+// Lambdas call is Secrets Manager, through an interface endpoint; their logs
+// need none (the Lambda service ships them).
 func newVpc(stack awscdk.Stack) awsec2.Vpc {
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:      jsii.Number(2),
@@ -306,16 +307,11 @@ func newVpc(stack awscdk.Stack) awsec2.Vpc {
 			CidrMask:   jsii.Number(24),
 		}},
 	})
-	for id, svc := range map[string]awsec2.InterfaceVpcEndpointAwsService{
-		"SecretsManagerEndpoint": awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
-		"LogsEndpoint":           awsec2.InterfaceVpcEndpointAwsService_CLOUDWATCH_LOGS(),
-	} {
-		vpc.AddInterfaceEndpoint(jsii.String(id), &awsec2.InterfaceVpcEndpointOptions{
-			Service:           svc,
-			PrivateDnsEnabled: jsii.Bool(true),
-			Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
-		})
-	}
+	vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
+		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
+		PrivateDnsEnabled: jsii.Bool(true),
+		Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+	})
 	return vpc
 }
 
