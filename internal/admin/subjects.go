@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -66,7 +67,7 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 			FailureMode: e.FailureMode, Mode: e.Mode,
 		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
-			peek, at = append(peek, bucket(e)), append(at, i)
+			peek, at = append(peek, authorizer.Bucket(e)), append(at, i)
 		}
 	}
 	for start := 0; start < len(peek); start += limiter.MaxBuckets {
@@ -98,7 +99,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	bs := make([]limiter.Bucket, 0, len(es))
 	for _, e := range es {
 		if !e.Blocked() {
-			bs = append(bs, bucket(e))
+			bs = append(bs, authorizer.Bucket(e))
 		}
 	}
 	for start := 0; start < len(bs); start += limiter.MaxBuckets {
@@ -148,13 +149,4 @@ func (s *Service) applicable(ctx context.Context, subject, api, route string) ([
 	}
 	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
 	return snap.ForSubject(subject, api, route), nil
-}
-
-// bucket is the limiter's view of an applied rule, as the authorizer builds
-// it: the same id, hence the same Redis key.
-func bucket(e *rules.Effective) limiter.Bucket {
-	return limiter.Bucket{
-		ID: e.ID, Limit: e.Limit, Period: e.Period, Burst: e.Burst,
-		FailClosed: e.FailureMode == rules.FailClosed, Shadow: e.Mode == rules.Shadow,
-	}
 }

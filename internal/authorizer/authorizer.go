@@ -154,14 +154,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		if e == nil {
 			continue
 		}
-		bs[n] = limiter.Bucket{
-			ID:         e.ID,
-			Limit:      e.Limit,
-			Period:     e.Period,
-			Burst:      e.Burst,
-			FailClosed: e.FailureMode == rules.FailClosed,
-			Shadow:     e.Mode == rules.Shadow,
-		}
+		bs[n] = Bucket(e)
 		effs[n] = e
 		n++
 	}
@@ -203,6 +196,20 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
 	}
 	return res, nil
+}
+
+// Bucket is the limiter bucket the authorizer charges for an applied rule.
+// Its ID, the rule id, names the Redis key, so whatever else reads or resets
+// a subject's buckets (the admin API) must build them here too.
+func Bucket(e *rules.Effective) limiter.Bucket {
+	return limiter.Bucket{
+		ID:         e.ID,
+		Limit:      e.Limit,
+		Period:     e.Period,
+		Burst:      e.Burst,
+		FailClosed: e.FailureMode == rules.FailClosed,
+		Shadow:     e.Mode == rules.Shadow,
+	}
 }
 
 // AppendRateLimit appends the IETF RateLimit field value for r, such as
