@@ -114,6 +114,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		o.PoolSize, o.MinIdleConns = redisPoolSize, redisMinIdleConns
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
 		o.MaxRetries = 1
+		o.DialerRetries = 1 // as for a single node: a dead node costs one dial, not five
 		return redis.NewClusterClient(o), nil
 	default:
 		o, err := redis.ParseURL(string(cfg.RedisURL))

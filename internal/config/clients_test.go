@@ -111,16 +111,19 @@ func TestRedisClient(t *testing.T) {
 		Addr, User, Password string
 		TLS, ContextTimeout  bool
 		PoolSize, MinIdle    int
+		// MaxRetries, DialerRetries and Protocol are the same for a node
+		// and a cluster: one retry, one dial retry, RESP2.
+		MaxRetries, DialerRetries, Protocol int
 	}
 	tests := []struct {
 		name string
 		cfg  Config
 		want opts
 	}{
-		{"plain", Config{RedisURL: "redis://localhost:6379/0"}, opts{"localhost:6379", "", "", false, true, 4, 1}},
-		{"tls with url password", Config{RedisURL: "rediss://:urlpw@cache.example:6380"}, opts{"cache.example:6380", "", "urlpw", true, true, 4, 1}},
-		{"auth secret token", Config{RedisURL: "rediss://:urlpw@cache.example:6380", RedisAuthSecretARN: redisARN}, opts{"cache.example:6380", "", "plain-token", true, true, 4, 1}},
-		{"auth secret json", Config{RedisURL: "redis://cache:6379", RedisAuthSecretARN: redisARN + "-json"}, opts{"cache:6379", "limiter", "json-token", false, true, 4, 1}},
+		{"plain", Config{RedisURL: "redis://localhost:6379/0"}, opts{"localhost:6379", "", "", false, true, 4, 1, 1, 1, 2}},
+		{"tls with url password", Config{RedisURL: "rediss://:urlpw@cache.example:6380"}, opts{"cache.example:6380", "", "urlpw", true, true, 4, 1, 1, 1, 2}},
+		{"auth secret token", Config{RedisURL: "rediss://:urlpw@cache.example:6380", RedisAuthSecretARN: redisARN}, opts{"cache.example:6380", "", "plain-token", true, true, 4, 1, 1, 1, 2}},
+		{"auth secret json", Config{RedisURL: "redis://cache:6379", RedisAuthSecretARN: redisARN + "-json"}, opts{"cache:6379", "limiter", "json-token", false, true, 4, 1, 1, 1, 2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +133,7 @@ func TestRedisClient(t *testing.T) {
 			}
 			defer c.Close()
 			o := c.(*redis.Client).Options()
-			got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns}
+			got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("newRedis() options mismatch (-want +got):\n%s", diff)
 			}
@@ -144,8 +147,8 @@ func TestRedisClient(t *testing.T) {
 		}
 		defer c.Close()
 		o := c.(*redis.ClusterClient).Options()
-		got := opts{strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns}
-		want := opts{"cfg.cache.example:6379,node2:6379", "", "plain-token", true, true, 4, 1}
+		got := opts{strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
+		want := opts{"cfg.cache.example:6379,node2:6379", "", "plain-token", true, true, 4, 1, 1, 1, 2}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("newRedis(cluster) options mismatch (-want +got):\n%s", diff)
 		}
