@@ -41,20 +41,6 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	return p
 }
 
-// scanKeys lists the keys under prefix.
-func scanKeys(ctx context.Context, t testing.TB, c redis.UniversalClient, prefix string) []string {
-	t.Helper()
-	var keys []string
-	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		keys = append(keys, it.Val())
-	}
-	if err := it.Err(); err != nil {
-		t.Errorf("SCAN %s*: %v", prefix, err)
-	}
-	return keys
-}
-
 // redisNow is the Redis server's TIME.
 func redisNow(t testing.TB, c redis.UniversalClient) time.Time {
 	t.Helper()

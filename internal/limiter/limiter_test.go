@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // step is one call in a bucket-math scenario: Allow with cost (after
@@ -280,7 +282,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	if _, err := l.Allow(ctx, Request{Subject: "fresh", Buckets: b, Cost: 0}); err != nil {
 		t.Fatalf("Allow(cost 0): %v", err)
 	}
-	if keys := scanKeys(ctx, t, c, prefix); len(keys) != 0 {
+	if keys := testenv.Keys(ctx, t, c, prefix); len(keys) != 0 {
 		t.Errorf("keys after peeks = %q, want none", keys)
 	}
 
@@ -346,7 +348,7 @@ func TestNoRawSubjectInKeys(t *testing.T) {
 			t.Fatalf("Allow(%q): %v", s, err)
 		}
 	}
-	keys := scanKeys(ctx, t, c, prefix)
+	keys := testenv.Keys(ctx, t, c, prefix)
 	if len(keys) != 2*len(subjects) {
 		t.Errorf("got %d keys, want %d: %q", len(keys), 2*len(subjects), keys)
 	}

@@ -112,6 +112,20 @@ func Random(tb testing.TB) string {
 	return hex.EncodeToString(b[:])
 }
 
+// Keys lists the keys under prefix (SCAN; a failure is a test error).
+func Keys(ctx context.Context, tb testing.TB, c redis.UniversalClient, prefix string) []string {
+	tb.Helper()
+	var keys []string
+	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		tb.Errorf("testenv: SCAN %s*: %v", prefix, err)
+	}
+	return keys
+}
+
 // DeleteKeys deletes every key under prefix from c when the test ends (and
 // before c, if it came from Client, is closed), for tests whose keys do not
 // expire by themselves. Call it after the client was created.
@@ -120,16 +134,7 @@ func DeleteKeys(tb testing.TB, c redis.UniversalClient, prefix string) {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		var keys []string
-		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			keys = append(keys, it.Val())
-		}
-		if err := it.Err(); err != nil {
-			tb.Errorf("testenv: SCAN %s*: %v", prefix, err)
-			return
-		}
-		for _, k := range keys {
+		for _, k := range Keys(ctx, tb, c, prefix) {
 			// One DEL a key: in a cluster the keys may live on different slots.
 			if err := c.Del(ctx, k).Err(); err != nil {
 				tb.Errorf("testenv: DEL %s: %v", k, err)
