@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,7 +218,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	rd := newRedis(stack, p, vpc, subnets, fnSGs)
 	db := newDatabase(stack, p, vpc, subnets, fnSGs)
 
-	common := map[string]string{"LOG_LEVEL": or(p.LogLevel, "info")}
+	common := map[string]string{"LOG_LEVEL": cmp.Or(p.LogLevel, "info")}
 	redisEnv := map[string]string{"REDIS_URL": rd.url, "REDIS_MODE": rd.mode}
 	if rd.authSecret != nil {
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
@@ -247,7 +250,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
 	}
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
-		FunctionProps: *fnProps("authorizer", or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
+		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
 			redisEnv, db.env, authEnv),
 		SubjectSources: p.SubjectSources,
 	})
@@ -262,14 +265,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		switch {
 		case name == "migrate":
 			// Only PostgreSQL; long enough for a slow migration.
-			fp = fnProps(name, or(p.FunctionMemory, 256), 0, db.env)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, db.env)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
 		case name == "check":
-			fp = fnProps(name, or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv)
 		default:
 			// The admin functions get DEFAULT_LIMIT too, so the subject limits
 			// view shows the default bucket and a reset clears it.
-			fp = fnProps(name, or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env, authEnv)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env, authEnv)
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
@@ -330,7 +333,7 @@ func resourceName(stack awscdk.Stack, suffix string) string {
 // newRedis returns the bring-your-own Redis, or creates ElastiCache.
 func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec2.SubnetSelection, fnSGs []awsec2.ISecurityGroup) redis {
 	if p.RedisURL != "" {
-		r := redis{url: p.RedisURL, mode: or(p.RedisMode, "single")}
+		r := redis{url: p.RedisURL, mode: cmp.Or(p.RedisMode, "single")}
 		if p.RedisAuthSecretArn != "" {
 			r.authSecret = awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("RedisAuth"), jsii.String(p.RedisAuthSecretArn))
 		}
@@ -347,7 +350,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	for _, id := range *vpc.SelectSubnets(subnets).SubnetIds {
 		subnetIDs = append(subnetIDs, id)
 	}
-	engine := or(p.RedisEngine, "valkey")
+	engine := cmp.Or(p.RedisEngine, "valkey")
 
 	if p.ServerlessRedis {
 		// ElastiCache Serverless is always TLS, always highly available, and
@@ -397,7 +400,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		ReplicationGroupId:          jsii.String(name),
 		ReplicationGroupDescription: jsii.String("Sluice token buckets"),
 		Engine:                      jsii.String(engine),
-		CacheNodeType:               jsii.String(or(p.RedisNodeType, "cache.t4g.small")),
+		CacheNodeType:               jsii.String(cmp.Or(p.RedisNodeType, "cache.t4g.small")),
 		NumCacheClusters:            jsii.Number(2), // a primary and a replica in the other AZ
 		AutomaticFailoverEnabled:    jsii.Bool(true),
 		MultiAzEnabled:              jsii.Bool(true),
@@ -616,7 +619,7 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
 	alarm("AuthorizerErrorsAlarm", "Sluice authorizer invocations failed (API Gateway answers 500)", errs, 0, 1)
 	p99 := authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})
-	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, or(p.AuthorizerP99Millis, 50), 5)
+	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, cmp.Or(p.AuthorizerP99Millis, 50), 5)
 	if rd.cpu != nil {
 		alarm("RedisCpuAlarm", "Sluice Redis CPU is high", rd.cpu, 80, 5)
 		alarm("RedisMemoryAlarm", "Sluice Redis memory is high", rd.mem, 80, 5)
@@ -635,7 +638,7 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 		}
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String("Sluice"), MetricName: jsii.String(name), DimensionsMap: &dm,
-			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + strings.Join(mapValues(dims), " ") + " " + stat)),
+			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + strings.Join(slices.Collect(maps.Values(dims)), " ") + " " + stat)),
 		})
 	}
 	var decisions []awscloudwatch.IMetric
@@ -657,20 +660,4 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 	if rd.cpu != nil {
 		dash.AddWidgets(graph("Redis CPU %", rd.cpu), graph("Redis memory %", rd.mem))
 	}
-}
-
-func mapValues(m map[string]string) []string {
-	var vs []string
-	for _, v := range m {
-		vs = append(vs, v)
-	}
-	return vs
-}
-
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
