@@ -26,11 +26,12 @@ type RedisMode string
 
 // Redis modes.
 const (
-	// RedisSingle is one endpoint: a standalone Redis, an ElastiCache
-	// primary endpoint, or ElastiCache Serverless.
+	// RedisSingle is one endpoint: a standalone Redis or an ElastiCache
+	// primary endpoint.
 	RedisSingle RedisMode = "single"
 	// RedisCluster is a Redis Cluster / ElastiCache cluster-mode
-	// configuration endpoint.
+	// configuration endpoint, or ElastiCache Serverless (which the
+	// reference stack reaches in cluster mode).
 	RedisCluster RedisMode = "cluster"
 )
 
