@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,19 +25,16 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/app"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
-	"github.com/sluicehq/sluice/internal/authorizer/wiring"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
 )
 
@@ -52,52 +50,56 @@ var embeddedSeed []byte
 // gateway, where a bearer token stands in for IAM.
 const adminActor = "local-admin"
 
-// localConfig is what `sluice local` runs.
+// localConfig is what `sluice local` runs: where it listens and what it
+// serves, beside the configuration the Lambdas read (config.Config).
 type localConfig struct {
-	Addr           string
-	API, Stage     string
-	Seed           string
-	SeedSet        bool // --seed given: a missing file is an error
-	RedisURL       string
-	DatabaseURL    string
-	RedisPrefix    string
-	RedisTimeout   time.Duration
-	Poll           time.Duration
-	Refresh        time.Duration
-	SubjectSources string
-	DefaultLimit   string
-	Token          string
-	LogLevel       string
+	Addr       string
+	API, Stage string
+	Seed       string
+	SeedSet    bool // --seed given: a missing file is an error
+	Prefix     string
+	Token      string
+}
+
+// localDefaults are the settings `sluice local` uses where the Lambdas use
+// config's defaults: a laptop serves many requests at once over a slower,
+// shared loopback, and rule changes should show within a quarter second.
+var localDefaults = map[string]string{
+	"REDIS_TIMEOUT":      "250ms",
+	"REDIS_POOL_SIZE":    "64",
+	"RULES_VERSION_POLL": "250ms",
+	"SUBJECT_SOURCES":    "header:x-api-key,query:api_key",
 }
 
 func runLocal(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "local", "", `Run the local stack: the demo API behind the real authorizer code path on
---addr, the admin API under /admin/ (bearer token), Redis and the rules
-store. REDIS_URL and DATABASE_URL select real servers (the database is
-migrated on start); without them an in-process Redis (miniredis) and the
-in-memory store are used. Ctrl-C stops.
+--addr, the admin API and the check API under /admin/ (bearer token), Redis
+and the rules store, built by the same code as the Lambdas. REDIS_URL and
+DATABASE_URL select real servers (the database is migrated on start);
+without them an in-process Redis (miniredis) and the in-memory store are
+used. Ctrl-C stops.
 
-Environment: REDIS_URL, DATABASE_URL, SLUICE_ADMIN_TOKEN (else one is
-generated and printed), LOG_LEVEL (debug, info, warn, error),
-SUBJECT_SOURCES and DEFAULT_LIMIT (as the authorizer Lambda reads them).`)
-	c := localConfig{
-		RedisURL:    os.Getenv("REDIS_URL"),
-		DatabaseURL: os.Getenv("DATABASE_URL"),
-		Token:       os.Getenv("SLUICE_ADMIN_TOKEN"),
-		LogLevel:    os.Getenv("LOG_LEVEL"),
+Environment: every variable the Lambdas read (REDIS_URL, DATABASE_URL,
+SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; see
+docs/deploy.md), and SLUICE_ADMIN_TOKEN (else one is generated and
+printed). A flag wins over its variable.`)
+	c := localConfig{Token: os.Getenv("SLUICE_ADMIN_TOKEN")}
+	envFlags := map[string]*string{}
+	envFlag := func(name, variable, usage string) {
+		v := cmp.Or(os.Getenv(variable), localDefaults[variable])
+		envFlags[variable] = &v
+		fs.StringVar(&v, name, v, usage+" (env "+variable+")")
 	}
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free one)")
 	fs.StringVar(&c.API, "api", "demo", "API id of the demo API (the rules' api)")
 	fs.StringVar(&c.Stage, "stage", "local", "stage name in the method ARN")
 	fs.StringVar(&c.Seed, "seed", defaultSeed, `rules and plans to create at start ({"plans": [...], "rules": [...]}); "" seeds nothing`)
-	fs.StringVar(&c.RedisPrefix, "redis-prefix", limiter.DefaultPrefix, "prefix of every Redis key (buckets and the rules version)")
-	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 250*time.Millisecond, "per-call Redis timeout of the limiter (generous: a laptop is not a Lambda)")
-	fs.DurationVar(&c.Poll, "poll", 250*time.Millisecond, "how often the authorizer checks the rules version")
-	fs.DurationVar(&c.Refresh, "refresh", 5*time.Minute, "full rules reload interval")
-	fs.StringVar(&c.SubjectSources, "subject-sources", envOr("SUBJECT_SOURCES", "header:x-api-key,query:api_key"),
-		"where the subject comes from, in order (env SUBJECT_SOURCES); no subject → 401 (add ip to fall back on the client address)")
-	fs.StringVar(&c.DefaultLimit, "default-limit", os.Getenv("DEFAULT_LIMIT"),
-		`limit when no rule matches, such as "100/1m" or "100/1m,burst=200" (env DEFAULT_LIMIT); "" allows`)
+	fs.StringVar(&c.Prefix, "redis-prefix", limiter.DefaultPrefix, "prefix of every Redis key (buckets and the rules version)")
+	envFlag("redis-timeout", "REDIS_TIMEOUT", "per-call Redis timeout of the limiter")
+	envFlag("poll", "RULES_VERSION_POLL", "how often the authorizer checks the rules version")
+	envFlag("refresh", "RULES_REFRESH", "full rules reload interval (default 5m)")
+	envFlag("subject-sources", "SUBJECT_SOURCES", "where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)")
+	envFlag("default-limit", "DEFAULT_LIMIT", `limit when no rule matches, such as "100/1m" or "100/1m,burst=200"; "" allows`)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -110,7 +112,16 @@ SUBJECT_SOURCES and DEFAULT_LIMIT (as the authorizer Lambda reads them).`)
 			c.SeedSet = true
 		}
 	})
-	return serveLocal(ctx, c, e.stdout, e.stderr)
+	cfg, err := config.FromEnv(func(k string) string {
+		if v, ok := envFlags[k]; ok {
+			return *v
+		}
+		return cmp.Or(os.Getenv(k), localDefaults[k])
+	})
+	if err != nil {
+		return usageErrorf("configuration: %v", err)
+	}
+	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
 }
 
 // localStack is everything `sluice local` started, closed in reverse.
@@ -126,129 +137,72 @@ func (s *localStack) close() {
 	}
 }
 
-// ruleStore is what the local stack needs of a store: the admin API's
-// operations (memory.Store and postgres.Store both have them).
-type ruleStore interface {
-	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
-	GetRule(ctx context.Context, id string) (rules.Rule, error)
-	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
-	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
-	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
-	RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error)
-	CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error)
-	GetPlan(ctx context.Context, name string) (rules.Plan, error)
-	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
-	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
-	ListPlans(ctx context.Context) ([]rules.Plan, error)
-	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
-}
-
-func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) error {
-	level := slog.LevelInfo
-	if c.LogLevel != "" {
-		if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-			return usageErrorf("LOG_LEVEL %q: %v", c.LogLevel, err)
-		}
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	sources, err := authorizer.ParseSources(c.SubjectSources)
-	if err != nil {
-		return usageErrorf("--subject-sources: %v", err)
-	}
-
-	var def *rules.Effective
-	if c.DefaultLimit != "" {
-		if def, err = config.ParseLimit(c.DefaultLimit); err != nil {
-			return usageErrorf("--default-limit: %v", err)
-		}
-	}
-
+// serveLocal builds the stack through internal/app, as the Lambdas are
+// built, with miniredis and the memory store injected when no server is
+// configured, and serves it until ctx ends.
+func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, stderr io.Writer) error {
 	var st localStack
 	defer st.close()
+	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
 
-	// Redis: the given server, or an in-process one.
-	var rdb redis.UniversalClient
-	redisDesc := ""
-	if c.RedisURL != "" {
-		opt, err := redis.ParseURL(c.RedisURL)
-		if err != nil {
-			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-		opt.ContextTimeoutEnabled = true
-		if opt.Protocol == 0 {
-			opt.Protocol = 2 // as config.Redis: RESP3 costs a read per command
-		}
-		rdb = redis.NewClient(opt)
-		redisDesc = redactURL(c.RedisURL)
-	} else {
+	redisDesc := redactURL(string(cfg.RedisURL))
+	if cfg.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("start embedded Redis: %w", err)
 		}
 		st.onClose(m.Close)
-		stopTTL := expireMiniredis(m)
-		st.onClose(stopTTL)
-		rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2})
-		redisDesc = "embedded (miniredis on " + m.Addr() + ")"
+		st.onClose(expireMiniredis(m))
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2, PoolSize: cfg.RedisPoolSize})
+		st.onClose(func() { rdb.Close() })
+		o.Redis, redisDesc = rdb, "embedded (miniredis on "+m.Addr()+")"
 	}
-	st.onClose(func() { rdb.Close() })
+
+	// The rules store: PostgreSQL, migrated and seeded through a Migrate
+	// app before the authorizer's first load, or memory.
+	var seedDesc string
+	storeDesc := "embedded (in memory; gone when sluice stops)"
+	if cfg.DatabaseURL != "" {
+		storeDesc = "PostgreSQL " + redactURL(string(cfg.DatabaseURL))
+		mig, err := app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function})
+		if err != nil {
+			return err
+		}
+		err = mig.Migrator.Once(ctx, io.Discard)
+		if err == nil {
+			seedDesc, err = seed(ctx, mig.Store, c)
+		}
+		mig.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", storeDesc, err)
+		}
+	} else {
+		o.Store = memory.New()
+		var err error
+		if seedDesc, err = seed(ctx, o.Store, c); err != nil {
+			return err
+		}
+	}
+
+	a, err := app.New(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	st.onClose(a.Close)
+	// Flush the metrics aggregated since the last EMF line on the way out,
+	// as the Lambdas do on SIGTERM.
+	st.onClose(a.Metrics.Flush)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = rdb.Ping(pingCtx).Err()
+	err = a.Redis.Ping(pingCtx).Err()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect to Redis %s: %w", redisDesc, err)
 	}
-
-	// Rules store: PostgreSQL (migrated here) or memory.
-	var store ruleStore
-	storeDesc := ""
-	if c.DatabaseURL != "" {
-		pool, err := pgxpool.New(ctx, c.DatabaseURL)
-		if err != nil {
-			return fmt.Errorf("DATABASE_URL: %w", err)
-		}
-		st.onClose(pool.Close)
-		db := stdlib.OpenDBFromPool(pool)
-		mctx, cancel := context.WithTimeout(ctx, time.Minute)
-		res, err := postgres.Migrate(mctx, db)
-		cancel()
-		db.Close()
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", redactURL(c.DatabaseURL), err)
-		}
-		log.InfoContext(ctx, "database migrated", slog.Int64("version", res.Version), slog.Int("applied", len(res.Applied)))
-		store = postgres.New(pool)
-		storeDesc = "PostgreSQL " + redactURL(c.DatabaseURL)
-	} else {
-		store = memory.New()
-		storeDesc = "embedded (in memory; gone when sluice stops)"
-	}
-
-	seedDesc, err := seed(ctx, store, c)
-	if err != nil {
-		return err
-	}
-
-	lim := limiter.New(rdb, limiter.Options{Prefix: c.RedisPrefix, Timeout: c.RedisTimeout})
-	version := redisversion.New(rdb, c.RedisPrefix+"rules:version")
 	// Move the version so every authorizer sharing this Redis reloads the
 	// seeded rules.
-	if _, err := version.Bump(ctx); err != nil {
+	if _, err := redisversion.New(a.Redis, c.Prefix+"rules:version").Bump(ctx); err != nil {
 		return fmt.Errorf("bump rules version: %w", err)
 	}
-	cache, err := rules.NewCache(ctx, store, version, rules.CacheOptions{
-		Default:  def,
-		Poll:     c.Poll,
-		Refresh:  c.Refresh,
-		OnError:  func(err error) { log.Warn("rules refresh failed", slog.String("error", err.Error())) },
-		OnReload: wiring.LogReload(log),
-	})
-	if err != nil {
-		return fmt.Errorf("load rules: %w", err)
-	}
-	st.onClose(cache.Wait)
-	az := authapigw.NewAuthorizer(authorizer.New(cache, lim, authorizer.Options{Sources: sources}), authapigw.Options{Logger: log})
-	svc := admin.New(store, version, lim, admin.Options{Logger: log, Default: def})
 
 	token, generated := c.Token, false
 	if token == "" {
@@ -260,10 +214,11 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 	}
 
 	mux := http.NewServeMux()
-	adminHandler := svc.HTTPHandler(func(*http.Request) string { return adminActor })
+	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
+	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
-	mux.Handle("/", newGateway(c.API, c.Stage, demoResources, az, log))
+	mux.Handle("/", newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log))
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -272,7 +227,7 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
 	}
 	banner(stdout, bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
@@ -294,6 +249,25 @@ func serveLocal(ctx context.Context, c localConfig, stdout, stderr io.Writer) er
 	}
 	<-served
 	return nil
+}
+
+// checkHandler serves the check API (POST /check) over net/http with the
+// check Lambda's code: the body is read up to one byte past the limit, so
+// an oversized one still gets its 413-style problem from Serve.
+func checkHandler(check *authapigw.Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, authapigw.MaxCheckBody+1))
+		if err != nil {
+			http.Error(w, "the request body could not be read", http.StatusBadRequest)
+			return
+		}
+		status, hdr, out := check.Serve(r.Context(), r.Method, string(body), false)
+		for k, v := range hdr {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		w.Write(out) //nolint:errcheck // the client has gone
+	})
 }
 
 // expireMiniredis makes the embedded Redis expire keys in real time:
@@ -354,7 +328,7 @@ type seedFile struct {
 // seed creates the seed file's plans and rules. What already exists (a
 // plan of that name, a rule on that scope — a database seeded before) is
 // left alone, so restarting against the same database is harmless.
-func seed(ctx context.Context, store ruleStore, c localConfig) (string, error) {
+func seed(ctx context.Context, store store.Store, c localConfig) (string, error) {
 	if c.Seed == "" {
 		return "nothing seeded (--seed \"\")", nil
 	}
@@ -399,15 +373,11 @@ func seed(ctx context.Context, store ruleStore, c localConfig) (string, error) {
 	return desc, nil
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// redactURL hides a password in a connection URL.
+// redactURL hides a password in a connection URL; "" for none.
 func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return "(unparsable URL)"
@@ -429,6 +399,7 @@ func banner(w io.Writer, b bannerInfo) {
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
   admin API  %[1]s/admin/
+  check API  %[1]s/admin/check  (POST {"subject", "api", "route"})
   token      %[5]s  (%[6]s)
   Redis      %[7]s
   store      %[8]s
@@ -438,6 +409,8 @@ Try:
   curl -i -H 'x-api-key: alice' %[1]s/hello
   curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
   curl -s -H 'Authorization: Bearer %[5]s' %[1]s/admin/rules
+  curl -s -H 'Authorization: Bearer %[5]s' -H 'Content-Type: application/json' \
+    -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
 
 CLI:
   export SLUICE_ADMIN_TOKEN=%[5]s SLUICE_ENDPOINT=%[1]s/admin

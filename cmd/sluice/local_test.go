@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ type localProc struct {
 	token string
 	cmd   *exec.Cmd
 	out   *testenv.Buffer // stdout and stderr, for failure messages
+	// stop interrupts the process (Ctrl-C) and checks that it exits
+	// cleanly; it runs once, by itself when the test ends.
+	stop func()
 }
 
 var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
@@ -88,7 +92,7 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 		}
 		exited <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
+	p.stop = sync.OnceFunc(func() {
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Errorf("interrupt sluice local: %v", err)
 		}
@@ -105,6 +109,7 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 			t.Errorf("sluice local did not stop within 15s of Ctrl-C; output:\n%s", p.out)
 		}
 	})
+	t.Cleanup(p.stop)
 	select {
 	case p.base = <-ready:
 	case err := <-exited:
@@ -214,6 +219,7 @@ func TestLocal(t *testing.T) {
 				}
 			})
 			t.Run("admin needs the token", func(t *testing.T) { testAdminToken(t, p) })
+			t.Run("check API", func(t *testing.T) { testCheck(t, p) })
 			t.Run("admin CRUD through the CLI", func(t *testing.T) { testCLI(t, p) })
 			t.Run("rule change applies within 2s", func(t *testing.T) { testRuleChange(t, p) })
 			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
@@ -315,6 +321,70 @@ func testStacked(t *testing.T, p *localProc) {
 	}
 	if partner != 12 {
 		t.Errorf("partner-key: %d of 12 /hello allowed, want 12 (plan partner, 100/min)", partner)
+	}
+}
+
+// post sends POST base+path with body as JSON and auth as Authorization
+// ("" sends none), and returns the response and its body.
+func (p *localProc) post(t *testing.T, path, auth, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: read: %v", path, err)
+	}
+	return resp, b
+}
+
+// testCheck drives POST /admin/check as a service not behind API Gateway
+// would: the token is required, the seeded GET /search rule (3 a minute)
+// allows three and denies the fourth with Retry-After, and a bad body is a
+// 400 problem naming its field.
+func testCheck(t *testing.T, p *localProc) {
+	subject := "check-" + testenv.Random(t)
+	body := `{"subject":"` + subject + `","api":"demo","route":"GET /search"}`
+	if resp, _ := p.post(t, "/admin/check", "", body); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /admin/check without the token = %d, want 401", resp.StatusCode)
+	}
+	auth := "Bearer " + p.token
+	for i := range 4 {
+		resp, b := p.post(t, "/admin/check", auth, body)
+		var got struct {
+			Allowed    bool   `json:"allowed"`
+			Limit      int64  `json:"limit"`
+			Remaining  int64  `json:"remaining"`
+			RetryAfter int64  `json:"retryAfter"`
+			Rule       string `json:"rule"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("POST /admin/check #%d: decode %q: %v", i+1, b, err)
+		}
+		switch {
+		case i < 3 && (resp.StatusCode != http.StatusOK || !got.Allowed || got.Limit != 3 || got.Remaining != int64(2-i)):
+			t.Errorf("check #%d = %d %s, want 200 allowed, limit 3, remaining %d", i+1, resp.StatusCode, b, 2-i)
+		case i == 3 && (resp.StatusCode != http.StatusTooManyRequests || got.Allowed || got.RetryAfter < 1 || resp.Header.Get("Retry-After") == ""):
+			t.Errorf("check #4 = %d %s (Retry-After %q), want 429 with a retry-after", resp.StatusCode, b, resp.Header.Get("Retry-After"))
+		}
+		if resp.Header.Get("RateLimit-Policy") == "" {
+			t.Errorf("check #%d headers = %v, want RateLimit-Policy", i+1, resp.Header)
+		}
+	}
+	resp, b := p.post(t, "/admin/check", auth, `{"subject":"x","api":"demo","route":"FETCH"}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"route"`) ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		t.Errorf("check with a bad route = %d %s %s, want a 400 problem naming route", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 }
 
@@ -583,5 +653,66 @@ func TestLocalDefaultLimit(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint([]int{200, 200, 429}) {
 		t.Errorf("3 × /hello on api other with DEFAULT_LIMIT 2/1m = %v, want [200 200 429]", got)
+	}
+}
+
+// TestLocalLikeLambda: `sluice local` is built by internal/app as the
+// Lambdas are, so it writes what they write: the circuit breaker's log line
+// when Redis goes away (here a proxy to the test Redis is cut), and the EMF
+// metric line flushed at shutdown, as the authorizer flushes on SIGTERM.
+func TestLocalLikeLambda(t *testing.T) {
+	t.Parallel()
+	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.RedisURL(t), "redis://"))
+	proxy.Up(t)
+	prefix := testenv.Prefix(t, "local")
+	testenv.DeleteKeys(t, testenv.Redis(t), prefix)
+	p := startLocal(t, []string{"REDIS_URL=redis://" + proxy.Addr(), "REDIS_TIMEOUT=100ms"}, "--redis-prefix", prefix)
+	subject := "lambda-like-" + testenv.Random(t)
+	if resp, b := p.get(t, "/hello", subject); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /hello with Redis up = %d %s, want 200", resp.StatusCode, b)
+	}
+
+	proxy.Down()
+	for i := range 6 {
+		// The default failure mode is open: every one passes, and five
+		// failures in a row open the breaker.
+		if resp, b := p.get(t, "/hello", subject); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /hello #%d with Redis down = %d %s, want 200 (fail open)", i+1, resp.StatusCode, b)
+		}
+	}
+	breaker := regexp.MustCompile(`"message":"redis circuit breaker".*"to":"open"`)
+	if !breaker.MatchString(p.out.String()) {
+		t.Errorf("no breaker log line after Redis went away; output:\n%s", p.out)
+	}
+
+	p.stop()
+	// Lines flushed before shutdown (one per 10s interval) count too.
+	var failOpen, allowed float64
+	for line := range strings.SplitSeq(p.out.String(), "\n") {
+		if !strings.Contains(line, `"_aws"`) {
+			continue
+		}
+		var emf struct {
+			AWS struct {
+				CloudWatchMetrics []struct{ Namespace string }
+			} `json:"_aws"`
+			Function  string
+			Outcome   string
+			Decisions float64
+			FailOpen  float64
+		}
+		if err := json.Unmarshal([]byte(line), &emf); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		if len(emf.AWS.CloudWatchMetrics) != 1 || emf.AWS.CloudWatchMetrics[0].Namespace != "Sluice" || emf.Function != "sluice-local" {
+			t.Errorf("EMF line %s: want namespace Sluice and Function sluice-local", line)
+		}
+		failOpen += emf.FailOpen
+		if emf.Outcome == "allow" {
+			allowed += emf.Decisions
+		}
+	}
+	if failOpen != 6 || allowed != 7 {
+		t.Errorf("EMF lines count FailOpen %v and allow %v, want 6 and 7; output:\n%s", failOpen, allowed, p.out)
 	}
 }

@@ -1,6 +1,7 @@
 // Command authorizer is the Sluice Lambda authorizer: API Gateway REST API
 // REQUEST authorizer events (and HTTP API payload 2.0 events) in, an IAM
-// policy (or a simple response) out. Wiring only: see internal/authorizer.
+// policy (or a simple response) out. Wiring only: the decision is in internal/authorizer, the object
+// graph is built by internal/app.
 package main
 
 import (
@@ -10,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/sluicehq/sluice/internal/authorizer/wiring"
+	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -20,12 +21,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "authorizer: configuration: %v\n", err)
 		os.Exit(1)
 	}
-	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: os.Stdout, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Decide, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "authorizer: %v\n", err)
 		os.Exit(1)
 	}
 	// Flush the metrics aggregated since the last EMF line when Lambda
 	// shuts the environment down (SIGTERM, through a no-op extension).
-	lambda.StartWithOptions(app.Authorizer, lambda.WithEnableSIGTERM(app.Metrics.Flush))
+	lambda.StartWithOptions(a.Authorizer, lambda.WithEnableSIGTERM(a.Metrics.Flush))
 }

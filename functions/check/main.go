@@ -1,7 +1,8 @@
 // Command check is the Sluice check API for services not behind API
 // Gateway: POST /check {subject, api, route, cost} through an API Gateway
 // proxy integration or a Function URL, answered by the same decision code
-// as the authorizer. Wiring only: see internal/authorizer.
+// as the authorizer. Wiring only: the decision is in internal/authorizer, the object
+// graph is built by internal/app.
 package main
 
 import (
@@ -11,7 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/sluicehq/sluice/internal/authorizer/wiring"
+	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -21,12 +22,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "check: configuration: %v\n", err)
 		os.Exit(1)
 	}
-	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: os.Stdout, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Decide, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "check: %v\n", err)
 		os.Exit(1)
 	}
 	// Flush the metrics aggregated since the last EMF line when Lambda
 	// shuts the environment down (SIGTERM, through a no-op extension).
-	lambda.StartWithOptions(app.Check, lambda.WithEnableSIGTERM(app.Metrics.Flush))
+	lambda.StartWithOptions(a.Check, lambda.WithEnableSIGTERM(a.Metrics.Flush))
 }

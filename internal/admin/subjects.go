@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -67,7 +67,7 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 			FailureMode: e.FailureMode, Mode: e.Mode,
 		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
-			peek, at = append(peek, authorizer.Bucket(e)), append(at, i)
+			peek, at = append(peek, bucket.For(e)), append(at, i)
 		}
 	}
 	for start := 0; start < len(peek); start += limiter.MaxBuckets {
@@ -99,7 +99,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	bs := make([]limiter.Bucket, 0, len(es))
 	for _, e := range es {
 		if !e.Blocked() {
-			bs = append(bs, authorizer.Bucket(e))
+			bs = append(bs, bucket.For(e))
 		}
 	}
 	for start := 0; start < len(bs); start += limiter.MaxBuckets {

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -97,15 +99,15 @@ type snapshots interface {
 // Options configure an Authorizer.
 type Options struct {
 	// Sources are where the subject is read from, in order; default
-	// DefaultSources (the x-api-key header).
-	Sources []Source
+	// identity.DefaultSources (the x-api-key header).
+	Sources []identity.Source
 }
 
 // Authorizer decides on requests. It is safe for concurrent use.
 type Authorizer struct {
 	snaps   snapshots
 	lim     *limiter.Limiter
-	sources []Source
+	sources []identity.Source
 }
 
 // New returns an Authorizer matching requests against snaps' current
@@ -113,19 +115,21 @@ type Authorizer struct {
 func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 	src := o.Sources
 	if len(src) == 0 {
-		src = DefaultSources
+		src = identity.DefaultSources
 	}
-	src = append([]Source(nil), src...)
+	src = append([]identity.Source(nil), src...)
 	for i := range src {
-		if src[i].Kind == SourceHeader {
-			src[i] = HeaderSource(src[i].Name)
+		if src[i].Kind == identity.SourceHeader {
+			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
 	return &Authorizer{snaps: snaps, lim: lim, sources: src}
 }
 
 // Sources returns the subject sources in use.
-func (a *Authorizer) Sources() []Source { return append([]Source(nil), a.sources...) }
+func (a *Authorizer) Sources() []identity.Source {
+	return append([]identity.Source(nil), a.sources...)
+}
 
 // Decide finds r's subject and rules and charges the subject's buckets: the
 // API-wide rule and the route rule (or the default rule when neither
@@ -138,7 +142,8 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
 	if subj == "" {
 		var ok bool
-		if subj, _, ok = subject(a.sources, r); !ok {
+		ir := identity.Request{Headers: r.Headers, Query: r.Query, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
 			return Result{}, ErrNoSubject
 		}
 	}
@@ -154,7 +159,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		if e == nil {
 			continue
 		}
-		bs[n] = Bucket(e)
+		bs[n] = bucket.For(e)
 		effs[n] = e
 		n++
 	}
@@ -196,20 +201,6 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
 	}
 	return res, nil
-}
-
-// Bucket is the limiter bucket the authorizer charges for an applied rule.
-// Its ID, the rule id, names the Redis key, so whatever else reads or resets
-// a subject's buckets (the admin API) must build them here too.
-func Bucket(e *rules.Effective) limiter.Bucket {
-	return limiter.Bucket{
-		ID:         e.ID,
-		Limit:      e.Limit,
-		Period:     e.Period,
-		Burst:      e.Burst,
-		FailClosed: e.FailureMode == rules.FailClosed,
-		Shadow:     e.Mode == rules.Shadow,
-	}
 }
 
 // AppendRateLimit appends the IETF RateLimit field value for r, such as

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -192,10 +193,10 @@ func TestDecide(t *testing.T) {
 func TestDecideSubject(t *testing.T) {
 	t.Parallel()
 	rs := []rules.Rule{rule("r-api", "a1b2c3", "*", "*", 100, time.Minute)}
-	ip := []authorizer.Source{authorizer.HeaderSource("x-api-key"), {Kind: authorizer.SourceQuery, Name: "api_key"}, {Kind: authorizer.SourceAPIKey}, {Kind: authorizer.SourceIP}}
+	ip := []identity.Source{identity.HeaderSource("x-api-key"), {Kind: identity.SourceQuery, Name: "api_key"}, {Kind: identity.SourceAPIKey}, {Kind: identity.SourceIP}}
 	tests := []struct {
 		name    string
-		sources []authorizer.Source
+		sources []identity.Source
 		req     authorizer.Request
 		want    string // subject; "" means ErrNoSubject
 	}{

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -26,7 +27,7 @@ type stack struct {
 type stackOpts struct {
 	rules   []rules.Rule
 	def     *rules.Effective
-	sources []authorizer.Source
+	sources []identity.Source
 	redis   string // default: the test Redis
 	lim     limiter.Options
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,6 @@ import (
 // couple of connections suffice and more only load the servers when
 // hundreds of instances run.
 const (
-	redisPoolSize     = 4
 	redisMinIdleConns = 1
 	// Socket timeouts are a backstop: callers bound each call with a
 	// context deadline (ContextTimeoutEnabled), the limiter's in milliseconds.
@@ -111,7 +111,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		}
 		o.ContextTimeoutEnabled = true
 		o.Protocol = redisProtocol(o.Protocol)
-		o.PoolSize, o.MinIdleConns = redisPoolSize, redisMinIdleConns
+		o.PoolSize, o.MinIdleConns = cmp.Or(cfg.RedisPoolSize, DefaultRedisPoolSize), redisMinIdleConns
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
 		o.MaxRetries = 1
 		o.DialerRetries = 1 // as for a single node: a dead node costs one dial, not five
@@ -126,7 +126,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		}
 		o.ContextTimeoutEnabled = true
 		o.Protocol = redisProtocol(o.Protocol)
-		o.PoolSize, o.MinIdleConns = redisPoolSize, redisMinIdleConns
+		o.PoolSize, o.MinIdleConns = cmp.Or(cfg.RedisPoolSize, DefaultRedisPoolSize), redisMinIdleConns
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
 		o.MaxRetries = 1
 		o.DialerRetries = 1

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -38,6 +39,7 @@ const (
 // Defaults of the settings that have one.
 const (
 	DefaultRedisTimeout     = 25 * time.Millisecond
+	DefaultRedisPoolSize    = 4
 	DefaultRulesRefresh     = 5 * time.Minute
 	DefaultRulesVersionPoll = time.Second
 	DefaultDBSSLMode        = "require"
@@ -64,6 +66,11 @@ type Config struct {
 	// RedisTimeout is REDIS_TIMEOUT: the limiter's budget for one Redis
 	// call. Default 25ms; at most 10s.
 	RedisTimeout time.Duration
+	// RedisPoolSize is REDIS_POOL_SIZE: the most connections the client
+	// keeps per Redis node. Default 4, for a Lambda that serves one
+	// request at a time; 1 to 1024. `sluice local`, which serves many at
+	// once, defaults to 64.
+	RedisPoolSize int
 
 	// DatabaseURL is DATABASE_URL: a PostgreSQL URL or keyword/value
 	// connection string, used as given. Set it or DBSecretARN, not both.
@@ -78,11 +85,11 @@ type Config struct {
 	// require; verify-full needs the RDS CA bundle in the image.
 	DBSSLMode string
 
-	// SubjectSources is SUBJECT_SOURCES split at commas, such as
-	// ["header:x-api-key", "query:api_key", "apikey", "ip"]: where the
-	// authorizer reads the subject, in order. Empty: the authorizer's
-	// default (the x-api-key header).
-	SubjectSources []string
+	// SubjectSources is SUBJECT_SOURCES parsed (identity.ParseSources), such
+	// as "header:x-api-key,query:api_key,apikey,ip": where the authorizer
+	// reads the subject, in order. Never empty: unset means
+	// identity.DefaultSources (the x-api-key header).
+	SubjectSources []identity.Source
 	// DefaultLimit is DEFAULT_LIMIT, the limit applied when no rule
 	// matches: "100/1m" (100 per minute) or "100/1m,burst=200". Nil (the
 	// variable unset or empty) allows such requests without limit. Only
@@ -119,10 +126,11 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redisMode", string(c.RedisMode)),
 		slog.String("redisAuthSecretArn", c.RedisAuthSecretARN),
 		slog.Duration("redisTimeout", c.RedisTimeout),
+		slog.Int("redisPoolSize", c.RedisPoolSize),
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
-		slog.Any("subjectSources", c.SubjectSources),
+		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
 	}
@@ -195,6 +203,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
 	}
 	c.RedisTimeout = duration("REDIS_TIMEOUT", DefaultRedisTimeout, time.Millisecond, 10*time.Second)
+	c.RedisPoolSize = DefaultRedisPoolSize
+	if v := get("REDIS_POOL_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			fail("REDIS_POOL_SIZE", "%q is not a whole number from 1 to 1024", v)
+		} else {
+			c.RedisPoolSize = n
+		}
+	}
 
 	if v := get("DATABASE_URL"); v != "" {
 		c.DatabaseURL = Secret(v)
@@ -223,16 +240,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	if v := get("SUBJECT_SOURCES"); v != "" {
-		for item := range strings.SplitSeq(v, ",") {
-			item = strings.TrimSpace(item)
-			if problem := sourceProblem(item); problem != "" {
-				fail("SUBJECT_SOURCES", "%q %s", item, problem)
-				continue
-			}
-			c.SubjectSources = append(c.SubjectSources, item)
-		}
+	sources, err := identity.ParseSources(get("SUBJECT_SOURCES"))
+	if err != nil {
+		fail("SUBJECT_SOURCES", "%v", err)
 	}
+	c.SubjectSources = sources
 	if v := get("DEFAULT_LIMIT"); v != "" {
 		d, err := ParseLimit(v)
 		if err != nil {
@@ -244,27 +256,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
 
 	return c, errors.Join(errs...)
-}
-
-// sourceProblem checks one SUBJECT_SOURCES item: header:<name>,
-// query:<name>, apikey or ip. It returns "" when the item is well formed.
-func sourceProblem(item string) string {
-	kind, name, hasName := strings.Cut(item, ":")
-	switch strings.ToLower(strings.TrimSpace(kind)) {
-	case "header", "query":
-		if !hasName || strings.TrimSpace(name) == "" {
-			return "needs a name, such as header:x-api-key"
-		}
-		return ""
-	case "apikey", "ip":
-		if hasName {
-			return "takes no name"
-		}
-		return ""
-	case "":
-		return "is empty"
-	}
-	return "is not header:<name>, query:<name>, apikey or ip"
 }
 
 // ParseLimit parses a limit such as "100/1m" or "100/1m,burst=200": tokens

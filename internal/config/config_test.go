@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -23,11 +24,16 @@ func defaults() Config {
 		LogLevel:         slog.LevelInfo,
 		RedisMode:        RedisSingle,
 		RedisTimeout:     25 * time.Millisecond,
+		RedisPoolSize:    4,
 		DBSSLMode:        "require",
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
+		SubjectSources:   identity.DefaultSources,
 	}
 }
+
+// sameSource compares subject sources by what they read.
+var sameSource = cmp.Comparer(func(a, b identity.Source) bool { return a.String() == b.String() })
 
 func TestFromEnv(t *testing.T) {
 	tests := []struct {
@@ -42,6 +48,7 @@ func TestFromEnv(t *testing.T) {
 			"REDIS_MODE":            "cluster",
 			"REDIS_AUTH_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth",
 			"REDIS_TIMEOUT":         "40ms",
+			"REDIS_POOL_SIZE":       "16",
 			"DB_SECRET_ARN":         "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db",
 			"DB_HOST":               "proxy.proxy-abc.eu-west-1.rds.amazonaws.com",
 			"DB_SSLMODE":            "verify-full",
@@ -55,10 +62,12 @@ func TestFromEnv(t *testing.T) {
 			c.RedisMode = RedisCluster
 			c.RedisAuthSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth"
 			c.RedisTimeout = 40 * time.Millisecond
+			c.RedisPoolSize = 16
 			c.DBSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
 			c.DBHost = "proxy.proxy-abc.eu-west-1.rds.amazonaws.com"
 			c.DBSSLMode = "verify-full"
-			c.SubjectSources = []string{"header:x-api-key", "query:api_key", "apikey", "ip"}
+			c.SubjectSources = []identity.Source{identity.HeaderSource("x-api-key"),
+				{Kind: identity.SourceQuery, Name: "api_key"}, {Kind: identity.SourceAPIKey}, {Kind: identity.SourceIP}}
 			c.DefaultLimit = &rules.Effective{Limit: 100, Period: time.Minute, Burst: 200}
 			c.RulesRefresh = 10 * time.Minute
 			c.RulesVersionPoll = 500 * time.Millisecond
@@ -88,7 +97,7 @@ func TestFromEnv(t *testing.T) {
 			}
 			want := defaults()
 			tc.want(&want)
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(want, got, sameSource); diff != "" {
 				t.Errorf("FromEnv() mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -108,6 +117,8 @@ func TestFromEnvErrors(t *testing.T) {
 		{"redis timeout syntax", "REDIS_TIMEOUT", "25", nil},
 		{"redis timeout range", "REDIS_TIMEOUT", "1m", nil},
 		{"redis timeout negative", "REDIS_TIMEOUT", "-5ms", nil},
+		{"redis pool size zero", "REDIS_POOL_SIZE", "0", nil},
+		{"redis pool size word", "REDIS_POOL_SIZE", "many", nil},
 		{"database url", "DATABASE_URL", "postgres://host:notaport/db", nil},
 		{"db secret", "DB_SECRET_ARN", "db-secret", nil},
 		{"both database settings", "DB_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"DATABASE_URL": "postgres://localhost/db"}},

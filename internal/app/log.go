@@ -1,4 +1,4 @@
-package apigw
+package app
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
-// NewLogger returns a JSON slog logger for a Lambda: CloudWatch's field
-// names (timestamp, level, message) and the invocation's requestId taken
-// from the context, so the …Context logging calls tie a line to its
-// request.
+// NewLogger returns the JSON slog logger of every Sluice process, Lambda
+// or local: CloudWatch's field names (timestamp, level, message), and the
+// invocation's requestId taken from the context, so the …Context logging
+// calls tie a line to its request.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: lambdacontext.ReplaceAttr})
 	return slog.New(requestIDHandler{h})

@@ -1,59 +1,57 @@
-package wiring_test
+package app_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/wiring"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// newApp wires an App from env as a Lambda would.
-func newApp(t *testing.T, env map[string]string) (*wiring.App, *testenv.Buffer) {
+// build builds the parts from env as a Lambda would, with its log and
+// metric lines going to the returned buffer.
+func build(t *testing.T, parts app.Parts, env map[string]string) (*app.App, *testenv.Buffer) {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
 	out := &testenv.Buffer{}
-	app, err := wiring.New(context.Background(), cfg, wiring.Options{Out: out, Function: t.Name()})
+	a, err := app.New(context.Background(), cfg, app.Options{Parts: parts, Out: out, Function: "test-function"})
 	if err != nil {
-		t.Fatalf("wiring.New: %v", err)
+		t.Fatalf("app.New: %v", err)
 	}
-	t.Cleanup(app.Close)
-	return app, out
+	t.Cleanup(a.Close)
+	return a, out
 }
 
-// adminService is the admin code path on the same database and Redis.
+// newApp builds the decision path from env as the authorizer Lambda does.
+func newApp(t *testing.T, env map[string]string) (*app.App, *testenv.Buffer) {
+	t.Helper()
+	return build(t, app.Decide, env)
+}
+
+// adminService is the admin code path on the same database and Redis, as
+// the admin Lambdas build it.
 func adminService(t *testing.T, dbURL, redisURL string) *admin.Service {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	rdb := testenv.Client(t, redisURL, nil)
-	return admin.New(postgres.New(pool), redisversion.New(rdb, ""), limiter.New(rdb, limiter.Options{Timeout: time.Second}), admin.Options{})
+	a, _ := build(t, app.Administer, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL})
+	return a.Admin
 }
 
 // call makes one admin request and returns the response, failing the test
@@ -72,15 +70,37 @@ func call(t *testing.T, svc *admin.Service, method, path string, hdr http.Header
 	return resp
 }
 
-func decide(t *testing.T, app *wiring.App, key string) authorizer.Result {
+func decide(t *testing.T, a *app.App, key string) authorizer.Result {
 	t.Helper()
-	res, err := app.Decider.Decide(context.Background(), &authorizer.Request{
+	res, err := a.Decider.Decide(context.Background(), &authorizer.Request{
 		API: "a1b2c3d4e5", Method: "GET", Resource: "/orders/{id}", Headers: map[string]string{"x-api-key": key},
 	})
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
 	return res
+}
+
+// TestAdmin builds the admin part as the admin Lambdas do and serves one
+// route through the proxy-event handler: nothing of the decision path is
+// built, and nothing is dialled before the request.
+func TestAdmin(t *testing.T) {
+	a, logs := build(t, app.Administer, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "REDIS_URL": testenv.RedisURL(t)})
+	if a.Decider != nil || a.Cache != nil || a.Metrics != nil {
+		t.Errorf("admin app built the decision path: decider %v cache %v metrics %v", a.Decider, a.Cache, a.Metrics)
+	}
+	h := a.AdminHandler(admin.RouteListPlans)
+	resp, err := h(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "GET", Resource: "/plans", Path: "/plans"})
+	if err != nil || resp.StatusCode != 200 || resp.Body != "{\"plans\":[]}\n" {
+		t.Errorf("GET /plans = %d %q, %v; want 200 and no plans", resp.StatusCode, resp.Body, err)
+	}
+	resp, _ = h(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "DELETE", Resource: "/plans", Path: "/plans"})
+	if resp.StatusCode != 405 {
+		t.Errorf("DELETE on the GET /plans function = %d, want 405", resp.StatusCode)
+	}
+	if !strings.Contains(logs.String(), `"function":"test-function"`) {
+		t.Errorf("admin log lines lack the function name:\n%s", logs.String())
+	}
 }
 
 // TestPropagation changes a rule through the admin code path and measures
@@ -123,90 +143,15 @@ func TestPropagation(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP to a target and can be taken down and back up on the
-// same address: a database that goes away and comes back.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	l            net.Listener
-	conns        map[net.Conn]bool
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{addr: l.Addr().String(), target: target, conns: map[net.Conn]bool{}}
-	l.Close()
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *proxy) up(t *testing.T) {
-	t.Helper()
-	var l net.Listener
-	var err error
-	for range 100 { // the port may linger a moment after down
-		if l, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("proxy up: %v", err)
-	}
-	p.mu.Lock()
-	p.l = l
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-}
-
-func (p *proxy) pipe(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[c], p.conns[s] = true, true
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(s, c); s.Close() }()
-	_, _ = io.Copy(c, s)
-	c.Close()
-}
-
-func (p *proxy) down() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		p.l.Close()
-		p.l = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
 // viaProxy returns dbURL with its host replaced by the proxy's.
-func viaProxy(t *testing.T, dbURL string) (*proxy, string) {
+func viaProxy(t *testing.T, dbURL string) (*testenv.Proxy, string) {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
+	p := testenv.NewProxy(t, u.Host)
+	u.Host = p.Addr()
 	q := u.Query()
 	q.Set("connect_timeout", "2")
 	u.RawQuery = q.Encode()
@@ -243,10 +188,10 @@ func TestDatabaseDown(t *testing.T) {
 		t.Errorf("no log line for the failed initial load:\n%s", logs.String())
 	}
 
-	p.up(t)
+	p.Up(t)
 	waitFor(t, 10*time.Second, "rules loaded once the database is up", func() bool { return decide(t, app, "db-key").Rule == r.ID })
 
-	p.down()
+	p.Down()
 	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {created.Header.Get("Etag")}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 9, "period": "1m",
 	}, http.StatusOK)
@@ -258,7 +203,7 @@ func TestDatabaseDown(t *testing.T) {
 		t.Errorf("decision with the database down later = rule %s limit %d, want the last snapshot's %s limit 50", res.Rule, res.Limit, r.ID)
 	}
 
-	p.up(t)
+	p.Up(t)
 	waitFor(t, 40*time.Second, "the pending change once the database is back", func() bool { return decide(t, app, "db-key").Limit == 9 })
 	if st := app.Cache.Stats(); st.LastError != nil {
 		t.Errorf("cache LastError after recovery = %v, want nil", st.LastError)
@@ -309,7 +254,7 @@ func TestLogReloadReportsSkippedRules(t *testing.T) {
 		{ID: "r-gold", API: "a", Route: "*", Subject: "vip", Plan: "gold"},
 	}, nil, rules.SnapshotOptions{})
 	var buf strings.Builder
-	wiring.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, snap)
+	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, snap)
 
 	var lines []map[string]any
 	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {

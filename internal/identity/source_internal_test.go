@@ -1,4 +1,4 @@
-package authorizer
+package identity
 
 import "testing"
 
@@ -10,7 +10,7 @@ func TestSubjectAllocations(t *testing.T) {
 		{"x-api-key": "k"}, {"X-Api-Key": "k"}, {"X-API-KEY": "k"}, {"accept": "*/*"},
 	} {
 		r := &Request{Headers: h, Query: map[string]string{"other": "1"}, SourceIP: "192.0.2.1"}
-		if n := testing.AllocsPerRun(100, func() { subject(sources, r) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { Subject(sources, r) }); n != 0 {
 			t.Errorf("subject(headers %v) allocates %v times, want 0", h, n)
 		}
 	}

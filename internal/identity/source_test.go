@@ -1,4 +1,4 @@
-package authorizer_test
+package identity_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/identity"
 )
 
 func TestParseSources(t *testing.T) {
@@ -28,7 +28,7 @@ func TestParseSources(t *testing.T) {
 		{in: "apikey,,ip", wantErr: true},
 	}
 	for _, tc := range tests {
-		got, err := authorizer.ParseSources(tc.in)
+		got, err := identity.ParseSources(tc.in)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("ParseSources(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
 			continue
@@ -51,7 +51,7 @@ func FuzzParseSources(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		got, err := authorizer.ParseSources(in)
+		got, err := identity.ParseSources(in)
 		if err != nil {
 			return
 		}
@@ -63,11 +63,11 @@ func FuzzParseSources(f *testing.F) {
 		for _, s := range got {
 			names = append(names, s.String())
 		}
-		again, err := authorizer.ParseSources(strings.Join(names, ","))
+		again, err := identity.ParseSources(strings.Join(names, ","))
 		if err != nil {
 			t.Fatalf("ParseSources(%q) round trip: %v", strings.Join(names, ","), err)
 		}
-		if diff := cmp.Diff(got, again, cmp.Comparer(func(a, b authorizer.Source) bool { return a.String() == b.String() })); diff != "" {
+		if diff := cmp.Diff(got, again, cmp.Comparer(func(a, b identity.Source) bool { return a.String() == b.String() })); diff != "" {
 			t.Fatalf("ParseSources round trip mismatch (-first +second):\n%s", diff)
 		}
 	})

@@ -1,4 +1,11 @@
-package authorizer
+// Package identity finds who a request is for: the subject sources
+// (headers, query parameters, the API key API Gateway validated, the source
+// IP), parsed once from SUBJECT_SOURCES, and the lookup that reads the
+// first one a request carries.
+//
+// It knows nothing of Lambda events or Redis: the authorizer hands it a
+// Request view of what API Gateway sent.
+package identity
 
 import (
 	"errors"
@@ -39,7 +46,8 @@ type Source struct {
 	lower, canon string
 }
 
-// DefaultSources is used when Options.Sources is empty: the x-api-key header.
+// DefaultSources is what an empty SUBJECT_SOURCES means: the x-api-key
+// header.
 var DefaultSources = []Source{HeaderSource("x-api-key")}
 
 // HeaderSource returns a source reading header name.
@@ -60,6 +68,16 @@ func (s Source) String() string {
 		return "ip"
 	}
 	return "unknown"
+}
+
+// FormatSources returns sources in the form ParseSources reads, such as
+// "header:x-api-key,ip".
+func FormatSources(sources []Source) string {
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = s.String()
+	}
+	return strings.Join(names, ",")
 }
 
 // ParseSources reads a comma-separated source list such as
@@ -144,9 +162,22 @@ func (s *Source) header(h map[string]string) string {
 	return ""
 }
 
-// subject returns the first non-empty value of sources in r, and the
-// source it came from; ok is false when none has a value.
-func subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
+// Request is what the sources read of one request.
+type Request struct {
+	// Headers are the request headers; names may have any case.
+	Headers map[string]string
+	// Query holds the query string parameters.
+	Query map[string]string
+	// APIKey is the API key API Gateway validated (REST APIs only).
+	APIKey string
+	// SourceIP is the caller's address as API Gateway saw it.
+	SourceIP string
+}
+
+// Subject returns the first non-empty value of sources in r (surrounding
+// white space trimmed), and the kind of source it came from; ok is false
+// when none has a value. It does not allocate.
+func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
 	for i := range sources {
 		s := &sources[i]
 		var v string

@@ -1,0 +1,279 @@
+// Package app is the one place Sluice's object graphs are built, from a
+// config.Config: the authorizer and check Lambdas, the admin Lambdas and
+// `sluice local` all call New, so the laptop runs what Lambda runs (the
+// same limiter settings, metrics, breaker log and rules reload log).
+//
+// New reads no environment and never exits: mains (functions/*, cmd/sluice)
+// read the configuration, call New, and decide what an error means.
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	adminapigw "github.com/sluicehq/sluice/internal/admin/apigw"
+	"github.com/sluicehq/sluice/internal/authorizer"
+	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/internal/store/redisversion"
+)
+
+// InitLoadTimeout bounds the first rules load at init: a cold start with
+// the database down starts serving the default rule after at most this.
+const InitLoadTimeout = 3 * time.Second
+
+// minAdminRedisTimeout is the least time an admin peek or reset gets from
+// Redis: the authorizer's budget (REDIS_TIMEOUT, 25 ms) is tuned for the
+// request path, and an admin call can afford to wait rather than answer 503.
+const minAdminRedisTimeout = 500 * time.Millisecond
+
+// Parts selects what New builds. A Lambda builds only what it serves: an
+// admin function never loads the rules or dials Redis at init.
+type Parts uint8
+
+const (
+	// Decide builds the decision path: the limiter with the request path's
+	// budget and breaker, the rules cache (loaded at once), the authorizer
+	// and check handlers and their metrics. Redis is dialled and the
+	// script loaded at init.
+	Decide Parts = 1 << iota
+	// Administer builds the admin Service, with a limiter of its own (a
+	// longer timeout, no deny cache, no breaker). Nothing is dialled.
+	Administer
+	// Migrate builds the Migrator on the configured database (no Redis).
+	Migrate
+)
+
+// Options say what New builds and where it writes. The zero value builds
+// nothing but the clients.
+type Options struct {
+	// Parts is what to build.
+	Parts Parts
+	// Out receives the JSON log lines and the EMF metric lines; default
+	// os.Stdout (a Lambda's CloudWatch stream).
+	Out io.Writer
+	// Function names the Function metric dimension and is added to every
+	// log line; default "sluice".
+	Function string
+	// MetricsInterval is the least time between two EMF flushes; default
+	// 10s (see authapigw.MetricsOptions.Interval).
+	MetricsInterval time.Duration
+	// Redis, when set, is used instead of a client built from the
+	// configuration (sluice local's embedded Redis, tests). The App does
+	// not close it.
+	Redis redis.UniversalClient
+	// Store, when set, is the rules store instead of PostgreSQL built from
+	// the configuration (sluice local's memory store).
+	Store store.Store
+	// Prefix starts every Redis key: buckets, and the rules version
+	// (<Prefix>rules:version); default limiter.DefaultPrefix ("sl:").
+	Prefix string
+}
+
+// App is a built object graph. The fields of a part not built are nil.
+type App struct {
+	// Log is the JSON logger every part writes to.
+	Log *slog.Logger
+	// Redis is the Redis client (Decide, Administer): Options.Redis or
+	// one built from the configuration.
+	Redis redis.UniversalClient
+	// Store is the rules store: Options.Store, or PostgreSQL from the
+	// configuration (every part).
+	Store store.Store
+
+	// The decision path (Decide).
+	Authorizer *authapigw.Authorizer
+	Check      *authapigw.Check
+	Decider    *authorizer.Authorizer
+	Cache      *rules.Cache
+	Limiter    *limiter.Limiter
+	Metrics    *authapigw.Metrics
+
+	// Admin is the admin Service (Administer).
+	Admin *admin.Service
+
+	// Migrator applies the database migrations (Migrate).
+	Migrator *Migrator
+
+	closers []func()
+}
+
+// New builds the parts o asks for from cfg. A database or Redis that cannot
+// be reached is not an error: it is logged, the rules cache serves the
+// default rule and retries in the background of later invocations, and
+// admin requests answer 503 until the backend is back. New fails only on
+// configuration it cannot use (no Redis URL, a secret it cannot read); it
+// then closes what it had built.
+func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Function == "" {
+		o.Function = "sluice"
+	}
+	if o.Prefix == "" {
+		o.Prefix = limiter.DefaultPrefix
+	}
+	a = &App{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
+	defer func() {
+		if err != nil {
+			a.Close()
+			a = nil
+		}
+	}()
+
+	var pool *pgxpool.Pool
+	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer) != 0 {
+		if pool, err = config.Postgres(ctx, cfg); err != nil {
+			return nil, err
+		}
+		a.onClose(pool.Close)
+	}
+	a.Store = o.Store
+	if a.Store == nil && pool != nil {
+		a.Store = postgres.New(pool)
+	}
+	if o.Parts&Migrate != 0 {
+		db := stdlib.OpenDBFromPool(pool)
+		a.onClose(func() { db.Close() })
+		a.Migrator = &Migrator{db: db, log: a.Log}
+	}
+	if o.Parts&(Decide|Administer) == 0 {
+		return a, nil
+	}
+
+	rdb := o.Redis
+	if rdb == nil {
+		if rdb, err = config.Redis(ctx, cfg); err != nil {
+			return nil, err
+		}
+		a.onClose(func() { rdb.Close() })
+	}
+	a.Redis = rdb
+	st := a.Store
+	version := redisversion.New(rdb, o.Prefix+"rules:version")
+
+	if o.Parts&Decide != 0 {
+		a.decide(ctx, cfg, o, rdb, st, version)
+	}
+	if o.Parts&Administer != 0 {
+		lim := limiter.New(rdb, limiter.Options{
+			Prefix:           o.Prefix,
+			Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
+			DenyCacheSize:    -1, // admin never calls Allow
+			BreakerThreshold: -1, // nor should one admin's failures trip anything
+		})
+		a.Admin = admin.New(st, version, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+	}
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", a.Decider != nil), slog.Bool("admin", a.Admin != nil))
+	return a, nil
+}
+
+// decide builds the decision path. Nothing here fails: a backend that is
+// down is logged and retried.
+func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, version *redisversion.Counter) {
+	log := a.Log
+	a.Limiter = limiter.New(rdb, limiter.Options{
+		Prefix:  o.Prefix,
+		Timeout: cfg.RedisTimeout,
+		OnBreakerChange: func(from, to limiter.BreakerState) {
+			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
+		},
+	})
+
+	// Dial Redis and load the script now, at init, so the first request
+	// does not spend its few milliseconds on a TCP (or TLS) handshake.
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		log.Error("redis unreachable at init", slog.Any("error", err))
+	} else if _, err := a.Limiter.Peek(pctx, "sluice:warmup", []limiter.Bucket{{ID: "warmup", Limit: 1, Period: time.Second}}); err != nil {
+		log.Warn("limiter warm-up failed", slog.Any("error", err))
+	}
+	pcancel()
+
+	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
+	defer cancel()
+	cache, err := rules.NewCache(ictx, st, version, rules.CacheOptions{
+		Default:     cfg.DefaultLimit,
+		Refresh:     cfg.RulesRefresh,
+		Poll:        cfg.RulesVersionPoll,
+		LoadTimeout: InitLoadTimeout,
+		OnError: func(err error) {
+			log.Error("rules refresh failed", slog.Any("error", err))
+		},
+		OnReload: LogReload(log),
+	})
+	if err != nil {
+		// The cache works regardless, on the default rule.
+		log.Error("initial rules load failed; serving the default rule", slog.Any("error", err))
+	}
+	a.Cache = cache
+	a.onClose(cache.Wait)
+
+	lim := a.Limiter
+	a.Metrics = authapigw.NewMetrics(authapigw.MetricsOptions{
+		W:        o.Out,
+		Function: o.Function,
+		Interval: o.MetricsInterval,
+		Gauges: func() (bool, time.Duration) {
+			return lim.Stats().Breaker != limiter.BreakerClosed, cache.Age()
+		},
+	})
+	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
+	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
+	a.Check = authapigw.NewCheck(a.Decider, ho)
+	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))
+}
+
+// AdminHandler is the Lambda handler of one admin route (an admin.Route
+// constant) for lambda.Start; route "" serves every route from one
+// function. It needs the Administer part.
+func (a *App) AdminHandler(route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	if a.Admin == nil {
+		// A main that forgot Administer: a bug, found at its first cold start.
+		panic("app: AdminHandler needs the Administer part")
+	}
+	return adminapigw.Handler(a.Admin, route)
+}
+
+// Close stops the rules cache's background work and closes the clients the
+// App built, newest first. It is safe on a nil App.
+func (a *App) Close() {
+	if a == nil {
+		return
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
+
+// LogReload returns a rules.CacheOptions.OnReload that logs each load, and
+// at warn each rule, plan or default the snapshot left out (invalid, or
+// naming an unknown plan): a skipped rule can loosen a limit unnoticed.
+func LogReload(log *slog.Logger) func(version int64, snap *rules.Snapshot) {
+	return func(version int64, snap *rules.Snapshot) {
+		skipped := snap.Skipped()
+		log.Info("rules loaded", slog.Int64("version", version), slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))
+		for _, sk := range skipped {
+			log.Warn("rule skipped", slog.String("kind", sk.Kind), slog.String("id", sk.ID), slog.String("reason", sk.Reason))
+		}
+	}
+}
