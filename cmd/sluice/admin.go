@@ -490,7 +490,7 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 		}
 	}
 	if set["limit"] {
-		r.Limit = ptr(rf.limit)
+		r.Limit = new(rf.limit)
 		if !set["plan"] {
 			r.Plan = ""
 		}
@@ -503,10 +503,10 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 		r.Period = p
 	}
 	if set["burst"] {
-		r.Burst = ptr(rf.burst)
+		r.Burst = new(rf.burst)
 	}
 	if set["cost"] {
-		r.Cost = ptr(rf.cost)
+		r.Cost = new(rf.cost)
 	}
 	if set["failure-mode"] {
 		r.FailureMode = rules.FailureMode(rf.failureMode)
@@ -515,15 +515,13 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 		r.Mode = rules.Mode(rf.mode)
 	}
 	if set["enabled"] {
-		r.Enabled = ptr(rf.enabled)
+		r.Enabled = new(rf.enabled)
 	}
 	if set["description"] {
 		r.Description = rf.description
 	}
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // readJSON decodes a rule or plan (kind) from file, "-" for stdin,
 // refusing fields the type does not have.
@@ -737,7 +735,7 @@ current version); on update only the flags given change it.`)
 		out.Period = p
 	}
 	if set["burst"] {
-		out.Burst = ptr(*burst)
+		out.Burst = new(*burst)
 	}
 	if set["description"] {
 		out.Description = *description
