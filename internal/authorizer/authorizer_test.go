@@ -111,7 +111,7 @@ func TestDecide(t *testing.T) {
 				rule("r-api", "a1b2c3", "*", "*", 10, time.Minute),
 				func() rules.Rule {
 					r := rule("r-export", "a1b2c3", "GET /export", "*", 10, time.Minute)
-					r.Cost = ptr[int64](4)
+					r.Cost = new(int64(4))
 					return r
 				}(),
 			},

@@ -53,9 +53,7 @@ func newStack(tb testing.TB, o stackOpts) stack {
 	return stack{a: authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: o.sources}), lim: lim}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // rule returns an enabled inline rule.
 func rule(id, api, route, subject string, limit int64, period time.Duration) rules.Rule {
-	return rules.Rule{ID: id, API: api, Route: route, Subject: subject, Limit: ptr(limit), Period: rules.Period(period)}
+	return rules.Rule{ID: id, API: api, Route: route, Subject: subject, Limit: new(limit), Period: rules.Period(period)}
 }

@@ -12,7 +12,7 @@ import (
 
 // rule builds an enabled inline rule: 10 per minute.
 func rule(id, api, route, subject string) Rule {
-	return Rule{ID: id, API: api, Route: route, Subject: subject, Limit: ptr[int64](10), Period: Period(time.Minute)}
+	return Rule{ID: id, API: api, Route: route, Subject: subject, Limit: new(int64(10)), Period: Period(time.Minute)}
 }
 
 // ids returns the IDs of a Match, "-" for nil.
@@ -97,9 +97,9 @@ func TestMatchAPIPrecedence(t *testing.T) {
 func TestMatchScopesAndDefault(t *testing.T) {
 	t.Parallel()
 	disabled := rule("off", "a", "*", "u")
-	disabled.Enabled = ptr(false)
+	disabled.Enabled = new(false)
 	disabledRoute := rule("off2", "a", "GET /x", "*")
-	disabledRoute.Enabled = ptr(false)
+	disabledRoute.Enabled = new(false)
 	rs := []Rule{
 		rule("api-a", "a", "*", "*"),
 		rule("route-x", "a", "GET /x", "*"),
@@ -149,11 +149,11 @@ func TestMatchScopesAndDefault(t *testing.T) {
 func TestMatchEffective(t *testing.T) {
 	t.Parallel()
 	block := rule("blocked", "a", "*", "bad")
-	block.Limit = ptr[int64](0)
-	shadow := Rule{ID: "gold-rule", API: "a", Route: "POST /orders", Subject: "*", Plan: "gold", Cost: ptr[int64](5), Mode: Shadow, FailureMode: FailClosed}
+	block.Limit = new(int64(0))
+	shadow := Rule{ID: "gold-rule", API: "a", Route: "POST /orders", Subject: "*", Plan: "gold", Cost: new(int64(5)), Mode: Shadow, FailureMode: FailClosed}
 	burstless := Rule{ID: "silver-rule", API: "a", Route: "*", Subject: "*", Plan: "silver"}
 	plans := []Plan{
-		{Name: "gold", Limit: 1000, Period: Period(time.Minute), Burst: ptr[int64](2000)},
+		{Name: "gold", Limit: 1000, Period: Period(time.Minute), Burst: new(int64(2000))},
 		{Name: "silver", Limit: 100, Period: Period(time.Hour)},
 	}
 	s := NewSnapshot([]Rule{block, shadow, burstless}, plans, SnapshotOptions{})
@@ -194,7 +194,7 @@ func TestNewSnapshotSkips(t *testing.T) {
 	noID := rule("", "a", "GET /noid", "*")
 	unknownPlan := Rule{ID: "r-unknown", API: "a", Route: "GET /u", Subject: "*", Plan: "nope"}
 	badPlanRule := Rule{ID: "r-badplan", API: "a", Route: "GET /b", Subject: "*", Plan: "broken"}
-	disabledBad := Rule{ID: "r-off", Enabled: ptr(false)} // disabled: not even validated
+	disabledBad := Rule{ID: "r-off", Enabled: new(false)} // disabled: not even validated
 	rs := []Rule{
 		rule("r2", "a", "*", "*"),
 		rule("r1", "a", "*", "*"), // same scope, smaller id: wins
@@ -488,7 +488,7 @@ func FuzzMatch(f *testing.F) {
 			r := rule(fmt.Sprintf("r%02d", len(rs)), apis[a&3], route, subjects[a>>2&3])
 			switch a >> 4 & 3 {
 			case 1:
-				r.Enabled = ptr(false)
+				r.Enabled = new(false)
 			case 2:
 				r.Plan, r.Limit, r.Period = "p", nil, 0
 			case 3:

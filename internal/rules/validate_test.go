@@ -10,14 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 // validRule is a valid inline rule that each validation case breaks in one
 // or more ways.
 func validRule() Rule {
 	return Rule{
 		API: "a1b2c3d4e5", Route: "GET /pets/{id}", Subject: "key-1",
-		Limit: ptr[int64](100), Period: Period(time.Minute), Burst: ptr[int64](200), Cost: ptr[int64](2),
+		Limit: new(int64(100)), Period: Period(time.Minute), Burst: new(int64(200)), Cost: new(int64(2)),
 		FailureMode: FailClosed, Mode: Shadow, Description: "pets per key",
 	}
 }
@@ -31,15 +29,15 @@ func TestNormalize(t *testing.T) {
 	in.Normalize()
 	want := Rule{
 		API: "abc", Route: "GET /pets/{id}", Subject: "key", Plan: "gold",
-		FailureMode: FailClosed, Mode: Shadow, Enabled: ptr(true), Description: "hi",
+		FailureMode: FailClosed, Mode: Shadow, Enabled: new(true), Description: "hi",
 	}
 	if diff := cmp.Diff(want, in); diff != "" {
 		t.Errorf("Normalize() mismatch (-want +got):\n%s", diff)
 	}
 
-	defaults := Rule{Route: "*", Enabled: ptr(false)}
+	defaults := Rule{Route: "*", Enabled: new(false)}
 	defaults.Normalize()
-	want = Rule{Route: "*", FailureMode: FailOpen, Mode: Enforce, Enabled: ptr(false)}
+	want = Rule{Route: "*", FailureMode: FailOpen, Mode: Enforce, Enabled: new(false)}
 	if diff := cmp.Diff(want, defaults); diff != "" {
 		t.Errorf("Normalize() of defaults mismatch (-want +got):\n%s", diff)
 	}
@@ -68,15 +66,15 @@ func TestValidateValid(t *testing.T) {
 		"every method":       func(r *Rule) { r.Route = "PATCH /x" },
 		"head":               func(r *Rule) { r.Route = "HEAD /x" },
 		"defaults empty":     func(r *Rule) { r.FailureMode, r.Mode, r.Burst, r.Cost = "", "", nil, nil },
-		"block":              func(r *Rule) { r.Limit, r.Burst, r.Cost = ptr[int64](0), nil, nil },
-		"block with burst 0": func(r *Rule) { r.Limit, r.Burst = ptr[int64](0), ptr[int64](0) },
-		"block with a cost":  func(r *Rule) { r.Limit, r.Burst, r.Cost = ptr[int64](0), nil, ptr[int64](5) },
+		"block":              func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(0)), nil, nil },
+		"block with burst 0": func(r *Rule) { r.Limit, r.Burst = new(int64(0)), new(int64(0)) },
+		"block with a cost":  func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(0)), nil, new(int64(5)) },
 		"plan":               func(r *Rule) { r.Plan, r.Limit, r.Period, r.Burst = "gold-2_x", nil, 0, nil },
-		"plan with cost":     func(r *Rule) { r.Plan, r.Limit, r.Period, r.Burst, r.Cost = "g", nil, 0, nil, ptr[int64](MaxCost) },
+		"plan with cost":     func(r *Rule) { r.Plan, r.Limit, r.Period, r.Burst, r.Cost = "g", nil, 0, nil, new(int64(MaxCost)) },
 		"max numbers": func(r *Rule) {
-			r.Limit, r.Burst, r.Cost = ptr[int64](MaxLimit), ptr[int64](MaxBurst), ptr[int64](MaxCost)
+			r.Limit, r.Burst, r.Cost = new(int64(MaxLimit)), new(int64(MaxBurst)), new(int64(MaxCost))
 		},
-		"cost equals burst": func(r *Rule) { r.Limit, r.Burst, r.Cost = ptr[int64](1), nil, ptr[int64](1) },
+		"cost equals burst": func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(1)), nil, new(int64(1)) },
 		"period bounds":     func(r *Rule) { r.Period = MinPeriod },
 		"period max":        func(r *Rule) { r.Period = MaxPeriod },
 		"utf-8 subject":     func(r *Rule) { r.Subject = "usér:日本" },
@@ -113,8 +111,8 @@ func TestValidateErrors(t *testing.T) {
 		}},
 		{"every field", func(r *Rule) {
 			*r = Rule{
-				API: "a b", Route: "FETCH /x", Subject: "a\x00b", Limit: ptr[int64](-1), Period: Period(time.Millisecond),
-				Burst: ptr[int64](0), Cost: ptr[int64](0), FailureMode: "maybe", Mode: "loud", Description: "\xff",
+				API: "a b", Route: "FETCH /x", Subject: "a\x00b", Limit: new(int64(-1)), Period: Period(time.Millisecond),
+				Burst: new(int64(0)), Cost: new(int64(0)), FailureMode: "maybe", Mode: "loud", Description: "\xff",
 			}
 		}, []fe{
 			{"api", `must be "*" or an API id of letters, digits, '-' and '_'`},
@@ -164,17 +162,17 @@ func TestValidateErrors(t *testing.T) {
 		{"plan too long", func(r *Rule) { r.Plan, r.Limit, r.Period, r.Burst = "g"+long(MaxPlanNameLen), nil, 0, nil }, []fe{{"plan", "must be at most 64 characters"}}},
 		{"no limit", func(r *Rule) { r.Limit = nil }, []fe{{"limit", "is required unless plan is set"}}},
 		{"no period", func(r *Rule) { r.Period = 0 }, []fe{{"period", "is required unless plan is set"}}},
-		{"limit too big", func(r *Rule) { r.Limit, r.Burst = ptr[int64](MaxLimit+1), nil }, []fe{{"limit", "must be between 0 (block) and 1000000000"}}},
+		{"limit too big", func(r *Rule) { r.Limit, r.Burst = new(int64(MaxLimit+1)), nil }, []fe{{"limit", "must be between 0 (block) and 1000000000"}}},
 		{"period negative", func(r *Rule) { r.Period = Period(-time.Second) }, []fe{{"period", "must not be negative"}}},
 		{"period too long", func(r *Rule) { r.Period = MaxPeriod + Period(time.Second) }, []fe{{"period", "is longer than 1 year"}}},
 		{"period fraction", func(r *Rule) { r.Period = Period(1500 * time.Millisecond) }, []fe{{"period", "must be a whole number of seconds"}}},
-		{"burst below limit", func(r *Rule) { r.Burst = ptr[int64](99) }, []fe{{"burst", "must be at least limit (100)"}}},
-		{"burst too big", func(r *Rule) { r.Burst = ptr[int64](MaxBurst + 1) }, []fe{{"burst", "must be between 1 and 1000000000"}}},
-		{"burst with block", func(r *Rule) { r.Limit, r.Cost = ptr[int64](0), nil }, []fe{{"burst", "must be 0 or empty when limit is 0: the rule blocks"}}},
-		{"cost over burst", func(r *Rule) { r.Cost = ptr[int64](201) }, []fe{{"cost", "must be at most the burst (200), or no request could pass"}}},
-		{"cost over limit as burst", func(r *Rule) { r.Burst, r.Cost = nil, ptr[int64](101) }, []fe{{"cost", "must be at most the burst (100), or no request could pass"}}},
-		{"cost too big", func(r *Rule) { r.Limit, r.Burst, r.Cost = ptr[int64](MaxLimit), nil, ptr[int64](MaxCost+1) }, []fe{{"cost", "must be between 1 and 1000000"}}},
-		{"cost negative", func(r *Rule) { r.Cost = ptr[int64](-1) }, []fe{{"cost", "must be between 1 and 1000000"}}},
+		{"burst below limit", func(r *Rule) { r.Burst = new(int64(99)) }, []fe{{"burst", "must be at least limit (100)"}}},
+		{"burst too big", func(r *Rule) { r.Burst = new(int64(MaxBurst + 1)) }, []fe{{"burst", "must be between 1 and 1000000000"}}},
+		{"burst with block", func(r *Rule) { r.Limit, r.Cost = new(int64(0)), nil }, []fe{{"burst", "must be 0 or empty when limit is 0: the rule blocks"}}},
+		{"cost over burst", func(r *Rule) { r.Cost = new(int64(201)) }, []fe{{"cost", "must be at most the burst (200), or no request could pass"}}},
+		{"cost over limit as burst", func(r *Rule) { r.Burst, r.Cost = nil, new(int64(101)) }, []fe{{"cost", "must be at most the burst (100), or no request could pass"}}},
+		{"cost too big", func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(MaxLimit)), nil, new(int64(MaxCost+1)) }, []fe{{"cost", "must be between 1 and 1000000"}}},
+		{"cost negative", func(r *Rule) { r.Cost = new(int64(-1)) }, []fe{{"cost", "must be between 1 and 1000000"}}},
 		{"failure mode case", func(r *Rule) { r.FailureMode = "Open" }, []fe{{"failure_mode", `must be "open" or "closed"`}}},
 		{"mode", func(r *Rule) { r.Mode = "dry-run" }, []fe{{"mode", `must be "enforce" or "shadow"`}}},
 		{"description too long", func(r *Rule) { r.Description = long(MaxDescriptionLen + 1) }, []fe{{"description", "must be at most 1024 bytes"}}},
@@ -197,7 +195,7 @@ func TestValidateErrors(t *testing.T) {
 
 func TestPlanValidate(t *testing.T) {
 	t.Parallel()
-	valid := Plan{Name: "gold", Limit: 1000, Period: Period(time.Minute), Burst: ptr[int64](2000)}
+	valid := Plan{Name: "gold", Limit: 1000, Period: Period(time.Minute), Burst: new(int64(2000))}
 	if err := valid.Validate(); err != nil {
 		t.Errorf("Validate(%+v) = %v, want nil", valid, err)
 	}
@@ -211,15 +209,15 @@ func TestPlanValidate(t *testing.T) {
 		want []FieldError
 	}{
 		{Plan{}, []fe{{"name", "is required"}, {"period", "is required"}}},
-		{Plan{Name: "Gold", Limit: -1, Period: Period(2 * Year), Burst: ptr[int64](-1), Description: "\x00"}, []fe{
+		{Plan{Name: "Gold", Limit: -1, Period: Period(2 * Year), Burst: new(int64(-1)), Description: "\x00"}, []fe{
 			{"name", "must start with a lower-case letter and hold only a-z, 0-9, '-' and '_'"},
 			{"limit", "must be between 0 (block) and 1000000000"},
 			{"period", "is longer than 1 year"},
 			{"burst", "must be between 1 and 1000000000"},
 			{"description", "must not contain NUL characters"},
 		}},
-		{Plan{Name: "g", Limit: 10, Period: Period(time.Second), Burst: ptr[int64](9)}, []fe{{"burst", "must be at least limit (10)"}}},
-		{Plan{Name: "g", Limit: 0, Period: Period(time.Second), Burst: ptr[int64](9)}, []fe{{"burst", "must be 0 or empty when limit is 0: the rule blocks"}}},
+		{Plan{Name: "g", Limit: 10, Period: Period(time.Second), Burst: new(int64(9))}, []fe{{"burst", "must be at least limit (10)"}}},
+		{Plan{Name: "g", Limit: 0, Period: Period(time.Second), Burst: new(int64(9))}, []fe{{"burst", "must be 0 or empty when limit is 0: the rule blocks"}}},
 		{Plan{Name: "g-" + strings.Repeat("x", MaxPlanNameLen), Limit: 1, Period: Period(time.Second)}, []fe{{"name", "must be at most 64 characters"}}},
 	}
 	for _, tt := range tests {

@@ -25,8 +25,6 @@ type snaps struct{ s *rules.Snapshot }
 
 func (s snaps) Snapshot() *rules.Snapshot { return s.s }
 
-func ptr[T any](v T) *T { return &v }
-
 // fixture is the adapters over real Redis with two rules on API a1b2c3: 100
 // a minute API-wide, 2 a minute on GET /orders/{id}.
 type fixture struct {
@@ -41,8 +39,8 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: ptr[int64](100), Period: rules.Period(time.Minute)},
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: ptr[int64](2), Period: rules.Period(time.Minute)},
+		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
+		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
 	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}

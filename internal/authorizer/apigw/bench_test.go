@@ -37,8 +37,8 @@ func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects in
 	rdb := testenv.Client(tb, testenv.RedisURL(tb), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
 	lim := limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(tb, "bench"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: ptr(limit), Period: rules.Period(period)},
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: ptr(limit), Period: rules.Period(period)},
+		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
+		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
 	s := &benchStack{
