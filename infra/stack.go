@@ -23,6 +23,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/infra/sluice"
+	"github.com/sluicehq/sluice/internal/admin"
 )
 
 // StackProps configures the reference Sluice stack. The zero value (plus
@@ -146,24 +147,17 @@ type Stack struct {
 // adminRoute is one admin API method and the function serving it.
 type adminRoute struct{ method, path, function string }
 
-var adminRoutes = []adminRoute{
-	{"POST", "/rules", "admin-rules-create"},
-	{"GET", "/rules", "admin-rules-list"},
-	{"GET", "/rules/{id}", "admin-rules-get"},
-	{"PUT", "/rules/{id}", "admin-rules-update"},
-	{"DELETE", "/rules/{id}", "admin-rules-delete"},
-	{"GET", "/rules/{id}/history", "admin-rules-history"},
-	{"POST", "/plans", "admin-plans-create"},
-	{"GET", "/plans", "admin-plans-list"},
-	{"GET", "/plans/{name}", "admin-plans-get"},
-	{"PUT", "/plans/{name}", "admin-plans-update"},
-	{"DELETE", "/plans/{name}", "admin-plans-delete"},
-	{"GET", "/subjects/{subject}/limits", "admin-subjects-limits"},
-	{"DELETE", "/subjects/{subject}/buckets", "admin-subjects-reset"},
+// adminRoutes are the admin API's methods: every admin route, in the
+// order of admin.Routes, then the check function's.
+var adminRoutes = func() []adminRoute {
+	var rs []adminRoute
+	for _, r := range admin.Routes() {
+		rs = append(rs, adminRoute{r.Method, r.Resource, r.Function})
+	}
 	// The check function serves services not behind API Gateway; IAM-signed
 	// like the admin routes.
-	{"POST", "/check", "check"},
-}
+	return append(rs, adminRoute{"POST", "/check", "check"})
+}()
 
 // redis is what the Lambdas need to reach Redis and what the alarms watch.
 type redis struct {

@@ -302,21 +302,6 @@ func TestAdminMethodsUseIAM(t *testing.T) {
 	}
 }
 
-func TestAdminRoutesCoverEveryFunction(t *testing.T) {
-	served := map[string]bool{}
-	for _, r := range adminRoutes {
-		served[r.function] = true
-	}
-	for _, name := range sluice.Functions {
-		if name == "authorizer" || name == "migrate" {
-			continue
-		}
-		if !served[name] {
-			t.Errorf("function %s has no admin route", name)
-		}
-	}
-}
-
 func TestLambdas(t *testing.T) {
 	for _, v := range allVariants() {
 		_, js := synth(t, v)

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/internal/admin"
 )
 
 // Context keys the authorizer returns with every decision (see the
@@ -327,15 +329,16 @@ func AssetDir(root, name string) string {
 	return filepath.Join(root, name)
 }
 
-// Functions lists every Sluice Lambda, as `make build` names them.
-var Functions = []string{
-	"authorizer", "check", "migrate",
-	"admin-rules-create", "admin-rules-list", "admin-rules-get", "admin-rules-update",
-	"admin-rules-delete", "admin-rules-history",
-	"admin-plans-create", "admin-plans-list", "admin-plans-get", "admin-plans-update",
-	"admin-plans-delete",
-	"admin-subjects-limits", "admin-subjects-reset",
-}
+// Functions lists every Sluice Lambda, as `make build` names them (its
+// directory under functions/): the authorizer, check, migrate, and then the
+// function of each admin route, in the order of admin.Routes.
+var Functions = func() []string {
+	names := []string{"authorizer", "check", "migrate"}
+	for _, r := range admin.Routes() {
+		names = append(names, r.Function)
+	}
+	return names
+}()
 
 // LogicalName turns a function name into a CDK id: "admin-rules-get" →
 // "AdminRulesGet".

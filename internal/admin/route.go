@@ -91,29 +91,39 @@ type route struct {
 	method   string
 	resource string   // "/rules/{id}"
 	segments []string // "rules", "{id}"
+	function string   // "admin-rules-get"
 	body     bool     // takes a JSON body
 	handle   handler
 }
 
+// routes is the one table of admin routes. Each entry names its Route
+// constant (which carries the method and resource template), the Lambda
+// function that serves it alone (see RouteInfo.Function), whether it takes
+// a JSON body, and its handler. The reference stack (infra/) derives the
+// admin API's resources, methods and functions from Routes, and its tests
+// fail until functions/<function>/main.go exists and names the constant.
+// So a new route is a constant, a handler, a line here and one main (and,
+// for the apigw tests, a sample event in events/).
 var routes = func() []*route {
 	table := []struct {
-		name string
-		body bool
-		h    handler
+		name     string
+		function string
+		body     bool
+		h        handler
 	}{
-		{RouteCreateRule, true, (*Service).createRule},
-		{RouteListRules, false, (*Service).listRules},
-		{RouteGetRule, false, (*Service).getRule},
-		{RouteUpdateRule, true, (*Service).updateRule},
-		{RouteDeleteRule, false, (*Service).deleteRule},
-		{RouteRuleHistory, false, (*Service).ruleHistory},
-		{RouteCreatePlan, true, (*Service).createPlan},
-		{RouteListPlans, false, (*Service).listPlans},
-		{RouteGetPlan, false, (*Service).getPlan},
-		{RouteUpdatePlan, true, (*Service).updatePlan},
-		{RouteDeletePlan, false, (*Service).deletePlan},
-		{RouteSubjectLimits, false, (*Service).subjectLimits},
-		{RouteResetSubject, false, (*Service).resetSubject},
+		{RouteCreateRule, "admin-rules-create", true, (*Service).createRule},
+		{RouteListRules, "admin-rules-list", false, (*Service).listRules},
+		{RouteGetRule, "admin-rules-get", false, (*Service).getRule},
+		{RouteUpdateRule, "admin-rules-update", true, (*Service).updateRule},
+		{RouteDeleteRule, "admin-rules-delete", false, (*Service).deleteRule},
+		{RouteRuleHistory, "admin-rules-history", false, (*Service).ruleHistory},
+		{RouteCreatePlan, "admin-plans-create", true, (*Service).createPlan},
+		{RouteListPlans, "admin-plans-list", false, (*Service).listPlans},
+		{RouteGetPlan, "admin-plans-get", false, (*Service).getPlan},
+		{RouteUpdatePlan, "admin-plans-update", true, (*Service).updatePlan},
+		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
+		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
+		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {
@@ -121,19 +131,36 @@ var routes = func() []*route {
 		rs = append(rs, &route{
 			name: t.name, method: method, resource: resource,
 			segments: strings.Split(strings.Trim(resource, "/"), "/"),
-			body:     t.body, handle: t.h,
+			function: t.function, body: t.body, handle: t.h,
 		})
 	}
 	return rs
 }()
 
-// Routes returns the names of every admin route, such as "GET /rules/{id}".
-func Routes() []string {
-	names := make([]string, len(routes))
+// RouteInfo describes one admin route to the code that deploys it.
+type RouteInfo struct {
+	// Name is the route's Route constant, such as RouteGetRule
+	// ("GET /rules/{id}"): what Service.HandleRoute takes.
+	Name string
+	// Method is the HTTP method, upper case: "GET".
+	Method string
+	// Resource is the API Gateway resource template: "/rules/{id}".
+	Resource string
+	// Function is the full name of the Lambda function that serves this
+	// route alone, "admin-" and then the noun and the verb:
+	// "admin-rules-get". It is also the function's directory under
+	// functions/ and its `make build` name.
+	Function string
+}
+
+// Routes describes every admin route, always in the same order. The slice
+// is the caller's own: changing it changes no route.
+func Routes() []RouteInfo {
+	infos := make([]RouteInfo, len(routes))
 	for i, r := range routes {
-		names[i] = r.name
+		infos[i] = RouteInfo{Name: r.name, Method: r.method, Resource: r.resource, Function: r.function}
 	}
-	return names
+	return infos
 }
 
 // Handle serves req on whichever admin route its method and resource (or
