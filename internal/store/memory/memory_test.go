@@ -11,8 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-var _ storetest.Store = (*memory.Store)(nil)
-
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return memory.New() })
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-var _ storetest.Store = (*postgres.Store)(nil)
-
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return pgtest.NewStore(t) })
 }
