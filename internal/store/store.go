@@ -45,9 +45,10 @@ type Store interface {
 	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale.
 	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
 	// ListRules returns one page of the rules matching f, ordered by id;
-	// Page.NextCursor is "" on the last page. Errors: *rules.ValidationError
-	// on "limit" or "cursor" for a bad page size or cursor, and on a filter
-	// field not storable as text.
+	// Page.Rules is empty but not nil when none match, and Page.NextCursor
+	// is "" on the last page. Errors: *rules.ValidationError on "limit" or
+	// "cursor" for a bad page size or cursor, and on a filter field not
+	// storable as text.
 	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
 	// RuleHistory returns the audit entries of the rule with that id, oldest
 	// first, also after it was deleted. Errors: rules.ErrNotFound when there
