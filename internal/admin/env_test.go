@@ -14,9 +14,9 @@ import (
 	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
-	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -25,7 +25,7 @@ import (
 type env struct {
 	svc    *admin.Service
 	handle func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
-	store  storetest.Store // read behind the API's back
+	store  store.Store // read behind the API's back
 	lim    *limiter.Limiter
 	logs   *strings.Builder
 	count  func(t testing.TB) rowCounts // counts rows behind the store's back
@@ -40,7 +40,7 @@ type rowCounts struct {
 // backend builds a store for one test.
 type backend struct {
 	name string
-	new  func(t testing.TB) (storetest.Store, rowCounter)
+	new  func(t testing.TB) (store.Store, rowCounter)
 }
 
 // rowCounter counts rules, plans and audit rows.
@@ -53,7 +53,7 @@ var backends = []backend{
 	{"memory", newMemory},
 }
 
-func newMemory(testing.TB) (storetest.Store, rowCounter) {
+func newMemory(testing.TB) (store.Store, rowCounter) {
 	st := memory.New()
 	return st, func(t testing.TB) (int64, int64, int64) {
 		rs, ps, err := st.LoadAll(context.Background())

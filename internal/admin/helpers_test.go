@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-func mustMemory() storetest.Store { return memory.New() }
+func mustMemory() store.Store { return memory.New() }
 
 // events0 is a request identity with neither user ARN nor caller.
 func events0() events.APIGatewayRequestIdentity {
@@ -33,7 +33,7 @@ func jsonString(s string) string {
 // brokenStore fails on demand: fail makes ListRules return an error whose
 // text must never reach a client; timeout makes GetRule time out.
 type brokenStore struct {
-	storetest.Store
+	store.Store
 	fail, timeout bool
 }
 

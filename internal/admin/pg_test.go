@@ -4,15 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
-	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // newPostgres returns a PostgreSQL store on a fresh, migrated database of
 // its own (dropped when the test ends), and a counter that reads the tables
 // directly.
-func newPostgres(t testing.TB) (storetest.Store, rowCounter) {
+func newPostgres(t testing.TB) (store.Store, rowCounter) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	return postgres.New(pool), func(t testing.TB) (r, p, a int64) {

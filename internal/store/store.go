@@ -1,4 +1,11 @@
-// Package store is a placeholder replaced by the store contract branch.
+// Package store holds Store, the contract of a rules store: what the admin
+// API, the authorizer's snapshot loader and `sluice local` may ask of one.
+//
+// Its subpackages implement and check it: postgres is the store on
+// PostgreSQL in production, memory the in-process store behind `make run`,
+// storetest the contract suite both pass, input the checks of caller input
+// both share, and redisversion the rules version in Redis that tells warm
+// authorizers to reload after a write.
 package store
 
 import (
@@ -7,19 +14,74 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// Store is the rules store contract.
+// Store is a rules store: rules, plans and the audit log of every write to
+// them. Implementations are safe for concurrent use.
+//
+// Every method takes a context and honours its deadline. Errors are wrapped
+// with context: test them with errors.Is against rules.ErrNotFound,
+// rules.ErrConflict and rules.ErrStale, and with errors.As for a
+// *rules.ValidationError. Any other error is a failure of the store itself,
+// never the caller's fault. Returned values are copies: changing them does
+// not change the store.
+//
+// A write and its audit entry, recorded by actor, commit together or not at
+// all. Writes that take ifVersion apply only when the stored Version equals
+// it; 0 accepts any version.
 type Store interface {
+	// CreateRule stores r with a new UUID, Version 1 and timestamps, and
+	// returns the stored rule. Errors: rules.ErrConflict when another rule
+	// holds the scope (api, route, subject); *rules.ValidationError for an
+	// unknown plan or a field out of range or not storable as text.
 	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
+	// GetRule returns the rule with that id. Errors: rules.ErrNotFound, also
+	// for an id that is not a UUID.
 	GetRule(ctx context.Context, id string) (rules.Rule, error)
+	// UpdateRule replaces the rule r.ID with r when its version is
+	// ifVersion, bumps Version and returns the stored rule. Errors:
+	// rules.ErrNotFound, rules.ErrStale, rules.ErrConflict (the new scope is
+	// taken), *rules.ValidationError as for CreateRule.
 	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
+	// DeleteRule deletes the rule with that id when its version is
+	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale.
 	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
+	// ListRules returns one page of the rules matching f, ordered by id;
+	// Page.Rules is empty but not nil when none match, and Page.NextCursor
+	// is "" on the last page. Errors: *rules.ValidationError on "limit" or
+	// "cursor" for a bad page size or cursor, and on a filter field not
+	// storable as text.
 	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
+	// RuleHistory returns the audit entries of the rule with that id, oldest
+	// first, also after it was deleted. Errors: rules.ErrNotFound when there
+	// are none (the rule never existed).
 	RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error)
+
+	// CreatePlan stores p with Version 1 and timestamps, and returns the
+	// stored plan. Errors: rules.ErrConflict when a plan of that name exists;
+	// *rules.ValidationError for a field out of range or not storable as
+	// text.
 	CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error)
+	// GetPlan returns the plan with that name. Errors: rules.ErrNotFound.
 	GetPlan(ctx context.Context, name string) (rules.Plan, error)
+	// UpdatePlan replaces the plan p.Name with p when its version is
+	// ifVersion, bumps Version and returns the stored plan; rules naming the
+	// plan get its new numbers from the next LoadAll on. Errors:
+	// rules.ErrNotFound, rules.ErrStale, *rules.ValidationError as for
+	// CreatePlan.
 	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
+	// DeletePlan deletes the plan with that name when its version is
+	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale, and
+	// rules.ErrConflict while a rule names the plan.
 	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
+	// ListPlans returns every plan ordered by name; none is an empty result,
+	// not an error.
 	ListPlans(ctx context.Context) ([]rules.Plan, error)
+	// PlanHistory returns the audit entries of the plan with that name,
+	// oldest first, also after it was deleted. Errors: rules.ErrNotFound
+	// when there are none (the plan never existed).
 	PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error)
+
+	// LoadAll returns every rule, disabled ones too, ordered by id, and every
+	// plan ordered by name, as of one moment: the authorizer's snapshot.
+	// It returns none of the rules errors; any error is the store's.
 	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/input"
 )
 
@@ -35,6 +36,8 @@ type Store struct {
 	plans  map[string]rules.Plan // by name
 	audit  []rules.AuditEntry    // ids are index+1
 }
+
+var _ store.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {

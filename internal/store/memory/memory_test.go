@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-var _ storetest.Store = (*memory.Store)(nil)
-
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store { return memory.New() })
+	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
 }
 
 // FuzzListCursor: any cursor either continues a list or is a

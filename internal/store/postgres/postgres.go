@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/input"
 )
 
@@ -37,6 +38,8 @@ const (
 type Store struct {
 	pool *pgxpool.Pool
 }
+
+var _ store.Store = (*Store)(nil)
 
 // New returns a store over pool. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {

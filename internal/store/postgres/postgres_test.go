@@ -7,22 +7,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
-var _ storetest.Store = (*postgres.Store)(nil)
-
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store { return pgtest.NewStore(t) })
+	storetest.Run(t, func(t *testing.T) store.Store { return pgtest.NewStore(t) })
 }
 
 // TestContractExecMode runs the suite with the query mode used behind RDS
 // Proxy (no named prepared statements, parameters typed from Go values), so
 // every query casts what PostgreSQL cannot infer.
 func TestContractExecMode(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		u, err := url.Parse(pgtest.NewDatabase(t))
 		if err != nil {
 			t.Fatal(err)

@@ -1,3 +1,7 @@
+// Package storetest is the contract suite every rules store passes: the
+// PostgreSQL store in production and the memory store behind `make run`.
+// Both stores run the same Run, so the admin API behaves the same on a
+// laptop as on AWS. The contract itself is store.Store.
 package storetest
 
 import (
@@ -15,16 +19,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Run runs the contract suite against the stores newStore returns. Every
 // subtest calls newStore once for an empty store of its own and runs in
 // parallel with the others; newStore registers any cleanup with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T) Store) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s Store)
+		fn   func(t *testing.T, s store.Store)
 	}{
 		{"RuleCRUD", testRuleCRUD},
 		{"RuleAllFields", testRuleAllFields},
@@ -56,18 +61,16 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 
 const actor = "arn:aws:iam::123456789012:user/alice"
 
-func ptr[T any](v T) *T { return &v }
-
 // inline returns a valid rule with inline numbers.
 func inline(api, route, subject string, limit int64, period time.Duration) rules.Rule {
-	return rules.Rule{API: api, Route: route, Subject: subject, Limit: ptr(limit), Period: rules.Period(period)}
+	return rules.Rule{API: api, Route: route, Subject: subject, Limit: new(limit), Period: rules.Period(period)}
 }
 
 func gold() rules.Plan {
-	return rules.Plan{Name: "gold", Limit: 1000, Period: rules.Period(time.Minute), Burst: ptr(int64(2000)), Description: "gold tier"}
+	return rules.Plan{Name: "gold", Limit: 1000, Period: rules.Period(time.Minute), Burst: new(int64(2000)), Description: "gold tier"}
 }
 
-func mustCreateRule(t *testing.T, s Store, r rules.Rule) rules.Rule {
+func mustCreateRule(t *testing.T, s store.Store, r rules.Rule) rules.Rule {
 	t.Helper()
 	got, err := s.CreateRule(t.Context(), r, actor)
 	if err != nil {
@@ -76,7 +79,7 @@ func mustCreateRule(t *testing.T, s Store, r rules.Rule) rules.Rule {
 	return got
 }
 
-func mustCreatePlan(t *testing.T, s Store, p rules.Plan) rules.Plan {
+func mustCreatePlan(t *testing.T, s store.Store, p rules.Plan) rules.Plan {
 	t.Helper()
 	got, err := s.CreatePlan(t.Context(), p, actor)
 	if err != nil {
@@ -105,7 +108,7 @@ var ignoreStoreFields = cmp.FilterPath(func(p cmp.Path) bool {
 	return false
 }, cmp.Ignore())
 
-func testRuleCRUD(t *testing.T, s Store) {
+func testRuleCRUD(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := inline("a1b2c3d4e5", "GET /orders/{id}", "key-1", 10, time.Minute)
 	before := time.Now().Add(-time.Second)
@@ -121,7 +124,7 @@ func testRuleCRUD(t *testing.T, s Store) {
 		t.Errorf("CreateRule() times = %v, %v; want now and equal", created.CreatedAt, created.UpdatedAt)
 	}
 	want := in
-	want.FailureMode, want.Mode, want.Enabled = rules.FailOpen, rules.Enforce, ptr(true)
+	want.FailureMode, want.Mode, want.Enabled = rules.FailOpen, rules.Enforce, new(true)
 	if diff := cmp.Diff(want, created, ignoreStoreFields); diff != "" {
 		t.Errorf("CreateRule() mismatch, defaults filled (-want +got):\n%s", diff)
 	}
@@ -139,7 +142,7 @@ func testRuleCRUD(t *testing.T, s Store) {
 	}
 
 	upd := got
-	upd.Limit = ptr(int64(20))
+	upd.Limit = new(int64(20))
 	upd.Subject = "key-2"
 	upd.Description = "raised"
 	updated, err := s.UpdateRule(ctx, upd, 1, actor)
@@ -175,20 +178,20 @@ func testRuleCRUD(t *testing.T, s Store) {
 	}
 }
 
-func testRuleAllFields(t *testing.T, s Store) {
+func testRuleAllFields(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	for _, in := range []rules.Rule{
 		{
-			API: "*", Route: "POST /orders", Subject: "*", Limit: ptr(int64(0)), Period: rules.Period(365 * 24 * time.Hour),
-			Burst: ptr(int64(0)), Cost: ptr(int64(1)), FailureMode: rules.FailClosed, Mode: rules.Shadow,
-			Enabled: ptr(false), Description: "blocks everyone — ünïcode",
+			API: "*", Route: "POST /orders", Subject: "*", Limit: new(int64(0)), Period: rules.Period(365 * 24 * time.Hour),
+			Burst: new(int64(0)), Cost: new(int64(1)), FailureMode: rules.FailClosed, Mode: rules.Shadow,
+			Enabled: new(false), Description: "blocks everyone — ünïcode",
 		},
 		{
-			API: "api", Route: "ANY /{proxy+}", Subject: "user-7", Limit: ptr(int64(1_000_000_000)), Period: rules.Period(time.Second),
-			Burst: ptr(int64(1_000_000_000)), Cost: ptr(int64(1_000_000)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: ptr(true),
+			API: "api", Route: "ANY /{proxy+}", Subject: "user-7", Limit: new(int64(1_000_000_000)), Period: rules.Period(time.Second),
+			Burst: new(int64(1_000_000_000)), Cost: new(int64(1_000_000)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true),
 		},
-		{API: "api", Route: "*", Subject: "gold-customer", Plan: "gold", Cost: ptr(int64(3)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: ptr(true)},
+		{API: "api", Route: "*", Subject: "gold-customer", Plan: "gold", Cost: new(int64(3)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true)},
 	} {
 		created, err := s.CreateRule(ctx, in, actor)
 		if err != nil {
@@ -207,7 +210,7 @@ func testRuleAllFields(t *testing.T, s Store) {
 	}
 }
 
-func testRuleNotFound(t *testing.T, s Store) {
+func testRuleNotFound(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	existing := mustCreateRule(t, s, inline("api", "*", "*", 1, time.Second))
 	ids := []string{
@@ -248,7 +251,7 @@ func testRuleNotFound(t *testing.T, s Store) {
 	}
 }
 
-func testRuleScopeConflict(t *testing.T, s Store) {
+func testRuleScopeConflict(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	a := mustCreateRule(t, s, inline("api", "GET /orders", "key", 10, time.Minute))
 	// Same scope, other numbers.
@@ -277,7 +280,7 @@ func testRuleScopeConflict(t *testing.T, s Store) {
 	}
 	// Keeping its own scope is no conflict.
 	same := a
-	same.Limit = ptr(int64(11))
+	same.Limit = new(int64(11))
 	if _, err := s.UpdateRule(ctx, same, a.Version, actor); err != nil {
 		t.Errorf("UpdateRule(own scope) error = %v, want nil", err)
 	}
@@ -288,11 +291,11 @@ func testRuleScopeConflict(t *testing.T, s Store) {
 	mustCreateRule(t, s, inline("api", "GET /orders", "key", 10, time.Minute))
 }
 
-func testRuleStale(t *testing.T, s Store) {
+func testRuleStale(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Minute))
 	upd := r
-	upd.Limit = ptr(int64(20))
+	upd.Limit = new(int64(20))
 	for _, v := range []int64{2, 5, -1} {
 		if _, err := s.UpdateRule(ctx, upd, v, actor); !errors.Is(err, rules.ErrStale) {
 			t.Errorf("UpdateRule(version %d of 1) error = %v, want ErrStale", v, err)
@@ -347,7 +350,7 @@ func decodePlan(t *testing.T, raw json.RawMessage) (p rules.Plan, ok bool) {
 	return p, true
 }
 
-func testRuleAudit(t *testing.T, s Store) {
+func testRuleAudit(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	start := time.Now().Add(-time.Second)
 	created, err := s.CreateRule(ctx, inline("api", "*", "key", 10, time.Minute), "creator")
@@ -355,7 +358,7 @@ func testRuleAudit(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 	upd := created
-	upd.Limit = ptr(int64(20))
+	upd.Limit = new(int64(20))
 	updated, err := s.UpdateRule(ctx, upd, 1, "updater")
 	if err != nil {
 		t.Fatal(err)
@@ -416,7 +419,7 @@ func testRuleAudit(t *testing.T, s Store) {
 	}
 }
 
-func testRuleLastLineOfDefence(t *testing.T, s Store) {
+func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	base := inline("api", "*", "key", 10, time.Minute)
@@ -427,11 +430,11 @@ func testRuleLastLineOfDefence(t *testing.T, s Store) {
 	}{
 		{"plan and inline numbers", func(r *rules.Rule) { r.Plan = "gold" }, "plan"},
 		{"neither plan nor numbers", func(r *rules.Rule) { r.Limit, r.Period = nil, 0 }, "plan"},
-		{"negative limit", func(r *rules.Rule) { r.Limit = ptr(int64(-1)) }, "limit"},
+		{"negative limit", func(r *rules.Rule) { r.Limit = new(int64(-1)) }, "limit"},
 		{"period below 1s", func(r *rules.Rule) { r.Period = rules.Period(time.Millisecond) }, "period"},
 		{"fractional period", func(r *rules.Rule) { r.Period = rules.Period(1500 * time.Millisecond) }, "period"},
 		{"period above 1y", func(r *rules.Rule) { r.Period = rules.MaxPeriod + rules.Period(time.Second) }, "period"},
-		{"zero cost", func(r *rules.Rule) { r.Cost = ptr(int64(0)) }, "cost"},
+		{"zero cost", func(r *rules.Rule) { r.Cost = new(int64(0)) }, "cost"},
 		{"bad failure mode", func(r *rules.Rule) { r.FailureMode = "sideways" }, "failure_mode"},
 		{"bad mode", func(r *rules.Rule) { r.Mode = "loud" }, "mode"},
 		{"NUL in subject", func(r *rules.Rule) { r.Subject = "a\x00b" }, "subject"},
@@ -464,7 +467,7 @@ func testRuleLastLineOfDefence(t *testing.T, s Store) {
 	}
 }
 
-func testPlanCRUD(t *testing.T, s Store) {
+func testPlanCRUD(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := gold()
 	created := mustCreatePlan(t, s, in)
@@ -525,7 +528,7 @@ func testPlanCRUD(t *testing.T, s Store) {
 	}
 }
 
-func testPlanAudit(t *testing.T, s Store) {
+func testPlanAudit(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	created, err := s.CreatePlan(ctx, gold(), "creator")
 	if err != nil {
@@ -570,7 +573,7 @@ func testPlanAudit(t *testing.T, s Store) {
 	}
 }
 
-func testPlanForeignKey(t *testing.T, s Store) {
+func testPlanForeignKey(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"}
 	_, err := s.CreateRule(ctx, r, actor)
@@ -605,7 +608,7 @@ func testPlanForeignKey(t *testing.T, s Store) {
 	}
 }
 
-func testPlanInUse(t *testing.T, s Store) {
+func testPlanInUse(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"})
@@ -626,7 +629,7 @@ func testPlanInUse(t *testing.T, s Store) {
 	}
 }
 
-func testPlanUpdateRelimits(t *testing.T, s Store) {
+func testPlanUpdateRelimits(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"})
@@ -647,7 +650,7 @@ func testPlanUpdateRelimits(t *testing.T, s Store) {
 	}
 }
 
-func testLoadAll(t *testing.T, s Store) {
+func testLoadAll(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	if rs, ps, err := s.LoadAll(ctx); err != nil || len(rs) != 0 || len(ps) != 0 {
 		t.Errorf("LoadAll(empty) = %d rules, %d plans, %v; want none", len(rs), len(ps), err)
@@ -658,7 +661,7 @@ func testLoadAll(t *testing.T, s Store) {
 	for i := range 20 {
 		r := inline("api", "*", fmt.Sprintf("key-%d", i), int64(i), time.Minute)
 		if i%3 == 0 {
-			r.Enabled = ptr(false)
+			r.Enabled = new(false)
 		}
 		if i%5 == 0 {
 			r = rules.Rule{API: "api", Route: "*", Subject: fmt.Sprintf("key-%d", i), Plan: "gold"}
@@ -686,7 +689,7 @@ func ids(rs []rules.Rule) []string {
 	return out
 }
 
-func testListFilters(t *testing.T, s Store) {
+func testListFilters(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	byName := map[string]rules.Rule{}
@@ -741,7 +744,7 @@ func testListFilters(t *testing.T, s Store) {
 	}
 }
 
-func testListBadParams(t *testing.T, s Store) {
+func testListBadParams(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := mustCreateRule(t, s, inline("a", "*", "*", 1, time.Second))
 	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
@@ -780,7 +783,7 @@ func testListBadParams(t *testing.T, s Store) {
 	}
 }
 
-func testPagination(t *testing.T, s Store) {
+func testPagination(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	const n = 250
 	var all []string
@@ -855,7 +858,7 @@ func testPagination(t *testing.T, s Store) {
 	}
 }
 
-func testConcurrentUpdates(t *testing.T, s Store) {
+func testConcurrentUpdates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Minute))
 	const writers = 8
@@ -866,7 +869,7 @@ func testConcurrentUpdates(t *testing.T, s Store) {
 		wg.Go(func() {
 			<-start
 			upd := r
-			upd.Limit = ptr(int64(100 + i))
+			upd.Limit = new(int64(100 + i))
 			_, errs[i] = s.UpdateRule(ctx, upd, 1, fmt.Sprintf("writer-%d", i))
 		})
 	}
@@ -909,7 +912,7 @@ func wins(t *testing.T, call string, errs []error, allowed ...error) int {
 	return n
 }
 
-func testConcurrentCreates(t *testing.T, s Store) {
+func testConcurrentCreates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	const writers = 8
 	errs := make([]error, writers)
@@ -928,10 +931,10 @@ func testConcurrentCreates(t *testing.T, s Store) {
 // testNoAliasing: rules and plans go in and come out as copies. Writing
 // through the pointer fields of a value given to or returned by the store
 // changes nothing stored.
-func testNoAliasing(t *testing.T, s Store) {
+func testNoAliasing(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := inline("api", "*", "alias", 10, time.Minute)
-	in.Burst, in.Cost, in.Enabled = ptr(int64(20)), ptr(int64(2)), ptr(true)
+	in.Burst, in.Cost, in.Enabled = new(int64(20)), new(int64(2)), new(true)
 	created := mustCreateRule(t, s, in)
 	scribble := func(r rules.Rule) { *r.Limit, *r.Burst, *r.Cost, *r.Enabled = 1, 1, 1, false }
 	checkRule := func(through string) {
