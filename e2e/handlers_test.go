@@ -114,16 +114,14 @@ func seed(t testing.TB) seeded {
 	t.Cleanup(pool.Close)
 	store := postgres.New(pool)
 	ctx := context.Background()
-	if s.apiRule, err = store.CreateRule(ctx, rules.Rule{API: "*", Route: "*", Subject: "*", Limit: ptr[int64](100), Period: rules.Period(time.Minute)}, "test"); err != nil {
+	if s.apiRule, err = store.CreateRule(ctx, rules.Rule{API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)}, "test"); err != nil {
 		t.Fatalf("seed API-wide rule: %v", err)
 	}
-	if s.route, err = store.CreateRule(ctx, rules.Rule{API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: ptr[int64](5), Period: rules.Period(time.Minute)}, "test"); err != nil {
+	if s.route, err = store.CreateRule(ctx, rules.Rule{API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(5)), Period: rules.Period(time.Minute)}, "test"); err != nil {
 		t.Fatalf("seed route rule: %v", err)
 	}
 	return s
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestHandlers runs every sample but migrate's through the handler its
 // function uses, wired from configuration as the Lambdas are, against real
