@@ -39,8 +39,9 @@ import (
 // built as `make build` builds it (linux, CGO off, -tags lambda.norpc),
 // under the AWS Lambda Runtime Interface Emulator, invoked over HTTP with
 // the samples. SLUICE_BUILD_DIR points at prebuilt binaries
-// (<dir>/<function>/bootstrap, such as build/host); without it the test
-// builds them into a temporary directory.
+// (<dir>/<function>/bootstrap; relative to e2e/, so best absolute, such as
+// $PWD/build/host from the module root); without it the test builds them
+// into a temporary directory.
 
 // buildOnce holds a *buildResult per package built.
 var buildOnce sync.Map
