@@ -13,11 +13,9 @@
 // Use them with `sam local invoke -e`, the Lambda Runtime Interface
 // Emulator (curl -d @events/check.json
 // localhost:8080/2015-03-31/functions/function/invocations) or the AWS
-// console's test events. The tests here decode every file into its type and
-// run it through its handler against a real Redis and PostgreSQL, so the
-// samples never drift from the code: in process (all but migrate, whose
-// handler is its main package), and through the built bootstrap binaries
-// under the emulator, configured from the environment as in Lambda: the
-// authorizer and check; migrate, on an empty database it then migrates;
-// admin-plans-create, admin-rules-create, -get and -list on that database.
+// console's test events. The test here decodes every file into its type,
+// refusing fields the type lacks, and needs no servers. The tests that run
+// the samples through the handlers in process and through the built
+// binaries under the emulator, against a real Redis and PostgreSQL, live in
+// ../e2e, so the samples never drift from the code.
 package events

@@ -1,6 +1,6 @@
 //go:build linux
 
-package events_test
+package e2e
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
@@ -38,8 +39,9 @@ import (
 // built as `make build` builds it (linux, CGO off, -tags lambda.norpc),
 // under the AWS Lambda Runtime Interface Emulator, invoked over HTTP with
 // the samples. SLUICE_BUILD_DIR points at prebuilt binaries
-// (<dir>/<function>/bootstrap, such as build/host); without it the test
-// builds them into a temporary directory.
+// (<dir>/<function>/bootstrap; relative to e2e/, so best absolute, such as
+// $PWD/build/host from the module root); without it the test builds them
+// into a temporary directory.
 
 // buildOnce holds a *buildResult per package built.
 var buildOnce sync.Map
@@ -311,15 +313,6 @@ func (e *emulator) invoke(t testing.TB, payload []byte) []byte {
 	}
 }
 
-func readSample(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestEmulator runs bootstraps under the emulator with configuration from
 // the environment and checks their replies to the samples: the authorizer
 // and check on a seeded database; migrate on an empty one, which it
@@ -424,6 +417,15 @@ func TestEmulator(t *testing.T) {
 		}
 		testAdmin(t, map[string]string{"DATABASE_URL": adminDB, "REDIS_URL": redisURL, "LOG_LEVEL": "info"})
 	})
+}
+
+// migrateEvent is the CloudFormation custom resource request the CDK
+// Provider framework passes to the migrate function (its onEvent handler):
+// CloudFormation's request with ResponseURL redacted to "...", since the
+// framework answers CloudFormation itself. cfn.Event lacks ServiceToken.
+type migrateEvent struct {
+	cfn.Event
+	ServiceToken string `json:"ServiceToken"`
 }
 
 // migrateReply is the migrate function's reply (functions/migrate).
