@@ -4,18 +4,12 @@ import (
 	"context"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
-	"github.com/sluicehq/sluice/internal/authorizer/wiring"
+	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/store/postgres"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
 )
 
 // app is what TestHandlers drives: the handlers of the authorizer, check
@@ -31,39 +25,25 @@ type app struct {
 	rules func() rules.CacheStats
 }
 
-// wire builds the handlers from the environment env, the authorizer's as
-// its function's main does, logging to out; t.Cleanup closes the clients.
+// wire builds the handlers from the environment env as their functions'
+// mains do (internal/app), logging to out; t.Cleanup closes the clients.
 func wire(t *testing.T, env map[string]string, out io.Writer) app {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
-	ctx := context.Background()
-	w, err := wiring.New(ctx, cfg, wiring.Options{Out: out, Function: "e2e-test"})
+	a, err := sluiceapp.New(context.Background(), cfg, sluiceapp.Options{Parts: sluiceapp.Decide | sluiceapp.Administer, Out: out, Function: "e2e-test"})
 	if err != nil {
-		t.Fatalf("wiring.New: %v", err)
+		t.Fatalf("app.New: %v", err)
 	}
-	t.Cleanup(w.Close)
-
-	pool, err := config.Postgres(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	rdb, err := config.Redis(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	svc := admin.New(postgres.New(pool), redisversion.New(rdb, ""), limiter.New(rdb, limiter.Options{Timeout: time.Second}), admin.Options{})
-
+	t.Cleanup(a.Close)
 	return app{
-		rest:       w.Authorizer.REST,
-		http:       w.Authorizer.HTTP,
-		checkProxy: w.Check.Proxy,
-		checkURL:   w.Check.URL,
-		admin:      apigw.Handler(svc, ""),
-		rules:      w.Cache.Stats,
+		rest:       a.Authorizer.REST,
+		http:       a.Authorizer.HTTP,
+		checkProxy: a.Check.Proxy,
+		checkURL:   a.Check.URL,
+		admin:      a.AdminHandler(""),
+		rules:      a.Cache.Stats,
 	}
 }

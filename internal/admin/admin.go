@@ -22,30 +22,12 @@ import (
 
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // DefaultMaxBody is the largest request body accepted (64 KiB); larger
 // bodies get 413.
 const DefaultMaxBody = 64 << 10
-
-// store is what the admin API needs of a rules store (internal/store/postgres
-// in production, internal/store/memory locally). Errors wrap
-// rules.ErrNotFound, rules.ErrConflict, rules.ErrStale or are a
-// *rules.ValidationError; anything else is a server failure.
-type store interface {
-	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
-	GetRule(ctx context.Context, id string) (rules.Rule, error)
-	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
-	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
-	ListRules(ctx context.Context, f rules.Filter) (rules.Page, error)
-	RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry, error)
-	CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error)
-	GetPlan(ctx context.Context, name string) (rules.Plan, error)
-	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
-	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
-	ListPlans(ctx context.Context) ([]rules.Plan, error)
-	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
-}
 
 // versionBumper moves the rules version authorizers poll
 // (internal/store/redisversion.Counter).
@@ -81,7 +63,7 @@ type Options struct {
 // Service runs the admin operations. It is safe for concurrent use; build
 // one at init and share it.
 type Service struct {
-	store       store
+	store       store.Store
 	version     versionBumper
 	buckets     bucketKeeper
 	log         *slog.Logger
@@ -93,7 +75,7 @@ type Service struct {
 // New returns a Service over st. version may be nil (no bump after writes:
 // only for tests and tools); buckets may be nil, and then the /subjects
 // routes answer 503.
-func New(st store, version versionBumper, buckets bucketKeeper, o Options) *Service {
+func New(st store.Store, version versionBumper, buckets bucketKeeper, o Options) *Service {
 	s := &Service{
 		store:       st,
 		version:     version,
