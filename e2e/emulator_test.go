@@ -507,7 +507,7 @@ func testMigrate(t *testing.T, dbURL string) {
 			t.Errorf("SELECT count(*) FROM %s after migrate = %d, %v; want an empty table", table, n, err)
 		}
 	}
-	if out := e.out.String(); !strings.Contains(out, `"msg":"migrated"`) || strings.Contains(out, `"level":"ERROR"`) {
+	if out := e.out.String(); !strings.Contains(out, `"message":"migrated"`) || strings.Contains(out, `"level":"ERROR"`) {
 		t.Errorf("want a migrated log line and no errors, got:\n%s", out)
 	}
 }

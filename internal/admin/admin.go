@@ -108,6 +108,6 @@ func (s *Service) bump(ctx context.Context, route string) {
 	defer cancel()
 	if _, err := s.version.Bump(ctx); err != nil {
 		s.log.WarnContext(ctx, "rules version bump failed; authorizers reload at their next full refresh",
-			slog.String("route", route), slog.String("err", err.Error()))
+			slog.String("route", route), slog.Any("error", err))
 	}
 }

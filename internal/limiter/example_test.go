@@ -33,7 +33,7 @@ func Example() {
 	})
 	if err != nil {
 		// d still holds the failure mode's decision; log the error.
-		slog.Error("limiter", "err", err, "failOpen", d.FailOpen)
+		slog.Error("limiter", "error", err, "failOpen", d.FailOpen)
 	}
 	if !d.Allowed {
 		slog.Info("429", "retryAfterMs", d.RetryAfter.Milliseconds(), "bucket", d.Bucket)
