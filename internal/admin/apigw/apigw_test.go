@@ -46,7 +46,7 @@ var fixtures = []struct {
 
 func readEvent(t *testing.T, file string) (events.APIGatewayProxyRequest, []byte) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "events", file+".json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", file+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func readEvent(t *testing.T, file string) (events.APIGatewayProxyRequest, []byte
 // never drift from the event type), checks it round-trips, and plays them
 // through the per-route handlers the Lambdas use.
 func TestEventFixtures(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "events", "admin-*.json"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "events", "admin-*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
