@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -88,7 +89,7 @@ func (s *Service) listPlans(ctx context.Context, c *call) (reply, error) {
 // accepted and ignored, as for rules.
 func planFromBody(body []byte, pathName string) (rules.Plan, error) {
 	var p rules.Plan
-	problems, err := decodeBody(body, &p, "limit", "period")
+	problems, err := httpapi.DecodeBody(body, &p, "limit", "period")
 	if err != nil {
 		return rules.Plan{}, err
 	}
@@ -100,7 +101,7 @@ func planFromBody(body []byte, pathName string) (rules.Plan, error) {
 		p.Name = pathName
 	}
 	p.Version, p.CreatedAt, p.UpdatedAt = 0, time.Time{}, time.Time{}
-	if err := withValidation(problems, p.Validate); err != nil {
+	if err := httpapi.WithValidation(problems, p.Validate); err != nil {
 		return rules.Plan{}, err
 	}
 	return p, nil

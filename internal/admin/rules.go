@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -121,7 +122,7 @@ func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
 // in the path.
 func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 	var r rules.Rule
-	problems, err := decodeBody(body, &r)
+	problems, err := httpapi.DecodeBody(body, &r)
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -134,7 +135,7 @@ func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 	}
 	r.ID, r.Version, r.CreatedAt, r.UpdatedAt = "", 0, time.Time{}, time.Time{}
 	r.Normalize()
-	if err := withValidation(problems, r.Validate); err != nil {
+	if err := httpapi.WithValidation(problems, r.Validate); err != nil {
 		return rules.Rule{}, err
 	}
 	return r, nil
