@@ -16,7 +16,7 @@ func TestNoLambdaOrAWS(t *testing.T) {
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		if strings.HasPrefix(pkg, "github.com/aws/") {
-			t.Errorf("internal/admin depends on %s; Lambda and AWS belong in internal/apigw and functions/", pkg)
+			t.Errorf("internal/admin depends on %s; Lambda and AWS belong in internal/admin/apigw and functions/", pkg)
 		}
 	}
 }
