@@ -28,7 +28,7 @@ import (
 // dst must be a non-nil pointer to a struct, or DecodeBody panics.
 //
 // A body-wide problem comes back as err, a 400 *Error, and dst is then
-// partly written at most. Field problems come back as problems (at most
+// untouched. Field problems come back as problems (at most
 // MaxFieldErrors of them, sorted by key, then the missing required fields),
 // with every other field decoded into dst, so that the caller can validate
 // the rest and report everything at once (WithValidation); a field that did

@@ -127,6 +127,9 @@ func TestDecodeBody(t *testing.T) {
 				if problems != nil {
 					t.Errorf("DecodeBody(%.40q) problems = %v with an error, want none", tc.body, problems)
 				}
+				if diff := cmp.Diff(sample{}, got); diff != "" {
+					t.Errorf("DecodeBody(%.40q) wrote dst with an error (-want +got):\n%s", tc.body, diff)
+				}
 				return
 			}
 			if err != nil {

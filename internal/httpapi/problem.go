@@ -72,7 +72,7 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// FieldError returns the problem reason with field, for BadRequest.
+// FieldError returns the field problem "field: reason", for BadRequest.
 func FieldError(field, reason string) rules.FieldError {
 	return rules.FieldError{Field: field, Reason: reason}
 }
