@@ -24,7 +24,7 @@ var mayImport = map[string][]string{
 	// admin mains name their route constant.
 	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
 	// The CLI: app and below (a client of the admin API, sluice local).
-	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config",
+	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi",
 		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory", "internal/store/redisversion",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
@@ -45,10 +45,11 @@ var mayImport = map[string][]string{
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/limiter", "internal/rules", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {},
-	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket"},
-	"internal/admin/apigw":      {"internal/admin", "github.com/aws/aws-lambda-go/events"},
+	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
+	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/httpapi":          {"internal/rules"},
 	"internal/bucket":           {"internal/rules", "internal/limiter"},
 	"internal/rules":            {},
 	"internal/limiter":          {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
@@ -74,7 +75,7 @@ var mayImport = map[string][]string{
 // import (DESIGN.md): the same code serves the Lambdas, sluice local and
 // the benchmarks.
 var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/bucket",
-	"internal/authorizer", "internal/admin", "internal/store"}
+	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi"}
 
 type listed struct {
 	ImportPath string

@@ -19,7 +19,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -99,7 +99,7 @@ func executeAPIRegion(host string) (string, bool) {
 }
 
 // apiError is a non-2xx answer of the admin API, decoded from its
-// problem+json body (admin.Problem) when there is one.
+// problem+json body (httpapi.Problem) when there is one.
 type apiError struct {
 	Status int
 	Title  string
@@ -126,7 +126,7 @@ func (e *apiError) Error() string {
 // error page) is shown as text, cut short.
 func decodeAPIError(status int, body []byte) *apiError {
 	e := &apiError{Status: status}
-	var p admin.Problem
+	var p httpapi.Problem
 	if json.Unmarshal(body, &p) != nil {
 		e.Detail = strings.TrimSpace(string(body))
 		if len(e.Detail) > 200 {

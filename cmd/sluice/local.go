@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,10 +28,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -304,15 +305,14 @@ func requireToken(token string, next http.Handler) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusUnauthorized)
-			json.NewEncoder(w).Encode(map[string]any{ //nolint:errcheck // the client has gone
-				"type":   admin.ProblemTypeBase + "unauthorized",
-				"title":  http.StatusText(http.StatusUnauthorized),
-				"status": http.StatusUnauthorized,
-				"detail": "Send Authorization: Bearer <token>, the admin token `sluice local` printed at start (or SLUICE_ADMIN_TOKEN).",
+			status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
+				Status: http.StatusUnauthorized,
+				Detail: "Send Authorization: Bearer <token>, the admin token `sluice local` printed at start (or SLUICE_ADMIN_TOKEN).",
+				Header: http.Header{"Www-Authenticate": {`Bearer realm="sluice-admin"`}},
 			})
+			maps.Copy(w.Header(), h)
+			w.WriteHeader(status)
+			w.Write(body) //nolint:errcheck // the client has gone
 			return
 		}
 		next.ServeHTTP(w, r)

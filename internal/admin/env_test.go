@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/admin/apigw"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -199,15 +200,15 @@ func want(t testing.TB, resp events.APIGatewayProxyResponse, status int, v any) 
 }
 
 // wantProblem checks a problem response and returns it.
-func wantProblem(t testing.TB, resp events.APIGatewayProxyResponse, status int) admin.Problem {
+func wantProblem(t testing.TB, resp events.APIGatewayProxyResponse, status int) httpapi.Problem {
 	t.Helper()
-	var p admin.Problem
+	var p httpapi.Problem
 	want(t, resp, status, &p)
 	if ct := resp.Headers["Content-Type"]; ct != "application/problem+json" {
 		t.Errorf("Content-Type = %q, want application/problem+json", ct)
 	}
-	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, admin.ProblemTypeBase) {
-		t.Errorf("problem = %+v, want status %d with a title and a type under %s", p, status, admin.ProblemTypeBase)
+	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, httpapi.TypeBase) {
+		t.Errorf("problem = %+v, want status %d with a title and a type under %s", p, status, httpapi.TypeBase)
 	}
 	return p
 }

@@ -3,6 +3,8 @@ package admin
 import (
 	"io"
 	"net/http"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
 )
 
 // HTTPHandler serves every admin route over net/http, through the same code
@@ -16,7 +18,7 @@ func (s *Service) HTTPHandler(actor func(*http.Request) string) http.Handler {
 		body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.maxBody)+1))
 		if err != nil {
 			writeResponse(w, s.Problem(r.Context(), Request{Method: r.Method},
-				&Error{Status: http.StatusBadRequest, Detail: "The request body could not be read.", Err: err}))
+				&httpapi.Error{Status: http.StatusBadRequest, Detail: "The request body could not be read.", Err: err}))
 			return
 		}
 		who := "local"

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -88,19 +89,19 @@ func (s *Service) listPlans(ctx context.Context, c *call) (reply, error) {
 // accepted and ignored, as for rules.
 func planFromBody(body []byte, pathName string) (rules.Plan, error) {
 	var p rules.Plan
-	problems, err := decodeBody(body, &p, "limit", "period")
+	problems, err := httpapi.DecodeBody(body, &p, "limit", "period")
 	if err != nil {
 		return rules.Plan{}, err
 	}
 	p.Normalize()
 	if pathName != "" {
 		if p.Name != "" && p.Name != pathName {
-			problems = append(problems, fieldError("name", "must be the name in the path, or left out (a plan cannot be renamed)"))
+			problems = append(problems, httpapi.FieldError("name", "must be the name in the path, or left out (a plan cannot be renamed)"))
 		}
 		p.Name = pathName
 	}
 	p.Version, p.CreatedAt, p.UpdatedAt = 0, time.Time{}, time.Time{}
-	if err := withValidation(problems, p.Validate); err != nil {
+	if err := httpapi.WithValidation(problems, p.Validate); err != nil {
 		return rules.Plan{}, err
 	}
 	return p, nil

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
 )
 
 // The admin routes, as "METHOD /resource/{param}" the way API Gateway names
@@ -210,26 +212,26 @@ func (s *Service) dispatch(ctx context.Context, pinned string, c *call) (reply, 
 		}
 		v, err := url.PathUnescape(raw[name])
 		if err != nil {
-			return reply{}, badRequest(fieldError(name, "is not valid percent-encoding"))
+			return reply{}, httpapi.BadRequest(httpapi.FieldError(name, "is not valid percent-encoding"))
 		}
 		if v == "" {
-			return reply{}, badRequest(fieldError(name, "must not be empty"))
+			return reply{}, httpapi.BadRequest(httpapi.FieldError(name, "must not be empty"))
 		}
 		if reason := badText(v); reason != "" {
-			return reply{}, badRequest(fieldError(name, reason))
+			return reply{}, httpapi.BadRequest(httpapi.FieldError(name, reason))
 		}
 		c.params[name] = v
 	}
 	for k, vs := range c.Query {
 		for _, v := range vs {
 			if reason := badText(k + v); reason != "" {
-				return reply{}, badRequest(fieldError(truncate(k), reason))
+				return reply{}, httpapi.BadRequest(httpapi.FieldError(httpapi.Truncate(k), reason))
 			}
 		}
 	}
 	if rt.body {
 		if len(c.Body) > s.maxBody {
-			return reply{}, &Error{Status: http.StatusRequestEntityTooLarge,
+			return reply{}, &httpapi.Error{Status: http.StatusRequestEntityTooLarge,
 				Detail: fmt.Sprintf("The request body is larger than %d bytes.", s.maxBody)}
 		}
 		if err := checkContentType(c.Header.Get("Content-Type")); err != nil {
@@ -265,7 +267,7 @@ func (s *Service) find(pinned string, req *Request) (*route, map[string]string, 
 		candidates, raw = matchPath(req.Path)
 	}
 	if len(candidates) == 0 {
-		return nil, nil, &Error{Status: http.StatusNotFound, Detail: "No such admin resource."}
+		return nil, nil, &httpapi.Error{Status: http.StatusNotFound, Detail: "No such admin resource."}
 	}
 	var allow []string
 	for _, rt := range candidates {
@@ -317,9 +319,9 @@ func paramName(seg string) (string, bool) {
 	return "", false
 }
 
-func methodNotAllowed(allow ...string) *Error {
+func methodNotAllowed(allow ...string) *httpapi.Error {
 	slices.Sort(allow)
-	return &Error{
+	return &httpapi.Error{
 		Status: http.StatusMethodNotAllowed,
 		Detail: "This resource accepts only " + strings.Join(allow, ", ") + ".",
 		Header: http.Header{"Allow": {strings.Join(allow, ", ")}},
@@ -334,7 +336,7 @@ func checkContentType(ct string) error {
 		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &Error{Status: http.StatusUnsupportedMediaType,
+	return &httpapi.Error{Status: http.StatusUnsupportedMediaType,
 		Detail: "The request body must be JSON: send Content-Type: application/json.",
 		Header: http.Header{"Accept-Post": {"application/json"}}}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -92,7 +93,7 @@ func (s *Service) listRules(ctx context.Context, c *call) (reply, error) {
 	if v := c.Query.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return reply{}, badRequest(fieldError("limit", "must be an integer between 1 and 1000"))
+			return reply{}, httpapi.BadRequest(httpapi.FieldError("limit", "must be an integer between 1 and 1000"))
 		}
 		f.Limit = n
 	}
@@ -121,7 +122,7 @@ func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
 // in the path.
 func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 	var r rules.Rule
-	problems, err := decodeBody(body, &r)
+	problems, err := httpapi.DecodeBody(body, &r)
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -130,11 +131,11 @@ func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 		if pathID != "" {
 			reason = "must be the id in the path, or left out"
 		}
-		problems = append(problems, fieldError("id", reason))
+		problems = append(problems, httpapi.FieldError("id", reason))
 	}
 	r.ID, r.Version, r.CreatedAt, r.UpdatedAt = "", 0, time.Time{}, time.Time{}
 	r.Normalize()
-	if err := withValidation(problems, r.Validate); err != nil {
+	if err := httpapi.WithValidation(problems, r.Validate); err != nil {
 		return rules.Rule{}, err
 	}
 	return r, nil
@@ -161,14 +162,14 @@ func ifMatch(h http.Header, required bool) (int64, error) {
 	vs := h.Values("If-Match")
 	if len(vs) == 0 {
 		if required {
-			return 0, &Error{Status: http.StatusPreconditionRequired,
+			return 0, &httpapi.Error{Status: http.StatusPreconditionRequired,
 				Detail: "Send If-Match with the ETag you read (GET), so that a concurrent change is not overwritten."}
 		}
 		return 0, nil
 	}
 	v := strings.TrimSpace(strings.Join(vs, ","))
 	if strings.Contains(v, ",") {
-		return 0, badRequest(fieldError("If-Match", "must hold exactly one ETag"))
+		return 0, httpapi.BadRequest(httpapi.FieldError("If-Match", "must hold exactly one ETag"))
 	}
 	if v == "*" {
 		return 0, nil
@@ -177,7 +178,7 @@ func ifMatch(h http.Header, required bool) (int64, error) {
 	tag, closed := strings.CutSuffix(tag, `"`)
 	n, err := strconv.ParseInt(tag, 10, 64)
 	if !open || !closed || err != nil || n < 1 {
-		return 0, &Error{Status: http.StatusPreconditionFailed,
+		return 0, &httpapi.Error{Status: http.StatusPreconditionFailed,
 			Detail: "If-Match does not match the current version; GET the resource and use its ETag."}
 	}
 	return n, nil
@@ -193,17 +194,17 @@ func onlyQuery(q url.Values, names ...string) error {
 			known = known || k == n
 		}
 		if !known {
-			fs = append(fs, fieldError(truncate(k), "unknown query parameter; use "+strings.Join(names, ", ")))
+			fs = append(fs, httpapi.FieldError(httpapi.Truncate(k), "unknown query parameter; use "+strings.Join(names, ", ")))
 		}
 	}
 	for k, v := range q {
 		if len(v) > 1 {
-			fs = append(fs, fieldError(truncate(k), "must be given once"))
+			fs = append(fs, httpapi.FieldError(httpapi.Truncate(k), "must be given once"))
 		}
 	}
 	if fs != nil {
 		slices.SortFunc(fs, func(a, b rules.FieldError) int { return strings.Compare(a.Field, b.Field) })
-		return badRequest(fs...)
+		return httpapi.BadRequest(fs...)
 	}
 	return nil
 }

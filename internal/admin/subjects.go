@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -127,11 +128,11 @@ func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
 	if route != "" && route != rules.Wildcard {
 		method, path, ok := strings.Cut(route, " ")
 		if !ok || method == "" || !strings.HasPrefix(strings.TrimSpace(path), "/") {
-			return "", "", badRequest(fieldError("route", `must be "*" or "METHOD /resource", such as "GET /pets/{id}"`))
+			return "", "", httpapi.BadRequest(httpapi.FieldError("route", `must be "*" or "METHOD /resource", such as "GET /pets/{id}"`))
 		}
 	}
 	if s := c.params["subject"]; s != rules.Wildcard && strings.TrimSpace(s) != s {
-		return "", "", badRequest(fieldError("subject", "must not start or end with white space"))
+		return "", "", httpapi.BadRequest(httpapi.FieldError("subject", "must not start or end with white space"))
 	}
 	return api, route, nil
 }
@@ -140,7 +141,7 @@ func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
 // requests on api and route, from a fresh snapshot of the store.
 func (s *Service) applicable(ctx context.Context, subject, api, route string) ([]*rules.Effective, error) {
 	if s.buckets == nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
+		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
 	}
 	rs, ps, err := s.store.LoadAll(ctx)

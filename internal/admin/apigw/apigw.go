@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/httpapi"
 )
 
 // Handler returns the Lambda handler for one admin route (an admin.Route
@@ -46,7 +47,7 @@ func Handler(svc *admin.Service, route string) func(context.Context, events.APIG
 // body costs little and still gets 413. The actor is the IAM caller:
 // requestContext.identity.userArn, else caller, else "" (the Service
 // records "unknown"). The error, for a body that is not valid base64, is a
-// 400 *admin.Error; the request is then complete but for its body.
+// 400 *httpapi.Error; the request is then complete but for its body.
 func Request(ev events.APIGatewayProxyRequest, maxBody int) (admin.Request, error) {
 	req := admin.Request{
 		Method:     strings.ToUpper(ev.HTTPMethod),
@@ -68,7 +69,7 @@ func Request(ev events.APIGatewayProxyRequest, maxBody int) (admin.Request, erro
 	}
 	b, err := base64.RawStdEncoding.DecodeString(enc)
 	if err != nil {
-		return req, &admin.Error{Status: http.StatusBadRequest,
+		return req, &httpapi.Error{Status: http.StatusBadRequest,
 			Detail: "The request body is marked base64-encoded but is not valid base64.", Err: err}
 	}
 	req.Body = b

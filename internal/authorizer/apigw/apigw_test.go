@@ -7,15 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -239,32 +244,50 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check 3 mismatch (-want +got):\n%s", diff)
 	}
 
-	bad := []struct{ name, method, body, field string }{
-		{"not json", "POST", "{", ""},
-		{"unknown field", "POST", `{"subject":"s","api":"a","route":"*","extra":1}`, ""},
-		{"missing subject", "POST", `{"api":"a","route":"*"}`, "subject"},
-		{"missing api", "POST", `{"subject":"s","route":"*"}`, "api"},
-		{"bad route", "POST", `{"subject":"s","api":"a","route":"get orders"}`, "route"},
-		{"route no rule can name", "POST", `{"subject":"s","api":"a","route":"GET /orders//{id"}`, "route"},
-		{"negative cost", "POST", `{"subject":"s","api":"a","route":"*","cost":-1}`, "cost"},
-		{"two values", "POST", `{"subject":"s","api":"a","route":"*"} {}`, ""},
-		{"huge", "POST", `{"subject":"` + strings.Repeat("x", apigw.MaxCheckBody) + `","api":"a","route":"*"}`, ""},
+	bad := []struct {
+		name, body string
+		b64        bool
+		fields     []string // the field problems, in order; nil for a body-wide problem
+	}{
+		{"not json", "{", false, nil},
+		{"empty", "", false, nil},
+		{"null", "null", false, nil},
+		{"array", `[{"subject":"s","api":"a","route":"*"}]`, false, nil},
+		{"unknown field", `{"subject":"s","api":"a","route":"*","extra":1}`, false, []string{"extra"}},
+		{"field in another case", `{"Subject":"s","api":"a","route":"*"}`, false, []string{"Subject", "subject"}},
+		{"duplicate key", `{"subject":"s","api":"a","route":"*","subject":"t"}`, false, []string{"subject"}},
+		{"wrong type", `{"subject":"s","api":"a","route":"*","cost":"2"}`, false, []string{"cost"}},
+		{"fractional cost", `{"subject":"s","api":"a","route":"*","cost":1.5}`, false, []string{"cost"}},
+		{"invalid UTF-8", "{\"subject\":\"\xff\",\"api\":\"a\",\"route\":\"*\"}", false, nil},
+		{"missing subject", `{"api":"a","route":"*"}`, false, []string{"subject"}},
+		{"blank subject", `{"subject":" ","api":"a","route":"*"}`, false, []string{"subject"}},
+		{"missing api", `{"subject":"s","route":"*"}`, false, []string{"api"}},
+		{"api with a space", `{"subject":"s","api":"a b","route":"*"}`, false, []string{"api"}},
+		{"bad route", `{"subject":"s","api":"a","route":"get orders"}`, false, []string{"route"}},
+		{"route no rule can name", `{"subject":"s","api":"a","route":"GET /orders//{id"}`, false, []string{"route"}},
+		{"negative cost", `{"subject":"s","api":"a","route":"*","cost":-1}`, false, []string{"cost"}},
+		{"everything wrong", `{"api":"","route":"x","cost":-1,"extra":true}`, false, []string{"extra", "subject", "api", "route", "cost"}},
+		{"two values", `{"subject":"s","api":"a","route":"*"} {}`, false, nil},
+		{"huge", `{"subject":"` + strings.Repeat("x", apigw.MaxCheckBody) + `","api":"a","route":"*"}`, false, nil},
+		{"bad base64", "not base64!", true, nil},
 	}
 	for _, tc := range bad {
-		a := call(tc.method, tc.body)
-		if a.Status != 400 || a.Headers["Content-Type"] != "application/problem+json" {
-			t.Errorf("check(%s) = %d %v, want 400 problem+json", tc.name, a.Status, a.Headers)
-			continue
+		resp, err := f.check.Proxy(ctx, events.APIGatewayProxyRequest{HTTPMethod: "POST", Body: tc.body, IsBase64Encoded: tc.b64})
+		if err != nil {
+			t.Fatalf("Proxy(%s) error: %v", tc.name, err)
 		}
-		if tc.field != "" {
-			errs, _ := a.Body["errors"].([]any)
-			if len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field {
-				t.Errorf("check(%s) errors = %v, want field %s", tc.name, a.Body["errors"], tc.field)
-			}
+		p := wantCheckProblem(t, tc.name, resp, 400)
+		var fields []string
+		for _, fe := range p.Errors {
+			fields = append(fields, fe.Field)
+		}
+		if diff := cmp.Diff(tc.fields, fields); diff != "" {
+			t.Errorf("check(%s) field problems mismatch (-want +got):\n%s\nproblem: %+v", tc.name, diff, p)
 		}
 	}
-	if a := call("GET", ""); a.Status != 405 || a.Headers["Allow"] != "POST" {
-		t.Errorf("check(GET) = %d %v, want 405 with Allow: POST", a.Status, a.Headers)
+	get, _ := f.check.Proxy(ctx, events.APIGatewayProxyRequest{HTTPMethod: "GET"})
+	if p := wantCheckProblem(t, "GET", get, 405); get.Headers["Allow"] != "POST" {
+		t.Errorf("check(GET) = %d %v %+v, want 405 with Allow: POST", get.StatusCode, get.Headers, p)
 	}
 
 	// A Function URL event through Invoke.
@@ -280,13 +303,104 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// wantCheckProblem checks that resp is a status problem+json answer whose
+// type names a section of docs/authorizer.md, and returns the problem.
+func wantCheckProblem(t *testing.T, what string, resp events.APIGatewayProxyResponse, status int) httpapi.Problem {
+	t.Helper()
+	wantHeader := map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store",
+		"X-Content-Type-Options": "nosniff"}
+	for k, v := range wantHeader {
+		if resp.Headers[k] != v {
+			t.Errorf("check(%s) %s = %q, want %q", what, k, resp.Headers[k], v)
+		}
+	}
+	var p httpapi.Problem
+	dec := json.NewDecoder(strings.NewReader(resp.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("check(%s) body %q: %v", what, resp.Body, err)
+	}
+	if resp.StatusCode != status || p.Status != status || p.Title != http.StatusText(status) || p.Detail == "" {
+		t.Errorf("check(%s) = %d %+v, want %d with its title and a detail", what, resp.StatusCode, p, status)
+	}
+	slug, ok := strings.CutPrefix(p.Type, apigw.CheckProblemTypeBase)
+	if !ok {
+		t.Errorf("check(%s) type = %q, want one under %s", what, p.Type, apigw.CheckProblemTypeBase)
+	}
+	if !strings.Contains(authorizerDoc(t), `<a id="`+slug+`"></a>`) {
+		t.Errorf("check(%s) type = %q: docs/authorizer.md has no anchor %q", what, p.Type, slug)
+	}
+	return p
+}
+
+func authorizerDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "authorizer.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseCheckRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		body    string
+		want    apigw.CheckRequest
+		wantErr *httpapi.Error
+	}{
+		{body: `{"subject":"svc","api":"a1b2c3","route":"GET /orders/{id}","cost":3}`,
+			want: apigw.CheckRequest{Subject: "svc", API: "a1b2c3", Route: "GET /orders/{id}", Cost: 3}},
+		{body: ` {"route":"*","api":"a","subject":"s","cost":0} `, want: apigw.CheckRequest{Subject: "s", API: "a", Route: "*"}},
+		{body: `{"route":"*","api":"a","subject":"s","cost":null}`, want: apigw.CheckRequest{Subject: "s", API: "a", Route: "*"}},
+		{body: `{"Subject":"billing-service","api":"a","route":"*"}`, wantErr: httpapi.BadRequest(
+			rules.FieldError{Field: "Subject", Reason: "unknown field"},
+			rules.FieldError{Field: "subject", Reason: "is required"})},
+		{body: `{"subject":5,"api":"a","route":"*","cost":1000001}`, wantErr: httpapi.BadRequest(
+			rules.FieldError{Field: "subject", Reason: "must be a string, not number"},
+			rules.FieldError{Field: "cost", Reason: "must be between 1 and 1000000, or absent"})},
+		{body: `{"subject":"` + strings.Repeat("s", 1025) + `","api":"` + strings.Repeat("a", 129) + `","route":"*"}`,
+			wantErr: httpapi.BadRequest(
+				rules.FieldError{Field: "subject", Reason: "must be at most 1024 bytes"},
+				rules.FieldError{Field: "api", Reason: "must be at most 128 bytes, without white space"})},
+		{body: `{"subject":"s","api":"a","route":"*"}x`,
+			wantErr: &httpapi.Error{Status: 400, Detail: "The request body has data after the JSON object."}},
+		{body: strings.Repeat(" ", apigw.MaxCheckBody+1),
+			wantErr: &httpapi.Error{Status: 400, Detail: "The request body is larger than 8192 bytes."}},
+	}
+	for _, tc := range tests {
+		got, err := apigw.ParseCheckRequest([]byte(tc.body))
+		if tc.wantErr == nil {
+			if err != nil || got != tc.want {
+				t.Errorf("ParseCheckRequest(%.60q) = %+v, %v; want %+v", tc.body, got, err, tc.want)
+			}
+			continue
+		}
+		var e *httpapi.Error
+		if !errors.As(err, &e) {
+			t.Errorf("ParseCheckRequest(%.60q) = %+v, %v; want %v", tc.body, got, err, tc.wantErr)
+			continue
+		}
+		if diff := cmp.Diff(tc.wantErr, e, cmpopts.IgnoreFields(httpapi.Error{}, "Err")); diff != "" {
+			t.Errorf("ParseCheckRequest(%.60q) error mismatch (-want +got):\n%s", tc.body, diff)
+		}
+	}
+}
+
+// FuzzParseCheckRequest: what ParseCheckRequest accepts is a valid request,
+// and what it refuses is a 400 problem, never anything else.
 func FuzzParseCheckRequest(f *testing.F) {
-	for _, s := range []string{`{"subject":"s","api":"a","route":"GET /x","cost":2}`, `{}`, `{"route":"*"}`, `[]`, `{"subject":"s","api":"a","route":"ANY /x"}`} {
+	for _, s := range []string{`{"subject":"s","api":"a","route":"GET /x","cost":2}`, `{}`, `{"route":"*"}`, `[]`, `{"subject":"s","api":"a","route":"ANY /x"}`,
+		`{"Subject":"s","api":"a","route":"*"}`, `{"subject":"s","subject":"t"}`, `{"subject":"s","api":"a","route":"*"} {}`, "{\"subject\":\"\xff\"}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := apigw.ParseCheckRequest(body)
 		if err != nil {
+			var e *httpapi.Error
+			if !errors.As(err, &e) || e.Status != 400 || e.Detail == "" {
+				t.Fatalf("ParseCheckRequest(%q) error = %v, want a 400 *httpapi.Error", body, err)
+			}
 			return
 		}
 		if strings.TrimSpace(r.Subject) == "" || r.API == "" || r.Route == "" || r.Cost < 0 || r.Cost > rules.MaxCost {

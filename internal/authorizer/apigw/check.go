@@ -1,13 +1,10 @@
 package apigw
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -53,14 +51,10 @@ type CheckResponse struct {
 	FailOpen bool `json:"failOpen,omitempty"`
 }
 
-// Problem is an RFC 9457 problem detail, the body of every 4xx.
-type Problem struct {
-	Type   string             `json:"type"`
-	Title  string             `json:"title"`
-	Status int                `json:"status"`
-	Detail string             `json:"detail,omitempty"`
-	Errors []rules.FieldError `json:"errors,omitempty"`
-}
+// CheckProblemTypeBase prefixes the type URI of the check API's problem
+// documents (httpapi.Problem, the body of every 4xx); the fragment names
+// the section of docs/authorizer.md that explains it.
+const CheckProblemTypeBase = httpapi.DocsBase + "authorizer.md#"
 
 // Check answers POST /check for services that are not behind API Gateway,
 // with the same decision code as the authorizer.
@@ -114,22 +108,20 @@ func (h *Check) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 // it directly.
 func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, map[string]string, []byte) {
 	if method != http.MethodPost {
-		hdr, b := problem(http.StatusMethodNotAllowed, "method not allowed", "use POST", nil)
-		hdr["Allow"] = http.MethodPost
-		return http.StatusMethodNotAllowed, hdr, b
+		return problem(&httpapi.Error{Status: http.StatusMethodNotAllowed, Detail: "This resource accepts only POST.",
+			Header: http.Header{"Allow": {http.MethodPost}}})
 	}
 	raw := []byte(body)
 	if b64 {
 		var err error
 		if raw, err = base64.StdEncoding.DecodeString(body); err != nil {
-			hdr, b := problem(http.StatusBadRequest, "bad request body", "the body is not valid base64", nil)
-			return http.StatusBadRequest, hdr, b
+			return problem(&httpapi.Error{Status: http.StatusBadRequest,
+				Detail: "The request body is marked base64-encoded but is not valid base64.", Err: err})
 		}
 	}
-	req, perr := ParseCheckRequest(raw)
-	if perr != nil {
-		hdr, b := problem(http.StatusBadRequest, "invalid check request", perr.detail, perr.fields)
-		return http.StatusBadRequest, hdr, b
+	req, err := ParseCheckRequest(raw)
+	if err != nil {
+		return problem(err)
 	}
 	ar := authorizer.Request{API: req.API, Subject: req.Subject, Cost: req.Cost}
 	if req.Route != rules.Wildcard {
@@ -159,57 +151,62 @@ func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, 
 	return http.StatusOK, hdr, out
 }
 
-// checkError says what is wrong with a check request.
-type checkError struct {
-	detail string
-	fields []rules.FieldError
-}
-
-func (e *checkError) Error() string { return e.detail }
-
 // ParseCheckRequest decodes and validates a check body: a JSON object with
 // subject, api and route (and optionally cost), nothing else, at most
-// MaxCheckBody bytes. Every field problem is reported.
-func ParseCheckRequest(body []byte) (CheckRequest, *checkError) {
-	var r CheckRequest
+// MaxCheckBody bytes. The body is decoded as strictly as an admin body
+// (httpapi.DecodeBody: names are case-sensitive, no key twice, valid UTF-8,
+// nothing after the object). The error, a 400 *httpapi.Error, lists every
+// field problem at once.
+func ParseCheckRequest(body []byte) (CheckRequest, error) {
 	if len(body) > MaxCheckBody {
-		return r, &checkError{detail: fmt.Sprintf("the body is larger than %d bytes", MaxCheckBody)}
+		return CheckRequest{}, &httpapi.Error{Status: http.StatusBadRequest,
+			Detail: fmt.Sprintf("The request body is larger than %d bytes.", MaxCheckBody)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return r, &checkError{detail: "the body is not a valid check request: " + err.Error()}
+	var r CheckRequest
+	problems, err := httpapi.DecodeBody(body, &r)
+	if err != nil {
+		return CheckRequest{}, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return r, &checkError{detail: "the body holds more than one JSON value"}
-	}
-	var fs []rules.FieldError
-	switch {
-	case strings.TrimSpace(r.Subject) == "":
-		fs = append(fs, rules.FieldError{Field: "subject", Reason: "required"})
-	case len(r.Subject) > 1024:
-		fs = append(fs, rules.FieldError{Field: "subject", Reason: "at most 1024 bytes"})
-	}
-	switch {
-	case r.API == "":
-		fs = append(fs, rules.FieldError{Field: "api", Reason: "required"})
-	case len(r.API) > 128 || strings.ContainsAny(r.API, " \t\r\n"):
-		fs = append(fs, rules.FieldError{Field: "api", Reason: "at most 128 bytes, no spaces"})
-	}
-	if reason := rules.RouteProblem(r.Route); reason != "" {
-		fs = append(fs, rules.FieldError{Field: "route", Reason: reason})
-	}
-	if r.Cost < 0 || r.Cost > rules.MaxCost {
-		fs = append(fs, rules.FieldError{Field: "cost", Reason: fmt.Sprintf("must be between 1 and %d, or absent", rules.MaxCost)})
-	}
-	if len(fs) > 0 {
-		return r, &checkError{detail: fs[0].Field + ": " + fs[0].Reason, fields: fs}
+	if err := httpapi.WithValidation(problems, r.validate); err != nil {
+		return CheckRequest{}, err
 	}
 	return r, nil
 }
 
-// problem returns the headers and body of a problem+json answer.
-func problem(status int, title, detail string, fields []rules.FieldError) (map[string]string, []byte) {
-	b, _ := json.Marshal(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Errors: fields})
-	return map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, b
+// validate says what is wrong with each field, as a *rules.ValidationError.
+func (r *CheckRequest) validate() error {
+	var fs []rules.FieldError
+	switch {
+	case strings.TrimSpace(r.Subject) == "":
+		fs = append(fs, httpapi.FieldError("subject", "is required"))
+	case len(r.Subject) > 1024:
+		fs = append(fs, httpapi.FieldError("subject", "must be at most 1024 bytes"))
+	}
+	switch {
+	case r.API == "":
+		fs = append(fs, httpapi.FieldError("api", "is required"))
+	case len(r.API) > 128 || strings.ContainsAny(r.API, " \t\r\n"):
+		fs = append(fs, httpapi.FieldError("api", "must be at most 128 bytes, without white space"))
+	}
+	if reason := rules.RouteProblem(r.Route); reason != "" {
+		fs = append(fs, httpapi.FieldError("route", reason))
+	}
+	if r.Cost < 0 || r.Cost > rules.MaxCost {
+		fs = append(fs, httpapi.FieldError("cost", fmt.Sprintf("must be between 1 and %d, or absent", rules.MaxCost)))
+	}
+	if len(fs) > 0 {
+		return &rules.ValidationError{Fields: fs}
+	}
+	return nil
+}
+
+// problem answers err (an *httpapi.Error, else a 500) with a problem+json
+// document, headers flattened for API Gateway.
+func problem(err error) (int, map[string]string, []byte) {
+	status, h, body := httpapi.Render(CheckProblemTypeBase, err)
+	hdr := make(map[string]string, len(h))
+	for k, v := range h {
+		hdr[k] = strings.Join(v, ", ")
+	}
+	return status, hdr, body
 }

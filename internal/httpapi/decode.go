@@ -1,4 +1,4 @@
-package admin
+package httpapi
 
 import (
 	"bytes"
@@ -15,19 +15,26 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// decodeBody decodes a JSON object into dst, a pointer to a struct, field by
+// DecodeBody decodes a JSON object into dst, a pointer to a struct, field by
 // field, so that every problem names its field: unknown fields (names match
-// exactly, not case-insensitively as encoding/json would), wrong types,
-// values out of range; what a value may hold (NUL bytes included) is for
-// the caller's Validate. Malformed JSON, a non-object, trailing data and
-// invalid UTF-8 are reported on the body as a whole. Every error is a 400
-// *Error. The fields named in required must be present
-// (for non-pointer numbers, where absent and 0 look the same).
+// exactly, not case-insensitively as encoding/json would), keys that appear
+// twice, wrong types, values out of range; what a value may hold (NUL bytes
+// included) is for the caller's validation. An empty body, malformed JSON,
+// a non-object, trailing data and invalid UTF-8 are reported on the body as
+// a whole. The fields named in required must be present (for non-pointer
+// numbers, where absent and 0 look the same). Struct fields are matched by
+// their json tag's name, else their Go name; fields tagged "-" and
+// unexported fields are unknown, and embedded structs are not flattened.
+// dst must be a non-nil pointer to a struct, or DecodeBody panics.
 //
-// A body-wide problem comes back as err. Field problems come back as
-// problems, with every other field decoded into dst, so that the caller can
-// validate the rest and report everything at once (withValidation).
-func decodeBody(body []byte, dst any, required ...string) (problems []rules.FieldError, err error) {
+// A body-wide problem comes back as err, a 400 *Error, and dst is then
+// untouched. Field problems come back as problems (at most
+// MaxFieldErrors of them, sorted by key, then the missing required fields),
+// with every other field decoded into dst, so that the caller can validate
+// the rest and report everything at once (WithValidation); a field that did
+// not decode may hold a zero or partial value. The body's size is the
+// caller's to bound.
+func DecodeBody(body []byte, dst any, required ...string) (problems []rules.FieldError, err error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, bodyError("The request body is empty; send a JSON object.")
 	}
@@ -48,7 +55,7 @@ func decodeBody(body []byte, dst any, required ...string) (problems []rules.Fiel
 	}
 	if k := duplicateKey(body); k != "" {
 		// Parsers disagree on which copy wins; refuse to guess.
-		return nil, badRequest(fieldError(truncate(k), "appears more than once"))
+		return nil, BadRequest(FieldError(Truncate(k), "appears more than once"))
 	}
 
 	v := reflect.ValueOf(dst).Elem()
@@ -59,12 +66,12 @@ func decodeBody(body []byte, dst any, required ...string) (problems []rules.Fiel
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if len(problems) >= maxFieldErrors {
+		if len(problems) >= MaxFieldErrors {
 			break
 		}
 		idx, ok := fields[k]
 		if !ok {
-			problems = append(problems, fieldError(truncate(k), "unknown field"))
+			problems = append(problems, FieldError(Truncate(k), "unknown field"))
 			continue
 		}
 		f := v.Field(idx)
@@ -73,25 +80,30 @@ func decodeBody(body []byte, dst any, required ...string) (problems []rules.Fiel
 		}
 	}
 	for _, k := range required {
-		if _, ok := obj[k]; !ok {
-			problems = append(problems, fieldError(k, "is required"))
+		if _, ok := obj[k]; !ok && len(problems) < MaxFieldErrors {
+			problems = append(problems, FieldError(k, "is required"))
 		}
 	}
 	return problems, nil
 }
 
-// withValidation joins the field problems decodeBody found with those of
+// WithValidation joins the field problems DecodeBody found with those of
 // validate (run on the fields that did decode), so that one 400 lists
 // everything wrong with a body. A field already reported by decoding is not
 // reported again: validate sees its zero value, not what was sent.
-func withValidation(decoded []rules.FieldError, validate func() error) error {
+//
+// It returns nil when there is no problem; a 400 *Error listing them (at
+// most MaxFieldErrors) when decoding found some or validate returns a
+// *rules.ValidationError, which is then the Error's Err; or validate's
+// error as it is when that is something else.
+func WithValidation(decoded []rules.FieldError, validate func() error) error {
 	err := validate()
-	if len(decoded) == 0 {
-		return err
-	}
 	var ve *rules.ValidationError
 	if err != nil && !errors.As(err, &ve) {
 		return err
+	}
+	if len(decoded) == 0 && ve == nil {
+		return nil
 	}
 	problems := decoded
 	if ve != nil {
@@ -100,17 +112,21 @@ func withValidation(decoded []rules.FieldError, validate func() error) error {
 			seen[p.Field] = true
 		}
 		for _, p := range ve.Fields {
-			if !seen[p.Field] && len(problems) < maxFieldErrors {
+			if !seen[p.Field] && len(problems) < MaxFieldErrors {
 				problems = append(problems, p)
 			}
 		}
 	}
-	return badRequest(problems...)
+	e := BadRequest(problems...)
+	if ve != nil {
+		e.Err = err
+	}
+	return e
 }
 
-// maxFieldErrors bounds the field errors reported for one body, so that a
+// MaxFieldErrors bounds the field problems reported for one body, so that a
 // 64 KiB body of unknown fields does not get a megabyte of problems back.
-const maxFieldErrors = 20
+const MaxFieldErrors = 20
 
 // duplicateKey returns a key that appears twice at the top level of the
 // JSON object in body (already known to be valid), or "".
@@ -165,7 +181,7 @@ func fieldProblems(key string, t reflect.Type, err error) []rules.FieldError {
 	if errors.As(err, &ve) {
 		fs := make([]rules.FieldError, len(ve.Fields))
 		for i, f := range ve.Fields {
-			fs[i] = fieldError(key, f.Reason)
+			fs[i] = FieldError(key, f.Reason)
 		}
 		return fs
 	}
@@ -173,11 +189,11 @@ func fieldProblems(key string, t reflect.Type, err error) []rules.FieldError {
 	if errors.As(err, &te) {
 		want := describe(t)
 		if strings.HasPrefix(te.Value, "number") && want == "an integer" {
-			return []rules.FieldError{fieldError(key, "must be "+want+" (got "+truncate(te.Value)+")")}
+			return []rules.FieldError{FieldError(key, "must be "+want+" (got "+Truncate(te.Value)+")")}
 		}
-		return []rules.FieldError{fieldError(key, "must be "+want+", not "+firstWord(te.Value))}
+		return []rules.FieldError{FieldError(key, "must be "+want+", not "+firstWord(te.Value))}
 	}
-	return []rules.FieldError{fieldError(key, "has an invalid value")}
+	return []rules.FieldError{FieldError(key, "has an invalid value")}
 }
 
 // describe names the JSON a Go type expects, for a person.
@@ -185,16 +201,23 @@ func describe(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t.String() == "time.Time" {
+		return "an RFC 3339 timestamp string"
+	}
 	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
 	case reflect.Bool:
 		return "a boolean"
 	case reflect.String:
 		return "a string"
-	}
-	if t.String() == "time.Time" {
-		return "an RFC 3339 timestamp string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
 	}
 	return "a " + t.Kind().String()
 }
@@ -204,8 +227,9 @@ func firstWord(s string) string {
 	return w
 }
 
-// truncate keeps client text echoed back in a problem short.
-func truncate(s string) string {
+// Truncate keeps client text echoed back in a problem short: at most 64
+// bytes, cut at a rune boundary and marked with "…" when cut.
+func Truncate(s string) string {
 	const n = 64
 	if len(s) <= n {
 		return s
