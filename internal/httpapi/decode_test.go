@@ -30,7 +30,6 @@ type sample struct {
 	Secret string       `json:"-"`
 }
 
-func ptr[T any](v T) *T { return &v }
 
 func fe(field, reason string) rules.FieldError { return rules.FieldError{Field: field, Reason: reason} }
 
@@ -58,7 +57,7 @@ func TestDecodeBody(t *testing.T) {
 	}{
 		{name: "every field",
 			body: `{"name":"a","count":3,"limit":0,"on":true,"period":"1m","at":"2026-11-29T23:15:00Z","tags":["x"],"Note":"n"}`,
-			want: sample{Name: "a", Count: 3, Limit: ptr[int64](0), On: true, Period: rules.Period(time.Minute),
+			want: sample{Name: "a", Count: 3, Limit: new(int64(0)), On: true, Period: rules.Period(time.Minute),
 				At: time.Date(2026, 11, 29, 23, 15, 0, 0, time.UTC), Tags: []string{"x"}, Note: "n"}},
 		{name: "empty object", body: ` {} `},
 		{name: "null values leave the zero value", body: `{"name":null,"limit":null,"period":null}`},
@@ -76,7 +75,7 @@ func TestDecodeBody(t *testing.T) {
 			problems: []rules.FieldError{fe(strings.Repeat("k", 64)+"…", "unknown field")}},
 		{name: "string for integer", body: `{"count":"10"}`, problems: []rules.FieldError{fe("count", "must be an integer, not string")}},
 		{name: "fractional integer", body: `{"count":1.5}`, problems: []rules.FieldError{fe("count", "must be an integer (got number 1.5)")}},
-		{name: "integer 1e400", body: `{"limit":1e400}`, want: sample{Limit: ptr[int64](0)}, problems: []rules.FieldError{fe("limit", "must be an integer (got number 1e400)")}},
+		{name: "integer 1e400", body: `{"limit":1e400}`, want: sample{Limit: new(int64(0))}, problems: []rules.FieldError{fe("limit", "must be an integer (got number 1e400)")}},
 		{name: "integer overflow", body: `{"count":99999999999999999999}`,
 			problems: []rules.FieldError{fe("count", "must be an integer (got number 99999999999999999999)")}},
 		{name: "string for boolean", body: `{"on":"yes"}`, problems: []rules.FieldError{fe("on", "must be a boolean, not string")}},
