@@ -30,7 +30,6 @@ type sample struct {
 	Secret string       `json:"-"`
 }
 
-
 func fe(field, reason string) rules.FieldError { return rules.FieldError{Field: field, Reason: reason} }
 
 // bodyErr is the 400 DecodeBody returns for a body-wide problem.
