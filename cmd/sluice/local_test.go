@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -662,7 +663,11 @@ func TestLocalDefaultLimit(t *testing.T) {
 // metric line flushed at shutdown, as the authorizer flushes on SIGTERM.
 func TestLocalLikeLambda(t *testing.T) {
 	t.Parallel()
-	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.RedisURL(t), "redis://"))
+	ru, err := url.Parse(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, ru.Host)
 	proxy.Up(t)
 	prefix := testenv.Prefix(t, "local")
 	testenv.DeleteKeys(t, testenv.Redis(t), prefix)
