@@ -19,7 +19,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -146,7 +145,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	defer st.close()
 	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
 
-	redisDesc := redactURL(string(cfg.RedisURL))
+	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
@@ -164,7 +163,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	var seedDesc string
 	storeDesc := "embedded (in memory; gone when sluice stops)"
 	if cfg.DatabaseURL != "" {
-		storeDesc = "PostgreSQL " + redactURL(string(cfg.DatabaseURL))
+		storeDesc = "PostgreSQL " + config.Redact(string(cfg.DatabaseURL))
 		mig, err := app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function})
 		if err != nil {
 			return err
@@ -373,18 +372,6 @@ func seed(ctx context.Context, store store.Store, c localConfig) (string, error)
 	return desc, nil
 }
 
-// redactURL hides a password in a connection URL; "" for none.
-func redactURL(s string) string {
-	if s == "" {
-		return ""
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 type bannerInfo struct {
 	base, api, stage, redis, store, seed, token string
 	generated                                   bool
@@ -392,9 +379,14 @@ type bannerInfo struct {
 
 // banner prints what is running and three commands to try.
 func banner(w io.Writer, b bannerInfo) {
-	tokenNote := "from SLUICE_ADMIN_TOKEN"
-	if b.generated {
-		tokenNote = "generated; set SLUICE_ADMIN_TOKEN to choose one"
+	// A generated token is printed: it exists nowhere else. A token the
+	// user chose is already in their environment, and terminals get shared
+	// and recorded: print it masked, and refer to the variable.
+	shown, ref := b.token, b.token
+	note, export := "generated; set SLUICE_ADMIN_TOKEN to choose one", "SLUICE_ADMIN_TOKEN="+b.token+" "
+	if !b.generated {
+		shown, ref = maskToken(b.token), "$SLUICE_ADMIN_TOKEN"
+		note, export = "from SLUICE_ADMIN_TOKEN", ""
 	}
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
@@ -408,14 +400,23 @@ func banner(w io.Writer, b bannerInfo) {
 Try:
   curl -i -H 'x-api-key: alice' %[1]s/hello
   curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
-  curl -s -H 'Authorization: Bearer %[5]s' %[1]s/admin/rules
-  curl -s -H 'Authorization: Bearer %[5]s' -H 'Content-Type: application/json' \
+  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
+  curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
     -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
 
 CLI:
-  export SLUICE_ADMIN_TOKEN=%[5]s SLUICE_ENDPOINT=%[1]s/admin
+  export %[11]sSLUICE_ENDPOINT=%[1]s/admin
   go run ./cmd/sluice rules ls
 
 Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), b.token, tokenNote, b.redis, b.store, b.seed)
+`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export)
+}
+
+// maskToken shows enough of a token to tell which one it is, and no more:
+// its first three characters and its length.
+func maskToken(t string) string {
+	if len(t) <= 8 {
+		return fmt.Sprintf("******** (%d characters)", len(t))
+	}
+	return fmt.Sprintf("%s****** (%d characters)", t[:3], len(t))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -719,5 +720,43 @@ func TestLocalLikeLambda(t *testing.T) {
 	}
 	if failOpen != 6 || allowed != 7 {
 		t.Errorf("EMF lines count FailOpen %v and allow %v, want 6 and 7; output:\n%s", failOpen, allowed, p.out)
+	}
+}
+
+// TestLocalSecretsStaySecret: connection-string passwords, in both
+// PostgreSQL forms and in Redis URLs, never reach the output, whether the
+// string fails to parse or the server is unreachable; a token the user
+// chose is masked in the banner.
+func TestLocalSecretsStaySecret(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, redisURL, databaseURL string }{
+		{"unreachable URLs", "redis://u:rsekrit1@127.0.0.1:1", "postgres://u:sekrit1@127.0.0.1:1/db?sslmode=disable"},
+		{"keyword/value DSN", "redis://:rsekrit2@127.0.0.1:1", "host=127.0.0.1 port=1 user=u password=sekrit2 dbname=x sslmode=disable"},
+		{"quoted DSN password", "redis://:rsekrit3@127.0.0.1:1", `host=127.0.0.1 port=1 password='sek rit3' dbname=x`},
+		{"unparsable URLs", "redis://u:rsekrit4@[::1", "postgres://u:sekrit4@[::1"},
+		{"bad DSN port", "redis://:rsekrit5@127.0.0.1:notaport", "host=127.0.0.1 password=sekrit5 port=notaport"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, sluiceBin, "local", "--addr", "127.0.0.1:0", "--seed", "")
+			cmd.Env = append(os.Environ(), "REDIS_URL="+tc.redisURL, "DATABASE_URL="+tc.databaseURL, "SLUICE_ADMIN_TOKEN=")
+			out, _ := cmd.CombinedOutput()
+			for _, secret := range []string{"rsekrit", "sekrit", "sek rit"} {
+				if strings.Contains(string(out), secret) {
+					t.Errorf("output holds the password %q:\n%s", secret, out)
+				}
+			}
+		})
+	}
+
+	p := startLocal(t, nil)
+	if strings.Contains(p.out.String(), p.token) {
+		t.Errorf("the banner prints the token from SLUICE_ADMIN_TOKEN:\n%s", p.out)
+	}
+	if !strings.Contains(p.out.String(), "$SLUICE_ADMIN_TOKEN") {
+		t.Errorf("the banner's curl lines do not refer to $SLUICE_ADMIN_TOKEN:\n%s", p.out)
 	}
 }

@@ -324,3 +324,82 @@ func scrubURLError(err error, raw string) string {
 	}
 	return msg
 }
+
+// Redact returns a connection string fit to print: a URL
+// (scheme://user:password@host/...) with its password replaced by "xxxxx",
+// or a keyword/value string (host=... password=...) with the value of its
+// password keyword replaced. Whatever cannot be told apart is replaced
+// whole: a string that may hold a password is never printed as is.
+func Redact(dsn string) string {
+	if dsn == "" {
+		return ""
+	}
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isScheme(scheme) {
+		at := strings.LastIndex(rest, "@")
+		if at < 0 {
+			return dsn
+		}
+		if user, _, hasPW := strings.Cut(rest[:at], ":"); hasPW {
+			return scheme + "://" + user + ":xxxxx" + rest[at:]
+		}
+		return dsn
+	}
+	if !strings.Contains(dsn, "=") {
+		return "[redacted]"
+	}
+	// keyword/value: the value may be 'quoted' with \' and \\ escapes.
+	var b strings.Builder
+	for i := 0; i < len(dsn); {
+		j := strings.Index(dsn[i:], "password")
+		if j < 0 {
+			b.WriteString(dsn[i:])
+			break
+		}
+		j += i
+		k := j + len("password")
+		for k < len(dsn) && dsn[k] == ' ' {
+			k++
+		}
+		if k >= len(dsn) || dsn[k] != '=' || j > 0 && dsn[j-1] != ' ' {
+			b.WriteString(dsn[i:k])
+			i = k
+			continue
+		}
+		k++
+		for k < len(dsn) && dsn[k] == ' ' {
+			k++
+		}
+		b.WriteString(dsn[i:k])
+		b.WriteString("xxxxx")
+		if k < len(dsn) && dsn[k] == '\'' {
+			k++
+			for k < len(dsn) && dsn[k] != '\'' {
+				if dsn[k] == '\\' {
+					k++
+				}
+				k++
+			}
+			k++
+		} else {
+			for k < len(dsn) && dsn[k] != ' ' {
+				k++
+			}
+		}
+		i = min(k, len(dsn))
+	}
+	return b.String()
+}
+
+// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, +, - or .).
+func isScheme(s string) bool {
+	for i, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
