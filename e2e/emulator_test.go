@@ -28,6 +28,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/store/redisversion"
@@ -428,15 +429,6 @@ type migrateEvent struct {
 	ServiceToken string `json:"ServiceToken"`
 }
 
-// migrateReply is the migrate function's reply (functions/migrate).
-type migrateReply struct {
-	Applied            []string          `json:"applied"`
-	Version            int64             `json:"version"`
-	Skipped            string            `json:"skipped,omitempty"`
-	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
-	Data               map[string]string `json:"Data,omitempty"`
-}
-
 // testMigrate runs the migrate bootstrap on the empty database at dbURL
 // with the custom resource events a deploy sends: Create applies every
 // migration, a later Update nothing, Delete leaves the database alone.
@@ -462,7 +454,7 @@ func testMigrate(t *testing.T, dbURL string) {
 		if err := json.Unmarshal(sample, &m); err != nil {
 			t.Fatal(err)
 		}
-		m["RequestType"], m["PhysicalResourceId"] = requestType, "sluice-migrations"
+		m["RequestType"], m["PhysicalResourceId"] = requestType, sluiceapp.MigrationsResourceID
 		if requestType == "Update" {
 			m["OldResourceProperties"] = m["ResourceProperties"]
 		}
@@ -475,15 +467,15 @@ func testMigrate(t *testing.T, dbURL string) {
 	tests := []struct {
 		name    string
 		payload []byte
-		want    migrateReply
+		want    sluiceapp.MigrateResult
 	}{
-		{"Create (the sample)", sample, migrateReply{Applied: files, Version: last, PhysicalResourceID: "sluice-migrations", Data: map[string]string{"Version": lastStr}}},
-		{"Update", later("Update"), migrateReply{Applied: []string{}, Version: last, PhysicalResourceID: "sluice-migrations", Data: map[string]string{"Version": lastStr}}},
-		{"Delete", later("Delete"), migrateReply{Applied: []string{}, Skipped: "delete", PhysicalResourceID: "sluice-migrations"}},
+		{"Create (the sample)", sample, sluiceapp.MigrateResult{Applied: files, Version: last, PhysicalResourceID: sluiceapp.MigrationsResourceID, Data: map[string]string{"Version": lastStr}}},
+		{"Update", later("Update"), sluiceapp.MigrateResult{Applied: []string{}, Version: last, PhysicalResourceID: sluiceapp.MigrationsResourceID, Data: map[string]string{"Version": lastStr}}},
+		{"Delete", later("Delete"), sluiceapp.MigrateResult{Applied: []string{}, Skipped: "delete", PhysicalResourceID: sluiceapp.MigrationsResourceID}},
 	}
 	for _, tc := range tests {
 		raw := e.invoke(t, tc.payload)
-		var got migrateReply
+		var got sluiceapp.MigrateResult
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&got); err != nil {

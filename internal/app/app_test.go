@@ -70,6 +70,20 @@ func call(t *testing.T, svc *admin.Service, method, path string, hdr http.Header
 	return resp
 }
 
+// createRule creates an API-wide rule of limit a minute for every subject
+// through the admin code path, and returns it with its ETag.
+func createRule(t *testing.T, svc *admin.Service, limit int64) (rules.Rule, string) {
+	t.Helper()
+	created := call(t, svc, "POST", "/rules", nil, map[string]any{
+		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": limit, "period": "1m",
+	}, http.StatusCreated)
+	var r rules.Rule
+	if err := json.Unmarshal(created.Body, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r, created.Header.Get("Etag")
+}
+
 func decide(t *testing.T, a *app.App, key string) authorizer.Result {
 	t.Helper()
 	res, err := a.Decider.Decide(context.Background(), &authorizer.Request{
@@ -109,13 +123,7 @@ func TestPropagation(t *testing.T) {
 	rURL := testenv.RedisURL(t)
 	dbURL := pgtest.NewDatabase(t)
 	svc := adminService(t, dbURL, rURL)
-	created := call(t, svc, "POST", "/rules", nil, map[string]any{
-		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 1000, "period": "1m",
-	}, http.StatusCreated)
-	var r rules.Rule
-	if err := json.Unmarshal(created.Body, &r); err != nil {
-		t.Fatal(err)
-	}
+	r, etag := createRule(t, svc, 1000)
 
 	app, _ := newApp(t, map[string]string{"REDIS_URL": rURL, "DATABASE_URL": dbURL, "REDIS_TIMEOUT": "1s"})
 	if res := decide(t, app, "prop-key"); res.Rule != r.ID || res.Limit != 1000 {
@@ -123,7 +131,7 @@ func TestPropagation(t *testing.T) {
 	}
 
 	start := time.Now()
-	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {created.Header.Get("Etag")}}, map[string]any{
+	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 7, "period": "1m",
 	}, http.StatusOK)
 	var took time.Duration
@@ -166,13 +174,7 @@ func TestDatabaseDown(t *testing.T) {
 	rURL := testenv.RedisURL(t)
 	dbURL := pgtest.NewDatabase(t)
 	svc := adminService(t, dbURL, rURL)
-	created := call(t, svc, "POST", "/rules", nil, map[string]any{
-		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 50, "period": "1m",
-	}, http.StatusCreated)
-	var r rules.Rule
-	if err := json.Unmarshal(created.Body, &r); err != nil {
-		t.Fatal(err)
-	}
+	r, etag := createRule(t, svc, 50)
 
 	p, proxied := viaProxy(t, dbURL)
 	app, logs := newApp(t, map[string]string{
@@ -192,7 +194,7 @@ func TestDatabaseDown(t *testing.T) {
 	waitFor(t, 10*time.Second, "rules loaded once the database is up", func() bool { return decide(t, app, "db-key").Rule == r.ID })
 
 	p.Down()
-	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {created.Header.Get("Etag")}}, map[string]any{
+	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 9, "period": "1m",
 	}, http.StatusOK)
 	waitFor(t, 10*time.Second, "a failed reload", func() bool {
