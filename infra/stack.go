@@ -277,7 +277,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	newMigration(stack, p, s.Functions["migrate"], db)
 	s.AdminAPI = newAdminAPI(stack, s.Functions)
 	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
-	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], rd)
+	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
 
 	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
 		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),
@@ -577,8 +577,9 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	return api
 }
 
-// newMonitoring creates the alarms and the dashboard.
-func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, rd redis) {
+// newMonitoring creates the alarms and the dashboard. api is the REST API
+// behind the authorizer.
+func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, api awsapigateway.RestApi, rd redis) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	// The authorizer and check functions write Embedded Metric Format lines
 	// in namespace Sluice with dimension Function = the Lambda's name;
@@ -610,8 +611,30 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 		})
 	}
 	alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open)", failOpen, 0, 1)
+	// Authorizer failures: alarm on the API's 5XXError, not on the
+	// function's Errors. A REST authorizer can answer 401 only by failing
+	// with the error "Unauthorized", so Errors counts every request without
+	// a subject, and an alarm on it fires on any client that forgets its
+	// key. Subtracting the authorizer's EMF Decisions{Outcome=unauthorized}
+	// count is not exact either: the authorizer batches its EMF counts and
+	// writes them with an invocation at least 10 s after its last write
+	// (internal/authorizer/apigw.Metrics), so the 401 of a fresh instance
+	// reaches CloudWatch a minute late, or never when that instance is not
+	// invoked again, and `errors - unauthorized` would still fire on it.
+	// API Gateway counts 5XXError itself, per response, with no lag, and
+	// answers 500 when the authorizer fails, times out, returns a malformed
+	// policy or is throttled: the symptom itself. The demo API's integration
+	// is a mock, so its 5XX come from API Gateway alone. An API elsewhere
+	// using this authorizer (the AuthorizerArn output) wants the same alarm
+	// on its own 5XXError.
+	serverErrors := api.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	alarm("AuthorizerFailuresAlarm", "API Gateway answered 500: the Sluice authorizer failed, timed out or was throttled", serverErrors, 0, 1)
+	// A throttled authorizer is a 500 too (Lambda's Throttles count it on
+	// every API using the function); AuthorizerReservedConcurrency or the
+	// account's concurrency limit is what throttles it.
+	throttles := authorizer.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)", throttles, 0, 1)
 	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
-	alarm("AuthorizerErrorsAlarm", "Sluice authorizer invocations failed (API Gateway answers 500)", errs, 0, 1)
 	p99 := authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})
 	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, cmp.Or(p.AuthorizerP99Millis, 50), 5)
 	if rd.cpu != nil {
@@ -645,8 +668,9 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), sluiceMetric("BreakerOpen", "Maximum", nil)),
 	)
 	dash.AddWidgets(
-		graph("Authorizer invocations and errors",
-			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs),
+		// Errors include every 401 (see the failures alarm above).
+		graph("Authorizer invocations, errors (incl. 401), throttles, API 5XX",
+			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs, throttles, serverErrors),
 		graph("Authorizer duration (ms)",
 			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Period: minute}), p99),
 		graph("Fail-open decisions", failOpen),

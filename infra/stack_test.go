@@ -521,11 +521,31 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	if failOpen != 1 {
 		t.Errorf("fail-open alarms = %d, want 1", failOpen)
 	}
-	check(t, "authorizer errors alarm", func() {
+	// Authorizer failures: the demo API's 5XXError, not the function's
+	// Errors, which count every 401.
+	check(t, "authorizer failures alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/Lambda", "MetricName": "Errors",
+			"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum",
+			"Dimensions":         []any{map[string]any{"Name": "ApiName", "Value": "Sluice-demo"}},
+			"Threshold":          0,
+			"ComparisonOperator": "GreaterThanThreshold",
 		})
 	})
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	check(t, "authorizer throttles alarm", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
+			"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum",
+			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": authID}}},
+			"Threshold":          0,
+			"ComparisonOperator": "GreaterThanThreshold",
+		})
+	})
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		b, _ := json.Marshal(r.Props)
+		if r.Props["MetricName"] == "Errors" || strings.Contains(string(b), `"MetricName":"Errors"`) {
+			t.Errorf("alarm %s watches Lambda Errors, which count every 401: %s", r.ID, b)
+		}
+	}
 	check(t, "p99 alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
 			"Namespace": "AWS/Lambda", "MetricName": "Duration", "ExtendedStatistic": "p99",
