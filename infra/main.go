@@ -9,6 +9,7 @@
 //	redisMode=cluster      REDIS_MODE for redisUrl (default single)
 //	redisAuthSecretArn=... Secrets Manager secret with the AUTH token of redisUrl
 //	serverlessRedis=true   ElastiCache Serverless instead of a replication group
+//	redisEngineVersion=7.2 the replication group's engine version (pinned)
 //	databaseUrl=postgres://...     an existing PostgreSQL, in plain environment (dev only)
 //	databaseSecretArn=...  an existing RDS connection secret instead of Aurora
 //	databaseHost=...       host override for databaseSecretArn (e.g. an RDS Proxy)
@@ -59,6 +60,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string) {
 		RedisMode:          get("redisMode"),
 		RedisAuthSecretArn: get("redisAuthSecretArn"),
 		ServerlessRedis:    get("serverlessRedis") == "true",
+		RedisEngineVersion: get("redisEngineVersion"),
 		DatabaseURL:        get("databaseUrl"),
 		DatabaseSecretArn:  get("databaseSecretArn"),
 		DatabaseHost:       get("databaseHost"),

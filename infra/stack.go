@@ -72,6 +72,12 @@ type StackProps struct {
 	RedisNodeType string
 	// RedisEngine is "valkey" or "redis". Default: "valkey".
 	RedisEngine string
+	// RedisEngineVersion of the replication group, pinned so that a deploy
+	// never picks up whatever ElastiCache's default is that day. ElastiCache
+	// upgrades in place but cannot downgrade: a stack created before the pin
+	// must set the version it runs (describe-replication-groups) or a newer
+	// one. Default: "7.2" for valkey, "7.1" for redis (the last Redis OSS).
+	RedisEngineVersion string
 
 	// DatabaseURL of an existing PostgreSQL, passed as DATABASE_URL in plain
 	// environment: for LocalStack and development only. Set, no Aurora is
@@ -336,8 +342,17 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("RedisSg"), &awsec2.SecurityGroupProps{
 		Vpc: vpc, Description: jsii.String("Sluice Redis"), AllowAllOutbound: jsii.Bool(false),
 	})
+	// ElastiCache Serverless also serves reads from replicas on 6380 and
+	// advertises both ports in its cluster topology, so a cluster client
+	// may dial either; a replication group listens on 6379 alone.
+	ports := []float64{6379}
+	if p.ServerlessRedis {
+		ports = append(ports, 6380)
+	}
 	for _, fnSG := range fnSGs {
-		sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(6379)), jsii.String("Sluice Lambdas"), nil)
+		for _, port := range ports {
+			sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("Sluice Lambdas"), nil)
+		}
 	}
 	// The L1 constructs take the subnet ids as []interface{}.
 	var subnetIDs []interface{}
@@ -394,6 +409,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		ReplicationGroupId:          jsii.String(name),
 		ReplicationGroupDescription: jsii.String("Sluice token buckets"),
 		Engine:                      jsii.String(engine),
+		EngineVersion:               jsii.String(redisEngineVersion(engine, p.RedisEngineVersion)),
 		CacheNodeType:               jsii.String(cmp.Or(p.RedisNodeType, "cache.t4g.small")),
 		NumCacheClusters:            jsii.Number(2), // a primary and a replica in the other AZ
 		AutomaticFailoverEnabled:    jsii.Bool(true),
@@ -420,6 +436,19 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		cpu:        worst("EngineCPUUtilization", "Engine CPU %"),
 		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
 	}
+}
+
+// redisEngineVersion is the replication group's EngineVersion: version, or
+// the default of engine, the 7.x line the limiter's tests run on
+// (redis-server 7; Valkey 7.2 is the fork of Redis OSS 7.2).
+func redisEngineVersion(engine, version string) string {
+	if version != "" {
+		return version
+	}
+	if engine == "redis" {
+		return "7.1"
+	}
+	return "7.2"
 }
 
 // cacheMetric is an AWS/ElastiCache metric per minute.

@@ -384,6 +384,8 @@ func TestReplicationGroup(t *testing.T) {
 	tmpl, _ := synth(t, full)
 	check(t, "replication group", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::ElastiCache::ReplicationGroup"), &map[string]any{
+			"Engine":                   "valkey",
+			"EngineVersion":            "7.2", // pinned: never ElastiCache's default of the day
 			"AutomaticFailoverEnabled": true,
 			"MultiAZEnabled":           true,
 			"TransitEncryptionEnabled": true,
@@ -400,6 +402,58 @@ func TestReplicationGroup(t *testing.T) {
 	check(t, "no serverless cache", func() {
 		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(0))
 	})
+}
+
+func TestRedisEngineVersion(t *testing.T) {
+	tests := []struct{ engine, version, want string }{
+		{"valkey", "", "7.2"},
+		{"redis", "", "7.1"},
+		{"valkey", "8.0", "8.0"}, // an existing group already on 8.0 keeps it
+	}
+	for _, tt := range tests {
+		if got := redisEngineVersion(tt.engine, tt.version); got != tt.want {
+			t.Errorf("redisEngineVersion(%q, %q) = %q, want %q", tt.engine, tt.version, got, tt.want)
+		}
+	}
+}
+
+// TestRedisIngress checks the ports the Lambdas may reach Redis on: 6379
+// for a replication group; 6379 and 6380 (replica reads, advertised in the
+// cluster topology) for ElastiCache Serverless.
+func TestRedisIngress(t *testing.T) {
+	for _, tt := range []struct {
+		v     variant
+		ports []float64
+	}{
+		{full, []float64{6379}},
+		{serverless, []float64{6379, 6380}},
+	} {
+		_, js := synth(t, tt.v)
+		redisSG := logicalID(t, js, "AWS::EC2::SecurityGroup", "RedisSg")
+		fnSG := logicalID(t, js, "AWS::EC2::SecurityGroup", "FunctionsSg")
+		var ports []float64
+		for _, r := range resources(js, "AWS::EC2::SecurityGroupIngress") {
+			if !getsAtt(r.Props["GroupId"], redisSG) {
+				continue
+			}
+			if !getsAtt(r.Props["SourceSecurityGroupId"], fnSG) || r.Props["IpProtocol"] != "tcp" || r.Props["FromPort"] != r.Props["ToPort"] {
+				t.Errorf("%s: Redis ingress %s = %v, want tcp on one port from the functions' group", tt.v, r.ID, r.Props)
+				continue
+			}
+			ports = append(ports, r.Props["FromPort"].(float64))
+		}
+		sort.Float64s(ports)
+		if diff := cmp.Diff(tt.ports, ports); diff != "" {
+			t.Errorf("%s: Redis ingress ports (-want +got):\n%s", tt.v, diff)
+		}
+	}
+}
+
+// getsAtt reports whether v is {"Fn::GetAtt": [id, ...]}.
+func getsAtt(v any, id string) bool {
+	m, _ := v.(map[string]any)
+	a, _ := m["Fn::GetAtt"].([]any)
+	return len(a) > 0 && a[0] == id
 }
 
 func TestServerlessCache(t *testing.T) {
