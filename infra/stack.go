@@ -199,8 +199,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	for i, id := range p.SecurityGroupIDs {
 		sgs = append(sgs, awsec2.SecurityGroup_FromSecurityGroupId(stack, jsii.String(fmt.Sprintf("FunctionsSg%d", i)), jsii.String(id), nil))
 	}
+	// What the migration's Delete needs until it has run: the Secrets
+	// Manager endpoint of the VPC created here (a VPC you bring keeps its
+	// own route to Secrets Manager).
+	var migrationNeeds []constructs.IDependable
 	if vpc == nil && !p.NoVpc {
-		vpc = newVpc(stack)
+		var endpoint awsec2.InterfaceVpcEndpoint
+		vpc, endpoint = newVpc(stack)
+		migrationNeeds = append(migrationNeeds, endpoint)
 		subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
 	}
 	var fnSGs []awsec2.ISecurityGroup
@@ -280,7 +286,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		s.Functions[name] = fn
 	}
 
-	newMigration(stack, p, s.Functions["migrate"], db)
+	newMigration(stack, p, s.Functions["migrate"], db, migrationNeeds...)
 	s.AdminAPI = newAdminAPI(stack, s.Functions)
 	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
 	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
@@ -298,9 +304,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 }
 
 // newVpc creates a VPC without NAT or internet gateway. The only AWS API the
-// Lambdas call is Secrets Manager, through an interface endpoint; their logs
-// need none (the Lambda service ships them).
-func newVpc(stack awscdk.Stack) awsec2.Vpc {
+// Lambdas call is Secrets Manager, through the interface endpoint returned;
+// their logs need none (the Lambda service ships them).
+func newVpc(stack awscdk.Stack) (awsec2.Vpc, awsec2.InterfaceVpcEndpoint) {
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:      jsii.Number(2),
 		NatGateways: jsii.Number(0),
@@ -310,12 +316,12 @@ func newVpc(stack awscdk.Stack) awsec2.Vpc {
 			CidrMask:   jsii.Number(24),
 		}},
 	})
-	vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
+	endpoint := vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
 		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
 		PrivateDnsEnabled: jsii.Bool(true),
 		Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
 	})
-	return vpc
+	return vpc, endpoint
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -523,9 +529,14 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 // newMigration runs the migrate function on every deploy through a custom
 // resource whose Nonce property changes at each synth. (A triggers.Trigger
 // would re-run only when the function's code changes.) The function receives
-// the CloudFormation event; it migrates on Create and Update and may ignore
-// Delete.
-func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database) {
+// the CloudFormation event; it migrates on Create and Update and does not
+// touch the database on Delete (app.Migrator.Handle), so deleting the stack
+// never waits on PostgreSQL. A cold start still reads the database secret
+// before any event is handled (app.New), so the custom resource depends on
+// needs (the Secrets Manager endpoint): CloudFormation deletes in reverse
+// dependency order, and the Delete event then runs while the endpoint is
+// still there rather than hanging on Secrets Manager until it times out.
+func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database, needs ...constructs.IDependable) {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 	})
@@ -540,6 +551,9 @@ func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db d
 	})
 	if db.dependable != nil {
 		cr.Node().AddDependency(db.dependable)
+	}
+	if len(needs) > 0 {
+		cr.Node().AddDependency(needs...)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -636,6 +637,23 @@ func TestMigrationRunsOnDeploy(t *testing.T) {
 			"Nonce":        "test",
 		})
 	})
+	// The migration depends on the Secrets Manager endpoint, so deleting
+	// the stack removes the endpoint only after the migrate function has
+	// answered the Delete event (a cold start reads the database secret).
+	// It also waits for the database on Create.
+	_, js := synth(t, full)
+	endpoint := logicalID(t, js, "AWS::EC2::VPCEndpoint", "VpcSecretsManagerEndpoint")
+	cluster := logicalID(t, js, "AWS::RDS::DBCluster", "Db")
+	migrations := resources(js, "Custom::SluiceMigrate")
+	if len(migrations) != 1 {
+		t.Fatalf("Custom::SluiceMigrate resources = %d, want 1", len(migrations))
+	}
+	deps, _ := js["Resources"].(map[string]any)[migrations[0].ID].(map[string]any)["DependsOn"].([]any)
+	for _, want := range []string{endpoint, cluster} {
+		if !slices.Contains(deps, any(want)) {
+			t.Errorf("migration DependsOn = %v, want %s in it", deps, want)
+		}
+	}
 	if (&StackProps{}).MigrateNonce != "" {
 		t.Fatal("MigrateNonce default must be empty so each synth gets a fresh one")
 	}
