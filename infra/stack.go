@@ -63,7 +63,8 @@ type StackProps struct {
 	// Default: "single".
 	RedisMode string
 	// RedisAuthSecretArn is a Secrets Manager secret holding the AUTH token
-	// of RedisURL. Default: none.
+	// of RedisURL, by complete ARN (with the 6-character suffix) or partial
+	// ARN (without). Default: none.
 	RedisAuthSecretArn string
 	// ServerlessRedis creates ElastiCache Serverless instead of a replication
 	// group (only without RedisURL).
@@ -84,7 +85,8 @@ type StackProps struct {
 	// created.
 	DatabaseURL string
 	// DatabaseSecretArn is an existing RDS-style connection secret (JSON:
-	// username, password, host, port, dbname). Set, no Aurora is created.
+	// username, password, host, port, dbname), by complete or partial ARN.
+	// Set, no Aurora is created.
 	DatabaseSecretArn string
 	// DatabaseHost overrides the secret's host (DB_HOST), e.g. an RDS Proxy.
 	DatabaseHost string
@@ -138,7 +140,43 @@ func (p *StackProps) validate() error {
 	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" {
 		errs = append(errs, fmt.Errorf("RedisMode %q: want single or cluster", p.RedisMode))
 	}
+	for _, f := range [...]struct{ field, arn string }{
+		{"RedisAuthSecretArn", p.RedisAuthSecretArn},
+		{"DatabaseSecretArn", p.DatabaseSecretArn},
+	} {
+		if f.arn != "" && !secretARN.MatchString(f.arn) {
+			errs = append(errs, fmt.Errorf("%s %q: want a Secrets Manager secret ARN, arn:aws:secretsmanager:<region>:<account>:secret:<name>[-<6-character suffix>]", f.field, f.arn))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+var (
+	// secretARN matches a Secrets Manager secret ARN, complete or partial.
+	secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[^:]+$`)
+	// secretSuffix is the hyphen and 6 random letters or digits Secrets
+	// Manager appends to the name in a secret's complete ARN.
+	secretSuffix = regexp.MustCompile(`-[A-Za-z0-9]{6}$`)
+)
+
+// importSecret imports an existing secret by its ARN. A complete ARN (the
+// name plus Secrets Manager's 6-character suffix) is granted as it is. A
+// partial ARN (the name alone) must be imported as partial: CDK then grants
+// on <arn>-?????? to match the suffix, where a grant on the partial ARN itself
+// would match no secret and every read would be denied. The suffix cannot be
+// told from a name that ends the same way (a secret named "db-prod01"): give
+// such a secret's complete ARN.
+func importSecret(stack awscdk.Stack, id, arn string) awssecretsmanager.ISecret {
+	if secretIsComplete(arn) {
+		return awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String(id), jsii.String(arn))
+	}
+	return awssecretsmanager.Secret_FromSecretPartialArn(stack, jsii.String(id), jsii.String(arn))
+}
+
+// secretIsComplete reports whether the secret ARN ends in the suffix.
+func secretIsComplete(arn string) bool {
+	_, name, _ := strings.Cut(arn, ":secret:")
+	return secretSuffix.MatchString(name)
 }
 
 // Stack is the reference Sluice deployment.
@@ -341,7 +379,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	if p.RedisURL != "" {
 		r := redis{url: p.RedisURL, mode: cmp.Or(p.RedisMode, "single")}
 		if p.RedisAuthSecretArn != "" {
-			r.authSecret = awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("RedisAuth"), jsii.String(p.RedisAuthSecretArn))
+			r.authSecret = importSecret(stack, "RedisAuth", p.RedisAuthSecretArn)
 		}
 		return r
 	}
@@ -484,7 +522,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	case p.DatabaseURL != "":
 		return database{env: map[string]string{"DATABASE_URL": p.DatabaseURL}}
 	case p.DatabaseSecretArn != "":
-		secret := awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("DbSecret"), jsii.String(p.DatabaseSecretArn))
+		secret := importSecret(stack, "DbSecret", p.DatabaseSecretArn)
 		env := map[string]string{"DB_SECRET_ARN": p.DatabaseSecretArn}
 		if p.DatabaseHost != "" {
 			env["DB_HOST"] = p.DatabaseHost

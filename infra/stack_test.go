@@ -74,7 +74,7 @@ func variantProps(v variant) *StackProps {
 		p.SecurityGroupIDs = []string{"sg-0123456789abcdef0"}
 		p.RedisURL = "rediss://redis.internal.example:6379"
 		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
-		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
+		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db" // partial: no suffix
 		p.DatabaseHost = "proxy.example.internal"
 	case localstack:
 		p.NoVpc = true
@@ -693,11 +693,52 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 			t.Errorf("byo: %s VpcConfig = %s, want the given security group", r.ID, b)
 		}
 	}
-	// The BYO secrets are granted by ARN, read-only.
-	b, _ := json.Marshal(resources(js, "AWS::IAM::Policy"))
-	for _, arn := range []string{variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn} {
-		if !strings.Contains(string(b), arn) {
-			t.Errorf("byo: no policy grants %s", arn)
+	// The BYO secrets are granted by ARN, read-only: the complete ARN as it
+	// is, the partial one with the wildcard for Secrets Manager's suffix.
+	grants := map[string]int{}
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		stmts, _ := r.Props["PolicyDocument"].(map[string]any)["Statement"].([]any)
+		for _, st := range stmts {
+			if res, ok := st.(map[string]any)["Resource"].(string); ok {
+				grants[res]++
+			}
+		}
+	}
+	redisARN, dbARN := variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn
+	for _, want := range []string{redisARN, dbARN + "-??????"} {
+		if grants[want] == 0 {
+			t.Errorf("byo: no policy grants %s; grants %v", want, grants)
+		}
+	}
+	for _, bad := range []string{redisARN + "-??????", dbARN} {
+		if grants[bad] > 0 {
+			t.Errorf("byo: a policy grants %s, which matches no secret; grants %v", bad, grants)
+		}
+	}
+}
+
+func TestSecretIsComplete(t *testing.T) {
+	const prefix = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+	tests := []struct {
+		arn  string
+		want bool
+	}{
+		{prefix + "db-AbCdEf", true},
+		{prefix + "sluice/db-a1B2c3", true},
+		{"arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:db-AbCdEf", true},
+		{prefix + "db", false},
+		{prefix + "sluice/db", false},
+		{prefix + "db-AbCdE", false},         // 5 characters
+		{prefix + "db-AbCd_f", false},        // not a letter or digit
+		{prefix + "AbCdEfG", false},          // no hyphen
+		{prefix + "redis-auth-AbCdEf", true}, // hyphens in the name
+		// Ambiguous: a partial ARN whose name ends like a suffix reads as
+		// complete (documented: give such a secret's complete ARN).
+		{prefix + "db-prod01", true},
+	}
+	for _, tt := range tests {
+		if got := secretIsComplete(tt.arn); got != tt.want {
+			t.Errorf("secretIsComplete(%q) = %v, want %v", tt.arn, got, tt.want)
 		}
 	}
 }
@@ -711,9 +752,16 @@ func TestValidate(t *testing.T) {
 		{"zero", StackProps{}, nil},
 		{"localstack", *variantProps(localstack), nil},
 		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
-		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn"}, []string{"exclusive"}},
+		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"}, []string{"exclusive"}},
 		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
 		{"bad mode", StackProps{RedisMode: "sentinel"}, []string{"single or cluster"}},
+		{"partial secret arns", StackProps{
+			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
+			RedisURL:           "rediss://r:6379",
+			RedisAuthSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf",
+		}, nil},
+		{"secret names, not arns", StackProps{DatabaseSecretArn: "sluice/db", RedisAuthSecretArn: "arn:aws:s3:::bucket"},
+			[]string{`DatabaseSecretArn "sluice/db": want a Secrets Manager secret ARN`, `RedisAuthSecretArn "arn:aws:s3:::bucket"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
