@@ -16,6 +16,8 @@
 //	stackName=Sluice       the CloudFormation stack name
 //	assetRoot=build/arm64  where `make build` put the bootstraps
 //	subjectSources=..., defaultLimit=...   authorizer settings
+//	nag=true               check the stack with cdk-nag's AwsSolutions pack: an
+//	                       unsuppressed finding fails the synth (what TestNag checks)
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 func main() {
@@ -34,6 +37,9 @@ func main() {
 	if _, err := NewStack(app, name, props); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 	}
 	app.Synth(nil)
 }

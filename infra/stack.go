@@ -15,7 +15,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticache"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
@@ -324,9 +326,23 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		s.Functions[name] = fn
 	}
 
+	// Every Lambda role, the provider framework's included, carries these
+	// two AWS managed policies and no other.
+	suppressInStack(stack, "AwsSolutions-IAM4", "AWSLambdaBasicExecutionRole (write the function's logs) and "+
+		"AWSLambdaVPCAccessExecutionRole (create and delete the function's network interfaces in the VPC) "+
+		"are the AWS-maintained minimum a Lambda needs; the ec2 network interface actions take no resource "+
+		"scope, so an inline copy would grant the same",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
+
 	newMigration(stack, p, s.Functions["migrate"], db, migrationNeeds...)
+	apiAccount := newAPIGatewayAccount(stack)
 	s.AdminAPI = newAdminAPI(stack, s.Functions)
 	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
+	for _, api := range []awsapigateway.RestApi{s.AdminAPI, s.DemoAPI} {
+		// A stage that logs is rejected until the account has the role.
+		api.DeploymentStage().Node().AddDependency(apiAccount)
+	}
 	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
 
 	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
@@ -358,6 +374,19 @@ func newVpc(stack awscdk.Stack) (awsec2.Vpc, awsec2.InterfaceVpcEndpoint) {
 		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
 		PrivateDnsEnabled: jsii.Bool(true),
 		Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+	})
+	suppress(endpoint, "CdkNagValidationFailure", "the endpoint's group admits 443 from the VPC's own CIDR block, "+
+		"a Fn::GetAtt that AwsSolutions-EC23 cannot resolve; it is not open to the internet",
+		"/^AwsSolutions-EC23$/")
+	// Rejected connections only: that is where a missing security group
+	// rule shows (a Lambda dialing a port Redis does not admit), and all
+	// traffic would log every Redis round trip of every decision.
+	vpc.AddFlowLog(jsii.String("RejectedFlows"), &awsec2.FlowLogOptions{
+		TrafficType: awsec2.FlowLogTrafficType_REJECT,
+		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(awslogs.NewLogGroup(stack, jsii.String("VpcRejectedFlows"), &awslogs.LogGroupProps{
+			Retention:     awslogs.RetentionDays_ONE_MONTH,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		}), nil),
 	})
 	return vpc, endpoint
 }
@@ -448,6 +477,9 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 			ExcludePunctuation: jsii.Bool(true),
 		},
 	})
+	suppress(auth, "AwsSolutions-SMG4", "Secrets Manager has no rotation for an ElastiCache AUTH token "+
+		"(the replication group must ROTATE then SET it while clients switch), and the functions read the "+
+		"token once per cold start, so a rotated token would lock warm functions out")
 	name := resourceName(stack, "redis")
 	rg := awselasticache.NewCfnReplicationGroup(stack, jsii.String("Redis"), &awselasticache.CfnReplicationGroupProps{
 		ReplicationGroupId:          jsii.String(name),
@@ -543,6 +575,12 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		VpcSubnets:              subnets,
 		RemovalPolicy:           awscdk.RemovalPolicy_SNAPSHOT,
 	})
+	suppress(cluster, "AwsSolutions-RDS10", "RemovalPolicy SNAPSHOT keeps a final snapshot whenever "+
+		"CloudFormation deletes the cluster; deletion protection would only make `cdk destroy` fail")
+	suppress(cluster, "AwsSolutions-RDS6", "the functions reach the cluster only through the RDS Proxy, which "+
+		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
+	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
+		"and keep them, so a rotation would lock warm functions out of the proxy until they restart")
 	// Lambdas connect through the proxy: it pools connections across
 	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
 	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
@@ -578,6 +616,9 @@ func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db d
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 	})
+	suppress(provider, "AwsSolutions-IAM5", "the CDK Provider framework may invoke the migrate function's "+
+		"versions and aliases (<function ARN>:*), and nothing else",
+		`/^Resource::<Migrate[0-9A-F]{8}\.Arn>:\*$/`)
 	nonce := p.MigrateNonce
 	if nonce == "" {
 		nonce = time.Now().UTC().Format(time.RFC3339Nano)
@@ -595,6 +636,60 @@ func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db d
 	}
 }
 
+// accessLogFormat is one JSON line per request in the APIs' access logs: who
+// called (the IAM principal on the admin API), what, the answer, and why
+// when API Gateway answered itself (errorType: AUTHORIZER_FAILURE,
+// THROTTLED, ACCESS_DENIED for a rate-limited request, ...). Every value is
+// a quoted string, so the line stays JSON whatever API Gateway substitutes
+// (free-text error messages are left out for that reason). Headers are not
+// logged: they carry API keys.
+const accessLogFormat = `{"requestId":"$context.requestId","time":"$context.requestTime",` +
+	`"ip":"$context.identity.sourceIp","user":"$context.identity.userArn",` +
+	`"method":"$context.httpMethod","resource":"$context.resourcePath","status":"$context.status",` +
+	`"responseLength":"$context.responseLength","latencyMs":"$context.responseLatency",` +
+	`"authorizerLatencyMs":"$context.authorizer.latency","integrationLatencyMs":"$context.integration.latency",` +
+	`"errorType":"$context.error.responseType"}`
+
+// stageLogging is the deployment stage of an API: access logs (one JSON line
+// per request, accessLogFormat) and execution logs of errors in log groups
+// kept a month. Execution logging stays at ERROR without data tracing: full
+// request logging would write the callers' API keys to the log.
+func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
+	logs := awslogs.NewLogGroup(stack, jsii.String(id+"AccessLogs"), &awslogs.LogGroupProps{
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	return &awsapigateway.StageOptions{
+		AccessLogDestination: awsapigateway.NewLogGroupLogDestination(logs),
+		AccessLogFormat:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat)),
+		LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
+		DataTraceEnabled:     jsii.Bool(false),
+	}
+}
+
+// newAPIGatewayAccount sets the role API Gateway writes logs with, which a
+// stage that logs requires. It is one setting per account and region: this
+// replaces a role set before (any role with the same AWS managed policy
+// serves every API alike), and both the role and the setting are retained
+// when the stack is deleted, so the other APIs of the account keep logging.
+func newAPIGatewayAccount(stack awscdk.Stack) awsapigateway.CfnAccount {
+	role := awsiam.NewRole(stack, jsii.String("ApiGatewayLogsRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("apigateway.amazonaws.com"), nil),
+		ManagedPolicies: &[]awsiam.IManagedPolicy{
+			awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AmazonAPIGatewayPushToCloudWatchLogs")),
+		},
+	})
+	role.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN)
+	suppress(role, "AwsSolutions-IAM4", "AmazonAPIGatewayPushToCloudWatchLogs is the AWS-maintained policy "+
+		"for API Gateway's account-wide logging role, which writes to log groups of every API in the account",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs")
+	account := awsapigateway.NewCfnAccount(stack, jsii.String("ApiGatewayAccount"), &awsapigateway.CfnAccountProps{
+		CloudWatchRoleArn: role.RoleArn(),
+	})
+	account.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN, nil)
+	return account
+}
+
 // newAdminAPI puts every admin route on its own RestApi with AWS_IAM auth, so
 // its IAM denials stay 403 and are never rewritten to 429 by the gateway
 // responses the authorizer needs.
@@ -602,7 +697,8 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 	api := awsapigateway.NewRestApi(stack, jsii.String("AdminApi"), &awsapigateway.RestApiProps{
 		RestApiName:    jsii.String(*stack.StackName() + "-admin"),
 		Description:    jsii.String("Sluice admin API: rules, plans, subjects, check"),
-		CloudWatchRole: jsii.Bool(false),
+		CloudWatchRole: jsii.Bool(false), // newAPIGatewayAccount
+		DeployOptions:  stageLogging(stack, "AdminApi"),
 		DefaultMethodOptions: &awsapigateway.MethodOptions{
 			AuthorizationType: awsapigateway.AuthorizationType_IAM,
 		},
@@ -626,6 +722,13 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 			AuthorizationType: awsapigateway.AuthorizationType_IAM,
 		})
 	}
+	suppress(api, "AwsSolutions-COG4", "every admin method is AWS_IAM: callers are IAM principals with "+
+		"SigV4-signed requests (cmd/sluice signs them), and IAM policy is the access control")
+	suppress(api, "AwsSolutions-APIG2", "the admin functions validate every body and parameter themselves "+
+		"(strict JSON decoding, a problem+json 400 per field, internal/httpapi); a gateway model would "+
+		"duplicate that contract and drift from it")
+	suppress(api, "AwsSolutions-APIG3", "IAM-signed requests only, for operators; a WAF web ACL (billed per "+
+		"ACL and per request) is the account owner's edge policy, not part of Sluice")
 	return api
 }
 
@@ -635,7 +738,8 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	api := awsapigateway.NewRestApi(stack, jsii.String("DemoApi"), &awsapigateway.RestApiProps{
 		RestApiName:          jsii.String(*stack.StackName() + "-demo"),
 		Description:          jsii.String("Sluice demo: a mock echo behind the rate limiter"),
-		CloudWatchRole:       jsii.Bool(false),
+		CloudWatchRole:       jsii.Bool(false), // newAPIGatewayAccount
+		DeployOptions:        stageLogging(stack, "DemoApi"),
 		DefaultMethodOptions: a.MethodOptions(),
 	})
 	sluice.AddGatewayResponses(stack, "DemoApi", api)
@@ -655,6 +759,12 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	api.Root().AddMethod(jsii.String("GET"), echo, ok)
 	api.Root().AddResource(jsii.String("hello"), nil).AddMethod(jsii.String("GET"), echo, ok)
 	api.Root().AddResource(jsii.String("orders"), nil).AddResource(jsii.String("{id}"), nil).AddMethod(jsii.String("ANY"), echo, ok)
+	suppress(api, "AwsSolutions-COG4", "the methods' authorizer is the Sluice rate limiter itself, a Lambda "+
+		"REQUEST authorizer: showing it is what the demo is for")
+	suppress(api, "AwsSolutions-APIG2", "the demo's methods take no body, and their mock integration reads "+
+		"no parameter")
+	suppress(api, "AwsSolutions-APIG3", "a WAF web ACL (billed per ACL and per request) is the API owner's "+
+		"edge policy; Sluice is the per-subject rate control this demo shows")
 	return api
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/infra/sluice"
@@ -88,7 +91,14 @@ type synthed struct {
 	once     sync.Once
 	template assertions.Template
 	json     map[string]any
+	nag      []nagFinding // AwsSolutions errors and warnings not suppressed
 	err      error
+}
+
+// nagFinding is one cdk-nag message: "AwsSolutions-IAM4[...]: text" on a
+// construct path.
+type nagFinding struct {
+	Level, Path, Message string
 }
 
 var (
@@ -118,7 +128,22 @@ func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 			s.err = err
 			return
 		}
+		// cdk-nag's AwsSolutions pack runs as an aspect during synthesis
+		// and reports each finding not suppressed in the stack as an error
+		// or warning annotation (TestNag). No CSV reports.
+		awscdk.Aspects_Of(st.Stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 		s.template = assertions.Template_FromStack(st.Stack, nil)
+		ann := assertions.Annotations_FromStack(st.Stack)
+		rule := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+		for level, msgs := range map[string]*[]*cxapi.SynthesisMessage{
+			"error":   ann.FindError(jsii.String("*"), rule),
+			"warning": ann.FindWarning(jsii.String("*"), rule),
+		} {
+			for _, m := range *msgs {
+				s.nag = append(s.nag, nagFinding{Level: level, Path: *m.Id, Message: fmt.Sprint(m.Entry.Data)})
+			}
+		}
+		sort.Slice(s.nag, func(i, j int) bool { return s.nag[i].Path+s.nag[i].Message < s.nag[j].Path+s.nag[j].Message })
 		// Through encoding/json so the tests walk plain maps and slices.
 		b, err := json.Marshal(s.template.ToJSON())
 		if err == nil {
@@ -130,6 +155,15 @@ func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 		t.Fatalf("synth %s: %v", v, s.err)
 	}
 	return s.template, s.json
+}
+
+// nagFindings returns the variant's unsuppressed cdk-nag findings.
+func nagFindings(t *testing.T, v variant) []nagFinding {
+	t.Helper()
+	synth(t, v)
+	synthMu.Lock()
+	defer synthMu.Unlock()
+	return synths[v].nag
 }
 
 // check runs an assertions call, which panics on a mismatch, as a test error.
@@ -781,5 +815,99 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNag runs cdk-nag's AwsSolutions pack over every variant and fails on
+// any error it reports that the stack does not suppress with a reason
+// (infra/nag.go). Warnings are logged.
+func TestNag(t *testing.T) {
+	for _, v := range allVariants() {
+		for _, f := range nagFindings(t, v) {
+			if f.Level == "error" {
+				t.Errorf("%s: %s: %s", v, f.Path, f.Message)
+			} else {
+				t.Logf("%s: warning: %s: %s", v, f.Path, f.Message)
+			}
+		}
+	}
+}
+
+// TestAPILogging: both APIs write access logs (one JSON line per request)
+// and execution logs of errors, never request data (API keys), and their
+// stages wait for the account's logging role, which outlives the stack.
+func TestAPILogging(t *testing.T) {
+	tmpl, js := synth(t, full)
+	stages := resources(js, "AWS::ApiGateway::Stage")
+	if len(stages) != 2 {
+		t.Fatalf("stages = %d, want 2 (admin and demo)", len(stages))
+	}
+	account := logicalID(t, js, "AWS::ApiGateway::Account", "ApiGatewayAccount")
+	logGroups := map[string]bool{}
+	for _, r := range resources(js, "AWS::Logs::LogGroup") {
+		logGroups[r.ID] = true
+	}
+	all, _ := js["Resources"].(map[string]any)
+	for _, st := range stages {
+		als, _ := st.Props["AccessLogSetting"].(map[string]any)
+		if als["Format"] != accessLogFormat {
+			t.Errorf("%s access log format = %v, want accessLogFormat", st.ID, als["Format"])
+		}
+		dest, _ := als["DestinationArn"].(map[string]any)["Fn::GetAtt"].([]any)
+		if len(dest) == 0 || !logGroups[fmt.Sprint(dest[0])] {
+			t.Errorf("%s access log destination = %v, want a log group of the stack", st.ID, als["DestinationArn"])
+		}
+		want := []any{map[string]any{"HttpMethod": "*", "ResourcePath": "/*", "LoggingLevel": "ERROR", "DataTraceEnabled": false}}
+		if diff := cmp.Diff(want, st.Props["MethodSettings"]); diff != "" {
+			t.Errorf("%s MethodSettings (-want +got):\n%s", st.ID, diff)
+		}
+		deps, _ := all[st.ID].(map[string]any)["DependsOn"].([]any)
+		if !slices.Contains(deps, any(account)) {
+			t.Errorf("%s DependsOn = %v, want %s in it", st.ID, deps, account)
+		}
+	}
+	for _, id := range []string{account, logicalID(t, js, "AWS::IAM::Role", "ApiGatewayLogsRole")} {
+		if got := all[id].(map[string]any)["DeletionPolicy"]; got != "Retain" {
+			t.Errorf("%s DeletionPolicy = %v, want Retain (the setting serves every API of the account)", id, got)
+		}
+	}
+	check(t, "log group retention", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), &map[string]any{"RetentionInDays": 30})
+	})
+
+	// Every value is quoted, so a line is JSON whatever API Gateway puts in.
+	var line string
+	for _, filler := range []string{"-", "", "arn:aws:iam::123456789012:user/alice"} {
+		line = regexp.MustCompile(`\$context\.[A-Za-z.]+`).ReplaceAllString(accessLogFormat, filler)
+		var m map[string]string
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("access log line %s is not a JSON object of strings: %v", line, err)
+		}
+	}
+	for _, v := range []string{"$context.requestId", "$context.identity.userArn", "$context.status", "$context.error.responseType"} {
+		if !strings.Contains(accessLogFormat, v) {
+			t.Errorf("access log format lacks %s", v)
+		}
+	}
+}
+
+// TestFlowLog: the VPC created here logs rejected connections; a VPC you
+// bring is yours to log.
+func TestFlowLog(t *testing.T) {
+	for _, tt := range []struct {
+		v    variant
+		want int
+	}{{full, 1}, {byo, 0}, {localstack, 0}} {
+		_, js := synth(t, tt.v)
+		logs := resources(js, "AWS::EC2::FlowLog")
+		if len(logs) != tt.want {
+			t.Errorf("%s: flow logs = %d, want %d", tt.v, len(logs), tt.want)
+			continue
+		}
+		for _, r := range logs {
+			if r.Props["TrafficType"] != "REJECT" || r.Props["ResourceType"] != "VPC" || r.Props["LogDestinationType"] != "cloud-watch-logs" {
+				t.Errorf("%s: flow log %s = %v, want REJECT traffic of the VPC to CloudWatch Logs", tt.v, r.ID, r.Props)
+			}
+		}
 	}
 }
