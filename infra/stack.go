@@ -78,8 +78,8 @@ type StackProps struct {
 	// RedisEngineVersion of the replication group, pinned so that a deploy
 	// never picks up whatever ElastiCache's default is that day. ElastiCache
 	// upgrades in place but cannot downgrade: a stack created before the pin
-	// must set the version it runs (describe-replication-groups) or a newer
-	// one. Default: "7.2" for valkey, "7.1" for redis (the last Redis OSS).
+	// must set the major.minor version its nodes run (describe-cache-clusters)
+	// or a newer one. Default: "7.2" for valkey, "7.1" for redis (the last Redis OSS).
 	RedisEngineVersion string
 
 	// DatabaseURL of an existing PostgreSQL, passed as DATABASE_URL in plain

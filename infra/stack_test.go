@@ -614,7 +614,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	// Errors, which count every 401.
 	check(t, "authorizer failures alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum",
+			"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum", "Period": 60,
 			"Dimensions":         []any{map[string]any{"Name": "ApiName", "Value": "Sluice-demo"}},
 			"Threshold":          0,
 			"ComparisonOperator": "GreaterThanThreshold",
@@ -623,7 +623,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
 	check(t, "authorizer throttles alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum",
+			"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum", "Period": 60,
 			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": authID}}},
 			"Threshold":          0,
 			"ComparisonOperator": "GreaterThanThreshold",
