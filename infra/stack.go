@@ -326,8 +326,8 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		s.Functions[name] = fn
 	}
 
-	// Every Lambda role, the provider framework's included, carries these
-	// two AWS managed policies and no other.
+	// The Lambda roles (the provider framework's included) carry AWS
+	// managed policies, these two only; any other would still be reported.
 	suppressInStack(stack, "AwsSolutions-IAM4", "AWSLambdaBasicExecutionRole (write the function's logs) and "+
 		"AWSLambdaVPCAccessExecutionRole (create and delete the function's network interfaces in the VPC) "+
 		"are the AWS-maintained minimum a Lambda needs; the ec2 network interface actions take no resource "+
