@@ -9,12 +9,15 @@
 //	redisMode=cluster      REDIS_MODE for redisUrl (default single)
 //	redisAuthSecretArn=... Secrets Manager secret with the AUTH token of redisUrl
 //	serverlessRedis=true   ElastiCache Serverless instead of a replication group
+//	redisEngineVersion=7.2 the replication group's engine version (pinned)
 //	databaseUrl=postgres://...     an existing PostgreSQL, in plain environment (dev only)
 //	databaseSecretArn=...  an existing RDS connection secret instead of Aurora
 //	databaseHost=...       host override for databaseSecretArn (e.g. an RDS Proxy)
 //	stackName=Sluice       the CloudFormation stack name
 //	assetRoot=build/arm64  where `make build` put the bootstraps
 //	subjectSources=..., defaultLimit=...   authorizer settings
+//	nag=true               check the stack with cdk-nag's AwsSolutions pack: an
+//	                       unsuppressed finding fails the synth (what TestNag checks)
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 func main() {
@@ -33,6 +37,9 @@ func main() {
 	if _, err := NewStack(app, name, props); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 	}
 	app.Synth(nil)
 }
@@ -59,6 +66,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string) {
 		RedisMode:          get("redisMode"),
 		RedisAuthSecretArn: get("redisAuthSecretArn"),
 		ServerlessRedis:    get("serverlessRedis") == "true",
+		RedisEngineVersion: get("redisEngineVersion"),
 		DatabaseURL:        get("databaseUrl"),
 		DatabaseSecretArn:  get("databaseSecretArn"),
 		DatabaseHost:       get("databaseHost"),

@@ -15,7 +15,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticache"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
@@ -63,7 +65,8 @@ type StackProps struct {
 	// Default: "single".
 	RedisMode string
 	// RedisAuthSecretArn is a Secrets Manager secret holding the AUTH token
-	// of RedisURL. Default: none.
+	// of RedisURL, by complete ARN (with the 6-character suffix) or partial
+	// ARN (without). Default: none.
 	RedisAuthSecretArn string
 	// ServerlessRedis creates ElastiCache Serverless instead of a replication
 	// group (only without RedisURL).
@@ -72,13 +75,20 @@ type StackProps struct {
 	RedisNodeType string
 	// RedisEngine is "valkey" or "redis". Default: "valkey".
 	RedisEngine string
+	// RedisEngineVersion of the replication group, pinned so that a deploy
+	// never picks up whatever ElastiCache's default is that day. ElastiCache
+	// upgrades in place but cannot downgrade: a stack created before the pin
+	// must set the major.minor version its nodes run (describe-cache-clusters)
+	// or a newer one. Default: "7.2" for valkey, "7.1" for redis (the last Redis OSS).
+	RedisEngineVersion string
 
 	// DatabaseURL of an existing PostgreSQL, passed as DATABASE_URL in plain
 	// environment: for LocalStack and development only. Set, no Aurora is
 	// created.
 	DatabaseURL string
 	// DatabaseSecretArn is an existing RDS-style connection secret (JSON:
-	// username, password, host, port, dbname). Set, no Aurora is created.
+	// username, password, host, port, dbname), by complete or partial ARN.
+	// Set, no Aurora is created.
 	DatabaseSecretArn string
 	// DatabaseHost overrides the secret's host (DB_HOST), e.g. an RDS Proxy.
 	DatabaseHost string
@@ -132,7 +142,43 @@ func (p *StackProps) validate() error {
 	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" {
 		errs = append(errs, fmt.Errorf("RedisMode %q: want single or cluster", p.RedisMode))
 	}
+	for _, f := range [...]struct{ field, arn string }{
+		{"RedisAuthSecretArn", p.RedisAuthSecretArn},
+		{"DatabaseSecretArn", p.DatabaseSecretArn},
+	} {
+		if f.arn != "" && !secretARN.MatchString(f.arn) {
+			errs = append(errs, fmt.Errorf("%s %q: want a Secrets Manager secret ARN, arn:aws:secretsmanager:<region>:<account>:secret:<name>[-<6-character suffix>]", f.field, f.arn))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+var (
+	// secretARN matches a Secrets Manager secret ARN, complete or partial.
+	secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[^:]+$`)
+	// secretSuffix is the hyphen and 6 random letters or digits Secrets
+	// Manager appends to the name in a secret's complete ARN.
+	secretSuffix = regexp.MustCompile(`-[A-Za-z0-9]{6}$`)
+)
+
+// importSecret imports an existing secret by its ARN. A complete ARN (the
+// name plus Secrets Manager's 6-character suffix) is granted as it is. A
+// partial ARN (the name alone) must be imported as partial: CDK then grants
+// on <arn>-?????? to match the suffix, where a grant on the partial ARN itself
+// would match no secret and every read would be denied. The suffix cannot be
+// told from a name that ends the same way (a secret named "db-prod01"): give
+// such a secret's complete ARN.
+func importSecret(stack awscdk.Stack, id, arn string) awssecretsmanager.ISecret {
+	if secretIsComplete(arn) {
+		return awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String(id), jsii.String(arn))
+	}
+	return awssecretsmanager.Secret_FromSecretPartialArn(stack, jsii.String(id), jsii.String(arn))
+}
+
+// secretIsComplete reports whether the secret ARN ends in the suffix.
+func secretIsComplete(arn string) bool {
+	_, name, _ := strings.Cut(arn, ":secret:")
+	return secretSuffix.MatchString(name)
 }
 
 // Stack is the reference Sluice deployment.
@@ -193,8 +239,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	for i, id := range p.SecurityGroupIDs {
 		sgs = append(sgs, awsec2.SecurityGroup_FromSecurityGroupId(stack, jsii.String(fmt.Sprintf("FunctionsSg%d", i)), jsii.String(id), nil))
 	}
+	// What the migration's Delete needs until it has run: the Secrets
+	// Manager endpoint of the VPC created here (a VPC you bring keeps its
+	// own route to Secrets Manager).
+	var migrationNeeds []constructs.IDependable
 	if vpc == nil && !p.NoVpc {
-		vpc = newVpc(stack)
+		var endpoint awsec2.InterfaceVpcEndpoint
+		vpc, endpoint = newVpc(stack)
+		migrationNeeds = append(migrationNeeds, endpoint)
 		subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
 	}
 	var fnSGs []awsec2.ISecurityGroup
@@ -274,10 +326,24 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		s.Functions[name] = fn
 	}
 
-	newMigration(stack, p, s.Functions["migrate"], db)
+	// The Lambda roles (the provider framework's included) carry AWS
+	// managed policies, these two only; any other would still be reported.
+	suppressInStack(stack, "AwsSolutions-IAM4", "AWSLambdaBasicExecutionRole (write the function's logs) and "+
+		"AWSLambdaVPCAccessExecutionRole (create and delete the function's network interfaces in the VPC) "+
+		"are the AWS-maintained minimum a Lambda needs; the ec2 network interface actions take no resource "+
+		"scope, so an inline copy would grant the same",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
+
+	newMigration(stack, p, s.Functions["migrate"], db, migrationNeeds...)
+	apiAccount := newAPIGatewayAccount(stack)
 	s.AdminAPI = newAdminAPI(stack, s.Functions)
 	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
-	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], rd)
+	for _, api := range []awsapigateway.RestApi{s.AdminAPI, s.DemoAPI} {
+		// A stage that logs is rejected until the account has the role.
+		api.DeploymentStage().Node().AddDependency(apiAccount)
+	}
+	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
 
 	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
 		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),
@@ -292,9 +358,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 }
 
 // newVpc creates a VPC without NAT or internet gateway. The only AWS API the
-// Lambdas call is Secrets Manager, through an interface endpoint; their logs
-// need none (the Lambda service ships them).
-func newVpc(stack awscdk.Stack) awsec2.Vpc {
+// Lambdas call is Secrets Manager, through the interface endpoint returned;
+// their logs need none (the Lambda service ships them).
+func newVpc(stack awscdk.Stack) (awsec2.Vpc, awsec2.InterfaceVpcEndpoint) {
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:      jsii.Number(2),
 		NatGateways: jsii.Number(0),
@@ -304,12 +370,25 @@ func newVpc(stack awscdk.Stack) awsec2.Vpc {
 			CidrMask:   jsii.Number(24),
 		}},
 	})
-	vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
+	endpoint := vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
 		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
 		PrivateDnsEnabled: jsii.Bool(true),
 		Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
 	})
-	return vpc
+	suppress(endpoint, "CdkNagValidationFailure", "the endpoint's group admits 443 from the VPC's own CIDR block, "+
+		"a Fn::GetAtt that AwsSolutions-EC23 cannot resolve; it is not open to the internet",
+		"/^AwsSolutions-EC23$/")
+	// Rejected connections only: that is where a missing security group
+	// rule shows (a Lambda dialing a port Redis does not admit), and all
+	// traffic would log every Redis round trip of every decision.
+	vpc.AddFlowLog(jsii.String("RejectedFlows"), &awsec2.FlowLogOptions{
+		TrafficType: awsec2.FlowLogTrafficType_REJECT,
+		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(awslogs.NewLogGroup(stack, jsii.String("VpcRejectedFlows"), &awslogs.LogGroupProps{
+			Retention:     awslogs.RetentionDays_ONE_MONTH,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		}), nil),
+	})
+	return vpc, endpoint
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -329,15 +408,24 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	if p.RedisURL != "" {
 		r := redis{url: p.RedisURL, mode: cmp.Or(p.RedisMode, "single")}
 		if p.RedisAuthSecretArn != "" {
-			r.authSecret = awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("RedisAuth"), jsii.String(p.RedisAuthSecretArn))
+			r.authSecret = importSecret(stack, "RedisAuth", p.RedisAuthSecretArn)
 		}
 		return r
 	}
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("RedisSg"), &awsec2.SecurityGroupProps{
 		Vpc: vpc, Description: jsii.String("Sluice Redis"), AllowAllOutbound: jsii.Bool(false),
 	})
+	// ElastiCache Serverless also serves reads from replicas on 6380 and
+	// advertises both ports in its cluster topology, so a cluster client
+	// may dial either; a replication group listens on 6379 alone.
+	ports := []float64{6379}
+	if p.ServerlessRedis {
+		ports = append(ports, 6380)
+	}
 	for _, fnSG := range fnSGs {
-		sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(6379)), jsii.String("Sluice Lambdas"), nil)
+		for _, port := range ports {
+			sg.AddIngressRule(fnSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("Sluice Lambdas"), nil)
+		}
 	}
 	// The L1 constructs take the subnet ids as []interface{}.
 	var subnetIDs []interface{}
@@ -389,11 +477,15 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 			ExcludePunctuation: jsii.Bool(true),
 		},
 	})
+	suppress(auth, "AwsSolutions-SMG4", "Secrets Manager has no rotation for an ElastiCache AUTH token "+
+		"(the replication group must ROTATE then SET it while clients switch), and the functions read the "+
+		"token once per cold start, so a rotated token would lock warm functions out")
 	name := resourceName(stack, "redis")
 	rg := awselasticache.NewCfnReplicationGroup(stack, jsii.String("Redis"), &awselasticache.CfnReplicationGroupProps{
 		ReplicationGroupId:          jsii.String(name),
 		ReplicationGroupDescription: jsii.String("Sluice token buckets"),
 		Engine:                      jsii.String(engine),
+		EngineVersion:               jsii.String(redisEngineVersion(engine, p.RedisEngineVersion)),
 		CacheNodeType:               jsii.String(cmp.Or(p.RedisNodeType, "cache.t4g.small")),
 		NumCacheClusters:            jsii.Number(2), // a primary and a replica in the other AZ
 		AutomaticFailoverEnabled:    jsii.Bool(true),
@@ -420,6 +512,19 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		cpu:        worst("EngineCPUUtilization", "Engine CPU %"),
 		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
 	}
+}
+
+// redisEngineVersion is the replication group's EngineVersion: version, or
+// the default of engine, the 7.x line the limiter's tests run on
+// (redis-server 7; Valkey 7.2 is the fork of Redis OSS 7.2).
+func redisEngineVersion(engine, version string) string {
+	if version != "" {
+		return version
+	}
+	if engine == "redis" {
+		return "7.1"
+	}
+	return "7.2"
 }
 
 // cacheMetric is an AWS/ElastiCache metric per minute.
@@ -449,7 +554,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	case p.DatabaseURL != "":
 		return database{env: map[string]string{"DATABASE_URL": p.DatabaseURL}}
 	case p.DatabaseSecretArn != "":
-		secret := awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("DbSecret"), jsii.String(p.DatabaseSecretArn))
+		secret := importSecret(stack, "DbSecret", p.DatabaseSecretArn)
 		env := map[string]string{"DB_SECRET_ARN": p.DatabaseSecretArn}
 		if p.DatabaseHost != "" {
 			env["DB_HOST"] = p.DatabaseHost
@@ -470,6 +575,12 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		VpcSubnets:              subnets,
 		RemovalPolicy:           awscdk.RemovalPolicy_SNAPSHOT,
 	})
+	suppress(cluster, "AwsSolutions-RDS10", "RemovalPolicy SNAPSHOT keeps a final snapshot whenever "+
+		"CloudFormation deletes the cluster; deletion protection would only make `cdk destroy` fail")
+	suppress(cluster, "AwsSolutions-RDS6", "the functions reach the cluster only through the RDS Proxy, which "+
+		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
+	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
+		"and keep them, so a rotation would lock warm functions out of the proxy until they restart")
 	// Lambdas connect through the proxy: it pools connections across
 	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
 	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
@@ -494,12 +605,20 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 // newMigration runs the migrate function on every deploy through a custom
 // resource whose Nonce property changes at each synth. (A triggers.Trigger
 // would re-run only when the function's code changes.) The function receives
-// the CloudFormation event; it migrates on Create and Update and may ignore
-// Delete.
-func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database) {
+// the CloudFormation event; it migrates on Create and Update and does not
+// touch the database on Delete (app.Migrator.Handle), so deleting the stack
+// never waits on PostgreSQL. A cold start still reads the database secret
+// before any event is handled (app.New), so the custom resource depends on
+// needs (the Secrets Manager endpoint): CloudFormation deletes in reverse
+// dependency order, and the Delete event then runs while the endpoint is
+// still there rather than hanging on Secrets Manager until it times out.
+func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database, needs ...constructs.IDependable) {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 	})
+	suppress(provider, "AwsSolutions-IAM5", "the CDK Provider framework may invoke the migrate function's "+
+		"versions and aliases (<function ARN>:*), and nothing else",
+		`/^Resource::<Migrate[0-9A-F]{8}\.Arn>:\*$/`)
 	nonce := p.MigrateNonce
 	if nonce == "" {
 		nonce = time.Now().UTC().Format(time.RFC3339Nano)
@@ -512,6 +631,63 @@ func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db d
 	if db.dependable != nil {
 		cr.Node().AddDependency(db.dependable)
 	}
+	if len(needs) > 0 {
+		cr.Node().AddDependency(needs...)
+	}
+}
+
+// accessLogFormat is one JSON line per request in the APIs' access logs: who
+// called (the IAM principal on the admin API), what, the answer, and why
+// when API Gateway answered itself (errorType: AUTHORIZER_FAILURE,
+// THROTTLED, ACCESS_DENIED for a rate-limited request, ...). Every value is
+// a quoted string, so the line stays JSON whatever API Gateway substitutes
+// (free-text error messages are left out for that reason). Headers are not
+// logged: they carry API keys.
+const accessLogFormat = `{"requestId":"$context.requestId","time":"$context.requestTime",` +
+	`"ip":"$context.identity.sourceIp","user":"$context.identity.userArn",` +
+	`"method":"$context.httpMethod","resource":"$context.resourcePath","status":"$context.status",` +
+	`"responseLength":"$context.responseLength","latencyMs":"$context.responseLatency",` +
+	`"authorizerLatencyMs":"$context.authorizer.latency","integrationLatencyMs":"$context.integration.latency",` +
+	`"errorType":"$context.error.responseType"}`
+
+// stageLogging is the deployment stage of an API: access logs (one JSON line
+// per request, accessLogFormat) and execution logs of errors in log groups
+// kept a month. Execution logging stays at ERROR without data tracing: full
+// request logging would write the callers' API keys to the log.
+func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
+	logs := awslogs.NewLogGroup(stack, jsii.String(id+"AccessLogs"), &awslogs.LogGroupProps{
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	return &awsapigateway.StageOptions{
+		AccessLogDestination: awsapigateway.NewLogGroupLogDestination(logs),
+		AccessLogFormat:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat)),
+		LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
+		DataTraceEnabled:     jsii.Bool(false),
+	}
+}
+
+// newAPIGatewayAccount sets the role API Gateway writes logs with, which a
+// stage that logs requires. It is one setting per account and region: this
+// replaces a role set before (any role with the same AWS managed policy
+// serves every API alike), and both the role and the setting are retained
+// when the stack is deleted, so the other APIs of the account keep logging.
+func newAPIGatewayAccount(stack awscdk.Stack) awsapigateway.CfnAccount {
+	role := awsiam.NewRole(stack, jsii.String("ApiGatewayLogsRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("apigateway.amazonaws.com"), nil),
+		ManagedPolicies: &[]awsiam.IManagedPolicy{
+			awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AmazonAPIGatewayPushToCloudWatchLogs")),
+		},
+	})
+	role.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN)
+	suppress(role, "AwsSolutions-IAM4", "AmazonAPIGatewayPushToCloudWatchLogs is the AWS-maintained policy "+
+		"for API Gateway's account-wide logging role, which writes to log groups of every API in the account",
+		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs")
+	account := awsapigateway.NewCfnAccount(stack, jsii.String("ApiGatewayAccount"), &awsapigateway.CfnAccountProps{
+		CloudWatchRoleArn: role.RoleArn(),
+	})
+	account.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN, nil)
+	return account
 }
 
 // newAdminAPI puts every admin route on its own RestApi with AWS_IAM auth, so
@@ -521,7 +697,8 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 	api := awsapigateway.NewRestApi(stack, jsii.String("AdminApi"), &awsapigateway.RestApiProps{
 		RestApiName:    jsii.String(*stack.StackName() + "-admin"),
 		Description:    jsii.String("Sluice admin API: rules, plans, subjects, check"),
-		CloudWatchRole: jsii.Bool(false),
+		CloudWatchRole: jsii.Bool(false), // newAPIGatewayAccount
+		DeployOptions:  stageLogging(stack, "AdminApi"),
 		DefaultMethodOptions: &awsapigateway.MethodOptions{
 			AuthorizationType: awsapigateway.AuthorizationType_IAM,
 		},
@@ -545,6 +722,13 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 			AuthorizationType: awsapigateway.AuthorizationType_IAM,
 		})
 	}
+	suppress(api, "AwsSolutions-COG4", "every admin method is AWS_IAM: callers are IAM principals with "+
+		"SigV4-signed requests (cmd/sluice signs them), and IAM policy is the access control")
+	suppress(api, "AwsSolutions-APIG2", "the admin functions validate every body and parameter themselves "+
+		"(strict JSON decoding, a problem+json 400 per field, internal/httpapi); a gateway model would "+
+		"duplicate that contract and drift from it")
+	suppress(api, "AwsSolutions-APIG3", "IAM-signed requests only, for operators; a WAF web ACL (billed per "+
+		"ACL and per request) is the account owner's edge policy, not part of Sluice")
 	return api
 }
 
@@ -554,7 +738,8 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	api := awsapigateway.NewRestApi(stack, jsii.String("DemoApi"), &awsapigateway.RestApiProps{
 		RestApiName:          jsii.String(*stack.StackName() + "-demo"),
 		Description:          jsii.String("Sluice demo: a mock echo behind the rate limiter"),
-		CloudWatchRole:       jsii.Bool(false),
+		CloudWatchRole:       jsii.Bool(false), // newAPIGatewayAccount
+		DeployOptions:        stageLogging(stack, "DemoApi"),
 		DefaultMethodOptions: a.MethodOptions(),
 	})
 	sluice.AddGatewayResponses(stack, "DemoApi", api)
@@ -574,11 +759,18 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	api.Root().AddMethod(jsii.String("GET"), echo, ok)
 	api.Root().AddResource(jsii.String("hello"), nil).AddMethod(jsii.String("GET"), echo, ok)
 	api.Root().AddResource(jsii.String("orders"), nil).AddResource(jsii.String("{id}"), nil).AddMethod(jsii.String("ANY"), echo, ok)
+	suppress(api, "AwsSolutions-COG4", "the methods' authorizer is the Sluice rate limiter itself, a Lambda "+
+		"REQUEST authorizer: showing it is what the demo is for")
+	suppress(api, "AwsSolutions-APIG2", "the demo's methods take no body, and their mock integration reads "+
+		"no parameter")
+	suppress(api, "AwsSolutions-APIG3", "a WAF web ACL (billed per ACL and per request) is the API owner's "+
+		"edge policy; Sluice is the per-subject rate control this demo shows")
 	return api
 }
 
-// newMonitoring creates the alarms and the dashboard.
-func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, rd redis) {
+// newMonitoring creates the alarms and the dashboard. api is the REST API
+// behind the authorizer.
+func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, api awsapigateway.RestApi, rd redis) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	// The authorizer and check functions write Embedded Metric Format lines
 	// in namespace Sluice with dimension Function = the Lambda's name;
@@ -610,8 +802,30 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 		})
 	}
 	alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open)", failOpen, 0, 1)
+	// Authorizer failures: alarm on the API's 5XXError, not on the
+	// function's Errors. A REST authorizer can answer 401 only by failing
+	// with the error "Unauthorized", so Errors counts every request without
+	// a subject, and an alarm on it fires on any client that forgets its
+	// key. Subtracting the authorizer's EMF Decisions{Outcome=unauthorized}
+	// count is not exact either: the authorizer batches its EMF counts and
+	// writes them with an invocation at least 10 s after its last write
+	// (internal/authorizer/apigw.Metrics), so the 401 of a fresh instance
+	// reaches CloudWatch a minute late, or never when that instance is not
+	// invoked again, and `errors - unauthorized` would still fire on it.
+	// API Gateway counts 5XXError itself, per response, with no lag, and
+	// answers 500 when the authorizer fails, times out, returns a malformed
+	// policy or is throttled: the symptom itself. The demo API's integration
+	// is a mock, so its 5XX come from API Gateway alone. An API elsewhere
+	// using this authorizer (the AuthorizerArn output) wants the same alarm
+	// on its own 5XXError.
+	serverErrors := api.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	alarm("AuthorizerFailuresAlarm", "API Gateway answered 500: the Sluice authorizer failed, timed out or was throttled", serverErrors, 0, 1)
+	// A throttled authorizer is a 500 too (Lambda's Throttles count it on
+	// every API using the function); AuthorizerReservedConcurrency or the
+	// account's concurrency limit is what throttles it.
+	throttles := authorizer.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)", throttles, 0, 1)
 	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
-	alarm("AuthorizerErrorsAlarm", "Sluice authorizer invocations failed (API Gateway answers 500)", errs, 0, 1)
 	p99 := authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})
 	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, cmp.Or(p.AuthorizerP99Millis, 50), 5)
 	if rd.cpu != nil {
@@ -645,8 +859,9 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), sluiceMetric("BreakerOpen", "Maximum", nil)),
 	)
 	dash.AddWidgets(
-		graph("Authorizer invocations and errors",
-			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs),
+		// Errors include every 401 (see the failures alarm above).
+		graph("Authorizer invocations, errors (incl. 401), throttles, API 5XX",
+			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs, throttles, serverErrors),
 		graph("Authorizer duration (ms)",
 			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Period: minute}), p99),
 		graph("Fail-open decisions", failOpen),

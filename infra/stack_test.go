@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/infra/sluice"
@@ -73,7 +77,7 @@ func variantProps(v variant) *StackProps {
 		p.SecurityGroupIDs = []string{"sg-0123456789abcdef0"}
 		p.RedisURL = "rediss://redis.internal.example:6379"
 		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
-		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
+		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db" // partial: no suffix
 		p.DatabaseHost = "proxy.example.internal"
 	case localstack:
 		p.NoVpc = true
@@ -87,7 +91,14 @@ type synthed struct {
 	once     sync.Once
 	template assertions.Template
 	json     map[string]any
+	nag      []nagFinding // AwsSolutions errors and warnings not suppressed
 	err      error
+}
+
+// nagFinding is one cdk-nag message: "AwsSolutions-IAM4[...]: text" on a
+// construct path.
+type nagFinding struct {
+	Level, Path, Message string
 }
 
 var (
@@ -117,7 +128,22 @@ func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 			s.err = err
 			return
 		}
+		// cdk-nag's AwsSolutions pack runs as an aspect during synthesis
+		// and reports each finding not suppressed in the stack as an error
+		// or warning annotation (TestNag). No CSV reports.
+		awscdk.Aspects_Of(st.Stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 		s.template = assertions.Template_FromStack(st.Stack, nil)
+		ann := assertions.Annotations_FromStack(st.Stack)
+		rule := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+		for level, msgs := range map[string]*[]*cxapi.SynthesisMessage{
+			"error":   ann.FindError(jsii.String("*"), rule),
+			"warning": ann.FindWarning(jsii.String("*"), rule),
+		} {
+			for _, m := range *msgs {
+				s.nag = append(s.nag, nagFinding{Level: level, Path: *m.Id, Message: fmt.Sprint(m.Entry.Data)})
+			}
+		}
+		sort.Slice(s.nag, func(i, j int) bool { return s.nag[i].Path+s.nag[i].Message < s.nag[j].Path+s.nag[j].Message })
 		// Through encoding/json so the tests walk plain maps and slices.
 		b, err := json.Marshal(s.template.ToJSON())
 		if err == nil {
@@ -129,6 +155,15 @@ func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 		t.Fatalf("synth %s: %v", v, s.err)
 	}
 	return s.template, s.json
+}
+
+// nagFindings returns the variant's unsuppressed cdk-nag findings.
+func nagFindings(t *testing.T, v variant) []nagFinding {
+	t.Helper()
+	synth(t, v)
+	synthMu.Lock()
+	defer synthMu.Unlock()
+	return synths[v].nag
 }
 
 // check runs an assertions call, which panics on a mismatch, as a test error.
@@ -384,6 +419,8 @@ func TestReplicationGroup(t *testing.T) {
 	tmpl, _ := synth(t, full)
 	check(t, "replication group", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::ElastiCache::ReplicationGroup"), &map[string]any{
+			"Engine":                   "valkey",
+			"EngineVersion":            "7.2", // pinned: never ElastiCache's default of the day
 			"AutomaticFailoverEnabled": true,
 			"MultiAZEnabled":           true,
 			"TransitEncryptionEnabled": true,
@@ -400,6 +437,58 @@ func TestReplicationGroup(t *testing.T) {
 	check(t, "no serverless cache", func() {
 		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(0))
 	})
+}
+
+func TestRedisEngineVersion(t *testing.T) {
+	tests := []struct{ engine, version, want string }{
+		{"valkey", "", "7.2"},
+		{"redis", "", "7.1"},
+		{"valkey", "8.0", "8.0"}, // an existing group already on 8.0 keeps it
+	}
+	for _, tt := range tests {
+		if got := redisEngineVersion(tt.engine, tt.version); got != tt.want {
+			t.Errorf("redisEngineVersion(%q, %q) = %q, want %q", tt.engine, tt.version, got, tt.want)
+		}
+	}
+}
+
+// TestRedisIngress checks the ports the Lambdas may reach Redis on: 6379
+// for a replication group; 6379 and 6380 (replica reads, advertised in the
+// cluster topology) for ElastiCache Serverless.
+func TestRedisIngress(t *testing.T) {
+	for _, tt := range []struct {
+		v     variant
+		ports []float64
+	}{
+		{full, []float64{6379}},
+		{serverless, []float64{6379, 6380}},
+	} {
+		_, js := synth(t, tt.v)
+		redisSG := logicalID(t, js, "AWS::EC2::SecurityGroup", "RedisSg")
+		fnSG := logicalID(t, js, "AWS::EC2::SecurityGroup", "FunctionsSg")
+		var ports []float64
+		for _, r := range resources(js, "AWS::EC2::SecurityGroupIngress") {
+			if !getsAtt(r.Props["GroupId"], redisSG) {
+				continue
+			}
+			if !getsAtt(r.Props["SourceSecurityGroupId"], fnSG) || r.Props["IpProtocol"] != "tcp" || r.Props["FromPort"] != r.Props["ToPort"] {
+				t.Errorf("%s: Redis ingress %s = %v, want tcp on one port from the functions' group", tt.v, r.ID, r.Props)
+				continue
+			}
+			ports = append(ports, r.Props["FromPort"].(float64))
+		}
+		sort.Float64s(ports)
+		if diff := cmp.Diff(tt.ports, ports); diff != "" {
+			t.Errorf("%s: Redis ingress ports (-want +got):\n%s", tt.v, diff)
+		}
+	}
+}
+
+// getsAtt reports whether v is {"Fn::GetAtt": [id, ...]}.
+func getsAtt(v any, id string) bool {
+	m, _ := v.(map[string]any)
+	a, _ := m["Fn::GetAtt"].([]any)
+	return len(a) > 0 && a[0] == id
 }
 
 func TestServerlessCache(t *testing.T) {
@@ -521,11 +610,31 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	if failOpen != 1 {
 		t.Errorf("fail-open alarms = %d, want 1", failOpen)
 	}
-	check(t, "authorizer errors alarm", func() {
+	// Authorizer failures: the demo API's 5XXError, not the function's
+	// Errors, which count every 401.
+	check(t, "authorizer failures alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/Lambda", "MetricName": "Errors",
+			"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum", "Period": 60,
+			"Dimensions":         []any{map[string]any{"Name": "ApiName", "Value": "Sluice-demo"}},
+			"Threshold":          0,
+			"ComparisonOperator": "GreaterThanThreshold",
 		})
 	})
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	check(t, "authorizer throttles alarm", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
+			"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum", "Period": 60,
+			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": authID}}},
+			"Threshold":          0,
+			"ComparisonOperator": "GreaterThanThreshold",
+		})
+	})
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		b, _ := json.Marshal(r.Props)
+		if r.Props["MetricName"] == "Errors" || strings.Contains(string(b), `"MetricName":"Errors"`) {
+			t.Errorf("alarm %s watches Lambda Errors, which count every 401: %s", r.ID, b)
+		}
+	}
 	check(t, "p99 alarm", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
 			"Namespace": "AWS/Lambda", "MetricName": "Duration", "ExtendedStatistic": "p99",
@@ -562,6 +671,23 @@ func TestMigrationRunsOnDeploy(t *testing.T) {
 			"Nonce":        "test",
 		})
 	})
+	// The migration depends on the Secrets Manager endpoint, so deleting
+	// the stack removes the endpoint only after the migrate function has
+	// answered the Delete event (a cold start reads the database secret).
+	// It also waits for the database on Create.
+	_, js := synth(t, full)
+	endpoint := logicalID(t, js, "AWS::EC2::VPCEndpoint", "VpcSecretsManagerEndpoint")
+	cluster := logicalID(t, js, "AWS::RDS::DBCluster", "Db")
+	migrations := resources(js, "Custom::SluiceMigrate")
+	if len(migrations) != 1 {
+		t.Fatalf("Custom::SluiceMigrate resources = %d, want 1", len(migrations))
+	}
+	deps, _ := js["Resources"].(map[string]any)[migrations[0].ID].(map[string]any)["DependsOn"].([]any)
+	for _, want := range []string{endpoint, cluster} {
+		if !slices.Contains(deps, any(want)) {
+			t.Errorf("migration DependsOn = %v, want %s in it", deps, want)
+		}
+	}
 	if (&StackProps{}).MigrateNonce != "" {
 		t.Fatal("MigrateNonce default must be empty so each synth gets a fresh one")
 	}
@@ -601,11 +727,52 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 			t.Errorf("byo: %s VpcConfig = %s, want the given security group", r.ID, b)
 		}
 	}
-	// The BYO secrets are granted by ARN, read-only.
-	b, _ := json.Marshal(resources(js, "AWS::IAM::Policy"))
-	for _, arn := range []string{variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn} {
-		if !strings.Contains(string(b), arn) {
-			t.Errorf("byo: no policy grants %s", arn)
+	// The BYO secrets are granted by ARN, read-only: the complete ARN as it
+	// is, the partial one with the wildcard for Secrets Manager's suffix.
+	grants := map[string]int{}
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		stmts, _ := r.Props["PolicyDocument"].(map[string]any)["Statement"].([]any)
+		for _, st := range stmts {
+			if res, ok := st.(map[string]any)["Resource"].(string); ok {
+				grants[res]++
+			}
+		}
+	}
+	redisARN, dbARN := variantProps(byo).RedisAuthSecretArn, variantProps(byo).DatabaseSecretArn
+	for _, want := range []string{redisARN, dbARN + "-??????"} {
+		if grants[want] == 0 {
+			t.Errorf("byo: no policy grants %s; grants %v", want, grants)
+		}
+	}
+	for _, bad := range []string{redisARN + "-??????", dbARN} {
+		if grants[bad] > 0 {
+			t.Errorf("byo: a policy grants %s, which matches no secret; grants %v", bad, grants)
+		}
+	}
+}
+
+func TestSecretIsComplete(t *testing.T) {
+	const prefix = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+	tests := []struct {
+		arn  string
+		want bool
+	}{
+		{prefix + "db-AbCdEf", true},
+		{prefix + "sluice/db-a1B2c3", true},
+		{"arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:db-AbCdEf", true},
+		{prefix + "db", false},
+		{prefix + "sluice/db", false},
+		{prefix + "db-AbCdE", false},         // 5 characters
+		{prefix + "db-AbCd_f", false},        // not a letter or digit
+		{prefix + "AbCdEfG", false},          // no hyphen
+		{prefix + "redis-auth-AbCdEf", true}, // hyphens in the name
+		// Ambiguous: a partial ARN whose name ends like a suffix reads as
+		// complete (documented: give such a secret's complete ARN).
+		{prefix + "db-prod01", true},
+	}
+	for _, tt := range tests {
+		if got := secretIsComplete(tt.arn); got != tt.want {
+			t.Errorf("secretIsComplete(%q) = %v, want %v", tt.arn, got, tt.want)
 		}
 	}
 }
@@ -619,9 +786,16 @@ func TestValidate(t *testing.T) {
 		{"zero", StackProps{}, nil},
 		{"localstack", *variantProps(localstack), nil},
 		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
-		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn"}, []string{"exclusive"}},
+		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"}, []string{"exclusive"}},
 		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
 		{"bad mode", StackProps{RedisMode: "sentinel"}, []string{"single or cluster"}},
+		{"partial secret arns", StackProps{
+			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
+			RedisURL:           "rediss://r:6379",
+			RedisAuthSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf",
+		}, nil},
+		{"secret names, not arns", StackProps{DatabaseSecretArn: "sluice/db", RedisAuthSecretArn: "arn:aws:s3:::bucket"},
+			[]string{`DatabaseSecretArn "sluice/db": want a Secrets Manager secret ARN`, `RedisAuthSecretArn "arn:aws:s3:::bucket"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -641,5 +815,99 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNag runs cdk-nag's AwsSolutions pack over every variant and fails on
+// any error it reports that the stack does not suppress with a reason
+// (infra/nag.go). Warnings are logged.
+func TestNag(t *testing.T) {
+	for _, v := range allVariants() {
+		for _, f := range nagFindings(t, v) {
+			if f.Level == "error" {
+				t.Errorf("%s: %s: %s", v, f.Path, f.Message)
+			} else {
+				t.Logf("%s: warning: %s: %s", v, f.Path, f.Message)
+			}
+		}
+	}
+}
+
+// TestAPILogging: both APIs write access logs (one JSON line per request)
+// and execution logs of errors, never request data (API keys), and their
+// stages wait for the account's logging role, which outlives the stack.
+func TestAPILogging(t *testing.T) {
+	tmpl, js := synth(t, full)
+	stages := resources(js, "AWS::ApiGateway::Stage")
+	if len(stages) != 2 {
+		t.Fatalf("stages = %d, want 2 (admin and demo)", len(stages))
+	}
+	account := logicalID(t, js, "AWS::ApiGateway::Account", "ApiGatewayAccount")
+	logGroups := map[string]bool{}
+	for _, r := range resources(js, "AWS::Logs::LogGroup") {
+		logGroups[r.ID] = true
+	}
+	all, _ := js["Resources"].(map[string]any)
+	for _, st := range stages {
+		als, _ := st.Props["AccessLogSetting"].(map[string]any)
+		if als["Format"] != accessLogFormat {
+			t.Errorf("%s access log format = %v, want accessLogFormat", st.ID, als["Format"])
+		}
+		dest, _ := als["DestinationArn"].(map[string]any)["Fn::GetAtt"].([]any)
+		if len(dest) == 0 || !logGroups[fmt.Sprint(dest[0])] {
+			t.Errorf("%s access log destination = %v, want a log group of the stack", st.ID, als["DestinationArn"])
+		}
+		want := []any{map[string]any{"HttpMethod": "*", "ResourcePath": "/*", "LoggingLevel": "ERROR", "DataTraceEnabled": false}}
+		if diff := cmp.Diff(want, st.Props["MethodSettings"]); diff != "" {
+			t.Errorf("%s MethodSettings (-want +got):\n%s", st.ID, diff)
+		}
+		deps, _ := all[st.ID].(map[string]any)["DependsOn"].([]any)
+		if !slices.Contains(deps, any(account)) {
+			t.Errorf("%s DependsOn = %v, want %s in it", st.ID, deps, account)
+		}
+	}
+	for _, id := range []string{account, logicalID(t, js, "AWS::IAM::Role", "ApiGatewayLogsRole")} {
+		if got := all[id].(map[string]any)["DeletionPolicy"]; got != "Retain" {
+			t.Errorf("%s DeletionPolicy = %v, want Retain (the setting serves every API of the account)", id, got)
+		}
+	}
+	check(t, "log group retention", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), &map[string]any{"RetentionInDays": 30})
+	})
+
+	// Every value is quoted, so a line is JSON whatever API Gateway puts in.
+	var line string
+	for _, filler := range []string{"-", "", "arn:aws:iam::123456789012:user/alice"} {
+		line = regexp.MustCompile(`\$context\.[A-Za-z.]+`).ReplaceAllString(accessLogFormat, filler)
+		var m map[string]string
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("access log line %s is not a JSON object of strings: %v", line, err)
+		}
+	}
+	for _, v := range []string{"$context.requestId", "$context.identity.userArn", "$context.status", "$context.error.responseType"} {
+		if !strings.Contains(accessLogFormat, v) {
+			t.Errorf("access log format lacks %s", v)
+		}
+	}
+}
+
+// TestFlowLog: the VPC created here logs rejected connections; a VPC you
+// bring is yours to log.
+func TestFlowLog(t *testing.T) {
+	for _, tt := range []struct {
+		v    variant
+		want int
+	}{{full, 1}, {byo, 0}, {localstack, 0}} {
+		_, js := synth(t, tt.v)
+		logs := resources(js, "AWS::EC2::FlowLog")
+		if len(logs) != tt.want {
+			t.Errorf("%s: flow logs = %d, want %d", tt.v, len(logs), tt.want)
+			continue
+		}
+		for _, r := range logs {
+			if r.Props["TrafficType"] != "REJECT" || r.Props["ResourceType"] != "VPC" || r.Props["LogDestinationType"] != "cloud-watch-logs" {
+				t.Errorf("%s: flow log %s = %v, want REJECT traffic of the VPC to CloudWatch Logs", tt.v, r.ID, r.Props)
+			}
+		}
 	}
 }
