@@ -79,10 +79,12 @@ func TestValidateValid(t *testing.T) {
 		"horizon at the cap": func(r *Rule) {
 			r.Limit, r.Period, r.Burst, r.Cost = new(int64(1)), Period(Year), new(int64(10)), new(int64(10))
 		},
-		"horizon just under": func(r *Rule) { r.Limit, r.Period, r.Burst, r.Cost = new(int64(7)), Period(30*Day), new(int64(851)), nil },
-		"period bounds":     func(r *Rule) { r.Period = MinPeriod },
-		"period max":        func(r *Rule) { r.Period = MaxPeriod },
-		"utf-8 subject":     func(r *Rule) { r.Subject = "usér:日本" },
+		"horizon just under": func(r *Rule) {
+			r.Limit, r.Period, r.Burst, r.Cost = new(int64(7)), Period(30*Day), new(int64(851)), nil
+		},
+		"period bounds": func(r *Rule) { r.Period = MinPeriod },
+		"period max":    func(r *Rule) { r.Period = MaxPeriod },
+		"utf-8 subject": func(r *Rule) { r.Subject = "usér:日本" },
 		"long strings": func(r *Rule) {
 			r.API, r.Subject, r.Description = strings.Repeat("a", MaxAPILen), strings.Repeat("s", MaxSubjectLen), strings.Repeat("d", MaxDescriptionLen)
 		},
