@@ -198,14 +198,11 @@ func (p Plan) Validate() error {
 // Validate cannot see the plan a rule names, so this is the rest: r's cost
 // must be at most p's burst, or no request could ever pass, and within
 // MaxHorizon at p's rate. A blocking plan (limit 0) takes any cost. A p
-// that fails Validate (a row stored before a bound existed) is reported on
-// "plan".
+// whose own burst is beyond MaxHorizon (a row stored before the bound
+// existed, or written to a store without Plan.Validate) is reported on
+// "plan": the rule's bucket would be too.
 func (r Rule) ValidateWithPlan(p Plan) error {
 	var v validator
-	if err := p.Validate(); err != nil {
-		v.add("plan", "plan "+strconv.Quote(p.Name)+" is invalid: "+err.Error())
-		return v.err()
-	}
 	cost := int64(1)
 	if r.Cost != nil {
 		cost = *r.Cost
@@ -215,7 +212,9 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 		burst = *p.Burst
 	}
 	switch {
-	case p.Limit == 0:
+	case p.Limit <= 0 || p.Period <= 0:
+	case !WithinHorizon(burst, p.Limit, p.Period.Duration()):
+		v.add("plan", "the burst of plan "+strconv.Quote(p.Name)+" "+horizonProblem(burst, p.Limit, p.Period, burstHorizon))
 	case cost > burst:
 		v.add("cost", "must be at most the burst ("+strconv.FormatInt(burst, 10)+") of plan "+strconv.Quote(p.Name)+", or no request could pass")
 	default:
@@ -273,7 +272,7 @@ func CheckPlanRules(p Plan, rs []Rule) error {
 			var ve *ValidationError
 			reason := err.Error()
 			if errors.As(err, &ve) && len(ve.Fields) > 0 {
-				reason = ve.Fields[0].Field + " " + ve.Fields[0].Reason
+				reason = ve.Fields[0].Field + ": " + ve.Fields[0].Reason
 			}
 			broken = append(broken, BrokenRule{ID: r.ID, Reason: reason})
 		}

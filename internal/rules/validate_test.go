@@ -276,8 +276,9 @@ func TestValidateWithPlan(t *testing.T) {
 		{"blocking plan takes any cost", planRule(MaxCost), Plan{Name: "gold", Period: Period(time.Second)}, nil},
 		{"cost at the horizon", planRule(10), yearly, nil},
 		{"plan out of bounds", planRule(1), Plan{Name: "gold", Limit: 1, Period: Period(Year), Burst: new(int64(10_000_000))}, []fe{
-			{"plan", `plan "gold" is invalid: invalid burst: must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years`},
+			{"plan", `the burst of plan "gold" must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years`},
 		}},
+		{"plan invalid otherwise is not this check's", planRule(1), Plan{Name: "gold", Limit: 3000, Period: Period(time.Minute), Burst: new(int64(2000))}, nil},
 	}
 	for _, tt := range tests {
 		err := tt.r.ValidateWithPlan(tt.p)
@@ -319,12 +320,12 @@ func TestCheckPlanRules(t *testing.T) {
 		t.Fatalf("CheckPlanRules() = %v, want a *PlanConflictError wrapping ErrConflict", err)
 	}
 	want := &PlanConflictError{Plan: "gold", Rules: []BrokenRule{
-		{ID: "r4", Reason: `cost must be at most the burst (25) of plan "gold", or no request could pass`},
+		{ID: "r4", Reason: `cost: must be at most the burst (25) of plan "gold", or no request could pass`},
 	}}
 	if diff := cmp.Diff(want, pc); diff != "" {
 		t.Errorf("CheckPlanRules() mismatch (-want +got):\n%s", diff)
 	}
-	if got, want := err.Error(), `plan "gold" would break 1 rule(s) that name it; rule r4: cost must be at most the burst (25) of plan "gold", or no request could pass`; got != want {
+	if got, want := err.Error(), `plan "gold" would break 1 rule(s) that name it; rule r4: cost: must be at most the burst (25) of plan "gold", or no request could pass`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 
