@@ -103,11 +103,10 @@ for i = 1, n do
 		if ARGV[o + 2] ~= ARGV[o] then
 			burst = tonumber(ARGV[o + 2])
 		end
+		-- No key and a value that is not a number (nil), or NaN: full.
 		local v = tonumber(redis.call('GET', KEYS[i]))
-		-- nil (no key, not a number) and NaN fail the test: full. TIME
-		-- may even have gone back (failover): full too.
 		if v and v > at then
-			at = v
+			at = v -- else full: TIME may even have gone back (failover)
 		end
 		h = (now - at) / T + burst
 	end
