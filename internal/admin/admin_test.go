@@ -310,6 +310,62 @@ func TestPlans(t *testing.T) {
 	})
 }
 
+// TestBounds: a rule validation accepts never breaks a decision, so what
+// would (a refill horizon beyond rules.MaxHorizon, a cost above the burst
+// of the plan a rule names, a plan update that would leave such a rule) is
+// a clear 4xx naming the problem, and nothing is written.
+func TestBounds(t *testing.T) {
+	forBackends(t, func(t *testing.T, e *env) {
+		v0 := e.count(t).Version
+		// The issue's rule: before the bound, every request of its subjects
+		// failed open.
+		pe := wantProblem(t, e.do(t, event(admin.RouteCreateRule, nil,
+			`{"api":"a","route":"*","subject":"k","limit":1,"period":"1y","burst":10000000,"cost":1000000}`)), 400)
+		wantErrors := []rules.FieldError{
+			{Field: "burst", Reason: "must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years"},
+			{Field: "cost", Reason: "must be at most 10 at 1 per 1y: one request's tokens come back in cost × period ÷ limit, at most 10y, and here in about 1000000 years"},
+		}
+		if diff := cmp.Diff(wantErrors, pe.Errors); diff != "" {
+			t.Errorf("POST /rules (issue rule) errors (-want +got):\n%s", diff)
+		}
+		pe = wantProblem(t, e.do(t, event(admin.RouteCreatePlan, nil, `{"name":"far","limit":1,"period":"1y","burst":11}`)), 400)
+		if len(pe.Errors) != 1 || pe.Errors[0].Field != "burst" {
+			t.Errorf("POST /plans (horizon 11y) errors = %+v, want one on burst", pe.Errors)
+		}
+
+		e.createPlan(t, `{"name":"small","limit":1,"period":"1s","burst":5}`)
+		pe = wantProblem(t, e.do(t, event(admin.RouteCreateRule, nil, `{"api":"a","route":"*","subject":"k","plan":"small","cost":6}`)), 400)
+		wantErrors = []rules.FieldError{{Field: "cost", Reason: `must be at most the burst (5) of plan "small", or no request could pass`}}
+		if diff := cmp.Diff(wantErrors, pe.Errors); diff != "" {
+			t.Errorf("POST /rules (cost above the plan's burst) errors (-want +got):\n%s", diff)
+		}
+		r := e.createRule(t, `{"api":"a","route":"*","subject":"k","plan":"small","cost":5}`)
+		pe = wantProblem(t, e.do(t, event(admin.RouteUpdateRule, idParam(r.ID), `{"api":"a","route":"*","subject":"k","plan":"small","cost":6}`, "If-Match", `"1"`)), 400)
+		if len(pe.Errors) != 1 || pe.Errors[0].Field != "cost" {
+			t.Errorf("PUT /rules/{id} (cost above the plan's burst) errors = %+v, want one on cost", pe.Errors)
+		}
+
+		small := map[string]string{"name": "small"}
+		pe = wantProblem(t, e.do(t, event(admin.RouteUpdatePlan, small, `{"limit":1,"period":"1s","burst":4}`, "If-Match", `"1"`)), 409)
+		wantDetail := "The new numbers would break 1 rule(s) that name this plan: rule " + r.ID +
+			`, cost: must be at most the burst (4) of plan "small", or no request could pass. Lower those rules' cost or move them to another plan first.`
+		if pe.Detail != wantDetail {
+			t.Errorf("PUT /plans/small (burst below a rule's cost) detail = %q, want %q", pe.Detail, wantDetail)
+		}
+		var p rules.Plan
+		want(t, e.do(t, event(admin.RouteGetPlan, small, "")), 200, &p)
+		if p.Version != 1 || *p.Burst != 5 {
+			t.Errorf("GET /plans/small after a refused update = %+v, want version 1 and burst 5", p)
+		}
+		want(t, e.do(t, event(admin.RouteUpdatePlan, small, `{"limit":1,"period":"1s","burst":6}`, "If-Match", `"1"`)), 200, &p)
+
+		// Writes: a plan, a rule and a plan update; refusals never bump.
+		if got := e.count(t).Version - v0; got != 3 {
+			t.Errorf("rules version moved by %d over 3 writes, want 3", got)
+		}
+	})
+}
+
 // TestConcurrentUpdates sends two updates with the same If-Match at once:
 // exactly one wins.
 func TestConcurrentUpdates(t *testing.T) {

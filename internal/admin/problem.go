@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
@@ -24,6 +25,10 @@ func classify(route string, err error) *httpapi.Error {
 		e := httpapi.BadRequest(ve.Fields...)
 		e.Err = err
 		return e
+	}
+	var pc *rules.PlanConflictError
+	if errors.As(err, &pc) {
+		return &httpapi.Error{Status: http.StatusConflict, Detail: planConflictDetail(pc), Err: err}
 	}
 	noun := "rule"
 	if strings.Contains(route, "/plans") {
@@ -45,6 +50,28 @@ func classify(route string, err error) *httpapi.Error {
 			Header: http.Header{"Retry-After": {"1"}}, Err: err}
 	}
 	return httpapi.Internal(err)
+}
+
+// planConflictDetail tells the client which rules a plan update would
+// break and why (at most maxListed of them), and what to do.
+func planConflictDetail(pc *rules.PlanConflictError) string {
+	const maxListed = 5
+	var b strings.Builder
+	b.WriteString("The new numbers would break ")
+	b.WriteString(strconv.Itoa(len(pc.Rules)))
+	b.WriteString(" rule(s) that name this plan: ")
+	for i, r := range pc.Rules {
+		if i == maxListed {
+			b.WriteString("; and " + strconv.Itoa(len(pc.Rules)-i) + " more")
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString("rule " + r.ID + ", " + r.Reason)
+	}
+	b.WriteString(". Lower those rules' cost or move them to another plan first.")
+	return b.String()
 }
 
 func conflictDetail(route string) string {

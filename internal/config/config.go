@@ -260,8 +260,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 // ParseLimit parses a limit such as "100/1m" or "100/1m,burst=200": tokens
 // per period (a rules.Period such as 30s, 1m, 1h, 1d), and optionally the
-// bucket capacity (default: the limit). "0/1m" blocks. It returns an
-// Effective with Limit, Period and Burst set.
+// bucket capacity (default: the limit). "0/1m" blocks. The refill horizon,
+// burst × period ÷ limit, must be at most rules.MaxHorizon (10y), as for
+// every rule. It returns an Effective with Limit, Period and Burst set.
 func ParseLimit(s string) (*rules.Effective, error) {
 	head, opts, _ := strings.Cut(s, ",")
 	limStr, perStr, ok := strings.Cut(strings.TrimSpace(head), "/")
@@ -293,6 +294,12 @@ func ParseLimit(s string) (*rules.Effective, error) {
 		default:
 			burst = b
 		}
+	}
+	if len(errs) == 0 && !rules.WithinHorizon(burst, limit, period.Duration()) {
+		// The bound every rule and plan obeys (rules.MaxHorizon): beyond it
+		// the limiter refuses the bucket.
+		errs = append(errs, fmt.Errorf("burst %d at %d per %s takes longer than %s to refill (burst × period ÷ limit)",
+			burst, limit, period, rules.Period(rules.MaxHorizon)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

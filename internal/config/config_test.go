@@ -136,6 +136,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"limit burst below", "DEFAULT_LIMIT", "100/1m,burst=50", nil},
 		{"limit burst key", "DEFAULT_LIMIT", "100/1m,cost=2", nil},
 		{"limit burst on block", "DEFAULT_LIMIT", "0/1m,burst=5", nil},
+		{"limit refill horizon", "DEFAULT_LIMIT", "1/1y,burst=10000000", nil},
 		{"refresh", "RULES_REFRESH", "0s", nil},
 		{"poll", "RULES_VERSION_POLL", "soon", nil},
 	}
@@ -224,8 +225,24 @@ func TestParseLimitRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParseLimitHorizon: DEFAULT_LIMIT obeys the refill horizon every rule
+// does (rules.MaxHorizon), exactly at the boundary.
+func TestParseLimitHorizon(t *testing.T) {
+	for _, s := range []string{"1/1y,burst=10", "7/30d,burst=851", "1/1s,burst=315360000"} {
+		if _, err := ParseLimit(s); err != nil {
+			t.Errorf("ParseLimit(%q) error = %v, want nil: at or within the horizon", s, err)
+		}
+	}
+	for _, s := range []string{"1/1y,burst=11", "7/30d,burst=852", "1/1y,burst=10000000", "1/1s,burst=1000000000"} {
+		_, err := ParseLimit(s)
+		if err == nil || !strings.Contains(err.Error(), "takes longer than 10y to refill") {
+			t.Errorf("ParseLimit(%q) error = %v, want one about the 10y refill horizon", s, err)
+		}
+	}
+}
+
 func FuzzParseLimit(f *testing.F) {
-	for _, s := range []string{"100/1m", "100/1m,burst=200", "0/1s", "1/1h30m", "x/y", ",", "/", "9223372036854775807/1s"} {
+	for _, s := range []string{"100/1m", "100/1m,burst=200", "0/1s", "1/1h30m", "x/y", ",", "/", "9223372036854775807/1s", "1/1y,burst=10000000"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -243,6 +260,12 @@ func FuzzParseLimit(f *testing.F) {
 			t.Errorf("ParseLimit(%q).Period = %v, out of range", s, e.Period)
 		case e.Limit > 0 && e.Burst < e.Limit, e.Limit == 0 && e.Burst != 0:
 			t.Errorf("ParseLimit(%q) burst %d for limit %d", s, e.Burst, e.Limit)
+		case !rules.WithinHorizon(e.Burst, e.Limit, e.Period):
+			t.Errorf("ParseLimit(%q) = %+v, beyond rules.MaxHorizon", s, e)
+		}
+		// What ParseLimit accepts, the snapshot applies.
+		if snap := rules.NewSnapshot(nil, nil, rules.SnapshotOptions{Default: e}); snap.Default() == nil {
+			t.Errorf("ParseLimit(%q) = %+v, which the snapshot skips: %+v", s, e, snap.Skipped())
 		}
 		again, err := ParseLimit(formatLimit(e))
 		if err != nil || !cmp.Equal(e, again) {

@@ -17,12 +17,31 @@
 --   shadow       1 = never denies: charged when it has the tokens, a
 --                would-be deny is reported in the shadow mask; 0 = enforcing
 --
+-- The caller keeps every bucket's refill horizon, burst*period/limit (the
+-- time an empty bucket takes to fill up), at most 10 years (MaxHorizon in
+-- limiter.go; rules validation enforces it on every rule and plan). Then
+-- every time below, in microseconds since 2024, stays far under 2^53 (about
+-- 285 years), where doubles stop counting microseconds exactly. A cost above
+-- a bucket's burst never charges it, so no cost stretches that horizon.
+--
 -- Stored value (GCRA form of the bucket): the time at which the bucket will
 -- be full again, in microseconds since 2024-01-01 UTC, a float (a fraction
 -- of a token is a fraction of period/limit). A bucket then holds
 -- (now + burst*T - stored) / T tokens, T = period/limit microseconds per
--- token. The key expires (PX) when the bucket is full; a missing key is a
--- full bucket.
+-- token. The key expires (PX) 1 ms after the bucket is full (so it never
+-- expires early, whatever clock the server takes the expiry from); a missing
+-- key, or a value that is not a number, is a full bucket.
+--
+-- Every millisecond count, the PX of a write and the reset and retry of the
+-- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
+-- with %d: never an exponent, which SET refuses ("value is not an integer
+-- or out of range"). Within the horizon above the clamp never applies; it
+-- keeps a bucket out of contract (or a stray value in a key) from turning
+-- into an error.
+--
+-- Errors: the script reads and computes everything before its first write,
+-- then only writes, so it never fails after a write: a reply is an answer
+-- for all buckets or an error that changed nothing.
 --
 -- Reply: one string of space-separated integers (a string, not an array:
 -- the caller parses it without an allocation per number)
@@ -33,10 +52,11 @@
 --                the enforcing bucket with the fewest tokens left (shadow
 --                buckets count only when all are shadows)
 --   remaining    whole tokens left in the limiting bucket after this call
---   reset        milliseconds until the limiting bucket is full again
+--   reset        milliseconds until the limiting bucket is full again, 0 to
+--                MAX_MS
 --   retry        0 when allowed; else milliseconds until <cost> tokens are
---                available in every bucket; -1 when never (cost > burst or
---                limit 0)
+--                available in every bucket, 1 to MAX_MS; -1 when never
+--                (cost > burst or limit 0)
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
 -- followed, for a peek (cost 0) only, by " <remaining> <reset>" per bucket.
 
@@ -62,13 +82,17 @@ end
 -- treated as holding them (the deficit is repaid by later refill, so it
 -- never accumulates).
 local EPS = 1e-6
+-- MAX_MS bounds every millisecond count: 100 years of 365 days.
+local MAX_MS = 3153600000000
 local n = #KEYS
 -- One table for all buckets (this script's cost is mostly allocations):
--- st[3i-2] = when bucket i is full again (us), st[3i-1] = its tokens now,
--- st[3i] = us per token (0 when blocked). Presized for two buckets.
-local st = { 0, 0, 0, 0, 0, 0 }
+-- st[4i-3] = when bucket i is full again (us), st[4i-2] = its tokens now,
+-- st[4i-1] = us per token (0 when blocked), st[4i] = the PX of its write
+-- (a string), false when it is not written. Presized for two buckets.
+local st = { 0, 0, 0, false, 0, 0, 0, false }
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
+-- 1. Read every bucket and decide.
 for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
@@ -79,16 +103,14 @@ for i = 1, n do
 		if ARGV[o + 2] ~= ARGV[o] then
 			burst = tonumber(ARGV[o + 2])
 		end
-		local v = redis.call('GET', KEYS[i])
-		if v then
-			v = tonumber(v)
-			if v > at then
-				at = v -- else full: TIME may even have gone back (failover)
-			end
+		-- No key and a value that is not a number (nil), or NaN: full.
+		local v = tonumber(redis.call('GET', KEYS[i]))
+		if v and v > at then
+			at = v -- else full: TIME may even have gone back (failover)
 		end
 		h = (now - at) / T + burst
 	end
-	st[3 * i - 2], st[3 * i - 1], st[3 * i] = at, h, T
+	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, false
 	if h + EPS < need then
 		if ARGV[o + 3] == '1' then
 			mask = mask + 2 ^ (i - 1)
@@ -100,6 +122,8 @@ for i = 1, n do
 				w = ceil((at + (need - burst) * T - now) / 1000)
 				if w < 1 then
 					w = 1
+				elseif w > MAX_MS then
+					w = MAX_MS
 				end
 			end
 			if wait ~= -1 and (w == -1 or w > wait) then
@@ -111,29 +135,35 @@ end
 
 if allowed == 1 then
 	wait = 0
-	-- Charge every bucket that has the tokens, and find the limiting one:
-	-- fewest tokens left, enforcing buckets first.
+	-- 2. Compute every charge, and find the limiting bucket: fewest tokens
+	-- left, enforcing buckets first. Nothing is written yet.
 	for i = 1, n do
-		local T, h = st[3 * i], st[3 * i - 1]
+		local T, h = st[4 * i - 1], st[4 * i - 2]
 		if cost > 0 and T > 0 and h + EPS >= cost then
-			local at = st[3 * i - 2] + cost * T
+			local at = st[4 * i - 3] + cost * T
 			h = h - cost
-			st[3 * i - 2], st[3 * i - 1] = at, h
-			local ttl = ceil((at - now) / 1000)
-			if ttl < 1 then
-				ttl = 1
+			local ttl = ceil((at - now) / 1000) + 1
+			if ttl > MAX_MS then
+				ttl = MAX_MS
 			end
-			redis.call('SET', KEYS[i], at, 'PX', ttl)
+			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, string.format('%d', ttl)
 		end
-		if ARGV[4 * i + 1] == '0' and (lim == 0 or h < st[3 * lim - 1]) then
+		if ARGV[4 * i + 1] == '0' and (lim == 0 or h < st[4 * lim - 2]) then
 			lim = i
 		end
 	end
 	if lim == 0 then
 		for i = 1, n do
-			if lim == 0 or st[3 * i - 1] < st[3 * lim - 1] then
+			if lim == 0 or st[4 * i - 2] < st[4 * lim - 2] then
 				lim = i
 			end
+		end
+	end
+	-- 3. Write. Only SETs from here on: nothing after the first can fail
+	-- for a reason of ours.
+	for i = 1, n do
+		if st[4 * i] then
+			redis.call('SET', KEYS[i], st[4 * i - 3], 'PX', st[4 * i])
 		end
 	end
 end
@@ -147,15 +177,17 @@ for i = 0, n do
 	if i == 0 then
 		b = lim
 	end
-	local r = floor(st[3 * b - 1] + EPS)
+	local r = floor(st[4 * b - 2] + EPS)
 	if r < 0 then
 		r = 0
 	end
 	local reset = 0
-	if st[3 * b] > 0 then
-		reset = ceil((st[3 * b - 2] - now) / 1000)
+	if st[4 * b - 1] > 0 then
+		reset = ceil((st[4 * b - 3] - now) / 1000)
 		if reset < 0 then
 			reset = 0
+		elseif reset > MAX_MS then
+			reset = MAX_MS
 		end
 	end
 	if i == 0 then

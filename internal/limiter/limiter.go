@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,18 @@ import (
 
 // MaxBuckets is the most buckets one Request may charge.
 const MaxBuckets = 8
+
+// MaxHorizon bounds a bucket's refill horizon, Burst·Period/Limit: the time
+// its empty bucket takes to fill up again. Ten years (of 365 days) keeps
+// every time bucket.lua computes, in microseconds, far below 2^53 (about
+// 285 years), where its float arithmetic stops being exact, and every key
+// TTL well inside what SET PX accepts. rules.MaxHorizon is the same bound,
+// enforced on every rule and plan.
+const MaxHorizon = 10 * 365 * 24 * time.Hour
+
+// maxMillis bounds every millisecond count of a reply (bucket.lua's MAX_MS,
+// 100 years): a Duration holds it, and so does a monotonic time plus it.
+const maxMillis = 100 * 365 * 24 * 3600 * 1000
 
 // Bucket is one token bucket of a subject: it holds up to Burst tokens and
 // refills Limit tokens every Period, continuously.
@@ -39,7 +52,8 @@ type Bucket struct {
 	Limit int64
 	// Period is the refill period; it must be > 0. Microsecond resolution.
 	Period time.Duration
-	// Burst is the capacity; <= 0 means Limit.
+	// Burst is the capacity; <= 0 means Limit. The refill horizon,
+	// Burst·Period/Limit, must be at most MaxHorizon.
 	Burst int64
 	// FailClosed makes a Redis failure deny the request; by default
 	// (false) a Redis failure allows it and flags Decision.FailOpen.
@@ -84,12 +98,15 @@ type Decision struct {
 	// after this call.
 	Remaining int64
 	// Reset is the time until the limiting bucket is full again
-	// (millisecond resolution, rounded up).
+	// (millisecond resolution, rounded up); never negative, and at most the
+	// bucket's refill horizon (Burst·Period/Limit, at most MaxHorizon) plus
+	// a millisecond.
 	Reset time.Duration
 	// RetryAfter is 0 when allowed; otherwise the time until Cost tokens
-	// are available in every bucket (millisecond resolution, rounded up).
-	// When Cost exceeds a bucket's Burst, or a bucket is blocked
-	// (Limit 0), no wait helps: RetryAfter is then that bucket's Period.
+	// are available in every bucket (millisecond resolution, rounded up):
+	// at least 1ms, at most the limiting bucket's Reset. When Cost exceeds
+	// a bucket's Burst, or a bucket is blocked (Limit 0), no wait helps:
+	// RetryAfter is then that bucket's Period.
 	// A fail-closed deny (Redis failed) carries the breaker cooldown, a
 	// hint of when Redis is asked again.
 	RetryAfter time.Duration
@@ -117,8 +134,9 @@ type BucketState struct {
 // with errors.Is.
 var (
 	// ErrInvalidRequest reports a Request the Limiter cannot evaluate
-	// (no buckets, too many, a bad period, a negative cost). The decision
-	// returned with it denies.
+	// (no buckets, too many, a bad period, a refill horizon above
+	// MaxHorizon, a negative cost). The decision returned with it denies;
+	// it is not a Redis failure, so it never moves the breaker.
 	ErrInvalidRequest = errors.New("limiter: invalid request")
 	// ErrBreakerOpen is returned, with the failure-mode decision, while the
 	// circuit breaker keeps calls away from Redis.
@@ -306,7 +324,7 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 // denying zero Decision and an error wrapping ErrInvalidRequest.
 func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	l.st.calls.Add(1)
-	if err := validate(req.Buckets, req.Cost); err != nil {
+	if err := validate(req.Buckets, req.Cost, true); err != nil {
 		l.st.denied.Add(1)
 		return Decision{}, err
 	}
@@ -418,7 +436,7 @@ func (l *Limiter) failure(req Request, err error) (Decision, error) {
 // Peek returns the state of each bucket of subject without charging or
 // writing anything. It always asks Redis (no deny cache, no breaker).
 func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([]BucketState, error) {
-	if err := validate(buckets, 0); err != nil {
+	if err := validate(buckets, 0, true); err != nil {
 		return nil, err
 	}
 	res, err := l.eval(ctx, subject, 0, buckets)
@@ -447,7 +465,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 	if l.cache != nil {
 		l.cache.dropSubject(subject)
 	}
-	if err := validate(buckets, 0); err != nil {
+	if err := validate(buckets, 0, false); err != nil {
 		return err
 	}
 	c := getCall()
@@ -480,8 +498,9 @@ func (l *Limiter) Stats() Stats {
 	}
 }
 
-// validate checks what the script relies on.
-func validate(bs []Bucket, cost int64) error {
+// validate checks what the script relies on; the refill horizon only when
+// horizon is set (Reset deletes keys whatever their numbers).
+func validate(bs []Bucket, cost int64, horizon bool) error {
 	if len(bs) == 0 || len(bs) > MaxBuckets {
 		return fmt.Errorf("%w: %d buckets, want 1..%d", ErrInvalidRequest, len(bs), MaxBuckets)
 	}
@@ -496,9 +515,27 @@ func validate(bs []Bucket, cost int64) error {
 			return fmt.Errorf("%w: bucket %q: limit %d < 0", ErrInvalidRequest, b.ID, b.Limit)
 		case b.Period < time.Microsecond:
 			return fmt.Errorf("%w: bucket %q: period %v < 1µs", ErrInvalidRequest, b.ID, b.Period)
+		case horizon && !withinHorizon(b):
+			return fmt.Errorf("%w: bucket %q: burst %d at %d per %v takes longer than MaxHorizon (%v) to refill",
+				ErrInvalidRequest, b.ID, b.capacity(), b.Limit, b.Period, MaxHorizon)
 		}
 	}
 	return nil
+}
+
+// withinHorizon reports whether b's refill horizon, capacity·period/limit
+// with the period in whole microseconds as the script gets it, is at most
+// MaxHorizon. It compares the exact 128-bit products, so it agrees with
+// rules.MaxHorizon on every rule rules validation accepts. A blocked
+// bucket (Limit 0) never refills and has no horizon.
+func withinHorizon(b Bucket) bool {
+	c := b.capacity()
+	if b.Limit <= 0 || c <= 0 {
+		return true
+	}
+	hi, lo := bits.Mul64(uint64(c), uint64(periodMicros(b.Period)))
+	maxHi, maxLo := bits.Mul64(uint64(MaxHorizon/time.Microsecond), uint64(b.Limit))
+	return hi < maxHi || hi == maxHi && lo <= maxLo
 }
 
 // eval runs the script once, within the Limiter's timeout, and returns its

@@ -107,5 +107,9 @@ func periodMicros(p time.Duration) int64 {
 	return us
 }
 
-// ms turns a script's millisecond count into a Duration.
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+// ms turns a script's millisecond count into a Duration, clamped to 0 ..
+// maxMillis: whatever the reply says, a Decision never carries a negative
+// duration nor one that overflows when added to a time.
+func ms(v int64) time.Duration {
+	return time.Duration(min(max(v, 0), maxMillis)) * time.Millisecond
+}

@@ -15,7 +15,8 @@ const DefaultID = "default"
 // Effective is a rule as the authorizer applies it: plan resolved, defaults
 // filled, numbers checked. Every Effective a Snapshot hands out has a
 // non-empty ID, Period of 1 s to 1 year, Burst >= Limit (0 only when Limit
-// is 0) and Cost >= 1.
+// is 0), 1 <= Cost <= Burst (unless Limit is 0) and a refill horizon,
+// Burst·Period/Limit, of at most MaxHorizon.
 //
 // Effective values returned by pointer belong to the Snapshot and must not
 // be modified.
@@ -129,8 +130,8 @@ type SnapshotOptions struct {
 	// DefaultID, empty API, Route and Subject become Wildcard, Burst 0
 	// becomes Limit, Cost 0 becomes 1, and empty FailureMode and Mode become
 	// FailOpen and Enforce. A default with a Period outside 1 s to 1 year, a
-	// negative Limit, or a Burst below Limit is ignored and reported by
-	// Skipped.
+	// negative Limit, a Burst below Limit, a Cost above Burst or a refill
+	// horizon above MaxHorizon is ignored and reported by Skipped.
 	Default *Effective
 }
 
@@ -203,8 +204,10 @@ type Snapshot struct {
 //
 // Each rule is normalised (on a copy) and validated; a rule is skipped when
 // it is invalid, has no ID or the ID of an earlier rule, names a plan that is
-// missing or invalid, or claims a scope (api, route, subject) an earlier rule
-// holds. Rules are taken in ID order, so the rule with the smallest ID keeps
+// missing or invalid or that it does not fit (Rule.ValidateWithPlan: a cost
+// above the plan's burst or beyond MaxHorizon), or claims a scope (api,
+// route, subject) an earlier rule holds. So nothing out of bounds reaches
+// the limiter, whatever rows the store holds. Rules are taken in ID order, so the rule with the smallest ID keeps
 // a contested scope. Plans are skipped when invalid or when an earlier plan
 // has the same name.
 func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
@@ -344,6 +347,12 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 			}
 			return Effective{}, "unknown plan " + strconv.Quote(r.Plan)
 		}
+		// A plan may have changed under the rule, or a row may predate a
+		// bound: a rule out of bounds with its plan never reaches the
+		// limiter.
+		if err := r.ValidateWithPlan(*p); err != nil {
+			return Effective{}, err.Error()
+		}
 		e.Limit, e.Period, burst = p.Limit, p.Period.Duration(), p.Burst
 	} else {
 		e.Limit, e.Period, burst = *r.Limit, r.Period.Duration(), r.Burst
@@ -352,8 +361,6 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	if burst != nil {
 		e.Burst = *burst
 	}
-	// A plan's burst may be below a cost that Validate could not compare.
-	// The rule stays: it denies every request, as its numbers say.
 	e.finish()
 	return e, ""
 }
@@ -379,6 +386,10 @@ func defaultEffective(d Effective) (Effective, string) {
 		return d, "burst must be between limit and " + strconv.Itoa(MaxBurst)
 	case d.Cost < 1 || d.Cost > MaxCost:
 		return d, "cost must be between 1 and " + strconv.Itoa(MaxCost)
+	case d.Limit > 0 && d.Cost > d.Burst:
+		return d, "cost must be at most the burst, or no request could pass"
+	case !WithinHorizon(d.Burst, d.Limit, d.Period):
+		return d, "burst " + horizonProblem(d.Burst, d.Limit, Period(d.Period), burstHorizon)
 	}
 	d.finish()
 	return d, ""

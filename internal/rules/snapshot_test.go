@@ -237,6 +237,49 @@ func TestNewSnapshotSkips(t *testing.T) {
 	}
 }
 
+// TestNewSnapshotSkipsOutOfBounds pins that rows the admin API would refuse
+// today but a store may still hold (written before a bound, or a plan
+// changed under its rules) never reach the limiter: a rule whose cost
+// exceeds its plan's burst, a plan whose refill horizon is beyond
+// MaxHorizon and the rules naming it, an inline rule beyond it.
+func TestNewSnapshotSkipsOutOfBounds(t *testing.T) {
+	t.Parallel()
+	onPlan := func(id, route, plan string, cost int64) Rule {
+		return Rule{ID: id, API: "a", Route: route, Subject: "*", Plan: plan, Cost: new(cost)}
+	}
+	issue := rule("r-issue", "a", "GET /issue", "*")
+	issue.Limit, issue.Period, issue.Burst, issue.Cost = new(int64(1)), Period(Year), new(int64(10_000_000)), new(int64(1_000_000))
+	rs := []Rule{
+		onPlan("r-fits", "GET /fits", "small", 5),
+		onPlan("r-over", "GET /over", "small", 6),
+		onPlan("r-far", "GET /far", "far", 1),
+		issue,
+	}
+	ps := []Plan{
+		{Name: "small", Limit: 1, Period: Period(time.Second), Burst: new(int64(5))},
+		{Name: "far", Limit: 1, Period: Period(Year), Burst: new(int64(11))},
+	}
+	s := NewSnapshot(rs, ps, SnapshotOptions{})
+	far := "invalid burst: must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 11.0 years"
+	want := []Skip{
+		{Kind: KindPlan, ID: "far", Reason: far},
+		{Kind: KindRule, ID: "r-far", Reason: `plan "far" is invalid: ` + far},
+		{Kind: KindRule, ID: "r-issue", Reason: "invalid input: 2 field errors, first burst: must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years"},
+		{Kind: KindRule, ID: "r-over", Reason: `invalid cost: must be at most the burst (5) of plan "small", or no request could pass`},
+	}
+	if diff := cmp.Diff(want, s.Skipped()); diff != "" {
+		t.Errorf("Skipped() mismatch (-want +got):\n%s", diff)
+	}
+	for _, e := range s.Rules() {
+		if e.ID != "r-fits" {
+			t.Errorf("Rules() holds %s, want r-fits only", e.ID)
+		}
+		if e.Cost > e.Burst || !WithinHorizon(e.Burst, e.Limit, e.Period) {
+			t.Errorf("Rules() holds %+v, out of bounds", e)
+		}
+	}
+}
+
 // TestNewSnapshotNormalizes pins that rules are normalised on a copy: the
 // caller's rules are untouched and a lower-case route still matches.
 func TestNewSnapshotNormalizes(t *testing.T) {
@@ -282,6 +325,8 @@ func TestDefaultRejected(t *testing.T) {
 		{"burst too large", Effective{Limit: 10, Burst: MaxBurst + 1, Period: time.Minute}, "burst must be between limit and 1000000000"},
 		{"negative cost", Effective{Limit: 10, Cost: -1, Period: time.Minute}, "cost must be between 1 and 1000000"},
 		{"cost too large", Effective{Limit: 10, Cost: MaxCost + 1, Period: time.Minute}, "cost must be between 1 and 1000000"},
+		{"cost over burst", Effective{Limit: 10, Cost: 11, Period: time.Minute}, "cost must be at most the burst, or no request could pass"},
+		{"refill horizon", Effective{Limit: 1, Burst: 11, Period: Year}, "burst must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 11.0 years"},
 	} {
 		s := NewSnapshot(nil, nil, SnapshotOptions{Default: &tc.def})
 		if s.Default() != nil {

@@ -1,8 +1,11 @@
 package rules
 
 import (
+	"errors"
+	"math/bits"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,6 +21,14 @@ const (
 	// MaxCost bounds Cost: the tokens one request spends. Cost is also at
 	// most the rule's burst, or no request could ever pass.
 	MaxCost = 1_000_000
+	// MaxHorizon bounds a bucket's refill horizon: burst·period/limit, the
+	// time an empty bucket takes to fill up again, and cost·period/limit,
+	// the time one request's tokens take to come back. Ten years (of 365
+	// days) keeps every time the limiter's script computes, in microseconds
+	// since 2024, far below 2^53 (about 285 years), where its float
+	// arithmetic stops being exact, and every key TTL an integer Redis
+	// accepts. limiter.MaxHorizon is the same bound.
+	MaxHorizon = 10 * Year
 	// MaxAPILen bounds API: an API Gateway id is 10 characters; 128 leaves
 	// room for other gateways' names.
 	MaxAPILen = 128
@@ -102,6 +113,9 @@ func (r Rule) Validate() error {
 	v.check("route", routeProblem(r.Route))
 	v.check("subject", subjectProblem(r.Subject))
 	burst := int64(0) // the capacity cost must fit in; 0 when unknown here
+	// inline: the rule's own limit and period are valid, so horizons can be
+	// checked against them.
+	inline := r.Plan == "" && r.Limit != nil && limitProblem(*r.Limit) == "" && r.Period != 0 && periodProblem(r.Period) == ""
 	if r.Plan != "" {
 		v.check("plan", planNameProblem(r.Plan))
 		if r.Limit != nil {
@@ -128,12 +142,20 @@ func (r Rule) Validate() error {
 			burst = *r.Limit
 		}
 		if r.Burst != nil {
-			v.check("burst", burstProblem(*r.Burst, r.Limit))
+			if p := burstProblem(*r.Burst, r.Limit); p != "" {
+				v.add("burst", p)
+			} else if inline {
+				v.check("burst", horizonProblem(*r.Burst, *r.Limit, r.Period, burstHorizon))
+			}
 			burst = *r.Burst
 		}
 	}
 	if r.Cost != nil {
-		v.check("cost", costProblem(*r.Cost, burst))
+		if p := costProblem(*r.Cost, burst); p != "" {
+			v.add("cost", p)
+		} else if inline {
+			v.check("cost", horizonProblem(*r.Cost, *r.Limit, r.Period, costHorizon))
+		}
 	}
 	switch r.FailureMode {
 	case "", FailOpen, FailClosed:
@@ -161,10 +183,148 @@ func (p Plan) Validate() error {
 		v.check("period", periodProblem(p.Period))
 	}
 	if p.Burst != nil {
-		v.check("burst", burstProblem(*p.Burst, &p.Limit))
+		if reason := burstProblem(*p.Burst, &p.Limit); reason != "" {
+			v.add("burst", reason)
+		} else if limitProblem(p.Limit) == "" && p.Period != 0 && periodProblem(p.Period) == "" {
+			v.check("burst", horizonProblem(*p.Burst, p.Limit, p.Period, burstHorizon))
+		}
 	}
 	v.check("description", descriptionProblem(p.Description))
 	return v.err()
+}
+
+// ValidateWithPlan reports what is wrong with r taking p's numbers, as a
+// *ValidationError, or returns nil; r names p, and each passed Validate.
+// Validate cannot see the plan a rule names, so this is the rest: r's cost
+// must be at most p's burst, or no request could ever pass, and within
+// MaxHorizon at p's rate. A blocking plan (limit 0) takes any cost. A p
+// whose own burst is beyond MaxHorizon (a row stored before the bound
+// existed, or written to a store without Plan.Validate) is reported on
+// "plan": the rule's bucket would be too.
+func (r Rule) ValidateWithPlan(p Plan) error {
+	var v validator
+	cost := int64(1)
+	if r.Cost != nil {
+		cost = *r.Cost
+	}
+	burst := p.Limit
+	if p.Burst != nil {
+		burst = *p.Burst
+	}
+	switch {
+	case p.Limit <= 0 || p.Period <= 0:
+	case !WithinHorizon(burst, p.Limit, p.Period.Duration()):
+		v.add("plan", "the burst of plan "+strconv.Quote(p.Name)+" "+horizonProblem(burst, p.Limit, p.Period, burstHorizon))
+	case cost > burst:
+		v.add("cost", "must be at most the burst ("+strconv.FormatInt(burst, 10)+") of plan "+strconv.Quote(p.Name)+", or no request could pass")
+	default:
+		v.check("cost", horizonProblem(cost, p.Limit, p.Period, costHorizon))
+	}
+	return v.err()
+}
+
+// BrokenRule is a rule that a plan's new numbers would break, and why.
+type BrokenRule struct {
+	// ID is the rule's id.
+	ID string `json:"id"`
+	// Reason is what ValidateWithPlan says, for a person.
+	Reason string `json:"reason"`
+}
+
+// PlanConflictError refuses a plan write that would break rules naming
+// the plan (ValidateWithPlan fails for each of Rules). errors.Is(err,
+// ErrConflict) holds.
+type PlanConflictError struct {
+	// Plan is the plan's name.
+	Plan string
+	// Rules are the rules that would break, in the order checked.
+	Rules []BrokenRule
+}
+
+func (e *PlanConflictError) Error() string {
+	var b strings.Builder
+	b.WriteString("plan " + strconv.Quote(e.Plan) + " would break " + strconv.Itoa(len(e.Rules)) + " rule(s) that name it")
+	for i, r := range e.Rules {
+		if i == 3 {
+			b.WriteString("; and " + strconv.Itoa(len(e.Rules)-i) + " more")
+			break
+		}
+		b.WriteString("; rule " + r.ID + ": " + r.Reason)
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) hold.
+func (e *PlanConflictError) Unwrap() error { return ErrConflict }
+
+// CheckPlanRules checks that every rule of rs that names p still passes
+// ValidateWithPlan with p's numbers: a plan write must not leave a rule out
+// of bounds. It returns nil or a *PlanConflictError listing the rules that
+// would break. Disabled rules count: enabling one must not be what breaks
+// it.
+func CheckPlanRules(p Plan, rs []Rule) error {
+	var broken []BrokenRule
+	for _, r := range rs {
+		if r.Plan != p.Name {
+			continue
+		}
+		if err := r.ValidateWithPlan(p); err != nil {
+			var ve *ValidationError
+			reason := err.Error()
+			if errors.As(err, &ve) && len(ve.Fields) > 0 {
+				reason = ve.Fields[0].Field + ": " + ve.Fields[0].Reason
+			}
+			broken = append(broken, BrokenRule{ID: r.ID, Reason: reason})
+		}
+	}
+	if broken == nil {
+		return nil
+	}
+	return &PlanConflictError{Plan: p.Name, Rules: broken}
+}
+
+// WithinHorizon reports whether tokens refilled at limit per period take at
+// most MaxHorizon: tokens·period <= MaxHorizon·limit, compared exactly
+// (128-bit products). A blocking bucket (limit <= 0) never refills and has
+// no horizon; tokens or period <= 0 are within it.
+func WithinHorizon(tokens, limit int64, period time.Duration) bool {
+	if limit <= 0 || tokens <= 0 || period <= 0 {
+		return true
+	}
+	hi, lo := bits.Mul64(uint64(tokens), uint64(period))
+	maxHi, maxLo := bits.Mul64(uint64(MaxHorizon), uint64(limit))
+	return hi < maxHi || hi == maxHi && lo <= maxLo
+}
+
+// What a horizon problem is about, for its reason.
+const (
+	burstHorizon = "an empty bucket refills in burst × period ÷ limit"
+	costHorizon  = "one request's tokens come back in cost × period ÷ limit"
+)
+
+// horizonProblem checks tokens (a burst or a cost; what says which)
+// against MaxHorizon at limit per p, both valid. The reason gives the
+// largest value allowed and how far over it is.
+func horizonProblem(tokens, limit int64, p Period, what string) string {
+	if WithinHorizon(tokens, limit, p.Duration()) {
+		return ""
+	}
+	// The largest tokens within the horizon: MaxHorizon·limit/period. The
+	// quotient fits in 64 bits for every valid limit and period (>= 1s).
+	hi, lo := bits.Mul64(uint64(MaxHorizon), uint64(limit))
+	most := "0"
+	if hi < uint64(p) {
+		q, _ := bits.Div64(hi, lo, uint64(p))
+		most = strconv.FormatUint(q, 10)
+	}
+	years := float64(tokens) / float64(limit) * (float64(p) / float64(Year))
+	prec := 1
+	if years >= 100 {
+		prec = 0
+	}
+	return "must be at most " + most + " at " + strconv.FormatInt(limit, 10) + " per " + p.String() + ": " +
+		what + ", at most " + Period(MaxHorizon).String() + ", and here in about " +
+		strconv.FormatFloat(years, 'f', prec, 64) + " years"
 }
 
 // validator collects field problems.

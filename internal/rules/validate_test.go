@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,9 +76,15 @@ func TestValidateValid(t *testing.T) {
 			r.Limit, r.Burst, r.Cost = new(int64(MaxLimit)), new(int64(MaxBurst)), new(int64(MaxCost))
 		},
 		"cost equals burst": func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(1)), nil, new(int64(1)) },
-		"period bounds":     func(r *Rule) { r.Period = MinPeriod },
-		"period max":        func(r *Rule) { r.Period = MaxPeriod },
-		"utf-8 subject":     func(r *Rule) { r.Subject = "usér:日本" },
+		"horizon at the cap": func(r *Rule) {
+			r.Limit, r.Period, r.Burst, r.Cost = new(int64(1)), Period(Year), new(int64(10)), new(int64(10))
+		},
+		"horizon just under": func(r *Rule) {
+			r.Limit, r.Period, r.Burst, r.Cost = new(int64(7)), Period(30*Day), new(int64(851)), nil
+		},
+		"period bounds": func(r *Rule) { r.Period = MinPeriod },
+		"period max":    func(r *Rule) { r.Period = MaxPeriod },
+		"utf-8 subject": func(r *Rule) { r.Subject = "usér:日本" },
 		"long strings": func(r *Rule) {
 			r.API, r.Subject, r.Description = strings.Repeat("a", MaxAPILen), strings.Repeat("s", MaxSubjectLen), strings.Repeat("d", MaxDescriptionLen)
 		},
@@ -173,6 +180,17 @@ func TestValidateErrors(t *testing.T) {
 		{"cost over limit as burst", func(r *Rule) { r.Burst, r.Cost = nil, new(int64(101)) }, []fe{{"cost", "must be at most the burst (100), or no request could pass"}}},
 		{"cost too big", func(r *Rule) { r.Limit, r.Burst, r.Cost = new(int64(MaxLimit)), nil, new(int64(MaxCost+1)) }, []fe{{"cost", "must be between 1 and 1000000"}}},
 		{"cost negative", func(r *Rule) { r.Cost = new(int64(-1)) }, []fe{{"cost", "must be between 1 and 1000000"}}},
+		// The issue's rule: accepted before MaxHorizon, then every SET of its
+		// bucket failed (PX 1.26e+17) and the subject failed open.
+		{"refill horizon beyond the cap", func(r *Rule) {
+			r.Limit, r.Period, r.Burst, r.Cost = new(int64(1)), Period(Year), new(int64(10_000_000)), new(int64(1_000_000))
+		}, []fe{
+			{"burst", "must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years"},
+			{"cost", "must be at most 10 at 1 per 1y: one request's tokens come back in cost × period ÷ limit, at most 10y, and here in about 1000000 years"},
+		}},
+		{"refill horizon one over", func(r *Rule) {
+			r.Limit, r.Period, r.Burst, r.Cost = new(int64(7)), Period(30*Day), new(int64(852)), nil
+		}, []fe{{"burst", "must be at most 851 at 7 per 30d: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10.0 years"}}},
 		{"failure mode case", func(r *Rule) { r.FailureMode = "Open" }, []fe{{"failure_mode", `must be "open" or "closed"`}}},
 		{"mode", func(r *Rule) { r.Mode = "dry-run" }, []fe{{"mode", `must be "enforce" or "shadow"`}}},
 		{"description too long", func(r *Rule) { r.Description = long(MaxDescriptionLen + 1) }, []fe{{"description", "must be at most 1024 bytes"}}},
@@ -219,6 +237,7 @@ func TestPlanValidate(t *testing.T) {
 		{Plan{Name: "g", Limit: 10, Period: Period(time.Second), Burst: new(int64(9))}, []fe{{"burst", "must be at least limit (10)"}}},
 		{Plan{Name: "g", Limit: 0, Period: Period(time.Second), Burst: new(int64(9))}, []fe{{"burst", "must be 0 or empty when limit is 0: the rule blocks"}}},
 		{Plan{Name: "g-" + strings.Repeat("x", MaxPlanNameLen), Limit: 1, Period: Period(time.Second)}, []fe{{"name", "must be at most 64 characters"}}},
+		{Plan{Name: "g", Limit: 1, Period: Period(Year), Burst: new(int64(11))}, []fe{{"burst", "must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 11.0 years"}}},
 	}
 	for _, tt := range tests {
 		var ve *ValidationError
@@ -228,6 +247,130 @@ func TestPlanValidate(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
 			t.Errorf("Validate(%+v) fields mismatch (-want +got):\n%s", tt.p, diff)
+		}
+	}
+}
+
+// TestValidateWithPlan checks a rule against the plan it names: what
+// Validate cannot see on its own.
+func TestValidateWithPlan(t *testing.T) {
+	t.Parallel()
+	planRule := func(cost int64) Rule {
+		r := validRule()
+		r.Plan, r.Limit, r.Period, r.Burst, r.Cost = "gold", nil, 0, nil, new(cost)
+		return r
+	}
+	gold := Plan{Name: "gold", Limit: 10, Period: Period(time.Minute), Burst: new(int64(50))}
+	yearly := Plan{Name: "gold", Limit: 1, Period: Period(Year), Burst: new(int64(10))}
+	type fe = FieldError
+	tests := []struct {
+		name string
+		r    Rule
+		p    Plan
+		want []FieldError // nil: valid
+	}{
+		{"cost within burst", planRule(50), gold, nil},
+		{"default cost", func() Rule { r := planRule(1); r.Cost = nil; return r }(), gold, nil},
+		{"cost over burst", planRule(51), gold, []fe{{"cost", `must be at most the burst (50) of plan "gold", or no request could pass`}}},
+		{"cost over limit as burst", planRule(11), Plan{Name: "gold", Limit: 10, Period: Period(time.Minute)}, []fe{{"cost", `must be at most the burst (10) of plan "gold", or no request could pass`}}},
+		{"blocking plan takes any cost", planRule(MaxCost), Plan{Name: "gold", Period: Period(time.Second)}, nil},
+		{"cost at the horizon", planRule(10), yearly, nil},
+		{"plan out of bounds", planRule(1), Plan{Name: "gold", Limit: 1, Period: Period(Year), Burst: new(int64(10_000_000))}, []fe{
+			{"plan", `the burst of plan "gold" must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 10000000 years`},
+		}},
+		{"plan invalid otherwise is not this check's", planRule(1), Plan{Name: "gold", Limit: 3000, Period: Period(time.Minute), Burst: new(int64(2000))}, nil},
+	}
+	for _, tt := range tests {
+		err := tt.r.ValidateWithPlan(tt.p)
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("%s: ValidateWithPlan() = %v, want nil", tt.name, err)
+			}
+			continue
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: ValidateWithPlan() = %v, want a *ValidationError", tt.name, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
+			t.Errorf("%s: ValidateWithPlan() fields mismatch (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+// TestCheckPlanRules checks a plan's new numbers against every rule naming
+// it, disabled ones included: the plan write that would break one is a
+// conflict.
+func TestCheckPlanRules(t *testing.T) {
+	t.Parallel()
+	named := func(id, plan string, cost int64, enabled bool) Rule {
+		return Rule{ID: id, Plan: plan, Cost: new(cost), Enabled: new(enabled)}
+	}
+	rs := []Rule{
+		named("r1", "gold", 5, true),
+		named("r2", "gold", 20, false),
+		named("r3", "silver", 1000, true), // another plan: not checked
+		named("r4", "gold", 30, true),
+	}
+	p := Plan{Name: "gold", Limit: 10, Period: Period(time.Minute), Burst: new(int64(25))}
+	err := CheckPlanRules(p, rs)
+	var pc *PlanConflictError
+	if !errors.As(err, &pc) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("CheckPlanRules() = %v, want a *PlanConflictError wrapping ErrConflict", err)
+	}
+	want := &PlanConflictError{Plan: "gold", Rules: []BrokenRule{
+		{ID: "r4", Reason: `cost: must be at most the burst (25) of plan "gold", or no request could pass`},
+	}}
+	if diff := cmp.Diff(want, pc); diff != "" {
+		t.Errorf("CheckPlanRules() mismatch (-want +got):\n%s", diff)
+	}
+	if got, want := err.Error(), `plan "gold" would break 1 rule(s) that name it; rule r4: cost: must be at most the burst (25) of plan "gold", or no request could pass`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+
+	p.Burst = new(int64(19)) // now the disabled r2 breaks too
+	if err := CheckPlanRules(p, rs); !errors.As(err, &pc) || len(pc.Rules) != 2 || pc.Rules[0].ID != "r2" {
+		t.Errorf("CheckPlanRules(burst 19) = %v, want r2 and r4", err)
+	}
+	p.Burst = new(int64(30))
+	if err := CheckPlanRules(p, rs); err != nil {
+		t.Errorf("CheckPlanRules(burst 30) = %v, want nil", err)
+	}
+
+	many := make([]Rule, 5)
+	for i := range many {
+		many[i] = named("m"+strconv.Itoa(i), "gold", 100, true)
+	}
+	if err := CheckPlanRules(p, many); err == nil || !strings.HasSuffix(err.Error(), "; and 2 more") {
+		t.Errorf("CheckPlanRules(5 broken) = %v, want the first 3 and \"and 2 more\"", err)
+	}
+}
+
+// TestWithinHorizon pins the exact boundary, including products that
+// overflow 64 bits.
+func TestWithinHorizon(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		tokens, limit int64
+		period        time.Duration
+		want          bool
+	}{
+		{10, 1, Year, true},
+		{11, 1, Year, false},
+		{MaxBurst, MaxLimit, Year, true},
+		{MaxBurst, MaxLimit / 10, Year, true},
+		{MaxBurst, MaxLimit/10 - 1, Year, false},
+		{MaxBurst, 1, Year, false}, // 1e9 × 3.15e16 ns overflows int64
+		{MaxBurst, 1, time.Second, false},
+		{315_360_000, 1, time.Second, true}, // exactly 10 years of seconds
+		{315_360_001, 1, time.Second, false},
+		{1 << 62, 0, Year, true}, // blocked: no horizon
+		{0, 1, Year, true},
+		{-1, 1, Year, true},
+	} {
+		if got := WithinHorizon(tt.tokens, tt.limit, tt.period); got != tt.want {
+			t.Errorf("WithinHorizon(%d, %d, %v) = %v, want %v", tt.tokens, tt.limit, tt.period, got, tt.want)
 		}
 	}
 }
@@ -282,6 +425,8 @@ func FuzzValidate(f *testing.F) {
 		`{"limit":-1,"period":0,"burst":1e30}`,
 		`{"route":"GET /{a}/{a}","subject":"\u0000","description":"\ud800"}`,
 		`[]`, `null`, `{"enabled":false}`,
+		`{"api":"a","route":"*","subject":"*","limit":1,"period":"1y","burst":10000000,"cost":1000000}`,
+		`{"name":"gold","limit":1,"period":"1y","burst":10,"api":"a","route":"*","subject":"*","plan":"gold","cost":10}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -307,15 +452,58 @@ func FuzzValidate(f *testing.F) {
 				if verr := back.Validate(); verr != nil {
 					t.Fatalf("Validate(round trip of %s) = %v, want nil", b, verr)
 				}
+				checkHorizon(t, r)
 				NewSnapshot([]Rule{back}, nil, SnapshotOptions{})
 			}
 		}
 		var p Plan
 		if json.Unmarshal(data, &p) == nil {
 			p.Normalize()
-			checkFields(t, p.Validate(), known)
+			err := p.Validate()
+			checkFields(t, err, known)
+			if err == nil && !WithinHorizon(planBurst(p), p.Limit, p.Period.Duration()) {
+				t.Fatalf("Validate(%+v) = nil, but its refill horizon is above MaxHorizon", p)
+			}
+			if err == nil && r.Plan == p.Name {
+				// A rule that fits its plan is within the horizon too.
+				if r.ValidateWithPlan(p) == nil && r.Limit == nil {
+					cost := int64(1)
+					if r.Cost != nil {
+						cost = *r.Cost
+					}
+					if !WithinHorizon(cost, p.Limit, p.Period.Duration()) || (p.Limit > 0 && cost > planBurst(p)) {
+						t.Fatalf("ValidateWithPlan(%+v, %+v) = nil, but the cost does not fit", r, p)
+					}
+				}
+			}
 		}
 	})
+}
+
+func planBurst(p Plan) int64 {
+	if p.Burst != nil {
+		return *p.Burst
+	}
+	return p.Limit
+}
+
+// checkHorizon fails unless a valid inline rule's burst and cost refill
+// within MaxHorizon: what Validate promises the limiter.
+func checkHorizon(t *testing.T, r Rule) {
+	t.Helper()
+	if r.Plan != "" {
+		return
+	}
+	burst, cost := *r.Limit, int64(1)
+	if r.Burst != nil {
+		burst = *r.Burst
+	}
+	if r.Cost != nil {
+		cost = *r.Cost
+	}
+	if !WithinHorizon(burst, *r.Limit, r.Period.Duration()) || !WithinHorizon(cost, *r.Limit, r.Period.Duration()) {
+		t.Fatalf("Validate(%+v) = nil, but its refill horizon is above MaxHorizon", r)
+	}
 }
 
 func checkFields(t *testing.T, err error, known map[string]bool) {

@@ -31,7 +31,11 @@ type Store interface {
 	// CreateRule stores r with a new UUID, Version 1 and timestamps, and
 	// returns the stored rule. Errors: rules.ErrConflict when another rule
 	// holds the scope (api, route, subject); *rules.ValidationError for an
-	// unknown plan or a field out of range or not storable as text.
+	// unknown plan, a rule that does not fit its plan's numbers
+	// (rules.Rule.ValidateWithPlan: a cost above the plan's burst or beyond
+	// rules.MaxHorizon), or a field out of range or not storable as text.
+	// The plan is read in the write's transaction, so no concurrent
+	// UpdatePlan slips between the check and the write.
 	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
 	// GetRule returns the rule with that id. Errors: rules.ErrNotFound, also
 	// for an id that is not a UUID.
@@ -66,7 +70,9 @@ type Store interface {
 	// ifVersion, bumps Version and returns the stored plan; rules naming the
 	// plan get its new numbers from the next LoadAll on. Errors:
 	// rules.ErrNotFound, rules.ErrStale, *rules.ValidationError as for
-	// CreatePlan.
+	// CreatePlan, and a *rules.PlanConflictError (rules.ErrConflict) listing
+	// the rules naming the plan, disabled ones included, that would not fit
+	// its new numbers (rules.CheckPlanRules); nothing is written then.
 	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
 	// DeletePlan deletes the plan with that name when its version is
 	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale, and

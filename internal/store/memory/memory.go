@@ -55,7 +55,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor. It returns rules.ErrConflict when another rule holds the
 // scope (api, route, subject) and a *rules.ValidationError when r names an
-// unknown plan.
+// unknown plan or does not fit its plan (rules.Rule.ValidateWithPlan).
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
 	if err := ctx.Err(); err != nil {
 		return rules.Rule{}, err
@@ -71,7 +71,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	if _, taken := s.scopes[sc]; taken {
 		return rules.Rule{}, scopeConflict(r)
 	}
-	if err := s.checkPlan(r.Plan); err != nil {
+	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
 	}
 	t := now()
@@ -103,7 +103,7 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 // UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
 // accepts any), bumps Version and records the change by actor. Errors:
 // rules.ErrNotFound, rules.ErrStale, rules.ErrConflict (the new scope is
-// taken) and *rules.ValidationError (unknown plan).
+// taken) and *rules.ValidationError (unknown plan, or r does not fit it).
 func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
 	if err := ctx.Err(); err != nil {
 		return rules.Rule{}, err
@@ -127,7 +127,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
 		return rules.Rule{}, scopeConflict(r)
 	}
-	if err := s.checkPlan(r.Plan); err != nil {
+	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
 	}
 	r.ID = id
@@ -257,7 +257,8 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 // UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
 // any), bumps Version and records the change by actor. Rules naming the plan
 // use the new numbers from the next snapshot on. Errors: rules.ErrNotFound,
-// rules.ErrStale.
+// rules.ErrStale, and a *rules.PlanConflictError (rules.ErrConflict) when a
+// rule naming the plan would not fit its new numbers.
 func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return rules.Plan{}, err
@@ -275,6 +276,16 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	}
 	if err := checkPlan(p); err != nil {
 		return rules.Plan{}, err
+	}
+	var named []rules.Rule
+	for _, r := range s.rules {
+		if r.Plan == p.Name {
+			named = append(named, r)
+		}
+	}
+	slices.SortFunc(named, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
+	if err := rules.CheckPlanRules(p, named); err != nil {
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
 	}
 	p.Version = old.Version + 1
 	p.CreatedAt = old.CreatedAt
@@ -358,16 +369,18 @@ func (s *Store) sortedPlans() []rules.Plan {
 	return ps
 }
 
-// checkPlan reports an unknown plan the way PostgreSQL's foreign key does.
-// s.mu is held.
-func (s *Store) checkPlan(name string) error {
-	if name == "" {
+// checkRulePlan reports an unknown plan the way PostgreSQL's foreign key
+// does, and a rule that does not fit its plan's numbers
+// (rules.Rule.ValidateWithPlan). s.mu is held.
+func (s *Store) checkRulePlan(r rules.Rule) error {
+	if r.Plan == "" {
 		return nil
 	}
-	if _, ok := s.plans[name]; !ok {
-		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", name))
+	p, ok := s.plans[r.Plan]
+	if !ok {
+		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	}
-	return nil
+	return r.ValidateWithPlan(p)
 }
 
 // record appends an audit entry; before and after are nil or a Rule or Plan.

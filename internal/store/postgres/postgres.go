@@ -54,7 +54,8 @@ const planColumns = `name, limit_count, period_ms, burst, description, version, 
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor, in one transaction. It returns rules.ErrConflict when
 // another rule holds the scope (api, route, subject) and a
-// *rules.ValidationError when r names an unknown plan.
+// *rules.ValidationError when r names an unknown plan or does not fit its
+// plan (rules.Rule.ValidateWithPlan).
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
 	r.Normalize()
 	if err := input.RuleText(r); err != nil {
@@ -69,6 +70,9 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 		var err error
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
+		}
+		if err := checkRulePlan(ctx, tx, out); err != nil {
+			return err
 		}
 		return audit(ctx, tx, rules.KindRule, out.ID, rules.ActionCreate, actor, nil, out)
 	})
@@ -98,7 +102,8 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 // UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
 // accepts any), bumps Version and records the change by actor, in one
 // transaction. Errors: rules.ErrNotFound, rules.ErrStale, rules.ErrConflict
-// (the new scope is taken) and *rules.ValidationError (unknown plan).
+// (the new scope is taken) and *rules.ValidationError (unknown plan, or r
+// does not fit it).
 func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
 	cid, ok := input.ID(r.ID)
 	if !ok {
@@ -124,6 +129,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
+		}
+		if err := checkRulePlan(ctx, tx, out); err != nil {
+			return err
 		}
 		return audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
 	})
@@ -155,6 +163,27 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		return fmt.Errorf("delete rule %q: %w", cid, err)
 	}
 	return nil
+}
+
+// checkRulePlan checks, once r is written in tx, that r fits the plan it
+// names (rules.Rule.ValidateWithPlan). It reads the plan FOR SHARE, which
+// conflicts with the FOR NO KEY UPDATE of UpdatePlan: a plan update and a
+// rule write naming that plan never both commit unchecked against each
+// other's numbers (see UpdatePlan).
+func checkRulePlan(ctx context.Context, tx pgx.Tx, r rules.Rule) error {
+	if r.Plan == "" {
+		return nil
+	}
+	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 FOR SHARE`, r.Plan))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Deleted since the foreign key check: DeletePlan's FOR UPDATE
+		// made this read wait for it.
+		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
+	}
+	if err != nil {
+		return err
+	}
+	return r.ValidateWithPlan(p)
 }
 
 // lockRule reads the rule FOR UPDATE and checks its version: ErrNotFound
@@ -279,7 +308,9 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 // UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
 // any), bumps Version and records the change by actor, in one transaction.
 // Rules naming the plan use the new numbers from the next snapshot load on.
-// Errors: rules.ErrNotFound, rules.ErrStale.
+// Errors: rules.ErrNotFound, rules.ErrStale, and a *rules.PlanConflictError
+// (rules.ErrConflict) when a rule naming the plan would not fit its new
+// numbers.
 func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
 	p.Normalize()
 	if !input.Storable(p.Name) {
@@ -290,7 +321,10 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	}
 	var out rules.Plan
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// NO KEY UPDATE: rules naming the plan may still be written meanwhile.
+		// NO KEY UPDATE conflicts with the FOR SHARE every rule write
+		// naming the plan takes (checkRulePlan): those that locked it
+		// first have committed, and the check below sees them; those that
+		// come later wait, then check against the new numbers.
 		before, err := lockPlan(ctx, tx, p.Name, ifVersion, "FOR NO KEY UPDATE")
 		if err != nil {
 			return err
@@ -303,6 +337,17 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 			p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version)
 		if out, err = scanPlan(row); err != nil {
 			return planWriteError(err, p.Name)
+		}
+		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name)
+		if err != nil {
+			return err
+		}
+		named, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
+		if err != nil {
+			return err
+		}
+		if err := rules.CheckPlanRules(out, named); err != nil {
+			return err
 		}
 		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
 	})

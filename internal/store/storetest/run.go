@@ -43,6 +43,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PlanForeignKey", testPlanForeignKey},
 		{"PlanInUse", testPlanInUse},
 		{"PlanUpdateRelimits", testPlanUpdateRelimits},
+		{"RuleFitsPlan", testRuleFitsPlan},
+		{"PlanUpdateKeepsRulesInBounds", testPlanUpdateKeepsRulesInBounds},
+		{"ConcurrentPlanAndRuleWrites", testConcurrentPlanAndRuleWrites},
 		{"LoadAll", testLoadAll},
 		{"ListFilters", testListFilters},
 		{"ListBadParams", testListBadParams},
@@ -647,6 +650,166 @@ func testPlanUpdateRelimits(t *testing.T, s store.Store) {
 	}
 	if len(ps) != 1 || ps[0].Limit != 3000 || ps[0].Version != 2 {
 		t.Errorf("LoadAll() plans = %+v, want gold at 3000, version 2", ps)
+	}
+}
+
+// small is a plan whose burst (5) is below the costs the tests below try.
+func small() rules.Plan {
+	return rules.Plan{Name: "small", Limit: 1, Period: rules.Period(time.Second), Burst: new(int64(5))}
+}
+
+// testRuleFitsPlan: a rule naming a plan must fit its numbers, on create
+// and on update; nothing is written otherwise.
+func testRuleFitsPlan(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, small())
+	mustCreatePlan(t, s, rules.Plan{Name: "yearly", Limit: 1, Period: rules.Period(rules.Year), Burst: new(int64(10))})
+	onPlan := func(plan string, cost int64) rules.Rule {
+		return rules.Rule{API: "api", Route: "*", Subject: "key", Plan: plan, Cost: new(cost)}
+	}
+	want := []rules.FieldError{{Field: "cost", Reason: `must be at most the burst (5) of plan "small", or no request could pass`}}
+	_, err := s.CreateRule(ctx, onPlan("small", 6), actor)
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("CreateRule(cost 6 on burst 5) error = %v, want a *ValidationError", err)
+	}
+	if diff := cmp.Diff(want, ve.Fields); diff != "" {
+		t.Errorf("CreateRule(cost 6 on burst 5) fields mismatch (-want +got):\n%s", diff)
+	}
+	if rs, _, _ := s.LoadAll(ctx); len(rs) != 0 {
+		t.Errorf("LoadAll() after a refused create = %d rules, want none", len(rs))
+	}
+	r := mustCreateRule(t, s, onPlan("small", 5))
+	if _, err := s.CreateRule(ctx, rules.Rule{API: "api", Route: "GET /x", Subject: "key", Plan: "yearly", Cost: new(int64(10))}, actor); err != nil {
+		t.Errorf("CreateRule(cost 10 on 1/1y burst 10: the horizon exactly) error = %v, want nil", err)
+	}
+
+	upd := r
+	upd.Cost = new(int64(6))
+	if _, err := s.UpdateRule(ctx, upd, r.Version, actor); fieldOf(err) != "cost" {
+		t.Errorf("UpdateRule(cost 6 on burst 5) error = %v, want a ValidationError on cost", err)
+	}
+	upd = r
+	upd.Route = "GET /y"
+	upd.Plan, upd.Cost = "yearly", new(int64(5))
+	if _, err := s.UpdateRule(ctx, upd, r.Version, actor); err != nil {
+		t.Errorf("UpdateRule(move to yearly, cost 5) error = %v, want nil", err)
+	}
+	if got, _ := s.GetRule(ctx, r.ID); got.Version != 2 || got.Plan != "yearly" {
+		t.Errorf("GetRule() = version %d plan %q, want 2, yearly: only the valid update applied", got.Version, got.Plan)
+	}
+}
+
+// testPlanUpdateKeepsRulesInBounds: a plan update that would leave a rule
+// naming it out of bounds (its cost above the new burst) is a conflict
+// that names the rule, disabled rules included, and writes nothing.
+func testPlanUpdateKeepsRulesInBounds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := mustCreatePlan(t, s, rules.Plan{Name: "tier", Limit: 10, Period: rules.Period(time.Minute), Burst: new(int64(2000))})
+	on := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "tier", Cost: new(int64(50))})
+	off := mustCreateRule(t, s, rules.Rule{API: "api", Route: "GET /x", Subject: "key", Plan: "tier", Cost: new(int64(80)), Enabled: new(false)})
+	mustCreateRule(t, s, rules.Rule{API: "api", Route: "GET /y", Subject: "key", Plan: "tier"})
+
+	lower := p
+	lower.Burst = new(int64(60)) // on fits (50), off (80) does not
+	_, err := s.UpdatePlan(ctx, lower, p.Version, actor)
+	var pc *rules.PlanConflictError
+	if !errors.Is(err, rules.ErrConflict) || !errors.As(err, &pc) {
+		t.Fatalf("UpdatePlan(burst 60) error = %v, want a *PlanConflictError (ErrConflict)", err)
+	}
+	want := &rules.PlanConflictError{Plan: "tier", Rules: []rules.BrokenRule{
+		{ID: off.ID, Reason: `cost: must be at most the burst (60) of plan "tier", or no request could pass`},
+	}}
+	if diff := cmp.Diff(want, pc); diff != "" {
+		t.Errorf("UpdatePlan(burst 60) conflict mismatch (-want +got):\n%s", diff)
+	}
+
+	lower.Burst, lower.Limit = nil, 40 // burst = limit 40: both break, in id order
+	err = func() error { _, err := s.UpdatePlan(ctx, lower, p.Version, actor); return err }()
+	if !errors.As(err, &pc) || len(pc.Rules) != 2 {
+		t.Fatalf("UpdatePlan(limit 40) error = %v, want a conflict naming 2 rules", err)
+	}
+	if ids := []string{pc.Rules[0].ID, pc.Rules[1].ID}; !slices.IsSorted(ids) || !slices.Contains(ids, on.ID) || !slices.Contains(ids, off.ID) {
+		t.Errorf("UpdatePlan(limit 40) conflict names %v, want %s and %s in id order", ids, on.ID, off.ID)
+	}
+	if got, _ := s.GetPlan(ctx, "tier"); got.Version != 1 || *got.Burst != 2000 {
+		t.Errorf("GetPlan() after refused updates = version %d burst %d, want 1, 2000", got.Version, *got.Burst)
+	}
+	if hist, _ := s.PlanHistory(ctx, "tier"); len(hist) != 1 {
+		t.Errorf("PlanHistory() after refused updates has %d entries, want 1", len(hist))
+	}
+
+	fits := p
+	fits.Burst = new(int64(80))
+	if _, err := s.UpdatePlan(ctx, fits, p.Version, actor); err != nil {
+		t.Errorf("UpdatePlan(burst 80, every cost fits) error = %v, want nil", err)
+	}
+}
+
+// testConcurrentPlanAndRuleWrites races plan updates that lower the burst
+// against rule writes that raise a cost on that plan: whatever commits,
+// no rule ends up with a cost above its plan's burst.
+func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, rules.Plan{Name: "race", Limit: 10, Period: rules.Period(time.Second), Burst: new(int64(100))})
+	const rounds = 10
+	for i := range rounds {
+		p, err := s.GetPlan(ctx, "race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Burst = new(int64(100))
+		if p, err = s.UpdatePlan(ctx, p, 0, actor); err != nil {
+			t.Fatalf("round %d: reset the plan: %v", i, err)
+		}
+		r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "GET /r" + fmt.Sprint(i), Subject: "key", Plan: "race"})
+		var wg sync.WaitGroup
+		var planErr, ruleErr, newErr error
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			low := p
+			low.Burst = new(int64(20))
+			_, planErr = s.UpdatePlan(ctx, low, p.Version, actor)
+		})
+		wg.Go(func() {
+			<-start
+			up := r
+			up.Cost = new(int64(50))
+			_, ruleErr = s.UpdateRule(ctx, up, r.Version, actor)
+		})
+		wg.Go(func() {
+			<-start
+			_, newErr = s.CreateRule(ctx, rules.Rule{API: "api", Route: "GET /n" + fmt.Sprint(i), Subject: "key", Plan: "race", Cost: new(int64(60))}, actor)
+		})
+		close(start)
+		wg.Wait()
+		for _, err := range []error{planErr, ruleErr, newErr} {
+			if err != nil && !errors.Is(err, rules.ErrConflict) && fieldOf(err) != "cost" {
+				t.Errorf("round %d: error = %v, want nil, a conflict or a ValidationError on cost", i, err)
+			}
+		}
+		rs, ps, err := s.LoadAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps[0].Burst == nil {
+			t.Fatalf("round %d: plan %+v has no burst", i, ps[0])
+		}
+		for _, r := range rs {
+			if r.Cost != nil && *r.Cost > *ps[0].Burst {
+				t.Errorf("round %d: rule %s costs %d on a plan of burst %d (plan err %v, rule err %v, create err %v)",
+					i, r.Route, *r.Cost, *ps[0].Burst, planErr, ruleErr, newErr)
+			}
+		}
+		// Clean up so the next round starts from burst 100 with no costly rule.
+		for _, r := range rs {
+			if r.Cost != nil && *r.Cost > 1 {
+				if err := s.DeleteRule(ctx, r.ID, 0, actor); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 }
 
