@@ -178,7 +178,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 			return fmt.Errorf("%s: %w", storeDesc, err)
 		}
 	} else {
-		o.Store = memory.New()
+		o.Store = memory.NewWithOptions(store.Options{MaxRules: cfg.MaxRules})
 		var err error
 		if seedDesc, err = seed(ctx, o.Store, c); err != nil {
 			return err

@@ -57,10 +57,11 @@ var backends = []backend{
 func newMemory(testing.TB) (store.Store, rowCounter) {
 	st := memory.New()
 	return st, func(t testing.TB) (int64, int64, int64) {
-		rs, ps, err := st.LoadAll(context.Background())
+		set, err := st.LoadAll(context.Background())
 		if err != nil {
 			t.Fatalf("LoadAll: %v", err)
 		}
+		rs, ps := set.Rules, set.Plans
 		// The memory store has no audit table to count: sum the
 		// histories of the rules and plans that exist.
 		var audit int64

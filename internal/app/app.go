@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	a.Store = o.Store
 	if a.Store == nil && pool != nil {
-		a.Store = postgres.New(pool)
+		a.Store = postgres.NewWithOptions(pool, store.Options{MaxRules: cfg.MaxRules})
 	}
 	if o.Parts&Migrate != 0 {
 		db := stdlib.OpenDBFromPool(pool)

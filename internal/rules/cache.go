@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// Loader loads every rule and plan: the store (PostgreSQL) is one.
+// Loader loads every rule and plan with their version: the store
+// (PostgreSQL) is one.
 type Loader interface {
-	LoadAll(ctx context.Context) ([]Rule, []Plan, error)
+	LoadAll(ctx context.Context) (Set, error)
 }
 
 // VersionSource reads the rules version, a counter the admin path bumps
@@ -225,7 +226,7 @@ func (c *Cache) check(ctx context.Context, force bool) error {
 	}
 
 	lctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
-	rs, ps, err := c.loader.LoadAll(lctx)
+	set, err := c.loader.LoadAll(lctx)
 	cancel()
 	if err != nil {
 		err = fmt.Errorf("load rules: %w", err)
@@ -242,7 +243,7 @@ func (c *Cache) check(ctx context.Context, force bool) error {
 		c.schedule(wait)
 		return errors.Join(verr, err)
 	}
-	snap := NewSnapshot(rs, ps, SnapshotOptions{Default: c.opt.Default})
+	snap := NewSnapshot(set.Rules, set.Plans, SnapshotOptions{Default: c.opt.Default})
 	c.cur.Store(&cacheState{snap: snap, version: v, loadedAt: time.Now()})
 	c.failures = 0
 	c.mu.Lock()

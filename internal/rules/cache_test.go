@@ -19,14 +19,14 @@ type fakeStore struct {
 	loads atomic.Int64
 }
 
-func (s *fakeStore) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
+func (s *fakeStore) LoadAll(ctx context.Context) (rules.Set, error) {
 	s.loads.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return nil, nil, s.err
+		return rules.Set{}, s.err
 	}
-	return append([]rules.Rule(nil), s.rules...), nil, nil
+	return rules.Set{Rules: append([]rules.Rule(nil), s.rules...)}, nil
 }
 
 func (s *fakeStore) set(rs []rules.Rule, err error) {
