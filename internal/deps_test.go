@@ -60,6 +60,7 @@ var mayImport = map[string][]string{
 	"internal/store/memory":          {"internal/rules", "internal/store", "internal/store/input", "github.com/google/uuid"},
 	"internal/store/postgres":        {"internal/rules", "internal/store", "internal/store/input", "migrations", "github.com/jackc/pgx/v5", "github.com/pressly/goose/v3"},
 	"internal/store/postgres/pgtest": {"internal/store/postgres", "internal/testenv", "github.com/jackc/pgx/v5"},
+	"internal/store/redissnapshot":   {"internal/rules", "github.com/redis/go-redis/v9"},
 	"internal/store/redisversion":    {"github.com/redis/go-redis/v9"},
 	"internal/store/storetest":       {"internal/rules", "internal/store", "github.com/google/go-cmp/", "github.com/google/uuid"},
 	"internal/testenv":               {"github.com/redis/go-redis/v9"},
