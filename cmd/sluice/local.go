@@ -36,7 +36,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
 )
 
 // defaultSeed is where `make run` (run from the repository root) finds the
@@ -66,6 +65,7 @@ type localConfig struct {
 // config's defaults: a laptop serves many requests at once over a slower,
 // shared loopback, and rule changes should show within a quarter second.
 var localDefaults = map[string]string{
+	"REDIS_PREFIX":       limiter.DefaultPrefix,
 	"REDIS_TIMEOUT":      "250ms",
 	"REDIS_POOL_SIZE":    "64",
 	"RULES_VERSION_POLL": "250ms",
@@ -95,7 +95,7 @@ printed). A flag wins over its variable.`)
 	fs.StringVar(&c.API, "api", "demo", "API id of the demo API (the rules' api)")
 	fs.StringVar(&c.Stage, "stage", "local", "stage name in the method ARN")
 	fs.StringVar(&c.Seed, "seed", defaultSeed, `rules and plans to create at start ({"plans": [...], "rules": [...]}); "" seeds nothing`)
-	fs.StringVar(&c.Prefix, "redis-prefix", limiter.DefaultPrefix, "prefix of every Redis key (buckets and the rules version)")
+	envFlag("redis-prefix", "REDIS_PREFIX", "prefix of every Redis key (buckets, the rules snapshot and version)")
 	envFlag("redis-timeout", "REDIS_TIMEOUT", "per-call Redis timeout of the limiter")
 	envFlag("poll", "RULES_VERSION_POLL", "how often the authorizer checks the rules version")
 	envFlag("refresh", "RULES_REFRESH", "full rules reload interval (default 5m)")
@@ -122,6 +122,7 @@ printed). A flag wins over its variable.`)
 	if err != nil {
 		return usageErrorf("configuration: %v", err)
 	}
+	c.Prefix = cfg.RedisPrefix
 	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
 }
 
@@ -199,10 +200,10 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	if err != nil {
 		return fmt.Errorf("connect to Redis %s: %w", redisDesc, err)
 	}
-	// Move the version so every authorizer sharing this Redis reloads the
-	// seeded rules.
-	if _, err := redisversion.New(a.Redis, c.Prefix+"rules:version").Bump(ctx); err != nil {
-		return fmt.Errorf("bump rules version: %w", err)
+	// Publish the seeded rules, so every authorizer sharing this Redis
+	// serves them, and the next cold start can without the database.
+	if _, err := a.PublishRules(ctx); err != nil {
+		return fmt.Errorf("publish the rules to Redis: %w", err)
 	}
 
 	token, generated := c.Token, false

@@ -191,8 +191,8 @@ func backends() []backend {
 			},
 			extra: func(t *testing.T) []string {
 				prefix := testenv.Prefix(t, "local")
-				// Our keys go when the test ends: the rules version does
-				// not expire by itself.
+				// Our keys go when the test ends: the rules snapshot and
+				// version do not expire by themselves.
 				testenv.DeleteKeys(t, testenv.Redis(t), prefix)
 				return []string{"--redis-prefix", prefix}
 			},
