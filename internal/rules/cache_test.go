@@ -449,3 +449,20 @@ func TestCacheDebounce(t *testing.T) {
 		t.Errorf("snapshot reads %d, store reads %d for %d reloads; want one snapshot read a reload, no store read", s.SnapshotLoads-1, s.StoreLoads, reloads)
 	}
 }
+
+// TestCacheRedisDownAtColdStart: when the version read fails, the first
+// load goes straight to the store, without waiting on the snapshot too.
+func TestCacheRedisDownAtColdStart(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	st.put(3, one(3), nil)
+	snaps.put(2, one(2), nil)
+	ver.down.Store(true)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps})
+	if err != nil {
+		t.Fatalf("NewCache with Redis down, the store up: %v", err)
+	}
+	if s := c.Stats(); s.Origin != rules.FromStore || s.Version != 3 || snaps.loads.Load() != 0 {
+		t.Errorf("Stats() = %+v after %d snapshot reads; want the store's version 3, no snapshot read", s, snaps.loads.Load())
+	}
+}
