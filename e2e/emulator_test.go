@@ -31,7 +31,7 @@ import (
 	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -325,8 +325,10 @@ func TestEmulator(t *testing.T) {
 	}
 	redisURL := testenv.RedisURL(t)
 	s := seed(t)
+	prefix := redisPrefix(t)
 	env := map[string]string{
 		"REDIS_URL":    redisURL,
+		"REDIS_PREFIX": prefix,
 		"DATABASE_URL": s.dbURL,
 		// ip as a fallback source: the no-key sample becomes anonymous,
 		// limited by its source IP, instead of Unauthorized.
@@ -416,7 +418,7 @@ func TestEmulator(t *testing.T) {
 		case !ran: // -run left migrate out
 			adminDB = pgtest.NewDatabase(t)
 		}
-		testAdmin(t, map[string]string{"DATABASE_URL": adminDB, "REDIS_URL": redisURL, "LOG_LEVEL": "info"})
+		testAdmin(t, map[string]string{"DATABASE_URL": adminDB, "REDIS_URL": redisURL, "REDIS_PREFIX": prefix, "LOG_LEVEL": "info"})
 	})
 }
 
@@ -506,14 +508,12 @@ func testMigrate(t *testing.T, dbURL string) {
 
 // testAdmin runs admin bootstraps configured by env on a migrated database:
 // it creates the sample plan and rule, a rule on that plan, reads the rule
-// back and lists the sample API's rules, and checks the rules version
-// authorizers poll moved.
+// back and lists the sample API's rules, and checks that the rules
+// authorizers load were published to Redis.
 func testAdmin(t *testing.T, env map[string]string) {
 	ctx := context.Background()
-	// The test Redis is shared with other packages' tests, which bump the
-	// same counter: it must have moved by at least our writes.
-	counter := redisversion.New(testenv.Client(t, env["REDIS_URL"], nil), "")
-	before, err := counter.Version(ctx)
+	snaps := redissnapshot.New(testenv.Client(t, env["REDIS_URL"], nil), redissnapshot.Options{Prefix: env["REDIS_PREFIX"]})
+	before, err := snaps.Version(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,12 +614,14 @@ func testAdmin(t *testing.T, env map[string]string) {
 		t.Errorf("GET /rules ids mismatch (-want +got):\n%s", diff)
 	}
 
-	after, err := counter.Version(ctx)
+	after, err := snaps.Version(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after < before+3 {
-		t.Errorf("rules version %s = %d after three writes, was %d; want it bumped by each", redisversion.DefaultKey, after, before)
+	published, err := snaps.LoadAll(ctx)
+	if err != nil || after <= before || published.Version != after || len(published.Rules) != 2 || len(published.Plans) != 1 {
+		t.Errorf("published after three writes: version %d (was %d), snapshot version %d with %d rules and %d plans, %v; want a newer version holding 2 rules and the plan",
+			after, before, published.Version, len(published.Rules), len(published.Plans), err)
 	}
 	for f, e := range emu {
 		if out := e.out.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
@@ -669,7 +671,7 @@ func TestColdStart(t *testing.T) {
 		t.Skip("builds binaries")
 	}
 	s := seed(t)
-	env := map[string]string{"REDIS_URL": testenv.RedisURL(t), "DATABASE_URL": s.dbURL}
+	env := map[string]string{"REDIS_URL": testenv.RedisURL(t), "REDIS_PREFIX": redisPrefix(t), "DATABASE_URL": s.dbURL}
 	bin := bootstrap(t, "authorizer")
 	raw := readSample(t, "authorizer-rest.json")
 	var runs []time.Duration
@@ -683,7 +685,7 @@ func TestColdStart(t *testing.T) {
 // emulator as ms/coldstart (the emulator's own start excluded).
 func BenchmarkColdStart(b *testing.B) {
 	s := seed(b)
-	env := map[string]string{"REDIS_URL": testenv.RedisURL(b), "DATABASE_URL": s.dbURL}
+	env := map[string]string{"REDIS_URL": testenv.RedisURL(b), "REDIS_PREFIX": redisPrefix(b), "DATABASE_URL": s.dbURL}
 	bin := bootstrap(b, "authorizer")
 	raw := readSample(b, "authorizer-rest.json")
 	var total time.Duration

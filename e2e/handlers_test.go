@@ -104,6 +104,16 @@ type seeded struct {
 	apiRule, route rules.Rule
 }
 
+// redisPrefix returns a Redis key prefix of the test's own (REDIS_PREFIX),
+// whose keys go when it ends: the rules snapshot an admin function
+// publishes is then read by this test's authorizers only.
+func redisPrefix(t testing.TB) string {
+	t.Helper()
+	p := testenv.Prefix(t, "e2e")
+	testenv.DeleteKeys(t, testenv.Redis(t), p)
+	return p
+}
+
 func seed(t testing.TB) seeded {
 	t.Helper()
 	s := seeded{dbURL: pgtest.NewDatabase(t)}
@@ -130,7 +140,7 @@ func TestHandlers(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
 	s := seed(t)
 	out := &testenv.Buffer{}
-	h := wire(t, map[string]string{"REDIS_URL": redisURL, "DATABASE_URL": s.dbURL, "REDIS_TIMEOUT": "1s"}, out)
+	h := wire(t, map[string]string{"REDIS_URL": redisURL, "REDIS_PREFIX": redisPrefix(t), "DATABASE_URL": s.dbURL, "REDIS_TIMEOUT": "1s"}, out)
 	if st := h.rules(); !st.Loaded || st.Rules != 2 {
 		t.Fatalf("rules cache after init = %+v, want the 2 seeded rules loaded", st)
 	}

@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
 	// The CLI: app and below (a client of the admin API, sluice local).
 	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi",
-		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory", "internal/store/redisversion",
+		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
 	"e2e":      {},
@@ -35,7 +35,7 @@ var mayImport = map[string][]string{
 	// The composition root: everything below.
 	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
 		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",
-		"internal/store/postgres", "internal/store/redisversion",
+		"internal/store/postgres", "internal/store/redissnapshot",
 		"github.com/aws/aws-lambda-go/", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9"},
 	// Environment → Config, and the clients. It parses SUBJECT_SOURCES and
 	// DEFAULT_LIMIT with the domain's own parsers, so it may import those
@@ -60,7 +60,7 @@ var mayImport = map[string][]string{
 	"internal/store/memory":          {"internal/rules", "internal/store", "internal/store/input", "github.com/google/uuid"},
 	"internal/store/postgres":        {"internal/rules", "internal/store", "internal/store/input", "migrations", "github.com/jackc/pgx/v5", "github.com/pressly/goose/v3"},
 	"internal/store/postgres/pgtest": {"internal/store/postgres", "internal/testenv", "github.com/jackc/pgx/v5"},
-	"internal/store/redisversion":    {"github.com/redis/go-redis/v9"},
+	"internal/store/redissnapshot":   {"internal/rules", "github.com/redis/go-redis/v9"},
 	"internal/store/storetest":       {"internal/rules", "internal/store", "github.com/google/go-cmp/", "github.com/google/uuid"},
 	"internal/testenv":               {"github.com/redis/go-redis/v9"},
 	"migrations":                     {},

@@ -183,10 +183,11 @@ func TestSeedTwice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seed again: %v", err)
 	}
-	rs, ps, err := st.LoadAll(ctx)
+	set, err := st.LoadAll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rs, ps := set.Rules, set.Plans
 	if len(rs) != 3 || len(ps) != 1 {
 		t.Errorf("after seeding twice: %d rules, %d plans, want 3 and 1 (%s)", len(rs), len(ps), desc)
 	}

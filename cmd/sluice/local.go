@@ -35,7 +35,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
 )
 
 // defaultSeed is where `make run` (run from the repository root) finds the
@@ -65,6 +64,7 @@ type localConfig struct {
 // config's defaults: a laptop serves many requests at once over a slower,
 // shared loopback, and rule changes should show within a quarter second.
 var localDefaults = map[string]string{
+	"REDIS_PREFIX":       limiter.DefaultPrefix,
 	"REDIS_TIMEOUT":      "250ms",
 	"REDIS_POOL_SIZE":    "64",
 	"RULES_VERSION_POLL": "250ms",
@@ -75,7 +75,9 @@ func runLocal(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "local", "", `Run the local stack: the demo API behind the real authorizer code path on
 --addr, the admin API and the check API under /admin/ (bearer token), Redis
 and the rules store, built by the same code as the Lambdas. REDIS_URL and
-DATABASE_URL select real servers (the database is migrated on start);
+DATABASE_URL select real servers (the database is migrated on start; when
+it is down, sluice starts anyway, as a cold Lambda does, on the rules
+snapshot in Redis or the default limit, and migrates once it answers);
 without them an in-process Redis (miniredis) and the in-memory store are
 used. Ctrl-C stops.
 
@@ -94,7 +96,7 @@ printed). A flag wins over its variable.`)
 	fs.StringVar(&c.API, "api", "demo", "API id of the demo API (the rules' api)")
 	fs.StringVar(&c.Stage, "stage", "local", "stage name in the method ARN")
 	fs.StringVar(&c.Seed, "seed", defaultSeed, `rules and plans to create at start ({"plans": [...], "rules": [...]}); "" seeds nothing`)
-	fs.StringVar(&c.Prefix, "redis-prefix", limiter.DefaultPrefix, "prefix of every Redis key (buckets and the rules version)")
+	envFlag("redis-prefix", "REDIS_PREFIX", "prefix of every Redis key (buckets, the rules snapshot and version)")
 	envFlag("redis-timeout", "REDIS_TIMEOUT", "per-call Redis timeout of the limiter")
 	envFlag("poll", "RULES_VERSION_POLL", "how often the authorizer checks the rules version")
 	envFlag("refresh", "RULES_REFRESH", "full rules reload interval (default 5m)")
@@ -121,6 +123,7 @@ printed). A flag wins over its variable.`)
 	if err != nil {
 		return usageErrorf("configuration: %v", err)
 	}
+	c.Prefix = cfg.RedisPrefix
 	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
 }
 
@@ -160,24 +163,32 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 
 	// The rules store: PostgreSQL, migrated and seeded through a Migrate
 	// app before the authorizer's first load, or memory.
-	var seedDesc string
+	var (
+		seedDesc string
+		mig      *app.App // set while the database still needs migrating
+	)
 	storeDesc := "embedded (in memory; gone when sluice stops)"
 	if cfg.DatabaseURL != "" {
 		storeDesc = "PostgreSQL " + config.Redact(string(cfg.DatabaseURL))
-		mig, err := app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function})
-		if err != nil {
+		var err error
+		if mig, err = app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function}); err != nil {
 			return err
 		}
-		err = mig.Migrator.Once(ctx, io.Discard)
-		if err == nil {
-			seedDesc, err = seed(ctx, mig.Store, c)
-		}
-		mig.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", storeDesc, err)
+		st.onClose(mig.Close)
+		if seedDesc, err = migrateAndSeed(ctx, mig, c, firstMigrateTimeout); err == nil {
+			mig = nil
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		} else {
+			// As a cold Lambda does: start on what Redis holds, and
+			// catch up once the database answers.
+			mig.Log.Error("database unreachable at start: serving the rules snapshot in Redis, else the default limit; migrating and seeding once it answers",
+				slog.String("store", storeDesc), slog.Any("error", err))
+			storeDesc += " (unreachable at start: retrying in the background)"
+			seedDesc = "not yet: the database is unreachable"
 		}
 	} else {
-		o.Store = memory.New()
+		o.Store = memory.NewWithOptions(store.Options{MaxRules: cfg.MaxRules})
 		var err error
 		if seedDesc, err = seed(ctx, o.Store, c); err != nil {
 			return err
@@ -198,10 +209,21 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	if err != nil {
 		return fmt.Errorf("connect to Redis %s: %w", redisDesc, err)
 	}
-	// Move the version so every authorizer sharing this Redis reloads the
-	// seeded rules.
-	if _, err := redisversion.New(a.Redis, c.Prefix+"rules:version").Bump(ctx); err != nil {
-		return fmt.Errorf("bump rules version: %w", err)
+	if mig == nil {
+		// Publish the seeded rules, so every authorizer sharing this
+		// Redis serves them, and the next cold start can without the
+		// database.
+		if _, err := a.PublishRules(ctx); err != nil {
+			return fmt.Errorf("publish the rules to Redis: %w", err)
+		}
+	} else {
+		retryCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			catchUp(retryCtx, mig, a, c)
+		}()
+		st.onClose(func() { stop(); <-done })
 	}
 
 	token, generated := c.Token, false
@@ -249,6 +271,47 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	}
 	<-served
 	return nil
+}
+
+// firstMigrateTimeout bounds the migration at start: a database that does
+// not answer within it is retried in the background.
+const firstMigrateTimeout = 5 * time.Second
+
+// migrateAndSeed migrates the database and seeds it, within timeout.
+func migrateAndSeed(ctx context.Context, mig *app.App, c localConfig, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := mig.Migrator.Once(ctx, io.Discard); err != nil {
+		return "", err
+	}
+	return seed(ctx, mig.Store, c)
+}
+
+// catchUp retries migrateAndSeed with backoff, as the Lambdas retry their
+// rules load (1s doubling to 30s), until it succeeds or ctx ends; then it
+// publishes the rules, which the authorizer loads at its next version
+// check.
+func catchUp(ctx context.Context, mig *app.App, a *app.App, c localConfig) {
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		desc, err := migrateAndSeed(ctx, mig, c, 30*time.Second)
+		if err == nil {
+			if _, err = a.PublishRules(ctx); err == nil {
+				a.Log.Info("database reachable: migrated, seeded and published", slog.String("seed", desc))
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.Log.Warn("database still unreachable; retrying", slog.Duration("in", min(2*wait, 30*time.Second)), slog.Any("error", err))
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // checkHandler serves the check API (POST /check) over net/http with the

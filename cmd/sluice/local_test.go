@@ -193,8 +193,8 @@ func backends() []backend {
 			},
 			extra: func(t *testing.T) []string {
 				prefix := testenv.Prefix(t, "local")
-				// Our keys go when the test ends: the rules version does
-				// not expire by itself.
+				// Our keys go when the test ends: the rules snapshot and
+				// version do not expire by themselves.
 				testenv.DeleteKeys(t, testenv.Redis(t), prefix)
 				return []string{"--redis-prefix", prefix}
 			},
@@ -759,4 +759,86 @@ func TestLocalSecretsStaySecret(t *testing.T) {
 	if !strings.Contains(p.out.String(), "$SLUICE_ADMIN_TOKEN") {
 		t.Errorf("the banner's curl lines do not refer to $SLUICE_ADMIN_TOKEN:\n%s", p.out)
 	}
+}
+
+// TestLocalDatabaseDown: `sluice local` with DATABASE_URL pointing at a
+// database that does not answer starts anyway, as a cold Lambda does: on
+// the rules snapshot an earlier run published to Redis, or with none, on
+// the default limit; and it migrates, seeds and publishes once the
+// database answers.
+func TestLocalDatabaseDown(t *testing.T) {
+	t.Parallel()
+	rURL, dbURL := testenv.RedisURL(t), pgtest.NewEmptyDatabase(t)
+	rdb := testenv.Redis(t)
+	published, fresh := testenv.Prefix(t, "local"), testenv.Prefix(t, "local")
+	testenv.DeleteKeys(t, rdb, published)
+	testenv.DeleteKeys(t, rdb, fresh)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host) // down until Up
+	u.Host = proxy.Addr()
+	downURL := u.String()
+	statuses := func(p *localProc, subject string, n int) []int {
+		var got []int
+		for range n {
+			resp, _ := p.get(t, "/search", subject)
+			got = append(got, resp.StatusCode)
+		}
+		return got
+	}
+
+	// A first run, the database up, migrates, seeds and publishes.
+	p := startLocal(t, []string{"REDIS_URL=" + rURL, "DATABASE_URL=" + dbURL}, "--redis-prefix", published)
+	p.stop()
+
+	t.Run("snapshot", func(t *testing.T) {
+		p := startLocal(t, []string{"REDIS_URL=" + rURL, "DATABASE_URL=" + downURL}, "--redis-prefix", published, "--default-limit", "1/1m")
+		// GET /search: 3 a minute in the seed, not the default's 1.
+		if got := statuses(p, "snap-"+testenv.Random(t), 4); fmt.Sprint(got) != "[200 200 200 429]" {
+			t.Errorf("4 × /search on the snapshot = %v, want [200 200 200 429]", got)
+		}
+		if out := p.out.String(); !strings.Contains(out, "database unreachable at start") || !strings.Contains(out, "unreachable at start: retrying") {
+			t.Errorf("want the database failure logged and shown in the banner; output:\n%s", out)
+		}
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/admin/rules", nil)
+		req.Header.Set("Authorization", "Bearer "+p.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("GET /admin/rules with the database down = %d, want 503", resp.StatusCode)
+		}
+	})
+
+	t.Run("neither, then the database", func(t *testing.T) {
+		p := startLocal(t, []string{"REDIS_URL=" + rURL, "DATABASE_URL=" + downURL, "LOG_LEVEL=info"}, "--redis-prefix", fresh, "--default-limit", "1/1m")
+		if got := statuses(p, "none-"+testenv.Random(t), 2); fmt.Sprint(got) != "[200 429]" {
+			t.Errorf("2 × /search with neither source = %v, want [200 429] (the default, 1/1m)", got)
+		}
+		if !strings.Contains(p.out.String(), "no rules loaded") {
+			t.Errorf("want the no-rules state logged; output:\n%s", p.out)
+		}
+		proxy.Up(t)
+		start := time.Now()
+		for !strings.Contains(p.out.String(), "database reachable: migrated, seeded and published") {
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("no catch-up within 20s of the database coming up; output:\n%s", p.out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for {
+			if got := statuses(p, "up-"+testenv.Random(t), 4); fmt.Sprint(got) == "[200 200 200 429]" {
+				break
+			}
+			if time.Since(start) > 25*time.Second {
+				t.Fatalf("the seeded rule not applied within 25s of the database coming up")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("database up to the seeded rule applied: %v", time.Since(start).Round(time.Millisecond))
+	})
 }

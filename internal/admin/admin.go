@@ -10,8 +10,9 @@
 // Service.HTTPHandler serves every route over net/http for the local stack.
 //
 // Every write goes to the store (which validates versions and writes the
-// audit row in the same transaction), then bumps the rules version in Redis
-// so warm authorizers reload; that bump is best effort.
+// audit row in the same transaction), then publishes the committed rules to
+// Redis (one LoadAll, one script) so warm authorizers reload from there and
+// cold ones can start without the database; that publish is best effort.
 package admin
 
 import (
@@ -29,10 +30,11 @@ import (
 // bodies get 413.
 const DefaultMaxBody = 64 << 10
 
-// versionBumper moves the rules version authorizers poll
-// (internal/store/redisversion.Counter).
-type versionBumper interface {
-	Bump(ctx context.Context) (int64, error)
+// publisher stores the committed rules where authorizers read them, and
+// moves the version they poll (internal/store/redissnapshot.Snapshots). It
+// reports false, nil when a newer set was already published.
+type publisher interface {
+	Publish(ctx context.Context, set rules.Set) (bool, error)
 }
 
 // bucketKeeper reads and resets a subject's buckets (internal/limiter.Limiter).
@@ -45,15 +47,16 @@ type bucketKeeper interface {
 // default is written on it.
 type Options struct {
 	// Logger receives one JSON line per failed request and per failed
-	// version bump; default: discard.
+	// publish; default: discard.
 	Logger *slog.Logger
 	// MaxBody is the largest body accepted, in bytes; default
 	// DefaultMaxBody (64 KiB).
 	MaxBody int
-	// BumpTimeout bounds the Redis version bump after a write; default 1s.
-	// It is detached from the request's context: a write that committed
-	// still announces itself when the caller has gone.
-	BumpTimeout time.Duration
+	// PublishTimeout bounds the publish after a write: reading every rule
+	// back from the store and storing them in Redis; default 3s. It is
+	// detached from the request's context: a write that committed still
+	// announces itself when the caller has gone.
+	PublishTimeout time.Duration
 	// Default is the authorizers' configured default rule (their
 	// DEFAULT_LIMIT), shown by GET /subjects/{subject}/limits and reset with
 	// the subject's buckets; nil when requests no rule matches are allowed.
@@ -63,27 +66,27 @@ type Options struct {
 // Service runs the admin operations. It is safe for concurrent use; build
 // one at init and share it.
 type Service struct {
-	store       store.Store
-	version     versionBumper
-	buckets     bucketKeeper
-	log         *slog.Logger
-	maxBody     int
-	bumpTimeout time.Duration
-	def         *rules.Effective
+	store          store.Store
+	snapshots      publisher
+	buckets        bucketKeeper
+	log            *slog.Logger
+	maxBody        int
+	publishTimeout time.Duration
+	def            *rules.Effective
 }
 
-// New returns a Service over st. version may be nil (no bump after writes:
-// only for tests and tools); buckets may be nil, and then the /subjects
-// routes answer 503.
-func New(st store.Store, version versionBumper, buckets bucketKeeper, o Options) *Service {
+// New returns a Service over st. snapshots may be nil (nothing published
+// after writes: only for tests and tools); buckets may be nil, and then the
+// /subjects routes answer 503.
+func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *Service {
 	s := &Service{
-		store:       st,
-		version:     version,
-		buckets:     buckets,
-		log:         o.Logger,
-		maxBody:     o.MaxBody,
-		bumpTimeout: o.BumpTimeout,
-		def:         o.Default,
+		store:          st,
+		snapshots:      snapshots,
+		buckets:        buckets,
+		log:            o.Logger,
+		maxBody:        o.MaxBody,
+		publishTimeout: o.PublishTimeout,
+		def:            o.Default,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -91,23 +94,45 @@ func New(st store.Store, version versionBumper, buckets bucketKeeper, o Options)
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
-	if s.bumpTimeout <= 0 {
-		s.bumpTimeout = time.Second
+	if s.publishTimeout <= 0 {
+		s.publishTimeout = 3 * time.Second
 	}
 	return s
 }
 
-// bump announces a committed write to the authorizers. A failure is logged
-// and swallowed: the write stands, and authorizers pick it up at their next
-// full reload at the latest.
-func (s *Service) bump(ctx context.Context, route string) {
-	if s.version == nil {
+// publish announces a committed write to the authorizers: it reads the
+// committed rules back from the store (one LoadAll a write, whatever the
+// number of authorizers) and publishes them. Reading after the commit,
+// rather than sending the one rule written, is what makes concurrent writes
+// safe: the set read holds this write and every one committed before it,
+// and its version orders it against the sets other writes publish.
+//
+// A failure is logged and swallowed: the write stands, and authorizers pick
+// it up at their next full reload from the store at the latest.
+func (s *Service) publish(ctx context.Context, route string) {
+	if s.snapshots == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bumpTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.publishTimeout)
 	defer cancel()
-	if _, err := s.version.Bump(ctx); err != nil {
-		s.log.WarnContext(ctx, "rules version bump failed; authorizers reload at their next full refresh",
+	set, err := s.store.LoadAll(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
 			slog.String("route", route), slog.Any("error", err))
+		return
+	}
+	published, err := s.snapshots.Publish(ctx, set)
+	switch {
+	case err != nil && published:
+		// Too large to store: the version moved, authorizers load from
+		// the store.
+		s.log.ErrorContext(ctx, "rules snapshot not stored; authorizers load the rules from the database",
+			slog.String("route", route), slog.Int64("version", set.Version), slog.Any("error", err))
+	case err != nil:
+		s.log.WarnContext(ctx, "rules snapshot not published; authorizers reload at their next full refresh",
+			slog.String("route", route), slog.Int64("version", set.Version), slog.Any("error", err))
+	case !published:
+		s.log.DebugContext(ctx, "rules snapshot not published: Redis holds a newer one",
+			slog.String("route", route), slog.Int64("version", set.Version))
 	}
 }

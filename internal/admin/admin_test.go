@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -40,7 +41,7 @@ const ruleBody = `{"api":"a1b2c3d4e5","route":"GET /pets/{id}","subject":"key-1"
 
 func TestRuleLifecycle(t *testing.T) {
 	forBackends(t, func(t *testing.T, e *env) {
-		v0 := e.count(t).Version
+		p0 := e.count(t).Published
 
 		// Create.
 		resp := e.do(t, event(admin.RouteCreateRule, nil, ruleBody))
@@ -133,10 +134,11 @@ func TestRuleLifecycle(t *testing.T) {
 			t.Errorf("history after delete = %d entries, last %+v; want 5, the last a delete with after null", n, h.Entries[n-1])
 		}
 
-		// Writes: create, 3 updates, create, 2 deletes; each bumped the version once.
-		if got := e.count(t).Version - v0; got != 7 {
-			t.Errorf("rules version moved by %d over 7 writes, want 7", got)
+		// Writes: create, 3 updates, create, 2 deletes; each published once.
+		if got := e.count(t).Published - p0; got != 7 {
+			t.Errorf("%d sets published over 7 writes, want 7", got)
 		}
+		e.checkPublished(t)
 	})
 }
 
@@ -191,8 +193,15 @@ func TestListRulesFilters(t *testing.T) {
 func TestPagination(t *testing.T) {
 	forBackends(t, func(t *testing.T, e *env) {
 		created := map[string]bool{}
+		// Behind the API: through it, each create would read every rule
+		// back to publish them (250 × up to 250 rules), which is not what
+		// this test is about.
 		for i := range 250 {
-			r := e.createRule(t, fmt.Sprintf(`{"api":"api%d","route":"*","subject":"s%03d","limit":%d,"period":"1m"}`, i%3, i, i+1))
+			r, err := e.store.CreateRule(context.Background(), rules.Rule{API: fmt.Sprintf("api%d", i%3), Route: "*",
+				Subject: fmt.Sprintf("s%03d", i), Limit: new(int64(i + 1)), Period: rules.Period(time.Minute)}, testActor)
+			if err != nil {
+				t.Fatal(err)
+			}
 			created[r.ID] = true
 		}
 		for _, size := range []string{"7", "100", ""} {
@@ -235,7 +244,7 @@ func TestPagination(t *testing.T) {
 
 func TestPlans(t *testing.T) {
 	forBackends(t, func(t *testing.T, e *env) {
-		v0 := e.count(t).Version
+		p0 := e.count(t).Published
 		resp := e.do(t, event(admin.RouteCreatePlan, nil, `{"name":"gold","limit":1000,"period":"1m","burst":2000,"description":"gold tier"}`))
 		var p rules.Plan
 		want(t, resp, 201, &p)
@@ -303,10 +312,11 @@ func TestPlans(t *testing.T) {
 		}
 
 		// Writes: 2 plan creates, 1 plan update, 1 plan delete, and a rule
-		// created and deleted; each bumped the version once, failures never.
-		if got := e.count(t).Version - v0; got != 6 {
-			t.Errorf("rules version moved by %d over 6 writes, want 6", got)
+		// created and deleted; each published once, failures never.
+		if got := e.count(t).Published - p0; got != 6 {
+			t.Errorf("%d sets published over 6 writes, want 6", got)
 		}
+		e.checkPublished(t)
 	})
 }
 
@@ -721,21 +731,21 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 }
 
 // TestFailures: a store failure is a 500 whose body tells nothing and whose
-// log line tells all; a failed version bump leaves a successful write.
+// log line tells all; a failed publish leaves a successful write.
 func TestFailures(t *testing.T) {
 	rdb := testenv.Redis(t)
 	var logs strings.Builder
 	st := &brokenStore{Store: mustMemory()}
-	svc := admin.New(st, failingBumper{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}),
+	svc := admin.New(st, failingPublisher{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}),
 		admin.Options{Logger: newJSONLogger(&logs)})
 	h := apigw.Handler(svc, "")
 
 	resp, _ := h(context.Background(), event(admin.RouteCreateRule, nil, ruleBody))
 	if resp.StatusCode != 201 {
-		t.Fatalf("create with a failing version bump = %d %s, want 201", resp.StatusCode, resp.Body)
+		t.Fatalf("create with a failing publish = %d %s, want 201", resp.StatusCode, resp.Body)
 	}
-	if !strings.Contains(logs.String(), `"level":"WARN","msg":"rules version bump failed`) {
-		t.Errorf("logs = %s, want a warning about the bump", logs.String())
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"rules snapshot not published`) {
+		t.Errorf("logs = %s, want a warning about the publish", logs.String())
 	}
 
 	st.fail = true

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkAdmin measures admin operations end to end through the API
 // Gateway adapter, against the local PostgreSQL (a fresh database holding
-// 1,000 rules) and Redis (the version bump after each write). It reports
+// 1,000 rules) and Redis (the rules published after each write). It reports
 // the p50 and p99 latency of one operation; the target is p99 <= 20 ms.
 func BenchmarkAdmin(b *testing.B) {
 	e := newEnv(b, backends[0]) // postgres

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,25 +18,58 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// env is one admin Service over its own store, Redis key prefix and version
-// key, reached through the API Gateway adapter as the Lambdas reach it.
+// env is one admin Service over its own store, Redis key prefix and rules
+// snapshot, reached through the API Gateway adapter as the Lambdas reach it.
 type env struct {
-	svc    *admin.Service
-	handle func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
-	store  store.Store // read behind the API's back
-	lim    *limiter.Limiter
-	logs   *strings.Builder
-	count  func(t testing.TB) rowCounts // counts rows behind the store's back
+	svc       *admin.Service
+	handle    func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+	store     store.Store // read behind the API's back
+	snapshots *redissnapshot.Snapshots
+	lim       *limiter.Limiter
+	logs      *strings.Builder
+	count     func(t testing.TB) rowCounts // counts rows behind the store's back
 }
 
 // rowCounts counts what a rejected request must leave unchanged.
 type rowCounts struct {
 	Rules, Plans, Audit int64
-	Version             int64
+	// Version is the store's rules version; Published the number of sets
+	// the Service published to Redis.
+	Version, Published int64
+}
+
+// countingPublisher counts the sets published.
+type countingPublisher struct {
+	*redissnapshot.Snapshots
+	n atomic.Int64
+}
+
+func (c *countingPublisher) Publish(ctx context.Context, set rules.Set) (bool, error) {
+	ok, err := c.Snapshots.Publish(ctx, set)
+	if ok {
+		c.n.Add(1)
+	}
+	return ok, err
+}
+
+// checkPublished checks that Redis holds the store's current set.
+func (e *env) checkPublished(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	want, err := e.store.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.snapshots.LoadAll(ctx)
+	v, verr := e.snapshots.Version(ctx)
+	if err != nil || verr != nil || got.Version != want.Version || v != want.Version || len(got.Rules) != len(want.Rules) || len(got.Plans) != len(want.Plans) {
+		t.Errorf("published: version key %d, snapshot version %d with %d rules, %d plans (%v, %v); want the store's version %d with %d rules, %d plans",
+			v, got.Version, len(got.Rules), len(got.Plans), err, verr, want.Version, len(want.Rules), len(want.Plans))
+	}
 }
 
 // backend builds a store for one test.
@@ -57,10 +91,11 @@ var backends = []backend{
 func newMemory(testing.TB) (store.Store, rowCounter) {
 	st := memory.New()
 	return st, func(t testing.TB) (int64, int64, int64) {
-		rs, ps, err := st.LoadAll(context.Background())
+		set, err := st.LoadAll(context.Background())
 		if err != nil {
 			t.Fatalf("LoadAll: %v", err)
 		}
+		rs, ps := set.Rules, set.Plans
 		// The memory store has no audit table to count: sum the
 		// histories of the rules and plans that exist.
 		var audit int64
@@ -82,21 +117,22 @@ func newEnv(t testing.TB, b backend) *env {
 	rdb := testenv.Redis(t)
 	st, counts := b.new(t)
 	prefix := testenv.Prefix(t, "admin")
-	version := redisversion.New(rdb, prefix+"rules:version")
+	snaps := redissnapshot.New(rdb, redissnapshot.Options{Prefix: prefix})
+	pub := &countingPublisher{Snapshots: snaps}
 	// Peeks under -race on a shared 2-core machine need more than the
 	// authorizer's 25 ms.
 	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
 	testenv.DeleteKeys(t, rdb, prefix)
 	var logs strings.Builder
-	svc := admin.New(st, version, lim, admin.Options{Logger: newJSONLogger(&logs)})
-	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, lim: lim, logs: &logs}
+	svc := admin.New(st, pub, lim, admin.Options{Logger: newJSONLogger(&logs)})
+	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, snapshots: snaps, lim: lim, logs: &logs}
 	e.count = func(t testing.TB) rowCounts {
 		r, p, a := counts(t)
-		v, err := version.Version(context.Background())
+		set, err := st.LoadAll(context.Background())
 		if err != nil {
-			t.Fatalf("Version: %v", err)
+			t.Fatalf("LoadAll: %v", err)
 		}
-		return rowCounts{Rules: r, Plans: p, Audit: a, Version: v}
+		return rowCounts{Rules: r, Plans: p, Audit: a, Version: set.Version, Published: pub.n.Load()}
 	}
 	return e
 }

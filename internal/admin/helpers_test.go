@@ -51,11 +51,11 @@ func (b *brokenStore) GetRule(ctx context.Context, id string) (rules.Rule, error
 	return b.Store.GetRule(ctx, id)
 }
 
-// failingBumper is a Redis that refuses the version bump.
-type failingBumper struct{}
+// failingPublisher is a Redis that refuses the publish.
+type failingPublisher struct{}
 
-func (failingBumper) Bump(context.Context) (int64, error) {
-	return 0, errors.New("bump rules version sl:rules:version: connection refused")
+func (failingPublisher) Publish(context.Context, rules.Set) (bool, error) {
+	return false, errors.New("publish rules snapshot sl:{rules}:snapshot: connection refused")
 }
 
 func newHTTPServer(t *testing.T, h http.Handler) *httptest.Server {

@@ -24,7 +24,7 @@ func (s *Service) createPlan(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	h := etag(created.Version)
 	h.Set("Location", "/plans/"+url.PathEscape(created.Name))
 	return reply{status: http.StatusCreated, header: h, body: created}, nil
@@ -39,7 +39,7 @@ func (s *Service) getPlan(ctx context.Context, c *call) (reply, error) {
 }
 
 // updatePlan replaces a plan; every rule naming it takes the new numbers at
-// the authorizers' next reload (the version bump triggers it).
+// the authorizers' next reload (the publish after the write triggers it).
 func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
 	name := c.params["name"]
 	version, err := ifMatch(c.Header, true)
@@ -54,7 +54,7 @@ func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
 }
 
@@ -66,7 +66,7 @@ func (s *Service) deletePlan(ctx context.Context, c *call) (reply, error) {
 	if err := s.store.DeletePlan(ctx, c.params["name"], version, c.actor()); err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	return reply{status: http.StatusNoContent}, nil
 }
 

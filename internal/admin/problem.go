@@ -42,6 +42,12 @@ func classify(route string, err error) *httpapi.Error {
 			Detail: "The " + noun + " has changed since the version in If-Match; GET it again and retry with its ETag.", Err: err}
 	case errors.Is(err, rules.ErrConflict):
 		return &httpapi.Error{Status: http.StatusConflict, Detail: conflictDetail(route), Err: err}
+	case errors.Is(err, rules.ErrTooManyRules):
+		// 409, not 400 or 422: the rule is valid, the store is full. The
+		// same request succeeds once rules are deleted (or MAX_RULES is
+		// raised); nothing in it is for the client to fix.
+		return &httpapi.Error{Status: http.StatusConflict,
+			Detail: "The store already holds the most rules it may (MAX_RULES, 10,000 by default): every authorizer holds every rule. Delete rules no longer needed, or raise MAX_RULES, then retry.", Err: err}
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) {

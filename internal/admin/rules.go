@@ -34,7 +34,7 @@ func (s *Service) createRule(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	h := etag(created.Version)
 	h.Set("Location", "/rules/"+url.PathEscape(created.ID))
 	return reply{status: http.StatusCreated, header: h, body: created}, nil
@@ -63,7 +63,7 @@ func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
 }
 
@@ -75,7 +75,7 @@ func (s *Service) deleteRule(ctx context.Context, c *call) (reply, error) {
 	if err := s.store.DeleteRule(ctx, c.params["id"], version, c.actor()); err != nil {
 		return reply{}, err
 	}
-	s.bump(ctx, c.route)
+	s.publish(ctx, c.route)
 	return reply{status: http.StatusNoContent}, nil
 }
 

@@ -144,10 +144,10 @@ func (s *Service) applicable(ctx context.Context, subject, api, route string) ([
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
 	}
-	rs, ps, err := s.store.LoadAll(ctx)
+	set, err := s.store.LoadAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
 	}
-	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	snap := rules.NewSnapshot(set.Rules, set.Plans, rules.SnapshotOptions{Default: s.def})
 	return snap.ForSubject(subject, api, route), nil
 }

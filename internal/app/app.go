@@ -8,7 +8,9 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -29,11 +31,12 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
-	"github.com/sluicehq/sluice/internal/store/redisversion"
+	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 )
 
 // InitLoadTimeout bounds the first rules load at init: a cold start with
-// the database down starts serving the default rule after at most this.
+// the database down loads the Redis snapshot, or with Redis down too
+// starts serving the default rule, after at most this.
 const InitLoadTimeout = 3 * time.Second
 
 // minAdminRedisTimeout is the least time an admin peek or reset gets from
@@ -79,8 +82,9 @@ type Options struct {
 	// Store, when set, is the rules store instead of PostgreSQL built from
 	// the configuration (sluice local's memory store).
 	Store store.Store
-	// Prefix starts every Redis key: buckets, and the rules version
-	// (<Prefix>rules:version); default limiter.DefaultPrefix ("sl:").
+	// Prefix starts every Redis key: buckets, and the rules snapshot and
+	// version (<Prefix>{rules}:snapshot, <Prefix>{rules}:version); default
+	// the configuration's REDIS_PREFIX, else limiter.DefaultPrefix ("sl:").
 	Prefix string
 }
 
@@ -94,6 +98,9 @@ type App struct {
 	// Store is the rules store: Options.Store, or PostgreSQL from the
 	// configuration (every part).
 	Store store.Store
+	// Snapshots is the copy of the rules in Redis the admin path publishes
+	// and the decision path reads first (Decide, Administer).
+	Snapshots *redissnapshot.Snapshots
 
 	// The decision path (Decide).
 	Authorizer *authapigw.Authorizer
@@ -126,7 +133,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		o.Function = "sluice"
 	}
 	if o.Prefix == "" {
-		o.Prefix = limiter.DefaultPrefix
+		o.Prefix = cmp.Or(cfg.RedisPrefix, limiter.DefaultPrefix)
 	}
 	a = &App{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
 	defer func() {
@@ -145,7 +152,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	a.Store = o.Store
 	if a.Store == nil && pool != nil {
-		a.Store = postgres.New(pool)
+		a.Store = postgres.NewWithOptions(pool, store.Options{MaxRules: cfg.MaxRules})
 	}
 	if o.Parts&Migrate != 0 {
 		db := stdlib.OpenDBFromPool(pool)
@@ -165,10 +172,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	a.Redis = rdb
 	st := a.Store
-	version := redisversion.New(rdb, o.Prefix+"rules:version")
+	a.Snapshots = redissnapshot.New(rdb, redissnapshot.Options{Prefix: o.Prefix})
 
 	if o.Parts&Decide != 0 {
-		a.decide(ctx, cfg, o, rdb, st, version)
+		a.decide(ctx, cfg, o, rdb, st)
 	}
 	if o.Parts&Administer != 0 {
 		lim := limiter.New(rdb, limiter.Options{
@@ -177,7 +184,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			DenyCacheSize:    -1, // admin never calls Allow
 			BreakerThreshold: -1, // nor should one admin's failures trip anything
 		})
-		a.Admin = admin.New(st, version, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		a.Admin = admin.New(st, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
 	}
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", a.Decider != nil), slog.Bool("admin", a.Admin != nil))
 	return a, nil
@@ -185,7 +192,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 
 // decide builds the decision path. Nothing here fails: a backend that is
 // down is logged and retried.
-func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, version *redisversion.Counter) {
+func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store) {
 	log := a.Log
 	a.Limiter = limiter.New(rdb, limiter.Options{
 		Prefix:  o.Prefix,
@@ -207,7 +214,8 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 
 	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
 	defer cancel()
-	cache, err := rules.NewCache(ictx, st, version, rules.CacheOptions{
+	cache, err := rules.NewCache(ictx, st, a.Snapshots, rules.CacheOptions{
+		Snapshots:   a.Snapshots,
 		Default:     cfg.DefaultLimit,
 		Refresh:     cfg.RulesRefresh,
 		Poll:        cfg.RulesVersionPoll,
@@ -218,8 +226,15 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		OnReload: LogReload(log),
 	})
 	if err != nil {
-		// The cache works regardless, on the default rule.
-		log.Error("initial rules load failed; serving the default rule", slog.Any("error", err))
+		// Neither the Redis snapshot nor the database answered. The cache
+		// works regardless, on the default rule alone, and retries with
+		// backoff: say plainly what that means.
+		def := "none: every request is allowed, rules with failure_mode closed included"
+		if cfg.DefaultLimit != nil {
+			def = fmt.Sprintf("%d per %s (burst %d) for every subject", cfg.DefaultLimit.Limit, cfg.DefaultLimit.Period, cfg.DefaultLimit.Burst)
+		}
+		log.Error("no rules loaded: the Redis snapshot and the database are both unavailable; serving only the default rule (DEFAULT_LIMIT) until one answers",
+			slog.String("defaultLimit", def), slog.Any("error", err))
 	}
 	a.Cache = cache
 	a.onClose(cache.Wait)
@@ -265,13 +280,26 @@ func (a *App) Close() {
 
 func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
 
+// PublishRules reads every rule and plan from the store and publishes them
+// to Redis, as the admin path does after each write; it reports whether
+// Redis took them (false when it held a newer set). `sluice local` calls it
+// after seeding. It needs the Decide or Administer part.
+func (a *App) PublishRules(ctx context.Context) (bool, error) {
+	set, err := a.Store.LoadAll(ctx)
+	if err != nil {
+		return false, fmt.Errorf("publish rules: %w", err)
+	}
+	return a.Snapshots.Publish(ctx, set)
+}
+
 // LogReload returns a rules.CacheOptions.OnReload that logs each load, and
 // at warn each rule, plan or default the snapshot left out (invalid, or
 // naming an unknown plan): a skipped rule can loosen a limit unnoticed.
-func LogReload(log *slog.Logger) func(version int64, snap *rules.Snapshot) {
-	return func(version int64, snap *rules.Snapshot) {
+func LogReload(log *slog.Logger) func(version int64, from rules.Origin, snap *rules.Snapshot) {
+	return func(version int64, from rules.Origin, snap *rules.Snapshot) {
 		skipped := snap.Skipped()
-		log.Info("rules loaded", slog.Int64("version", version), slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))
+		log.Info("rules loaded", slog.Int64("version", version), slog.String("from", string(from)),
+			slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))
 		for _, sk := range skipped {
 			log.Warn("rule skipped", slog.String("kind", sk.Kind), slog.String("id", sk.ID), slog.String("reason", sk.Reason))
 		}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +25,32 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
+// prefixes holds each test's Redis key prefix, so that the apps a test
+// builds (admin and authorizer) share one, and no other test's.
+var prefixes sync.Map // *testing.T → string
+
+// prefixFor returns t's Redis key prefix, whose keys go when t ends.
+func prefixFor(t *testing.T) string {
+	t.Helper()
+	if p, ok := prefixes.Load(t); ok {
+		return p.(string)
+	}
+	p := testenv.Prefix(t, "app")
+	testenv.DeleteKeys(t, testenv.Redis(t), p)
+	prefixes.Store(t, p)
+	t.Cleanup(func() { prefixes.Delete(t) })
+	return p
+}
+
 // build builds the parts from env as a Lambda would, with its log and
-// metric lines going to the returned buffer.
+// metric lines going to the returned buffer. Its Redis keys are under the
+// test's own prefix (REDIS_PREFIX) unless env names one.
 func build(t *testing.T, parts app.Parts, env map[string]string) (*app.App, *testenv.Buffer) {
 	t.Helper()
+	if _, ok := env["REDIS_PREFIX"]; !ok {
+		env = maps.Clone(env)
+		env["REDIS_PREFIX"] = prefixFor(t)
+	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
@@ -166,10 +190,12 @@ func viaProxy(t *testing.T, dbURL string) (*testenv.Proxy, string) {
 	return p, u.String()
 }
 
-// TestDatabaseDown starts the authorizer with the database unreachable (it
-// serves the default rule), brings the database up (the rules load on a
-// later invocation), takes it down again (the last snapshot keeps serving
-// through a failed reload) and up again (the pending change lands).
+// TestDatabaseDown starts the authorizer with the database unreachable:
+// it loads the snapshot the admin path published to Redis and enforces its
+// rules; a later write (the admin reaches the database, the authorizer does
+// not) reaches it through Redis too; and when the database is back, the
+// full reload from it succeeds. TestColdStartNeitherSource covers a cold
+// start with no snapshot either.
 func TestDatabaseDown(t *testing.T) {
 	rURL := testenv.RedisURL(t)
 	dbURL := pgtest.NewDatabase(t)
@@ -178,38 +204,38 @@ func TestDatabaseDown(t *testing.T) {
 
 	p, proxied := viaProxy(t, dbURL)
 	app, logs := newApp(t, map[string]string{
-		"REDIS_URL": rURL, "DATABASE_URL": proxied, "REDIS_TIMEOUT": "1s", "DEFAULT_LIMIT": "3/1m",
+		"REDIS_URL": rURL, "DATABASE_URL": proxied, "REDIS_TIMEOUT": "1s", "DEFAULT_LIMIT": "3/1m", "RULES_REFRESH": "2s",
 	})
-	if st := app.Cache.Stats(); st.Loaded || st.LastError == nil {
-		t.Fatalf("cache stats with the database down at init = %+v, want not loaded, an error", st)
+	if st := app.Cache.Stats(); !st.Loaded || st.Origin != rules.FromSnapshot || st.StoreLoads != 0 {
+		t.Fatalf("cache stats after a cold start with the database down = %+v, want loaded from the snapshot, no store load", st)
 	}
-	if res := decide(t, app, "db-key"); !res.Default || res.Limit != 3 {
-		t.Fatalf("decision with the database down at init = default %v limit %d, want the default rule (3/1m)", res.Default, res.Limit)
+	if res := decide(t, app, "db-key"); res.Default || res.Rule != r.ID || res.Limit != 50 {
+		t.Fatalf("decision after a cold start with the database down = rule %s limit %d (default %v), want the snapshot's %s limit 50", res.Rule, res.Limit, res.Default, r.ID)
 	}
-	if !strings.Contains(logs.String(), "initial rules load failed") {
-		t.Errorf("no log line for the failed initial load:\n%s", logs.String())
+	if out := logs.String(); !strings.Contains(out, `"message":"rules loaded"`) || !strings.Contains(out, `"from":"snapshot"`) || strings.Contains(out, "no rules loaded") {
+		t.Errorf("want a rules-loaded line from the snapshot and no no-rules line:\n%s", out)
 	}
 
-	p.Up(t)
-	waitFor(t, 10*time.Second, "rules loaded once the database is up", func() bool { return decide(t, app, "db-key").Rule == r.ID })
-
-	p.Down()
 	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 9, "period": "1m",
 	}, http.StatusOK)
-	waitFor(t, 10*time.Second, "a failed reload", func() bool {
-		decide(t, app, "db-key")
-		return app.Cache.Stats().Failures > 1
-	})
-	if res := decide(t, app, "db-key"); res.Rule != r.ID || res.Limit != 50 {
-		t.Errorf("decision with the database down later = rule %s limit %d, want the last snapshot's %s limit 50", res.Rule, res.Limit, r.ID)
-	}
+	waitFor(t, 5*time.Second, "the change through Redis, the database still down", func() bool { return decide(t, app, "db-key").Limit == 9 })
 
-	p.Up(t)
-	waitFor(t, 40*time.Second, "the pending change once the database is back", func() bool { return decide(t, app, "db-key").Limit == 9 })
-	if st := app.Cache.Stats(); st.LastError != nil {
-		t.Errorf("cache LastError after recovery = %v, want nil", st.LastError)
+	// The full reload (RULES_REFRESH 2s) fails while the database is down,
+	// keeps the snapshot, and succeeds once it is back.
+	waitFor(t, 10*time.Second, "a failed full reload", func() bool {
+		decide(t, app, "db-key")
+		return app.Cache.Stats().Failures > 0
+	})
+	if res := decide(t, app, "db-key"); res.Limit != 9 {
+		t.Errorf("decision after a failed full reload = limit %d, want 9", res.Limit)
 	}
+	p.Up(t)
+	waitFor(t, 40*time.Second, "a full reload from the database once it is back", func() bool {
+		decide(t, app, "db-key")
+		st := app.Cache.Stats()
+		return st.Origin == rules.FromStore && st.LastError == nil
+	})
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -256,7 +282,7 @@ func TestLogReloadReportsSkippedRules(t *testing.T) {
 		{ID: "r-gold", API: "a", Route: "*", Subject: "vip", Plan: "gold"},
 	}, nil, rules.SnapshotOptions{})
 	var buf strings.Builder
-	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, snap)
+	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, rules.FromSnapshot, snap)
 
 	var lines []map[string]any
 	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
@@ -269,8 +295,8 @@ func TestLogReloadReportsSkippedRules(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("LogReload wrote %d lines, want 2 (loaded, skipped):\n%s", len(lines), buf.String())
 	}
-	if l := lines[0]; l["msg"] != "rules loaded" || l["version"] != 7.0 || l["rules"] != 1.0 || l["skipped"] != 1.0 {
-		t.Errorf("first line = %v, want rules loaded, version 7, 1 rule, 1 skipped", l)
+	if l := lines[0]; l["msg"] != "rules loaded" || l["version"] != 7.0 || l["from"] != "snapshot" || l["rules"] != 1.0 || l["skipped"] != 1.0 {
+		t.Errorf("first line = %v, want rules loaded, version 7 from the snapshot, 1 rule, 1 skipped", l)
 	}
 	if l := lines[1]; l["level"] != "WARN" || l["msg"] != "rule skipped" || l["id"] != "r-gold" || l["kind"] != rules.KindRule {
 		t.Errorf("second line = %v, want a WARN rule skipped for r-gold", l)

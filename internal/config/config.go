@@ -71,6 +71,13 @@ type Config struct {
 	// request at a time; 1 to 1024. `sluice local`, which serves many at
 	// once, defaults to 64.
 	RedisPoolSize int
+	// RedisPrefix is REDIS_PREFIX: what every Redis key starts with (the
+	// buckets, and the rules snapshot and version the admin path
+	// publishes). Empty means "sl:". Deployments sharing one Redis must
+	// each have their own, or their authorizers load each other's rules.
+	// At most 64 printable ASCII characters, no space, '{' or '}' (the
+	// keys' hash tags follow it).
+	RedisPrefix string
 
 	// DatabaseURL is DATABASE_URL: a PostgreSQL URL or keyword/value
 	// connection string, used as given. Set it or DBSecretARN, not both.
@@ -84,6 +91,10 @@ type Config struct {
 	// DBSSLMode is DB_SSLMODE: the sslmode used with DBSecretARN. Default
 	// require; verify-full needs the RDS CA bundle in the image.
 	DBSSLMode string
+	// MaxRules is MAX_RULES: the most rules the store holds; a create
+	// beyond it is refused (409). 0, when unset, means the store's default
+	// (store.DefaultMaxRules, 10,000); at most 1,000,000.
+	MaxRules int
 
 	// SubjectSources is SUBJECT_SOURCES parsed (identity.ParseSources), such
 	// as "header:x-api-key,query:api_key,apikey,ip": where the authorizer
@@ -127,6 +138,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redisAuthSecretArn", c.RedisAuthSecretARN),
 		slog.Duration("redisTimeout", c.RedisTimeout),
 		slog.Int("redisPoolSize", c.RedisPoolSize),
+		slog.String("redisPrefix", c.RedisPrefix),
+		slog.Int("maxRules", c.MaxRules),
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
@@ -210,6 +223,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			fail("REDIS_POOL_SIZE", "%q is not a whole number from 1 to 1024", v)
 		} else {
 			c.RedisPoolSize = n
+		}
+	}
+
+	if v := get("REDIS_PREFIX"); v != "" {
+		if len(v) > 64 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' || r == '{' || r == '}' }) {
+			fail("REDIS_PREFIX", "%q must be 1 to 64 printable ASCII characters without space, '{' or '}'", v)
+		} else {
+			c.RedisPrefix = v
+		}
+	}
+	if v := get("MAX_RULES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			fail("MAX_RULES", "%q is not a whole number from 1 to 1000000", v)
+		} else {
+			c.MaxRules = n
 		}
 	}
 

@@ -56,7 +56,11 @@ func TestFromEnv(t *testing.T) {
 			"DEFAULT_LIMIT":         "100/1m,burst=200",
 			"RULES_REFRESH":         "10m",
 			"RULES_VERSION_POLL":    "500ms",
+			"REDIS_PREFIX":          "prod-eu:",
+			"MAX_RULES":             "2500",
 		}, func(c *Config) {
+			c.RedisPrefix = "prod-eu:"
+			c.MaxRules = 2500
 			c.LogLevel = slog.LevelDebug
 			c.RedisURL = "rediss://user:pw@cache.example:6379/0"
 			c.RedisMode = RedisCluster
@@ -119,6 +123,10 @@ func TestFromEnvErrors(t *testing.T) {
 		{"redis timeout negative", "REDIS_TIMEOUT", "-5ms", nil},
 		{"redis pool size zero", "REDIS_POOL_SIZE", "0", nil},
 		{"redis pool size word", "REDIS_POOL_SIZE", "many", nil},
+		{"redis prefix hash tag", "REDIS_PREFIX", "sl:{x}:", nil},
+		{"redis prefix space", "REDIS_PREFIX", "my prefix", nil},
+		{"max rules zero", "MAX_RULES", "0", nil},
+		{"max rules word", "MAX_RULES", "lots", nil},
 		{"database url", "DATABASE_URL", "postgres://host:notaport/db", nil},
 		{"db secret", "DB_SECRET_ARN", "db-secret", nil},
 		{"both database settings", "DB_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"DATABASE_URL": "postgres://localhost/db"}},

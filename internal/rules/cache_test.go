@@ -3,6 +3,8 @@ package rules_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,28 +13,31 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// fakeStore is a Loader whose rules and failure the test sets.
-type fakeStore struct {
+// fakeLoader is a Loader whose set and failure the test sets: it stands for
+// the store, or for the published snapshot. The real ones (PostgreSQL,
+// Redis) are exercised in internal/app and internal/store/redissnapshot.
+type fakeLoader struct {
 	mu    sync.Mutex
-	rules []rules.Rule
+	set   rules.Set
 	err   error
 	loads atomic.Int64
 }
 
-func (s *fakeStore) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
+func (s *fakeLoader) LoadAll(ctx context.Context) (rules.Set, error) {
 	s.loads.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return nil, nil, s.err
+		return rules.Set{}, s.err
 	}
-	return append([]rules.Rule(nil), s.rules...), nil, nil
+	return rules.Set{Version: s.set.Version, Rules: append([]rules.Rule(nil), s.set.Rules...)}, nil
 }
 
-func (s *fakeStore) set(rs []rules.Rule, err error) {
+// put sets the rules of version v, and err.
+func (s *fakeLoader) put(v int64, rs []rules.Rule, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rules, s.err = rs, err
+	s.set, s.err = rules.Set{Version: v, Rules: rs}, err
 }
 
 // fakeVersion is a VersionSource.
@@ -53,6 +58,9 @@ func (f *fakeVersion) Version(ctx context.Context) (int64, error) {
 func cacheRule(id string, limit int64) rules.Rule {
 	return rules.Rule{ID: id, API: "*", Route: "*", Subject: "*", Limit: &limit, Period: rules.Period(time.Minute)}
 }
+
+// one returns the single API-wide rule of that limit.
+func one(limit int64) []rules.Rule { return []rules.Rule{cacheRule("r1", limit)} }
 
 // limitOf returns the API-wide limit the snapshot applies, -1 for none.
 func limitOf(s *rules.Snapshot) int64 {
@@ -77,20 +85,31 @@ func eventually(t *testing.T, c *rules.Cache, d time.Duration, what string, cond
 	return 0
 }
 
+// drive calls c.Snapshot for d, as a stream of requests does, and waits for
+// the last check.
+func drive(c *rules.Cache, d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		c.Snapshot()
+		time.Sleep(time.Millisecond)
+	}
+	c.Wait()
+}
+
 func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{rules: []rules.Rule{cacheRule("r1", 10)}}
+	st := &fakeLoader{}
+	st.put(7, one(10), nil)
 	ver := &fakeVersion{}
 	ver.v.Store(7)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 20 * time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
 	if got := limitOf(c.Snapshot()); got != 10 {
 		t.Fatalf("limit after init = %d, want 10", got)
 	}
-	if s := c.Stats(); !s.Loaded || s.Version != 7 || s.Rules != 1 || s.Reloads != 1 {
-		t.Fatalf("Stats() after init = %+v, want loaded version 7, 1 rule, 1 reload", s)
+	if s := c.Stats(); !s.Loaded || s.Version != 7 || s.Rules != 1 || s.Reloads != 1 || s.Origin != rules.FromStore {
+		t.Fatalf("Stats() after init = %+v, want loaded from the store, version 7, 1 rule, 1 reload", s)
 	}
 
 	// The version alone does not reload while it stays put.
@@ -108,8 +127,8 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 		t.Errorf("version reads in ~110ms at a 20ms poll = %d, want 1..10", reads)
 	}
 
-	st.set([]rules.Rule{cacheRule("r1", 20)}, nil)
-	ver.v.Add(1)
+	st.put(8, one(20), nil)
+	ver.v.Store(8)
 	took := eventually(t, c, 2*time.Second, "reload after the version moved", func(s *rules.Snapshot) bool { return limitOf(s) == 20 })
 	t.Logf("propagation through the cache: %v", took)
 	if s := c.Stats(); s.Version != 8 {
@@ -119,13 +138,25 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 
 func TestCacheFullRefresh(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{rules: []rules.Rule{cacheRule("r1", 10)}}
-	c, err := rules.NewCache(context.Background(), st, &fakeVersion{}, rules.CacheOptions{Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
+	st := &fakeLoader{}
+	st.put(1, one(10), nil)
+	snaps := &fakeLoader{}
+	snaps.put(1, one(10), nil)
+	ver := &fakeVersion{}
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
-	st.set([]rules.Rule{cacheRule("r1", 30)}, nil) // no version bump
+	if s := c.Stats(); s.Origin != rules.FromSnapshot || st.loads.Load() != 0 {
+		t.Fatalf("after init: %+v and %d store loads, want the snapshot and no store load", s, st.loads.Load())
+	}
+	// A write whose publish was lost: the version stays, the store moved.
+	st.put(2, one(30), nil)
 	eventually(t, c, 2*time.Second, "full refresh", func(s *rules.Snapshot) bool { return limitOf(s) == 30 })
+	if s := c.Stats(); s.Origin != rules.FromStore || s.Version != 2 {
+		t.Errorf("Stats() after the full refresh = %+v, want version 2 from the store", s)
+	}
 	if age := c.Age(); age > time.Second {
 		t.Errorf("Age() right after a refresh = %v, want small", age)
 	}
@@ -133,18 +164,20 @@ func TestCacheFullRefresh(t *testing.T) {
 
 func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{rules: []rules.Rule{cacheRule("r1", 10)}}
+	st := &fakeLoader{}
+	st.put(1, one(10), nil)
 	ver := &fakeVersion{}
+	ver.v.Store(1)
 	var errs atomic.Int64
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Poll: 10 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		Poll: 10 * time.Millisecond, Debounce: time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		OnError: func(error) { errs.Add(1) },
 	})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
-	st.set(nil, errors.New("database is down"))
-	ver.v.Add(1)
+	st.put(0, nil, errors.New("database is down"))
+	ver.v.Store(2)
 	eventually(t, c, 2*time.Second, "a failed reload", func(*rules.Snapshot) bool { return c.Stats().Failures > 0 })
 	if got := limitOf(c.Snapshot()); got != 10 {
 		t.Fatalf("limit after a failed reload = %d, want the last snapshot's 10", got)
@@ -153,7 +186,7 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 		t.Errorf("Stats() after a failed reload = %+v (OnError calls %d), want loaded with LastError", s, errs.Load())
 	}
 	// The database comes back: the pending version change is picked up.
-	st.set([]rules.Rule{cacheRule("r1", 40)}, nil)
+	st.put(2, one(40), nil)
 	eventually(t, c, 2*time.Second, "reload after the database came back", func(s *rules.Snapshot) bool { return limitOf(s) == 40 })
 
 	// Redis (the version) down too: the snapshot keeps serving.
@@ -169,8 +202,8 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 
 func TestCacheColdStartDatabaseDown(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{}
-	st.set(nil, errors.New("dial tcp: connection refused"))
+	st := &fakeLoader{}
+	st.put(0, nil, errors.New("dial tcp: connection refused"))
 	def := &rules.Effective{Limit: 5, Period: time.Minute}
 	c, err := rules.NewCache(context.Background(), st, &fakeVersion{}, rules.CacheOptions{
 		Default: def, Poll: 5 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 80 * time.Millisecond,
@@ -185,23 +218,18 @@ func TestCacheColdStartDatabaseDown(t *testing.T) {
 	if !m.Default || m.API == nil || m.API.Limit != 5 {
 		t.Fatalf("Match on a cold cache = %+v, want the default rule", m)
 	}
-	if s := c.Stats(); s.Loaded {
-		t.Errorf("Stats().Loaded = true before any load succeeded")
+	if s := c.Stats(); s.Loaded || s.Origin != rules.FromNothing || s.Version != -1 {
+		t.Errorf("Stats() before any load succeeded = %+v, want not loaded, origin none, version -1", s)
 	}
 
 	// Retries back off: 20, 40, 80, 80ms... so 300ms of calls make a handful
 	// of loads, not one per call.
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		c.Snapshot()
-		time.Sleep(time.Millisecond)
-	}
-	c.Wait()
+	drive(c, 300*time.Millisecond)
 	if n := st.loads.Load(); n < 2 || n > 8 {
 		t.Errorf("loads in 300ms of retries with backoff 20..80ms = %d, want 2..8", n)
 	}
 
-	st.set([]rules.Rule{cacheRule("r1", 10)}, nil)
+	st.put(1, one(10), nil)
 	eventually(t, c, 2*time.Second, "load once the database is up", func(s *rules.Snapshot) bool { return limitOf(s) == 10 })
 	if s := c.Stats(); !s.Loaded || s.LastError != nil {
 		t.Errorf("Stats() after recovery = %+v, want loaded, no error", s)
@@ -210,7 +238,8 @@ func TestCacheColdStartDatabaseDown(t *testing.T) {
 
 func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{rules: []rules.Rule{cacheRule("r1", 1)}}
+	st := &fakeLoader{}
+	st.put(1, one(1), nil)
 	ver := &fakeVersion{}
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: time.Millisecond})
 	if err != nil {
@@ -234,7 +263,7 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 		})
 	}
 	for i := int64(2); i < 20; i++ {
-		st.set([]rules.Rule{cacheRule("r1", i)}, nil)
+		st.put(i, one(i), nil)
 		if err := c.Refresh(context.Background(), true); err != nil {
 			t.Errorf("Refresh: %v", err)
 		}
@@ -244,4 +273,196 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestCacheSnapshotFirst: with a published snapshot, neither the first load
+// nor a reload the version announces reads the store.
+func TestCacheSnapshotFirst(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	st.put(0, nil, errors.New("dial tcp: connection refused")) // cold start with the database down
+	snaps.put(100, one(10), nil)
+	ver.v.Store(100)
+	var reloads []string
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+		Snapshots: snaps, Poll: 5 * time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+		OnReload: func(v int64, from rules.Origin, _ *rules.Snapshot) {
+			reloads = append(reloads, fmt.Sprint(v, " ", from))
+		},
+	})
+	if err != nil {
+		t.Fatalf("NewCache with the snapshot up, the database down: %v", err)
+	}
+	if got, s := limitOf(c.Snapshot()), c.Stats(); got != 10 || s.Origin != rules.FromSnapshot || s.Version != 100 {
+		t.Fatalf("after a cold start with the database down: limit %d, stats %+v; want the snapshot's 10, version 100", got, s)
+	}
+
+	snaps.put(101, one(20), nil)
+	ver.v.Store(101)
+	eventually(t, c, 2*time.Second, "reload from the snapshot", func(s *rules.Snapshot) bool { return limitOf(s) == 20 })
+	c.Wait()
+	if n := st.loads.Load(); n != 0 {
+		t.Errorf("store loads = %d, want none", n)
+	}
+	if got := strings.Join(reloads, ","); got != "100 snapshot,101 snapshot" {
+		t.Errorf("reloads = %s, want 100 snapshot,101 snapshot", got)
+	}
+}
+
+// TestCacheSnapshotFallbacks: a snapshot the cache cannot use sends it to
+// the store, and says why; a missing one silently.
+func TestCacheSnapshotFallbacks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		snapV    int64
+		snapErr  error
+		announce int64
+		wantErr  string // in OnError; "" none
+	}{
+		{"corrupt", 0, errors.New("checksum mismatch"), 20, "checksum mismatch"},
+		{"missing", 0, fmt.Errorf("no rules snapshot: %w", rules.ErrNotFound), 20, ""},
+		{"older than held", 5, nil, 20, "(held: 10): ignored"},
+		{"older than announced", 15, nil, 20, "older than the announced 20"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+			st.put(10, one(10), nil)
+			snaps.put(0, nil, fmt.Errorf("no rules snapshot: %w", rules.ErrNotFound))
+			ver.v.Store(10)
+			var errs []string
+			var mu sync.Mutex
+			c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+				Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+				OnError: func(err error) { mu.Lock(); errs = append(errs, err.Error()); mu.Unlock() },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps.put(tc.snapV, one(tc.snapV), tc.snapErr)
+			st.put(tc.announce, one(tc.announce), nil)
+			ver.v.Store(tc.announce)
+			eventually(t, c, 2*time.Second, "reload from the store", func(s *rules.Snapshot) bool { return limitOf(s) == tc.announce })
+			if s := c.Stats(); s.Origin != rules.FromStore || s.Version != tc.announce {
+				t.Errorf("Stats() = %+v, want version %d from the store", s, tc.announce)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all := strings.Join(errs, "\n")
+			if tc.wantErr == "" && all != "" || !strings.Contains(all, tc.wantErr) {
+				t.Errorf("OnError heard %q, want %q", all, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestCacheVersionGoesBack: a version below the held set's (Redis restarted
+// empty, or failed over to a replica that lagged) changes nothing and costs
+// no reload on later polls; the next publish, newer, is loaded.
+func TestCacheVersionGoesBack(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	st.put(50, one(50), nil)
+	snaps.put(50, one(50), nil)
+	ver.v.Store(50)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+		Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, back := range []int64{0, 30} { // empty, then an old snapshot
+		snaps.put(back, one(back), nil)
+		ver.v.Store(back)
+		before := snaps.loads.Load() + st.loads.Load()
+		drive(c, 50*time.Millisecond)
+		if got := limitOf(c.Snapshot()); got != 50 {
+			t.Errorf("version back to %d: limit %d, want the held 50", back, got)
+		}
+		if n := snaps.loads.Load() + st.loads.Load() - before; n != 0 {
+			t.Errorf("version back to %d: %d loads, want none", back, n)
+		}
+	}
+	snaps.put(51, one(51), nil)
+	ver.v.Store(51)
+	eventually(t, c, 2*time.Second, "the next publish", func(s *rules.Snapshot) bool { return limitOf(s) == 51 })
+}
+
+// TestCacheStoreWins: a set from the store replaces the held one even when
+// Redis announced a higher version (a snapshot of a database since restored
+// to an earlier point), and that announcement is not loaded again.
+func TestCacheStoreWins(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	snaps.put(90, one(90), nil)
+	ver.v.Store(90)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+		Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.put(70, one(70), nil)
+	if err := c.Refresh(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	drive(c, 50*time.Millisecond)
+	if s := c.Stats(); limitOf(c.Snapshot()) != 70 || s.Origin != rules.FromStore || s.Version != 70 {
+		t.Errorf("after a full reload below the announced version: %+v, want the store's version 70 kept", s)
+	}
+}
+
+// TestCacheDebounce: a burst of writes, each announcing a new version,
+// makes about one reload per Debounce, and the last version is loaded.
+func TestCacheDebounce(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	snaps.put(1, one(1), nil)
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+		Snapshots: snaps, Poll: time.Millisecond, Debounce: 100 * time.Millisecond, Refresh: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(110 * time.Millisecond) // a quiet spell: the first change loads at once
+	start := time.Now()
+	for v := int64(2); v <= 200; v++ { // 199 writes in ~200ms
+		snaps.put(v, one(v), nil)
+		ver.v.Store(v)
+		c.Snapshot()
+		time.Sleep(time.Millisecond)
+	}
+	burst := time.Since(start)
+	eventually(t, c, 2*time.Second, "the last version", func(s *rules.Snapshot) bool { return limitOf(s) == 200 })
+	s := c.Stats()
+	reloads := s.Reloads - 1
+	// One at the first change, then at most one per 100ms, plus the last.
+	most := uint64(burst/(100*time.Millisecond)) + 2
+	t.Logf("%d writes in %v: %d reloads, %d snapshot reads, %d store reads", 199, burst.Round(time.Millisecond), reloads, s.SnapshotLoads-1, s.StoreLoads)
+	if reloads < 2 || reloads > most {
+		t.Errorf("reloads for a burst of 199 writes over %v = %d, want 2..%d", burst, reloads, most)
+	}
+	if s.SnapshotLoads-1 != reloads || s.StoreLoads != 0 {
+		t.Errorf("snapshot reads %d, store reads %d for %d reloads; want one snapshot read a reload, no store read", s.SnapshotLoads-1, s.StoreLoads, reloads)
+	}
+}
+
+// TestCacheRedisDownAtColdStart: when the version read fails, the first
+// load goes straight to the store, without waiting on the snapshot too.
+func TestCacheRedisDownAtColdStart(t *testing.T) {
+	t.Parallel()
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	st.put(3, one(3), nil)
+	snaps.put(2, one(2), nil)
+	ver.down.Store(true)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps})
+	if err != nil {
+		t.Fatalf("NewCache with Redis down, the store up: %v", err)
+	}
+	if s := c.Stats(); s.Origin != rules.FromStore || s.Version != 3 || snaps.loads.Load() != 0 {
+		t.Errorf("Stats() = %+v after %d snapshot reads; want the store's version 3, no snapshot read", s, snaps.loads.Load())
+	}
 }

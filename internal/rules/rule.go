@@ -120,6 +120,11 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrStale: the version given (If-Match) is not the current one.
 	ErrStale = errors.New("version mismatch")
+	// ErrTooManyRules: the store already holds the most rules it may
+	// (store.Options.MaxRules); a create is refused until rules are
+	// deleted. It is not an ErrConflict: nothing about the rule itself is
+	// wrong, and retrying the same create later may succeed.
+	ErrTooManyRules = errors.New("too many rules")
 )
 
 // ValidationError lists what is wrong with a rule or plan, field by field.

@@ -5,6 +5,23 @@ import (
 	"time"
 )
 
+// Set is every rule and plan of a store as of one moment, with the rules
+// version of that moment: what LoadAll returns, what the admin path
+// publishes to Redis and what a Cache compiles into a Snapshot.
+type Set struct {
+	// Version identifies the moment: every write to the store's rules or
+	// plans gives a larger one, and two sets of one store with the same
+	// Version hold the same rules and plans. Stores make it the time of the
+	// last write in microseconds since 1970, and at least one more than the
+	// version before, so it keeps growing across a restarted memory store
+	// or a restored database. Always >= 1 from a store; 0 means unknown.
+	Version int64
+	// Rules are ordered by id, disabled ones included.
+	Rules []Rule
+	// Plans are ordered by name.
+	Plans []Plan
+}
+
 // Filter selects rules in a list. Empty fields match everything.
 type Filter struct {
 	API     string

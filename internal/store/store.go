@@ -4,8 +4,9 @@
 // Its subpackages implement and check it: postgres is the store on
 // PostgreSQL in production, memory the in-process store behind `make run`,
 // storetest the contract suite both pass, input the checks of caller input
-// both share, and redisversion the rules version in Redis that tells warm
-// authorizers to reload after a write.
+// both share, and redissnapshot the copy of the rules the admin path
+// publishes to Redis after every write, which tells warm authorizers to
+// reload and lets a cold one start without the database.
 package store
 
 import (
@@ -13,6 +14,23 @@ import (
 
 	"github.com/sluicehq/sluice/internal/rules"
 )
+
+// DefaultMaxRules is the most rules a store holds unless Options say
+// otherwise. Every authorizer instance holds them all in memory and reads
+// them all on a reload, and the admin path reads them all after every
+// write to publish them; 10,000 rules make a published snapshot of about
+// 0.4 MB (docs/authorizer.md).
+const DefaultMaxRules = 10_000
+
+// Options configure a Store implementation. The zero value is usable; each
+// field's default is written on it.
+type Options struct {
+	// MaxRules is the most rules the store holds: CreateRule fails with
+	// rules.ErrTooManyRules when that many exist. Default DefaultMaxRules.
+	// Lowering it below the current count refuses creates and keeps every
+	// rule.
+	MaxRules int
+}
 
 // Store is a rules store: rules, plans and the audit log of every write to
 // them. Implementations are safe for concurrent use.
@@ -30,12 +48,14 @@ import (
 type Store interface {
 	// CreateRule stores r with a new UUID, Version 1 and timestamps, and
 	// returns the stored rule. Errors: rules.ErrConflict when another rule
-	// holds the scope (api, route, subject); *rules.ValidationError for an
-	// unknown plan, a rule that does not fit its plan's numbers
-	// (rules.Rule.ValidateWithPlan: a cost above the plan's burst or beyond
-	// rules.MaxHorizon), or a field out of range or not storable as text.
-	// The plan is read in the write's transaction, so no concurrent
-	// UpdatePlan slips between the check and the write.
+	// holds the scope (api, route, subject); rules.ErrTooManyRules when
+	// the store already holds Options.MaxRules rules (checked in the same
+	// transaction, so concurrent creates never exceed it);
+	// *rules.ValidationError for an unknown plan, a rule that does not fit
+	// its plan's numbers (rules.Rule.ValidateWithPlan: a cost above the
+	// plan's burst or beyond rules.MaxHorizon), or a field out of range or
+	// not storable as text. The plan is read in the write's transaction, so
+	// no concurrent UpdatePlan slips between the check and the write.
 	CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error)
 	// GetRule returns the rule with that id. Errors: rules.ErrNotFound, also
 	// for an id that is not a UUID.
@@ -87,7 +107,10 @@ type Store interface {
 	PlanHistory(ctx context.Context, name string) ([]rules.AuditEntry, error)
 
 	// LoadAll returns every rule, disabled ones too, ordered by id, and every
-	// plan ordered by name, as of one moment: the authorizer's snapshot.
-	// It returns none of the rules errors; any error is the store's.
-	LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
+	// plan ordered by name, as of one moment, with the rules version of that
+	// moment (rules.Set): the authorizer's snapshot. Every successful write
+	// above moves the version up, in its own transaction; a failed one
+	// leaves it. It returns none of the rules errors; any error is the
+	// store's.
+	LoadAll(ctx context.Context) (rules.Set, error)
 }

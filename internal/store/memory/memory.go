@@ -30,21 +30,34 @@ type scope struct{ api, route, subject string }
 // Store is an in-memory rules store, safe for concurrent use. The zero value
 // is not usable; call New.
 type Store struct {
-	mu     sync.Mutex
-	rules  map[string]rules.Rule // by id
-	scopes map[scope]string      // scope → rule id
-	plans  map[string]rules.Plan // by name
-	audit  []rules.AuditEntry    // ids are index+1
+	maxRules int
+
+	mu      sync.Mutex
+	rules   map[string]rules.Rule // by id
+	scopes  map[scope]string      // scope → rule id
+	plans   map[string]rules.Plan // by name
+	audit   []rules.AuditEntry    // ids are index+1
+	version int64                 // rules.Set.Version
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns an empty store.
-func New() *Store {
+// New returns an empty store with the default Options.
+func New() *Store { return NewWithOptions(store.Options{}) }
+
+// NewWithOptions returns an empty store configured by o. Its version starts
+// at the time of the call, so a store made after a restart is newer than
+// anything the previous one published.
+func NewWithOptions(o store.Options) *Store {
+	if o.MaxRules <= 0 {
+		o.MaxRules = store.DefaultMaxRules
+	}
 	return &Store{
-		rules:  make(map[string]rules.Rule),
-		scopes: make(map[scope]string),
-		plans:  make(map[string]rules.Plan),
+		maxRules: o.MaxRules,
+		rules:    make(map[string]rules.Rule),
+		scopes:   make(map[scope]string),
+		plans:    make(map[string]rules.Plan),
+		version:  time.Now().UnixMicro(),
 	}
 }
 
@@ -68,6 +81,10 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sc := scope{r.API, r.Route, r.Subject}
+	// The count first, as PostgreSQL counts before it inserts.
+	if len(s.rules) >= s.maxRules {
+		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
+	}
 	if _, taken := s.scopes[sc]; taken {
 		return rules.Rule{}, scopeConflict(r)
 	}
@@ -345,10 +362,10 @@ func (s *Store) PlanHistory(ctx context.Context, name string) ([]rules.AuditEntr
 }
 
 // LoadAll returns every rule, disabled ones too, ordered by id, and every
-// plan ordered by name.
-func (s *Store) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
+// plan ordered by name, with the rules version.
+func (s *Store) LoadAll(ctx context.Context) (rules.Set, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return rules.Set{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -357,7 +374,7 @@ func (s *Store) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error)
 		rs = append(rs, cloneRule(r))
 	}
 	slices.SortFunc(rs, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	return rs, s.sortedPlans(), nil
+	return rules.Set{Version: s.version, Rules: rs, Plans: s.sortedPlans()}, nil
 }
 
 func (s *Store) sortedPlans() []rules.Plan {
@@ -383,9 +400,11 @@ func (s *Store) checkRulePlan(r rules.Rule) error {
 	return r.ValidateWithPlan(p)
 }
 
-// record appends an audit entry; before and after are nil or a Rule or Plan.
-// s.mu is held.
+// record appends an audit entry, and moves the version as every write
+// does: to the time in microseconds, and at least by one. before and after
+// are nil or a Rule or Plan. s.mu is held.
 func (s *Store) record(kind, target, action, actor string, at time.Time, before, after any) {
+	s.version = max(s.version+1, time.Now().UnixMicro())
 	s.audit = append(s.audit, rules.AuditEntry{
 		ID:       int64(len(s.audit) + 1),
 		Kind:     kind,

@@ -60,5 +60,5 @@ func BenchmarkStore(b *testing.B) {
 	})
 	run("List100", func(int) error { _, err := s.ListRules(ctx, rules.Filter{API: "api"}); return err })
 	run("History", func(i int) error { _, err := s.RuleHistory(ctx, seed[i%len(seed)].ID); return err })
-	run("LoadAll", func(int) error { _, _, err := s.LoadAll(ctx); return err })
+	run("LoadAll", func(int) error { _, err := s.LoadAll(ctx); return err })
 }

@@ -78,7 +78,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("Migrate(empty database) mismatch (-want +got):\n%s", diff)
 	}
-	wantTables := []string{"audit_log", "plans", "rules"}
+	wantTables := []string{"audit_log", "plans", "rules", "rules_version"}
 	if diff := cmp.Diff(wantTables, tables(t, db)); diff != "" {
 		t.Errorf("tables after Migrate() mismatch (-want +got):\n%s", diff)
 	}

@@ -36,14 +36,41 @@ const (
 
 // Store is the PostgreSQL rules store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	maxRules int
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a store over pool. The schema must be migrated (Migrate).
-func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+// New returns a store over pool with the default Options. The schema must
+// be migrated (Migrate).
+func New(pool *pgxpool.Pool) *Store { return NewWithOptions(pool, store.Options{}) }
+
+// NewWithOptions returns a store over pool configured by o. The schema must
+// be migrated (Migrate).
+func NewWithOptions(pool *pgxpool.Pool, o store.Options) *Store {
+	if o.MaxRules <= 0 {
+		o.MaxRules = store.DefaultMaxRules
+	}
+	return &Store{pool: pool, maxRules: o.MaxRules}
+}
+
+// bumpVersion moves the rules version (table rules_version, one row) to the
+// time in microseconds, and at least by one. Every write does it first in
+// its transaction: the row lock it takes serializes writes until they
+// commit, so versions follow commit order (a LoadAll that reads version v
+// sees every write up to v and none after it), CreateRule counts rules
+// without a race, and no two writes can deadlock on each other's rows.
+func bumpVersion(ctx context.Context, tx pgx.Tx) error {
+	tag, err := tx.Exec(ctx, `UPDATE rules_version
+		SET version = greatest(version + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)`)
+	if err != nil {
+		return fmt.Errorf("move the rules version: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errors.New("move the rules version: table rules_version has no row")
+	}
+	return nil
 }
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
@@ -63,6 +90,18 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	}
 	var out rules.Rule
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
+		// Under the version row's lock no other write runs: the count
+		// holds until we commit.
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules`).Scan(&n); err != nil {
+			return err
+		}
+		if n >= s.maxRules {
+			return fmt.Errorf("the store holds %d rules, its maximum: %w", n, rules.ErrTooManyRules)
+		}
 		row := tx.QueryRow(ctx, `INSERT INTO rules
 			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -115,6 +154,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	}
 	var out rules.Rule
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
 		before, err := lockRule(ctx, tx, cid, ifVersion)
 		if err != nil {
 			return err
@@ -150,6 +192,9 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
 		before, err := lockRule(ctx, tx, cid, ifVersion)
 		if err != nil {
 			return err
@@ -275,6 +320,9 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 	}
 	var out rules.Plan
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
 		row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description)
 			VALUES ($1, $2, $3, $4, $5) RETURNING `+planColumns,
 			p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description)
@@ -321,6 +369,9 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	}
 	var out rules.Plan
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
 		// NO KEY UPDATE conflicts with the FOR SHARE every rule write
 		// naming the plan takes (checkRulePlan): those that locked it
 		// first have committed, and the check below sees them; those that
@@ -366,6 +417,9 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
 		// FOR UPDATE: no rule can start naming the plan until we commit.
 		before, err := lockPlan(ctx, tx, name, ifVersion, "FOR UPDATE")
 		if err != nil {
@@ -428,27 +482,29 @@ func (s *Store) PlanHistory(ctx context.Context, name string) ([]rules.AuditEntr
 }
 
 // LoadAll returns every rule, disabled ones too, ordered by id, and every
-// plan ordered by name, read from one consistent snapshot of the database.
-func (s *Store) LoadAll(ctx context.Context) ([]rules.Rule, []rules.Plan, error) {
-	var (
-		rs []rules.Rule
-		ps []rules.Plan
-	)
+// plan ordered by name, with the rules version, read from one consistent
+// snapshot of the database.
+func (s *Store) LoadAll(ctx context.Context) (rules.Set, error) {
+	var set rules.Set
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// The version first: it fixes the transaction's snapshot.
+		if err := tx.QueryRow(ctx, `SELECT version FROM rules_version`).Scan(&set.Version); err != nil {
+			return fmt.Errorf("read the rules version: %w", err)
+		}
 		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules ORDER BY id`)
 		if err != nil {
 			return err
 		}
-		if rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) }); err != nil {
+		if set.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) }); err != nil {
 			return err
 		}
-		ps, err = s.listPlans(ctx, tx)
+		set.Plans, err = s.listPlans(ctx, tx)
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("load rules and plans: %w", err)
+		return rules.Set{}, fmt.Errorf("load rules and plans: %w", err)
 	}
-	return rs, ps, nil
+	return set, nil
 }
 
 // querier is what both a pool and a transaction offer.

@@ -17,6 +17,10 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return pgtest.NewStore(t) })
 }
 
+func TestContractOptions(t *testing.T) {
+	storetest.RunOptions(t, func(t *testing.T, o store.Options) store.Store { return postgres.NewWithOptions(pgtest.NewPool(t), o) })
+}
+
 // TestContractExecMode runs the suite with the query mode used behind RDS
 // Proxy (no named prepared statements, parameters typed from Go values), so
 // every query casts what PostgreSQL cannot infer.

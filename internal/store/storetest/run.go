@@ -5,6 +5,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PlanUpdateKeepsRulesInBounds", testPlanUpdateKeepsRulesInBounds},
 		{"ConcurrentPlanAndRuleWrites", testConcurrentPlanAndRuleWrites},
 		{"LoadAll", testLoadAll},
+		{"LoadAllVersion", testLoadAllVersion},
 		{"ListFilters", testListFilters},
 		{"ListBadParams", testListBadParams},
 		{"Pagination", testPagination},
@@ -58,6 +60,27 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// RunOptions runs the contract tests of store.Options against the stores
+// newStore returns: an empty store configured by o, of its own. Subtests
+// run in parallel, as Run's do.
+func RunOptions(t *testing.T, newStore func(t *testing.T, o store.Options) store.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		o    store.Options
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"MaxRules", store.Options{MaxRules: 3}, testMaxRules},
+		{"MaxRulesConcurrent", store.Options{MaxRules: 5}, testMaxRulesConcurrent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t, tc.o))
 		})
 	}
 }
@@ -452,7 +475,7 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 			t.Errorf("CreateRule(%s) error = %v, want a ValidationError on %q", tc.name, err, tc.field)
 		}
 	}
-	if rs, _, err := s.LoadAll(ctx); err != nil || len(rs) != 0 {
+	if rs, _, err := loadAll(ctx, s); err != nil || len(rs) != 0 {
 		t.Errorf("LoadAll() after refused creates = %d rules, %v; want none", len(rs), err)
 	}
 	for _, tc := range []struct {
@@ -641,7 +664,7 @@ func testPlanUpdateRelimits(t *testing.T, s store.Store) {
 	if _, err := s.UpdatePlan(ctx, p, p.Version, actor); err != nil {
 		t.Fatal(err)
 	}
-	rs, ps, err := s.LoadAll(ctx)
+	rs, ps, err := loadAll(ctx, s)
 	if err != nil {
 		t.Fatalf("LoadAll() error = %v", err)
 	}
@@ -676,8 +699,8 @@ func testRuleFitsPlan(t *testing.T, s store.Store) {
 	if diff := cmp.Diff(want, ve.Fields); diff != "" {
 		t.Errorf("CreateRule(cost 6 on burst 5) fields mismatch (-want +got):\n%s", diff)
 	}
-	if rs, _, _ := s.LoadAll(ctx); len(rs) != 0 {
-		t.Errorf("LoadAll() after a refused create = %d rules, want none", len(rs))
+	if set, _ := s.LoadAll(ctx); len(set.Rules) != 0 {
+		t.Errorf("LoadAll() after a refused create = %d rules, want none", len(set.Rules))
 	}
 	r := mustCreateRule(t, s, onPlan("small", 5))
 	if _, err := s.CreateRule(ctx, rules.Rule{API: "api", Route: "GET /x", Subject: "key", Plan: "yearly", Cost: new(int64(10))}, actor); err != nil {
@@ -789,10 +812,11 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 				t.Errorf("round %d: error = %v, want nil, a conflict or a ValidationError on cost", i, err)
 			}
 		}
-		rs, ps, err := s.LoadAll(ctx)
+		set, err := s.LoadAll(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rs, ps := set.Rules, set.Plans
 		if ps[0].Burst == nil {
 			t.Fatalf("round %d: plan %+v has no burst", i, ps[0])
 		}
@@ -815,7 +839,7 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 
 func testLoadAll(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	if rs, ps, err := s.LoadAll(ctx); err != nil || len(rs) != 0 || len(ps) != 0 {
+	if rs, ps, err := loadAll(ctx, s); err != nil || len(rs) != 0 || len(ps) != 0 {
 		t.Errorf("LoadAll(empty) = %d rules, %d plans, %v; want none", len(rs), len(ps), err)
 	}
 	mustCreatePlan(t, s, rules.Plan{Name: "zeta", Limit: 1, Period: rules.Period(time.Second)})
@@ -832,7 +856,7 @@ func testLoadAll(t *testing.T, s store.Store) {
 		want = append(want, mustCreateRule(t, s, r))
 	}
 	slices.SortFunc(want, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	rs, ps, err := s.LoadAll(ctx)
+	rs, ps, err := loadAll(ctx, s)
 	if err != nil {
 		t.Fatalf("LoadAll() error = %v", err)
 	}
@@ -841,6 +865,68 @@ func testLoadAll(t *testing.T, s store.Store) {
 	}
 	if len(ps) != 2 || ps[0].Name != "gold" || ps[1].Name != "zeta" {
 		t.Errorf("LoadAll() plans = %+v, want gold, zeta", ps)
+	}
+}
+
+// loadAll is LoadAll without the version, for the tests of what it holds.
+func loadAll(ctx context.Context, s store.Store) ([]rules.Rule, []rules.Plan, error) {
+	set, err := s.LoadAll(ctx)
+	return set.Rules, set.Plans, err
+}
+
+// testLoadAllVersion: every successful write moves the version up, a failed
+// one or a read leaves it, and two loads without a write between them agree.
+// The version is the time of the write in microseconds (rules.Set), so a
+// store made now is newer than a snapshot published an hour ago.
+func testLoadAllVersion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	version := func() int64 {
+		t.Helper()
+		set, err := s.LoadAll(ctx)
+		if err != nil {
+			t.Fatalf("LoadAll() error = %v", err)
+		}
+		return set.Version
+	}
+	v := version()
+	if hourAgo := time.Now().Add(-time.Hour).UnixMicro(); v < hourAgo {
+		t.Errorf("LoadAll().Version of a new store = %d, want the time in microseconds (> %d)", v, hourAgo)
+	}
+	if again := version(); again != v {
+		t.Errorf("LoadAll().Version = %d then %d without a write, want equal", v, again)
+	}
+	plan := mustCreatePlan(t, s, gold())
+	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "k", Plan: plan.Name})
+	steps := []struct {
+		name  string
+		write func() error
+		moves bool
+	}{
+		{"update rule", func() error { r.Description = "moved"; _, err := s.UpdateRule(ctx, r, 0, actor); return err }, true},
+		{"stale update", func() error { _, err := s.UpdateRule(ctx, r, 1, actor); return err }, false},
+		{"conflicting create", func() error { _, err := s.CreateRule(ctx, inline("api", "*", "k", 1, time.Minute), actor); return err }, false},
+		{"reads", func() error {
+			_, err := s.GetRule(ctx, r.ID)
+			_, err2 := s.ListRules(ctx, rules.Filter{})
+			_, err3 := s.RuleHistory(ctx, r.ID)
+			return errors.Join(err, err2, err3)
+		}, false},
+		{"update plan", func() error { plan.Limit = 5; _, err := s.UpdatePlan(ctx, plan, 0, actor); return err }, true},
+		{"delete plan in use", func() error { return s.DeletePlan(ctx, plan.Name, 0, actor) }, false},
+		{"delete rule", func() error { return s.DeleteRule(ctx, r.ID, 0, actor) }, true},
+		{"delete plan", func() error { return s.DeletePlan(ctx, plan.Name, 0, actor) }, true},
+	}
+	v = version()
+	for _, st := range steps {
+		err := st.write()
+		after := version()
+		switch {
+		case st.moves && (err != nil || after <= v):
+			t.Errorf("%s: error %v, version %d → %d; want success and a larger version", st.name, err, v, after)
+		case !st.moves && after != v:
+			t.Errorf("%s (error %v): version %d → %d; want it unchanged", st.name, err, v, after)
+		}
+		v = after
 	}
 }
 
@@ -1121,7 +1207,7 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	}
 	scribble(got)
 	checkRule("a rule GetRule returned")
-	rs, _, err := s.LoadAll(ctx)
+	rs, _, err := loadAll(ctx, s)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("LoadAll() = %d rules, %v; want 1, nil", len(rs), err)
 	}
@@ -1148,5 +1234,66 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	p, err := s.GetPlan(ctx, pin.Name)
 	if err != nil || p.Burst == nil || *p.Burst != 2000 {
 		t.Errorf("GetPlan() after writing through the plans given and returned = %+v, %v; want burst 2000", p, err)
+	}
+}
+
+// testMaxRules runs on a store of at most 3 rules: the 4th create fails with
+// rules.ErrTooManyRules (not ErrConflict: the rule is fine, the store is
+// full), writes nothing, and wins over a scope conflict; updates, plans and
+// a create after a delete go on.
+func testMaxRules(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var made []rules.Rule
+	for i := range 3 {
+		made = append(made, mustCreateRule(t, s, inline("api", "*", fmt.Sprint("k", i), 1, time.Minute)))
+	}
+	before, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []rules.Rule{
+		inline("api", "*", "k3", 1, time.Minute),
+		inline("api", "*", "k0", 1, time.Minute), // a taken scope too
+	} {
+		_, err := s.CreateRule(ctx, r, actor)
+		if !errors.Is(err, rules.ErrTooManyRules) || errors.Is(err, rules.ErrConflict) {
+			t.Errorf("CreateRule(%s) on a full store: error = %v, want rules.ErrTooManyRules and not ErrConflict", r.Subject, err)
+		}
+	}
+	after, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || len(after.Rules) != 3 {
+		t.Errorf("refused creates: %d rules, version %d → %d; want 3 rules and the version unchanged", len(after.Rules), before.Version, after.Version)
+	}
+
+	made[0].Limit = new(int64(7))
+	if _, err := s.UpdateRule(ctx, made[0], 0, actor); err != nil {
+		t.Errorf("UpdateRule on a full store: %v, want success", err)
+	}
+	mustCreatePlan(t, s, gold())
+	if err := s.DeleteRule(ctx, made[1].ID, 0, actor); err != nil {
+		t.Fatal(err)
+	}
+	mustCreateRule(t, s, inline("api", "*", "k3", 1, time.Minute))
+}
+
+// testMaxRulesConcurrent: 12 creates at once on a store of at most 5 rules:
+// exactly 5 succeed, whatever the interleaving.
+func testMaxRulesConcurrent(t *testing.T, s store.Store) {
+	errs := make([]error, 12)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = s.CreateRule(t.Context(), inline("api", "*", fmt.Sprint("c", i), 1, time.Minute), actor)
+		})
+	}
+	wg.Wait()
+	if n := wins(t, "CreateRule", errs, rules.ErrTooManyRules); n != 5 {
+		t.Errorf("%d of 12 concurrent creates succeeded on a store of at most 5 rules, want 5", n)
+	}
+	if rs, _, err := loadAll(t.Context(), s); err != nil || len(rs) != 5 {
+		t.Errorf("LoadAll() after the race = %d rules, %v; want 5", len(rs), err)
 	}
 }
