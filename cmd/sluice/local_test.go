@@ -753,6 +753,7 @@ func TestLocalSecretsStaySecret(t *testing.T) {
 	}
 
 	p := startLocal(t, nil)
+	p.stop() // the whole banner is out
 	if strings.Contains(p.out.String(), p.token) {
 		t.Errorf("the banner prints the token from SLUICE_ADMIN_TOKEN:\n%s", p.out)
 	}

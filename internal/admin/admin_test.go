@@ -326,7 +326,7 @@ func TestPlans(t *testing.T) {
 // a clear 4xx naming the problem, and nothing is written.
 func TestBounds(t *testing.T) {
 	forBackends(t, func(t *testing.T, e *env) {
-		v0 := e.count(t).Version
+		p0 := e.count(t).Published
 		// The issue's rule: before the bound, every request of its subjects
 		// failed open.
 		pe := wantProblem(t, e.do(t, event(admin.RouteCreateRule, nil,
@@ -370,8 +370,8 @@ func TestBounds(t *testing.T) {
 		want(t, e.do(t, event(admin.RouteUpdatePlan, small, `{"limit":1,"period":"1s","burst":6}`, "If-Match", `"1"`)), 200, &p)
 
 		// Writes: a plan, a rule and a plan update; refusals never bump.
-		if got := e.count(t).Version - v0; got != 3 {
-			t.Errorf("rules version moved by %d over 3 writes, want 3", got)
+		if got := e.count(t).Published - p0; got != 3 {
+			t.Errorf("snapshot published %d times over 3 writes, want 3", got)
 		}
 	})
 }
