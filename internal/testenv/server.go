@@ -46,9 +46,14 @@ type RedisServer struct {
 // SLUICE_REQUIRE_INTEGRATION=1.
 func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
+	return startRedisOn(tb, FreePorts(tb, 1, 10000)[0], args...)
+}
+
+func startRedisOn(tb testing.TB, p int, args ...string) *RedisServer {
+	tb.Helper()
 	RedisURL(tb)
 	bin := Binary(tb, "redis-server")
-	port := strconv.Itoa(FreePorts(tb, 1, 10000)[0])
+	port := strconv.Itoa(p)
 	dir := tb.TempDir()
 	conf := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(conf, nil, 0o644); err != nil {
@@ -58,6 +63,8 @@ func StartRedis(tb testing.TB, args ...string) *RedisServer {
 		"--port", port, "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--enable-debug-command", "local",
+		// A replica syncs at once instead of after the default 5s wait.
+		"--repl-diskless-sync-delay", "0",
 		"--logfile", filepath.Join(dir, "redis.log"),
 	}, args...)
 	for i, a := range full {
@@ -128,6 +135,58 @@ func StartCluster(tb testing.TB, n int) []*RedisServer {
 		WaitRedis(tb, a, "CLUSTER INFO", func(s string) bool { return strings.Contains(s, "cluster_state:ok") })
 	}
 	return servers
+}
+
+// StartSentinel starts a replica of primary and n sentinels (n >= 1)
+// watching primary under name with a quorum of n/2+1, tuned to fail over
+// fast: the primary is down after 200ms without a reply. It returns the
+// replica and the sentinels once every sentinel knows the replica and the
+// other sentinels, so a failover can start as soon as the primary dies.
+func StartSentinel(tb testing.TB, primary *RedisServer, name string, n int) (replica *RedisServer, sentinels []*RedisServer) {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(primary.Addr)
+	if err != nil {
+		tb.Fatalf("testenv: primary address %q: %v", primary.Addr, err)
+	}
+	replica = StartRedis(tb, "--replicaof", host, port)
+	WaitRedis(tb, replica.Addr, "INFO replication", func(s string) bool { return strings.Contains(s, "master_link_status:up") })
+	quorum := strconv.Itoa(n/2 + 1)
+	// Each sentinel is told the others (ids and ports chosen here): found
+	// through hello messages instead, they take seconds to meet.
+	ports := FreePorts(tb, n, 0)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = Random(tb) + Random(tb) + Random(tb) + Random(tb)[:4] // 40 hex digits
+	}
+	for i := range n {
+		args := []string{"--sentinel",
+			"--sentinel", "myid", ids[i],
+			"--sentinel", "monitor", name, host, port, quorum,
+			"--sentinel", "down-after-milliseconds", name, "200",
+			"--sentinel", "failover-timeout", name, "2000"}
+		for j := range n {
+			if j != i {
+				args = append(args, "--sentinel", "known-sentinel", name, "127.0.0.1", strconv.Itoa(ports[j]), ids[j])
+			}
+		}
+		sentinels = append(sentinels, startRedisOn(tb, ports[i], args...))
+	}
+	for _, s := range sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Protocol: 2})
+		var last map[string]string
+		ok := false
+		for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && !ok; time.Sleep(50 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			last, err = c.Master(ctx, name).Result()
+			cancel()
+			ok = err == nil && last["num-other-sentinels"] == strconv.Itoa(n-1) && last["num-slaves"] == "1"
+		}
+		_ = c.Close()
+		if !ok {
+			tb.Fatalf("testenv: sentinel %s does not see the replica and %d other sentinels: %v %v\n%s", s.Addr, n-1, last, err, s.Log())
+		}
+	}
+	return replica, sentinels
 }
 
 // Binary returns the path of the named program. When it is not on the
