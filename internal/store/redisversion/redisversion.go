@@ -1,6 +1,14 @@
 // Package redisversion keeps the rules version counter in Redis: the admin
 // path bumps it after every successful write, and every warm authorizer polls
 // it to know when to reload its rules snapshot.
+//
+// Authorizers reload when the version differs from the one they loaded, not
+// only when it grows. A Redis that restarts empty loses the counter, so a
+// counter restarted at 0 could climb back to exactly the value an idle
+// authorizer last saw (1 → restart → 1) and that authorizer would never
+// reload. Bump therefore starts a missing counter from Redis's clock in
+// microseconds: after a restart the next version is above any earlier one
+// unless writes came faster than one per microsecond.
 package redisversion
 
 import (
@@ -40,9 +48,23 @@ func (c *Counter) Version(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// Bump increments the version and returns the new value.
+// bump increments KEYS[1]; a missing counter first takes Redis TIME in
+// microseconds (seconds .. zero-padded microseconds, as text: Lua numbers
+// are floats). About 1.8e15 today: an int64, and exact in JSON (< 2^53).
+var bump = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])))
+end
+return redis.call('INCR', KEYS[1])
+`)
+
+// Bump increments the version and returns the new value. A missing counter
+// (the first write of a deployment, or the first since Redis restarted
+// empty) starts from the Redis clock in microseconds, so the value does not
+// repeat one a warm authorizer saw before a restart.
 func (c *Counter) Bump(ctx context.Context) (int64, error) {
-	v, err := c.client.Incr(ctx, c.key).Result()
+	v, err := bump.Run(ctx, c.client, []string{c.key}).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("bump rules version %s: %w", c.key, err)
 	}
