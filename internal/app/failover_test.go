@@ -222,7 +222,6 @@ func TestFailoverPostgresRestart(t *testing.T) {
 		t.Errorf("after the restart: %d rules, %d plans, %d audit rows, %d rules whose version disagrees with their audit rows; want 2, 0, 3, 0",
 			nRules, nPlans, nAudit, mismatched)
 	}
-	t.Logf("decision log:\n%s", decLog)
 	if strings.Contains(admLog.String(), `"status":500`) {
 		t.Errorf("an admin request answered 500:\n%s", admLog.String())
 	}
@@ -538,5 +537,168 @@ func TestFailoverClusterReshard(t *testing.T) {
 	}
 	if errs := ld.errors(); t.Failed() || len(errs) > 0 {
 		t.Logf("%d errors (breaker-open ones aside), the first:\n%s", len(errs), strings.Join(errs[:min(len(errs), 10)], "\n"))
+	}
+}
+
+// TestFailoverSlowRedis puts a proxy that holds every reply for 200ms in
+// front of Redis under load: each decision still returns within the
+// REDIS_TIMEOUT budget (25ms), the breaker opens and decisions stop paying
+// that budget (the calls are skipped), and once the delay is gone a probe
+// closes the breaker again.
+func TestFailoverSlowRedis(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	srv := testenv.StartRedis(t)
+	px := testenv.NewProxy(t, srv.Addr)
+	px.Up(t)
+	st := memory.New()
+	twoRules(t, st)
+	a, logs := failoverApp(t, app.Decide, map[string]string{"REDIS_URL": "redis://" + px.Addr(), "REDIS_POOL_SIZE": "8"},
+		app.Options{Store: st})
+	logOnFailure(t, logs)
+	timeout := config.DefaultRedisTimeout
+	warm(t, a, 8)
+
+	ld := startLoad(t, a, 8, loadSubjects(t, 32), time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
+	before := a.Limiter.Stats()
+	px.SetDelay(delay)
+	slow := ld.since()
+	time.Sleep(2500 * time.Millisecond)
+	during := a.Limiter.Stats()
+	px.SetDelay(0)
+	fast := ld.since()
+	time.Sleep(1500 * time.Millisecond)
+	rep := ld.finish()
+	after := a.Limiter.Stats()
+
+	slowS := rep.window(slow, fast)
+	// From 300ms into the slow phase on, the breaker has had time to open:
+	// only its probes (one per cooldown) and the calls already in flight
+	// when it opened should pay the timeout.
+	settled := rep.window(slow+300*time.Millisecond, fast)
+	paid := 0
+	for _, s := range settled {
+		if s.took >= timeout*4/5 {
+			paid++
+		}
+	}
+	t.Logf("before the delay: %s", summary(rep.window(0, slow)))
+	t.Logf("replies delayed %v for %v: %s", delay, (fast - slow).Round(time.Millisecond), summary(slowS))
+	t.Logf("breaker settled (from +300ms): %s; %d of %d paid ≥ %v", summary(settled), paid, len(settled), timeout*4/5)
+	t.Logf("after the delay: %s; first decision by Redis %v after it was removed",
+		summary(rep.window(fast, rep.length)), (rep.firstByRedis(fast) - fast).Round(time.Millisecond))
+	t.Logf("limiter while slow: %d Redis calls, %d failed, %d skipped by the open breaker, breaker opened %d times",
+		during.RedisCalls-before.RedisCalls, during.Errors-before.Errors, during.Skipped-before.Skipped, during.BreakerOpened-before.BreakerOpened)
+	t.Logf("limiter after: breaker closed %d times, now %s; %d skipped in all", after.BreakerClosed-before.BreakerClosed, after.Breaker, after.Skipped)
+
+	// The budget bounds every decision: p99 within the timeout plus
+	// scheduling slack (2 shared cores, -race).
+	if p99 := quantile(slowS, 0.99); p99 > timeout+25*time.Millisecond {
+		t.Errorf("p99 with Redis slow = %v, want <= timeout %v + 25ms", p99, timeout)
+	}
+	if during.Skipped == before.Skipped || during.BreakerOpened == before.BreakerOpened {
+		t.Errorf("the breaker did not open or skipped no call while Redis was slow: %+v", during)
+	}
+	if paid*100 > len(settled) {
+		t.Errorf("%d of %d decisions paid the timeout once the breaker had opened, want under 1%%", paid, len(settled))
+	}
+	if n := count(rep.samples, failed); n != 0 {
+		t.Errorf("%d decisions errored without failing open", n)
+	}
+	if after.BreakerClosed == before.BreakerClosed {
+		t.Errorf("the breaker did not close once the delay was gone: %+v", after)
+	}
+	if tail := rep.window(rep.length-300*time.Millisecond, rep.length); count(tail, byRedis) == 0 || count(tail, failedOpen) != 0 {
+		t.Errorf("after the delay: %s; want every decision answered by Redis", summary(tail))
+	}
+}
+
+// TestFailoverRedisRestartedEmpty restarts Redis empty (no persistence)
+// under load. Decisions fail open while it is down and nothing panics;
+// buckets restart full, so a subject that was denied is allowed again;
+// and the rules version counter restarts too, yet a rule change made
+// after the restart reaches every warm instance — also one that was idle
+// through the restart (a frozen Lambda) and so last saw the old counter.
+func TestFailoverRedisRestartedEmpty(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	env := map[string]string{"REDIS_URL": "redis://" + srv.Addr, "DATABASE_URL": pgtest.NewDatabase(t),
+		"REDIS_POOL_SIZE": "8", "RULES_VERSION_POLL": "100ms"}
+	adm, admLog := failoverApp(t, app.Administer, env, app.Options{})
+	created := adminCall(adm.Admin, "POST", "/rules", nil,
+		map[string]any{"api": loadAPI, "route": "*", "subject": "*", "limit": 3, "period": "1m"})
+	if created.Status != http.StatusCreated {
+		t.Fatalf("POST /rules = %d %s", created.Status, created.Body)
+	}
+	var rule rules.Rule
+	if err := json.Unmarshal(created.Body, &rule); err != nil {
+		t.Fatal(err)
+	}
+	busy, busyLog := failoverApp(t, app.Decide, env, app.Options{})
+	idle, idleLog := failoverApp(t, app.Decide, env, app.Options{})
+	logOnFailure(t, admLog, busyLog, idleLog)
+	for _, a := range []*app.App{busy, idle} {
+		if res := probe(t, a); res.Rule != rule.ID || res.Limit != 3 {
+			t.Fatalf("decision before the restart = rule %s limit %d, want %s limit 3", res.Rule, res.Limit, rule.ID)
+		}
+	}
+	seen := idle.Cache.Stats().Version
+
+	// A subject spends its 3 tokens through the busy instance.
+	victim := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
+		Headers: map[string]string{"x-api-key": "victim-" + testenv.Random(t)}}
+	for i := range 4 {
+		res, err := busy.Decider.Decide(context.Background(), victim)
+		if err != nil || res.Allowed != (i < 3) {
+			t.Fatalf("victim decision %d = allowed %v, %v; want allowed %v", i+1, res.Allowed, err, i < 3)
+		}
+	}
+
+	warm(t, busy, 8)
+	ld := startLoad(t, busy, 8, loadSubjects(t, 32), time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	down := ld.since()
+	srv.Restart(t)
+	up := ld.since()
+	back := waitRedisDecision(t, busy, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	rep := ld.finish()
+	gap, at := rep.gap()
+	t.Logf("redis restarted empty in %v; first decision by it %v later", (up - down).Round(time.Millisecond), back.Round(time.Millisecond))
+	t.Logf("gap with no decision by Redis: %v ms (from %v)", gap.Milliseconds(), at.Round(time.Millisecond))
+	t.Logf("around the restart: %s", summary(rep.window(down, up+back)))
+	t.Logf("whole load %v: %s", rep.length.Round(time.Millisecond), summary(rep.samples))
+	st := busy.Limiter.Stats()
+	t.Logf("limiter: %d Redis calls failed, %d skipped by the open breaker, breaker opened %d times", st.Errors, st.Skipped, st.BreakerOpened)
+	if n := count(rep.samples, failed); n != 0 {
+		t.Errorf("%d decisions errored without failing open", n)
+	}
+	if v, err := testenv.Client(t, "redis://"+srv.Addr, nil).Get(context.Background(), "sl:rules:version").Result(); err != redis.Nil {
+		t.Fatalf("rules version after the restart = %q, %v; want none", v, err)
+	}
+
+	// The busy instance still denies the victim from its deny cache, until
+	// the retry-after Redis gave it: a cache only ever denies what Redis
+	// denied, for no longer than Redis said.
+	if res, _ := busy.Decider.Decide(context.Background(), victim); res.Allowed || !res.Cached {
+		t.Errorf("victim on the busy instance after the restart = allowed %v cached %v, want denied from its deny cache", res.Allowed, res.Cached)
+	}
+
+	// A rule change after the restart reaches both instances.
+	resp := adminCall(adm.Admin, "PUT", "/rules/"+rule.ID, http.Header{"If-Match": {created.Header.Get("Etag")}},
+		map[string]any{"api": loadAPI, "route": "*", "subject": "*", "limit": 7, "period": "1m"})
+	if resp.Status != http.StatusOK {
+		t.Fatalf("PUT after the restart = %d %s", resp.Status, resp.Body)
+	}
+	v, err := testenv.Client(t, "redis://"+srv.Addr, nil).Get(context.Background(), "sl:rules:version").Int64()
+	t.Logf("rules version: %d before the restart (as the idle instance saw it), %d (%v) after the first write since", seen, v, err)
+	for name, a := range map[string]*app.App{"busy": busy, "idle": idle} {
+		waitFor(t, 3*time.Second, "the change after the restart on the "+name+" instance", func() bool { return probe(t, a).Limit == 7 })
+	}
+
+	// Buckets restarted full: the victim, denied before, is allowed by the
+	// instance that holds no deny for it, with the whole new limit left.
+	res, err := idle.Decider.Decide(context.Background(), victim)
+	if err != nil || !res.Allowed || res.Remaining != 6 {
+		t.Errorf("victim after the restart = allowed %v remaining %d, %v; want allowed with 6 of 7 left (a full bucket)", res.Allowed, res.Remaining, err)
 	}
 }

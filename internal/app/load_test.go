@@ -188,6 +188,17 @@ func (r *loadReport) gap() (gap, at time.Duration) {
 	return gap, at
 }
 
+// firstByRedis is the end of the first decision answered by Redis at or
+// after from; the load's length when there is none.
+func (r *loadReport) firstByRedis(from time.Duration) time.Duration {
+	for _, s := range r.samples {
+		if s.end >= from && s.out == byRedis {
+			return s.end
+		}
+	}
+	return r.length
+}
+
 // admitted is, per subject, the decisions Redis allowed (fail-open ones are
 // counted apart: they are the failure mode, not the buckets).
 func (r *loadReport) admitted() []int {
