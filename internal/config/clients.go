@@ -116,6 +116,14 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
 		o.MaxRetries = 1
 		o.DialerRetries = 1 // as for a single node: a dead node costs one dial, not five
+		// A two-bucket script that meets its slot half migrated gets
+		// TRYAGAIN until the slot's last keys have moved (milliseconds).
+		// go-redis's cluster default waits 10-30ms before retrying, past
+		// the limiter's whole budget, so every such call failed open;
+		// retrying after 1-4ms, up to 8 times, rides it out within the
+		// budget (measured in internal/app TestFailoverClusterReshard).
+		// MOVED and ASK are followed at once whatever these say.
+		o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects = time.Millisecond, 4*time.Millisecond, 8
 		return redis.NewClusterClient(o), nil
 	case RedisSentinel:
 		o, err := failoverOptions(cfg, user, password, haveAuth)

@@ -152,6 +152,10 @@ func TestRedisClient(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("newRedis(cluster) options mismatch (-want +got):\n%s", diff)
 		}
+		// TRYAGAIN during a reshard is retried within the limiter's budget.
+		if o.MinRetryBackoff != time.Millisecond || o.MaxRetryBackoff != 4*time.Millisecond || o.MaxRedirects != 8 {
+			t.Errorf("newRedis(cluster) retries: backoff %v..%v, %d redirects; want 1ms..4ms, 8", o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects)
+		}
 	})
 
 	t.Run("sentinel", func(t *testing.T) {
