@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,7 +51,8 @@ func classify(route string, err error) *httpapi.Error {
 			Detail: "The store already holds the most rules it may (MAX_RULES, 10,000 by default): every authorizer holds every rule. Delete rules no longer needed, or raise MAX_RULES, then retry.", Err: err}
 	}
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || unavailableSQL(err) {
 		return &httpapi.Error{Status: http.StatusServiceUnavailable,
 			Detail: "A backend is unavailable or slow; retry shortly.",
 			Header: http.Header{"Retry-After": {"1"}}, Err: err}
@@ -78,6 +80,25 @@ func planConflictDetail(pc *rules.PlanConflictError) string {
 	}
 	b.WriteString(". Lower those rules' cost or move them to another plan first.")
 	return b.String()
+}
+
+// unavailableSQL reports a database that cannot serve for now rather than
+// a bad request or a bug: PostgreSQL shutting down (a stop or a failover
+// terminates every session with 57P01), starting up or in recovery, out of
+// connections, read-only (a writer demoted by a failover), or a broken
+// connection (class 08). The driver's errors carry the SQLSTATE through a
+// SQLState method, read here without importing the driver.
+func unavailableSQL(err error) bool {
+	var se interface{ SQLState() string }
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch code := se.SQLState(); code {
+	case "57P01", "57P02", "57P03", "53300", "25006":
+		return true
+	default:
+		return strings.HasPrefix(code, "08")
+	}
 }
 
 func conflictDetail(route string) string {

@@ -72,11 +72,12 @@ func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error)
 	return Secret(*out.SecretString), nil
 }
 
-// Redis returns a Redis client for cfg: a single-endpoint client, or a
-// cluster client when RedisMode is cluster. It does not connect: go-redis
-// dials on first use, so a Lambda starts even while Redis is down (the
-// limiter's failure mode then applies). It reads the AUTH token from
-// Secrets Manager when RedisAuthSecretARN is set; rediss:// URLs use TLS.
+// Redis returns a Redis client for cfg: a single-endpoint client, a
+// cluster client when RedisMode is cluster, or a Sentinel failover client
+// when it is sentinel. It does not connect: go-redis dials on first use, so
+// a Lambda starts even while Redis is down (the limiter's failure mode then
+// applies). It reads the AUTH token from Secrets Manager when
+// RedisAuthSecretARN is set; rediss:// URLs use TLS.
 func Redis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 	redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
 	sm, err := secretsIfNeeded(ctx, cfg.RedisAuthSecretARN)
@@ -115,7 +116,27 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
 		o.MaxRetries = 1
 		o.DialerRetries = 1 // as for a single node: a dead node costs one dial, not five
+		// A two-bucket script that meets its slot half migrated gets
+		// TRYAGAIN until the slot's last keys have moved (milliseconds).
+		// go-redis's cluster default waits 10-30ms before retrying, past
+		// the limiter's whole budget, so every such call failed open;
+		// retrying after 1-4ms, up to 8 times, rides it out within the
+		// budget (measured in internal/app TestFailoverClusterReshard).
+		// MOVED and ASK are followed at once whatever these say.
+		o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects = time.Millisecond, 4*time.Millisecond, 8
 		return redis.NewClusterClient(o), nil
+	case RedisSentinel:
+		o, err := failoverOptions(cfg, user, password, haveAuth)
+		if err != nil {
+			return nil, err
+		}
+		// NewFailoverClient, not NewFailoverClusterClient: every limiter call
+		// is a write (the script), so all traffic belongs on the primary;
+		// the cluster variant only adds routing of reads to replicas, which
+		// would serve the rules version stale. It returns a *redis.Client
+		// whose dialer asks the sentinels for the primary and which drops
+		// its connections to the old one on +switch-master.
+		return redis.NewFailoverClient(o), nil
 	default:
 		o, err := redis.ParseURL(string(cfg.RedisURL))
 		if err != nil {
@@ -134,6 +155,39 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 		o.PipelinePoolSize = -1
 		return redis.NewClient(o), nil
 	}
+}
+
+// failoverOptions are the Sentinel client's options for cfg, sized and
+// bounded like the other modes' clients. user and password, when haveAuth,
+// come from the AUTH secret.
+func failoverOptions(cfg Config, user, password string, haveAuth bool) (*redis.FailoverOptions, error) {
+	o, err := redis.ParseFailoverURL(string(cfg.RedisURL))
+	if err != nil {
+		return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+	}
+	if o.MasterName == "" {
+		return nil, errors.New("redis: REDIS_URL: sentinel mode needs ?master_name=<name>")
+	}
+	// go-redis gives the URL's user:password to the sentinels only. Here it
+	// authenticates to the primary and replicas too, as in the other modes
+	// (one password for the whole deployment, the usual secured Sentinel
+	// set-up), unless ?username= or ?password= set the data nodes' own. The
+	// AUTH secret replaces both.
+	if o.Username == "" && o.Password == "" {
+		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+	}
+	if haveAuth {
+		o.Username, o.Password = user, password
+		o.SentinelUsername, o.SentinelPassword = user, password
+	}
+	o.ContextTimeoutEnabled = true
+	o.Protocol = redisProtocol(o.Protocol)
+	o.PoolSize, o.MinIdleConns = cmp.Or(cfg.RedisPoolSize, DefaultRedisPoolSize), redisMinIdleConns
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+	o.MaxRetries = 1
+	o.DialerRetries = 1
+	o.PipelinePoolSize = -1
+	return o, nil
 }
 
 // redisProtocol is the RESP version to speak: the URL's ?protocol= when it

@@ -152,7 +152,75 @@ func TestRedisClient(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("newRedis(cluster) options mismatch (-want +got):\n%s", diff)
 		}
+		// TRYAGAIN during a reshard is retried within the limiter's budget.
+		if o.MinRetryBackoff != time.Millisecond || o.MaxRetryBackoff != 4*time.Millisecond || o.MaxRedirects != 8 {
+			t.Errorf("newRedis(cluster) retries: backoff %v..%v, %d redirects; want 1ms..4ms, 8", o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects)
+		}
 	})
+
+	t.Run("sentinel", func(t *testing.T) {
+		c, err := newRedis(t.Context(), Config{RedisURL: "redis://:urlpw@s1:26379?master_name=sluice&addr=s2:26379", RedisMode: RedisSentinel, RedisPoolSize: 16}, secrets)
+		if err != nil {
+			t.Fatalf("newRedis(sentinel) error = %v", err)
+		}
+		defer c.Close()
+		// A failover client is a *redis.Client whose dialer asks the
+		// sentinels: the limiter's type assertions and pool sizing hold.
+		o := c.(*redis.Client).Options()
+		got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
+		want := opts{"FailoverClient", "", "urlpw", false, true, 16, 1, 1, 1, 2}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("newRedis(sentinel) options mismatch (-want +got):\n%s", diff)
+		}
+	})
+
+	// Sentinel settings that the client does not show: the sentinels, the
+	// master name and who authenticates where.
+	type failover struct {
+		Master, Sentinels                string
+		SentinelUser, SentinelPassword   string
+		User, Password                   string
+		TLS, ContextTimeout              bool
+		PoolSize, Protocol, PipelinePool int
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want failover
+	}{
+		{"url password for both",
+			Config{RedisURL: "redis://:urlpw@s1:26379/0?master_name=m&addr=s2:26379&addr=s3:26379"},
+			failover{"m", "s1:26379,s2:26379,s3:26379", "", "urlpw", "", "urlpw", false, true, 4, 2, -1}},
+		{"data password apart",
+			Config{RedisURL: "redis://s1:26379?master_name=m&password=datapw"},
+			failover{"m", "s1:26379", "", "", "", "datapw", false, true, 4, 2, -1}},
+		{"tls, secret for both",
+			Config{RedisURL: "rediss://:urlpw@s1:26379?master_name=m", RedisAuthSecretARN: redisARN + "-json"},
+			failover{"m", "s1:26379", "limiter", "json-token", "limiter", "json-token", true, true, 4, 2, -1}},
+		{"resp3 on request",
+			Config{RedisURL: "redis://s1:26379?master_name=m&protocol=3", RedisPoolSize: 8},
+			failover{"m", "s1:26379", "", "", "", "", false, true, 8, 3, -1}},
+	} {
+		t.Run("sentinel "+tc.name, func(t *testing.T) {
+			var user, password string
+			if tc.cfg.RedisAuthSecretARN != "" {
+				s, err := getSecret(t.Context(), secrets, tc.cfg.RedisAuthSecretARN)
+				if err != nil {
+					t.Fatal(err)
+				}
+				user, password = redisAuth(string(s))
+			}
+			o, err := failoverOptions(tc.cfg, user, password, tc.cfg.RedisAuthSecretARN != "")
+			if err != nil {
+				t.Fatalf("failoverOptions() error = %v", err)
+			}
+			got := failover{o.MasterName, strings.Join(o.SentinelAddrs, ","), o.SentinelUsername, o.SentinelPassword,
+				o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.Protocol, o.PipelinePoolSize}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("failoverOptions() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -160,6 +228,7 @@ func TestRedisClient(t *testing.T) {
 		want string
 	}{
 		{"no url", Config{}, "REDIS_URL is not set"},
+		{"sentinel without master", Config{RedisURL: "redis://s1:26379", RedisMode: RedisSentinel}, "master_name"},
 		{"secret missing", Config{RedisURL: "redis://x:1", RedisAuthSecretARN: redisARN + "-gone"}, "secret not found"},
 	} {
 		if _, err := newRedis(t.Context(), tc.cfg, secrets); err == nil || !strings.Contains(err.Error(), tc.want) {

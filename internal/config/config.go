@@ -34,6 +34,10 @@ const (
 	// configuration endpoint, or ElastiCache Serverless (which the
 	// reference stack reaches in cluster mode).
 	RedisCluster RedisMode = "cluster"
+	// RedisSentinel is a primary and its replicas watched by Redis
+	// Sentinel: the client asks the sentinels for the primary and follows
+	// their failovers.
+	RedisSentinel RedisMode = "sentinel"
 )
 
 // Defaults of the settings that have one.
@@ -53,10 +57,14 @@ type Config struct {
 	LogLevel slog.Level
 
 	// RedisURL is REDIS_URL: redis://[user:password@]host:port[/db] or
-	// rediss:// for TLS (ElastiCache in-transit encryption). Empty: Redis
-	// is not configured, and Redis returns an error.
+	// rediss:// for TLS (ElastiCache in-transit encryption). In cluster
+	// mode ?addr=host:port adds seed nodes. In sentinel mode host:port is a
+	// sentinel, ?addr=host:port adds more, ?master_name= (required) names
+	// the monitored primary, and user:password authenticates to the
+	// sentinels and the data nodes alike (?password= to the data nodes
+	// only). Empty: Redis is not configured, and Redis returns an error.
 	RedisURL Secret
-	// RedisMode is REDIS_MODE: single (default) or cluster.
+	// RedisMode is REDIS_MODE: single (default), cluster or sentinel.
 	RedisMode RedisMode
 	// RedisAuthSecretARN is REDIS_AUTH_SECRET_ARN: a Secrets Manager secret
 	// holding the Redis AUTH token, either the bare token or JSON with
@@ -193,17 +201,23 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.RedisMode = RedisSingle
 	switch v := RedisMode(strings.ToLower(get("REDIS_MODE"))); v {
 	case "":
-	case RedisSingle, RedisCluster:
+	case RedisSingle, RedisCluster, RedisSentinel:
 		c.RedisMode = v
 	default:
-		fail("REDIS_MODE", "%q is not single or cluster", string(v))
+		fail("REDIS_MODE", "%q is not single, cluster or sentinel", string(v))
 	}
 	if v := get("REDIS_URL"); v != "" {
 		c.RedisURL = Secret(v)
 		var err error
-		if c.RedisMode == RedisCluster {
+		switch c.RedisMode {
+		case RedisCluster:
 			_, err = redis.ParseClusterURL(v)
-		} else {
+		case RedisSentinel:
+			var o *redis.FailoverOptions
+			if o, err = redis.ParseFailoverURL(v); err == nil && o.MasterName == "" {
+				fail("REDIS_URL", "sentinel mode needs the primary's name: add ?master_name=<name>")
+			}
+		default:
 			_, err = redis.ParseURL(v)
 		}
 		if err != nil {

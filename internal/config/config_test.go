@@ -86,6 +86,13 @@ func TestFromEnv(t *testing.T) {
 			c.RedisURL = "redis://localhost:6379"
 			c.LogLevel = slog.LevelWarn
 		}},
+		{"sentinel", map[string]string{
+			"REDIS_URL":  "redis://:pw@sentinel-1:26379/0?master_name=sluice&addr=sentinel-2:26379&addr=sentinel-3:26379",
+			"REDIS_MODE": "Sentinel",
+		}, func(c *Config) {
+			c.RedisURL = "redis://:pw@sentinel-1:26379/0?master_name=sluice&addr=sentinel-2:26379&addr=sentinel-3:26379"
+			c.RedisMode = RedisSentinel
+		}},
 		{"blocking default", map[string]string{"DEFAULT_LIMIT": "0/1s"}, func(c *Config) {
 			c.DefaultLimit = &rules.Effective{Limit: 0, Period: time.Second, Burst: 0}
 		}},
@@ -114,7 +121,9 @@ func TestFromEnvErrors(t *testing.T) {
 		extra            map[string]string
 	}{
 		{"log level", "LOG_LEVEL", "loud", nil},
-		{"redis mode", "REDIS_MODE", "sentinel", nil},
+		{"redis mode", "REDIS_MODE", "replica", nil},
+		{"sentinel without master", "REDIS_URL", "redis://sentinel:26379?addr=sentinel-2:26379", map[string]string{"REDIS_MODE": "sentinel"}},
+		{"sentinel url option", "REDIS_URL", "redis://sentinel:26379?master_name=m&colour=red", map[string]string{"REDIS_MODE": "sentinel"}},
 		{"redis url scheme", "REDIS_URL", "http://cache:6379", nil},
 		{"redis url garbage", "REDIS_URL", "::::", nil},
 		{"redis secret", "REDIS_AUTH_SECRET_ARN", "redis-auth", nil},

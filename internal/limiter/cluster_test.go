@@ -2,121 +2,25 @@ package limiter
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// startServers starts n private redis-servers on free loopback ports (with
-// extra flags) and returns their addresses once they answer; they are
-// killed (by pid) when the test ends.
-func startServers(t *testing.T, n int, extra ...string) []string {
-	t.Helper()
-	redisURL(t) // same gate as every integration test
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found: %v", err)
-	}
-	dir := t.TempDir()
-	var addrs []string
-	for _, port := range clusterPorts(t, n) {
-		p := strconv.Itoa(port)
-		args := append([]string{
-			"--port", p, "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--daemonize", "no",
-			"--logfile", filepath.Join(dir, "redis-"+p+".log"),
-		}, extra...)
-		for i, a := range args {
-			args[i] = strings.ReplaceAll(a, "$PORT", p)
-		}
-		cmd := exec.Command(server, args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server on %s: %v", p, err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		addrs = append(addrs, "127.0.0.1:"+p)
-	}
-	for _, a := range addrs {
-		waitFor(t, a, "PING", func(s string) bool { return s == "PONG" })
-	}
-	return addrs
-}
+	"github.com/sluicehq/sluice/internal/testenv"
+)
 
 // startCluster starts a private 3-master Redis Cluster and returns its
 // addresses.
 func startCluster(t *testing.T) []string {
 	t.Helper()
-	addrs := startServers(t, 3, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-$PORT.conf")
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Fatalf("redis-cli not found: %v", err)
-	}
-	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	for _, a := range addrs {
-		waitFor(t, a, "CLUSTER INFO", func(s string) bool { return strings.Contains(s, "cluster_state:ok") })
+	var addrs []string
+	for _, s := range testenv.StartCluster(t, 3) {
+		addrs = append(addrs, s.Addr)
 	}
 	return addrs
-}
-
-// clusterPorts picks n free ports whose cluster bus ports (+10000) are free
-// too.
-func clusterPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for tries := 0; len(ports) < n && tries < 1000; tries++ {
-		p := 20000 + rand.IntN(20000)
-		if free(p) && free(p+10000) {
-			ports = append(ports, p)
-		}
-	}
-	if len(ports) < n {
-		t.Fatalf("found only %d free port pairs", len(ports))
-	}
-	return ports
-}
-
-func free(port int) bool {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	return true
-}
-
-// waitFor polls addr with a command until ok accepts its reply.
-func waitFor(t *testing.T, addr, command string, ok func(string) bool) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	var last string
-	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		args := make([]any, 0, 2)
-		for _, f := range strings.Fields(command) {
-			args = append(args, f)
-		}
-		v, err := c.Do(context.Background(), args...).Text()
-		if err == nil && ok(v) {
-			return
-		}
-		last = fmt.Sprint(v, err)
-	}
-	t.Fatalf("%s on %s: last reply %q", command, addr, last)
 }
 
 func TestCluster(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // deadClient returns a client of an address where nothing listens.
@@ -202,7 +204,7 @@ func TestUnreachableRedisFailsFast(t *testing.T) {
 func TestStalledRealRedisRecovers(t *testing.T) {
 	var lat latencies
 	defer lat.check(t)
-	addr := startServers(t, 1, "--enable-debug-command", "local")[0]
+	addr := testenv.StartRedis(t).Addr
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 8})
 	t.Cleanup(func() { _ = c.Close() })
 	var tr transitions

@@ -314,7 +314,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 // TestNoScriptRecovery flushes the script cache of a private Redis (the
 // shared test one has other users).
 func TestNoScriptRecovery(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: startServers(t, 1)[0], ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	l := New(c, Options{Prefix: testPrefix(t, c)})
 	ctx := context.Background()

@@ -4,19 +4,27 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // Proxy forwards TCP to a target and can be taken down and back up on the
 // same address: a server that goes away and comes back, as its clients see
-// it. It starts down.
+// it. SetDelay makes it a slow server instead. It starts down.
 type Proxy struct {
 	addr, target string
+	delay        atomic.Int64 // ns added before each reply chunk is forwarded
 	mu           sync.Mutex
 	l            net.Listener
 	conns        map[net.Conn]bool
 }
+
+// SetDelay holds every chunk the target sends back for d before the client
+// gets it (0, the default, forwards at once): each request/reply round trip
+// takes d longer, as over a congested link or from a stalled server. It
+// applies to connections already open, from their next chunk.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // NewProxy returns a Proxy to target on a free loopback port, down; it is
 // taken down when the test ends.
@@ -73,8 +81,28 @@ func (p *Proxy) pipe(c net.Conn) {
 	p.conns[c], p.conns[s] = true, true
 	p.mu.Unlock()
 	go func() { _, _ = io.Copy(s, c); s.Close() }()
-	_, _ = io.Copy(c, s)
+	p.copyDelayed(c, s)
 	c.Close()
+}
+
+// copyDelayed copies the target's replies to the client, each chunk held
+// for the current delay.
+func (p *Proxy) copyDelayed(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Down closes the listener and every connection through it.

@@ -16,7 +16,11 @@
 // Nothing here flushes a server: tests share it, each under its own prefix
 // (Redis) or database (PostgreSQL, see internal/store/postgres/pgtest).
 //
-// Buffer collects the logs of goroutines and subprocesses such tests start.
+// Tests that kill, restart or slow a server start their own: StartRedis (a
+// private redis-server, also in Sentinel mode), StartCluster (a private
+// Redis Cluster), and Proxy (a TCP proxy that can go down or add a delay)
+// in front of either. Buffer collects the logs of goroutines and
+// subprocesses such tests start.
 package testenv
 
 import (

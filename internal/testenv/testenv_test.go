@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -61,6 +62,48 @@ func TestLookupUnset(t *testing.T) {
 		<-done
 		if r.stopped != tc.want {
 			t.Errorf("Lookup(unset) with %s=%q stopped the test with %q, want %q", testenv.RequireVar, tc.require, r.stopped, tc.want)
+		}
+	}
+}
+
+// TestRedisServerRestart: a private server restarts on the same address,
+// empty.
+func TestRedisServerRestart(t *testing.T) {
+	t.Parallel()
+	s := testenv.StartRedis(t)
+	c := testenv.Client(t, "redis://"+s.Addr, nil)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	s.Kill()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Errorf("PING after Kill succeeded, want an error")
+	}
+	s.Restart(t)
+	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS k after Restart = %d, %v; want 0 (nothing persisted)", n, err)
+	}
+}
+
+// TestProxyDelay: a delayed proxy adds its delay to every round trip, and
+// forwards at once again when the delay is cleared.
+func TestProxyDelay(t *testing.T) {
+	t.Parallel()
+	s := testenv.StartRedis(t)
+	p := testenv.NewProxy(t, s.Addr)
+	p.Up(t)
+	c := testenv.Client(t, "redis://"+p.Addr(), nil)
+	ctx := context.Background()
+	for _, d := range []time.Duration{0, 50 * time.Millisecond, 0} {
+		p.SetDelay(d)
+		start := time.Now()
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING with delay %v: %v", d, err)
+		}
+		took := time.Since(start)
+		if took < d || took > d+40*time.Millisecond {
+			t.Errorf("PING with delay %v took %v, want %v to %v", d, took, d, d+40*time.Millisecond)
 		}
 	}
 }

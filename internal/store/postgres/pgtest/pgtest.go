@@ -7,6 +7,9 @@
 //		store := pgtest.NewStore(t)      // *postgres.Store on a new database
 //		url := pgtest.NewDatabase(t)     // or only the database URL
 //	}
+//
+// Tests that stop and restart the database start a private server of their
+// own with StartServer.
 package pgtest
 
 import (
@@ -70,7 +73,22 @@ func NewEmptyDatabase(t testing.TB) string {
 func NewDatabase(t testing.TB) string {
 	t.Helper()
 	dbURL := NewEmptyDatabase(t)
-	pool := newPool(t, dbURL)
+	migrate(t, dbURL)
+	return dbURL
+}
+
+// migrate applies every migration to the database at dbURL.
+func migrate(t testing.TB, dbURL string) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: parse %s: %v", redact(dbURL), err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v", redact(dbURL), err)
+	}
+	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -78,7 +96,6 @@ func NewDatabase(t testing.TB) string {
 	if _, err := postgres.Migrate(ctx, db); err != nil {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
-	return dbURL
 }
 
 // NewPool returns a pool on a fresh, migrated database, closed by t.Cleanup
