@@ -6,7 +6,7 @@
 //	securityGroupIds=sg-a,sg-b     security groups for the Lambdas in that VPC
 //	localstack=true        no VPC, no ElastiCache, no RDS (needs redisUrl and databaseUrl)
 //	redisUrl=rediss://...  an existing Redis instead of ElastiCache
-//	redisMode=cluster      REDIS_MODE for redisUrl (default single)
+//	redisMode=cluster      REDIS_MODE for redisUrl: single (default), cluster or sentinel
 //	redisAuthSecretArn=... Secrets Manager secret with the AUTH token of redisUrl
 //	serverlessRedis=true   ElastiCache Serverless instead of a replication group
 //	redisEngineVersion=7.2 the replication group's engine version (pinned)

@@ -61,7 +61,8 @@ type StackProps struct {
 	// RedisURL of an existing Redis (redis:// or rediss://). Set, no
 	// ElastiCache is created. Default: a new ElastiCache replication group.
 	RedisURL string
-	// RedisMode is REDIS_MODE for RedisURL: "single" or "cluster".
+	// RedisMode is REDIS_MODE for RedisURL: "single", "cluster" or
+	// "sentinel" (RedisURL then names the sentinels and master_name).
 	// Default: "single".
 	RedisMode string
 	// RedisAuthSecretArn is a Secrets Manager secret holding the AUTH token
@@ -139,8 +140,8 @@ func (p *StackProps) validate() error {
 	if p.RedisURL != "" && !strings.HasPrefix(p.RedisURL, "redis://") && !strings.HasPrefix(p.RedisURL, "rediss://") {
 		errs = append(errs, fmt.Errorf("RedisURL %q: want redis:// or rediss://", p.RedisURL))
 	}
-	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" {
-		errs = append(errs, fmt.Errorf("RedisMode %q: want single or cluster", p.RedisMode))
+	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" && p.RedisMode != "sentinel" {
+		errs = append(errs, fmt.Errorf("RedisMode %q: want single, cluster or sentinel", p.RedisMode))
 	}
 	for _, f := range [...]struct{ field, arn string }{
 		{"RedisAuthSecretArn", p.RedisAuthSecretArn},

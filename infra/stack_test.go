@@ -788,7 +788,7 @@ func TestValidate(t *testing.T) {
 		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
 		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"}, []string{"exclusive"}},
 		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
-		{"bad mode", StackProps{RedisMode: "sentinel"}, []string{"single or cluster"}},
+		{"bad mode", StackProps{RedisMode: "replica"}, []string{"single, cluster or sentinel"}},
 		{"partial secret arns", StackProps{
 			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
 			RedisURL:           "rediss://r:6379",
