@@ -664,11 +664,7 @@ func TestLocalDefaultLimit(t *testing.T) {
 // metric line flushed at shutdown, as the authorizer flushes on SIGTERM.
 func TestLocalLikeLambda(t *testing.T) {
 	t.Parallel()
-	ru, err := url.Parse(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, ru.Host)
+	proxy := testenv.NewProxy(t, testenv.RedisAddr(t))
 	proxy.Up(t)
 	prefix := testenv.Prefix(t, "local")
 	testenv.DeleteKeys(t, testenv.Redis(t), prefix)

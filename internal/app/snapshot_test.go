@@ -135,7 +135,7 @@ func TestColdStartFailClosed(t *testing.T) {
 	closed, _ := createRuleBody(t, svc, map[string]any{"api": "a1b2c3d4e5", "route": "GET /orders/{id}", "subject": "*",
 		"limit": 2, "period": "1m", "failure_mode": "closed"})
 
-	rp := testenv.NewProxy(t, strings.TrimPrefix(rURL, "redis://"))
+	rp := testenv.NewProxy(t, testenv.RedisAddr(t))
 	rp.Up(t)
 	_, proxied := viaProxy(t, dbURL) // never up
 	a, _ := newApp(t, map[string]string{"REDIS_URL": "redis://" + rp.Addr(), "DATABASE_URL": proxied, "REDIS_TIMEOUT": "200ms"})

@@ -63,6 +63,17 @@ func RedisURL(tb testing.TB) string {
 	return Lookup(tb, RedisURLVar)
 }
 
+// RedisAddr returns the host:port of SLUICE_TEST_REDIS_URL (which may
+// carry a database number or options), for a proxy in front of it.
+func RedisAddr(tb testing.TB) string {
+	tb.Helper()
+	o, err := redis.ParseURL(RedisURL(tb))
+	if err != nil {
+		tb.Fatalf("testenv: parse %s: %v", RedisURLVar, err)
+	}
+	return o.Addr
+}
+
 // DatabaseURL returns SLUICE_TEST_DATABASE_URL, skipping or failing the test
 // as Lookup does when it is not set. Tests must not use that database
 // itself: pgtest creates one per test.
