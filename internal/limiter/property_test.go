@@ -517,8 +517,12 @@ func (p *property) count(m *model, before, after snapshot) {
 
 // pttlSlack is how much more than the TIME bracket a PTTL may run down
 // between the snapshots: PTTL counts whole milliseconds (1 ms of rounding),
-// and one more as a margin against its clock and TIME's being read apart.
-const pttlSlack = 2 * time.Millisecond
+// and Redis counts a script's PX from its cached clock, taken when the
+// script started, while the script's TIME reads the real clock later: on a
+// loaded machine (make test on 2 cores) Redis can be descheduled between
+// the two for tens of milliseconds. The upper bound (a PTTL longer than the
+// model's) stays exact.
+const pttlSlack = 50 * time.Millisecond
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
