@@ -26,6 +26,10 @@ test: ## install/start Redis and PostgreSQL, then vet and run every test with -r
 bench: ## run the benchmarks against a private Redis and PostgreSQL
 	scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./...
 
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
+	FUZZTIME=$(or $(FUZZTIME),60s) scripts/fuzz.sh
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
