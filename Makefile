@@ -26,9 +26,13 @@ test: ## install/start Redis and PostgreSQL, then vet and run every test with -r
 bench: ## run the benchmarks against a private Redis and PostgreSQL
 	scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./...
 
+.PHONY: soak
+soak: ## sluice load against sluice local on a private Redis and PostgreSQL for SOAK_DURATION (10m): RSS, goroutines, over-admission; not part of test
+	scripts/testenv.sh scripts/soak.sh
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
-	FUZZTIME=$(or $(FUZZTIME),60s) scripts/fuzz.sh
+	scripts/fuzz.sh
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
