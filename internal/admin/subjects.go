@@ -208,7 +208,7 @@ func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rule
 	var out []rules.Rule
 	for _, sub := range subjects {
 		for _, a := range apis {
-			f := rules.Filter{Subject: sub, API: a, Limit: 1000}
+			f := rules.Filter{Subject: sub, API: a, Limit: 1000} // the stores' largest page
 			for {
 				page, err := s.store.ListRules(ctx, f)
 				if err != nil {
