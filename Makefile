@@ -26,6 +26,14 @@ test: ## install/start Redis and PostgreSQL, then vet and run every test with -r
 bench: ## run the benchmarks against a private Redis and PostgreSQL
 	scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./...
 
+.PHONY: soak
+soak: ## sluice load against sluice local on a private Redis and PostgreSQL for SOAK_DURATION (10m): RSS, goroutines, over-admission; not part of test
+	scripts/testenv.sh scripts/soak.sh
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
+	scripts/fuzz.sh
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

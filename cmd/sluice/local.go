@@ -239,6 +239,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
+	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler()))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	mux.Handle("/", newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log))
 

@@ -4,12 +4,19 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/admin/apigw"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // BenchmarkAdmin measures admin operations end to end through the API
@@ -78,4 +85,72 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	}
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
+}
+
+// BenchmarkSubjects measures GET /subjects/{subject}/limits and DELETE
+// /subjects/{subject}/buckets against PostgreSQL holding 1,000, 10,000
+// and 100,000 rules (bulk-loaded with COPY): one per subject across 10
+// apis, plus 10 route rules for every subject (*). The time per call must
+// not grow with the number of rules: the routes read the rules that may
+// apply to the subject, by index, never the whole table.
+func BenchmarkSubjects(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
+			pool := pgtest.NewPool(b)
+			ctx := b.Context()
+			rows := make([][]any, 0, n+10)
+			for i := range n {
+				rows = append(rows, []any{"api" + strconv.Itoa(i%10), "*", "user-" + strconv.Itoa(i), int64(100), int64(60_000)})
+			}
+			for i := range 10 {
+				rows = append(rows, []any{"api0", "GET /r" + strconv.Itoa(i), "*", int64(5), int64(1_000)})
+			}
+			cols := []string{"api", "route", "subject", "limit_count", "period_ms"}
+			if _, err := pool.CopyFrom(ctx, pgx.Identifier{"rules"}, cols, pgx.CopyFromRows(rows)); err != nil {
+				b.Fatalf("COPY %d rules: %v", len(rows), err)
+			}
+			if _, err := pool.Exec(ctx, "ANALYZE rules"); err != nil {
+				b.Fatal(err)
+			}
+			rdb := testenv.Redis(b)
+			prefix := testenv.Prefix(b, "admin")
+			testenv.DeleteKeys(b, rdb, prefix)
+			svc := admin.New(postgres.New(pool), nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{})
+			h := apigw.Handler(svc, "")
+			for _, c := range []struct {
+				name   string
+				route  string
+				query  []string
+				status int
+				rules  int // the rules the answer lists
+			}{
+				{"limits-api", admin.RouteSubjectLimits, []string{"api", "api0"}, 200, 11},
+				{"limits-every-api", admin.RouteSubjectLimits, nil, 200, 11},
+				{"reset-api", admin.RouteResetSubject, []string{"api", "api0"}, 204, 0},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					lat := make([]time.Duration, 0, b.N)
+					i := 0
+					for b.Loop() {
+						// A subject of api0 (user-0, user-10, ...), a new one each call.
+						subject := "user-" + strconv.Itoa((i*10)%n)
+						i++
+						ev := withQuery(event(c.route, map[string]string{"subject": subject}, ""), c.query...)
+						start := time.Now()
+						resp, err := h(ctx, ev)
+						lat = append(lat, time.Since(start))
+						if err != nil || resp.StatusCode != c.status {
+							b.Fatalf("%s %s = %d %s, %v; want %d", ev.HTTPMethod, ev.Path, resp.StatusCode, resp.Body, err, c.status)
+						}
+						if c.rules > 0 {
+							if got := strings.Count(resp.Body, `"rule":`); got != c.rules {
+								b.Fatalf("%s lists %d rules, want %d: %s", ev.Path, got, c.rules, resp.Body)
+							}
+						}
+					}
+					reportPercentiles(b, lat)
+				})
+			}
+		})
+	}
 }

@@ -2,9 +2,11 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/bucket"
@@ -137,17 +139,93 @@ func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
 	return api, route, nil
 }
 
+// MaxSubjectRules bounds the rules one subjects call reads from the store:
+// those naming the subject or every subject (*), on the api asked for (or
+// any) or on every api. A subject more rules could apply to gets a 400
+// asking to narrow the call with ?api=.
+const MaxSubjectRules = 1000
+
 // applicable returns the rules (and the default) that charge subject's
-// requests on api and route, from a fresh snapshot of the store.
+// requests on api and route. It reads only the rules that can apply, by
+// subject (the subject and *) and api (the api and *, when given), through
+// the store's indexed list, and the plans they name: its work is bounded
+// by MaxSubjectRules whatever the number of rules in the store.
 func (s *Service) applicable(ctx context.Context, subject, api, route string) ([]*rules.Effective, error) {
 	if s.buckets == nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
 	}
-	set, err := s.store.LoadAll(ctx)
+	rs, err := s.subjectRules(ctx, subject, api)
 	if err != nil {
-		return nil, fmt.Errorf("load rules: %w", err)
+		return nil, err
 	}
-	snap := rules.NewSnapshot(set.Rules, set.Plans, rules.SnapshotOptions{Default: s.def})
-	return snap.ForSubject(subject, api, route), nil
+	var ps []rules.Plan
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Plan == "" || seen[r.Plan] {
+			continue
+		}
+		seen[r.Plan] = true
+		p, err := s.store.GetPlan(ctx, r.Plan)
+		if errors.Is(err, rules.ErrNotFound) {
+			continue // deleted since: the snapshot skips the rule, as authorizers do
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get plan %q: %w", r.Plan, err)
+		}
+		ps = append(ps, p)
+	}
+	// Only these rules can charge the subject, so the snapshot answers as
+	// the authorizers' full one does.
+	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	es := snap.ForSubject(subject, api, route)
+	// Every api: a request to an api no rule names gets what the rules on
+	// every api (*) give it, else the default. ("\x00" is such an api: no
+	// stored text holds a NUL.)
+	if def := snap.Default(); api == "" && def != nil && !slices.Contains(es, def) &&
+		slices.Contains(snap.ForSubject(subject, "\x00", route), def) {
+		es = append(es, def)
+	}
+	return es, nil
+}
+
+// subjectRules lists the stored rules that may apply to subject on api
+// ("" for every api): subject or *, api or *. It fails with a 400 when more
+// than MaxSubjectRules do.
+func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rules.Rule, error) {
+	// A subject or api longer than a rule may hold can only meet wildcards.
+	subjects := []string{rules.Wildcard}
+	if subject != "" && subject != rules.Wildcard && len(subject) <= rules.MaxSubjectLen {
+		subjects = append(subjects, subject)
+	}
+	apis := []string{""}
+	if api != "" {
+		apis = []string{rules.Wildcard}
+		if api != rules.Wildcard && len(api) <= rules.MaxAPILen {
+			apis = append(apis, api)
+		}
+	}
+	var out []rules.Rule
+	for _, sub := range subjects {
+		for _, a := range apis {
+			f := rules.Filter{Subject: sub, API: a, Limit: 1000} // the stores' largest page
+			for {
+				page, err := s.store.ListRules(ctx, f)
+				if err != nil {
+					return nil, fmt.Errorf("list rules of a subject: %w", err)
+				}
+				out = append(out, page.Rules...)
+				if len(out) > MaxSubjectRules {
+					return nil, &httpapi.Error{Status: http.StatusBadRequest,
+						Detail: fmt.Sprintf("More than %d rules may apply to this subject; name one api with ?api=.", MaxSubjectRules),
+						Err:    fmt.Errorf("subject %s: over %d rules apply", limiter.SubjectHash(subject), MaxSubjectRules)}
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				f.Cursor = page.NextCursor
+			}
+		}
+	}
+	return out, nil
 }

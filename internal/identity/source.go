@@ -12,7 +12,13 @@ import (
 	"fmt"
 	"net/textproto"
 	"strings"
+	"unicode/utf8"
 )
+
+// MaxSubjectLen bounds a subject in bytes, as the check API bounds the
+// subject it is given. No API key, user id or address is longer; a longer
+// value, like one that is not valid UTF-8, is hostile input.
+const MaxSubjectLen = 1024
 
 // SourceKind says where a subject is read from.
 type SourceKind uint8
@@ -176,7 +182,10 @@ type Request struct {
 
 // Subject returns the first non-empty value of sources in r (surrounding
 // white space trimmed), and the kind of source it came from; ok is false
-// when none has a value. It does not allocate.
+// when none has a value. ok is also false when that first value is longer
+// than MaxSubjectLen bytes or is not valid UTF-8: the request is refused,
+// not charged to a later source (an oversized key must not fall back to the
+// caller's IP bucket). It does not allocate.
 func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
 	for i := range sources {
 		s := &sources[i]
@@ -192,6 +201,9 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 			v = r.SourceIP
 		}
 		if v = strings.TrimSpace(v); v != "" {
+			if len(v) > MaxSubjectLen || !utf8.ValidString(v) {
+				return "", s.Kind, false
+			}
 			return v, s.Kind, true
 		}
 	}

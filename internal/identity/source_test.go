@@ -72,3 +72,36 @@ func FuzzParseSources(f *testing.F) {
 		}
 	})
 }
+
+// TestSubjectHygiene: the first value found is the subject only when it is
+// at most MaxSubjectLen bytes of valid UTF-8; otherwise the request has no
+// subject, and no later source stands in for it.
+func TestSubjectHygiene(t *testing.T) {
+	t.Parallel()
+	sources, err := identity.ParseSources("header:x-api-key,ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	atBound := strings.Repeat("k", identity.MaxSubjectLen)
+	for _, tc := range []struct {
+		name, key string
+		want      string
+		ok        bool
+	}{
+		{"plain", "key-1", "key-1", true},
+		{"trimmed", "  key-1 ", "key-1", true},
+		{"at the bound", atBound, atBound, true},
+		{"at the bound once trimmed", " " + atBound + " ", atBound, true},
+		{"one byte over", atBound + "k", "", false},
+		{"64 KB", strings.Repeat("k", 64<<10), "", false},
+		{"invalid UTF-8", "k\xff\xfe", "", false},
+		{"hash tags and stars", "{a}*}{", "{a}*}{", true},
+		{"absent: the IP", "", "192.0.2.1", true},
+	} {
+		r := &identity.Request{Headers: map[string]string{"x-api-key": tc.key}, SourceIP: "192.0.2.1"}
+		got, _, ok := identity.Subject(sources, r)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Subject = %.40q, %v; want %.40q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

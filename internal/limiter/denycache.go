@@ -1,55 +1,89 @@
 package limiter
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
-	"slices"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // denyCache remembers recent denials so a repeat offender is denied locally
-// until its retry-after, without a Redis call. Entries are keyed by a hash
-// of (subject, buckets, cost) and checked against the full request, so a
-// hash collision can never deny another request. Bounded: lookups only
-// peek (a read lock, as most of them miss), so the oldest entries are
-// evicted first; an entry lives at most its retry-after anyway.
+// until its retry-after, without a Redis call. Bounded in entries and in
+// bytes: an entry holds fixed-size digests and the decision, never the
+// subject or the buckets, so a 10 KB subject costs what a 10-byte one does
+// (denyEntryBytes). Lookups only peek (a read lock, as most of them miss),
+// so the oldest entries are evicted first; an entry lives at most its
+// retry-after anyway.
 type denyCache struct {
 	seed maphash.Seed
-	lru  *lru.Cache[uint64, *denyEntry]
+	lru  *lru.Cache[denyKey, denyEntry]
+}
+
+// denyKey names what a denial depends on, in 24 bytes whatever the
+// subject's length. subject is the first 16 bytes of SHA-256(subject), the
+// digest the Redis keys are named by (SubjectHash): two subjects that share
+// it share their buckets in Redis too, so a subject can never be denied by
+// another's entry. request is a seeded 64-bit hash of the subject digest,
+// the cost and every bucket's identity and parameters: for one subject, two
+// different requests share a key with probability 2^-64 (the seed is
+// random per process and the buckets come from the rules, not the caller),
+// where a full digest would cost a second SHA-256 per call.
+type denyKey struct {
+	subject [16]byte
+	request uint64
 }
 
 // denyEntry is one cached denial; immutable once added.
 type denyEntry struct {
-	subject string
-	buckets []Bucket
-	cost    int64
-	d       Decision
-	sent    int64 // Limiter.now() when the denied call was sent
-	until   int64 // Limiter.now() when the entry stops denying
+	d     Decision
+	sent  int64 // Limiter.now() when the denied call was sent
+	until int64 // Limiter.now() when the entry stops denying
 }
 
+// denyEntryBytes bounds the heap one entry holds, measured by
+// TestDenyCacheBytesPerEntry: the LRU's list element (links, key, value,
+// expiry: 160 B) and the key's share of the LRU's map (32 B per slot, up to
+// half of them empty after the map grows).
+const denyEntryBytes = 300
+
 func newDenyCache(size int) *denyCache {
-	c, err := lru.New[uint64, *denyEntry](size)
+	c, err := lru.New[denyKey, denyEntry](size)
 	if err != nil { // only for size <= 0, which New never passes
 		panic(err)
 	}
 	return &denyCache{seed: maphash.MakeSeed(), lru: c}
 }
 
-// key hashes what a denial depends on: the subject, every bucket's
-// identity and parameters, and the cost.
-func (c *denyCache) key(subject string, bs []Bucket, cost int64) uint64 {
+// key returns the cache key of (subject, bs, cost). It does not allocate.
+func (c *denyCache) key(subject string, bs []Bucket, cost int64) denyKey {
+	var (
+		k   denyKey
+		sum [sha256.Size]byte
+		buf [256]byte
+	)
+	// Through buf: sha256.Sum256([]byte(subject)) copies a long subject to
+	// the heap first.
+	d := sha256.New()
+	for s := subject; len(s) > 0; {
+		n := copy(buf[:], s)
+		d.Write(buf[:n])
+		s = s[n:]
+	}
+	copy(k.subject[:], d.Sum(sum[:0]))
+
 	var h maphash.Hash
 	h.SetSeed(c.seed)
-	h.WriteString(subject)
-	var n [8 * 5]byte
+	h.Write(k.subject[:])
+	var n [8 * 4]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(cost))
 	h.Write(n[:8])
 	for _, b := range bs {
+		// The id's length first, so no two bucket lists encode alike.
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b.ID)))
+		h.Write(n[:8])
 		h.WriteString(b.ID)
-		h.WriteByte(0)
 		binary.LittleEndian.PutUint64(n[0:], uint64(b.Limit))
 		binary.LittleEndian.PutUint64(n[8:], uint64(b.Period))
 		binary.LittleEndian.PutUint64(n[16:], uint64(b.Burst))
@@ -61,13 +95,14 @@ func (c *denyCache) key(subject string, bs []Bucket, cost int64) uint64 {
 			flags |= 2
 		}
 		binary.LittleEndian.PutUint64(n[24:], flags)
-		h.Write(n[:32])
+		h.Write(n[:])
 	}
-	return h.Sum64()
+	k.request = h.Sum64()
+	return k
 }
 
-// get returns the cached denial for r at now, if any.
-func (c *denyCache) get(k uint64, subject string, bs []Bucket, cost int64, now int64) (Decision, bool) {
+// get returns the cached denial under k at now, if any.
+func (c *denyCache) get(k denyKey, now int64) (Decision, bool) {
 	// Peek takes the read lock only: most lookups miss, from many goroutines.
 	e, ok := c.lru.Peek(k)
 	if !ok {
@@ -75,9 +110,6 @@ func (c *denyCache) get(k uint64, subject string, bs []Bucket, cost int64, now i
 	}
 	if now >= e.until {
 		c.lru.Remove(k)
-		return Decision{}, false
-	}
-	if e.cost != cost || e.subject != subject || !slices.Equal(e.buckets, bs) {
 		return Decision{}, false
 	}
 	d := e.d
@@ -89,25 +121,20 @@ func (c *denyCache) get(k uint64, subject string, bs []Bucket, cost int64, now i
 	return d, true
 }
 
-// add caches a denial sent at sent, valid until until.
-func (c *denyCache) add(k uint64, subject string, bs []Bucket, cost int64, d Decision, sent, until int64) {
+// add caches a denial under k, sent at sent, valid until until.
+func (c *denyCache) add(k denyKey, d Decision, sent, until int64) {
 	if until <= sent {
 		return
 	}
-	c.lru.Add(k, &denyEntry{
-		subject: subject,
-		buckets: slices.Clone(bs),
-		cost:    cost,
-		d:       d,
-		sent:    sent,
-		until:   until,
-	})
+	c.lru.Add(k, denyEntry{d: d, sent: sent, until: until})
 }
 
-// dropSubject removes every entry of subject (after a Reset).
+// dropSubject removes every entry of subject (after a Reset). It walks the
+// cache: a Reset is an admin call, rare beside Allow.
 func (c *denyCache) dropSubject(subject string) {
+	s := c.key(subject, nil, 0).subject
 	for _, k := range c.lru.Keys() {
-		if e, ok := c.lru.Peek(k); ok && e.subject == subject {
+		if k.subject == s {
 			c.lru.Remove(k)
 		}
 	}

@@ -2,6 +2,10 @@ package limiter
 
 import (
 	"context"
+	"encoding/hex"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +122,85 @@ func TestDenyCacheBoundedAndOptional(t *testing.T) {
 	}
 	if s := off.Stats(); s.CacheHits != 0 || s.RedisCalls != 30 {
 		t.Errorf("Stats() with the cache off = %+v, want 30 Redis calls and no hits", s)
+	}
+}
+
+// TestDenyCacheKey: every field a denial depends on changes the key, and
+// the subject part is the digest the Redis keys are named by.
+func TestDenyCacheKey(t *testing.T) {
+	// Not parallel: AllocsPerRun.
+	c := newDenyCache(1)
+	b := Bucket{ID: "a", Limit: 2, Period: time.Hour, Burst: 3}
+	base := c.key("s", []Bucket{b}, 1)
+	if got, want := hex.EncodeToString(base.subject[:]), SubjectHash("s"); got != want {
+		t.Errorf("key(s).subject = %s, want SubjectHash %s", got, want)
+	}
+	with := func(f func(*Bucket)) []Bucket {
+		o := b
+		f(&o)
+		return []Bucket{o}
+	}
+	for name, k := range map[string]denyKey{
+		"subject":     c.key("t", []Bucket{b}, 1),
+		"cost":        c.key("s", []Bucket{b}, 2),
+		"id":          c.key("s", with(func(o *Bucket) { o.ID = "b" }), 1),
+		"limit":       c.key("s", with(func(o *Bucket) { o.Limit = 3 }), 1),
+		"period":      c.key("s", with(func(o *Bucket) { o.Period = time.Minute }), 1),
+		"burst":       c.key("s", with(func(o *Bucket) { o.Burst = 4 }), 1),
+		"shadow":      c.key("s", with(func(o *Bucket) { o.Shadow = true }), 1),
+		"fail-closed": c.key("s", with(func(o *Bucket) { o.FailClosed = true }), 1),
+		"two buckets": c.key("s", []Bucket{b, b}, 1),
+	} {
+		if k == base {
+			t.Errorf("key with another %s = key of the base request", name)
+		}
+	}
+	split := c.key("s", []Bucket{{ID: "a", Limit: 2, Period: time.Hour}, {ID: "bc", Limit: 2, Period: time.Hour}}, 1)
+	if split == c.key("s", []Bucket{{ID: "ab", Limit: 2, Period: time.Hour}, {ID: "c", Limit: 2, Period: time.Hour}}, 1) {
+		t.Error(`key(buckets "a","bc") = key(buckets "ab","c")`)
+	}
+	if c.key("s", []Bucket{b}, 1) != base {
+		t.Error("key is not deterministic")
+	}
+	long := strings.Repeat("k", 10_000)
+	if n := testing.AllocsPerRun(100, func() { c.key(long, []Bucket{b, b}, 1) }); n != 0 {
+		t.Errorf("key(10 KB subject) allocates %v times, want 0", n)
+	}
+}
+
+// TestDenyCacheBytesPerEntry fills a cache with denials of 10 KB subjects
+// and measures the heap it holds: an entry must cost a bounded number of
+// bytes (denyEntryBytes), not its subject's length.
+func TestDenyCacheBytesPerEntry(t *testing.T) {
+	const n = 10_000
+	c := newDenyCache(n)
+	bs := []Bucket{
+		{ID: "0b7f3c52-9a4e-4f1a-8d2b-6e5c4a3b2c1d", Limit: 1, Period: time.Hour},
+		{ID: "9a4e0b7f-3c52-4f1a-8d2b-6e5c4a3b2c1d", Limit: 1, Period: time.Hour},
+	}
+	pad := strings.Repeat("x", 10<<10)
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for i := range n {
+		// A fresh 10 KB string each time, garbage once the entry is added
+		// (unless the cache keeps it).
+		subject := strconv.Itoa(i) + pad
+		c.add(c.key(subject, bs, 1), Decision{Limit: 1, RetryAfter: time.Hour}, 0, int64(time.Hour))
+	}
+	after := heap()
+	runtime.KeepAlive(c)
+	if c.lru.Len() != n {
+		t.Fatalf("cache holds %d entries, want %d", c.lru.Len(), n)
+	}
+	per := (int64(after) - int64(before)) / n
+	t.Logf("deny cache: %d entries with 10 KB subjects hold %d B of heap, %d B per entry", n, int64(after)-int64(before), per)
+	if per > denyEntryBytes {
+		t.Errorf("a deny cache entry costs %d B of heap, want <= %d (denyEntryBytes)", per, denyEntryBytes)
 	}
 }

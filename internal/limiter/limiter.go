@@ -180,6 +180,9 @@ type Options struct {
 	Timeout time.Duration
 	// DenyCacheSize is the number of denied (subject, buckets, cost)
 	// entries kept locally; default 10000. Negative disables the cache.
+	// An entry keeps digests, not the subject: it holds at most 300 bytes
+	// of heap whatever the subject's length, so the cache holds at most
+	// 300 B × DenyCacheSize (3 MB at the default).
 	DenyCacheSize int
 	// DenyCacheMargin is subtracted from a Redis retry-after before the
 	// local cache uses it, so a fast local clock never denies what Redis
@@ -336,11 +339,11 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
-	var ck uint64
+	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
 		ck = l.cache.key(req.Subject, req.Buckets, req.Cost)
-		if d, ok := l.cache.get(ck, req.Subject, req.Buckets, req.Cost, l.now()); ok {
+		if d, ok := l.cache.get(ck, l.now()); ok {
 			l.st.cacheHits.Add(1)
 			l.st.denied.Add(1)
 			return d, nil
@@ -387,7 +390,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 	d.RetryAfter = ms(r.retry)
 	if useCache {
-		l.cache.add(ck, req.Subject, req.Buckets, req.Cost, d, start, l.cacheUntil(start, d.RetryAfter))
+		l.cache.add(ck, d, start, l.cacheUntil(start, d.RetryAfter))
 	}
 	return d, nil
 }
