@@ -15,7 +15,7 @@
 #   make soak                                  # 10 minutes
 #   make soak SOAK_DURATION=2m SOAK_WARMUP=30s SOAK_WINDOW=30s
 #
-# Not part of `make test`. The figures go in RELIABILITY.md.
+# Not part of `make test`. The figures go in docs/RELIABILITY.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
