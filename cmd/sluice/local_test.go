@@ -133,14 +133,20 @@ func (p *localProc) get(t *testing.T, path, subject string) (*http.Response, []b
 	if subject != "" {
 		req.Header.Set("x-api-key", subject)
 	}
+	return do(t, req)
+}
+
+// do sends req and returns the response and its whole body.
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: read: %v", path, err)
+		t.Fatalf("%s %s: read: %v", req.Method, req.URL.Path, err)
 	}
 	return resp, b
 }
@@ -338,16 +344,7 @@ func (p *localProc) post(t *testing.T, path, auth, body string) (*http.Response,
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("POST %s: read: %v", path, err)
-	}
-	return resp, b
+	return do(t, req)
 }
 
 // testCheck drives POST /admin/check as a service not behind API Gateway
