@@ -380,16 +380,23 @@ func clusterIDs(t *testing.T, addrs []string) []string {
 // slotOwner returns the address of the master serving slot.
 func slotOwner(t *testing.T, c *redis.ClusterClient, slot int) string {
 	t.Helper()
-	slots, err := c.ClusterSlots(context.Background()).Result()
+	shards, err := c.ClusterShards(context.Background()).Result()
 	if err != nil {
-		t.Fatalf("CLUSTER SLOTS: %v", err)
+		t.Fatalf("CLUSTER SHARDS: %v", err)
 	}
-	for _, s := range slots {
-		if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
-	t.Fatalf("slot %d has no owner: %+v", slot, slots)
+	t.Fatalf("slot %d has no owner: %+v", slot, shards)
 	return ""
 }
 

@@ -11,13 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// redisURL returns the test Redis, skipping the test when there is none
-// (or failing it when integration tests are required).
-func redisURL(t testing.TB) string {
-	t.Helper()
-	return testenv.RedisURL(t)
-}
-
 // newClient returns a client of the test Redis, created the way the
 // Limiter needs it (ContextTimeoutEnabled) and as internal/config makes it
 // (RESP2), closed at the end of the test.
