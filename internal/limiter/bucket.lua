@@ -2,8 +2,9 @@
 --
 -- A bucket holds up to <burst> tokens and refills <limit> tokens every
 -- <period>, continuously. Either every enforcing bucket has <cost> tokens and
--- every bucket that has them is charged, or nothing is written at all. The
--- clock is Redis TIME (microseconds); the caller never sends its own.
+-- every bucket that has them is charged, or nothing is charged (a deny
+-- writes only a bucket it converts to new numbers, see "A change of
+-- numbers" below). The clock is Redis TIME (microseconds); the caller never sends its own.
 --
 -- KEYS[i]        bucket i's key, <prefix>{<subject hash>}:<bucket id>. All
 --                keys share the hash tag, so they live in one cluster slot.

@@ -41,8 +41,9 @@ const (
 //   - no error: the script answers every call;
 //   - the Decision is the reference model's (see model) for the
 //     microsecond the script read from TIME, and Redis then holds what the
-//     model wrote, to the bit: nothing written on a deny, every bucket
-//     with the tokens charged on an allow, no partial write;
+//     model wrote, to the bit: on a deny nothing written but a bucket
+//     converted to new numbers, every bucket with the tokens charged on an
+//     allow, no partial write;
 //   - durations are never negative, RetryAfter is at most Reset, Reset at
 //     most MaxHorizon;
 //   - over the whole run, no bucket gives more than burst + limit·t/period
@@ -570,8 +571,9 @@ const pttlSlack = 50 * time.Millisecond
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // model is the reference: the token bucket of bucket.lua's header, in its
-// GCRA form (a stored time at which the bucket is full again, a missing key
-// a full bucket) and in float64 like the script, so that for a given
+// GCRA form (a stored "<tat> <T> <burst>": the time at which the bucket is
+// full again and the numbers it was computed with; a missing key a full
+// bucket; other numbers convert what was used, clamped to the new burst) and in float64 like the script, so that for a given
 // microsecond it gives the script's numbers to the bit; the EPS of 1e-6
 // tokens is part of that specification. Explicit float64 conversions keep
 // the compiler from fusing a multiply-add the script does in two roundings.
