@@ -192,3 +192,24 @@ func TestPreviousVersionValue(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeBypassesDenyCache pins that an upgrade takes effect at once
+// also for a subject the local deny cache holds: the cache key covers every
+// bucket's numbers, so the new numbers miss it and Redis answers.
+func TestUpgradeBypassesDenyCache(t *testing.T) {
+	c := newClient(t, 2)
+	l := New(c, Options{Prefix: testPrefix(t, c)}) // default deny cache
+	ctx := context.Background()
+	from := []Bucket{{ID: "b", Limit: 1, Period: time.Hour}}
+	to := []Bucket{{ID: "b", Limit: 100, Period: time.Hour}}
+	for i, want := range []bool{true, false, false} {
+		d, err := l.Allow(ctx, Request{Subject: "s", Buckets: from, Cost: 1})
+		if err != nil || d.Allowed != want || (i == 2 && !d.Cached) {
+			t.Fatalf("Allow(1/1h) #%d = %+v, %v, want allowed %v (the third from the deny cache)", i+1, d, err, want)
+		}
+	}
+	d, err := l.Allow(ctx, Request{Subject: "s", Buckets: to, Cost: 1})
+	if err != nil || !d.Allowed || d.Cached || d.Remaining != 98 {
+		t.Fatalf("Allow(100/1h) = %+v, %v, want allowed by Redis with 98 left", d, err)
+	}
+}
