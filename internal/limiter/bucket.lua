@@ -48,7 +48,9 @@
 -- bucket refills at its old rate. A peek writes nothing and reports the
 -- converted bucket. A value of the previous version, "<tat>" alone, is read
 -- with the bucket's current T and burst (as that version read it): nothing
--- is converted, and the next write stores the new form.
+-- is converted, and the next write stores the new form. (The previous
+-- version reads the new form as "not a number": a full bucket. While both
+-- run, a deploy, its calls can find a fresh burst.)
 --
 -- Every millisecond count, the PX of a write and the reset and retry of the
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
