@@ -2,8 +2,9 @@
 --
 -- A bucket holds up to <burst> tokens and refills <limit> tokens every
 -- <period>, continuously. Either every enforcing bucket has <cost> tokens and
--- every bucket that has them is charged, or nothing is written at all. The
--- clock is Redis TIME (microseconds); the caller never sends its own.
+-- every bucket that has them is charged, or nothing is charged (a deny
+-- writes only a bucket it converts to new numbers, see "A change of
+-- numbers" below). The clock is Redis TIME (microseconds); the caller never sends its own.
 --
 -- KEYS[i]        bucket i's key, <prefix>{<subject hash>}:<bucket id>. All
 --                keys share the hash tag, so they live in one cluster slot.
@@ -24,13 +25,32 @@
 -- 285 years), where doubles stop counting microseconds exactly. A cost above
 -- a bucket's burst never charges it, so no cost stretches that horizon.
 --
--- Stored value (GCRA form of the bucket): the time at which the bucket will
--- be full again, in microseconds since 2024-01-01 UTC, a float (a fraction
--- of a token is a fraction of period/limit). A bucket then holds
--- (now + burst*T - stored) / T tokens, T = period/limit microseconds per
--- token. The key expires (PX) 1 ms after the bucket is full (so it never
--- expires early, whatever clock the server takes the expiry from); a missing
--- key, or a value that is not a number, is a full bucket.
+-- Stored value (GCRA form of the bucket): the string "<tat> <T> <burst>".
+-- <tat> is the time at which the bucket will be full again, in microseconds
+-- since 2024-01-01 UTC, a float (a fraction of a token is a fraction of
+-- T); <T> = period/limit is the microseconds per token it was computed
+-- with, a float; <burst> the capacity it was computed with. Both floats are
+-- written with %.17g, which reads back as the same double. A bucket then
+-- holds (now + burst*T - tat) / T tokens. The key expires (PX) 1 ms after
+-- the bucket is full (so it never expires early, whatever clock the server
+-- takes the expiry from). A missing key, a <tat> not above now, or a value
+-- that is neither "<number>" nor "<number> <T> <burst>" with T and burst
+-- positive and finite, is a full bucket.
+--
+-- A change of numbers keeps what was used, not the time until full: when
+-- the stored <T> or <burst> differs from the bucket's, the bucket had used
+-- u = (tat - now) / T_stored tokens; u is clamped to the new burst (a
+-- downgrade leaves 0 tokens, never a debt) and tat becomes now + u*T. So an
+-- upgrade leaves new burst - used, a downgrade 0 refilling at the new rate
+-- from now. That converted value is written by the call that converts it,
+-- allowed or denied (a deny writes nothing else), so it happens once per
+-- change, at the bucket's first charge or deny after it; until then the
+-- bucket refills at its old rate. A peek writes nothing and reports the
+-- converted bucket. A value of the previous version, "<tat>" alone, is read
+-- with the bucket's current T and burst (as that version read it): nothing
+-- is converted, and the next write stores the new form. (The previous
+-- version reads the new form as "not a number": a full bucket. While both
+-- run, a deploy, its calls can find a fresh burst.)
 --
 -- Every millisecond count, the PX of a write and the reset and retry of the
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
@@ -40,7 +60,7 @@
 -- into an error.
 --
 -- Errors: the script reads and computes everything before its first write,
--- then only writes, so it never fails after a write: a reply is an answer
+-- then only writes (a charge, or a conversion above; a peek never writes), so it never fails after a write: a reply is an answer
 -- for all buckets or an error that changed nothing.
 --
 -- Reply: one string of space-separated integers (a string, not an array:
@@ -66,7 +86,7 @@ if redis.replicate_commands then
 	redis.replicate_commands()
 end
 
-local tonumber, ceil, floor = tonumber, math.ceil, math.floor
+local tonumber, ceil, floor, match, HUGE = tonumber, math.ceil, math.floor, string.match, math.huge
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
 -- tonumber is strtod, a few hundred instructions a call: the usual cost 1
@@ -88,7 +108,8 @@ local n = #KEYS
 -- One table for all buckets (this script's cost is mostly allocations):
 -- st[4i-3] = when bucket i is full again (us), st[4i-2] = its tokens now,
 -- st[4i-1] = us per token (0 when blocked), st[4i] = the PX of its write
--- (a string), false when it is not written. Presized for two buckets.
+-- (a string), false when it is not written (a converted bucket has one
+-- from step 1, a charged bucket gets one in step 2). Presized for two buckets.
 local st = { 0, 0, 0, false, 0, 0, 0, false }
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
@@ -96,21 +117,50 @@ local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 =
 for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
-	local at, h, T, burst = now, 0, 0, 0
+	local at, h, T, burst, px = now, 0, 0, 0, false
 	if limit > 0 then
 		T = tonumber(ARGV[o + 1]) / limit
 		burst = limit
 		if ARGV[o + 2] ~= ARGV[o] then
 			burst = tonumber(ARGV[o + 2])
 		end
-		-- No key and a value that is not a number (nil), or NaN: full.
-		local v = tonumber(redis.call('GET', KEYS[i]))
-		if v and v > at then
-			at = v -- else full: TIME may even have gone back (failover)
+		-- No key, or a value that is not one of the two forms: full.
+		local v = redis.call('GET', KEYS[i])
+		if v then
+			local tat, Ts, bs = tonumber(v), T, burst
+			if not tat then
+				local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
+				if a then
+					tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
+				end
+				-- Not a number (nil), NaN, 0, negative or inf: full.
+				if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
+					tat = nil
+				end
+			end
+			-- Else full (tat nil or NaN, or in the past): TIME may even
+			-- have gone back (failover).
+			if tat and tat > at then
+				at = tat
+				if Ts ~= T or bs ~= burst then
+					-- New numbers: keep what was used (at most the new
+					-- burst), and write it back even on a deny.
+					local used = (at - now) / Ts
+					if used > burst then
+						used = burst
+					end
+					at = now + used * T
+					px = ceil((at - now) / 1000) + 1
+					if px > MAX_MS then
+						px = MAX_MS
+					end
+					px = string.format('%d', px)
+				end
+			end
 		end
 		h = (now - at) / T + burst
 	end
-	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, false
+	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
 	if h + EPS < need then
 		if ARGV[o + 3] == '1' then
 			mask = mask + 2 ^ (i - 1)
@@ -159,11 +209,15 @@ if allowed == 1 then
 			end
 		end
 	end
-	-- 3. Write. Only SETs from here on: nothing after the first can fail
-	-- for a reason of ours.
+end
+
+-- 3. Write: every charged bucket, and every bucket converted to new numbers
+-- (also on a deny); a peek writes nothing. Only SETs from here on: nothing
+-- after the first can fail for a reason of ours.
+if cost > 0 then
 	for i = 1, n do
 		if st[4 * i] then
-			redis.call('SET', KEYS[i], st[4 * i - 3], 'PX', st[4 * i])
+			redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
 		end
 	end
 end

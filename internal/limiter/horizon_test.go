@@ -89,8 +89,12 @@ func TestScriptIssueRuleNeverErrors(t *testing.T) {
 			}
 		}
 		for j, v := range after {
-			if _, err := strconv.ParseFloat(v, 64); err != nil {
-				t.Errorf("call %d: bucket %d holds %q, want a number", i+1, j, v)
+			f := strings.Fields(v)
+			for _, x := range f {
+				if _, err := strconv.ParseFloat(x, 64); err != nil || len(f) != 3 {
+					t.Errorf("call %d: bucket %d holds %q, want \"<tat> <T> <burst>\", three numbers", i+1, j, v)
+					break
+				}
 			}
 		}
 	}

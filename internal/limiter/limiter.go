@@ -2,7 +2,10 @@
 //
 // One call checks and charges all of a subject's buckets at once, inside one
 // Lua script (bucket.lua) that takes its clock from Redis TIME: either every
-// bucket has the tokens and all are charged, or nothing is written. The keys
+// bucket has the tokens and all are charged, or none is charged. A bucket
+// whose limit, burst or period changed keeps the tokens its subject used
+// (clamped to the new burst): the script re-expresses them under the new
+// numbers on its first call after the change, allowed or denied. The keys
 // are <prefix>{<subject hash>}:<bucket id>; the hash tag keeps a subject's
 // buckets in one cluster slot, so the script also runs on Redis Cluster.
 //

@@ -41,8 +41,9 @@ const (
 //   - no error: the script answers every call;
 //   - the Decision is the reference model's (see model) for the
 //     microsecond the script read from TIME, and Redis then holds what the
-//     model wrote, to the bit: nothing written on a deny, every bucket
-//     with the tokens charged on an allow, no partial write;
+//     model wrote, to the bit: on a deny nothing written but a bucket
+//     converted to new numbers, every bucket with the tokens charged on an
+//     allow, no partial write;
 //   - durations are never negative, RetryAfter is at most Reset, Reset at
 //     most MaxHorizon;
 //   - over the whole run, no bucket gives more than burst + limit·t/period
@@ -85,10 +86,10 @@ func TestPropertyMatchesModel(t *testing.T) {
 			t.Fatalf("seed %d, rule set %d: %s", seed, set, p.describe())
 		}
 	}
-	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes, widest TIME bracket %dµs, in %v",
-		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.widest, time.Since(start).Round(time.Millisecond))
-	if p.allowed == 0 || p.denied == 0 || p.refused == 0 {
-		t.Errorf("allowed %d, denied %d, refused %d: the draw no longer covers both outcomes and both sides of validation", p.allowed, p.denied, p.refused)
+	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes (%d buckets carried over), widest TIME bracket %dµs, in %v",
+		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.converted, p.widest, time.Since(start).Round(time.Millisecond))
+	if p.allowed == 0 || p.denied == 0 || p.refused == 0 || p.converted == 0 {
+		t.Errorf("allowed %d, denied %d, refused %d, carried over %d: the draw no longer covers both outcomes, both sides of validation and a change of numbers", p.allowed, p.denied, p.refused, p.converted)
 	}
 }
 
@@ -108,6 +109,7 @@ type property struct {
 	// Per bucket, for the exactness bound since its numbers last changed:
 	// tokens charged, and the first and last TIME of the calls that count.
 	charged          []float64
+	valid            []int64 // per bucket, the burst of its last drawn rule
 	firstUS, lastUS  []int64
 	step             int
 	last             string // the last call, for a failure message
@@ -115,6 +117,7 @@ type property struct {
 	calls, allowed   int
 	denied, peeks    int
 	blocked, changes int
+	converted        int // calls that carried a bucket's use over to new numbers
 	widest           int64
 }
 
@@ -138,19 +141,32 @@ func (p *property) run(set int) {
 	p.bs = make([]limiter.Bucket, len(p.effs))
 	p.keys = make([]string, len(p.effs))
 	p.charged = make([]float64, len(p.effs))
+	p.valid = make([]int64, len(p.effs))
 	p.firstUS = make([]int64, len(p.effs))
 	p.lastUS = make([]int64, len(p.effs))
 	for i := range p.effs {
 		p.bs[i] = bucket.For(&p.effs[i])
 		p.keys[i] = p.prefix + "{" + limiter.SubjectHash(p.subject) + "}:" + p.bs[i].ID
 		p.firstUS[i] = -1
+		p.valid[i] = p.effs[i].Burst
 	}
 	for p.step = 0; p.step < propertySteps && !p.t.Failed(); p.step++ {
 		switch r := p.rng.Float64(); {
-		case r < 0.04:
-			// A rule's numbers change; its key keeps what was used.
+		case r < 0.06:
+			// A rule's numbers change (a new rule or plan, or only its
+			// burst); its key keeps what was used, and the model converts
+			// it as the script does on the next call.
 			j := p.rng.IntN(len(p.bs))
 			e := p.draw([]string{p.bs[j].ID})[0]
+			if old := p.effs[j]; p.rng.Float64() < 0.3 && old.Limit > 0 {
+				// Only the burst: the same T, a capacity down or back up,
+				// within the burst validation accepted for these numbers.
+				e = old
+				e.Burst = 1 + p.rng.Int64N(p.valid[j])
+				e.Cost = min(e.Cost, e.Burst)
+			} else {
+				p.valid[j] = e.Burst
+			}
 			p.effs[j], p.bs[j] = e, bucket.For(&e)
 			p.charged[j], p.firstUS[j] = 0, -1
 			p.changes++
@@ -291,7 +307,9 @@ type snapshot struct {
 	now  int64 // TIME, microseconds since 2024-01-01 UTC as the script counts
 	val  []string
 	has  []bool
-	num  []float64
+	num  []float64 // <tat>
+	per  []float64 // <T>, 0 in a value of the previous version ("<tat>")
+	cap  []float64 // <burst>, 0 in a value of the previous version
 	pttl []time.Duration
 }
 
@@ -316,6 +334,8 @@ func (p *property) read() snapshot {
 		val:  make([]string, len(p.keys)),
 		has:  make([]bool, len(p.keys)),
 		num:  make([]float64, len(p.keys)),
+		per:  make([]float64, len(p.keys)),
+		cap:  make([]float64, len(p.keys)),
 		pttl: make([]time.Duration, len(p.keys)),
 	}
 	for i := range p.keys {
@@ -327,11 +347,28 @@ func (p *property) read() snapshot {
 			p.t.Fatalf("GET %s: %v", p.keys[i], err)
 		}
 		s.val[i], s.has[i], s.pttl[i] = v, true, ttls[i].Val()
-		if s.num[i], err = strconv.ParseFloat(v, 64); err != nil {
-			p.t.Fatalf("bucket %d holds %q, not a number", i, v)
+		var ok bool
+		if s.num[i], s.per[i], s.cap[i], ok = parseStored(v); !ok {
+			p.t.Fatalf("bucket %d holds %q, not \"<tat> <T> <burst>\"", i, v)
 		}
 	}
 	return s
+}
+
+// parseStored splits a stored value, "<tat> <T> <burst>" or the previous
+// version's "<tat>" (T and burst 0), into its numbers.
+func parseStored(v string) (tat, per, burst float64, ok bool) {
+	f := strings.Fields(v)
+	if len(f) != 1 && len(f) != 3 {
+		return 0, 0, 0, false
+	}
+	var errs [3]error
+	tat, errs[0] = strconv.ParseFloat(f[0], 64)
+	if len(f) == 3 {
+		per, errs[1] = strconv.ParseFloat(f[1], 64)
+		burst, errs[2] = strconv.ParseFloat(f[2], 64)
+	}
+	return tat, per, burst, errors.Join(errs[:]...) == nil
 }
 
 // allow plays one Allow and checks it.
@@ -375,6 +412,11 @@ func (p *property) allow(cost int64) {
 		m.run(p.bs, before, cost, now)
 		if m.decision(p.bs) == d && p.stateMatches(&m, before, after, now) {
 			p.count(&m, before, after)
+			for i := range p.bs {
+				if m.converted[i] {
+					p.converted++
+				}
+			}
 			return
 		}
 	}
@@ -441,12 +483,13 @@ func (p *property) checkDurations(d limiter.Decision) {
 }
 
 // stateMatches reports whether Redis holds, after the call, what the model
-// wrote at now: the new value of every charged bucket, bit for bit, with a
+// wrote at now: the new value of every charged or converted bucket, its
+// <tat>, <T> and <burst> bit for bit, with a
 // PTTL counted from now; the old value of every other. A key may be gone
 // only once its bucket is full again.
 func (p *property) stateMatches(m *model, before, after snapshot, now int64) bool {
 	for i := range p.bs {
-		if !m.charged[i] {
+		if !m.written[i] {
 			if !p.unchanged(before, after, i) {
 				return false
 			}
@@ -461,7 +504,8 @@ func (p *property) stateMatches(m *model, before, after snapshot, now int64) boo
 		}
 		ttl := time.Duration(m.ttl[i]) * time.Millisecond
 		elapsed := time.Duration(after.now-now)*time.Microsecond + pttlSlack
-		if after.num[i] != m.next[i] || after.pttl[i] > ttl || after.pttl[i] < ttl-elapsed {
+		if after.num[i] != m.next[i] || after.per[i] != m.t[i] || after.cap[i] != m.burst[i] ||
+			after.pttl[i] > ttl || after.pttl[i] < ttl-elapsed {
 			return false
 		}
 	}
@@ -527,8 +571,9 @@ const pttlSlack = 50 * time.Millisecond
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // model is the reference: the token bucket of bucket.lua's header, in its
-// GCRA form (a stored time at which the bucket is full again, a missing key
-// a full bucket) and in float64 like the script, so that for a given
+// GCRA form (a stored "<tat> <T> <burst>": the time at which the bucket is
+// full again and the numbers it was computed with; a missing key a full
+// bucket; other numbers convert what was used, clamped to the new burst) and in float64 like the script, so that for a given
 // microsecond it gives the script's numbers to the bit; the EPS of 1e-6
 // tokens is part of that specification. Explicit float64 conversions keep
 // the compiler from fusing a multiply-add the script does in two roundings.
@@ -547,9 +592,14 @@ type model struct {
 	mask    uint8
 	at, h   [limiter.MaxBuckets]float64 // full-again time (µs) and tokens, after the call
 	t       [limiter.MaxBuckets]float64 // µs per token; 0 blocked
-	next    [limiter.MaxBuckets]float64 // the value written
+	burst   [limiter.MaxBuckets]float64 // capacity
+	next    [limiter.MaxBuckets]float64 // the <tat> written
 	ttl     [limiter.MaxBuckets]int64   // its PX, ms
 	charged [limiter.MaxBuckets]bool
+	// converted: the stored T or burst was not the bucket's, and what was
+	// used carried over; written: the call writes the bucket (charged, or
+	// converted by a call that is not a peek).
+	converted, written [limiter.MaxBuckets]bool
 }
 
 const (
@@ -569,12 +619,32 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 			if b.Burst > 0 {
 				burst = float64(b.Burst)
 			}
-			if s.has[i] && s.num[i] > at {
-				at = s.num[i]
+			if s.has[i] {
+				tat, ts, bs, valid := s.num[i], s.per[i], s.cap[i], true
+				if ts == 0 && bs == 0 {
+					ts, bs = T, burst // the previous version's "<tat>": today's numbers
+				} else {
+					valid = ts > 0 && bs > 0 && !math.IsInf(ts, 1) && !math.IsInf(bs, 1)
+				}
+				if valid && tat > at {
+					at = tat
+					if ts != T || bs != burst {
+						// New numbers: what was used carries over, at most
+						// the new burst, and is written even on a deny.
+						used := float64((at - fnow) / ts)
+						used = min(used, burst)
+						at = fnow + float64(used*T)
+						m.converted[i] = true
+						if cost > 0 {
+							m.next[i], m.written[i] = at, true
+							m.ttl[i] = min(int64(math.Ceil((at-fnow)/1000))+1, maxMS)
+						}
+					}
+				}
 			}
 			h = float64((fnow-at)/T) + burst
 		}
-		m.at[i], m.h[i], m.t[i] = at, h, T
+		m.at[i], m.h[i], m.t[i], m.burst[i] = at, h, T, burst
 		if h+eps >= need {
 			continue
 		}
@@ -600,7 +670,7 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 		if cost > 0 && m.t[i] > 0 && m.h[i]+eps >= float64(cost) {
 			m.at[i] = m.at[i] + float64(float64(cost)*m.t[i])
 			m.h[i] -= float64(cost)
-			m.next[i], m.charged[i] = m.at[i], true
+			m.next[i], m.charged[i], m.written[i] = m.at[i], true, true
 			m.ttl[i] = min(int64(math.Ceil((m.at[i]-fnow)/1000))+1, maxMS)
 		}
 		if !b.Shadow && (m.lim < 0 || m.h[i] < m.h[m.lim]) {
