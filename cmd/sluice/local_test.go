@@ -136,6 +136,17 @@ func (p *localProc) get(t *testing.T, path, subject string) (*http.Response, []b
 	return do(t, req)
 }
 
+// adminGet sends GET base+path with the admin token.
+func (p *localProc) adminGet(t *testing.T, path string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	return do(t, req)
+}
+
 // do sends req and returns the response and its whole body.
 func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
@@ -402,14 +413,7 @@ func testAdminToken(t *testing.T, p *localProc) {
 			t.Errorf("GET /admin/rules with Authorization %q = %d, want 401", auth, resp.StatusCode)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, p.base+"/admin/rules", nil)
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp, _ := p.adminGet(t, "/admin/rules"); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /admin/rules with the token = %d, want 200", resp.StatusCode)
 	}
 }
@@ -796,14 +800,7 @@ func TestLocalDatabaseDown(t *testing.T) {
 		if out := p.out.String(); !strings.Contains(out, "database unreachable at start") || !strings.Contains(out, "unreachable at start: retrying") {
 			t.Errorf("want the database failure logged and shown in the banner; output:\n%s", out)
 		}
-		req, _ := http.NewRequest(http.MethodGet, p.base+"/admin/rules", nil)
-		req.Header.Set("Authorization", "Bearer "+p.token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable {
+		if resp, _ := p.adminGet(t, "/admin/rules"); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("GET /admin/rules with the database down = %d, want 503", resp.StatusCode)
 		}
 	})
