@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
 	"time"
@@ -31,7 +30,7 @@ type denyCache struct {
 // random per process and the buckets come from the rules, not the caller),
 // where a full digest would cost a second SHA-256 per call.
 type denyKey struct {
-	subject [16]byte
+	subject subjectDigest
 	request uint64
 }
 
@@ -56,22 +55,10 @@ func newDenyCache(size int) *denyCache {
 	return &denyCache{seed: maphash.MakeSeed(), lru: c}
 }
 
-// key returns the cache key of (subject, bs, cost). It does not allocate.
-func (c *denyCache) key(subject string, bs []Bucket, cost int64) denyKey {
-	var (
-		k   denyKey
-		sum [sha256.Size]byte
-		buf [256]byte
-	)
-	// Through buf: sha256.Sum256([]byte(subject)) copies a long subject to
-	// the heap first.
-	d := sha256.New()
-	for s := subject; len(s) > 0; {
-		n := copy(buf[:], s)
-		d.Write(buf[:n])
-		s = s[n:]
-	}
-	copy(k.subject[:], d.Sum(sum[:0]))
+// key returns the cache key of (the subject of digest sd, bs, cost). It
+// does not allocate.
+func (c *denyCache) key(sd subjectDigest, bs []Bucket, cost int64) denyKey {
+	k := denyKey{subject: sd}
 
 	var h maphash.Hash
 	h.SetSeed(c.seed)
@@ -132,9 +119,9 @@ func (c *denyCache) add(k denyKey, d Decision, sent, until int64) {
 // dropSubject removes every entry of subject (after a Reset). It walks the
 // cache: a Reset is an admin call, rare beside Allow.
 func (c *denyCache) dropSubject(subject string) {
-	s := c.key(subject, nil, 0).subject
+	sd := digestOf(subject)
 	for _, k := range c.lru.Keys() {
-		if k.subject == s {
+		if k.subject == sd {
 			c.lru.Remove(k)
 		}
 	}

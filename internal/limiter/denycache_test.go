@@ -131,7 +131,7 @@ func TestDenyCacheKey(t *testing.T) {
 	// Not parallel: AllocsPerRun.
 	c := newDenyCache(1)
 	b := Bucket{ID: "a", Limit: 2, Period: time.Hour, Burst: 3}
-	base := c.key("s", []Bucket{b}, 1)
+	base := c.key(digestOf("s"), []Bucket{b}, 1)
 	if got, want := hex.EncodeToString(base.subject[:]), SubjectHash("s"); got != want {
 		t.Errorf("key(s).subject = %s, want SubjectHash %s", got, want)
 	}
@@ -141,30 +141,30 @@ func TestDenyCacheKey(t *testing.T) {
 		return []Bucket{o}
 	}
 	for name, k := range map[string]denyKey{
-		"subject":     c.key("t", []Bucket{b}, 1),
-		"cost":        c.key("s", []Bucket{b}, 2),
-		"id":          c.key("s", with(func(o *Bucket) { o.ID = "b" }), 1),
-		"limit":       c.key("s", with(func(o *Bucket) { o.Limit = 3 }), 1),
-		"period":      c.key("s", with(func(o *Bucket) { o.Period = time.Minute }), 1),
-		"burst":       c.key("s", with(func(o *Bucket) { o.Burst = 4 }), 1),
-		"shadow":      c.key("s", with(func(o *Bucket) { o.Shadow = true }), 1),
-		"fail-closed": c.key("s", with(func(o *Bucket) { o.FailClosed = true }), 1),
-		"two buckets": c.key("s", []Bucket{b, b}, 1),
+		"subject":     c.key(digestOf("t"), []Bucket{b}, 1),
+		"cost":        c.key(digestOf("s"), []Bucket{b}, 2),
+		"id":          c.key(digestOf("s"), with(func(o *Bucket) { o.ID = "b" }), 1),
+		"limit":       c.key(digestOf("s"), with(func(o *Bucket) { o.Limit = 3 }), 1),
+		"period":      c.key(digestOf("s"), with(func(o *Bucket) { o.Period = time.Minute }), 1),
+		"burst":       c.key(digestOf("s"), with(func(o *Bucket) { o.Burst = 4 }), 1),
+		"shadow":      c.key(digestOf("s"), with(func(o *Bucket) { o.Shadow = true }), 1),
+		"fail-closed": c.key(digestOf("s"), with(func(o *Bucket) { o.FailClosed = true }), 1),
+		"two buckets": c.key(digestOf("s"), []Bucket{b, b}, 1),
 	} {
 		if k == base {
 			t.Errorf("key with another %s = key of the base request", name)
 		}
 	}
-	split := c.key("s", []Bucket{{ID: "a", Limit: 2, Period: time.Hour}, {ID: "bc", Limit: 2, Period: time.Hour}}, 1)
-	if split == c.key("s", []Bucket{{ID: "ab", Limit: 2, Period: time.Hour}, {ID: "c", Limit: 2, Period: time.Hour}}, 1) {
+	split := c.key(digestOf("s"), []Bucket{{ID: "a", Limit: 2, Period: time.Hour}, {ID: "bc", Limit: 2, Period: time.Hour}}, 1)
+	if split == c.key(digestOf("s"), []Bucket{{ID: "ab", Limit: 2, Period: time.Hour}, {ID: "c", Limit: 2, Period: time.Hour}}, 1) {
 		t.Error(`key(buckets "a","bc") = key(buckets "ab","c")`)
 	}
-	if c.key("s", []Bucket{b}, 1) != base {
+	if c.key(digestOf("s"), []Bucket{b}, 1) != base {
 		t.Error("key is not deterministic")
 	}
 	long := strings.Repeat("k", 10_000)
-	if n := testing.AllocsPerRun(100, func() { c.key(long, []Bucket{b, b}, 1) }); n != 0 {
-		t.Errorf("key(10 KB subject) allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { c.key(digestOf(long), []Bucket{b, b}, 1) }); n != 0 {
+		t.Errorf("key(digestOf(10 KB subject)) allocates %v times, want 0", n)
 	}
 }
 
@@ -191,7 +191,7 @@ func TestDenyCacheBytesPerEntry(t *testing.T) {
 		// A fresh 10 KB string each time, garbage once the entry is added
 		// (unless the cache keeps it).
 		subject := strconv.Itoa(i) + pad
-		c.add(c.key(subject, bs, 1), Decision{Limit: 1, RetryAfter: time.Hour}, 0, int64(time.Hour))
+		c.add(c.key(digestOf(subject), bs, 1), Decision{Limit: 1, RetryAfter: time.Hour}, 0, int64(time.Hour))
 	}
 	after := heap()
 	runtime.KeepAlive(c)

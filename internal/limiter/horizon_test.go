@@ -35,7 +35,7 @@ func TestScriptIssueRuleNeverErrors(t *testing.T) {
 	ctx := context.Background()
 	call := getCall()
 	defer putCall(call)
-	call.build(prefix, "issue-subject", issueCost, issueBuckets)
+	call.build(prefix, digestOf("issue-subject"), issueCost, issueBuckets)
 	keys := append([]string(nil), call.keys...)
 	args := make([]any, len(call.args))
 	for i, a := range call.args {

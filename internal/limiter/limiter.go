@@ -227,17 +227,36 @@ type Stats struct {
 // lowercase hex characters.
 func SubjectHash(subject string) string {
 	var b [32]byte
-	appendSubjectHash(b[:0], subject)
+	appendSubjectHash(b[:0], digestOf(subject))
 	return string(b[:])
 }
 
-// appendSubjectHash appends SubjectHash(subject) to dst without allocating.
-func appendSubjectHash(dst []byte, subject string) []byte {
-	sum := sha256.Sum256([]byte(subject))
-	n := len(dst)
-	dst = append(dst, make([]byte, 32)...)
-	hex.Encode(dst[n:], sum[:16])
-	return dst
+// subjectDigest is the first 16 bytes of SHA-256(subject): what the keys
+// and the deny cache know of a subject. Computed once per call.
+type subjectDigest [16]byte
+
+// digestOf returns subject's digest without allocating, whatever its
+// length: sha256.Sum256([]byte(subject)) would copy a long subject to the
+// heap first.
+func digestOf(subject string) subjectDigest {
+	var (
+		sd  subjectDigest
+		sum [sha256.Size]byte
+		buf [256]byte
+	)
+	d := sha256.New()
+	for s := subject; len(s) > 0; {
+		n := copy(buf[:], s)
+		d.Write(buf[:n])
+		s = s[n:]
+	}
+	copy(sd[:], d.Sum(sum[:0]))
+	return sd
+}
+
+// appendSubjectHash appends the hex form of sd (SubjectHash) to dst.
+func appendSubjectHash(dst []byte, sd subjectDigest) []byte {
+	return hex.AppendEncode(dst, sd[:])
 }
 
 // Defaults for the zero Options.
@@ -342,10 +361,11 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
+	sd := digestOf(req.Subject)
 	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
-		ck = l.cache.key(req.Subject, req.Buckets, req.Cost)
+		ck = l.cache.key(sd, req.Buckets, req.Cost)
 		if d, ok := l.cache.get(ck, l.now()); ok {
 			l.st.cacheHits.Add(1)
 			l.st.denied.Add(1)
@@ -360,7 +380,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return l.failure(req, ErrBreakerOpen)
 	}
 	l.st.redisCalls.Add(1)
-	res, err := l.eval(ctx, req.Subject, req.Cost, req.Buckets)
+	res, err := l.eval(ctx, sd, req.Cost, req.Buckets)
 	var r reply
 	if err == nil {
 		rd := replyReader{s: res}
@@ -445,7 +465,7 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 	if err := validate(buckets, 0, true); err != nil {
 		return nil, err
 	}
-	res, err := l.eval(ctx, subject, 0, buckets)
+	res, err := l.eval(ctx, digestOf(subject), 0, buckets)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
 	}
@@ -476,7 +496,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 	}
 	c := getCall()
 	defer putCall(c)
-	c.build(l.prefix, subject, 0, buckets)
+	c.build(l.prefix, digestOf(subject), 0, buckets)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.rdb.Del(ctx, c.keys...).Err(); err != nil {
@@ -546,10 +566,10 @@ func withinHorizon(b Bucket) bool {
 
 // eval runs the script once, within the Limiter's timeout, and returns its
 // reply.
-func (l *Limiter) eval(ctx context.Context, subject string, cost int64, bs []Bucket) (string, error) {
+func (l *Limiter) eval(ctx context.Context, sd subjectDigest, cost int64, bs []Bucket) (string, error) {
 	c := getCall()
 	defer putCall(c)
-	c.build(l.prefix, subject, cost, bs)
+	c.build(l.prefix, sd, cost, bs)
 	c.ctx.arm(ctx, l.timeout)
 	return bucketScript.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
 }

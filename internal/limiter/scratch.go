@@ -52,10 +52,10 @@ func putCall(c *call) {
 
 // build fills c.keys with the bucket keys and c.args with the script's
 // ARGV.
-func (c *call) build(prefix, subject string, cost int64, bs []Bucket) {
+func (c *call) build(prefix string, sd subjectDigest, cost int64, bs []Bucket) {
 	buf := append(c.buf[:0], prefix...)
 	buf = append(buf, '{')
-	buf = appendSubjectHash(buf, subject)
+	buf = appendSubjectHash(buf, sd)
 	buf = append(buf, "}:"...)
 	head := len(buf)
 	for i, b := range bs {
