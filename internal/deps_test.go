@@ -45,7 +45,7 @@ var mayImport = map[string][]string{
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {},
 	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -179,8 +180,8 @@ func (r *CheckRequest) validate() error {
 	switch {
 	case strings.TrimSpace(r.Subject) == "":
 		fs = append(fs, httpapi.FieldError("subject", "is required"))
-	case len(r.Subject) > 1024:
-		fs = append(fs, httpapi.FieldError("subject", "must be at most 1024 bytes"))
+	case len(r.Subject) > identity.MaxSubjectLen:
+		fs = append(fs, httpapi.FieldError("subject", fmt.Sprintf("must be at most %d bytes", identity.MaxSubjectLen)))
 	}
 	switch {
 	case r.API == "":
