@@ -45,8 +45,11 @@ type FunctionProps struct {
 	// Name is the function's directory under functions/, e.g. "authorizer".
 	// Required.
 	Name string
-	// AssetDir is the directory holding the function's `bootstrap` binary.
-	// Default: DefaultAssetRoot/<Name>.
+	// AssetDir is a directory holding a prebuilt linux/arm64 `bootstrap`
+	// of the function, such as `make build` output
+	// (AssetDir(DefaultAssetRoot, Name)). Default: empty, the function is
+	// compiled from the sluice module version the CDK app's go.mod requires
+	// (see [Build]).
 	AssetDir string
 	// Environment is the function's environment (see the env contract:
 	// REDIS_URL, DB_SECRET_ARN, ...). Default: none.
@@ -69,17 +72,23 @@ type FunctionProps struct {
 	LogRetention awslogs.RetentionDays
 }
 
-// NewFunction creates a Sluice Lambda: the `bootstrap` binary from the asset
-// directory on provided.al2023, arm64 (Graviton: cheaper per ms and what
-// `make build` targets), with its own log group so the retention is set
-// without the log-retention custom resource and its broad IAM policy.
+// NewFunction creates a Sluice Lambda: the `bootstrap` binary of
+// FunctionProps.AssetDir, or else the one [Build] compiles, on
+// provided.al2023, arm64 (Graviton: cheaper per ms and what `make build`
+// targets), with its own log group so the retention is set without the
+// log-retention custom resource and its broad IAM policy. Like CDK's own
+// constructs it panics on a configuration it cannot synthesize, here a
+// failed build: call Build first to handle that error yourself.
 func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslambda.Function {
 	if p == nil || p.Name == "" {
 		panic("sluice.NewFunction: FunctionProps.Name is required")
 	}
 	dir := p.AssetDir
 	if dir == "" {
-		dir = AssetDir("", p.Name)
+		var err error
+		if dir, err = Build(p.Name); err != nil {
+			panic(err)
+		}
 	}
 	memory := p.MemorySize
 	if memory == 0 {

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,5 +60,43 @@ func TestAssetDir(t *testing.T) {
 	}
 	if got, want := AssetDir("/tmp/a", "check"), "/tmp/a/check"; got != want {
 		t.Errorf(`AssetDir("/tmp/a", "check") = %q, want %q`, got, want)
+	}
+}
+
+func TestCacheKey(t *testing.T) {
+	tests := []struct {
+		name          string
+		m             goModule
+		wantKey       string
+		wantImmutable bool
+	}{
+		{"released", goModule{Path: ModulePath, Version: "v1.4.0"}, "github.com_sluicehq_sluice@v1.4.0", true},
+		{"pseudo-version", goModule{Path: ModulePath, Version: "v0.0.0-20261201000000-abcdef012345"},
+			"github.com_sluicehq_sluice@v0.0.0-20261201000000-abcdef012345", true},
+		{"replaced by a fork's version", goModule{Path: ModulePath, Version: "v1.4.0",
+			Replace: &goModule{Path: "example.com/fork", Version: "v1.4.1"}}, "example.com_fork@v1.4.1", true},
+		// A local directory may change between two synths: never reused.
+		{"replaced by a directory", goModule{Path: ModulePath, Version: "v1.4.0",
+			Replace: &goModule{Path: "../sluice", Dir: "/src/sluice"}}, "local-", false},
+		{"the main module", goModule{Path: ModulePath, Main: true, Dir: "/src/sluice"}, "local-", false},
+	}
+	for _, tt := range tests {
+		key, immutable := cacheKey(&tt.m)
+		if immutable != tt.wantImmutable || !strings.HasPrefix(key, tt.wantKey) || (!immutable && len(key) != len("local-")+12) {
+			t.Errorf("%s: cacheKey = %q, %v; want %q…, %v", tt.name, key, immutable, tt.wantKey, tt.wantImmutable)
+		}
+	}
+	a, _ := cacheKey(&goModule{Main: true, Dir: "/src/a"})
+	b, _ := cacheKey(&goModule{Main: true, Dir: "/src/b"})
+	if a == b {
+		t.Errorf("two checkouts share the cache key %q", a)
+	}
+}
+
+func TestBuildWithoutGo(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := build("authorizer")
+	if err == nil || !strings.Contains(err.Error(), "Go toolchain is not on PATH") || !strings.Contains(err.Error(), "AssetDir") {
+		t.Errorf("build without go = %v, want an error naming the missing toolchain and AssetDir", err)
 	}
 }
