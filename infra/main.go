@@ -16,6 +16,7 @@
 //	stackName=Sluice       the CloudFormation stack name
 //	assetRoot=build/arm64  where `make build` put the bootstraps
 //	subjectSources=..., defaultLimit=...   authorizer settings
+//	rateLimitHeaders=draft11,legacy        the 429's rate-limit fields (draft11, draft6, legacy)
 //	nag=true               check the stack with cdk-nag's AwsSolutions pack: an
 //	                       unsuppressed finding fails the synth (what TestNag checks)
 package main
@@ -72,6 +73,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string) {
 		DatabaseHost:       get("databaseHost"),
 		SubjectSources:     get("subjectSources"),
 		DefaultLimit:       get("defaultLimit"),
+		RateLimitHeaders:   get("rateLimitHeaders"),
 		NoVpc:              get("localstack") == "true",
 		VpcID:              get("vpcId"),
 		SecurityGroupIDs:   splitList(get("securityGroupIds")),

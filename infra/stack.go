@@ -110,6 +110,10 @@ type StackProps struct {
 	// DefaultLimit is the authorizer's DEFAULT_LIMIT ("" = allow when no rule
 	// matches; "100/1m,burst=200").
 	DefaultLimit string
+	// RateLimitHeaders is the authorizer's and the check function's
+	// RATELIMIT_HEADERS, and the fields of the demo API's 429 (see
+	// sluice.AuthorizerProps.RateLimitHeaders). Default: "draft11".
+	RateLimitHeaders string
 	// LogLevel is LOG_LEVEL of every function. Default: "info".
 	LogLevel string
 
@@ -136,6 +140,9 @@ func (p *StackProps) validate() error {
 	}
 	if p.DatabaseURL != "" && p.DatabaseSecretArn != "" {
 		errs = append(errs, errors.New("DatabaseURL and DatabaseSecretArn are exclusive"))
+	}
+	if _, err := sluice.ResponseHeaders(p.RateLimitHeaders); err != nil {
+		errs = append(errs, fmt.Errorf("RateLimitHeaders: %w", err))
 	}
 	if p.RedisURL != "" && !strings.HasPrefix(p.RedisURL, "redis://") && !strings.HasPrefix(p.RedisURL, "rediss://") {
 		errs = append(errs, fmt.Errorf("RedisURL %q: want redis:// or rediss://", p.RedisURL))
@@ -296,10 +303,17 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if p.DefaultLimit != "" {
 		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
 	}
+	checkEnv := map[string]string{}
+	if p.RateLimitHeaders != "" {
+		// The check API sends the same fields (NewAuthorizer sets the
+		// authorizer's).
+		checkEnv["RATELIMIT_HEADERS"] = p.RateLimitHeaders
+	}
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
 			redisEnv, db.env, authEnv),
-		SubjectSources: p.SubjectSources,
+		SubjectSources:   p.SubjectSources,
+		RateLimitHeaders: p.RateLimitHeaders,
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
 	grant(s.Authorizer.Function, true)
@@ -315,7 +329,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, db.env)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
 		case name == "check":
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv, checkEnv)
 		default:
 			// The admin functions get DEFAULT_LIMIT too, so the subject limits
 			// view shows the default bucket and a reset clears it.
@@ -743,7 +757,7 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 		DeployOptions:        stageLogging(stack, "DemoApi"),
 		DefaultMethodOptions: a.MethodOptions(),
 	})
-	sluice.AddGatewayResponses(stack, "DemoApi", api)
+	a.AddGatewayResponses(stack, "DemoApi", api)
 	echo := awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
 		RequestTemplates: &map[string]*string{"application/json": jsii.String(`{"statusCode": 200}`)},
 		IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{

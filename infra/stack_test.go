@@ -79,6 +79,7 @@ func variantProps(v variant) *StackProps {
 		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
 		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db" // partial: no suffix
 		p.DatabaseHost = "proxy.example.internal"
+		p.RateLimitHeaders = "draft11,legacy"
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
@@ -242,6 +243,44 @@ func TestAuthorizerResultCacheIsOff(t *testing.T) {
 				t.Errorf("%s: %s Type = %v, want REQUEST", v, r.ID, got)
 			}
 		}
+	}
+}
+
+// TestRateLimitHeadersProp: the byo variant chooses draft11 and legacy, so
+// its 429 maps both dialects' fields, and the authorizer and the check
+// function get RATELIMIT_HEADERS (the others keep the default, unset).
+func TestRateLimitHeadersProp(t *testing.T) {
+	tmpl, js := synth(t, byo)
+	check(t, "ACCESS_DENIED", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
+			"ResponseType": "ACCESS_DENIED",
+			"ResponseParameters": assertions.Match_ObjectEquals(&map[string]any{
+				"gatewayresponse.header.Content-Type":          "'application/json'",
+				"gatewayresponse.header.Retry-After":           "context.authorizer.retryAfter",
+				"gatewayresponse.header.RateLimit-Policy":      "context.authorizer.rateLimitPolicy",
+				"gatewayresponse.header.RateLimit":             "context.authorizer.rateLimit",
+				"gatewayresponse.header.X-RateLimit-Limit":     "context.authorizer.limit",
+				"gatewayresponse.header.X-RateLimit-Remaining": "context.authorizer.remaining",
+				"gatewayresponse.header.X-RateLimit-Reset":     "context.authorizer.resetAt",
+			}),
+		})
+	})
+	n := 0
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		env, _ := r.Props["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		if v, ok := vars["RATELIMIT_HEADERS"]; ok {
+			n++
+			if v != "draft11,legacy" {
+				t.Errorf("%s RATELIMIT_HEADERS = %v, want draft11,legacy", r.ID, v)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d functions have RATELIMIT_HEADERS, want 2 (the authorizer and check)", n)
+	}
+	if err := (&StackProps{RateLimitHeaders: "draft11,x"}).validate(); err == nil || !strings.Contains(err.Error(), "RateLimitHeaders") {
+		t.Errorf("validate(RateLimitHeaders: draft11,x) = %v, want an error naming RateLimitHeaders", err)
 	}
 }
 

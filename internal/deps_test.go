@@ -24,7 +24,7 @@ var mayImport = map[string][]string{
 	// admin mains name their route constant.
 	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
 	// The CLI: app and below (a client of the admin API, sluice local).
-	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi",
+	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/headers", "internal/httpapi",
 		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
@@ -40,13 +40,14 @@ var mayImport = map[string][]string{
 	// Environment → Config, and the clients. It parses SUBJECT_SOURCES and
 	// DEFAULT_LIMIT with the domain's own parsers, so it may import those
 	// two leaves.
-	"internal/config": {"internal/identity", "internal/rules",
+	"internal/config": {"internal/headers", "internal/identity", "internal/rules",
 		"github.com/redis/go-redis/v9", "github.com/jackc/pgx/v5", "github.com/aws/aws-sdk-go-v2/"},
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {},
+	"internal/headers":          {},
 	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/httpapi":          {"internal/rules"},
@@ -69,13 +70,13 @@ var mayImport = map[string][]string{
 	// route table. The app records its cdk-nag suppressions.
 	"infra": {"infra/sluice", "internal/admin", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
 		"github.com/cdklabs/cdk-nag-go/"},
-	"infra/sluice": {"internal/admin", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
+	"infra/sluice": {"internal/admin", "internal/headers", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
 }
 
 // domain packages know nothing of Lambda or AWS, not even through what they
 // import (DESIGN.md): the same code serves the Lambdas, sluice local and
 // the benchmarks.
-var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/bucket",
+var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/headers", "internal/bucket",
 	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi"}
 
 type listed struct {

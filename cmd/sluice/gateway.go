@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/headers"
 )
 
 // The identity of the demo API in the ARNs and events the local gateway
@@ -46,6 +47,9 @@ type gateway struct {
 	resources    []resourceTemplate
 	auth         restAuthorizer
 	log          *slog.Logger
+	// headers are the dialects of the rate-limit fields (RATELIMIT_HEADERS),
+	// as the construct's gateway responses map them; 0 is headers.Default.
+	headers headers.Dialects
 }
 
 func newGateway(apiID, stage string, resources []string, auth restAuthorizer, log *slog.Logger) *gateway {
@@ -213,7 +217,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The CDK ACCESS_DENIED gateway response (sluice.TooManyRequestsBody):
 		// 429, the RateLimit headers and a body of strings read from the
 		// authorizer context.
-		setRateLimitHeaders(w.Header(), ctxv, true)
+		g.setRateLimitHeaders(w.Header(), ctxv, true)
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{
 			"message":    "Too Many Requests",
 			"retryAfter": contextString(ctxv, authapigw.KeyRetryAfter),
@@ -225,24 +229,32 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	setRateLimitHeaders(w.Header(), ctxv, false)
+	g.setRateLimitHeaders(w.Header(), ctxv, false)
 	echo(w, r, ev, resp)
 }
 
-// setRateLimitHeaders copies the RateLimit fields (and, on a deny,
-// Retry-After) from the authorizer context; empty values are left out.
-func setRateLimitHeaders(h http.Header, ctxv map[string]any, deny bool) {
-	// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
-	// Field names are case-insensitive, but people read them.
-	if v := contextString(ctxv, authapigw.KeyRateLimitPolicy); v != "" {
-		h["RateLimit-Policy"] = []string{v}
+// setRateLimitHeaders copies the fields of the chosen header dialects (and,
+// on a deny, Retry-After) from the authorizer context, as the construct's
+// gateway response maps them. On an allow they are sent only when a rule
+// applied: API Gateway itself adds them to no allowed response, the local
+// gateway does to show the numbers.
+func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any, deny bool) {
+	dialects := g.headers
+	if dialects == 0 {
+		dialects = headers.Default
 	}
-	if v := contextString(ctxv, authapigw.KeyRateLimit); v != "" {
-		h["RateLimit"] = []string{v}
+	if !deny && contextString(ctxv, authapigw.KeyRule) == "" {
+		return
 	}
+	fields := dialects.Fields()
 	if deny {
-		if v := contextString(ctxv, authapigw.KeyRetryAfter); v != "" {
-			h.Set("Retry-After", v)
+		fields = append(fields, headers.RetryAfter)
+	}
+	for _, f := range fields {
+		// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
+		// Field names are case-insensitive, but people read them.
+		if v := contextString(ctxv, f.Key); v != "" {
+			h[f.Name] = []string{v}
 		}
 	}
 }

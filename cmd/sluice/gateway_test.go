@@ -6,15 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
 )
@@ -67,6 +70,7 @@ func authResponse(effect, resource string) events.APIGatewayCustomAuthorizerResp
 		Context: map[string]any{
 			authapigw.KeyRetryAfter: int64(7), authapigw.KeyLimit: int64(3), authapigw.KeyRemaining: int64(0),
 			authapigw.KeyReset: int64(60), authapigw.KeyRateLimitPolicy: `"r";q=3;w=60`, authapigw.KeyRateLimit: `"r";r=0;t=60`,
+			authapigw.KeyResetAt: int64(1796083260), authapigw.KeyRule: "r",
 		},
 	}
 }
@@ -131,6 +135,69 @@ func TestGatewayEventAndPolicy(t *testing.T) {
 				t.Errorf("200 RateLimit = %q, want the context's", hdr(w.Header(), "RateLimit"))
 			}
 		})
+	}
+}
+
+// TestGatewayHeaderDialects: the local gateway writes the fields of the
+// chosen dialects from the authorizer context, exactly those (names as
+// written, not canonicalised), Retry-After on every 429 and never on a 200,
+// and nothing on an allow that no rule limited.
+func TestGatewayHeaderDialects(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:execute-api:local:000000000000:demo/local/GET/items/42"
+	draft11 := map[string]string{"RateLimit-Policy": `"r";q=3;w=60`, "RateLimit": `"r";r=0;t=60`}
+	draft6 := map[string]string{"RateLimit-Limit": "3", "RateLimit-Remaining": "0", "RateLimit-Reset": "60"}
+	legacy := map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1796083260"}
+	union := func(ms ...map[string]string) map[string]string {
+		out := map[string]string{}
+		for _, m := range ms {
+			maps.Copy(out, m)
+		}
+		return out
+	}
+	tests := []struct {
+		dialects headers.Dialects
+		want     map[string]string
+	}{
+		{0, draft11}, // unset: the default
+		{headers.Draft11, draft11},
+		{headers.Draft6, draft6},
+		{headers.Legacy, legacy},
+		{headers.Draft6 | headers.Legacy, union(draft6, legacy)},
+		{headers.Draft11 | headers.Draft6 | headers.Legacy, union(draft11, draft6, legacy)},
+	}
+	rateLimitFields := func(h http.Header) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			if strings.Contains(strings.ToLower(k), "ratelimit") || strings.EqualFold(k, "Retry-After") {
+				out[k] = v[0]
+			}
+		}
+		return out
+	}
+	for _, tt := range tests {
+		for _, effect := range []string{"Deny", "Allow", "Allow without a rule"} {
+			t.Run(tt.dialects.String()+"/"+effect, func(t *testing.T) {
+				t.Parallel()
+				resp := authResponse(strings.Fields(effect)[0], arn)
+				want := maps.Clone(tt.want)
+				switch effect {
+				case "Deny":
+					want["Retry-After"] = "7"
+				case "Allow without a rule":
+					resp.Context[authapigw.KeyRule] = ""
+					want = map[string]string{}
+				}
+				g := newGateway("demo", "local", demoResources, &fakeAuth{resp: resp}, discardLogger())
+				g.headers = tt.dialects
+				req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/items/42", nil)
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, req)
+				if diff := cmp.Diff(want, rateLimitFields(w.Header())); diff != "" {
+					t.Errorf("%s fields (-want +got):\n%s", effect, diff)
+				}
+			})
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -101,6 +102,8 @@ printed). A flag wins over its variable.`)
 	envFlag("poll", "RULES_VERSION_POLL", "how often the authorizer checks the rules version")
 	envFlag("refresh", "RULES_REFRESH", "full rules reload interval (default 5m)")
 	envFlag("subject-sources", "SUBJECT_SOURCES", "where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)")
+	envFlag("ratelimit-headers", "RATELIMIT_HEADERS", "rate-limit header dialects, a comma list of "+headers.Names+
+		" (default draft11); Retry-After is always sent on a 429")
 	envFlag("default-limit", "DEFAULT_LIMIT", `limit when no rule matches, such as "100/1m" or "100/1m,burst=200"; "" allows`)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -241,7 +244,9 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler()))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
-	mux.Handle("/", newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log))
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
+	gw.headers = cfg.RateLimitHeaders
+	mux.Handle("/", gw)
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {

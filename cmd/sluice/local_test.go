@@ -246,6 +246,68 @@ func TestLocal(t *testing.T) {
 	}
 }
 
+// TestLocalHeaderDialects runs sluice local with RATELIMIT_HEADERS and
+// --ratelimit-headers: the flag wins over the variable, the 429 carries the
+// chosen dialects' fields and Retry-After and no other dialect's, and a
+// dialect it does not know stops it at start with an error naming the
+// variable.
+func TestLocalHeaderDialects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		env      []string
+		args     []string
+		want     []string // fields the 429 must carry
+		wantNone []string // fields it must not
+	}{
+		{"variable", []string{"RATELIMIT_HEADERS=draft6"}, nil,
+			[]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"},
+			[]string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit"}},
+		{"flag wins", []string{"RATELIMIT_HEADERS=draft6"}, []string{"--ratelimit-headers", "legacy,draft11"},
+			[]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"},
+			[]string{"RateLimit-Limit"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := startLocal(t, tt.env, tt.args...)
+			subject := "dialect-" + testenv.Random(t)
+			var resp *http.Response
+			for range 4 { // GET /search: 3 a minute (examples/rules.json)
+				resp, _ = p.get(t, "/search", subject)
+			}
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("GET /search #4 = %d, want 429", resp.StatusCode)
+			}
+			for _, f := range tt.want {
+				if len(resp.Header.Values(f)) == 0 {
+					t.Errorf("429 lacks %s: %v", f, resp.Header)
+				}
+			}
+			for _, f := range tt.wantNone {
+				if len(resp.Header.Values(f)) > 0 {
+					t.Errorf("429 has %s, not chosen: %v", f, resp.Header)
+				}
+			}
+			if v := resp.Header.Get("X-RateLimit-Reset"); v != "" {
+				reset, err := strconv.ParseInt(v, 10, 64)
+				if now := time.Now().Unix(); err != nil || reset < now || reset > now+61 {
+					t.Errorf("X-RateLimit-Reset = %q, want a Unix time within a minute of %d", v, now)
+				}
+			}
+		})
+	}
+	t.Run("unknown dialect", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.Command(sluiceBin, "local", "--addr", "127.0.0.1:0", "--ratelimit-headers", "draft11,x-ratelimit")
+		cmd.Env = append(os.Environ(), "REDIS_URL=", "DATABASE_URL=")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `RATELIMIT_HEADERS: unknown dialect "x-ratelimit"`) {
+			t.Errorf("sluice local --ratelimit-headers draft11,x-ratelimit = %v:\n%s\nwant a start-up error naming RATELIMIT_HEADERS", err, out)
+		}
+	})
+}
+
 func testAllowThenDeny(t *testing.T, p *localProc) {
 	subject := "allow-" + testenv.Random(t)
 	// GET /search: 3 a minute (examples/rules.json).

@@ -10,6 +10,7 @@
 package sluice
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/headers"
 )
 
 // Context keys the authorizer returns with every decision (see the
@@ -34,6 +36,7 @@ const (
 	ContextRetryAfter      = "retryAfter"
 	ContextRateLimitPolicy = "rateLimitPolicy"
 	ContextRateLimit       = "rateLimit"
+	ContextResetAt         = "resetAt" // only with the "legacy" RateLimitHeaders
 )
 
 // DefaultAssetRoot is where `make build` writes the linux/arm64 Lambda
@@ -152,6 +155,16 @@ type AuthorizerProps struct {
 	// query source when that is the only source; none otherwise (so that the
 	// "apikey" and "ip" fallbacks still reach the authorizer).
 	IdentitySources []*string
+	// RateLimitHeaders chooses the rate-limit fields of the 429, a
+	// comma-separated list of dialects: "draft11" (RateLimit-Policy and
+	// RateLimit, the current IETF draft's syntax), "draft6"
+	// (RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset) and "legacy"
+	// (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset as a
+	// Unix time). It is the authorizer's RATELIMIT_HEADERS, and
+	// [Authorizer.AddGatewayResponses] maps the same fields. Retry-After
+	// is always sent. Default: empty, "draft11". An unknown dialect panics
+	// (naming it) when the authorizer is created.
+	RateLimitHeaders string
 }
 
 // Authorizer is the Sluice authorizer function with its API Gateway REQUEST
@@ -166,6 +179,7 @@ type Authorizer struct {
 
 	scope           constructs.Construct
 	identitySources []*string
+	headers         headers.Dialects
 }
 
 // NewAuthorizer creates the authorizer Lambda and its REQUEST authorizer.
@@ -178,19 +192,27 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if fp.Name == "" {
 		fp.Name = "authorizer"
 	}
-	if p.SubjectSources != "" {
-		env := make(map[string]string, len(fp.Environment)+1)
-		for k, v := range fp.Environment {
-			env[k] = v
-		}
-		env["SUBJECT_SOURCES"] = p.SubjectSources
-		fp.Environment = env
+	dialects, err := headers.Parse(p.RateLimitHeaders)
+	if err != nil {
+		panic(fmt.Sprintf("sluice.NewAuthorizer %s: RateLimitHeaders: %v", id, err))
 	}
+	env := make(map[string]string, len(fp.Environment)+2)
+	for k, v := range fp.Environment {
+		env[k] = v
+	}
+	if p.SubjectSources != "" {
+		env["SUBJECT_SOURCES"] = p.SubjectSources
+	}
+	if p.RateLimitHeaders != "" {
+		env["RATELIMIT_HEADERS"] = dialects.String()
+	}
+	fp.Environment = env
 	construct := constructs.NewConstruct(scope, jsii.String(id))
 	a := &Authorizer{
 		Function:        NewFunction(construct, "Function", &fp),
 		scope:           construct,
 		identitySources: p.IdentitySources,
+		headers:         dialects,
 	}
 	if a.identitySources == nil {
 		a.identitySources = IdentitySources(p.SubjectSources)
@@ -262,12 +284,31 @@ func IdentitySources(subjectSources string) []*string {
 	return []*string{}
 }
 
-// RateLimitHeaders maps the 429 response headers to the authorizer context
-// keys they are read from.
-var RateLimitHeaders = map[string]string{
-	"Retry-After":      ContextRetryAfter,
-	"RateLimit-Policy": ContextRateLimitPolicy,
-	"RateLimit":        ContextRateLimit,
+// RateLimitHeaders maps the 429 response headers of the default dialect
+// (draft11) to the authorizer context keys they are read from; see
+// [ResponseHeaders] for the others.
+var RateLimitHeaders = func() map[string]string {
+	m, _ := ResponseHeaders("")
+	return m
+}()
+
+// ResponseHeaders maps the 429 response headers of the dialects named in
+// rateLimitHeaders (AuthorizerProps.RateLimitHeaders syntax; "" is draft11)
+// to the authorizer context keys they are read from, Retry-After included.
+func ResponseHeaders(rateLimitHeaders string) (map[string]string, error) {
+	d, err := headers.Parse(rateLimitHeaders)
+	if err != nil {
+		return nil, err
+	}
+	return responseHeaders(d), nil
+}
+
+func responseHeaders(d headers.Dialects) map[string]string {
+	m := map[string]string{headers.RetryAfter.Name: headers.RetryAfter.Key}
+	for _, f := range d.Fields() {
+		m[f.Name] = f.Key
+	}
+	return m
 }
 
 // TooManyRequestsBody is the JSON body of the 429 response. Gateway response
@@ -286,7 +327,17 @@ const TooManyRequestsBody = `{"message":"Too Many Requests",` +
 	`"requestId":"$context.requestId"}`
 
 // AddGatewayResponses installs Sluice's gateway responses on api (one created
-// in this app or imported with RestApi_FromRestApiAttributes):
+// in this app or imported with RestApi_FromRestApiAttributes), with the
+// fields of the authorizer's RateLimitHeaders. See the package function for
+// what they do.
+func (a *Authorizer) AddGatewayResponses(scope constructs.Construct, id string, api awsapigateway.IRestApi) {
+	addGatewayResponses(scope, id, api, a.headers)
+}
+
+// AddGatewayResponses installs Sluice's gateway responses on api (one created
+// in this app or imported with RestApi_FromRestApiAttributes), for an
+// authorizer with the default RateLimitHeaders (draft11; for another, use
+// [Authorizer.AddGatewayResponses]):
 //
 //   - ACCESS_DENIED, what API Gateway sends when the authorizer returns Deny,
 //     becomes 429 Too Many Requests with Retry-After, RateLimit-Policy and
@@ -297,6 +348,10 @@ const TooManyRequestsBody = `{"message":"Too Many Requests",` +
 // resource-policy denial on the same API would also become a 429. The ids
 // are derived from id, which must be unique in scope.
 func AddGatewayResponses(scope constructs.Construct, id string, api awsapigateway.IRestApi) {
+	addGatewayResponses(scope, id, api, headers.Default)
+}
+
+func addGatewayResponses(scope constructs.Construct, id string, api awsapigateway.IRestApi, d headers.Dialects) {
 	// Response headers from the authorizer context. Using
 	// $context.authorizer.<key> in a gateway response BODY template is
 	// documented ("Gateway response" / "Variables for data transformations",
@@ -308,16 +363,17 @@ func AddGatewayResponses(scope constructs.Construct, id string, api awsapigatewa
 	// (https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-swagger-extensions-gateway-responses.gatewayResponse.html).
 	// API Gateway accepts and applies context.authorizer.* there in practice;
 	// the body keeps the values available should that ever change.
-	headers := make(map[string]*string, len(RateLimitHeaders)+1)
-	for h, key := range RateLimitHeaders {
-		headers[h] = jsii.String("context.authorizer." + key)
+	fields := responseHeaders(d)
+	params := make(map[string]*string, len(fields)+1)
+	for h, key := range fields {
+		params[h] = jsii.String("context.authorizer." + key)
 	}
-	headers["Content-Type"] = jsii.String("'application/json'")
+	params["Content-Type"] = jsii.String("'application/json'")
 	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"TooManyRequests"), &awsapigateway.GatewayResponseProps{
 		RestApi:         api,
 		Type:            awsapigateway.ResponseType_ACCESS_DENIED(),
 		StatusCode:      jsii.String("429"),
-		ResponseHeaders: &headers,
+		ResponseHeaders: &params,
 		Templates:       &map[string]*string{"application/json": jsii.String(TooManyRequestsBody)},
 	})
 	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"Unauthorized"), &awsapigateway.GatewayResponseProps{

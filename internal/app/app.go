@@ -249,7 +249,7 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -120,6 +121,11 @@ type Config struct {
 	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
 	// authorizer reads the rules version from Redis. Default 1s.
 	RulesVersionPoll time.Duration
+	// RateLimitHeaders is RATELIMIT_HEADERS parsed (headers.Parse), such as
+	// "draft11,legacy": the dialects of the rate-limit fields in the
+	// authorizer context and the check API's response. Default
+	// headers.Default (draft11).
+	RateLimitHeaders headers.Dialects
 }
 
 // Secret is a setting that must not reach a log. Its String, GoString and
@@ -154,6 +160,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
+		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
 	}
 	if c.DefaultLimit != nil {
 		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
@@ -295,6 +302,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.DefaultLimit = d
 	}
+	dialects, err := headers.Parse(get("RATELIMIT_HEADERS"))
+	if err != nil {
+		fail("RATELIMIT_HEADERS", "%v", err)
+	}
+	c.RateLimitHeaders = dialects
 	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -29,6 +30,7 @@ func defaults() Config {
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
+		RateLimitHeaders: headers.Draft11,
 	}
 }
 
@@ -58,7 +60,9 @@ func TestFromEnv(t *testing.T) {
 			"RULES_VERSION_POLL":    "500ms",
 			"REDIS_PREFIX":          "prod-eu:",
 			"MAX_RULES":             "2500",
+			"RATELIMIT_HEADERS":     "draft11, Legacy",
 		}, func(c *Config) {
+			c.RateLimitHeaders = headers.Draft11 | headers.Legacy
 			c.RedisPrefix = "prod-eu:"
 			c.MaxRules = 2500
 			c.LogLevel = slog.LevelDebug
@@ -156,6 +160,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"limit refill horizon", "DEFAULT_LIMIT", "1/1y,burst=10000000", nil},
 		{"refresh", "RULES_REFRESH", "0s", nil},
 		{"poll", "RULES_VERSION_POLL", "soon", nil},
+		{"header dialect", "RATELIMIT_HEADERS", "draft11,x-ratelimit", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

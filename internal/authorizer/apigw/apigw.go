@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/limiter"
 )
 
@@ -41,6 +43,9 @@ const (
 	KeyRateLimit       = "rateLimit"       // string: RateLimit field value
 	KeyRule            = "rule"            // string: id of the limiting rule, "" when none applied
 	KeyFailOpen        = "failOpen"        // boolean: Redis failed and the request was let through
+	// KeyResetAt is only present with the legacy header dialect
+	// (RATELIMIT_HEADERS): X-RateLimit-Reset's Unix time.
+	KeyResetAt = headers.KeyResetAt // number: Unix time in seconds when the bucket is full
 )
 
 // InvokeAction is the IAM action API Gateway checks an authorizer policy for.
@@ -55,21 +60,29 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, aggregates decisions into CloudWatch EMF lines.
 	Metrics *Metrics
+	// Headers are the rate-limit header dialects (RATELIMIT_HEADERS) whose
+	// values the context carries and the check API sends; 0 means
+	// headers.Default.
+	Headers headers.Dialects
 }
 
 // handler is what the authorizer and the check handlers share: the
 // decision, its log and its metrics.
 type handler struct {
-	a   *authorizer.Authorizer
-	log *slog.Logger
-	m   *Metrics
+	a       *authorizer.Authorizer
+	log     *slog.Logger
+	m       *Metrics
+	headers headers.Dialects
 }
 
 func newHandler(a *authorizer.Authorizer, o Options) handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return handler{a: a, log: o.Logger, m: o.Metrics}
+	if o.Headers == 0 {
+		o.Headers = headers.Default
+	}
+	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
 }
 
 // Authorizer answers API Gateway authorizer events.
@@ -97,10 +110,10 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return restResponse(&res, ev.MethodArn), nil
+	return h.restResponse(&res, ev.MethodArn), nil
 }
 
-func restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+func (h *handler) restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
@@ -115,7 +128,7 @@ func restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCus
 				Resource: []string{methodARN},
 			}},
 		},
-		Context: contextValues(res),
+		Context: h.contextValues(res),
 	}
 }
 
@@ -139,7 +152,7 @@ func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAutho
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 		IsAuthorized: res.Allowed,
-		Context:      contextValues(&res),
+		Context:      h.contextValues(&res),
 	}, nil
 }
 
@@ -202,7 +215,7 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		if !ok {
 			return nil, ErrUnauthorized
 		}
-		return json.Marshal(events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: res.Allowed, Context: contextValues(&res)})
+		return json.Marshal(events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: res.Allowed, Context: h.contextValues(&res)})
 	}
 	if ev.Type != "" && ev.Type != "REQUEST" {
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
@@ -220,7 +233,7 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return json.Marshal(restResponse(&res, ev.MethodArn))
+	return json.Marshal(h.restResponse(&res, ev.MethodArn))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
@@ -256,10 +269,11 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 }
 
 // contextValues are the authorizer context: strings, numbers and booleans
-// only, every key always present so gateway mappings never miss one.
-func contextValues(r *authorizer.Result) map[string]any {
+// only, every key always present so gateway mappings never miss one, and
+// the keys of the chosen header dialects beyond them (KeyResetAt).
+func (h *handler) contextValues(r *authorizer.Result) map[string]any {
 	var buf [96]byte
-	return map[string]any{
+	v := map[string]any{
 		KeyLimit:           r.Limit,
 		KeyRemaining:       r.Remaining,
 		KeyReset:           authorizer.Seconds(r.Reset),
@@ -269,6 +283,17 @@ func contextValues(r *authorizer.Result) map[string]any {
 		KeyRule:            r.Rule,
 		KeyFailOpen:        r.FailOpen,
 	}
+	if h.headers&headers.Legacy != 0 {
+		// The authorizer's clock: the client compares it with its own.
+		v[KeyResetAt] = resetAt(time.Now(), r)
+	}
+	return v
+}
+
+// resetAt is the Unix time in seconds, rounded up, when r's bucket is full;
+// now when no rule applied.
+func resetAt(now time.Time, r *authorizer.Result) int64 {
+	return now.Add(r.Reset).Add(time.Second - 1).Unix()
 }
 
 func first(a, b string) string {

@@ -142,8 +142,12 @@ func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, 
 	})
 	hdr := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"}
 	if res.Effective != nil {
-		hdr["RateLimit-Policy"] = res.Policy()
-		hdr["RateLimit"] = string(res.AppendRateLimit(nil))
+		// The fields of the chosen dialects, from the values an authorizer
+		// puts in its context, so that both say the same.
+		ctxv := h.contextValues(&res)
+		for _, f := range h.headers.Fields() {
+			hdr[f.Name] = fmt.Sprint(ctxv[f.Key])
+		}
 	}
 	if !res.Allowed {
 		hdr["Retry-After"] = strconv.FormatInt(authorizer.Seconds(res.RetryAfter), 10)

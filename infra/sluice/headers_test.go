@@ -1,0 +1,119 @@
+package sluice_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/infra/sluice"
+)
+
+// TestGatewayResponseDialects synthesizes one stack per RateLimitHeaders
+// value (in one app: each synth is a node round trip) and checks the 429's
+// response parameters, exactly, and the authorizer's RATELIMIT_HEADERS.
+func TestGatewayResponseDialects(t *testing.T) {
+	draft11 := map[string]string{"RateLimit-Policy": "rateLimitPolicy", "RateLimit": "rateLimit"}
+	draft6 := map[string]string{"RateLimit-Limit": "limit", "RateLimit-Remaining": "remaining", "RateLimit-Reset": "reset"}
+	legacy := map[string]string{"X-RateLimit-Limit": "limit", "X-RateLimit-Remaining": "remaining", "X-RateLimit-Reset": "resetAt"}
+	tests := []struct {
+		headers string
+		env     any // RATELIMIT_HEADERS, nil when not set
+		fields  []map[string]string
+		method  bool // Authorizer.AddGatewayResponses rather than the package function
+	}{
+		{"", nil, []map[string]string{draft11}, false},
+		{"", nil, []map[string]string{draft11}, true},
+		{"draft11", "draft11", []map[string]string{draft11}, true},
+		{"draft6", "draft6", []map[string]string{draft6}, true},
+		{"legacy", "legacy", []map[string]string{legacy}, true},
+		{" Legacy, draft11 ,draft6", "draft11,draft6,legacy", []map[string]string{draft11, draft6, legacy}, true},
+	}
+	app := awscdk.NewApp(nil)
+	stacks := make([]awscdk.Stack, len(tests))
+	for i, tt := range tests {
+		stack := awscdk.NewStack(app, jsii.String(fmt.Sprintf("S%d", i)), nil)
+		api := awsapigateway.NewRestApi(stack, jsii.String("Api"), nil)
+		a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{
+			FunctionProps:    sluice.FunctionProps{AssetDir: "testdata/authorizer"},
+			RateLimitHeaders: tt.headers,
+		})
+		api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
+		if tt.method {
+			a.AddGatewayResponses(stack, "RateLimit", api)
+		} else {
+			sluice.AddGatewayResponses(stack, "RateLimit", api)
+		}
+		stacks[i] = stack
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("%q method=%v", tt.headers, tt.method), func(t *testing.T) {
+			js := jsonOf(t, assertions.Template_FromStack(stacks[i], nil))
+			want := map[string]any{
+				"gatewayresponse.header.Retry-After":  "context.authorizer.retryAfter",
+				"gatewayresponse.header.Content-Type": "'application/json'",
+			}
+			for _, m := range tt.fields {
+				for h, key := range m {
+					want["gatewayresponse.header."+h] = "context.authorizer." + key
+				}
+			}
+			var got any
+			var env any
+			for _, r := range js["Resources"].(map[string]any) {
+				r := r.(map[string]any)
+				props, _ := r["Properties"].(map[string]any)
+				switch r["Type"] {
+				case "AWS::ApiGateway::GatewayResponse":
+					if props["ResponseType"] == "ACCESS_DENIED" {
+						got = props["ResponseParameters"]
+					}
+				case "AWS::Lambda::Function":
+					if e, ok := props["Environment"].(map[string]any); ok {
+						env = e["Variables"].(map[string]any)["RATELIMIT_HEADERS"]
+					}
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("429 ResponseParameters (-want +got):\n%s", diff)
+			}
+			if env != tt.env {
+				t.Errorf("RATELIMIT_HEADERS = %v, want %v", env, tt.env)
+			}
+		})
+	}
+}
+
+func TestAuthorizerUnknownDialect(t *testing.T) {
+	defer func() {
+		r := recover()
+		if msg := fmt.Sprint(r); r == nil || !strings.Contains(msg, "RateLimitHeaders") || !strings.Contains(msg, `"x-ratelimit"`) {
+			t.Errorf("NewAuthorizer(RateLimitHeaders: x-ratelimit) panic = %v, want one naming the prop and the dialect", r)
+		}
+	}()
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
+	sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{
+		FunctionProps:    sluice.FunctionProps{AssetDir: "testdata/authorizer"},
+		RateLimitHeaders: "x-ratelimit",
+	})
+}
+
+// jsonOf turns a template into plain maps and slices.
+func jsonOf(t *testing.T, tmpl assertions.Template) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(tmpl.ToJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
