@@ -61,7 +61,7 @@ func TestAdminErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"rules", "put", "--api", "demo", "--route", "*", "--subject", "*", "--limit", "1", "--period", "1m"}, 1, "limit: must be at least 0"},
-		{[]string{"rules", "get"}, 2, "want 1 argument"},
+		{[]string{"rules", "get"}, 2, "rules get: missing ID"},
 		{[]string{"rules", "frob"}, 2, "unknown command"},
 		{[]string{"rules", "ls", "-o", "yaml"}, 2, "want table or json"},
 		{[]string{"nope"}, 2, "unknown command"},

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -21,7 +22,7 @@ type adminFlags struct {
 	output string
 }
 
-func addAdminFlags(fs *flag.FlagSet) *adminFlags {
+func addAdminFlags(fs *flagSet) *adminFlags {
 	a := &adminFlags{}
 	endpoint := os.Getenv("SLUICE_ENDPOINT")
 	if endpoint == "" {
@@ -37,12 +38,12 @@ func addAdminFlags(fs *flag.FlagSet) *adminFlags {
 	return a
 }
 
-func (a *adminFlags) check() error {
+func (a *adminFlags) check(fs *flagSet) error {
 	if a.client.Token == "" {
 		a.client.Token = os.Getenv("SLUICE_ADMIN_TOKEN")
 	}
 	if a.output != "table" && a.output != "json" {
-		return usageErrorf("-o %q: want table or json", a.output)
+		return fs.usageErrorf("-o %q: want table or json", a.output)
 	}
 	return nil
 }
@@ -86,53 +87,125 @@ func runGroup(ctx context.Context, e env, group string, subs []subcommand, args 
 	return usageErrorf("unknown command %q", group+" "+args[0])
 }
 
-// newFlagSet returns a FlagSet whose usage names the command and its
-// positional arguments.
-func newFlagSet(e env, name, args, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: sluice %s [flags] %s\n\n%s\n\nflags:\n", name, args, help)
-		fs.PrintDefaults()
-	}
+// flagSet is a command's flags with what its usage says: the positional
+// arguments and the help text.
+type flagSet struct {
+	*flag.FlagSet
+	args, help string
+	e          env
+}
+
+// newFlagSet returns the flags of command name (such as "rules get"),
+// which takes the positional arguments args (such as "ID").
+func newFlagSet(e env, name, args, help string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), args: args, help: help, e: e}
+	// The flag package's own messages and its dump of every flag on any
+	// error are replaced by parseArgs' usage errors: the wrong argument and
+	// the short usage. -h prints the whole usage (fullUsage).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
-// parseArgs parses flags that may come before or after the positional
-// arguments (`rules get ID -o json` and `rules get -o json ID` both work)
-// and returns the positional ones.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, errUsage
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+// shortUsage is the command's synopsis and where its flags are listed.
+func (fs *flagSet) shortUsage() string {
+	return fmt.Sprintf("%s\nRun `sluice %s -h` for the flags.", fs.synopsis(), fs.Name())
 }
 
-func wantArgs(fs *flag.FlagSet, pos []string, n int) error {
-	if len(pos) != n {
-		fs.Usage()
-		return usageErrorf("%s: want %d argument(s), got %d", fs.Name(), n, len(pos))
+// synopsis is "usage: sluice <command> [flags] <arguments>".
+func (fs *flagSet) synopsis() string {
+	return strings.TrimSpace("usage: sluice " + fs.Name() + " [flags] " + fs.args)
+}
+
+// fullUsage writes the synopsis, the help and every flag, for -h.
+func (fs *flagSet) fullUsage(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\n%s\n\nflags:\n", fs.synopsis(), fs.help)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// usageErrorf is a usage error of this command: the message (which names
+// the wrong argument), then the short usage.
+func (fs *flagSet) usageErrorf(format string, args ...any) error {
+	return usageErrorf("%s: %s\n%s", fs.Name(), fmt.Sprintf(format, args...), fs.shortUsage())
+}
+
+// parseArgs parses flags that come before, between or after the positional
+// arguments (`load URL --rate 5` and `load --rate 5 URL` are the same) and
+// returns the positional ones, in order. The arguments are sorted before
+// flag.Parse sees them: a flag that takes a value keeps the next argument
+// as its value (`--subject-prefix x`, even `--token -`), a boolean flag
+// does not (`--sigv4 ID`), `-flag=value` is one argument, a lone "-" is a
+// positional argument (stdin), and everything after "--" is positional
+// even if it starts with a dash.
+func parseArgs(fs *flagSet, args []string) ([]string, error) {
+	flags, pos := splitArgs(fs.FlagSet, args)
+	if err := fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.fullUsage(fs.e.stdout)
+			return nil, errHelp
+		}
+		// The flag package's message names the argument: "flag provided
+		// but not defined: -x", "invalid value "y" for flag -rate: ...",
+		// "flag needs an argument: -o".
+		return nil, fs.usageErrorf("%v", err)
+	}
+	// Nothing is left: splitArgs gave Parse flags and their values only.
+	return append(pos, fs.Args()...), nil
+}
+
+// splitArgs separates args into flags (with the values they take) and
+// positional arguments, keeping the order within each.
+func splitArgs(fs *flag.FlagSet, args []string) (flags, pos []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(pos, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // unknown (or -h): Parse reports it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, pos
+}
+
+// wantArgs checks that there are exactly n positional arguments, naming
+// the first extra one or what is missing.
+func wantArgs(fs *flagSet, pos []string, n int) error {
+	switch {
+	case len(pos) > n:
+		return fs.usageErrorf("unexpected argument %q", pos[n])
+	case len(pos) < n:
+		missing := strings.Fields(fs.args)
+		if len(pos) < len(missing) {
+			return fs.usageErrorf("missing %s", strings.Join(missing[len(pos):], " "))
+		}
+		return fs.usageErrorf("want %d argument(s), got %d", n, len(pos))
 	}
 	return nil
 }
 
 // parse parses a command's arguments, wants n positional ones and checks
 // the admin flags; it returns the positional arguments.
-func (a *adminFlags) parse(fs *flag.FlagSet, args []string, n int) ([]string, error) {
+func (a *adminFlags) parse(fs *flagSet, args []string, n int) ([]string, error) {
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -140,7 +213,7 @@ func (a *adminFlags) parse(fs *flag.FlagSet, args []string, n int) ([]string, er
 	if err := wantArgs(fs, pos, n); err != nil {
 		return nil, err
 	}
-	if err := a.check(); err != nil {
+	if err := a.check(fs); err != nil {
 		return nil, err
 	}
 	return pos, nil
@@ -148,7 +221,7 @@ func (a *adminFlags) parse(fs *flag.FlagSet, args []string, n int) ([]string, er
 
 // connect is parse followed by the admin client, for the commands that
 // need nothing else first.
-func (a *adminFlags) connect(ctx context.Context, fs *flag.FlagSet, args []string, n int) ([]string, *adminClient, error) {
+func (a *adminFlags) connect(ctx context.Context, fs *flagSet, args []string, n int) ([]string, *adminClient, error) {
 	pos, err := a.parse(fs, args, n)
 	if err != nil {
 		return nil, nil, err
