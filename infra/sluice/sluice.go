@@ -5,8 +5,11 @@
 // It provides the authorizer Lambda with an API Gateway REQUEST authorizer
 // ([NewAuthorizer]), the gateway responses that turn its Deny into a 429 with
 // Retry-After and RateLimit headers ([AddGatewayResponses]), and the Lambda
-// defaults every Sluice function shares ([NewFunction]). The reference stack in
-// infra/ wires these to ElastiCache, Aurora and the admin API.
+// defaults every Sluice function shares ([NewFunction]). Each function is
+// compiled during the synth from the sluice version the app's go.mod
+// requires ([Build]: the Go toolchain, no Docker, no Sluice checkout), unless
+// FunctionProps.AssetDir names a prebuilt one. The reference stack in infra/
+// wires these to ElastiCache, Aurora and the admin API.
 package sluice
 
 import (
