@@ -155,13 +155,18 @@ func (h leaseHandle) observe(remaining int64) {
 	}
 }
 
+// buildCalls are calls used only to build keys and arguments, never armed:
+// putCall drops a call whose timer is not running (it cannot tell one that
+// fired), so these have a pool of their own.
+var buildCalls = sync.Pool{New: callPool.New}
+
 // key returns the lease key of req: a seeded hash of the script's KEYS and
 // ARGV for it, as every script call builds them. Never 0.
 func (t *leases) key(prefix string, sd subjectDigest, req Request) uint64 {
-	c := getCall()
+	c := buildCalls.Get().(*call)
 	c.build(prefix, sd, req.Cost, req.Buckets)
 	k := maphash.Bytes(t.seed, c.buf)
-	putCall(c)
+	buildCalls.Put(c)
 	if k == 0 {
 		k = 1
 	}
@@ -252,7 +257,11 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 		// No lease, and none worth taking: Allow's own path, no lock.
 		return h, d, nil, false
 	}
-	for attempt := 0; ; attempt++ {
+	// A request waits for lease calls in flight (others may take the tokens
+	// of the first) at most the Limiter's timeout, what its own call could
+	// take, then calls Redis itself.
+	giveUp := now + int64(l.timeout)
+	for {
 		now = l.now()
 		s.mu.Lock()
 		if s.key.Load() != key || s.sd != sd {
@@ -290,7 +299,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 		if s.fetching {
 			w := s.wait
 			s.mu.Unlock()
-			if attempt > 0 {
+			if now > giveUp {
 				return h, d, nil, false
 			}
 			select {
@@ -404,6 +413,7 @@ func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, cost, n int64) {
 		defer t.returns.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.timeout, 100*time.Millisecond))
 		defer cancel()
+		l.st.redisCalls.Add(1)
 		if _, err := l.returnTokens(ctx, sd, bs, n*cost); err != nil {
 			// Lost tokens under-admit once, by n·cost, and refill at
 			// the rule's rate: nothing to retry.
@@ -417,8 +427,8 @@ func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, cost, n int64) {
 // returnTokens runs lease_return.lua: n tokens back to each of bs, never
 // above full. It returns the whole tokens each bucket took back.
 func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucket, n int64) ([]int64, error) {
-	c := getCall()
-	defer putCall(c)
+	c := buildCalls.Get().(*call)
+	defer buildCalls.Put(c)
 	c.build(l.prefix, sd, n, bs)
 	res, err := leaseReturnScript.Run(ctx, l.rdb, c.keys, c.args...).Text()
 	if err != nil {
