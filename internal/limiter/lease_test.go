@@ -47,7 +47,7 @@ func TestLeaseReturnScript(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		charge  int64    // charged first, with the buckets below
+		charge  int64 // charged first, with the buckets below
 		prepare func(key func(id string) string)
 		give    []Bucket // the lease's numbers
 		n       int64
