@@ -29,6 +29,8 @@ func defaults() Config {
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
+		LeaseMax:         64,
+		LeaseTTL:         250 * time.Millisecond,
 	}
 }
 
@@ -58,7 +60,11 @@ func TestFromEnv(t *testing.T) {
 			"RULES_VERSION_POLL":    "500ms",
 			"REDIS_PREFIX":          "prod-eu:",
 			"MAX_RULES":             "2500",
+			"LEASE_MAX":             "1",
+			"LEASE_TTL":             "1s",
 		}, func(c *Config) {
+			c.LeaseMax = 1
+			c.LeaseTTL = time.Second
 			c.RedisPrefix = "prod-eu:"
 			c.MaxRules = 2500
 			c.LogLevel = slog.LevelDebug
@@ -156,6 +162,11 @@ func TestFromEnvErrors(t *testing.T) {
 		{"limit refill horizon", "DEFAULT_LIMIT", "1/1y,burst=10000000", nil},
 		{"refresh", "RULES_REFRESH", "0s", nil},
 		{"poll", "RULES_VERSION_POLL", "soon", nil},
+		{"lease max zero", "LEASE_MAX", "0", nil},
+		{"lease max", "LEASE_MAX", "many", nil},
+		{"lease max above", "LEASE_MAX", "10001", nil},
+		{"lease ttl below", "LEASE_TTL", "10ms", nil},
+		{"lease ttl above", "LEASE_TTL", "2s", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -218,6 +218,7 @@ func (s *leaseSlot) setBusy() { s.busy.Store(s.left > 0 || s.fetching) }
 // counted as remaining (they are the subject's) and the reset aged.
 func (s *leaseSlot) admitted(now int64) Decision {
 	d := s.d
+	d.Leased = true
 	d.Remaining += s.left * s.cost
 	d.Reset = ceilMs(d.Reset - time.Duration(now-s.at))
 	return d
@@ -398,7 +399,9 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 		return h, Decision{}, nil, false
 	}
 	l.st.allowed.Add(1)
-	return leaseHandle{}, s.admitted(now), nil, true
+	d := s.admitted(now)
+	d.Leased = false // this call went to Redis
+	return leaseHandle{}, d, nil, true
 }
 
 // giveBack returns n requests' worth (n·cost tokens) to each of bs, in the

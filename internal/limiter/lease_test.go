@@ -158,7 +158,7 @@ func TestLeaseAdapts(t *testing.T) {
 			t.Parallel()
 			l := newLeasing(t, c, prefix, Options{LeaseMax: tt.max, DenyCacheSize: -1})
 			req := Request{Subject: subject(t, i), Buckets: tt.buckets, Cost: tt.cost}
-			var admitted int64
+			var admitted, leased int64
 			prev := int64(-1)
 			for range tt.calls {
 				time.Sleep(tt.pause)
@@ -170,6 +170,9 @@ func TestLeaseAdapts(t *testing.T) {
 					continue
 				}
 				admitted++
+				if d.Leased {
+					leased++
+				}
 				// Leased or not, Remaining goes down by the cost (the
 				// subject's leased tokens count as its own).
 				if prev >= 0 && tt.pause == 0 && d.Remaining > prev-tt.cost {
@@ -193,6 +196,9 @@ func TestLeaseAdapts(t *testing.T) {
 			}
 			if s.LeaseTokens%uint64(tt.cost) != 0 {
 				t.Errorf("%d tokens leased: not whole requests of cost %d", s.LeaseTokens, tt.cost)
+			}
+			if uint64(leased) != s.Leased {
+				t.Errorf("%d decisions say Leased, Stats.Leased = %d", leased, s.Leased)
 			}
 			if s.Leased+s.RedisCalls < uint64(tt.calls) {
 				t.Errorf("leased %d + script calls %d < %d calls", s.Leased, s.RedisCalls, tt.calls)

@@ -126,6 +126,9 @@ type Decision struct {
 	FailOpen bool
 	// Cached is set when the local deny cache denied without a Redis call.
 	Cached bool
+	// Leased is set when a token lease admitted the request (lease.go): its
+	// tokens were charged in Redis by an earlier call.
+	Leased bool
 }
 
 // BucketState is one bucket as Peek sees it.
