@@ -471,6 +471,13 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			wg.Wait()
 			t1 := redisNow(t, timeClient)
 			<-sampled
+			// What the workers left in the bucket when they stopped (a
+			// loaded machine can starve them of CPU near the end).
+			st, err := ls[0].Peek(context.Background(), req.Subject, bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := st[0].Remaining
 
 			var held, lost int64
 			var s Stats
@@ -492,15 +499,17 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			got := admitted.Load()
 			t.Logf("admitted %d, denied %d; burst + rate×elapsed = %.2f (outer, %v) / %.2f (inner, %v)",
 				got, denied.Load(), most, t1.Sub(t0), least, i1.Sub(i0))
-			t.Logf("leases %d (%d tokens), leased admissions %d, script calls %d, returned %d; held at the stop %d, peak held %d, lost %d",
-				s.Leases, s.LeaseTokens, s.Leased, s.RedisCalls, s.LeaseReturned, held, peak.Load(), lost)
+			t.Logf("leases %d (%d tokens), leased admissions %d, script calls %d, returned %d; held at the stop %d, peak held %d, lost %d; left in the bucket %d",
+				s.Leases, s.LeaseTokens, s.Leased, s.RedisCalls, s.LeaseReturned, held, peak.Load(), lost, left)
 			if float64(got) > most {
 				t.Errorf("admitted %d > burst + rate×elapsed = %.2f: over-admitted", got, most)
 			}
-			// Under-admission: the token being refilled at the stop, and
-			// the tokens leases held then (given back by Close).
-			if float64(got) < least-1-float64(held+lost) {
-				t.Errorf("admitted %d < burst + rate×elapsed - 1 - held %d - lost %d = %.2f: tokens lost", got, held, lost, least-1-float64(held+lost))
+			// Under-admission: every token is admitted, but the one being
+			// refilled at the stop, those the leases held then (given back
+			// by Close), and those still in the bucket.
+			if float64(got) < least-1-float64(held+lost+left) {
+				t.Errorf("admitted %d < burst + rate×elapsed - 1 - held %d - lost %d - left %d = %.2f: tokens lost",
+					got, held, lost, left, least-1-float64(held+lost+left))
 			}
 			if denied.Load() == 0 {
 				t.Errorf("no call was denied: the test did not contend")
