@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"strconv"
@@ -49,14 +50,16 @@ import (
 // bucket in lumps of k and report would-be denies a per-request charge
 // never sees, and shadow rules exist to measure exactly that.
 //
-// The lease key is a seeded hash of the script's keys and arguments for
-// the request's cost, built by the same code as every script call
-// (call.build): the subject's digest, every bucket's id, limit, period,
-// burst and shadow flag, and the cost. A rule change that moves any of
-// them (a new rules snapshot) gives a new key, so a new lease; the old one
-// is never used again and its tokens go back at its expiry, unless the
-// bucket was converted to the new numbers, in which case the return script
-// gives nothing back rather than guess. Reset drops this Limiter's leases
+// A request counts in the slot of its subject, bucket ids and cost (a hash
+// computed without allocating, so a request that is not leased pays a few
+// atomic operations). A lease is used only by requests with the same lease
+// key, a seeded hash of the script's keys and arguments built by the same
+// code as every script call (call.build): the subject's digest, every
+// bucket's key, limit, period, burst and shadow flag, and the cost. A rule
+// change that moves any of them (a new rules snapshot) gives a new key, so
+// a new lease; the old one is never used again and its tokens go back at
+// once, unless the bucket was converted to the new numbers, in which case
+// the return script gives nothing back rather than guess. Reset drops this Limiter's leases
 // of the subject at once; another process's leases of the subject stay
 // usable until they run out or expire, at most LeaseTTL later.
 
@@ -115,8 +118,9 @@ type leaseSlot struct {
 
 	mu       sync.Mutex
 	sd       subjectDigest
-	left     int64 // requests the lease still admits
-	k        int64 // size of the last lease, in requests
+	full     uint64 // the lease key (leases.key) of the lease held or being taken
+	left     int64  // requests the lease still admits
+	k        int64  // size of the last lease, in requests
 	cost     int64
 	expires  int64 // Limiter.now when left goes back
 	at       int64 // when the last lease was granted
@@ -160,8 +164,32 @@ func (h leaseHandle) observe(remaining int64) {
 // fired), so these have a pool of their own.
 var buildCalls = sync.Pool{New: callPool.New}
 
+// slotKey returns the key of req's slot: a seeded hash of the subject's
+// digest, the cost and the bucket ids, without allocating. It names the
+// demand a request counts in; leases.key, which the lease held must match,
+// adds everything else the script gets. Never 0.
+func (t *leases) slotKey(sd subjectDigest, req Request) uint64 {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.Write(sd[:])
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(req.Cost))
+	h.Write(n[:])
+	for _, b := range req.Buckets {
+		// The id's length first, so no two bucket lists encode alike.
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b.ID)))
+		h.Write(n[:])
+		h.WriteString(b.ID)
+	}
+	if k := h.Sum64(); k != 0 {
+		return k
+	}
+	return 1
+}
+
 // key returns the lease key of req: a seeded hash of the script's KEYS and
-// ARGV for it, as every script call builds them. Never 0.
+// ARGV for it, as every script call builds them (call.build), so it moves
+// with anything a call depends on. Never 0.
 func (t *leases) key(prefix string, sd subjectDigest, req Request) uint64 {
 	c := buildCalls.Get().(*call)
 	c.build(prefix, sd, req.Cost, req.Buckets)
@@ -179,7 +207,7 @@ func (s *leaseSlot) reset(key uint64, sd subjectDigest, now int64) {
 	s.cur.Store(0)
 	s.prev.Store(0)
 	s.remaining.Store(-1)
-	s.sd, s.left, s.k, s.bs = sd, 0, 0, nil
+	s.sd, s.full, s.left, s.k, s.bs = sd, 0, 0, 0, nil
 	s.key.Store(key)
 }
 
@@ -237,7 +265,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 			return h, d, nil, false
 		}
 	}
-	key := t.key(l.prefix, sd, req)
+	key := t.slotKey(sd, req)
 	s := &t.slots[key%uint64(len(t.slots))]
 	now := l.now()
 	if s.key.Load() != key {
@@ -262,12 +290,33 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 	// of the first) at most the Limiter's timeout, what its own call could
 	// take, then calls Redis itself.
 	giveUp := now + int64(l.timeout)
+	full := t.key(l.prefix, sd, req)
 	for {
 		now = l.now()
 		s.mu.Lock()
 		if s.key.Load() != key || s.sd != sd {
 			s.mu.Unlock()
 			return leaseHandle{}, d, nil, false
+		}
+		if s.full != full {
+			// Other numbers (a rule changed): the slot's lease is never
+			// used again. Its tokens go back now (the return script gives
+			// nothing to a bucket converted since).
+			if s.fetching {
+				s.mu.Unlock()
+				return h, d, nil, false
+			}
+			if s.left > 0 {
+				l.giveBack(sd, s.bs, s.cost, s.left)
+				s.left = 0
+				s.setBusy()
+			}
+			if s.full != 0 {
+				// What was left was counted in the old numbers: no lease
+				// before a call under the new ones says.
+				s.remaining.Store(-1)
+			}
+			s.full = full
 		}
 		if s.left > 0 && now >= s.expires {
 			// Not refilled for a TTL: its tokens go back, and it is not
