@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,25 +389,40 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 		goroutines = 32
 		run        = 2 * time.Second
 	)
+	// Every bucket refills Limit tokens a second.
 	tests := []struct {
-		name        string
-		burst, rate int64
+		name    string
+		buckets []Bucket
+		cost    int64
 	}{
 		// Binding from the start: few tokens, k stays 1.
-		{"tight", 20, 200},
+		{"tight", []Bucket{{ID: "hot", Limit: 200, Burst: 20}}, 1},
 		// A large burst leased in lumps, then binding.
-		{"large burst", 4000, 1000},
+		{"large burst", []Bucket{{ID: "hot", Limit: 1000, Burst: 4000}}, 1},
+		// Stacked rules and cost 3: the route bucket binds.
+		{"stacked, cost 3", []Bucket{{ID: "api", Limit: 3000, Burst: 9000}, {ID: "route", Limit: 1500, Burst: 6000}}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bs := []Bucket{{ID: "hot", Limit: tt.rate, Period: time.Second, Burst: tt.burst}}
+			bs := slices.Clone(tt.buckets)
+			for i := range bs {
+				bs[i].Period = time.Second
+			}
+			// The bound in requests: the tightest bucket's tokens ÷ cost.
+			bound := func(elapsed time.Duration) float64 {
+				b := math.Inf(1)
+				for _, x := range bs {
+					b = min(b, (float64(x.Burst)+float64(x.Limit)*elapsed.Seconds())/float64(tt.cost))
+				}
+				return b
+			}
 			timeClient := newClient(t, 1)
 			prefix := testPrefix(t, timeClient)
 			ls := make([]*Limiter, clients)
 			for i := range ls {
 				ls[i] = newLeasing(t, newClient(t, goroutines), prefix, Options{LeaseMax: 64, DenyCacheSize: -1})
 			}
-			req := Request{Subject: "hot-subject", Buckets: bs, Cost: 1}
+			req := Request{Subject: "hot-subject", Buckets: bs, Cost: tt.cost}
 
 			var admitted, denied, failed atomic.Int64
 			var peak atomic.Int64
@@ -473,7 +490,10 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			left := st[0].Remaining
+			left := int64(math.MaxInt64) // requests the buckets still had
+			for _, x := range st {
+				left = min(left, x.Remaining/tt.cost)
+			}
 
 			var held, lost int64
 			var s Stats
@@ -490,8 +510,9 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			if n := failed.Load(); n > 0 {
 				t.Fatalf("%d calls failed", n)
 			}
-			most := float64(tt.burst) + float64(tt.rate)*t1.Sub(t0).Seconds()
-			least := float64(tt.burst) + float64(tt.rate)*i1.Sub(i0).Seconds()
+			// Leases hold tokens, cost per request.
+			held, lost = held/tt.cost, lost/tt.cost
+			most, least := bound(t1.Sub(t0)), bound(i1.Sub(i0))
 			got := admitted.Load()
 			t.Logf("admitted %d, denied %d; burst + rate×elapsed = %.2f (outer, %v) / %.2f (inner, %v)",
 				got, denied.Load(), most, t1.Sub(t0), least, i1.Sub(i0))
@@ -510,7 +531,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			if denied.Load() == 0 {
 				t.Errorf("no call was denied: the test did not contend")
 			}
-			if tt.burst > 1000 && s.Leased == 0 {
+			if bs[0].Burst > 1000 && s.Leased == 0 {
 				t.Errorf("no leased admission: the test did not lease")
 			}
 		})
