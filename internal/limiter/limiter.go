@@ -516,8 +516,9 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 
 // Reset deletes subject's buckets in Redis (an admin unblock: they start
 // full again) and drops the subject's entries from this Limiter's local
-// deny cache. Other processes' caches keep their entries until they expire,
-// at most the retry-after Redis gave them.
+// deny cache and its token leases. Other processes' caches keep their
+// entries until they expire, at most the retry-after Redis gave them, and
+// their leases admit what they hold for at most their LeaseTTL.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
 	if l.cache != nil {
 		l.cache.dropSubject(subject)
