@@ -59,9 +59,11 @@ import (
 // change that moves any of them (a new rules snapshot) gives a new key, so
 // a new lease; the old one is never used again and its tokens go back at
 // once, unless the bucket was converted to the new numbers, in which case
-// the return script gives nothing back rather than guess. Reset drops this Limiter's leases
-// of the subject at once; another process's leases of the subject stay
-// usable until they run out or expire, at most LeaseTTL later.
+// the return script gives nothing back rather than guess. Reset drops this
+// Limiter's leases of the subject at once; another process's leases of the
+// subject stay usable until they run out or expire, at most LeaseTTL later,
+// so after a reset a subject gets at most what those leases held on top of
+// its fresh bucket (each such token is admitted or given back, not both).
 
 //go:embed lease_return.lua
 var leaseReturnLua string
