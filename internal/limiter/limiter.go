@@ -209,8 +209,8 @@ type Options struct {
 	OnBreakerChange func(from, to BreakerState)
 	// LeaseMax is the most requests one token lease admits (lease.go);
 	// below 4 (the default, 0) there are no leases: every request is one
-	// script call. Leasing takes 885 KB for its table and, while leases are
-	// held, a goroutine; call Close when the process stops.
+	// script call. Leasing takes 885 KB for its table and, from the first
+	// lease until Close, a goroutine; call Close when the process stops.
 	LeaseMax int
 	// LeaseTTL is how long a lease that is not refilled admits before its
 	// unused tokens go back to Redis; default 250ms (DefaultLeaseTTL).
