@@ -203,9 +203,9 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 		return err
 	}
 	st.onClose(a.Close)
-	// Flush the metrics aggregated since the last EMF line on the way out,
-	// as the Lambdas do on SIGTERM.
-	st.onClose(a.Metrics.Flush)
+	// Give leased tokens back and flush the metrics aggregated since the
+	// last EMF line on the way out, as the Lambdas do on SIGTERM.
+	st.onClose(a.Shutdown)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err = a.Redis.Ping(pingCtx).Err()
 	cancel()
@@ -242,7 +242,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
-	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler()))
+	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
 	gw.headers = cfg.RateLimitHeaders

@@ -27,7 +27,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "check: %v\n", err)
 		os.Exit(1)
 	}
-	// Flush the metrics aggregated since the last EMF line when Lambda
-	// shuts the environment down (SIGTERM, through a no-op extension).
-	lambda.StartWithOptions(a.Check, lambda.WithEnableSIGTERM(a.Metrics.Flush))
+	// When Lambda shuts the environment down (SIGTERM, through a no-op
+	// extension): give the token leases' unused tokens back to Redis, then
+	// flush the metrics aggregated since the last EMF line.
+	lambda.StartWithOptions(a.Check, lambda.WithEnableSIGTERM(a.Shutdown))
 }

@@ -200,7 +200,12 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		OnBreakerChange: func(from, to limiter.BreakerState) {
 			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
 		},
+		LeaseMax: cfg.LeaseMax,
+		LeaseTTL: cfg.LeaseTTL,
 	})
+	// Closed before the Redis client (closers run newest first): the
+	// leases' unused tokens go back while it still works.
+	a.onClose(a.closeLeases)
 
 	// Dial Redis and load the script now, at init, so the first request
 	// does not spend its few milliseconds on a TCP (or TLS) handshake.
@@ -247,6 +252,10 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		Gauges: func() (bool, time.Duration) {
 			return lim.Stats().Breaker != limiter.BreakerClosed, cache.Age()
 		},
+		Leases: func() authapigw.LeaseCounts {
+			s := lim.Stats()
+			return authapigw.LeaseCounts{Leased: s.Leased, Taken: s.Leases, Returned: s.LeaseReturned}
+		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
@@ -279,6 +288,33 @@ func (a *App) Close() {
 }
 
 func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
+
+// leaseReturnTimeout bounds the return of the leases' unused tokens at
+// shutdown: Lambda gives a SIGTERM hook about 500 ms.
+const leaseReturnTimeout = 300 * time.Millisecond
+
+// closeLeases gives the decision path's unused leased tokens back to Redis
+// and stops leasing (the limiter keeps deciding, one call a request).
+func (a *App) closeLeases() {
+	if a.Limiter == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseReturnTimeout)
+	defer cancel()
+	if err := a.Limiter.Close(ctx); err != nil {
+		a.Log.Warn("leased tokens not all given back: they are lost until they refill", slog.Any("error", err))
+	}
+}
+
+// Shutdown is what a decision Lambda runs on SIGTERM, and `sluice local`
+// on its way out: the leases' unused tokens go back to Redis, then the
+// metrics aggregated since the last EMF line are written (the tokens
+// returned included). It needs the Decide part and leaves the clients
+// open; safe to call more than once.
+func (a *App) Shutdown() {
+	a.closeLeases()
+	a.Metrics.Flush()
+}
 
 // PublishRules reads every rule and plan from the store and publishes them
 // to Redis, as the admin path does after each write; it reports whether

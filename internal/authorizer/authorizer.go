@@ -87,7 +87,8 @@ type Result struct {
 	// Redis call.
 	Cached bool
 	// LimiterTime is how long the limiter call took (Redis round trip
-	// included); 0 when there was none.
+	// included); 0 when there was none (the deny cache denied, or a token
+	// lease admitted).
 	LimiterTime time.Duration
 }
 
@@ -194,7 +195,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		FailOpen:     d.FailOpen,
 		Cached:       d.Cached,
 	}
-	if !d.Cached {
+	if !d.Cached && !d.Leased {
 		res.LimiterTime = took
 	}
 	if err != nil {

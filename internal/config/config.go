@@ -47,6 +47,8 @@ const (
 	DefaultRedisPoolSize    = 4
 	DefaultRulesRefresh     = 5 * time.Minute
 	DefaultRulesVersionPoll = time.Second
+	DefaultLeaseMax         = 64
+	DefaultLeaseTTL         = 250 * time.Millisecond
 	DefaultDBSSLMode        = "require"
 )
 
@@ -126,6 +128,19 @@ type Config struct {
 	// authorizer context and the check API's response. Default
 	// headers.Default (draft11).
 	RateLimitHeaders headers.Dialects
+
+	// LeaseMax is LEASE_MAX: the most requests one token lease admits
+	// without a Redis call (limiter.Options.LeaseMax). Leases are automatic:
+	// a subject an instance sees often, with tokens to spare, is served
+	// from them, for every rule but shadow ones. Default 64; 1 switches
+	// leasing off; at most 10000. The zero value (a Config not read by
+	// FromEnv) means off.
+	LeaseMax int
+	// LeaseTTL is LEASE_TTL: how long a lease that is not refilled admits
+	// before its unused tokens go back to Redis; it also bounds how long
+	// another instance's leases outlive an admin reset. Default 250ms;
+	// 100ms to 1s.
+	LeaseTTL time.Duration
 }
 
 // Secret is a setting that must not reach a log. Its String, GoString and
@@ -161,6 +176,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
 		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
+		slog.Int("leaseMax", c.LeaseMax),
+		slog.Duration("leaseTtl", c.LeaseTTL),
 	}
 	if c.DefaultLimit != nil {
 		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
@@ -309,6 +326,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.RateLimitHeaders = dialects
 	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
+	c.LeaseMax = DefaultLeaseMax
+	if v := get("LEASE_MAX"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			fail("LEASE_MAX", "%q is not a whole number from 1 (no leases) to 10000", v)
+		} else {
+			c.LeaseMax = n
+		}
+	}
+	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL, 100*time.Millisecond, time.Second)
 
 	return c, errors.Join(errs...)
 }

@@ -31,6 +31,8 @@ func defaults() Config {
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
 		RateLimitHeaders: headers.Draft11,
+		LeaseMax:         64,
+		LeaseTTL:         250 * time.Millisecond,
 	}
 }
 
@@ -61,8 +63,12 @@ func TestFromEnv(t *testing.T) {
 			"REDIS_PREFIX":          "prod-eu:",
 			"MAX_RULES":             "2500",
 			"RATELIMIT_HEADERS":     "draft11, Legacy",
+			"LEASE_MAX":             "1",
+			"LEASE_TTL":             "1s",
 		}, func(c *Config) {
 			c.RateLimitHeaders = headers.Draft11 | headers.Legacy
+			c.LeaseMax = 1
+			c.LeaseTTL = time.Second
 			c.RedisPrefix = "prod-eu:"
 			c.MaxRules = 2500
 			c.LogLevel = slog.LevelDebug
@@ -161,6 +167,11 @@ func TestFromEnvErrors(t *testing.T) {
 		{"refresh", "RULES_REFRESH", "0s", nil},
 		{"poll", "RULES_VERSION_POLL", "soon", nil},
 		{"header dialect", "RATELIMIT_HEADERS", "draft11,x-ratelimit", nil},
+		{"lease max zero", "LEASE_MAX", "0", nil},
+		{"lease max", "LEASE_MAX", "many", nil},
+		{"lease max above", "LEASE_MAX", "10001", nil},
+		{"lease ttl below", "LEASE_TTL", "10ms", nil},
+		{"lease ttl above", "LEASE_TTL", "2s", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,10 @@
 // cache denies a repeat offender until its retry-after without asking Redis,
 // a per-call timeout bounds every Redis call, and a circuit breaker stops
 // calling Redis after consecutive failures. When Redis cannot answer, each
-// bucket's failure mode decides (allow and flag it, or deny).
+// bucket's failure mode decides (allow and flag it, or deny). With
+// Options.LeaseMax set, a subject this Limiter sees often is served from
+// token leases (lease.go): tokens charged in Redis ahead, in one call, and
+// admitted locally.
 package limiter
 
 import (
@@ -123,6 +126,9 @@ type Decision struct {
 	FailOpen bool
 	// Cached is set when the local deny cache denied without a Redis call.
 	Cached bool
+	// Leased is set when a token lease admitted the request (lease.go): its
+	// tokens were charged in Redis by an earlier call.
+	Leased bool
 }
 
 // BucketState is one bucket as Peek sees it.
@@ -201,6 +207,14 @@ type Options struct {
 	// synchronously, from the goroutine whose call caused it. It must be
 	// quick and must not call the Limiter.
 	OnBreakerChange func(from, to BreakerState)
+	// LeaseMax is the most requests one token lease admits (lease.go);
+	// below 4 (the default, 0) there are no leases: every request is one
+	// script call. Leasing takes 885 KB for its table and, from the first
+	// lease until Close, a goroutine; call Close when the process stops.
+	LeaseMax int
+	// LeaseTTL is how long a lease that is not refilled admits before its
+	// unused tokens go back to Redis; default 250ms (DefaultLeaseTTL).
+	LeaseTTL time.Duration
 }
 
 // Stats are the Limiter's counters since New; every field only grows
@@ -211,7 +225,7 @@ type Stats struct {
 	Denied     uint64 // decisions that denied (cached and fail-closed included)
 	CacheHits  uint64 // denials by the local deny cache, no Redis call
 	Blocked    uint64 // denials by a blocked bucket (Limit 0), no Redis call
-	RedisCalls uint64 // script calls sent to Redis
+	RedisCalls uint64 // script calls sent to Redis (lease returns included)
 	Errors     uint64 // Redis calls that failed (timeouts included)
 	FailOpen   uint64 // decisions allowed because Redis failed or the breaker was open
 	FailClosed uint64 // decisions denied because Redis failed or the breaker was open
@@ -220,6 +234,15 @@ type Stats struct {
 	Breaker       BreakerState // the breaker's state now
 	BreakerOpened uint64       // transitions to open (from closed or half-open)
 	BreakerClosed uint64       // transitions back to closed after a good probe
+
+	// Token leases (lease.go); all 0 without leasing. Tokens are counted
+	// per bucket: a lease of 10 requests of cost 2 holds 20.
+	Leases           uint64 // leases taken: script calls that charged k > 1 requests at once
+	Leased           uint64 // decisions allowed from a lease, no Redis call (counted in Allowed)
+	LeaseTokens      uint64 // tokens charged by leases
+	LeaseReturned    uint64 // unused tokens given back to Redis (expiry, Close)
+	LeaseLost        uint64 // unused tokens a failed return could not give back
+	LeaseOutstanding int64  // tokens held by leases now, charged and not yet used or given back
 }
 
 // SubjectHash returns the hex hash of a subject used in keys (and by the
@@ -283,6 +306,7 @@ type Limiter struct {
 	timeout time.Duration
 	margin  time.Duration // <0: default (2ms + 1%)
 	cache   *denyCache    // nil when disabled
+	leases  *leases       // nil when disabled (lease.go)
 	breaker breaker
 	epoch   time.Time // monotonic origin for the cache and the breaker
 	st      counters
@@ -332,6 +356,7 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 		cooldown = DefaultBreakerCooldown
 	}
 	l.breaker.init(threshold, cooldown, o.OnBreakerChange)
+	l.leases = newLeases(o)
 	return l
 }
 
@@ -340,7 +365,7 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // Allow checks and charges req.Cost tokens from every bucket of req,
 // atomically, in one Redis round trip (none when the local deny cache or a
-// blocked bucket denies).
+// blocked bucket denies, or a lease admits).
 //
 // On a Redis failure (timeout included) or while the breaker is open, Allow
 // returns the decision of the buckets' failure mode — deny when any
@@ -373,6 +398,12 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
+	// Token leases (lease.go): admitted from a lease, or by a lease call.
+	lh, ld, lerr, leased := l.lease(ctx, sd, req)
+	if leased {
+		return ld, lerr
+	}
+
 	start := l.now()
 	ok, probe := l.breaker.enter(start)
 	if !ok {
@@ -392,6 +423,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return l.failure(req, err)
 	}
 	l.breaker.done(0, true, probe)
+	lh.observe(r.remaining)
 
 	b := req.Buckets[r.index]
 	d := Decision{
@@ -485,12 +517,14 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 
 // Reset deletes subject's buckets in Redis (an admin unblock: they start
 // full again) and drops the subject's entries from this Limiter's local
-// deny cache. Other processes' caches keep their entries until they expire,
-// at most the retry-after Redis gave them.
+// deny cache and its token leases. Other processes' caches keep their
+// entries until they expire, at most the retry-after Redis gave them, and
+// their leases admit what they hold for at most their LeaseTTL.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
 	if l.cache != nil {
 		l.cache.dropSubject(subject)
 	}
+	l.dropLeases(digestOf(subject))
 	if err := validate(buckets, 0, false); err != nil {
 		return err
 	}
@@ -507,7 +541,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 
 // Stats returns a snapshot of the counters.
 func (l *Limiter) Stats() Stats {
-	return Stats{
+	s := Stats{
 		Calls:         l.st.calls.Load(),
 		Allowed:       l.st.allowed.Load(),
 		Denied:        l.st.denied.Load(),
@@ -522,6 +556,8 @@ func (l *Limiter) Stats() Stats {
 		BreakerOpened: l.breaker.opened.Load(),
 		BreakerClosed: l.breaker.closed.Load(),
 	}
+	l.leaseStats(&s)
+	return s
 }
 
 // validate checks what the script relies on; the refill horizon only when

@@ -483,8 +483,15 @@ func TestMetricsLatencySample(t *testing.T) {
 func TestMetricsEMF(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
+	// The limiter's lease totals at each flush: each line reports growth.
+	totals := []apigw.LeaseCounts{{Leased: 10, Taken: 2}, {Leased: 25, Taken: 3, Returned: 7}}
 	m := apigw.NewMetrics(apigw.MetricsOptions{W: &buf, Function: "fn", Interval: time.Hour,
-		Gauges: func() (bool, time.Duration) { return true, 3 * time.Second }})
+		Gauges: func() (bool, time.Duration) { return true, 3 * time.Second },
+		Leases: func() apigw.LeaseCounts {
+			c := totals[0]
+			totals = totals[1:]
+			return c
+		}})
 	m.Record(&authorizer.Result{Allowed: true, LimiterTime: 1500 * time.Microsecond})
 	m.Record(&authorizer.Result{Allowed: true, ShadowDenied: true, FailOpen: true})
 	m.Flush()
@@ -523,8 +530,10 @@ func TestMetricsEMF(t *testing.T) {
 	want := []string{
 		"Decisionsallow=1", "DecisionsshadowDeny=1",
 		"FailOpen<nil>=1", "DenyCacheHits<nil>=0", "RedisLatency<nil>=[1.5]", "BreakerOpen<nil>=1", "SnapshotAgeSeconds<nil>=3",
+		"LeasedAdmissions<nil>=10", "LeasesTaken<nil>=2", "LeaseTokensReturned<nil>=0",
 		"Decisionsdeny=1",
 		"FailOpen<nil>=0", "DenyCacheHits<nil>=1", "BreakerOpen<nil>=1", "SnapshotAgeSeconds<nil>=3",
+		"LeasedAdmissions<nil>=15", "LeasesTaken<nil>=1", "LeaseTokensReturned<nil>=7",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EMF metrics mismatch (-want +got):\n%s", diff)

@@ -34,12 +34,25 @@ type MetricsOptions struct {
 	// Gauges, when set, is called at every flush for the breaker state and
 	// the rules snapshot's age.
 	Gauges func() (breakerOpen bool, snapshotAge time.Duration)
+	// Leases, when set, is called at every flush for the limiter's token
+	// lease counters since it started; each line reports what they grew.
+	Leases func() LeaseCounts
+}
+
+// LeaseCounts are the limiter's token lease counters (limiter.Stats),
+// totals since it started.
+type LeaseCounts struct {
+	Leased   uint64 // decisions allowed from a lease, without a Redis call
+	Taken    uint64 // leases taken
+	Returned uint64 // unused leased tokens given back to Redis
 }
 
 // Metrics aggregates decisions into CloudWatch Embedded Metric Format lines
 // in namespace Sluice: Decisions (dimension Outcome: allow, deny,
 // shadowDeny, unauthorized), FailOpen, DenyCacheHits, RedisLatency (ms,
-// a uniform sample of up to 100 per flush), BreakerOpen (0 or 1) and SnapshotAgeSeconds.
+// a uniform sample of up to 100 per flush), BreakerOpen (0 or 1),
+// SnapshotAgeSeconds, and with leasing LeasedAdmissions, LeasesTaken and
+// LeaseTokensReturned.
 // Recording costs a few atomic adds; a nil *Metrics records nothing.
 type Metrics struct {
 	o     MetricsOptions
@@ -50,8 +63,9 @@ type Metrics struct {
 	lat                                                        [latencySamples]atomic.Uint64 // float64 bits, ms
 	next                                                       atomic.Int64                  // next flush, ns since epoch
 
-	mu  sync.Mutex // serialises flushes
-	buf []byte
+	mu     sync.Mutex // serialises flushes
+	buf    []byte
+	leases LeaseCounts // at the last flush
 }
 
 // NewMetrics returns Metrics writing to o.W.
@@ -164,6 +178,11 @@ func (m *Metrics) flushLocked() {
 	if m.o.Gauges != nil {
 		decl += `,{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}`
 	}
+	var lc LeaseCounts
+	if m.o.Leases != nil {
+		decl += `,{"Name":"LeasedAdmissions","Unit":"Count"},{"Name":"LeasesTaken","Unit":"Count"},{"Name":"LeaseTokensReturned","Unit":"Count"}`
+		lc = m.o.Leases()
+	}
 	b = m.head(b, ts, decl+`]}]}`)
 	b = append(b, `,"FailOpen":`...)
 	b = strconv.AppendUint(b, m.failOpen.Swap(0), 10)
@@ -188,6 +207,15 @@ func (m *Metrics) flushLocked() {
 		}
 		b = append(b, `,"SnapshotAgeSeconds":`...)
 		b = strconv.AppendInt(b, int64(age/time.Second), 10)
+	}
+	if m.o.Leases != nil {
+		b = append(b, `,"LeasedAdmissions":`...)
+		b = strconv.AppendUint(b, lc.Leased-m.leases.Leased, 10)
+		b = append(b, `,"LeasesTaken":`...)
+		b = strconv.AppendUint(b, lc.Taken-m.leases.Taken, 10)
+		b = append(b, `,"LeaseTokensReturned":`...)
+		b = strconv.AppendUint(b, lc.Returned-m.leases.Returned, 10)
+		m.leases = lc
 	}
 	b = append(b, "}\n"...)
 	m.buf = b
