@@ -1,8 +1,11 @@
-// Package limiter is Sluice's token bucket over Redis.
+// Package limiter is Sluice's token bucket and calendar quota over Redis.
 //
 // One call checks and charges all of a subject's buckets at once, inside one
 // Lua script (bucket.lua) that takes its clock from Redis TIME: either every
-// bucket has the tokens and all are charged, or none is charged. A bucket
+// bucket has the tokens and all are charged, or none is charged. A quota
+// bucket (Bucket.Window) counts against a calendar window the script
+// computes from that clock. Charge reports usage known after a response
+// (into debt, or a refund), idempotently. A bucket
 // whose limit, burst or period changed keeps the tokens its subject used
 // (clamped to the new burst): the script re-expresses them under the new
 // numbers on its first call after the change, allowed or denied. The keys
