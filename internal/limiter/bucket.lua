@@ -21,12 +21,14 @@
 --   limit        tokens refilled per period (per window for a quota),
 --                integer >= 0; 0 = blocked (never has a token, never written)
 --   period       refill period in microseconds, integer > 0 (a quota's is
---                not read)
---   burst        capacity in tokens, integer > 0 (a quota's is its limit)
+--                not read: the caller sends "")
+--   burst        capacity in tokens, integer > 0 (a quota's is its limit;
+--                not read: the caller sends "")
 --   flags        "0" enforcing or "1" shadow (1 = never denies: charged when
 --                it has the tokens, a would-be deny is reported in the
 --                shadow mask), for a token bucket without a floor; else
---                "<shadow> <floor> <unit> <anchor>":
+--                "<shadow> <floor> <unit><anchor>", such as "0 0 m0" (the
+--                first byte is always the shadow digit):
 --                  shadow  0 or 1, as above
 --                  floor   the admission floor (min_remaining), integer >= 0:
 --                          the request needs cost + floor tokens in this
@@ -63,11 +65,15 @@
 -- from the anchor; months and years add calendar months to the anchor's
 -- date, a day 31 clamped to the month's end (and Feb 29 to Feb 28), its
 -- time of day kept. The key cannot name the window (a cluster script must
--- declare its keys), so the value does: "q <window end> <used>", the end in
--- microseconds since 2024 (an integer), used the tokens charged in that
--- window. A value for another window (or of the other kind, or
--- unreadable) is a fresh window: used 0. The key expires (PX) at the
--- window's end. A quota holds limit - used tokens; its reset (in the
+-- declare its keys), so the value does: "q<unit><anchor> <window end>
+-- <used>", the end in Unix milliseconds (an integer: windows end on whole
+-- seconds), used the tokens charged in that window (an integer). A value of the bucket's unit and anchor whose end
+-- is after now is the current window (it held the time it was written, and
+-- now lies between that and its end), so the calendar arithmetic runs only
+-- at a window's first call; any other value (another window, unit or
+-- anchor, the other kind, unreadable) is a fresh window: used 0. The key
+-- expires at the window's end (PXAT, Redis 6.2+, the end as read back: a
+-- charge within a window formats nothing but its used). A quota holds limit - used tokens; its reset (in the
 -- reply) is the time until the window ends, even when nothing is used. A
 -- change of its limit keeps used (an upgrade of a monthly quota keeps what
 -- the month used); a change of its unit or anchor starts a fresh window. A
@@ -171,11 +177,11 @@ local n = (#ARGV - 1) / 4
 -- not written (a converted bucket has one from step 1, a charged bucket
 -- gets one in step 2). Presized for two buckets.
 local st = { 0, 0, 0, false, 0, 0, 0, false }
--- ext[i], only for a bucket whose flags are not "0" or "1": { shadow
--- (bool), floor, used (a quota's) }. Nil for plain rate buckets, so they
--- cost nothing more.
-local ext
+-- A quota's used is limit - tokens, and whether a bucket is a shadow is the
+-- first byte of its flags: no other table, so plain rate buckets cost
+-- nothing more.
 local window -- the calendar function below, made on first use
+local qs -- qs[2i-1], qs[2i]: quota i's value head and end (see step 1)
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
 -- 1. Read every bucket and decide.
@@ -183,21 +189,34 @@ for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
 	local flags = ARGV[o + 3]
-	local shadow, need_i, unit, anchor = flags == '1', need, 'r', 0
-	local x
+	local shadow, need_i, unit, anchor, tag = flags == '1', need, 'r', 0, nil
 	if flags ~= '0' and not shadow then
-		local sh, fl, u, an = match(flags, '^([01]) (%d+) ([rdwmy]) (%-?%d+)$')
-		shadow, unit, anchor = sh == '1', u, tonumber(an)
-		x = { shadow, tonumber(fl), 0 }
-		need_i = need + x[2]
-		ext = ext or {}
-		ext[i] = x
+		local sh, fl
+		sh, fl, tag, unit, anchor = match(flags, '^([01]) (%d+) (([rdwmy])(%-?%d+))$')
+		shadow, need_i = sh == '1', need + tonumber(fl)
 	end
 	local at, h, T, burst, px = now, 0, 0, 0, false
 	if limit > 0 and unit ~= 'r' then
-		-- A quota: "q <window end> <used>"; a value for another window (or
-		-- of a rate bucket) is a fresh window, used 0.
-		if not window then
+		-- A quota: "q<unit><anchor> <window end> <used>". A value of the
+		-- same unit and anchor whose window has not ended is the current
+		-- window (it held now when it was written, and now is before its
+		-- end), so the calendar is computed only at a window's first call.
+		-- Anything else (another window, unit or anchor, a rate value,
+		-- unreadable) is a fresh window: used 0.
+		local stop, used, pre, es = false, 0, nil, nil
+		local v = redis.call('GET', KEYS[i])
+		if v then
+			local p, tg, e, u = match(v, '^(q(%S+) (%S+) )(%S+)$')
+			if tg == tag then
+				local em = tonumber(e)
+				u = tonumber(u)
+				-- The end in Unix ms; NaN, negative or inf used: a fresh window.
+				if em and em > now / 1000 + 1704067200000 and u and u >= 0 and u < HUGE then
+					stop, used, pre, es = (em - 1704067200000) * 1000, u, p, e
+				end
+			end
+		end
+		if not stop and not window then
 			-- calendar: begin
 			-- window(unit, anchor, now): the calendar window [start, stop)
 			-- that holds now, in microseconds since 2024-01-01 UTC, of the
@@ -285,20 +304,17 @@ for i = 1, n do
 			end
 			-- calendar: end
 		end
-		local _, stop = window(unit, anchor, now)
-		local used = 0
-		local v = redis.call('GET', KEYS[i])
-		if v then
-			local e, u = match(v, '^q (%S+) (%S+)$')
-			if e and tonumber(e) == stop then
-				used = tonumber(u)
-				-- NaN, negative or inf: a fresh window.
-				if not (used and used >= 0 and used < HUGE) then
-					used = 0
-				end
-			end
+		if not stop then
+			local _
+			_, stop = window(unit, tonumber(anchor), now)
+			es = string.format('%d', stop / 1000 + 1704067200000)
+			pre = 'q' .. tag .. ' ' .. es .. ' '
 		end
-		x[3] = used
+		-- What a write needs: the value's head and the end (PXAT), both
+		-- read back unchanged while the window lasts, so that a charge
+		-- formats nothing.
+		qs = qs or {}
+		qs[2 * i - 1], qs[2 * i] = pre, es
 		at, h, T = stop, limit - used, -1
 	elseif limit > 0 then
 		T = tonumber(ARGV[o + 1]) / limit
@@ -387,14 +403,14 @@ if usage then
 		local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
 		if dup == 0 and cost ~= 0 and T < 0 then
 			local limit = tonumber(ARGV[4 * i - 2])
-			local used = ext[i][3] + cost
+			local used = limit - h + cost
 			if used < 0 then
 				used = 0
 			elseif used > 2 * limit then
 				used = 2 * limit
 			end
 			h = limit - used
-			sets[#sets + 1] = { KEYS[i], string.format('q %d %d', at, used), string.format('%d', ceil((at - now) / 1000)) }
+			sets[#sets + 1] = { KEYS[i], qs[2 * i - 1] .. used, 'PXAT', qs[2 * i] }
 		elseif dup == 0 and cost ~= 0 and T > 0 then
 			local burst = tonumber(ARGV[4 * i])
 			at = at + cost * T
@@ -408,10 +424,10 @@ if usage then
 			if px > MAX_MS then
 				px = MAX_MS
 			end
-			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), string.format('%d', px) }
+			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), 'PX', string.format('%d', px) }
 		elseif dup == 0 and st[4 * i] then
 			-- Only converted to new numbers (cost 0).
-			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), st[4 * i] }
+			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), 'PX', st[4 * i] }
 		end
 		local reset = 0
 		if T ~= 0 then
@@ -425,7 +441,7 @@ if usage then
 		out = out .. string.format(' %d %d', floor(h + EPS), reset)
 	end
 	for _, s in ipairs(sets) do
-		redis.call('SET', s[1], s[2], 'PX', s[3])
+		redis.call('SET', s[1], s[2], s[3], s[4])
 	end
 	if idem and dup == 0 then
 		redis.call('SET', idem, '1', 'PX', 86400000)
@@ -448,17 +464,12 @@ if allowed == 1 then
 			end
 			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, string.format('%d', ttl)
 		elseif cost > 0 and T < 0 and h + EPS >= cost then
-			-- A quota: expires at its window's end.
-			local x = ext[i]
-			x[3] = x[3] + cost
+			-- A quota: written with its used, expiring at its window's end.
 			h = h - cost
-			st[4 * i - 2], st[4 * i] = h, string.format('%d', ceil((st[4 * i - 3] - now) / 1000))
+			st[4 * i - 2], st[4 * i] = h, true
 		end
-		local shadow = ARGV[4 * i + 1] == '1'
-		if ext and ext[i] then
-			shadow = ext[i][1]
-		end
-		if not shadow and (lim == 0 or h < st[4 * lim - 2]) then
+		local f = ARGV[4 * i + 1]
+		if (f == '0' or f ~= '1' and string.byte(f) == 48) and (lim == 0 or h < st[4 * lim - 2]) then
 			lim = i
 		end
 	end
@@ -478,7 +489,8 @@ if cost > 0 then
 	for i = 1, n do
 		if st[4 * i] then
 			if st[4 * i - 1] < 0 then
-				redis.call('SET', KEYS[i], string.format('q %d %d', st[4 * i - 3], ext[i][3]), 'PX', st[4 * i])
+				-- used = limit - tokens, an integer (printed as one).
+				redis.call('SET', KEYS[i], qs[2 * i - 1] .. (tonumber(ARGV[4 * i - 2]) - st[4 * i - 2]), 'PXAT', qs[2 * i])
 			else
 				redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
 			end

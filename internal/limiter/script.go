@@ -84,6 +84,13 @@ func appendArgs(dst []byte, ends []int, cost int64, bs []Bucket) ([]byte, []int)
 	for _, b := range bs {
 		dst = strconv.AppendInt(dst, b.Limit, 10)
 		ends = append(ends, len(dst))
+		if b.Window != NoWindow {
+			// A quota's period and burst are not read: empty.
+			ends = append(ends, len(dst), len(dst))
+			dst = appendFlags(dst, b)
+			ends = append(ends, len(dst))
+			continue
+		}
 		dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
 		ends = append(ends, len(dst))
 		dst = strconv.AppendInt(dst, b.capacity(), 10)
@@ -102,8 +109,8 @@ const epoch2024 = 1704067200 * 1000000
 var windowUnits = [...]byte{NoWindow: 'r', Daily: 'd', Weekly: 'w', Monthly: 'm', Yearly: 'y'}
 
 // appendFlags appends bucket b's flags argument: "0" or "1" (shadow) for a
-// plain token bucket, else "<shadow> <floor> <unit> <anchor>" (see
-// bucket.lua).
+// plain token bucket, else "<shadow> <floor> <unit><anchor>", such as
+// "0 0 m0" (see bucket.lua).
 func appendFlags(dst []byte, b Bucket) []byte {
 	shadow := byte('0')
 	if b.Shadow {
@@ -114,7 +121,7 @@ func appendFlags(dst []byte, b Bucket) []byte {
 	}
 	dst = append(dst, shadow, ' ')
 	dst = strconv.AppendInt(dst, b.MinRemaining, 10)
-	dst = append(dst, ' ', windowUnits[b.Window], ' ')
+	dst = append(dst, ' ', windowUnits[b.Window])
 	var anchor int64
 	if !b.Anchor.IsZero() {
 		anchor = b.Anchor.UnixMicro() - epoch2024
