@@ -239,6 +239,7 @@ func TestLocal(t *testing.T) {
 			})
 			t.Run("admin needs the token", func(t *testing.T) { testAdminToken(t, p) })
 			t.Run("check API", func(t *testing.T) { testCheck(t, p) })
+			t.Run("usage API", func(t *testing.T) { testUsage(t, p) })
 			t.Run("admin CRUD through the CLI", func(t *testing.T) { testCLI(t, p) })
 			t.Run("rule change applies within 2s", func(t *testing.T) { testRuleChange(t, p) })
 			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
@@ -418,6 +419,30 @@ func (p *localProc) post(t *testing.T, path, auth, body string) (*http.Response,
 		req.Header.Set("Authorization", auth)
 	}
 	return do(t, req)
+}
+
+// testUsage reports usage through POST /admin/usage: the token is
+// required, and a report that puts the seeded GET /search rule (3 a
+// minute, a token every 20 s) 3 into debt denies the next check for 80 s.
+func testUsage(t *testing.T, p *localProc) {
+	subject := "usage-" + testenv.Random(t)
+	usage := `{"subject":"` + subject + `","api":"demo","route":"GET /search","cost":5}`
+	if resp, _ := p.post(t, "/admin/usage", "", usage); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /admin/usage without the token = %d, want 401", resp.StatusCode)
+	}
+	auth := "Bearer " + p.token
+	check := `{"subject":"` + subject + `","api":"demo","route":"GET /search"}`
+	if resp, b := p.post(t, "/admin/check", auth, check); resp.StatusCode != http.StatusOK {
+		t.Fatalf("check = %d %s, want 200", resp.StatusCode, b)
+	}
+	resp, b := p.post(t, "/admin/usage", auth, usage)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"remaining":-3`) {
+		t.Fatalf("POST /admin/usage = %d %s, want 200 with the bucket at -3", resp.StatusCode, b)
+	}
+	resp, b = p.post(t, "/admin/check", auth, check)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "80" {
+		t.Errorf("check after the debt = %d %s (Retry-After %q), want 429 with Retry-After 80", resp.StatusCode, b, resp.Header.Get("Retry-After"))
+	}
 }
 
 // testCheck drives POST /admin/check as a service not behind API Gateway

@@ -66,6 +66,7 @@ current version); on update only the flags given change it.`)
 	limit := fs.Int64("limit", 0, "tokens refilled per period (0 blocks)")
 	period := fs.String("period", "", "refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration")
 	burst := fs.Int64("burst", 0, "bucket capacity (default: limit)")
+	kind := fs.String("kind", "", "rate (the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)")
 	description := fs.String("description", "", "free text")
 	version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
 	if _, err := a.parse(fs, args, 0); err != nil {
@@ -117,6 +118,9 @@ current version); on update only the flags given change it.`)
 	}
 	if set["burst"] {
 		out.Burst = new(*burst)
+	}
+	if set["kind"] {
+		out.Kind = rules.Kind(*kind)
 	}
 	if set["description"] {
 		out.Description = *description

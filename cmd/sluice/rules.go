@@ -91,11 +91,17 @@ func printRule(w io.Writer, r rules.Rule) {
 }
 
 func ruleLimit(r rules.Rule) string {
+	if r.Plan != "" && r.Kind == rules.Quota {
+		return "quota plan " + r.Plan
+	}
 	if r.Plan != "" {
 		return "plan " + r.Plan
 	}
 	if r.Limit == nil {
 		return "-"
+	}
+	if r.Kind == rules.Quota {
+		return fmt.Sprintf("quota %d/%s", *r.Limit, r.Period)
 	}
 	return fmt.Sprintf("%d/%s", *r.Limit, r.Period)
 }
@@ -104,6 +110,8 @@ func ruleBurst(r rules.Rule) string {
 	switch {
 	case r.Burst != nil:
 		return strconv.FormatInt(*r.Burst, 10)
+	case r.Kind == rules.Quota:
+		return "-"
 	case r.Plan != "":
 		return "plan"
 	case r.Limit != nil:
@@ -129,6 +137,8 @@ type ruleFlags struct {
 	failureMode, mode, description string
 	enabled                        bool
 	version                        int64
+	kind, anchor                   string
+	minRemaining                   int64
 }
 
 func rulesPut(ctx context.Context, e env, args []string) error {
@@ -136,9 +146,10 @@ func rulesPut(ctx context.Context, e env, args []string) error {
 
 From a file: sluice rules put -f rule.json (a Rule as JSON; "-" reads stdin).
 From flags:  sluice rules put --api demo --route 'GET /search' --subject '*' --limit 10 --period 1m
+A quota:     sluice rules put --api demo --route '*' --subject '*' --kind quota --limit 100000 --period 1mo
 
 A rule with an id (--id, or "id" in the file) is updated; otherwise the rule
-holding the same scope (api, route, subject) is updated when there is one,
+holding the same scope (api, route, subject, kind) is updated when there is one,
 else a new rule is created. Updates send If-Match with the version given
 (--version, or "version" in the file), else with the current one. On update
 only the flags given change the rule.`)
@@ -154,6 +165,9 @@ only the flags given change the rule.`)
 	fs.StringVar(&rf.period, "period", "", "refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration")
 	fs.Int64Var(&rf.burst, "burst", 0, "bucket capacity (default: limit)")
 	fs.Int64Var(&rf.cost, "cost", 0, "tokens per request (default 1)")
+	fs.StringVar(&rf.kind, "kind", "", "rate (a token bucket, the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)")
+	fs.StringVar(&rf.anchor, "anchor", "", "a quota's windows repeat from this RFC 3339 time (default: UTC calendar alignment; \"\" clears)")
+	fs.Int64Var(&rf.minRemaining, "min-remaining", 0, "admit only while at least this many tokens are left after the request")
 	fs.StringVar(&rf.failureMode, "failure-mode", "", "open or closed: what happens when Redis is down")
 	fs.StringVar(&rf.mode, "mode", "", "enforce or shadow")
 	fs.BoolVar(&rf.enabled, "enabled", true, "whether the rule takes part in matching")
@@ -194,7 +208,13 @@ only the flags given change the rule.`)
 		}
 		cur = &r
 	} else {
-		api, route, subject := in.API, in.Route, in.Subject
+		api, route, subject, kind := in.API, in.Route, in.Subject, in.Kind
+		if set["kind"] {
+			kind = rules.Kind(rf.kind)
+		}
+		if kind == "" {
+			kind = rules.Rate
+		}
 		if set["api"] {
 			api = rf.api
 		}
@@ -210,7 +230,7 @@ only the flags given change the rule.`)
 				return err
 			}
 			for i := range rs {
-				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject {
+				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && orDefault(string(rs[i].Kind), string(rules.Rate)) == string(kind) {
 					cur = &rs[i]
 					break
 				}
@@ -280,6 +300,15 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 	}
 	if set["cost"] {
 		r.Cost = new(rf.cost)
+	}
+	if set["kind"] {
+		r.Kind = rules.Kind(rf.kind)
+	}
+	if set["anchor"] {
+		r.Anchor = rf.anchor
+	}
+	if set["min-remaining"] {
+		r.MinRemaining = new(rf.minRemaining)
 	}
 	if set["failure-mode"] {
 		r.FailureMode = rules.FailureMode(rf.failureMode)

@@ -54,6 +54,9 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 		if l.Plan != "" {
 			limit += " (plan " + l.Plan + ")"
 		}
+		if l.Used != nil && l.ResetsAt != nil {
+			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.Format(time.RFC3339))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", l.Rule, l.API, l.Route, l.Subject,
 			limit, l.Burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, time.Duration(l.ResetMs)*time.Millisecond)
 	}

@@ -37,10 +37,12 @@ type publisher interface {
 	Publish(ctx context.Context, set rules.Set) (bool, error)
 }
 
-// bucketKeeper reads and resets a subject's buckets (internal/limiter.Limiter).
+// bucketKeeper reads, resets and charges usage to a subject's buckets
+// (internal/limiter.Limiter).
 type bucketKeeper interface {
 	Peek(ctx context.Context, subject string, b []limiter.Bucket) ([]limiter.BucketState, error)
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
+	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
 }
 
 // Options configure a Service. The zero value is usable; each field's

@@ -20,6 +20,8 @@ func FuzzBodies(f *testing.F) {
 		`{"api":"a","route":"*","subject":"k","plan":"gold"}`,
 		`{"limit":1e400}`, `{"period":"1.5s"}`, `{"limit":-1}`, `[[[[`, `{"a":`, `null`, "{\"subject\":\"\\u0000\"}",
 		"{\"subject\":\"\xff\"}", `{"api":"a","Limit":1}`, `{} {}`,
+		`{"api":"a","route":"*","subject":"k","kind":"quota","limit":5,"period":"1mo","anchor":"2026-01-31T00:00:00Z","min_remaining":1}`,
+		`{"name":"monthly","kind":"quota","limit":5,"period":"1mo"}`, `{"kind":"quota","period":"1h","anchor":"x","min_remaining":-1}`,
 	} {
 		f.Add(s)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/httpapi"
@@ -41,11 +42,26 @@ type BucketLimit struct {
 	Cost        int64             `json:"cost"`
 	FailureMode rules.FailureMode `json:"failure_mode"`
 	Mode        rules.Mode        `json:"mode"`
+	// Kind is "rate" or "quota"; a quota's Period is its calendar window
+	// and Anchor (empty: UTC calendar alignment) where its windows repeat
+	// from.
+	Kind         rules.Kind `json:"kind"`
+	Anchor       string     `json:"anchor,omitempty"`
+	MinRemaining int64      `json:"min_remaining,omitempty"`
 	// Remaining is the number of whole tokens in the bucket now (Burst for
-	// a bucket never used or refilled; 0 for a blocked rule).
+	// a bucket never used or refilled; 0 for a blocked rule or one in
+	// debt).
 	Remaining int64 `json:"remaining"`
-	// ResetMs is the time until the bucket is full again, in milliseconds.
+	// ResetMs is the time until the bucket is full again, in milliseconds
+	// (a quota: until its window ends).
 	ResetMs int64 `json:"reset_ms"`
+	// Used is, for a quota, what its current window used: Limit -
+	// Remaining (so at most Limit, also in debt). Nil for a rate rule.
+	Used *int64 `json:"used,omitempty"`
+	// ResetsAt is, for a quota, when its current window ends (the admin
+	// host's clock plus ResetMs; the window itself is Redis's). Nil for a
+	// rate rule.
+	ResetsAt *time.Time `json:"resets_at,omitempty"`
 }
 
 // subjectLimits peeks (charges nothing) at the buckets of the rules that
@@ -67,7 +83,10 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 		out.Limits[i] = BucketLimit{
 			Rule: e.ID, API: e.API, Route: e.Route, Subject: e.Subject, Plan: e.Plan,
 			Limit: e.Limit, Period: rules.Period(e.Period), Burst: e.Burst, Cost: e.Cost,
-			FailureMode: e.FailureMode, Mode: e.Mode,
+			FailureMode: e.FailureMode, Mode: e.Mode, Kind: e.Kind, MinRemaining: e.MinRemaining,
+		}
+		if !e.Anchor.IsZero() {
+			out.Limits[i].Anchor = e.Anchor.Format(time.RFC3339)
 		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
 			peek, at = append(peek, bucket.For(e)), append(at, i)
@@ -79,9 +98,14 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 		if err != nil {
 			return reply{}, fmt.Errorf("peek buckets: %w", err)
 		}
+		now := time.Now().UTC().Truncate(time.Second)
 		for j, st := range states {
 			l := &out.Limits[at[start+j]]
 			l.Remaining, l.ResetMs = st.Remaining, st.Reset.Milliseconds()
+			if l.Kind == rules.Quota {
+				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset.Round(time.Second))
+				l.Used, l.ResetsAt = &used, &end
+			}
 		}
 	}
 	return reply{status: http.StatusOK, body: out}, nil

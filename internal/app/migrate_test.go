@@ -29,10 +29,10 @@ func TestHandle(t *testing.T) {
 		name, event string
 		want        MigrateResult
 	}{
-		{"first direct invocation applies everything", `{}`, MigrateResult{Applied: []string{"00001_rules.sql", "00002_rules_version.sql"}, Version: 2}},
-		{"a trigger's event applies nothing more", `{"anything":[1,2,3]}`, MigrateResult{Applied: []string{}, Version: 2}},
-		{"not an object", `"hello"`, MigrateResult{Applied: []string{}, Version: 2}},
-		{"custom resource create", cfnCreate, MigrateResult{Applied: []string{}, Version: 2, PhysicalResourceID: MigrationsResourceID, Data: map[string]string{"Version": "2"}}},
+		{"first direct invocation applies everything", `{}`, MigrateResult{Applied: []string{"00001_rules.sql", "00002_rules_version.sql", "00003_quotas.sql"}, Version: 3}},
+		{"a trigger's event applies nothing more", `{"anything":[1,2,3]}`, MigrateResult{Applied: []string{}, Version: 3}},
+		{"not an object", `"hello"`, MigrateResult{Applied: []string{}, Version: 3}},
+		{"custom resource create", cfnCreate, MigrateResult{Applied: []string{}, Version: 3, PhysicalResourceID: MigrationsResourceID, Data: map[string]string{"Version": "3"}}},
 		{"custom resource delete", `{"RequestType":"Delete","PhysicalResourceId":"sluice-migrations"}`, MigrateResult{Applied: []string{}, Skipped: "delete", PhysicalResourceID: MigrationsResourceID}},
 	}
 	for _, tc := range tests {
@@ -68,7 +68,7 @@ func TestOnce(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	m := &Migrator{db: stdlib.OpenDBFromPool(pool), log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
-	for i, want := range []string{`{"applied":["00001_rules.sql","00002_rules_version.sql"],"version":2}`, `{"applied":[],"version":2}`} {
+	for i, want := range []string{`{"applied":["00001_rules.sql","00002_rules_version.sql","00003_quotas.sql"],"version":3}`, `{"applied":[],"version":3}`} {
 		var out strings.Builder
 		if err := m.Once(t.Context(), &out); err != nil {
 			t.Fatalf("Once #%d: %v", i+1, err)

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bucket"
@@ -90,6 +91,11 @@ type Result struct {
 	// included); 0 when there was none (the deny cache denied, or a token
 	// lease admitted).
 	LimiterTime time.Duration
+
+	// applied are every rule charged, rate rules first (API, route, then
+	// the quotas), nil-free up to the first nil: RateLimit-Policy lists
+	// them all.
+	applied [4]*rules.Effective
 }
 
 // snapshots gives the current rules snapshot; *rules.Cache is one.
@@ -134,7 +140,8 @@ func (a *Authorizer) Sources() []identity.Source {
 
 // Decide finds r's subject and rules and charges the subject's buckets: the
 // API-wide rule and the route rule (or the default rule when neither
-// matches), all or nothing, in one limiter call.
+// matches) and the quota rules of both scopes, all or nothing, in one
+// limiter call.
 //
 // It returns ErrNoSubject when no source yields a subject. When Redis fails
 // it returns the decision the rules' failure mode makes (allow with
@@ -152,11 +159,11 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 
 	// Fixed arrays keep the buckets off the heap until the limiter needs them.
 	var (
-		bs   [2]limiter.Bucket
-		effs [2]*rules.Effective
+		bs   [4]limiter.Bucket
+		effs [4]*rules.Effective
 		n    int
 	)
-	for _, e := range [2]*rules.Effective{m.API, m.Route} {
+	for _, e := range m.All() {
 		if e == nil {
 			continue
 		}
@@ -194,6 +201,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		ShadowDenied: d.ShadowDenied != 0,
 		FailOpen:     d.FailOpen,
 		Cached:       d.Cached,
+		applied:      effs,
 	}
 	if !d.Cached && !d.Leased {
 		res.LimiterTime = took
@@ -213,11 +221,35 @@ func (r *Result) AppendRateLimit(dst []byte) []byte {
 	return r.Effective.AppendRateLimit(dst, r.Remaining, r.Reset)
 }
 
-// Policy returns the IETF RateLimit-Policy field value for r's rule, such
-// as "\"<rule>\";q=100;w=60"; "" when no rule applied.
+// Policy returns the IETF RateLimit-Policy field value for r: every
+// enforcing rule that applied (a shadow rule only when it is the limiting
+// one), as a draft-11 list, rate rules first, such as
+// "\"<rule>\";q=100;w=60, \"<quota>\";q=100000;w=2629746"; "" when no
+// rule applied. With one policy it does not allocate.
 func (r *Result) Policy() string {
 	if r.Effective == nil {
 		return ""
 	}
-	return r.Effective.Policy
+	n, size, one := 0, 0, r.Effective
+	for _, e := range r.applied {
+		if e != nil && (e == r.Effective || e.Mode != rules.Shadow) {
+			n, size, one = n+1, size+len(e.Policy)+2, e
+		}
+	}
+	if n <= 1 {
+		// One policy, or a Result made without the list (a test, a
+		// fail-safe path).
+		return one.Policy
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, e := range r.applied {
+		if e != nil && (e == r.Effective || e.Mode != rules.Shadow) {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(e.Policy)
+		}
+	}
+	return b.String()
 }

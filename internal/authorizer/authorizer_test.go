@@ -83,9 +83,9 @@ func TestDecide(t *testing.T) {
 			},
 			steps: []step{
 				{req: get("k1", "/orders/{id}"), times: 2, want: outcome{Allowed: true, Rule: "r-route", Limit: 2, Remaining: 0, Cost: 1,
-					Policy: `"r-route";q=2;w=60`, RateLimit: `"r-route";r=0;t=60`}},
+					Policy: `"r-api";q=100;w=60, "r-route";q=2;w=60`, RateLimit: `"r-route";r=0;t=60`}},
 				{req: get("k1", "/orders/{id}"), times: 1, want: outcome{Allowed: false, Rule: "r-route", Limit: 2, Remaining: 0, RetryAfter: 30, Cost: 1,
-					Policy: `"r-route";q=2;w=60`, RateLimit: `"r-route";r=0;t=60`}},
+					Policy: `"r-api";q=100;w=60, "r-route";q=2;w=60`, RateLimit: `"r-route";r=0;t=60`}},
 				// Other routes only see the API-wide rule, which was charged
 				// twice (the denied call charged nothing).
 				{req: get("k1", "/orders"), times: 1, want: outcome{Allowed: true, Rule: "r-api", Limit: 100, Remaining: 97, Cost: 1,
@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 				{req: get("k1", "/orders"), times: 1, want: outcome{Allowed: true, Rule: "r-api", Limit: 1, Remaining: 0, Cost: 1,
 					Policy: `"r-api";q=1;w=3600`, RateLimit: `"r-api";r=0;t=3600`}},
 				{req: get("k1", "/orders/{id}"), times: 1, want: outcome{Allowed: false, Rule: "r-api", Limit: 1, Remaining: 0, RetryAfter: 3600, Cost: 1,
-					Policy: `"r-api";q=1;w=3600`, RateLimit: `"r-api";r=0;t=3600`}},
+					Policy: `"r-api";q=1;w=3600, "r-route";q=50;w=60`, RateLimit: `"r-api";r=0;t=3600`}},
 			},
 		},
 		{
@@ -117,9 +117,9 @@ func TestDecide(t *testing.T) {
 			},
 			steps: []step{
 				{req: get("k1", "/export"), times: 2, want: outcome{Allowed: true, Rule: "r-api", Limit: 10, Remaining: 2, Cost: 4,
-					Policy: `"r-api";q=10;w=60`, RateLimit: `"r-api";r=2;t=48`}},
+					Policy: `"r-api";q=10;w=60, "r-export";q=10;w=60`, RateLimit: `"r-api";r=2;t=48`}},
 				{req: get("k1", "/export"), times: 1, want: outcome{Allowed: false, Rule: "r-api", Limit: 10, Remaining: 2, RetryAfter: 12, Cost: 4,
-					Policy: `"r-api";q=10;w=60`, RateLimit: `"r-api";r=2;t=48`}},
+					Policy: `"r-api";q=10;w=60, "r-export";q=10;w=60`, RateLimit: `"r-api";r=2;t=48`}},
 			},
 		},
 		{

@@ -10,14 +10,36 @@ import (
 )
 
 // For returns the limiter bucket for an applied rule: its id, numbers,
-// failure mode and mode.
+// failure mode and mode, and for a quota its window and anchor.
 func For(e *rules.Effective) limiter.Bucket {
-	return limiter.Bucket{
-		ID:         e.ID,
-		Limit:      e.Limit,
-		Period:     e.Period,
-		Burst:      e.Burst,
-		FailClosed: e.FailureMode == rules.FailClosed,
-		Shadow:     e.Mode == rules.Shadow,
+	b := limiter.Bucket{
+		ID:           e.ID,
+		Limit:        e.Limit,
+		Period:       e.Period,
+		Burst:        e.Burst,
+		FailClosed:   e.FailureMode == rules.FailClosed,
+		Shadow:       e.Mode == rules.Shadow,
+		MinRemaining: e.MinRemaining,
 	}
+	if e.Kind == rules.Quota {
+		b.Window = Window(rules.Period(e.Period))
+		b.Anchor = e.Anchor
+	}
+	return b
+}
+
+// Window returns the limiter window of a quota's period: Day, Week, Month
+// or Year; NoWindow for anything else.
+func Window(p rules.Period) limiter.Window {
+	switch p {
+	case rules.Period(rules.Day):
+		return limiter.Daily
+	case rules.Period(rules.Week):
+		return limiter.Weekly
+	case rules.Month:
+		return limiter.Monthly
+	case rules.Period(rules.Year):
+		return limiter.Yearly
+	}
+	return limiter.NoWindow
 }

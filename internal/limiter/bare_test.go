@@ -38,7 +38,7 @@ func BenchmarkBareScript(b *testing.B) {
 			run(b, callers, func(ctx context.Context, i int) error {
 				key := prefix + "{" + strconv.Itoa(i%10000) + "}:api"
 				return bareScript.Run(ctx, c, []string{key}, 1_000_000, time.Second.Microseconds(), 1_000_000).Err()
-			}, nil, ping)
+			}, nil, baseline{"x-ping", ping})
 		})
 	}
 }

@@ -19,6 +19,10 @@ import (
 //	ping        the floor alone: one bare PING round trip per op
 //	1-bucket    10,000 subjects, one bucket each, allowed
 //	2-bucket    10,000 subjects, two buckets each (API + route), allowed
+//	2-rate-2-quota  10,000 subjects, two rate buckets and two quotas (a
+//	            daily one anchored at 06:00 UTC, a calendar month), allowed;
+//	            its x-2-bucket is its decisions/s over the 2-bucket
+//	            decision's, in alternating phases of the same run
 //	hot         one subject, allowed (every caller on one key)
 //	hot-denied  one exhausted subject: the local deny cache answers
 //
@@ -31,15 +35,18 @@ func BenchmarkAllow(b *testing.B) {
 	api := Bucket{ID: "api", Limit: 1_000_000, Period: time.Second}
 	route := Bucket{ID: "route", Limit: 1_000_000, Period: time.Second}
 	one, two := []Bucket{api}, []Bucket{api, route}
+	four := []Bucket{api, route,
+		{ID: "q-day", Limit: 1_000_000_000, Period: 24 * time.Hour, Window: Daily, Anchor: time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)},
+		{ID: "q-month", Limit: 1_000_000_000, Period: 24 * time.Hour, Window: Monthly}}
 	exhausted := []Bucket{{ID: "x", Limit: 1, Period: time.Hour}}
 
 	for _, callers := range []int{1, 16, 64} {
 		c := newClient(b, callers)
 		prefix := testPrefix(b, c)
-		ping := func(ctx context.Context, _ int) error { return c.Ping(ctx).Err() }
+		ping := baseline{"x-ping", func(ctx context.Context, _ int) error { return c.Ping(ctx).Err() }}
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
 			b.Run("ping", func(b *testing.B) {
-				run(b, callers, ping, nil, nil)
+				run(b, callers, ping.op, nil, baseline{})
 			})
 			rows := []struct {
 				name string
@@ -49,6 +56,7 @@ func BenchmarkAllow(b *testing.B) {
 				{"2-bucket", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: two, Cost: 1} }},
 				{"hot", func(int) Request { return Request{Subject: "hot", Buckets: one, Cost: 1} }},
 				{"hot-denied", func(int) Request { return Request{Subject: "hot", Buckets: exhausted, Cost: 1} }},
+				{"2-rate-2-quota", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: four, Cost: 1} }},
 			}
 			for _, row := range rows {
 				b.Run(row.name, func(b *testing.B) {
@@ -58,10 +66,20 @@ func BenchmarkAllow(b *testing.B) {
 							_, _ = l.Allow(context.Background(), row.req(0))
 						}
 					}
+					base := ping
+					if row.name == "2-rate-2-quota" {
+						// Against the 2-bucket decision, its own limiter
+						// and keys, phase by phase.
+						l2 := New(c, Options{Prefix: prefix + "base:", Timeout: time.Second})
+						base = baseline{"x-2-bucket", func(ctx context.Context, i int) error {
+							_, err := l2.Allow(ctx, Request{Subject: subjects[i%len(subjects)], Buckets: two, Cost: 1})
+							return err
+						}}
+					}
 					run(b, callers, func(ctx context.Context, i int) error {
 						_, err := l.Allow(ctx, row.req(i))
 						return err
-					}, l, ping)
+					}, l, base)
 				})
 			}
 		})
@@ -72,10 +90,19 @@ func BenchmarkAllow(b *testing.B) {
 // and PING.
 const phase = 2000
 
+// baseline is what a row is compared with: op runs in alternating
+// phases, untimed, and the row reports its decisions/s over op's as name.
+type baseline struct {
+	name string
+	op   func(ctx context.Context, i int) error
+}
+
 // run calls op b.N times from callers goroutines and reports decisions/s,
-// p50/p99 latency, round trips per op (when l is set) and, when ping is
-// set, the ratio to as many PINGs run in alternating phases (untimed).
-func run(b *testing.B, callers int, op func(ctx context.Context, i int) error, l *Limiter, ping func(ctx context.Context, i int) error) {
+// p50/p99 latency, round trips per op (when l is set) and, when base is
+// set, the ratio to as many base ops (PINGs, or another decision) run in
+// alternating phases (untimed).
+func run(b *testing.B, callers int, op func(ctx context.Context, i int) error, l *Limiter, base baseline) {
+	ping := base.op
 	b.ReportAllocs()
 	ctx := context.Background()
 	// Warm the pool: every caller its connection.
@@ -148,7 +175,7 @@ func run(b *testing.B, callers int, op func(ctx context.Context, i int) error, l
 	b.ReportMetric(float64(lat[b.N/2])/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[b.N*99/100])/1e3, "p99-µs")
 	if ping != nil {
-		b.ReportMetric(rate/(float64(pings)/pingTime.Seconds()), "x-ping")
+		b.ReportMetric(rate/(float64(pings)/pingTime.Seconds()), base.name)
 	}
 	if l != nil {
 		s := l.Stats()

@@ -1,29 +1,52 @@
--- bucket.lua: check and charge 1..N token buckets of one subject, atomically.
+-- bucket.lua: check and charge 1..N buckets of one subject, atomically:
+-- token buckets (rate rules) and calendar quotas (quota rules).
 --
--- A bucket holds up to <burst> tokens and refills <limit> tokens every
--- <period>, continuously. Either every enforcing bucket has <cost> tokens and
--- every bucket that has them is charged, or nothing is charged (a deny
--- writes only a bucket it converts to new numbers, see "A change of
--- numbers" below). The clock is Redis TIME (microseconds); the caller never sends its own.
+-- A token bucket holds up to <burst> tokens and refills <limit> tokens every
+-- <period>, continuously. A quota holds <limit> tokens per calendar window
+-- (a day, a week, a month or a year, see "Quotas" below) and is full again
+-- when the window ends. Either every enforcing bucket has what the request
+-- needs and every bucket that has <cost> tokens is charged, or nothing is
+-- charged (a deny writes only a bucket it converts to new numbers, see "A
+-- change of numbers" below). The clock is Redis TIME (microseconds); the
+-- caller never sends its own, and quota windows are computed here from it.
 --
 -- KEYS[i]        bucket i's key, <prefix>{<subject hash>}:<bucket id>. All
 --                keys share the hash tag, so they live in one cluster slot.
+-- KEYS[N+1]      a usage report's idempotency key, optional (see "Usage")
 -- ARGV[1]        cost: tokens to take from every bucket, integer >= 0; 0
---                peeks: decide as for cost 1, write nothing, reply per bucket
--- ARGV[4i-2..4i+1], for bucket i:
---   limit        tokens refilled per period, integer >= 0; 0 = blocked (never
---                has a token, never written)
---   period       refill period in microseconds, integer > 0
---   burst        capacity in tokens, integer > 0
---   shadow       1 = never denies: charged when it has the tokens, a
---                would-be deny is reported in the shadow mask; 0 = enforcing
+--                peeks: decide as for cost 1, write nothing, reply per
+--                bucket. "u<cost>" (cost an integer, negative refunds) is a
+--                usage report (see "Usage").
+-- ARGV[4i-2..4i+1], for bucket i (N = (#ARGV-1)/4 buckets):
+--   limit        tokens refilled per period (per window for a quota),
+--                integer >= 0; 0 = blocked (never has a token, never written)
+--   period       refill period in microseconds, integer > 0 (a quota's is
+--                not read: the caller sends "")
+--   burst        capacity in tokens, integer > 0 (a quota's is its limit;
+--                not read: the caller sends "")
+--   flags        "0" enforcing or "1" shadow (1 = never denies: charged when
+--                it has the tokens, a would-be deny is reported in the
+--                shadow mask), for a token bucket without a floor; else
+--                "<shadow> <floor> <unit><anchor>", such as "0 0 m0" (the
+--                first byte is always the shadow digit):
+--                  shadow  0 or 1, as above
+--                  floor   the admission floor (min_remaining), integer >= 0:
+--                          the request needs cost + floor tokens in this
+--                          bucket; the caller keeps cost + floor <= burst
+--                  unit    r (token bucket) or a quota's window: d (day),
+--                          w (week), m (calendar month), y (calendar year)
+--                  anchor  microseconds since 2024-01-01 UTC, an integer
+--                          (0 when the rule has none: midnight UTC, and
+--                          2024-01-01 was a Monday, the 1st and January)
 --
 -- The caller keeps every bucket's refill horizon, burst*period/limit (the
 -- time an empty bucket takes to fill up), at most 10 years (MaxHorizon in
--- limiter.go; rules validation enforces it on every rule and plan). Then
--- every time below, in microseconds since 2024, stays far under 2^53 (about
--- 285 years), where doubles stop counting microseconds exactly. A cost above
--- a bucket's burst never charges it, so no cost stretches that horizon.
+-- limiter.go; rules validation enforces it on every rule and plan), and a
+-- quota's anchor between 1970 and 2100. Then every time below, in
+-- microseconds since 2024, stays far under 2^53 (about 285 years), where
+-- doubles stop counting microseconds exactly; a usage debt (at most one
+-- burst) at most doubles the horizon. A cost above a bucket's burst never
+-- charges it, so no cost stretches that horizon.
 --
 -- Stored value (GCRA form of the bucket): the string "<tat> <T> <burst>".
 -- <tat> is the time at which the bucket will be full again, in microseconds
@@ -36,6 +59,25 @@
 -- takes the expiry from). A missing key, a <tat> not above now, or a value
 -- that is neither "<number>" nor "<number> <T> <burst>" with T and burst
 -- positive and finite, is a full bucket.
+--
+-- Quotas. The window is computed from TIME and the anchor with integer
+-- civil-date arithmetic (UTC): days and weeks repeat every 24 h or 7 days
+-- from the anchor; months and years add calendar months to the anchor's
+-- date, a day 31 clamped to the month's end (and Feb 29 to Feb 28), its
+-- time of day kept. The key cannot name the window (a cluster script must
+-- declare its keys), so the value does: "q<unit><anchor> <window end>
+-- <used>", the end in Unix milliseconds (an integer: windows end on whole
+-- seconds), used the tokens charged in that window (an integer). A value of the bucket's unit and anchor whose end
+-- is after now is the current window (it held the time it was written, and
+-- now lies between that and its end), so the calendar arithmetic runs only
+-- at a window's first call; any other value (another window, unit or
+-- anchor, the other kind, unreadable) is a fresh window: used 0. The key
+-- expires at the window's end (PXAT, Redis 6.2+, the end as read back: a
+-- charge within a window formats nothing but its used). A quota holds limit - used tokens; its reset (in the
+-- reply) is the time until the window ends, even when nothing is used. A
+-- change of its limit keeps used (an upgrade of a monthly quota keeps what
+-- the month used); a change of its unit or anchor starts a fresh window. A
+-- denied quota's retry is the time until its window ends.
 --
 -- A change of numbers keeps what was used, not the time until full: when
 -- the stored <T> or <burst> differs from the bucket's, the bucket had used
@@ -52,6 +94,16 @@
 -- version reads the new form as "not a number": a full bucket. While both
 -- run, a deploy, its calls can find a fresh burst.)
 --
+-- Usage ("u<cost>"): no admission decision. Every bucket with a limit,
+-- shadows and enforcing alike, is charged cost tokens whatever it holds:
+-- it may go into debt, at most one burst (a quota's used at most twice its
+-- limit; a larger debt is clamped there), and later requests are denied,
+-- with the right retry, until it has refilled (a quota: until its window
+-- ends). A negative cost refunds, never above full (used never below 0).
+-- With KEYS[N+1], an idempotency key: when it exists the report is a retry
+-- and nothing is written; else the charge is written and the key set for
+-- 24 h (PX 86400000), in the same call, so concurrent retries count once.
+--
 -- Every millisecond count, the PX of a write and the reset and retry of the
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
 -- with %d: never an exponent, which SET refuses ("value is not an integer
@@ -60,8 +112,9 @@
 -- into an error.
 --
 -- Errors: the script reads and computes everything before its first write,
--- then only writes (a charge, or a conversion above; a peek never writes), so it never fails after a write: a reply is an answer
--- for all buckets or an error that changed nothing.
+-- then only writes (a charge, or a conversion above; a peek never writes),
+-- so it never fails after a write: a reply is an answer for all buckets or
+-- an error that changed nothing.
 --
 -- Reply: one string of space-separated integers (a string, not an array:
 -- the caller parses it without an allocation per number)
@@ -72,13 +125,16 @@
 --                the enforcing bucket with the fewest tokens left (shadow
 --                buckets count only when all are shadows)
 --   remaining    whole tokens left in the limiting bucket after this call
---   reset        milliseconds until the limiting bucket is full again, 0 to
---                MAX_MS
---   retry        0 when allowed; else milliseconds until <cost> tokens are
---                available in every bucket, 1 to MAX_MS; -1 when never
---                (cost > burst or limit 0)
+--   reset        milliseconds until the limiting bucket is full again (a
+--                quota: until its window ends), 0 to MAX_MS
+--   retry        0 when allowed; else milliseconds until every bucket has
+--                what the request needs (cost + floor), 1 to MAX_MS; -1 when
+--                never (that exceeds a burst or a quota, or limit 0)
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
 -- followed, for a peek (cost 0) only, by " <remaining> <reset>" per bucket.
+-- A usage report replies "u <duplicate> " then " <remaining> <reset>" per
+-- bucket: duplicate 1 when the idempotency key was there (nothing
+-- charged), remaining whole tokens after the report, negative in debt.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
@@ -92,9 +148,18 @@ local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
 -- tonumber is strtod, a few hundred instructions a call: the usual cost 1
 -- and a burst equal to the limit (same string, so the same interned Lua
 -- string) are recognised without it.
-local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+local usage = false
+local cost = ARGV[1]
+if cost == '1' then
+	cost = 1
+elseif string.byte(cost) == 117 then -- 'u': a usage report
+	usage = true
+	cost = tonumber(string.sub(cost, 2))
+else
+	cost = tonumber(cost)
+end
 local need = cost
-if need == 0 then
+if need <= 0 then
 	need = 1
 end
 
@@ -104,21 +169,154 @@ end
 local EPS = 1e-6
 -- MAX_MS bounds every millisecond count: 100 years of 365 days.
 local MAX_MS = 3153600000000
-local n = #KEYS
+local n = (#ARGV - 1) / 4
 -- One table for all buckets (this script's cost is mostly allocations):
--- st[4i-3] = when bucket i is full again (us), st[4i-2] = its tokens now,
--- st[4i-1] = us per token (0 when blocked), st[4i] = the PX of its write
--- (a string), false when it is not written (a converted bucket has one
--- from step 1, a charged bucket gets one in step 2). Presized for two buckets.
+-- st[4i-3] = when bucket i is full again (us; a quota's window end),
+-- st[4i-2] = its tokens now, st[4i-1] = us per token (0 when blocked, -1
+-- for a quota), st[4i] = the PX of its write (a string), false when it is
+-- not written (a converted bucket has one from step 1, a charged bucket
+-- gets one in step 2). Presized for two buckets.
 local st = { 0, 0, 0, false, 0, 0, 0, false }
+-- A quota's used is limit - tokens, and whether a bucket is a shadow is the
+-- first byte of its flags: no other table, so plain rate buckets cost
+-- nothing more.
+local window -- the calendar function below, made on first use
+local qs -- qs[2i-1], qs[2i]: quota i's value head and end (see step 1)
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
 -- 1. Read every bucket and decide.
 for i = 1, n do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
+	local flags = ARGV[o + 3]
+	local shadow, need_i, unit, anchor, tag = flags == '1', need, 'r', 0, nil
+	if flags ~= '0' and not shadow then
+		local sh, fl
+		sh, fl, tag, unit, anchor = match(flags, '^([01]) (%d+) (([rdwmy])(%-?%d+))$')
+		shadow, need_i = sh == '1', need + tonumber(fl)
+	end
 	local at, h, T, burst, px = now, 0, 0, 0, false
-	if limit > 0 then
+	if limit > 0 and unit ~= 'r' then
+		-- A quota: "q<unit><anchor> <window end> <used>". A value of the
+		-- same unit and anchor whose window has not ended is the current
+		-- window (it held now when it was written, and now is before its
+		-- end), so the calendar is computed only at a window's first call.
+		-- Anything else (another window, unit or anchor, a rate value,
+		-- unreadable) is a fresh window: used 0.
+		local stop, used, pre, es = false, 0, nil, nil
+		local v = redis.call('GET', KEYS[i])
+		if v then
+			local p, tg, e, u = match(v, '^(q(%S+) (%S+) )(%S+)$')
+			if tg == tag then
+				local em = tonumber(e)
+				u = tonumber(u)
+				-- The end in Unix ms; NaN, negative or inf used: a fresh window.
+				if em and em > now / 1000 + 1704067200000 and u and u >= 0 and u < HUGE then
+					stop, used, pre, es = (em - 1704067200000) * 1000, u, p, e
+				end
+			end
+		end
+		if not stop and not window then
+			-- calendar: begin
+			-- window(unit, anchor, now): the calendar window [start, stop)
+			-- that holds now, in microseconds since 2024-01-01 UTC, of the
+			-- windows repeating from anchor: every day (d) or week (w), or
+			-- every calendar month (m) or year (y), a day 31 clamped to the
+			-- month's end (Feb 29 to Feb 28), the anchor's time of day kept.
+			-- Integer civil-date arithmetic (days from 1970-01-01, H.
+			-- Hinnant's days_from_civil), every value an integer far below
+			-- 2^53, so every double is exact.
+			local D = 86400000000
+			local function days(y, m, d)
+				if m <= 2 then
+					y = y - 1
+				end
+				local era = floor(y / 400)
+				local yoe = y - era * 400
+				local mp = m + 9
+				if m > 2 then
+					mp = m - 3
+				end
+				local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+				return era * 146097 + doe - 719468
+			end
+			local function civil(z)
+				z = z + 719468
+				local era = floor(z / 146097)
+				local doe = z - era * 146097
+				local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+				local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+				local mp = floor((5 * doy + 2) / 153)
+				local m = mp + 3
+				if mp >= 10 then
+					m = mp - 9
+				end
+				local y = yoe + era * 400
+				if m <= 2 then
+					y = y + 1
+				end
+				return y, m, doy - floor((153 * mp + 2) / 5) + 1
+			end
+			window = function(u, a, t)
+				if u == 'd' or u == 'w' then
+					local len = D
+					if u == 'w' then
+						len = 7 * D
+					end
+					local s = a + floor((t - a) / len) * len
+					-- The quotient is a double: correct a rounding at a boundary.
+					if s > t then
+						s = s - len
+					elseif s + len <= t then
+						s = s + len
+					end
+					return s, s + len
+				end
+				local ad = floor(a / D)
+				local tod = a - ad * D
+				local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
+				local ny, nm = civil(floor(t / D) + 19723)
+				local step = 1
+				if u == 'y' then
+					step = 12
+				end
+				-- start(k): k months from the anchor, the day clamped.
+				local function start(k)
+					local mi = am - 1 + k
+					local y = ay + floor(mi / 12)
+					local m = mi - floor(mi / 12) * 12 + 1
+					local d = aday
+					if d > 28 then
+						local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+						if d > dim then
+							d = dim
+						end
+					end
+					return (days(y, m, d) - 19723) * D + tod
+				end
+				local k = floor(((ny - ay) * 12 + nm - am) / step) * step
+				local s = start(k)
+				if s > t then
+					k = k - step
+					s = start(k)
+				end
+				return s, start(k + step)
+			end
+			-- calendar: end
+		end
+		if not stop then
+			local _
+			_, stop = window(unit, tonumber(anchor), now)
+			es = string.format('%d', stop / 1000 + 1704067200000)
+			pre = 'q' .. tag .. ' ' .. es .. ' '
+		end
+		-- What a write needs: the value's head and the end (PXAT), both
+		-- read back unchanged while the window lasts, so that a charge
+		-- formats nothing.
+		qs = qs or {}
+		qs[2 * i - 1], qs[2 * i] = pre, es
+		at, h, T = stop, limit - used, -1
+	elseif limit > 0 then
 		T = tonumber(ARGV[o + 1]) / limit
 		burst = limit
 		if ARGV[o + 2] ~= ARGV[o] then
@@ -161,15 +359,20 @@ for i = 1, n do
 		h = (now - at) / T + burst
 	end
 	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
-	if h + EPS < need then
-		if ARGV[o + 3] == '1' then
+	if h + EPS < need_i then
+		if shadow then
 			mask = mask + 2 ^ (i - 1)
 		else
 			allowed = 0
 			-- The wait only matters on a deny: not computed otherwise.
 			local w = -1
-			if T > 0 and need <= burst then
-				w = ceil((at + (need - burst) * T - now) / 1000)
+			if T < 0 and need_i <= limit then
+				-- A quota: until its window resets.
+				w = ceil((at - now) / 1000)
+			elseif T > 0 and need_i <= burst then
+				w = ceil((at + (need_i - burst) * T - now) / 1000)
+			end
+			if w ~= -1 then
 				if w < 1 then
 					w = 1
 				elseif w > MAX_MS then
@@ -181,6 +384,69 @@ for i = 1, n do
 			end
 		end
 	end
+end
+
+if usage then
+	-- A usage report: charge (cost > 0, into debt) or refund (cost < 0,
+	-- never above full) every bucket, shadows included, whatever it holds.
+	-- Debt is at most one burst (a quota's limit): a rate bucket is full
+	-- again within twice its refill horizon, 20 years, so every time stays
+	-- exact. An idempotency key (KEYS[n+1]) already there means a retry:
+	-- nothing is written. Every value is computed before the first write.
+	local dup = 0
+	local idem = KEYS[n + 1]
+	if idem and redis.call('EXISTS', idem) == 1 then
+		dup = 1
+	end
+	local out, sets = 'u ' .. dup, {}
+	for i = 1, n do
+		local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
+		if dup == 0 and cost ~= 0 and T < 0 then
+			local limit = tonumber(ARGV[4 * i - 2])
+			local used = limit - h + cost
+			if used < 0 then
+				used = 0
+			elseif used > 2 * limit then
+				used = 2 * limit
+			end
+			h = limit - used
+			sets[#sets + 1] = { KEYS[i], qs[2 * i - 1] .. used, 'PXAT', qs[2 * i] }
+		elseif dup == 0 and cost ~= 0 and T > 0 then
+			local burst = tonumber(ARGV[4 * i])
+			at = at + cost * T
+			if at < now then
+				at = now
+			elseif at > now + 2 * burst * T then
+				at = now + 2 * burst * T
+			end
+			h = (now - at) / T + burst
+			local px = ceil((at - now) / 1000) + 1
+			if px > MAX_MS then
+				px = MAX_MS
+			end
+			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), 'PX', string.format('%d', px) }
+		elseif dup == 0 and st[4 * i] then
+			-- Only converted to new numbers (cost 0).
+			sets[#sets + 1] = { KEYS[i], string.format('%.17g %.17g %s', at, T, ARGV[4 * i]), 'PX', st[4 * i] }
+		end
+		local reset = 0
+		if T ~= 0 then
+			reset = ceil((at - now) / 1000)
+			if reset < 0 then
+				reset = 0
+			elseif reset > MAX_MS then
+				reset = MAX_MS
+			end
+		end
+		out = out .. string.format(' %d %d', floor(h + EPS), reset)
+	end
+	for _, s in ipairs(sets) do
+		redis.call('SET', s[1], s[2], s[3], s[4])
+	end
+	if idem and dup == 0 then
+		redis.call('SET', idem, '1', 'PX', 86400000)
+	end
+	return out
 end
 
 if allowed == 1 then
@@ -197,8 +463,13 @@ if allowed == 1 then
 				ttl = MAX_MS
 			end
 			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, string.format('%d', ttl)
+		elseif cost > 0 and T < 0 and h + EPS >= cost then
+			-- A quota: written with its used, expiring at its window's end.
+			h = h - cost
+			st[4 * i - 2], st[4 * i] = h, true
 		end
-		if ARGV[4 * i + 1] == '0' and (lim == 0 or h < st[4 * lim - 2]) then
+		local f = ARGV[4 * i + 1]
+		if (f == '0' or f ~= '1' and string.byte(f) == 48) and (lim == 0 or h < st[4 * lim - 2]) then
 			lim = i
 		end
 	end
@@ -217,7 +488,12 @@ end
 if cost > 0 then
 	for i = 1, n do
 		if st[4 * i] then
-			redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
+			if st[4 * i - 1] < 0 then
+				-- used = limit - tokens, an integer (printed as one).
+				redis.call('SET', KEYS[i], qs[2 * i - 1] .. (tonumber(ARGV[4 * i - 2]) - st[4 * i - 2]), 'PXAT', qs[2 * i])
+			else
+				redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
+			end
 		end
 	end
 end
@@ -236,7 +512,7 @@ for i = 0, n do
 		r = 0
 	end
 	local reset = 0
-	if st[4 * b - 1] > 0 then
+	if st[4 * b - 1] ~= 0 then
 		reset = ceil((st[4 * b - 3] - now) / 1000)
 		if reset < 0 then
 			reset = 0

@@ -81,6 +81,15 @@ func (c *denyCache) key(sd subjectDigest, bs []Bucket, cost int64) denyKey {
 		if b.FailClosed {
 			flags |= 2
 		}
+		if b.Window != NoWindow || b.MinRemaining != 0 {
+			// A quota's window and anchor, and the floor, decide too.
+			flags |= uint64(b.Window)<<8 | 4
+			binary.LittleEndian.PutUint64(n[0:], uint64(b.MinRemaining))
+			binary.LittleEndian.PutUint64(n[8:], uint64(b.Anchor.UnixMicro()))
+			h.Write(n[:16])
+			binary.LittleEndian.PutUint64(n[0:], uint64(b.Limit))
+			binary.LittleEndian.PutUint64(n[8:], uint64(b.Period))
+		}
 		binary.LittleEndian.PutUint64(n[24:], flags)
 		h.Write(n[:])
 	}

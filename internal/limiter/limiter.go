@@ -1,8 +1,11 @@
-// Package limiter is Sluice's token bucket over Redis.
+// Package limiter is Sluice's token bucket and calendar quota over Redis.
 //
 // One call checks and charges all of a subject's buckets at once, inside one
 // Lua script (bucket.lua) that takes its clock from Redis TIME: either every
-// bucket has the tokens and all are charged, or none is charged. A bucket
+// bucket has the tokens and all are charged, or none is charged. A quota
+// bucket (Bucket.Window) counts against a calendar window the script
+// computes from that clock. Charge reports usage known after a response
+// (into debt, or a refund), idempotently. A bucket
 // whose limit, burst or period changed keeps the tokens its subject used
 // (clamped to the new burst): the script re-expresses them under the new
 // numbers on its first call after the change, allowed or denied. The keys
@@ -67,11 +70,47 @@ type Bucket struct {
 	// Shadow buckets never deny: they are charged when they have the
 	// tokens, and a would-be deny is reported in Decision.ShadowDenied.
 	Shadow bool
+	// Window, when not NoWindow, makes the bucket a calendar quota: it
+	// holds Limit tokens per window (Burst is ignored), is full again when
+	// the window ends, and a denied request's RetryAfter is the time until
+	// then. The window is computed in Redis, from Redis TIME. Period must
+	// still be > 0: it is the RetryAfter when no wait helps.
+	Window Window
+	// Anchor is where a quota's windows repeat from (see Window's values);
+	// zero means UTC calendar alignment. It must lie between 1970 and 2100.
+	Anchor time.Time
+	// MinRemaining is the admission floor: Allow passes only when the
+	// bucket holds at least Cost + MinRemaining tokens. >= 0; the caller
+	// keeps Cost + MinRemaining at most the capacity (Burst, or Limit for
+	// a quota), or no request passes.
+	MinRemaining int64
 }
 
-// capacity returns the bucket's effective burst.
+// Window is a quota's calendar window. Every window is in UTC and repeats
+// from Bucket.Anchor (zero: 2024-01-01T00:00:00Z, a Monday, so that days
+// start at midnight, weeks on Monday, months on the 1st and years on
+// January 1st).
+type Window uint8
+
+// The windows.
+const (
+	// NoWindow: a token bucket, not a quota.
+	NoWindow Window = iota
+	// Daily windows are 24 h long, from the anchor's time of day.
+	Daily
+	// Weekly windows are 7 days long, from the anchor's weekday and time.
+	Weekly
+	// Monthly windows add calendar months to the anchor: an anchor on the
+	// 31st gives windows starting on each month's last day when it is
+	// shorter (Jan 31, Feb 28 or 29, Mar 31, ...).
+	Monthly
+	// Yearly windows add calendar years: Feb 29 becomes Feb 28.
+	Yearly
+)
+
+// capacity returns the bucket's effective burst (a quota's is its Limit).
 func (b Bucket) capacity() int64 {
-	if b.Burst <= 0 {
+	if b.Burst <= 0 || b.Window != NoWindow {
 		return b.Limit
 	}
 	return b.Burst
@@ -105,14 +144,17 @@ type Decision struct {
 	Remaining int64
 	// Reset is the time until the limiting bucket is full again
 	// (millisecond resolution, rounded up); never negative, and at most the
-	// bucket's refill horizon (Burst·Period/Limit, at most MaxHorizon) plus
-	// a millisecond.
+	// bucket's refill horizon (Burst·Period/Limit, at most MaxHorizon;
+	// twice that in usage debt) plus a millisecond. For a quota it is the
+	// time until its window ends, even when nothing is used.
 	Reset time.Duration
 	// RetryAfter is 0 when allowed; otherwise the time until Cost tokens
-	// are available in every bucket (millisecond resolution, rounded up):
-	// at least 1ms, at most the limiting bucket's Reset. When Cost exceeds
-	// a bucket's Burst, or a bucket is blocked (Limit 0), no wait helps:
-	// RetryAfter is then that bucket's Period.
+	// (plus each bucket's MinRemaining) are available in every bucket
+	// (millisecond resolution, rounded up): at least 1ms, at most the
+	// limiting bucket's Reset; for an exhausted quota, the time until its
+	// window ends. When Cost exceeds a bucket's Burst, or a bucket is
+	// blocked (Limit 0), no wait helps: RetryAfter is then that bucket's
+	// Period.
 	// A fail-closed deny (Redis failed) carries the breaker cooldown, a
 	// hint of when Redis is asked again.
 	RetryAfter time.Duration
@@ -577,13 +619,25 @@ func validate(bs []Bucket, cost int64, horizon bool) error {
 			return fmt.Errorf("%w: bucket %q: limit %d < 0", ErrInvalidRequest, b.ID, b.Limit)
 		case b.Period < time.Microsecond:
 			return fmt.Errorf("%w: bucket %q: period %v < 1µs", ErrInvalidRequest, b.ID, b.Period)
-		case horizon && !withinHorizon(b):
+		case b.MinRemaining < 0:
+			return fmt.Errorf("%w: bucket %q: min remaining %d < 0", ErrInvalidRequest, b.ID, b.MinRemaining)
+		case b.Window > Yearly:
+			return fmt.Errorf("%w: bucket %q: unknown window %d", ErrInvalidRequest, b.ID, b.Window)
+		case b.Window != NoWindow && !b.Anchor.IsZero() && (b.Anchor.Before(minAnchor) || !b.Anchor.Before(maxAnchor)):
+			return fmt.Errorf("%w: bucket %q: anchor %v outside 1970..2100", ErrInvalidRequest, b.ID, b.Anchor)
+		case horizon && b.Window == NoWindow && !withinHorizon(b):
 			return fmt.Errorf("%w: bucket %q: burst %d at %d per %v takes longer than MaxHorizon (%v) to refill",
 				ErrInvalidRequest, b.ID, b.capacity(), b.Limit, b.Period, MaxHorizon)
 		}
 	}
 	return nil
 }
+
+// Bounds of a quota's anchor (rules validation enforces the same).
+var (
+	minAnchor = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxAnchor = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // withinHorizon reports whether b's refill horizon, capacity·period/limit
 // with the period in whole microseconds as the script gets it, is at most

@@ -32,7 +32,9 @@ const (
 // TestPropertyMatchesModel is the proof that a rule validation accepts never
 // breaks a decision. It draws random rule sets (1-4 rules, rate or blocked,
 // enforcing or shadow, inline or through a plan, 1s to 1y, many near the
-// bounds) and keeps only what rules.NewSnapshot accepts, so it covers
+// bounds; calendar quotas, anchored or not, some on a 29th-31st, a few
+// whose daily window ends during the set; admission floors) and keeps only
+// what rules.NewSnapshot accepts, so it covers
 // exactly what validation lets reach the limiter; then it plays random
 // requests against real Redis through Allow and Peek (any cost from 0, a
 // peek, to rules.MaxCost, rule changes between requests, short sleeps), and
@@ -86,10 +88,10 @@ func TestPropertyMatchesModel(t *testing.T) {
 			t.Fatalf("seed %d, rule set %d: %s", seed, set, p.describe())
 		}
 	}
-	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes (%d buckets carried over), widest TIME bracket %dµs, in %v",
-		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.converted, p.widest, time.Since(start).Round(time.Millisecond))
-	if p.allowed == 0 || p.denied == 0 || p.refused == 0 || p.converted == 0 {
-		t.Errorf("allowed %d, denied %d, refused %d, carried over %d: the draw no longer covers both outcomes, both sides of validation and a change of numbers", p.allowed, p.denied, p.refused, p.converted)
+	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes (%d buckets carried over), %d quota charges (%d in a new window), widest TIME bracket %dµs, in %v",
+		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.converted, p.quotaCharges, p.freshWindows, p.widest, time.Since(start).Round(time.Millisecond))
+	if p.allowed == 0 || p.denied == 0 || p.refused == 0 || p.converted == 0 || p.quotaCharges == 0 {
+		t.Errorf("allowed %d, denied %d, refused %d, carried over %d, quota charges %d: the draw no longer covers both outcomes, both sides of validation, a change of numbers and quotas", p.allowed, p.denied, p.refused, p.converted, p.quotaCharges)
 	}
 }
 
@@ -118,6 +120,8 @@ type property struct {
 	denied, peeks    int
 	blocked, changes int
 	converted        int // calls that carried a bucket's use over to new numbers
+	quotaCharges     int // quota buckets charged
+	freshWindows     int // quota buckets that found a value of an earlier window
 	widest           int64
 }
 
@@ -150,6 +154,15 @@ func (p *property) run(set int) {
 		p.firstUS[i] = -1
 		p.valid[i] = p.effs[i].Burst
 	}
+	for _, b := range p.bs {
+		// A window ending within a second: start just before its end.
+		if b.Window == limiter.Daily {
+			if d := time.Until(b.Anchor); d > 0 && d <= 2*time.Second {
+				time.Sleep(d - 25*time.Millisecond)
+				break
+			}
+		}
+	}
 	for p.step = 0; p.step < propertySteps && !p.t.Failed(); p.step++ {
 		switch r := p.rng.Float64(); {
 		case r < 0.06:
@@ -158,12 +171,18 @@ func (p *property) run(set int) {
 			// it as the script does on the next call.
 			j := p.rng.IntN(len(p.bs))
 			e := p.draw([]string{p.bs[j].ID})[0]
-			if old := p.effs[j]; p.rng.Float64() < 0.3 && old.Limit > 0 {
+			if old := p.effs[j]; p.rng.Float64() < 0.3 && old.Limit > 0 && old.Kind == rules.Quota {
+				// A quota's upgrade or downgrade: its used carries over.
+				e = old
+				e.Limit = p.logUniform(max(e.Cost+e.MinRemaining, 1), rules.MaxLimit)
+				e.Burst = e.Limit
+			} else if p.rng.Float64() < 0.3 && old.Limit > 0 && old.Kind != rules.Quota {
 				// Only the burst: the same T, a capacity down or back up,
 				// within the burst validation accepted for these numbers.
 				e = old
 				e.Burst = 1 + p.rng.Int64N(p.valid[j])
 				e.Cost = min(e.Cost, e.Burst)
+				e.MinRemaining = min(e.MinRemaining, e.Burst-e.Cost)
 			} else {
 				p.valid[j] = e.Burst
 			}
@@ -221,6 +240,10 @@ func (p *property) drawRule(id string) (rules.Rule, *rules.Plan) {
 	if rng.Float64() < 0.25 {
 		r.Mode = rules.Shadow
 	}
+	if rng.Float64() < 0.3 {
+		return p.drawQuota(r)
+	}
+	defer p.drawFloor(&r)
 	periods := []time.Duration{time.Second, time.Minute, time.Hour, rules.Day, rules.Week, 30 * rules.Day, rules.Year}
 	period := periods[rng.IntN(len(periods))]
 	if rng.Float64() < 0.5 {
@@ -271,6 +294,68 @@ func (p *property) drawRule(id string) (rules.Rule, *rules.Plan) {
 	return r, nil
 }
 
+// drawQuota draws a quota rule (and its plan, sometimes): a calendar
+// window, anchored or not (anchors from 1970 to 2099, some on a 29th-31st,
+// some ending within seconds of now), a limit from 0 to MaxLimit, a cost
+// near it and sometimes past it, a floor sometimes.
+func (p *property) drawQuota(r rules.Rule) (rules.Rule, *rules.Plan) {
+	rng := p.rng
+	r.Kind = rules.Quota
+	periods := []rules.Period{rules.Period(rules.Day), rules.Period(rules.Week), rules.Month, rules.Period(rules.Year)}
+	period := periods[rng.IntN(len(periods))]
+	switch x := rng.Float64(); {
+	case x < 0.3:
+	case x < 0.31:
+		// A daily window ending at the next whole second: run waits until
+		// just before it, so that the set crosses it (a few sets a run;
+		// TestQuotaWindowReset crosses one every time).
+		end := time.Now().Truncate(time.Second).Add(time.Second).UTC()
+		r.Anchor, period = end.Format(time.RFC3339), rules.Period(rules.Day)
+	case x < 0.5:
+		r.Anchor = time.Now().Add(time.Duration(rng.IntN(48*3600)) * time.Second).UTC().Format(time.RFC3339)
+	case x < 0.7:
+		// The 29th to 31st, for the clamping.
+		r.Anchor = time.Date(1970+rng.IntN(130), time.Month(1+rng.IntN(12)), 29+rng.IntN(3), rng.IntN(24), rng.IntN(60), rng.IntN(60), 0, time.UTC).Format(time.RFC3339)
+	default:
+		r.Anchor = time.Unix(rng.Int64N(4102444800), 0).UTC().Format(time.RFC3339)
+	}
+	limit := p.logUniform(1, rules.MaxLimit)
+	if rng.Float64() < 0.1 {
+		limit = p.logUniform(1, 10)
+	}
+	if rng.Float64() < 0.03 {
+		limit = 0
+	}
+	switch x := rng.Float64(); {
+	case x < 0.4:
+	case x < 0.5 && limit > 0:
+		r.Cost = new(min(limit, rules.MaxCost))
+	case x < 0.55:
+		r.Cost = new(min(limit+1, rules.MaxCost))
+	default:
+		r.Cost = new(p.logUniform(1, max(1, min(limit, rules.MaxCost))))
+	}
+	p.drawFloor(&r)
+	if rng.Float64() < 0.3 {
+		plan := &rules.Plan{Name: "p-" + r.ID, Kind: rules.Quota, Limit: limit, Period: period}
+		r.Plan = plan.Name
+		return r, plan
+	}
+	r.Limit, r.Period = new(limit), period
+	return r, nil
+}
+
+// drawFloor sometimes gives r an admission floor, at times past what its
+// capacity leaves (validation refuses those).
+func (p *property) drawFloor(r *rules.Rule) {
+	if p.rng.Float64() < 0.15 {
+		r.MinRemaining = new(p.logUniform(1, rules.MaxBurst/10))
+		if p.rng.Float64() < 0.5 {
+			r.MinRemaining = new(p.rng.Int64N(4))
+		}
+	}
+}
+
 // cost draws a request's cost: mostly what the rules say, often small,
 // sometimes at or past a bucket's burst (a request that can never pass),
 // sometimes 0 (Allow's peek), sometimes anything up to MaxCost.
@@ -307,9 +392,10 @@ type snapshot struct {
 	now  int64 // TIME, microseconds since 2024-01-01 UTC as the script counts
 	val  []string
 	has  []bool
-	num  []float64 // <tat>
-	per  []float64 // <T>, 0 in a value of the previous version ("<tat>")
-	cap  []float64 // <burst>, 0 in a value of the previous version
+	num  []float64 // <tat>; a quota's window end, µs since 2024
+	per  []float64 // <T>, 0 in a value of the previous version ("<tat>"); -1 a quota's
+	cap  []float64 // <burst>, 0 in a value of the previous version; a quota's used
+	tag  []string  // a quota's "<unit><anchor>"
 	pttl []time.Duration
 }
 
@@ -336,6 +422,7 @@ func (p *property) read() snapshot {
 		num:  make([]float64, len(p.keys)),
 		per:  make([]float64, len(p.keys)),
 		cap:  make([]float64, len(p.keys)),
+		tag:  make([]string, len(p.keys)),
 		pttl: make([]time.Duration, len(p.keys)),
 	}
 	for i := range p.keys {
@@ -348,6 +435,13 @@ func (p *property) read() snapshot {
 		}
 		s.val[i], s.has[i], s.pttl[i] = v, true, ttls[i].Val()
 		var ok bool
+		if strings.HasPrefix(v, "q") {
+			if s.tag[i], s.num[i], s.cap[i], ok = parseQuota(v); !ok {
+				p.t.Fatalf("bucket %d holds %q, not \"q<tag> <end ms> <used>\"", i, v)
+			}
+			s.per[i] = -1
+			continue
+		}
 		if s.num[i], s.per[i], s.cap[i], ok = parseStored(v); !ok {
 			p.t.Fatalf("bucket %d holds %q, not \"<tat> <T> <burst>\"", i, v)
 		}
@@ -369,6 +463,18 @@ func parseStored(v string) (tat, per, burst float64, ok bool) {
 		burst, errs[2] = strconv.ParseFloat(f[2], 64)
 	}
 	return tat, per, burst, errors.Join(errs[:]...) == nil
+}
+
+// parseQuota splits a quota's value, "q<unit><anchor> <end ms> <used>",
+// into its tag, its end in µs since 2024, and its used.
+func parseQuota(v string) (tag string, end, used float64, ok bool) {
+	f := strings.Fields(v)
+	if len(f) != 3 || len(f[0]) < 2 {
+		return "", 0, 0, false
+	}
+	endMS, err1 := strconv.ParseInt(f[1], 10, 64)
+	u, err2 := strconv.ParseFloat(f[2], 64)
+	return f[0][1:], float64((endMS - 1704067200000) * 1000), u, err1 == nil && err2 == nil
 }
 
 // allow plays one Allow and checks it.
@@ -415,6 +521,12 @@ func (p *property) allow(cost int64) {
 			for i := range p.bs {
 				if m.converted[i] {
 					p.converted++
+				}
+				if m.quota[i] != "" && m.charged[i] {
+					p.quotaCharges++
+				}
+				if m.quota[i] != "" && before.has[i] && before.per[i] == -1 && before.tag[i] == m.quota[i] && before.num[i] != m.at[i] {
+					p.freshWindows++
 				}
 			}
 			return
@@ -502,6 +614,14 @@ func (p *property) stateMatches(m *model, before, after snapshot, now int64) boo
 			}
 			continue
 		}
+		if m.quota[i] != "" {
+			// Written with PXAT its window's end: the PTTL counts down to it.
+			ttl := time.Duration(m.at[i]-float64(after.now)) * time.Microsecond
+			if after.val[i] != m.quotaValue(p.bs, i) || after.pttl[i] > ttl+2*time.Millisecond || after.pttl[i] < ttl-pttlSlack {
+				return false
+			}
+			continue
+		}
 		ttl := time.Duration(m.ttl[i]) * time.Millisecond
 		elapsed := time.Duration(after.now-now)*time.Microsecond + pttlSlack
 		if after.num[i] != m.next[i] || after.per[i] != m.t[i] || after.cap[i] != m.burst[i] ||
@@ -539,6 +659,14 @@ func (p *property) checkUnchanged(before, after snapshot) {
 func (p *property) count(m *model, before, after snapshot) {
 	for i, b := range p.bs {
 		if b.Limit == 0 {
+			continue
+		}
+		if b.Window != limiter.NoWindow {
+			// A quota never holds more than its limit used (nor less
+			// than 0) in a window: what the charges left shows it.
+			if m.charged[i] && (m.h[i] < -eps || m.h[i] > float64(b.Limit)) {
+				p.t.Errorf("quota bucket %d left %v tokens of %d", i, m.h[i], b.Limit)
+			}
 			continue
 		}
 		if p.firstUS[i] < 0 {
@@ -600,6 +728,73 @@ type model struct {
 	// used carried over; written: the call writes the bucket (charged, or
 	// converted by a call that is not a peek).
 	converted, written [limiter.MaxBuckets]bool
+	// quota is a quota bucket's tag ("<unit><anchor>"), "" for a token
+	// bucket; its at is its window's end and its t is -1.
+	quota [limiter.MaxBuckets]string
+}
+
+// quotaValue is what the script stores for quota bucket i after the call:
+// "q<tag> <end, Unix ms> <used>", used printed as Lua prints a number.
+func (m *model) quotaValue(bs []limiter.Bucket, i int) string {
+	endMS := int64(m.at[i])/1000 + 1704067200000
+	return "q" + m.quota[i] + " " + strconv.FormatInt(endMS, 10) + " " + strconv.FormatFloat(float64(bs[i].Limit)-m.h[i], 'g', 14, 64)
+}
+
+// quotaTag is a quota bucket's "<unit><anchor>", as the script keys its
+// windows.
+func quotaTag(b limiter.Bucket) string {
+	var anchor int64
+	if !b.Anchor.IsZero() {
+		anchor = b.Anchor.UnixMicro() - 1704067200*1_000_000
+	}
+	return string("rdwmy"[b.Window]) + strconv.FormatInt(anchor, 10)
+}
+
+// windowEnd is the reference calendar, written apart from the script's
+// (with time.Date's normalisation, not days-from-civil): the end, in µs
+// since 2024, of b's window that holds now.
+func windowEnd(b limiter.Bucket, now int64) float64 {
+	a := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !b.Anchor.IsZero() {
+		a = b.Anchor.UTC()
+	}
+	t := time.UnixMicro(now + 1704067200*1_000_000).UTC()
+	us := func(x time.Time) float64 { return float64(x.UnixMicro() - 1704067200*1_000_000) }
+	floorDiv := func(x, y int) int {
+		q := x / y
+		if x%y != 0 && (x < 0) != (y < 0) {
+			q--
+		}
+		return q
+	}
+	switch b.Window {
+	case limiter.Daily, limiter.Weekly:
+		l := 24 * time.Hour
+		if b.Window == limiter.Weekly {
+			l *= 7
+		}
+		d := t.Sub(a)
+		k := d / l
+		if d < 0 && d%l != 0 {
+			k--
+		}
+		return us(a.Add((k + 1) * l))
+	}
+	step := 1
+	if b.Window == limiter.Yearly {
+		step = 12
+	}
+	start := func(k int) time.Time {
+		mi := int(a.Month()) - 1 + k
+		y, mo := a.Year()+floorDiv(mi, 12), time.Month(mi-floorDiv(mi, 12)*12+1)
+		days := time.Date(y, mo+1, 0, 0, 0, 0, 0, time.UTC).Day()
+		return time.Date(y, mo, min(a.Day(), days), a.Hour(), a.Minute(), a.Second(), 0, time.UTC)
+	}
+	k := floorDiv((t.Year()-a.Year())*12+int(t.Month())-int(a.Month()), step) * step
+	if start(k).After(t) {
+		k -= step
+	}
+	return us(start(k + step))
 }
 
 const (
@@ -613,7 +808,20 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 	need := float64(max(cost, 1))
 	for i, b := range bs {
 		at, h, T, burst := fnow, 0.0, 0.0, 0.0
-		if b.Limit > 0 {
+		needI := need + float64(b.MinRemaining)
+		if b.Limit > 0 && b.Window != limiter.NoWindow {
+			// A quota: its stored window while it lasts (same unit and
+			// anchor, end after now), else a fresh one from the reference
+			// calendar.
+			tag, end, used := quotaTag(b), 0.0, 0.0
+			if s.has[i] && s.per[i] == -1 && s.tag[i] == tag && s.num[i] > fnow && s.cap[i] >= 0 && !math.IsInf(s.cap[i], 1) {
+				end, used = s.num[i], s.cap[i]
+			} else {
+				end = windowEnd(b, now)
+			}
+			at, h, T, burst = end, float64(b.Limit)-used, -1, float64(b.Limit)
+			m.quota[i] = tag
+		} else if b.Limit > 0 {
 			T = float64(b.Period.Microseconds()) / float64(b.Limit)
 			burst = float64(b.Limit)
 			if b.Burst > 0 {
@@ -645,7 +853,7 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 			h = float64((fnow-at)/T) + burst
 		}
 		m.at[i], m.h[i], m.t[i], m.burst[i] = at, h, T, burst
-		if h+eps >= need {
+		if h+eps >= needI {
 			continue
 		}
 		if b.Shadow {
@@ -654,8 +862,10 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 		}
 		m.allowed = false
 		w := int64(-1)
-		if T > 0 && need <= burst {
-			w = int64(math.Ceil((float64(at+float64((need-burst)*T)) - fnow) / 1000))
+		if T < 0 && needI <= burst {
+			w = min(max(int64(math.Ceil((at-fnow)/1000)), 1), maxMS)
+		} else if T > 0 && needI <= burst {
+			w = int64(math.Ceil((float64(at+float64((needI-burst)*T)) - fnow) / 1000))
 			w = min(max(w, 1), maxMS)
 		}
 		if m.wait != -1 && (w == -1 || w > m.wait) {
@@ -672,6 +882,9 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 			m.h[i] -= float64(cost)
 			m.next[i], m.charged[i], m.written[i] = m.at[i], true, true
 			m.ttl[i] = min(int64(math.Ceil((m.at[i]-fnow)/1000))+1, maxMS)
+		} else if cost > 0 && m.t[i] < 0 && m.h[i]+eps >= float64(cost) {
+			m.h[i] -= float64(cost)
+			m.next[i], m.charged[i], m.written[i] = m.at[i], true, true
 		}
 		if !b.Shadow && (m.lim < 0 || m.h[i] < m.h[m.lim]) {
 			m.lim = i

@@ -84,18 +84,49 @@ func appendArgs(dst []byte, ends []int, cost int64, bs []Bucket) ([]byte, []int)
 	for _, b := range bs {
 		dst = strconv.AppendInt(dst, b.Limit, 10)
 		ends = append(ends, len(dst))
+		if b.Window != NoWindow {
+			// A quota's period and burst are not read: empty.
+			ends = append(ends, len(dst), len(dst))
+			dst = appendFlags(dst, b)
+			ends = append(ends, len(dst))
+			continue
+		}
 		dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
 		ends = append(ends, len(dst))
 		dst = strconv.AppendInt(dst, b.capacity(), 10)
 		ends = append(ends, len(dst))
-		if b.Shadow {
-			dst = append(dst, '1')
-		} else {
-			dst = append(dst, '0')
-		}
+		dst = appendFlags(dst, b)
 		ends = append(ends, len(dst))
 	}
 	return dst, ends
+}
+
+// epoch2024 is the script's time origin, 2024-01-01T00:00:00Z, in
+// microseconds since 1970.
+const epoch2024 = 1704067200 * 1000000
+
+// windowUnits are the script's window letters, by Window.
+var windowUnits = [...]byte{NoWindow: 'r', Daily: 'd', Weekly: 'w', Monthly: 'm', Yearly: 'y'}
+
+// appendFlags appends bucket b's flags argument: "0" or "1" (shadow) for a
+// plain token bucket, else "<shadow> <floor> <unit><anchor>", such as
+// "0 0 m0" (see bucket.lua).
+func appendFlags(dst []byte, b Bucket) []byte {
+	shadow := byte('0')
+	if b.Shadow {
+		shadow = '1'
+	}
+	if b.Window == NoWindow && b.MinRemaining == 0 {
+		return append(dst, shadow)
+	}
+	dst = append(dst, shadow, ' ')
+	dst = strconv.AppendInt(dst, b.MinRemaining, 10)
+	dst = append(dst, ' ', windowUnits[b.Window])
+	var anchor int64
+	if !b.Anchor.IsZero() {
+		anchor = b.Anchor.UnixMicro() - epoch2024
+	}
+	return strconv.AppendInt(dst, anchor, 10)
 }
 
 // periodMicros is the period in whole microseconds, at least 1.

@@ -43,6 +43,9 @@ func ParsePeriod(s string) (Period, error) {
 	if len(s) > 64 {
 		return 0, errors.New("is too long")
 	}
+	if s == "1mo" {
+		return Month, nil
+	}
 	d, ok, err := parseUnits(s)
 	if ok && err != nil {
 		return 0, err
@@ -124,6 +127,9 @@ func (p Period) check() error {
 // period that is not a positive whole number of seconds is printed as a Go
 // duration ("1.5s", "0s", "-1m0s").
 func (p Period) String() string {
+	if p == Month {
+		return "1mo"
+	}
 	if p <= 0 || p%Period(time.Second) != 0 {
 		return time.Duration(p).String()
 	}

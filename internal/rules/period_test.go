@@ -83,7 +83,7 @@ func TestParsePeriodErrors(t *testing.T) {
 		{"9223372036854775807y", "is longer than 1 year"},
 		{"1", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
 		{"m", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
-		{"1mo", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
+		{"2mo", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
 		{"1 m", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
 		{" 1m", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},
 		{"1M", "is not a period: use a number and a unit among s, m, h, d, w, y, such as \"1m\" or \"1h30m\""},

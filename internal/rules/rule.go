@@ -36,7 +36,22 @@ const (
 	Shadow Mode = "shadow"
 )
 
-// Rule is one rate limit on one scope (API, route, subject).
+// Kind says how a rule counts.
+type Kind string
+
+const (
+	// Rate is a token bucket: Limit tokens per Period, refilled
+	// continuously, up to Burst (the default).
+	Rate Kind = "rate"
+	// Quota counts against a calendar window: Limit per day, week, month
+	// or year (Period 1d, 1w, 1mo or 1y), aligned to UTC or to Anchor, and
+	// resets at the window's end.
+	Quota Kind = "quota"
+)
+
+// Rule is one rate limit or quota on one scope (API, route, subject).
+// A rate rule and a quota rule may claim the same scope: a scope is (api,
+// route, subject, kind).
 //
 // A rule either names a Plan, whose numbers it then uses, or carries Limit,
 // Period and Burst inline; not both.
@@ -51,16 +66,35 @@ type Rule struct {
 	// Subject is an exact subject (user or API key) or Wildcard, meaning every
 	// subject gets its own bucket.
 	Subject string `json:"subject"`
+	// Kind is Rate (a token bucket) or Quota (a calendar window); empty
+	// means Rate. A rule naming a plan must have the plan's kind.
+	Kind Kind `json:"kind,omitempty"`
 	// Plan names a Plan whose Limit, Period and Burst this rule uses. Empty
 	// for inline numbers.
 	Plan string `json:"plan,omitempty"`
 	// Limit is the number of tokens refilled per Period. 0 blocks the scope.
 	// Nil only when Plan is set.
 	Limit *int64 `json:"limit,omitempty"`
-	// Period is the refill period, 1 s to 1 year. Zero only when Plan is set.
+	// Period is the refill period, 1 s to 1 year, of a rate rule; the
+	// window of a quota rule: Day, Week, Month or Year (JSON "1d", "1w",
+	// "1mo", "1y"). Zero only when Plan is set.
 	Period Period `json:"period,omitempty"`
-	// Burst is the bucket capacity; nil means Limit.
+	// Burst is the bucket capacity; nil means Limit. A quota has none: its
+	// Limit is the window's capacity.
 	Burst *int64 `json:"burst,omitempty"`
+	// Anchor, for a quota only, is an RFC 3339 time (whole seconds, 1970
+	// to 2100) its windows repeat from: every day or week from it, or
+	// every calendar month or year (a day 31 clamped to the month's end,
+	// Feb 29 to Feb 28). Empty means UTC calendar alignment: midnight, the
+	// Monday, the 1st, January 1st. Stored in UTC.
+	Anchor string `json:"anchor,omitempty"`
+	// MinRemaining is the admission floor: a request passes only when the
+	// bucket holds at least Cost + MinRemaining tokens, so that at least
+	// MinRemaining are left after it (an estimate for a request whose real
+	// cost is charged later through the usage API). Nil means 0; it must
+	// leave room for the cost: Cost + MinRemaining <= Burst (Limit for a
+	// quota).
+	MinRemaining *int64 `json:"min_remaining,omitempty"`
 	// Cost is the number of tokens one request matched by this rule spends;
 	// nil means 1. Route rules' cost wins over API-wide rules'.
 	Cost *int64 `json:"cost,omitempty"`
@@ -80,16 +114,22 @@ type Rule struct {
 }
 
 // Plan is a named tier of numbers that rules can refer to, such as
-// "gold: 1000 per minute, burst 2000". Changing a plan re-limits every rule
-// that names it.
+// "gold: 1000 per minute, burst 2000" or, as a quota, "gold-monthly:
+// 100000 per calendar month". Changing a plan re-limits every rule that
+// names it; a rule naming a plan has its kind.
 type Plan struct {
 	// Name is the plan's key: 1-64 of [a-z0-9_-], starting with a letter.
 	Name string `json:"name"`
-	// Limit is the number of tokens refilled per Period; 0 blocks.
+	// Kind is Rate or Quota; empty means Rate. A plan's anchor is its
+	// rules' (a billing cycle belongs to the subject, not to the tier).
+	Kind Kind `json:"kind,omitempty"`
+	// Limit is the number of tokens refilled per Period (per window for a
+	// quota); 0 blocks.
 	Limit int64 `json:"limit"`
-	// Period is the refill period, 1 s to 1 year.
+	// Period is the refill period, 1 s to 1 year; for a quota 1d, 1w, 1mo
+	// or 1y.
 	Period Period `json:"period"`
-	// Burst is the bucket capacity; nil means Limit.
+	// Burst is the bucket capacity; nil means Limit. None for a quota.
 	Burst       *int64    `json:"burst,omitempty"`
 	Description string    `json:"description,omitempty"`
 	Version     int64     `json:"version"`
@@ -99,7 +139,8 @@ type Plan struct {
 
 // Period is a refill period. In JSON it is a string: a number and a unit
 // among s, m, h, d (24 h), w (7 d) and y (365 d), such as "1s", "15m",
-// "1h", "1d"; Go durations such as "1h30m" are accepted on input.
+// "1h", "1d"; Go durations such as "1h30m" are accepted on input. "1mo" is
+// Month, the calendar month of quotas.
 type Period time.Duration
 
 // Limits of a Period.
@@ -107,6 +148,22 @@ const (
 	MinPeriod = Period(time.Second)
 	MaxPeriod = Period(365 * 24 * time.Hour)
 )
+
+// Month is a quota's calendar month ("1mo"). As a duration it is the mean
+// Gregorian month, 30.436875 days (what RateLimit-Policy's w= says); a
+// quota's windows are calendar months all the same. A rate rule cannot use
+// it.
+const Month = Period(2629746 * time.Second)
+
+// Calendar reports whether p is one of a quota's windows: Day, Week, Month
+// or Year.
+func (p Period) Calendar() bool {
+	switch p {
+	case Period(Day), Period(Week), Month, Period(Year):
+		return true
+	}
+	return false
+}
 
 // Duration returns p as a time.Duration.
 func (p Period) Duration() time.Duration { return time.Duration(p) }

@@ -40,13 +40,22 @@ type Effective struct {
 	FailureMode FailureMode
 	// Mode is Enforce or Shadow.
 	Mode Mode
+	// Kind is Rate or Quota. A quota's Period is its calendar window (Day,
+	// Week, Month or Year), its Burst its Limit, and Anchor (zero: UTC
+	// alignment) where its windows repeat from.
+	Kind   Kind
+	Anchor time.Time
+	// MinRemaining is the admission floor: a request passes only when the
+	// bucket holds at least Cost + MinRemaining tokens.
+	MinRemaining int64
 	// PolicyName is the IETF RateLimit policy name: ID as a Structured
 	// Field string, quotes included, such as "\"default\"".
 	PolicyName string
 	// Policy is the IETF RateLimit-Policy item for this rule:
 	// PolicyName;q=<Burst>;w=<Period in seconds>, such as
-	// "\"default\";q=100;w=60". Precomputed so the authorizer does not build
-	// it per request.
+	// "\"default\";q=100;w=60" (a quota's month counts as Month's seconds,
+	// a year as 365 days). Precomputed so the authorizer does not build it
+	// per request.
 	Policy string
 }
 
@@ -105,22 +114,38 @@ type Match struct {
 	API *Effective
 	// Route is the rule of the request's route scope; nil when none applies.
 	Route *Effective
-	// Default is set when no rule matched in either scope and the configured
-	// default (in API) applies. With no default configured, Match is empty
-	// and the request is allowed without limit.
+	// APIQuota and RouteQuota are the quota rules of the two scopes; nil
+	// when none applies. They stack on the rate rules: the request is
+	// charged against all four.
+	APIQuota, RouteQuota *Effective
+	// Default is set when no rate rule matched in either scope and the
+	// configured default (in API) applies; quotas stack on it. With no
+	// default configured and no rule, Match is empty and the request is
+	// allowed without limit.
 	Default bool
 }
 
 // Cost returns the tokens the request spends: the route rule's Cost when one
-// matched, else the API-wide rule's or the default's, else 1.
+// matched (the rate rule's before the quota's), else the API-wide rule's or
+// the default's, else 1.
 func (m Match) Cost() int64 {
 	switch {
 	case m.Route != nil:
 		return m.Route.Cost
+	case m.RouteQuota != nil:
+		return m.RouteQuota.Cost
 	case m.API != nil:
 		return m.API.Cost
+	case m.APIQuota != nil:
+		return m.APIQuota.Cost
 	}
 	return 1
+}
+
+// All returns the rules of m, rate rules first: API, Route, APIQuota,
+// RouteQuota, nil where absent.
+func (m Match) All() [4]*Effective {
+	return [4]*Effective{m.API, m.Route, m.APIQuota, m.RouteQuota}
 }
 
 // SnapshotOptions configure NewSnapshot.
@@ -145,10 +170,11 @@ type Skip struct {
 	Reason string
 }
 
-// scopeKey names a scope (api, route, subject); the route split into method
-// and resource, both empty in the API-wide scope.
+// scopeKey names a scope (api, route, subject, kind); the route split into
+// method and resource, both empty in the API-wide scope.
 type scopeKey struct {
 	api, method, resource, subject string
+	kind                           Kind
 }
 
 // routeKey names a route scope without its subject.
@@ -179,13 +205,9 @@ func (g *group) add(e *Effective) {
 // allocate. A Snapshot is safe for concurrent use; replace it as a whole
 // (atomic.Pointer) to change the rules.
 type Snapshot struct {
-	// Match looks a request's scopes up here: the API-wide scope by api,
-	// the route scope by (api, method, resource), then each by subject.
-	apiScope   map[string]*group
-	routeScope map[routeKey]*group
-	// Whether any route rule has api Wildcard or method ANY: when not,
-	// Match skips those lookups.
-	routeWildAPI, routeAnyMethod bool
+	// The rate rules' index and the quota rules'.
+	index
+	quota index
 
 	rules   []Effective // sorted by ID; the maps point into it
 	plans   []Plan      // valid plans, sorted by name
@@ -196,6 +218,20 @@ type Snapshot struct {
 	// route-scope (method, resource) pairs, sorted: ForSubject walks them.
 	routesByAPI map[string][]routeKey
 	apis        []string // every api named by a rule, sorted
+}
+
+// index holds the rules of one kind for Match: the API-wide scope by api,
+// the route scope by (api, method, resource), then each by subject.
+type index struct {
+	apiScope   map[string]*group
+	routeScope map[routeKey]*group
+	// Whether any route rule has api Wildcard or method ANY: when not,
+	// Match skips those lookups.
+	routeWildAPI, routeAnyMethod bool
+}
+
+func newIndex() index {
+	return index{apiScope: make(map[string]*group), routeScope: make(map[routeKey]*group)}
 }
 
 // NewSnapshot indexes rs and ps. It never fails: a rule or plan that cannot
@@ -212,8 +248,8 @@ type Snapshot struct {
 // has the same name.
 func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	s := &Snapshot{
-		apiScope:    make(map[string]*group),
-		routeScope:  make(map[routeKey]*group),
+		index:       newIndex(),
+		quota:       newIndex(),
 		routesByAPI: make(map[string][]routeKey),
 	}
 
@@ -251,7 +287,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		case ids[r.ID]:
 			reason = "another rule has the same id"
 		case claimed[keyOf(&e)]:
-			reason = "another rule with a smaller id holds the scope (api, route, subject)"
+			reason = "another rule with a smaller id holds the scope (api, route, subject, kind)"
 		}
 		if reason != "" {
 			s.skip(KindRule, r.ID, reason)
@@ -264,29 +300,37 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 
 	// Index only once s.rules stops growing: the maps point into it.
 	apis := make(map[string]bool)
+	routes := make(map[routeKey]bool)
 	for i := range s.rules {
 		e := &s.rules[i]
 		k := keyOf(e)
 		apis[e.API] = true
+		ix := &s.index
+		if e.Kind == Quota {
+			ix = &s.quota
+		}
 		if e.Route == Wildcard {
-			g := s.apiScope[e.API]
+			g := ix.apiScope[e.API]
 			if g == nil {
 				g = new(group)
-				s.apiScope[e.API] = g
+				ix.apiScope[e.API] = g
 			}
 			g.add(e)
 			continue
 		}
 		rk := routeKey{api: k.api, method: k.method, resource: k.resource}
-		g := s.routeScope[rk]
+		g := ix.routeScope[rk]
 		if g == nil {
 			g = new(group)
-			s.routeScope[rk] = g
+			ix.routeScope[rk] = g
+		}
+		if !routes[rk] {
+			routes[rk] = true
 			s.routesByAPI[e.API] = append(s.routesByAPI[e.API], rk)
 		}
 		g.add(e)
-		s.routeWildAPI = s.routeWildAPI || e.API == Wildcard
-		s.routeAnyMethod = s.routeAnyMethod || k.method == AnyMethod
+		ix.routeWildAPI = ix.routeWildAPI || e.API == Wildcard
+		ix.routeAnyMethod = ix.routeAnyMethod || k.method == AnyMethod
 	}
 	for _, l := range s.routesByAPI {
 		slices.SortFunc(l, func(a, b routeKey) int {
@@ -316,7 +360,7 @@ func (s *Snapshot) skip(kind, id, reason string) {
 // keyOf returns the index key of e: in the route scope, method and resource
 // split from the route.
 func keyOf(e *Effective) scopeKey {
-	k := scopeKey{api: e.API, subject: e.Subject}
+	k := scopeKey{api: e.API, subject: e.Subject, kind: e.Kind}
 	if e.Route != Wildcard {
 		k.method, k.resource, _ = strings.Cut(e.Route, " ")
 	}
@@ -333,10 +377,16 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	}
 	e := Effective{
 		ID: r.ID, API: r.API, Route: r.Route, Subject: r.Subject, Plan: r.Plan,
-		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode,
+		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind,
 	}
 	if r.Cost != nil {
 		e.Cost = *r.Cost
+	}
+	if r.MinRemaining != nil {
+		e.MinRemaining = *r.MinRemaining
+	}
+	if t, ok := r.AnchorTime(); ok {
+		e.Anchor = t
 	}
 	var burst *int64
 	if r.Plan != "" {
@@ -378,6 +428,8 @@ func defaultEffective(d Effective) (Effective, string) {
 	d.FailureMode = cmp.Or(d.FailureMode, FailOpen)
 	d.Mode = cmp.Or(d.Mode, Enforce)
 	switch {
+	case d.Kind != "" && d.Kind != Rate:
+		return d, "kind must be rate: the default is a rate limit"
 	case periodProblem(Period(d.Period)) != "":
 		return d, "period " + periodProblem(Period(d.Period))
 	case limitProblem(d.Limit) != "":
@@ -390,7 +442,10 @@ func defaultEffective(d Effective) (Effective, string) {
 		return d, "cost must be at most the burst, or no request could pass"
 	case !WithinHorizon(d.Burst, d.Limit, d.Period):
 		return d, "burst " + horizonProblem(d.Burst, d.Limit, Period(d.Period), burstHorizon)
+	case d.MinRemaining < 0 || d.Limit > 0 && d.MinRemaining > d.Burst-d.Cost:
+		return d, "min_remaining must be between 0 and the burst minus the cost"
 	}
+	d.Kind = Rate
 	d.finish()
 	return d, ""
 }
@@ -413,18 +468,30 @@ func (s *Snapshot) Match(api, method, resource, subject string) Match {
 	if len(s.routeScope) > 0 {
 		m.Route = s.matchRoute(api, method, resource, subject)
 	}
+	if len(s.quota.apiScope) > 0 {
+		m.APIQuota = s.quota.matchAPI(api, subject)
+	}
+	if len(s.quota.routeScope) > 0 {
+		m.RouteQuota = s.quota.matchRoute(api, method, resource, subject)
+	}
 	if m.API == nil && m.Route == nil && s.def != nil {
 		m.API, m.Default = s.def, true
 	}
 	return m
 }
 
-func (s *Snapshot) matchAPI(api, subject string) *Effective {
+func (s *index) matchAPI(api, subject string) *Effective {
+	if len(s.apiScope) == 0 {
+		return nil
+	}
 	gs := [2]*group{s.apiScope[api], s.apiScope[Wildcard]}
 	return pick(gs[:], subject)
 }
 
-func (s *Snapshot) matchRoute(api, method, resource, subject string) *Effective {
+func (s *index) matchRoute(api, method, resource, subject string) *Effective {
+	if len(s.routeScope) == 0 {
+		return nil
+	}
 	// The groups that can hold the request's rule, most specific first:
 	// exact api over Wildcard, then exact method over ANY.
 	var gs [4]*group
@@ -513,6 +580,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 		case Wildcard, "":
 			apiRule := s.matchAPI(a, subject)
 			add(apiRule)
+			add(s.quota.matchAPI(a, subject))
 			useDefault = useDefault || apiRule == nil
 			if route == Wildcard {
 				continue
@@ -520,13 +588,15 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 			for _, list := range [2][]routeKey{s.routesByAPI[a], s.routesByAPI[Wildcard]} {
 				for _, rk := range list {
 					add(s.matchRoute(a, rk.method, rk.resource, subject))
+					add(s.quota.matchRoute(a, rk.method, rk.resource, subject))
 				}
 			}
 		default:
 			method, resource, _ := strings.Cut(normalizeRoute(route), " ")
 			m := s.Match(a, method, resource, subject)
-			add(m.API)
-			add(m.Route)
+			for _, e := range m.All() {
+				add(e)
+			}
 		}
 	}
 	if useDefault {

@@ -162,11 +162,11 @@ func TestMatchEffective(t *testing.T) {
 	want := Match{
 		API: &Effective{
 			ID: "blocked", API: "a", Route: "*", Subject: "bad", Limit: 0, Burst: 0, Cost: 1, Period: time.Minute,
-			FailureMode: FailOpen, Mode: Enforce, PolicyName: `"blocked"`, Policy: `"blocked";q=0;w=60`,
+			FailureMode: FailOpen, Mode: Enforce, Kind: Rate, PolicyName: `"blocked"`, Policy: `"blocked";q=0;w=60`,
 		},
 		Route: &Effective{
 			ID: "gold-rule", API: "a", Route: "POST /orders", Subject: "*", Plan: "gold", Limit: 1000, Burst: 2000, Cost: 5,
-			Period: time.Minute, FailureMode: FailClosed, Mode: Shadow, PolicyName: `"gold-rule"`, Policy: `"gold-rule";q=2000;w=60`,
+			Period: time.Minute, FailureMode: FailClosed, Mode: Shadow, Kind: Rate, PolicyName: `"gold-rule"`, Policy: `"gold-rule";q=2000;w=60`,
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -215,7 +215,7 @@ func TestNewSnapshotSkips(t *testing.T) {
 		{Kind: KindRule, ID: "r-badplan", Reason: `plan "broken" is invalid: invalid period: is required`},
 		{Kind: KindRule, ID: "r-invalid", Reason: "invalid route: path must start with '/'"},
 		{Kind: KindRule, ID: "r-unknown", Reason: `unknown plan "nope"`},
-		{Kind: KindRule, ID: "r2", Reason: "another rule with a smaller id holds the scope (api, route, subject)"},
+		{Kind: KindRule, ID: "r2", Reason: "another rule with a smaller id holds the scope (api, route, subject, kind)"},
 		{Kind: KindRule, ID: "r3", Reason: "another rule has the same id"},
 		{Kind: "default", Reason: "period must be at least 1s"},
 	}
@@ -300,7 +300,7 @@ func TestDefaultEffective(t *testing.T) {
 	s := NewSnapshot(nil, nil, SnapshotOptions{Default: &Effective{Limit: 100, Period: time.Minute}})
 	want := &Effective{
 		ID: "default", API: "*", Route: "*", Subject: "*", Limit: 100, Burst: 100, Cost: 1, Period: time.Minute,
-		FailureMode: FailOpen, Mode: Enforce, PolicyName: `"default"`, Policy: `"default";q=100;w=60`,
+		FailureMode: FailOpen, Mode: Enforce, Kind: Rate, PolicyName: `"default"`, Policy: `"default";q=100;w=60`,
 	}
 	if diff := cmp.Diff(want, s.Default()); diff != "" {
 		t.Errorf("Default() mismatch (-want +got):\n%s", diff)

@@ -72,6 +72,11 @@ func (r *Rule) Normalize() {
 	if r.Mode == "" {
 		r.Mode = Enforce
 	}
+	r.Kind = normalizeKind(r.Kind)
+	r.Anchor = strings.TrimSpace(r.Anchor)
+	if t, err := time.Parse(time.RFC3339, r.Anchor); err == nil {
+		r.Anchor = t.UTC().Format(time.RFC3339Nano)
+	}
 	if r.Enabled == nil {
 		t := true
 		r.Enabled = &t
@@ -91,10 +96,21 @@ func normalizeRoute(route string) string {
 	return strings.ToUpper(method) + " " + path
 }
 
-// Normalize trims white space around p's Name and Description.
+// normalizeKind lower-cases k and fills the default, Rate.
+func normalizeKind(k Kind) Kind {
+	k = Kind(strings.ToLower(strings.TrimSpace(string(k))))
+	if k == "" {
+		return Rate
+	}
+	return k
+}
+
+// Normalize trims white space around p's Name and Description and fills
+// the default Kind, Rate.
 func (p *Plan) Normalize() {
 	p.Name = strings.TrimSpace(p.Name)
 	p.Description = strings.TrimSpace(p.Description)
+	p.Kind = normalizeKind(p.Kind)
 }
 
 // Validate reports every problem with r as a *ValidationError whose fields
@@ -112,10 +128,12 @@ func (r Rule) Validate() error {
 	v.check("api", apiProblem(r.API))
 	v.check("route", routeProblem(r.Route))
 	v.check("subject", subjectProblem(r.Subject))
+	v.check("kind", kindProblem(r.Kind))
+	quota := r.Kind == Quota
 	burst := int64(0) // the capacity cost must fit in; 0 when unknown here
 	// inline: the rule's own limit and period are valid, so horizons can be
 	// checked against them.
-	inline := r.Plan == "" && r.Limit != nil && limitProblem(*r.Limit) == "" && r.Period != 0 && periodProblem(r.Period) == ""
+	inline := r.Plan == "" && r.Limit != nil && limitProblem(*r.Limit) == "" && r.Period != 0 && periodProblem(r.Period) == "" && kindPeriodProblem(r.Kind, r.Period) == ""
 	if r.Plan != "" {
 		v.check("plan", planNameProblem(r.Plan))
 		if r.Limit != nil {
@@ -135,13 +153,17 @@ func (r Rule) Validate() error {
 		}
 		if r.Period == 0 {
 			v.add("period", "is required unless plan is set")
+		} else if p := periodProblem(r.Period); p != "" {
+			v.add("period", p)
 		} else {
-			v.check("period", periodProblem(r.Period))
+			v.check("period", kindPeriodProblem(r.Kind, r.Period))
 		}
 		if r.Limit != nil {
 			burst = *r.Limit
 		}
-		if r.Burst != nil {
+		if quota && r.Burst != nil {
+			v.add("burst", "must be empty for a quota: its limit is the window's capacity")
+		} else if r.Burst != nil {
 			if p := burstProblem(*r.Burst, r.Limit); p != "" {
 				v.add("burst", p)
 			} else if inline {
@@ -150,12 +172,22 @@ func (r Rule) Validate() error {
 			burst = *r.Burst
 		}
 	}
+	cost := int64(1)
 	if r.Cost != nil {
+		cost = *r.Cost
 		if p := costProblem(*r.Cost, burst); p != "" {
 			v.add("cost", p)
-		} else if inline {
+		} else if inline && !quota {
 			v.check("cost", horizonProblem(*r.Cost, *r.Limit, r.Period, costHorizon))
 		}
+	}
+	if r.MinRemaining != nil {
+		v.check("min_remaining", minRemainingProblem(*r.MinRemaining, cost, burst, ""))
+	}
+	if r.Anchor != "" && !quota && kindProblem(r.Kind) == "" {
+		v.add("anchor", "is for quota rules only")
+	} else {
+		v.check("anchor", anchorProblem(r.Anchor))
 	}
 	switch r.FailureMode {
 	case "", FailOpen, FailClosed:
@@ -176,13 +208,18 @@ func (r Rule) Validate() error {
 func (p Plan) Validate() error {
 	var v validator
 	v.check("name", planNameProblem(p.Name))
+	v.check("kind", kindProblem(p.Kind))
 	v.check("limit", limitProblem(p.Limit))
 	if p.Period == 0 {
 		v.add("period", "is required")
+	} else if reason := periodProblem(p.Period); reason != "" {
+		v.add("period", reason)
 	} else {
-		v.check("period", periodProblem(p.Period))
+		v.check("period", kindPeriodProblem(p.Kind, p.Period))
 	}
-	if p.Burst != nil {
+	if p.Burst != nil && p.Kind == Quota {
+		v.add("burst", "must be empty for a quota: its limit is the window's capacity")
+	} else if p.Burst != nil {
 		if reason := burstProblem(*p.Burst, &p.Limit); reason != "" {
 			v.add("burst", reason)
 		} else if limitProblem(p.Limit) == "" && p.Period != 0 && periodProblem(p.Period) == "" {
@@ -211,8 +248,19 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 	if p.Burst != nil {
 		burst = *p.Burst
 	}
+	if normalizeKind(r.Kind) != normalizeKind(p.Kind) {
+		v.add("kind", "must be the kind ("+string(normalizeKind(p.Kind))+") of plan "+strconv.Quote(p.Name))
+		return v.err()
+	}
+	if r.MinRemaining != nil && p.Limit > 0 {
+		v.check("min_remaining", minRemainingProblem(*r.MinRemaining, cost, burst, " of plan "+strconv.Quote(p.Name)))
+	}
 	switch {
 	case p.Limit <= 0 || p.Period <= 0:
+	case normalizeKind(p.Kind) == Quota:
+		if cost > burst {
+			v.add("cost", "must be at most the limit ("+strconv.FormatInt(burst, 10)+") of plan "+strconv.Quote(p.Name)+", or no request could pass")
+		}
 	case !WithinHorizon(burst, p.Limit, p.Period.Duration()):
 		v.add("plan", "the burst of plan "+strconv.Quote(p.Name)+" "+horizonProblem(burst, p.Limit, p.Period, burstHorizon))
 	case cost > burst:
@@ -531,6 +579,74 @@ func costProblem(cost, burst int64) string {
 		return "must be between 1 and " + strconv.Itoa(MaxCost)
 	case burst > 0 && burst <= MaxBurst && cost > burst:
 		return "must be at most the burst (" + strconv.FormatInt(burst, 10) + "), or no request could pass"
+	}
+	return ""
+}
+
+func kindProblem(k Kind) string {
+	switch k {
+	case "", Rate, Quota:
+		return ""
+	}
+	return `must be "rate" or "quota"`
+}
+
+// kindPeriodProblem checks a valid period against the kind: a quota's is a
+// calendar window, and Month is a quota's only.
+func kindPeriodProblem(k Kind, p Period) string {
+	switch {
+	case kindProblem(k) != "":
+		return "" // reported on kind
+	case k == Quota && !p.Calendar():
+		return `a quota's period must be "1d", "1w", "1mo" or "1y"`
+	case k != Quota && p == Month:
+		return `"1mo" is a calendar month, for quotas only: use "30d" or "4w" for a rate`
+	}
+	return ""
+}
+
+// Bounds of a quota's Anchor: any RFC 3339 time between them keeps the
+// limiter's window arithmetic, in microseconds since 2024, exact.
+var (
+	minAnchor = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxAnchor = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func anchorProblem(a string) string {
+	if a == "" {
+		return ""
+	}
+	t, err := time.Parse(time.RFC3339, a)
+	switch {
+	case err != nil:
+		return `must be an RFC 3339 time such as "2026-01-31T00:00:00Z"`
+	case t.Nanosecond() != 0:
+		return "must be a whole second"
+	case t.Before(minAnchor) || !t.Before(maxAnchor):
+		return "must be between 1970 and 2100"
+	}
+	return ""
+}
+
+// AnchorTime returns r's Anchor as a time, and false when it has none (or
+// an invalid one).
+func (r Rule) AnchorTime() (time.Time, bool) {
+	if r.Anchor == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, r.Anchor)
+	return t.UTC(), err == nil
+}
+
+// minRemainingProblem checks an admission floor against the cost and the
+// capacity it must leave room in (burst 0: unknown here, a plan's or a
+// blocking rule's); of names where the capacity comes from.
+func minRemainingProblem(mr, cost, burst int64, of string) string {
+	switch {
+	case mr < 0 || mr >= MaxBurst:
+		return "must be between 0 and " + strconv.Itoa(MaxBurst-1)
+	case burst > 0 && burst <= MaxBurst && cost >= 1 && mr > burst-cost:
+		return "must be at most the burst" + of + " minus the cost (" + strconv.FormatInt(burst-cost, 10) + "), or no request could pass"
 	}
 	return ""
 }

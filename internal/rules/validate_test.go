@@ -30,7 +30,7 @@ func TestNormalize(t *testing.T) {
 	in.Normalize()
 	want := Rule{
 		API: "abc", Route: "GET /pets/{id}", Subject: "key", Plan: "gold",
-		FailureMode: FailClosed, Mode: Shadow, Enabled: new(true), Description: "hi",
+		FailureMode: FailClosed, Mode: Shadow, Enabled: new(true), Description: "hi", Kind: Rate,
 	}
 	if diff := cmp.Diff(want, in); diff != "" {
 		t.Errorf("Normalize() mismatch (-want +got):\n%s", diff)
@@ -38,7 +38,7 @@ func TestNormalize(t *testing.T) {
 
 	defaults := Rule{Route: "*", Enabled: new(false)}
 	defaults.Normalize()
-	want = Rule{Route: "*", FailureMode: FailOpen, Mode: Enforce, Enabled: new(false)}
+	want = Rule{Route: "*", FailureMode: FailOpen, Mode: Enforce, Enabled: new(false), Kind: Rate}
 	if diff := cmp.Diff(want, defaults); diff != "" {
 		t.Errorf("Normalize() of defaults mismatch (-want +got):\n%s", diff)
 	}
@@ -51,7 +51,7 @@ func TestNormalize(t *testing.T) {
 
 	p := Plan{Name: " gold ", Description: " x "}
 	p.Normalize()
-	if diff := cmp.Diff(Plan{Name: "gold", Description: "x"}, p); diff != "" {
+	if diff := cmp.Diff(Plan{Name: "gold", Description: "x", Kind: Rate}, p); diff != "" {
 		t.Errorf("Plan.Normalize() mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -89,13 +89,13 @@ func TestREST(t *testing.T) {
 	want := []events.APIGatewayCustomAuthorizerResponse{
 		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Allow"), Context: map[string]any{
 			"limit": int64(2), "remaining": int64(1), "reset": int64(30), "retryAfter": int64(0),
-			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=1;t=30`, "rule": "r-order", "failOpen": false}},
+			"rateLimitPolicy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "rateLimit": `"r-order";r=1;t=30`, "rule": "r-order", "failOpen": false}},
 		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Allow"), Context: map[string]any{
 			"limit": int64(2), "remaining": int64(0), "reset": int64(60), "retryAfter": int64(0),
-			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
+			"rateLimitPolicy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
 		{PrincipalID: limiter.SubjectHash("key-1"), PolicyDocument: wantPolicy("Deny"), Context: map[string]any{
 			"limit": int64(2), "remaining": int64(0), "reset": int64(60), "retryAfter": int64(30),
-			"rateLimitPolicy": `"r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
+			"rateLimitPolicy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "rateLimit": `"r-order";r=0;t=60`, "rule": "r-order", "failOpen": false}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("REST() x3 mismatch (-want +got):\n%s", diff)
@@ -230,7 +230,7 @@ func TestCheck(t *testing.T) {
 		return answer{resp.StatusCode, resp.Headers, b}
 	}
 	json200 := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
-		"RateLimit-Policy": `"r-order";q=2;w=60`, "RateLimit": `"r-order";r=1;t=30`}
+		"RateLimit-Policy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "RateLimit": `"r-order";r=1;t=30`}
 	if diff := cmp.Diff(answer{200, json200, map[string]any{
 		"allowed": true, "limit": 2.0, "remaining": 1.0, "reset": 30.0, "retryAfter": 0.0, "rule": "r-order",
 	}}, call("POST", body)); diff != "" {
@@ -238,7 +238,7 @@ func TestCheck(t *testing.T) {
 	}
 	call("POST", body)
 	if diff := cmp.Diff(answer{429, map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
-		"RateLimit-Policy": `"r-order";q=2;w=60`, "RateLimit": `"r-order";r=0;t=60`, "Retry-After": "30"}, map[string]any{
+		"RateLimit-Policy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "RateLimit": `"r-order";r=0;t=60`, "Retry-After": "30"}, map[string]any{
 		"allowed": false, "limit": 2.0, "remaining": 0.0, "reset": 60.0, "retryAfter": 30.0, "rule": "r-order",
 	}}, call("POST", body)); diff != "" {
 		t.Errorf("check 3 mismatch (-want +got):\n%s", diff)

@@ -25,7 +25,10 @@ import (
 )
 
 // scope is the key two rules may not share.
-type scope struct{ api, route, subject string }
+type scope struct {
+	api, route, subject string
+	kind                rules.Kind
+}
 
 // Store is an in-memory rules store, safe for concurrent use. The zero value
 // is not usable; call New.
@@ -67,7 +70,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor. It returns rules.ErrConflict when another rule holds the
-// scope (api, route, subject) and a *rules.ValidationError when r names an
+// scope (api, route, subject, kind) and a *rules.ValidationError when r names an
 // unknown plan or does not fit its plan (rules.Rule.ValidateWithPlan).
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
 	if err := ctx.Err(); err != nil {
@@ -80,7 +83,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sc := scope{r.API, r.Route, r.Subject}
+	sc := scope{r.API, r.Route, r.Subject, r.Kind}
 	// The count first, as PostgreSQL counts before it inserts.
 	if len(s.rules) >= s.maxRules {
 		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
@@ -140,7 +143,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if err := checkRule(r); err != nil {
 		return rules.Rule{}, err
 	}
-	oldScope, newScope := scope{old.API, old.Route, old.Subject}, scope{r.API, r.Route, r.Subject}
+	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Kind}, scope{r.API, r.Route, r.Subject, r.Kind}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
 		return rules.Rule{}, scopeConflict(r)
 	}
@@ -175,7 +178,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
 	}
 	delete(s.rules, cid)
-	delete(s.scopes, scope{old.API, old.Route, old.Subject})
+	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Kind})
 	s.record(rules.KindRule, cid, rules.ActionDelete, actor, now(), old, nil)
 	return nil
 }
@@ -448,7 +451,7 @@ func toJSON(v any) json.RawMessage {
 }
 
 func scopeConflict(r rules.Rule) error {
-	return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+	return fmt.Errorf("a %s rule for api %q, route %q, subject %q already exists: %w", r.Kind, r.API, r.Route, r.Subject, rules.ErrConflict)
 }
 
 func planInUse(name string, n int) error {
@@ -486,8 +489,22 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("mode", "out of range")
 	case len(r.Description) > rules.MaxDescriptionLen:
 		return input.FieldError("description", "out of range")
+	case r.Kind != rules.Rate && r.Kind != rules.Quota:
+		return input.FieldError("kind", "out of range")
+	case r.Anchor != "" && (r.Kind != rules.Quota || !validAnchor(r)):
+		return input.FieldError("anchor", "out of range")
+	case r.MinRemaining != nil && (*r.MinRemaining < 0 || *r.MinRemaining >= rules.MaxBurst):
+		return input.FieldError("min_remaining", "out of range")
+	case r.Kind == rules.Quota && r.Plan == "" && (!r.Period.Calendar() || r.Burst != nil):
+		return input.FieldError("period", "out of range")
 	}
 	return nil
+}
+
+// validAnchor is the anchor check of the schema: a time from 1970 to 2100.
+func validAnchor(r rules.Rule) bool {
+	t, ok := r.AnchorTime()
+	return ok && t.Year() >= 1970 && t.Year() < 2100
 }
 
 // checkPlan mirrors the plans table's CHECK constraints.
@@ -506,6 +523,10 @@ func checkPlan(p rules.Plan) error {
 		return input.FieldError("burst", "out of range")
 	case len(p.Description) > rules.MaxDescriptionLen:
 		return input.FieldError("description", "out of range")
+	case p.Kind != rules.Rate && p.Kind != rules.Quota:
+		return input.FieldError("kind", "out of range")
+	case p.Kind == rules.Quota && (!p.Period.Calendar() || p.Burst != nil):
+		return input.FieldError("period", "out of range")
 	}
 	return nil
 }
@@ -523,6 +544,7 @@ func cloneRule(r rules.Rule) rules.Rule {
 	r.Burst = clonePtr(r.Burst)
 	r.Cost = clonePtr(r.Cost)
 	r.Enabled = clonePtr(r.Enabled)
+	r.MinRemaining = clonePtr(r.MinRemaining)
 	return r
 }
 

@@ -74,13 +74,13 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 }
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
-	failure_mode, mode, enabled, description, version, created_at, updated_at`
+	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining`
 
-const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at`
+const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind`
 
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor, in one transaction. It returns rules.ErrConflict when
-// another rule holds the scope (api, route, subject) and a
+// another rule holds the scope (api, route, subject, kind) and a
 // *rules.ValidationError when r names an unknown plan or does not fit its
 // plan (rules.Rule.ValidateWithPlan).
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
@@ -103,8 +103,9 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 			return fmt.Errorf("the store holds %d rules, its maximum: %w", n, rules.ErrTooManyRules)
 		}
 		row := tx.QueryRow(ctx, `INSERT INTO rules
-			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
+			 kind, anchor, min_remaining)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 			RETURNING `+ruleColumns, ruleArgs(r)...)
 		var err error
 		if out, err = scanRule(row); err != nil {
@@ -166,8 +167,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		row := tx.QueryRow(ctx, `UPDATE rules SET
 			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
 			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
+			kind = $13, anchor = $14, min_remaining = $15,
 			version = version + 1, updated_at = now()
-			WHERE id = $13::uuid AND version = $14
+			WHERE id = $16::uuid AND version = $17
 			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
@@ -323,9 +325,9 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description)
-			VALUES ($1, $2, $3, $4, $5) RETURNING `+planColumns,
-			p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description)
+		row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+planColumns,
+			p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, string(p.Kind))
 		var err error
 		if out, err = scanPlan(row); err != nil {
 			return planWriteError(err, p.Name)
@@ -381,11 +383,11 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 			return err
 		}
 		row := tx.QueryRow(ctx, `UPDATE plans SET
-			limit_count = $1, period_ms = $2, burst = $3, description = $4,
+			limit_count = $1, period_ms = $2, burst = $3, description = $4, kind = $7,
 			version = version + 1, updated_at = now()
 			WHERE name = $5 AND version = $6
 			RETURNING `+planColumns,
-			p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version)
+			p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version, string(p.Kind))
 		if out, err = scanPlan(row); err != nil {
 			return planWriteError(err, p.Name)
 		}
@@ -592,8 +594,13 @@ func ruleArgs(r rules.Rule) []any {
 	if r.Plan != "" {
 		plan = &r.Plan
 	}
+	var anchor *time.Time
+	if t, ok := r.AnchorTime(); ok {
+		anchor = &t
+	}
 	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
-		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description}
+		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description,
+		string(r.Kind), anchor, r.MinRemaining}
 }
 
 func scanRule(row pgx.Row) (rules.Rule, error) {
@@ -603,11 +610,17 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 		periodMS *int64
 		fm, mode string
 		enabled  bool
+		kind     string
+		anchor   *time.Time
 	)
 	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
-		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt)
+		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining)
 	if err != nil {
 		return rules.Rule{}, err
+	}
+	r.Kind = rules.Kind(kind)
+	if anchor != nil {
+		r.Anchor = anchor.UTC().Format(time.RFC3339Nano)
 	}
 	if plan != nil {
 		r.Plan = *plan
@@ -625,10 +638,12 @@ func scanPlan(row pgx.Row) (rules.Plan, error) {
 		p        rules.Plan
 		periodMS int64
 	)
-	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt)
+	var kind string
+	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind)
 	if err != nil {
 		return rules.Plan{}, err
 	}
+	p.Kind = rules.Kind(kind)
 	p.Period = rules.Period(time.Duration(periodMS) * time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return p, nil
@@ -643,7 +658,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 	}
 	switch pgErr.Code {
 	case codeUniqueViolation:
-		return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+		return fmt.Errorf("a %s rule for api %q, route %q, subject %q already exists: %w", r.Kind, r.API, r.Route, r.Subject, rules.ErrConflict)
 	case codeForeignKeyViolation:
 		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	case codeCheckViolation:
@@ -672,6 +687,9 @@ func planWriteError(err error, name string) error {
 func checkError(constraint, tablePrefix string) error {
 	field := strings.TrimSuffix(strings.TrimPrefix(constraint, tablePrefix), "_check")
 	reason := "out of range"
+	if field == "period_kind" {
+		field, reason = "period", `a quota's period must be "1d", "1w", "1mo" or "1y", and it has no burst`
+	}
 	if field == "plan" {
 		reason = "a rule names a plan or carries limit and period, not both"
 	}

@@ -36,6 +36,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RuleAllFields", testRuleAllFields},
 		{"RuleNotFound", testRuleNotFound},
 		{"RuleScopeConflict", testRuleScopeConflict},
+		{"QuotaScopes", testQuotaScopes},
+		{"QuotaPlans", testQuotaPlans},
 		{"RuleStale", testRuleStale},
 		{"RuleAudit", testRuleAudit},
 		{"RuleLastLineOfDefence", testRuleLastLineOfDefence},
@@ -89,11 +91,11 @@ const actor = "arn:aws:iam::123456789012:user/alice"
 
 // inline returns a valid rule with inline numbers.
 func inline(api, route, subject string, limit int64, period time.Duration) rules.Rule {
-	return rules.Rule{API: api, Route: route, Subject: subject, Limit: new(limit), Period: rules.Period(period)}
+	return rules.Rule{API: api, Route: route, Subject: subject, Kind: rules.Rate, Limit: new(limit), Period: rules.Period(period)}
 }
 
 func gold() rules.Plan {
-	return rules.Plan{Name: "gold", Limit: 1000, Period: rules.Period(time.Minute), Burst: new(int64(2000)), Description: "gold tier"}
+	return rules.Plan{Name: "gold", Kind: rules.Rate, Limit: 1000, Period: rules.Period(time.Minute), Burst: new(int64(2000)), Description: "gold tier"}
 }
 
 func mustCreateRule(t *testing.T, s store.Store, r rules.Rule) rules.Rule {
@@ -211,13 +213,19 @@ func testRuleAllFields(t *testing.T, s store.Store) {
 		{
 			API: "*", Route: "POST /orders", Subject: "*", Limit: new(int64(0)), Period: rules.Period(365 * 24 * time.Hour),
 			Burst: new(int64(0)), Cost: new(int64(1)), FailureMode: rules.FailClosed, Mode: rules.Shadow,
-			Enabled: new(false), Description: "blocks everyone — ünïcode",
+			Enabled: new(false), Description: "blocks everyone — ünïcode", Kind: rules.Rate,
 		},
 		{
 			API: "api", Route: "ANY /{proxy+}", Subject: "user-7", Limit: new(int64(1_000_000_000)), Period: rules.Period(time.Second),
 			Burst: new(int64(1_000_000_000)), Cost: new(int64(1_000_000)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true),
+			Kind: rules.Rate, MinRemaining: new(int64(0)),
 		},
-		{API: "api", Route: "*", Subject: "gold-customer", Plan: "gold", Cost: new(int64(3)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true)},
+		{API: "api", Route: "*", Subject: "gold-customer", Plan: "gold", Cost: new(int64(3)), FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true), Kind: rules.Rate},
+		{
+			API: "api", Route: "*", Subject: "gold-customer", Kind: rules.Quota, Limit: new(int64(100_000)), Period: rules.Month,
+			Anchor: "2026-01-31T09:30:00Z", MinRemaining: new(int64(500)), Cost: new(int64(2)), FailureMode: rules.FailClosed, Mode: rules.Enforce, Enabled: new(true),
+		},
+		{API: "api", Route: "GET /x", Subject: "*", Kind: rules.Quota, Limit: new(int64(5)), Period: rules.Period(rules.Year), FailureMode: rules.FailOpen, Mode: rules.Shadow, Enabled: new(true)},
 	} {
 		created, err := s.CreateRule(ctx, in, actor)
 		if err != nil {
@@ -315,6 +323,77 @@ func testRuleScopeConflict(t *testing.T, s store.Store) {
 		t.Fatalf("DeleteRule() error = %v", err)
 	}
 	mustCreateRule(t, s, inline("api", "GET /orders", "key", 10, time.Minute))
+}
+
+// testQuotaScopes: a rate rule and a quota rule claim one scope; two quotas
+// cannot; a rule's kind moves its scope.
+func testQuotaScopes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rate := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Second))
+	q := inline("api", "*", "key", 100_000, 0)
+	q.Kind, q.Period, q.Anchor = rules.Quota, rules.Month, "2026-01-31T00:00:00+02:00"
+	quota := mustCreateRule(t, s, q)
+	if quota.Anchor != "2026-01-30T22:00:00Z" {
+		t.Errorf("CreateRule(quota).Anchor = %q, want it in UTC %q", quota.Anchor, "2026-01-30T22:00:00Z")
+	}
+	if _, err := s.CreateRule(ctx, q, actor); !errors.Is(err, rules.ErrConflict) || !strings.Contains(err.Error(), "quota") {
+		t.Errorf("CreateRule(a second quota on the scope) error = %v, want ErrConflict naming the kind", err)
+	}
+	// The rate rule cannot become a second quota on the scope.
+	moved := rate
+	moved.Kind, moved.Period = rules.Quota, rules.Period(rules.Day)
+	if _, err := s.UpdateRule(ctx, moved, rate.Version, actor); !errors.Is(err, rules.ErrConflict) {
+		t.Errorf("UpdateRule(rate to quota on a held scope) error = %v, want ErrConflict", err)
+	}
+	// A quota's upgrade keeps its kind, anchor and floor.
+	up := quota
+	up.Limit, up.MinRemaining = new(int64(1_000_000)), new(int64(10))
+	got, err := s.UpdateRule(ctx, up, quota.Version, actor)
+	if err != nil {
+		t.Fatalf("UpdateRule(quota upgrade) error = %v", err)
+	}
+	if got.Kind != rules.Quota || got.Anchor != quota.Anchor || *got.Limit != 1_000_000 || *got.MinRemaining != 10 {
+		t.Errorf("UpdateRule(quota upgrade) = %+v, want kind quota, anchor %s, limit 1000000, min_remaining 10", got, quota.Anchor)
+	}
+	hist, err := s.RuleHistory(ctx, quota.ID)
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("RuleHistory(quota) = %d entries, %v; want 2", len(hist), err)
+	}
+	if after, ok := decodeRule(t, hist[1].After); !ok || after.Kind != rules.Quota || after.Anchor != quota.Anchor || after.Period != rules.Month {
+		t.Errorf("RuleHistory(quota)[1].After = %+v, want the quota's kind, anchor and 1mo", after)
+	}
+	rs, _, err := loadAll(ctx, s)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("LoadAll() = %d rules, %v; want 2", len(rs), err)
+	}
+}
+
+// testQuotaPlans: a plan may be a quota; a rule naming it must be one; a
+// plan cannot change kind under its rules.
+func testQuotaPlans(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	monthly := mustCreatePlan(t, s, rules.Plan{Name: "gold-monthly", Kind: rules.Quota, Limit: 100_000, Period: rules.Month})
+	if monthly.Kind != rules.Quota || monthly.Period != rules.Month {
+		t.Errorf("CreatePlan(quota) = %+v, want kind quota, period 1mo", monthly)
+	}
+	r := rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold-monthly"}
+	if _, err := s.CreateRule(ctx, r, actor); fieldOf(err) != "kind" {
+		t.Errorf("CreateRule(a rate rule naming a quota plan) error = %v, want a ValidationError on kind", err)
+	}
+	r.Kind, r.Anchor = rules.Quota, "2026-03-15T00:00:00Z"
+	got := mustCreateRule(t, s, r)
+	if got.Kind != rules.Quota || got.Anchor != r.Anchor {
+		t.Errorf("CreateRule(quota naming a quota plan) = %+v", got)
+	}
+	asRate := monthly
+	asRate.Kind, asRate.Period = rules.Rate, rules.Period(time.Hour)
+	if _, err := s.UpdatePlan(ctx, asRate, 0, actor); !errors.Is(err, rules.ErrConflict) {
+		t.Errorf("UpdatePlan(quota to rate under a quota rule) error = %v, want ErrConflict", err)
+	}
+	_, ps, err := loadAll(ctx, s)
+	if err != nil || len(ps) != 1 || ps[0].Kind != rules.Quota {
+		t.Errorf("LoadAll() plans = %+v, %v; want the quota plan", ps, err)
+	}
 }
 
 func testRuleStale(t *testing.T, s store.Store) {
@@ -467,6 +546,14 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 		{"invalid UTF-8 in description", func(r *rules.Rule) { r.Description = "\xff" }, "description"},
 		{"long description", func(r *rules.Rule) { r.Description = strings.Repeat("x", rules.MaxDescriptionLen+1) }, "description"},
 		{"long api", func(r *rules.Rule) { r.API = strings.Repeat("x", rules.MaxAPILen+1) }, "api"},
+		{"bad kind", func(r *rules.Rule) { r.Kind = "bucket" }, "kind"},
+		{"anchor on a rate rule", func(r *rules.Rule) { r.Anchor = "2026-01-01T00:00:00Z" }, "anchor"},
+		{"anchor before 1970", func(r *rules.Rule) {
+			r.Kind, r.Period, r.Anchor = rules.Quota, rules.Period(rules.Day), "1969-12-31T00:00:00Z"
+		}, "anchor"},
+		{"negative min_remaining", func(r *rules.Rule) { r.MinRemaining = new(int64(-1)) }, "min_remaining"},
+		{"quota of 1m", func(r *rules.Rule) { r.Kind = rules.Quota }, "period"},
+		{"quota with a burst", func(r *rules.Rule) { r.Kind, r.Period, r.Burst = rules.Quota, rules.Period(rules.Day), new(int64(20)) }, "period"},
 	}
 	for _, tc := range tests {
 		r := base
@@ -484,6 +571,9 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 		field string
 	}{
 		{"bad name", rules.Plan{Name: "Gold!", Limit: 1, Period: rules.Period(time.Second)}, "name"},
+		{"bad kind", rules.Plan{Name: "p", Kind: "bucket", Limit: 1, Period: rules.Period(time.Second)}, "kind"},
+		{"quota of 1h", rules.Plan{Name: "p", Kind: rules.Quota, Limit: 1, Period: rules.Period(time.Hour)}, "period"},
+		{"quota with a burst", rules.Plan{Name: "p", Kind: rules.Quota, Limit: 1, Period: rules.Period(rules.Day), Burst: new(int64(2))}, "period"},
 		{"no period", rules.Plan{Name: "p", Limit: 1}, "period"},
 		{"negative limit", rules.Plan{Name: "p", Limit: -1, Period: rules.Period(time.Second)}, "limit"},
 	} {

@@ -1,0 +1,120 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// usageService is an admin Service over a memory store and the test Redis,
+// with a rate rule and a quota rule on api a1 (the quota with a floor).
+func usageService(t *testing.T) *admin.Service {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "admin-usage")
+	testenv.DeleteKeys(t, rdb, prefix)
+	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
+	svc := admin.New(memory.New(), nil, lim, admin.Options{})
+	for _, body := range []string{
+		`{"api":"a1","route":"*","subject":"*","limit":10,"period":"10s"}`,
+		`{"api":"a1","route":"POST /chat","subject":"*","kind":"quota","limit":1000,"period":"1mo","min_remaining":100}`,
+	} {
+		if r := post(svc, admin.RouteCreateRule, body); r.Status != http.StatusCreated {
+			t.Fatalf("create rule %s = %d %s", body, r.Status, r.Body)
+		}
+	}
+	return svc
+}
+
+func post(svc *admin.Service, route, body string, header ...string) admin.Response {
+	h := http.Header{"Content-Type": {"application/json"}}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Add(header[i], header[i+1])
+	}
+	return svc.HandleRoute(context.Background(), route, admin.Request{Method: "POST", Header: h, Body: []byte(body)})
+}
+
+// TestUsage: POST /usage charges the subject's rate and quota buckets of
+// the route, into debt; a retry with the same Idempotency-Key counts once;
+// a refund gives back; the limits view shows the quota's used.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	svc := usageService(t)
+	const body = `{"api":"a1","route":"post /chat/","subject":"user:42","cost":14}`
+	var got admin.UsageResponse
+	r := post(svc, admin.RouteUsage, body, "Idempotency-Key", "resp-1")
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+		t.Fatalf("POST /usage = %d %s", r.Status, r.Body)
+	}
+	if got.Route != "POST /chat" || got.Duplicate || len(got.Buckets) != 2 ||
+		got.Buckets[0].Remaining != -4 || got.Buckets[0].Kind != "rate" ||
+		got.Buckets[1].Remaining != 986 || got.Buckets[1].Kind != "quota" {
+		t.Errorf("POST /usage = %s, want rate -4 (debt), quota 986", r.Body)
+	}
+	// The retry counts once.
+	r = post(svc, admin.RouteUsage, body, "Idempotency-Key", "resp-1")
+	if json.Unmarshal(r.Body, &got) != nil || !got.Duplicate || got.Buckets[1].Remaining != 986 {
+		t.Errorf("retried POST /usage = %d %s, want a duplicate charging nothing", r.Status, r.Body)
+	}
+	// The limits view shows the quota's use (the debt's denial and its
+	// wait are TestChargeDebtAndRefund's, in internal/limiter).
+	var lr admin.SubjectLimitsResponse
+	r = svc.HandleRoute(context.Background(), admin.RouteSubjectLimits, admin.Request{Method: "GET",
+		PathParams: map[string]string{"subject": "user:42"}, Query: map[string][]string{"api": {"a1"}, "route": {"POST /chat"}}})
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &lr) != nil || len(lr.Limits) != 2 {
+		t.Fatalf("GET limits = %d %s", r.Status, r.Body)
+	}
+	q := lr.Limits[1]
+	if q.Kind != "quota" || q.Used == nil || *q.Used != 14 || q.ResetsAt == nil || q.MinRemaining != 100 {
+		t.Errorf("quota in the limits view = %+v, want used 14, resets_at, min_remaining 100", q)
+	}
+	// A refund, without a key: both back, never above full.
+	r = post(svc, admin.RouteUsage, `{"api":"a1","route":"POST /chat","subject":"user:42","cost":-14}`)
+	if json.Unmarshal(r.Body, &got) != nil || got.Duplicate || got.Buckets[1].Remaining != 1000 || got.Buckets[0].Remaining < 9 {
+		t.Errorf("refund = %d %s, want the quota full again and the rate bucket back", r.Status, r.Body)
+	}
+}
+
+// TestUsageValidation: every bad field of a usage report, the
+// Idempotency-Key header included, is a 400 naming it.
+func TestUsageValidation(t *testing.T) {
+	t.Parallel()
+	svc := usageService(t)
+	for _, tt := range []struct {
+		name, body, key, field string
+	}{
+		{"no cost", `{"api":"a1","route":"POST /chat","subject":"u"}`, "", "cost"},
+		{"zero cost", `{"api":"a1","route":"POST /chat","subject":"u","cost":0}`, "", "cost"},
+		{"huge cost", `{"api":"a1","route":"POST /chat","subject":"u","cost":1000000001}`, "", "cost"},
+		{"fractional cost", `{"api":"a1","route":"POST /chat","subject":"u","cost":1.5}`, "", "cost"},
+		{"wildcard api", `{"api":"*","route":"POST /chat","subject":"u","cost":1}`, "", "api"},
+		{"bad route", `{"api":"a1","route":"chat","subject":"u","cost":1}`, "", "route"},
+		{"empty subject", `{"api":"a1","route":"POST /chat","subject":"","cost":1}`, "", "subject"},
+		{"control in subject", `{"api":"a1","route":"POST /chat","subject":"a\u0000b","cost":1}`, "", "subject"},
+		{"unknown field", `{"api":"a1","route":"POST /chat","subject":"u","cost":1,"plan":"x"}`, "", "plan"},
+		{"key with a space", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, "a b", "Idempotency-Key"},
+		{"key too long", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, strings.Repeat("k", 256), "Idempotency-Key"},
+		{"empty key", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, "\x00empty", "Idempotency-Key"},
+	} {
+		var hdr []string
+		switch tt.key {
+		case "":
+		case "\x00empty":
+			hdr = []string{"Idempotency-Key", ""}
+		default:
+			hdr = []string{"Idempotency-Key", tt.key}
+		}
+		r := post(svc, admin.RouteUsage, tt.body, hdr...)
+		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), `"field":"`+tt.field+`"`) {
+			t.Errorf("%s: POST /usage = %d %s, want 400 naming %s", tt.name, r.Status, r.Body, tt.field)
+		}
+	}
+}
