@@ -22,12 +22,13 @@
 //
 // Until Sluice's v1, this package follows the module's v0 versions, with
 // this promise: the names exported here (Options and its fields, New,
-// FromEnv, Limiter and its methods, the handler types) keep their meaning
-// and signatures across minor versions; new Options fields and methods may
-// be added. Its behaviour follows the Sluice authorizer's: the environment
-// variables, the rules, the Redis key layout and the context keys
-// (docs/authorizer.md) may change before v1, and each change is in the
-// release notes. Nothing under internal/ is part of the promise.
+// FromEnv, Limiter and its methods, the handler types, ErrUnauthorized,
+// MaxSubjectLen) keep their meaning and signatures across minor versions;
+// new Options fields and methods may be added. Its behaviour follows the
+// Sluice authorizer's: the environment variables, the rules, the Redis key
+// layout, the context keys (docs/authorizer.md) and MaxSubjectLen's value
+// may change before v1, and each change is in the release notes. Nothing
+// under internal/ is part of the promise.
 package ratelimit
 
 import (
@@ -103,8 +104,8 @@ type Limiter struct {
 }
 
 // New builds a Limiter from o: it dials Redis and loads the rules (from
-// the Redis snapshot, else the database) before returning, within at most
-// a few seconds. A Redis or database that cannot be reached is not an
+// the Redis snapshot, else the database) before returning, within about
+// 4 seconds at most (1 s for Redis, 3 s for the rules). A Redis or database that cannot be reached is not an
 // error: it is logged, the rules' failure modes and the default limit
 // apply, and both are retried. New returns an error for settings it
 // cannot use, naming each.
