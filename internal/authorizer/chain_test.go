@@ -39,6 +39,8 @@ func TestDecideFor(t *testing.T) {
 		{name: "principal over the limit", up: authorizer.Upstream{Allowed: true, PrincipalID: "user-2"}, times: 3, want: false, subject: "user-2"},
 		{name: "context key", key: "tenant", up: authorizer.Upstream{Allowed: true, PrincipalID: "user-3", Context: map[string]any{"tenant": "acme"}}, times: 1, want: true, subject: "acme"},
 		{name: "context number from JSON", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": json.Number("42")}}, times: 1, want: true, subject: "42"},
+		{name: "context float64 from json.Unmarshal", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": float64(1234567)}}, times: 1, want: true, subject: "1234567"},
+		{name: "context bool", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": true}}, times: 1, want: true, subject: "true"},
 		{name: "context int", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": 7}}, times: 1, want: true, subject: "7"},
 		{name: "upstream denied", up: authorizer.Upstream{PrincipalID: "user-4"}, times: 1, wantErr: authorizer.ErrUpstreamDenied},
 		{name: "empty principal", up: authorizer.Upstream{Allowed: true, PrincipalID: "  "}, times: 1, wantErr: authorizer.ErrNoSubject},
