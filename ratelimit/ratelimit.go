@@ -104,11 +104,11 @@ type Limiter struct {
 }
 
 // New builds a Limiter from o: it dials Redis and loads the rules (from
-// the Redis snapshot, else the database) before returning, within about
-// 4 seconds at most (1 s for Redis, 3 s for the rules). A Redis or database that cannot be reached is not an
-// error: it is logged, the rules' failure modes and the default limit
-// apply, and both are retried. New returns an error for settings it
-// cannot use, naming each.
+// the Redis snapshot, else the database) before returning, within about 4
+// seconds at most (1 s for Redis, 3 s for the rules). A Redis or database
+// that cannot be reached is not an error: it is logged, the rules' failure
+// modes and the default limit apply, and both are retried. New returns an
+// error for settings it cannot use, naming each.
 func New(ctx context.Context, o Options) (*Limiter, error) {
 	env := map[string]string{
 		"REDIS_URL":         o.RedisURL,

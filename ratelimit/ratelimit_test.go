@@ -298,6 +298,40 @@ func TestWrapHTTP(t *testing.T) {
 	})
 }
 
+// TestOwnRedisClient: a Limiter on the caller's Redis client limits with
+// it and leaves it open on Close.
+func TestOwnRedisClient(t *testing.T) {
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "ratelimit")
+	testenv.DeleteKeys(t, rdb, prefix)
+	rl, err := ratelimit.New(context.Background(), ratelimit.Options{
+		Redis: rdb, DatabaseURL: os.Getenv("DATABASE_URL"), Prefix: prefix, DefaultLimit: "1/1m", Out: &testenv.Buffer{},
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h := rl.WrapREST(restAnswer("Allow", "", "ivan", nil, nil))
+	ev := sample[events.APIGatewayCustomAuthorizerRequestTypeRequest](t, "authorizer-rest.json")
+	var effects []string
+	for range 2 {
+		r, err := h(context.Background(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		effects = append(effects, r.PolicyDocument.Statement[0].Effect)
+	}
+	if !cmp.Equal(effects, []string{"Allow", "Deny"}) {
+		t.Errorf("effects = %v, want [Allow Deny] (DEFAULT_LIMIT 1/1m)", effects)
+	}
+	if n := len(testenv.Keys(context.Background(), t, rdb, prefix)); n == 0 {
+		t.Errorf("no key under the Limiter's prefix in the given client's Redis")
+	}
+	rl.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Errorf("the caller's client after Close: %v, want it open", err)
+	}
+}
+
 // TestOptions: settings New and FromEnv cannot use are errors naming them.
 func TestOptions(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
