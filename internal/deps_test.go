@@ -32,6 +32,12 @@ var mayImport = map[string][]string{
 	"events":   {},
 	"internal": {}, // this test
 
+	// The public package for embedding Sluice in a team's own Go
+	// authorizer: built through app like a Lambda, answering through the
+	// authorizer's apigw chaining.
+	"ratelimit": {"internal/app", "internal/authorizer/apigw", "internal/config", "internal/identity",
+		"github.com/aws/aws-lambda-go/events", "github.com/redis/go-redis/v9"},
+
 	// The composition root: everything below.
 	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
 		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",

@@ -1,0 +1,119 @@
+package sluice_test
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// quickstartBlock is one ```go block of a document: its code and the line
+// of the document its first line is on.
+type quickstartBlock struct {
+	code string
+	line int
+}
+
+// goBlocks returns the ```go blocks of doc.
+func goBlocks(doc string) []quickstartBlock {
+	var (
+		out []quickstartBlock
+		cur *quickstartBlock
+		b   strings.Builder
+	)
+	for i, line := range strings.Split(doc, "\n") {
+		switch {
+		case cur == nil && strings.TrimSpace(line) == "```go":
+			cur = &quickstartBlock{line: i + 2}
+			b.Reset()
+		case cur != nil && strings.TrimSpace(line) == "```":
+			cur.code = b.String()
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			b.WriteString(line + "\n")
+		}
+	}
+	return out
+}
+
+// TestQuickstartCompiles keeps docs/quickstart.md's Go from drifting: every
+// ```go block is a whole file, gofmt-formatted, and type-checks with go vet
+// against this checkout. Each block becomes its own package in a temporary
+// directory inside this module, so its imports of github.com/sluicehq/sluice
+// resolve to the checkout as a `replace` would for a team's app. go vet
+// compiles without linking, so the CDK apps cost seconds (the aws-cdk-go
+// export data is in go's build cache from the package's other tests).
+// An error is reported at its line of the document.
+func TestQuickstartCompiles(t *testing.T) {
+	t.Parallel()
+	const docPath = "../../docs/quickstart.md"
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlocks(string(doc))
+	// Step 2, Cognito, and the wrapped authorizer with its CDK app.
+	if len(blocks) < 4 {
+		t.Fatalf("docs/quickstart.md has %d ```go blocks, want at least 4", len(blocks))
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not on PATH: %v", err)
+	}
+	// A name starting with "_" keeps the directory out of ./... patterns,
+	// so a parallel `go vet ./...` or `go list ./...` never sees it.
+	dir, err := os.MkdirTemp(".", "_quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	args := []string{"vet"}
+	for i, b := range blocks {
+		at := fmt.Sprintf("docs/quickstart.md:%d", b.line)
+		if !strings.HasPrefix(b.code, "package ") {
+			t.Errorf("%s: a Go block must be a whole file starting with its package clause", at)
+			continue
+		}
+		if formatted, err := format.Source([]byte(b.code)); err != nil {
+			t.Errorf("%s: %v", at, err)
+		} else if !bytes.Equal(formatted, []byte(b.code)) {
+			t.Errorf("%s: the block is not gofmt-formatted; gofmt gives:\n%s", at, formatted)
+		}
+		pkg := filepath.Join(dir, "block"+strconv.Itoa(i))
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pkg, "main.go"), []byte(b.code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "./"+filepath.ToSlash(pkg))
+	}
+	if t.Failed() {
+		return
+	}
+	cmd := exec.Command(goBin, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("go vet of the quickstart's Go blocks: %v\n%s", err, atDocLines(string(out), dir, blocks))
+	}
+}
+
+// atDocLines rewrites go's "<dir>/blockN/main.go:L:C" positions in out as
+// docs/quickstart.md lines.
+func atDocLines(out, dir string, blocks []quickstartBlock) string {
+	pos := regexp.MustCompile(regexp.QuoteMeta(filepath.Base(dir)) + `/block(\d+)/main\.go:(\d+)`)
+	return pos.ReplaceAllStringFunc(out, func(m string) string {
+		s := pos.FindStringSubmatch(m)
+		i, _ := strconv.Atoi(s[1])
+		l, _ := strconv.Atoi(s[2])
+		return fmt.Sprintf("docs/quickstart.md:%d", blocks[i].line+l-1)
+	})
+}

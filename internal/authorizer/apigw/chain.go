@@ -1,0 +1,117 @@
+package apigw
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+)
+
+// The Chain methods answer behind an upstream authorizer: the team's own,
+// run first (in process by the public ratelimit package, or invoked as a
+// Lambda). Its answer is up; key is the context key to limit by, "" for
+// its principalId (authorizer.DecideFor). They share one rule:
+//
+//   - an upstream that does not allow the request is answered as it
+//     answered, unchanged, and nothing reaches Redis;
+//   - an allowed request whose subject is missing or fails the hygiene
+//     checks is ErrUnauthorized (401);
+//   - otherwise Sluice decides. The upstream's answer is returned with the
+//     contexts merged (authorizer.MergeContext: Sluice's keys win); over the
+//     limit its policy becomes a Deny of the method (REST, HTTP IAM) or
+//     isAuthorized false (HTTP simple), so the gateway responses send 429
+//     with Retry-After and the RateLimit fields exactly as for Sluice's own
+//     authorizer. The upstream's principalId is kept.
+
+// ChainREST answers a REST API REQUEST authorizer event behind up. up
+// allows when its policy allows ev.MethodArn (Evaluate).
+func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse, key string) (events.APIGatewayCustomAuthorizerResponse, error) {
+	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.MethodArn), PrincipalID: up.PrincipalID, Context: up.Context}
+	req := authorizer.Request{
+		API:      ev.RequestContext.APIID,
+		Method:   first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		Resource: first(ev.Resource, ev.RequestContext.ResourcePath),
+	}
+	res, err := h.decideFor(ctx, &u, key, &req)
+	switch {
+	case errors.Is(err, authorizer.ErrUpstreamDenied):
+		return up, nil
+	case err != nil:
+		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
+	}
+	out := up
+	out.Context = authorizer.MergeContext(h.contextValues(&res), up.Context)
+	if !res.Allowed {
+		out.PolicyDocument = h.restResponse(&res, ev.MethodArn).PolicyDocument
+	}
+	return out, nil
+}
+
+// ChainHTTP answers an HTTP API (payload 2.0) authorizer event behind up,
+// a simple response, which has no principalId: key must name a context
+// key, or every allowed request is ErrUnauthorized.
+func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse, key string) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	u := authorizer.Upstream{Allowed: up.IsAuthorized, Context: up.Context}
+	res, err := h.decideFor(ctx, &u, key, httpRequest(&ev))
+	switch {
+	case errors.Is(err, authorizer.ErrUpstreamDenied):
+		return up, nil
+	case err != nil:
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
+	}
+	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+		IsAuthorized: res.Allowed,
+		Context:      authorizer.MergeContext(h.contextValues(&res), up.Context),
+	}, nil
+}
+
+// ChainHTTPIAM answers an HTTP API (payload 2.0) authorizer event behind
+// up, an IAM policy response: up allows when its policy allows ev.RouteArn
+// (Evaluate); over the limit the policy becomes a Deny of ev.RouteArn.
+func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, key string) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
+	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.RouteArn), PrincipalID: up.PrincipalID, Context: up.Context}
+	res, err := h.decideFor(ctx, &u, key, httpRequest(&ev))
+	switch {
+	case errors.Is(err, authorizer.ErrUpstreamDenied):
+		return up, nil
+	case err != nil:
+		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, ErrUnauthorized
+	}
+	out := up
+	out.Context = authorizer.MergeContext(h.contextValues(&res), up.Context)
+	if !res.Allowed {
+		out.PolicyDocument = h.restResponse(&res, ev.RouteArn).PolicyDocument
+	}
+	return out, nil
+}
+
+func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) *authorizer.Request {
+	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
+	return &authorizer.Request{API: ev.RequestContext.APIID, Method: method, Resource: resource}
+}
+
+// decideFor is decide behind an upstream: ErrUpstreamDenied is neither
+// logged nor counted (the upstream's answer is not Sluice's decision); a
+// missing or refused subject is counted as unauthorized and logged at warn,
+// since the upstream vouched for the caller and so its answer or the
+// context key is wrong.
+func (h *handler) decideFor(ctx context.Context, up *authorizer.Upstream, key string, req *authorizer.Request) (authorizer.Result, error) {
+	res, err := h.a.DecideFor(ctx, up, key, req)
+	switch {
+	case errors.Is(err, authorizer.ErrUpstreamDenied):
+		return res, err
+	case errors.Is(err, authorizer.ErrNoSubject):
+		h.m.Unauthorized()
+		h.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
+			slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
+		return res, err
+	}
+	if err != nil || res.FailOpen {
+		logDecision(ctx, h.log, req, &res, err)
+	}
+	h.m.Record(&res)
+	return res, nil
+}

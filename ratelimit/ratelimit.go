@@ -1,0 +1,283 @@
+// Package ratelimit adds Sluice's rate limits to an API Gateway Lambda
+// authorizer written in Go, in process: the team's own handler
+// authenticates the caller first, then Sluice charges the caller it named
+// (its principalId, or a value of its context) against the rules, with the
+// same rules, Redis buckets, context values and 429 gateway responses as
+// Sluice's own authorizer Lambda. No second Lambda, no extra invoke.
+//
+//	rl, err := ratelimit.FromEnv(ctx) // REDIS_URL, DATABASE_URL, … as the Sluice authorizer reads them
+//	if err != nil { … }
+//	lambda.Start(rl.WrapREST(myAuthorizer))
+//
+// It is the in-process sibling of the authorizer's UPSTREAM_AUTHORIZER
+// setting, and both run one implementation: the wrapped handler's Deny,
+// Unauthorized or error passes through unchanged and never reaches Redis;
+// an allowed caller over the limit gets a Deny of the method with Sluice's
+// context, which the construct's gateway responses (infra/sluice
+// AddGatewayResponses) turn into 429 with Retry-After and the RateLimit
+// fields; every answer's context is the handler's merged with Sluice's,
+// Sluice's keys winning (see WrapREST).
+//
+// # Stability
+//
+// Until Sluice's v1, this package follows the module's v0 versions, with
+// this promise: the names exported here (Options and its fields, New,
+// FromEnv, Limiter and its methods, the handler types, ErrUnauthorized,
+// MaxSubjectLen) keep their meaning and signatures across minor versions;
+// new Options fields and methods may be added. Its behaviour follows the
+// Sluice authorizer's: the environment variables, the rules, the Redis key
+// layout, the context keys (docs/authorizer.md) and MaxSubjectLen's value
+// may change before v1, and each change is in the release notes. Nothing
+// under internal/ is part of the promise.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/app"
+	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/identity"
+)
+
+// MaxSubjectLen is the longest subject, in bytes, that a Limiter charges:
+// the bound of Sluice's authorizer. A longer principalId or context value
+// is refused with "Unauthorized", never charged.
+const MaxSubjectLen = identity.MaxSubjectLen
+
+// Options configure a Limiter. Each field maps to the environment
+// variable of Sluice's authorizer Lambda it names, and is checked the same
+// way (docs/authorizer.md); the zero value of a field is that variable
+// unset.
+type Options struct {
+	// RedisURL is REDIS_URL: the Redis holding the buckets and the rules
+	// snapshot, redis://host:port or rediss:// for TLS. Required unless
+	// Redis is set.
+	RedisURL string
+	// Redis, when set, is the client used instead of one built from
+	// RedisURL; Close leaves it open.
+	Redis redis.UniversalClient
+	// DatabaseURL is DATABASE_URL: the PostgreSQL rules database Sluice's
+	// admin API writes to. Required: the rules are read from the Redis
+	// snapshot the admin API publishes, and from here when it is missing.
+	DatabaseURL string
+	// ContextKey is the key of the wrapped handler's context whose value
+	// is the subject to limit, such as "tenant" (SUBJECT_SOURCES=context:tenant).
+	// "" limits by the handler's principalId (SUBJECT_SOURCES=principal,
+	// the default). An HTTP API simple response has no principalId: set it.
+	ContextKey string
+	// DefaultLimit is DEFAULT_LIMIT: the limit of a request no rule
+	// matches, such as "100/1m" (100 a minute) or "100/1m,burst=200". ""
+	// allows such requests without a limit.
+	DefaultLimit string
+	// Headers is RATELIMIT_HEADERS: the rate-limit header dialects whose
+	// values the context carries, a comma list of draft11, draft6 and
+	// legacy. "" is draft11.
+	Headers string
+	// Prefix is REDIS_PREFIX: what every Redis key starts with, the same
+	// as the Sluice deployment whose rules this Limiter obeys. "" is "sl:".
+	Prefix string
+	// Timeout is REDIS_TIMEOUT: the budget of one Redis call, after which
+	// each rule's failure mode decides (open: allow; closed: deny). 0 is
+	// 25ms; at most 10s.
+	Timeout time.Duration
+	// Out receives the JSON log lines and the CloudWatch EMF metric lines
+	// (decisions, fail-opens). nil is os.Stdout, a Lambda's log stream.
+	Out io.Writer
+}
+
+// Limiter limits the callers an authorizer handler lets through. It is
+// safe for concurrent use; build one at init and reuse it across
+// invocations.
+type Limiter struct {
+	app *app.App
+	key string
+}
+
+// New builds a Limiter from o: it dials Redis and loads the rules (from
+// the Redis snapshot, else the database) before returning, within about 4
+// seconds at most (1 s for Redis, 3 s for the rules). A Redis or database
+// that cannot be reached is not an error: it is logged, the rules' failure
+// modes and the default limit apply, and both are retried. New returns an
+// error for settings it cannot use, naming each.
+func New(ctx context.Context, o Options) (*Limiter, error) {
+	env := map[string]string{
+		"REDIS_URL":         o.RedisURL,
+		"DATABASE_URL":      o.DatabaseURL,
+		"DEFAULT_LIMIT":     o.DefaultLimit,
+		"RATELIMIT_HEADERS": o.Headers,
+		"REDIS_PREFIX":      o.Prefix,
+	}
+	var kerr error
+	if o.ContextKey != "" && !validKey(o.ContextKey) {
+		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space or comma", o.ContextKey)
+	}
+	if o.Timeout != 0 {
+		env["REDIS_TIMEOUT"] = o.Timeout.String()
+	}
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err := errors.Join(kerr, err); err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	return build(ctx, cfg, o.ContextKey, o)
+}
+
+// FromEnv builds a Limiter from the environment variables Sluice's
+// authorizer Lambda reads (REDIS_URL, REDIS_MODE, REDIS_AUTH_SECRET_ARN,
+// DATABASE_URL or DB_SECRET_ARN, DEFAULT_LIMIT, RATELIMIT_HEADERS,
+// REDIS_PREFIX, REDIS_TIMEOUT, LOG_LEVEL, …), as New does from Options.
+// SUBJECT_SOURCES is "principal" (the default: the handler's principalId)
+// or "context:<key>" (Options.ContextKey). Every problem is reported at
+// once.
+func FromEnv(ctx context.Context) (*Limiter, error) {
+	key, kerr := parseSubject(os.Getenv("SUBJECT_SOURCES"))
+	cfg, err := config.FromEnv(func(k string) string {
+		if k == "SUBJECT_SOURCES" {
+			return "" // read above: the subject is the handler's answer, not a header
+		}
+		return os.Getenv(k)
+	})
+	if err := errors.Join(kerr, err); err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	return build(ctx, cfg, key, Options{})
+}
+
+// parseSubject reads SUBJECT_SOURCES for an embedded Limiter: principal, or
+// context:<key>.
+func parseSubject(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	kind, key, _ := strings.Cut(s, ":")
+	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
+	case s == "" || kind == "principal" && key == "":
+		return "", nil
+	case kind == "context" && validKey(strings.TrimSpace(key)):
+		return strings.TrimSpace(key), nil
+	}
+	return "", fmt.Errorf("SUBJECT_SOURCES: %q: an embedded limiter limits whom the wrapped authorizer names: want principal or context:<key> (1 to 128 printable ASCII characters, no space or comma)", s)
+}
+
+// validKey reports whether key can name a context value: 1 to 128
+// printable ASCII characters other than space, comma and semicolon, as the
+// authorizer's context:<key> source takes them.
+func validKey(key string) bool {
+	if key == "" || len(key) > 128 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' || c == ',' || c == ';' {
+			return false
+		}
+	}
+	return true
+}
+
+func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
+	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	if fn == "" {
+		fn = "ratelimit"
+	}
+	a, err := app.New(ctx, cfg, app.Options{Parts: app.Decide, Out: o.Out, Function: fn, Redis: o.Redis})
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	return &Limiter{app: a, key: key}, nil
+}
+
+// Close writes the metrics aggregated since the last EMF line and closes
+// the clients New built. Give it to lambda.WithEnableSIGTERM so the last
+// metrics are written when Lambda shuts the environment down. The Limiter
+// must not be used after.
+func (l *Limiter) Close() {
+	l.app.Metrics.Flush()
+	l.app.Close()
+}
+
+// RESTHandler is a REST API REQUEST authorizer handler, as lambda.Start
+// takes it.
+type RESTHandler func(context.Context, events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error)
+
+// HTTPHandler is an HTTP API (payload format 2.0) authorizer handler with
+// simple responses (enableSimpleResponses).
+type HTTPHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error)
+
+// HTTPIAMHandler is an HTTP API (payload format 2.0) authorizer handler
+// with IAM policy responses.
+type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error)
+
+// WrapREST returns h with Sluice's limits after it. For each event:
+//
+//   - h's error, or an answer whose policy does not allow the event's
+//     methodArn, is returned unchanged; nothing reaches Redis.
+//   - Otherwise the subject is h's principalId, or its context value under
+//     Options.ContextKey (a string, number or boolean; white space
+//     trimmed). A missing or empty one, one longer than MaxSubjectLen
+//     bytes or not valid UTF-8, is the error "Unauthorized" (API Gateway
+//     answers 401).
+//   - Within the limit, h's answer is returned with Sluice's context
+//     values (limit, remaining, reset, retryAfter, rateLimitPolicy,
+//     rateLimit, rule, failOpen; docs/authorizer.md) merged into its
+//     context. Over it, the same with the policy replaced by a Deny of the
+//     methodArn: the gateway's ACCESS_DENIED response, which
+//     AddGatewayResponses maps to 429 with Retry-After and the RateLimit
+//     fields.
+//
+// In the merged context Sluice's keys win: h's values under those keys
+// are dropped (no handler can change what a 429 says); every other key of
+// h's reaches the backend unchanged. h's principalId and usage plan key
+// are kept. The authorizer's result cache must be off (TTL 0), as for
+// Sluice's own authorizer: a cached Allow spends no tokens.
+func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
+	return func(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+		up, err := h(ctx, ev)
+		if err != nil {
+			return up, err
+		}
+		return l.app.Authorizer.ChainREST(ctx, ev, up, l.key)
+	}
+}
+
+// WrapHTTP returns h with Sluice's limits after it, as WrapREST does, for
+// an HTTP API with simple responses: h's error or isAuthorized false
+// passes through; over the limit the answer is isAuthorized false with
+// Sluice's context, which an HTTP API always answers with 403 (its
+// responses cannot be customised to 429). A simple response has no
+// principalId: Options.ContextKey must name the subject, or every request
+// h allows is "Unauthorized".
+func (l *Limiter) WrapHTTP(h HTTPHandler) HTTPHandler {
+	return func(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+		up, err := h(ctx, ev)
+		if err != nil {
+			return up, err
+		}
+		return l.app.Authorizer.ChainHTTP(ctx, ev, up, l.key)
+	}
+}
+
+// WrapHTTPIAM returns h with Sluice's limits after it, as WrapREST does,
+// for an HTTP API with IAM policy responses: the policy is evaluated for
+// the event's routeArn, and over the limit replaced by a Deny of it (403).
+func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
+	return func(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
+		up, err := h(ctx, ev)
+		if err != nil {
+			return up, err
+		}
+		return l.app.Authorizer.ChainHTTPIAM(ctx, ev, up, l.key)
+	}
+}
+
+// ErrUnauthorized is the error a wrapped handler returns when the caller
+// its handler allowed names no usable subject (see WrapREST). Its message,
+// "Unauthorized", makes API Gateway answer 401; a team's handler may return
+// it too.
+var ErrUnauthorized = apigw.ErrUnauthorized
