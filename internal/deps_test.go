@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
 	// The CLI: app and below (a client of the admin API, sluice local).
 	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi",
-		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory",
+		"internal/limiter", "internal/rules", "internal/stats", "internal/store", "internal/store/memory",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
 	"e2e":      {},
@@ -35,7 +35,7 @@ var mayImport = map[string][]string{
 	// The composition root: everything below.
 	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
 		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",
-		"internal/store/postgres", "internal/store/redissnapshot",
+		"internal/store/postgres", "internal/store/redissnapshot", "internal/stats", "internal/stats/insights",
 		"github.com/aws/aws-lambda-go/", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9"},
 	// Environment → Config, and the clients. It parses SUBJECT_SOURCES and
 	// DEFAULT_LIMIT with the domain's own parsers, so it may import those
@@ -45,14 +45,18 @@ var mayImport = map[string][]string{
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {},
-	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
+	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi", "internal/stats"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/httpapi":          {"internal/rules"},
 	"internal/bucket":           {"internal/rules", "internal/limiter"},
 	"internal/rules":            {},
 	"internal/limiter":          {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
+	// Rolling decision counts (sluice local's GET /stats): a leaf.
+	"internal/stats": {},
+	// GET /stats on AWS: Contributor Insights reports, in stats' shape.
+	"internal/stats/insights": {"internal/stats", "github.com/aws/aws-sdk-go-v2/"},
 
 	// Stores.
 	"internal/store":                 {"internal/rules"},
@@ -76,7 +80,7 @@ var mayImport = map[string][]string{
 // import (DESIGN.md): the same code serves the Lambdas, sluice local and
 // the benchmarks.
 var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/bucket",
-	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi"}
+	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi", "internal/stats"}
 
 type listed struct {
 	ImportPath string

@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
 )
@@ -146,7 +147,10 @@ func (s *localStack) close() {
 func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, stderr io.Writer) error {
 	var st localStack
 	defer st.close()
-	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
+	// One process decides and administers: GET /stats answers from the
+	// counts the authorizer keeps.
+	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix,
+		Stats: stats.New(stats.Options{})}
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {

@@ -31,6 +31,7 @@ const (
 	RouteDeletePlan    = "DELETE /plans/{name}"
 	RouteSubjectLimits = "GET /subjects/{subject}/limits"
 	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
+	RouteStats         = "GET /stats"
 )
 
 // Request is one admin HTTP request, already taken apart by an adapter.
@@ -126,6 +127,7 @@ var routes = func() []*route {
 		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
 		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
 		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
+		{RouteStats, "admin-stats", false, (*Service).stats},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {

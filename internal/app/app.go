@@ -29,6 +29,8 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
+	"github.com/sluicehq/sluice/internal/stats/insights"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/redissnapshot"
@@ -59,6 +61,10 @@ const (
 	Administer
 	// Migrate builds the Migrator on the configured database (no Redis).
 	Migrate
+	// Stats builds an admin Service that answers only GET /stats, from
+	// the Contributor Insights rules INSIGHTS_RULE_PREFIX names (the
+	// admin-stats function): no Redis, no database, only CloudWatch.
+	Stats
 )
 
 // Options say what New builds and where it writes. The zero value builds
@@ -86,6 +92,12 @@ type Options struct {
 	// version (<Prefix>{rules}:snapshot, <Prefix>{rules}:version); default
 	// the configuration's REDIS_PREFIX, else limiter.DefaultPrefix ("sl:").
 	Prefix string
+	// Stats, when set, counts every decision of the Decide part and
+	// answers the Administer part's GET /stats (sluice local): in-process
+	// counts of this process's decisions. Default: none (a Lambda
+	// instance sees too few of the decisions for its counts to mean
+	// anything; the stack reads Contributor Insights instead).
+	Stats *stats.Stats
 }
 
 // App is a built object graph. The fields of a part not built are nil.
@@ -159,6 +171,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		a.onClose(func() { db.Close() })
 		a.Migrator = &Migrator{db: db, log: a.Log}
 	}
+	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
+		if err := a.statsOnly(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if o.Parts&(Decide|Administer) == 0 {
 		return a, nil
 	}
@@ -184,7 +201,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			DenyCacheSize:    -1, // admin never calls Allow
 			BreakerThreshold: -1, // nor should one admin's failures trip anything
 		})
-		a.Admin = admin.New(st, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		ao := admin.Options{Logger: a.Log, Default: cfg.DefaultLimit}
+		if o.Stats != nil {
+			ao.Stats = o.Stats
+		}
+		a.Admin = admin.New(st, a.Snapshots, lim, ao)
 	}
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", a.Decider != nil), slog.Bool("admin", a.Admin != nil))
 	return a, nil
@@ -249,10 +270,28 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Stats: o.Stats}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))
+}
+
+// statsOnly builds the Stats part: an admin Service over no store, whose
+// only route is GET /stats, reading Contributor Insights.
+func (a *App) statsOnly(ctx context.Context, cfg config.Config) error {
+	ao := admin.Options{Logger: a.Log}
+	if cfg.InsightsRulePrefix != "" {
+		cw, err := config.CloudWatch(ctx)
+		if err != nil {
+			return err
+		}
+		ao.Stats = insights.New(cw, insights.Options{Prefix: cfg.InsightsRulePrefix})
+	}
+	// No store: the Service is only ever asked GET /stats (the function
+	// is pinned to that route).
+	a.Admin = admin.New(nil, nil, nil, ao)
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", ao.Stats != nil))
+	return nil
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route

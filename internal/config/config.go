@@ -120,6 +120,14 @@ type Config struct {
 	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
 	// authorizer reads the rules version from Redis. Default 1s.
 	RulesVersionPoll time.Duration
+
+	// InsightsRulePrefix is INSIGHTS_RULE_PREFIX: the admin API's GET
+	// /stats reads the CloudWatch Contributor Insights rules named
+	// <prefix>-denied-subjects, -limiting-rules and -fail-open-rules (the
+	// reference stack sets it on the admin-stats function). Empty: GET
+	// /stats answers from in-process counters where there are some
+	// (sluice local), else 503.
+	InsightsRulePrefix string
 }
 
 // Secret is a setting that must not reach a log. Its String, GoString and
@@ -154,6 +162,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
+		slog.String("insightsRulePrefix", c.InsightsRulePrefix),
 	}
 	if c.DefaultLimit != nil {
 		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
@@ -297,6 +306,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
+	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
+	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})) {
+		fail("INSIGHTS_RULE_PREFIX", "%q must be at most 100 letters, digits, '-', '_' or '.'", v)
+	}
 
 	return c, errors.Join(errs...)
 }

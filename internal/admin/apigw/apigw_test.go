@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -41,6 +42,7 @@ var fixtures = []struct {
 	{"admin-rules-delete", admin.RouteDeleteRule, 404},
 	{"admin-subjects-limits", admin.RouteSubjectLimits, 200},
 	{"admin-subjects-reset", admin.RouteResetSubject, 204},
+	{"admin-stats", admin.RouteStats, 200},
 	{"admin-plans-delete", admin.RouteDeletePlan, 204},
 }
 
@@ -70,7 +72,7 @@ func TestEventFixtures(t *testing.T) {
 	if len(files) != len(fixtures) || len(fixtures) != len(admin.Routes()) {
 		t.Errorf("%d admin event files, %d fixtures listed, %d routes: want one per route", len(files), len(fixtures), len(admin.Routes()))
 	}
-	svc := admin.New(memory.New(), nil, newLimiter(t), admin.Options{})
+	svc := admin.New(memory.New(), nil, newLimiter(t), admin.Options{Stats: stats.New(stats.Options{})})
 	for _, f := range fixtures {
 		ev, raw := readEvent(t, f.file)
 		again, err := json.Marshal(ev)
