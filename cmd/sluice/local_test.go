@@ -874,6 +874,14 @@ func testStats(t *testing.T, p *localProc) {
 	if strings.Contains(string(body), subject) {
 		t.Errorf("GET /admin/stats shows the raw subject %q", subject)
 	}
+	var cli stats.Report
+	p.cliJSON(t, &cli, "stats", "--window", "15m", "--top", "100")
+	if !strings.Contains(fmt.Sprint(cli.Subjects), hash) {
+		t.Errorf("sluice stats subjects = %+v, want %s", cli.Subjects, hash)
+	}
+	if _, stderr, code := p.cli(t, "stats", "--window", "16m"); code == 0 || !strings.Contains(stderr, "window") {
+		t.Errorf("sluice stats --window 16m = exit %d, %s; want a failure naming window", code, stderr)
+	}
 	resp, body = p.adminGet(t, "/admin/stats?window=16m")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"window"`) {
 		t.Errorf("GET /admin/stats?window=16m = %d %s, want 400 naming window", resp.StatusCode, body)

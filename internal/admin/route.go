@@ -29,6 +29,7 @@ const (
 	RouteGetPlan       = "GET /plans/{name}"
 	RouteUpdatePlan    = "PUT /plans/{name}"
 	RouteDeletePlan    = "DELETE /plans/{name}"
+	RoutePlanHistory   = "GET /plans/{name}/history"
 	RouteSubjectLimits = "GET /subjects/{subject}/limits"
 	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
 	RouteStats         = "GET /stats"
@@ -125,6 +126,7 @@ var routes = func() []*route {
 		{RouteGetPlan, "admin-plans-get", false, (*Service).getPlan},
 		{RouteUpdatePlan, "admin-plans-update", true, (*Service).updatePlan},
 		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
+		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
 		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
 		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
 		{RouteStats, "admin-stats", false, (*Service).stats},

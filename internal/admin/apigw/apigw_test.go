@@ -34,6 +34,7 @@ var fixtures = []struct {
 	{"admin-plans-get", admin.RouteGetPlan, 200},
 	{"admin-plans-list", admin.RouteListPlans, 200},
 	{"admin-plans-update", admin.RouteUpdatePlan, 200},
+	{"admin-plans-history", admin.RoutePlanHistory, 200},
 	{"admin-rules-create", admin.RouteCreateRule, 201},
 	{"admin-rules-list", admin.RouteListRules, 200},
 	{"admin-rules-get", admin.RouteGetRule, 404},
