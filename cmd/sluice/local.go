@@ -35,7 +35,6 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
 )
@@ -150,9 +149,8 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	var st localStack
 	defer st.close()
 	// One process decides and administers: GET /stats answers from the
-	// counts the authorizer keeps.
-	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix,
-		Stats: stats.New(stats.Options{})}
+	// counts the authorizer keeps (app.Options.Stats).
+	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {

@@ -93,10 +93,11 @@ type Options struct {
 	// the configuration's REDIS_PREFIX, else limiter.DefaultPrefix ("sl:").
 	Prefix string
 	// Stats, when set, counts every decision of the Decide part and
-	// answers the Administer part's GET /stats (sluice local): in-process
-	// counts of this process's decisions. Default: none (a Lambda
-	// instance sees too few of the decisions for its counts to mean
-	// anything; the stack reads Contributor Insights instead).
+	// answers the Administer part's GET /stats: in-process counts of this
+	// process's decisions. Default: a new one when both parts are built
+	// (sluice local: one process decides and administers), else none (a
+	// Lambda instance sees too few of the decisions for its counts to
+	// mean anything; the stack reads Contributor Insights instead).
 	Stats *stats.Stats
 }
 
@@ -146,6 +147,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	if o.Prefix == "" {
 		o.Prefix = cmp.Or(cfg.RedisPrefix, limiter.DefaultPrefix)
+	}
+	if o.Stats == nil && o.Parts&(Decide|Administer) == Decide|Administer {
+		o.Stats = stats.New(stats.Options{})
 	}
 	a = &App{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
 	defer func() {
