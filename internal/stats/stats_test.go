@@ -161,14 +161,20 @@ func TestConcurrentRecord(t *testing.T) {
 	}
 }
 
+// BenchmarkRecord is sluice local's cost per decision: nine allowed to one
+// denied, over 1000 denied subjects, from parallel goroutines.
 func BenchmarkRecord(b *testing.B) {
 	s := stats.New(stats.Options{})
+	subjects := make([]string, 1000)
+	for i := range subjects {
+		subjects[i] = fmt.Sprintf("%032x", i)
+	}
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			i++
 			if i%10 == 0 {
-				s.Record(deny("r", fmt.Sprint(i%1000)))
+				s.Record(deny("r", subjects[i%len(subjects)]))
 			} else {
 				s.Record(stats.Decision{Rule: "r", API: "demo", Allowed: true})
 			}
