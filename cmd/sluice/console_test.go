@@ -50,10 +50,17 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 	return ctx
 }
 
+// stepTimeout bounds one drive or value call.
+const stepTimeout = 15 * time.Second
+
 // drive runs chromedp actions, failing the test with what when one fails.
 func drive(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	// A step that waits for what never comes fails in seconds, not at the
+	// test's deadline.
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
 		flash, _ := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID("flash")))
 		t.Fatalf("%s: %v (flash: %q)", what, err, flash)
 	}
@@ -62,7 +69,9 @@ func drive(t *testing.T, ctx context.Context, what string, actions ...chromedp.A
 // value runs one chromedp action and returns its value.
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
-	v, err := chromedp.Run(ctx, a)
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(sctx, a)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -118,6 +127,11 @@ func TestConsoleBrowser(t *testing.T) {
 	dir := t.TempDir()
 	if os.Getenv(screenshotsVar) == "1" {
 		dir = filepath.Join("..", "..", "docs", "img")
+	}
+	// The banner names the console; a token chosen through
+	// SLUICE_ADMIN_TOKEN is not printed, so neither is it in the URL.
+	if want := "console    " + p.base + "/console/#token=<SLUICE_ADMIN_TOKEN>"; !strings.Contains(p.out.String(), want) {
+		t.Errorf("the banner does not print %q:\n%s", want, p.out)
 	}
 	ctx := browser(t, 90*time.Second)
 	start := time.Now()
