@@ -111,6 +111,10 @@ func evaluate(expr string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// clearFlash empties the flash area, so that waiting for the next flash
+// does not find the last one.
+var clearFlash = evaluate(`document.getElementById('flash').replaceChildren()`)
+
 // acceptConfirms makes window.confirm answer yes, as the operator would.
 var acceptConfirms = evaluate(`window.confirm = () => true`)
 
@@ -176,6 +180,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// Edit.
 	drive(t, ctx, "edit",
 		setField("limit", "6"),
+		clearFlash,
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)),
 		chromedp.WaitReady(css(`#version`)))
@@ -196,6 +201,7 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
 	shot(t, ctx, dir, "conflict", "h1")
 	drive(t, ctx, "reapply",
+		clearFlash,
 		chromedp.Click(css(`#reapply`)),
 		chromedp.WaitNotPresent(css(`#conflict`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
@@ -217,7 +223,7 @@ func TestConsoleBrowser(t *testing.T) {
 	drive(t, ctx, "delete",
 		chromedp.Navigate(p.base+"/console/#/rules/"+id),
 		chromedp.WaitVisible(css(`#delete`)),
-		acceptConfirms,
+		acceptConfirms, clearFlash,
 		chromedp.Click(css(`#delete`)),
 		chromedp.WaitVisible(css(`#rules`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
