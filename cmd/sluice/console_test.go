@@ -99,7 +99,12 @@ func shot(t *testing.T, ctx context.Context, dir, name, focus string) {
 
 // setField replaces the value of the rule form's input named name.
 func setField(name, v string) chromedp.Action[chromedp.Void] {
-	sel := css(`#rule-form [name="` + name + `"]`)
+	return setIn("rule-form", name, v)
+}
+
+// setIn replaces the value of the input named name in the form with id.
+func setIn(form, name, v string) chromedp.Action[chromedp.Void] {
+	sel := css(`#` + form + ` [name="` + name + `"]`)
 	return chromedp.Steps(chromedp.WaitVisible(sel), chromedp.SetValue(sel, v))
 }
 
@@ -121,8 +126,9 @@ var acceptConfirms = evaluate(`window.confirm = () => true`)
 // TestConsoleBrowser drives the web console in headless chromium against a
 // real `sluice local` on real Redis and PostgreSQL: a rule's create (with a
 // field error first), edit, a 412 from a concurrent edit through the API
-// with the diff and the reapply, its history and delete; a subject's live
-// limits and reset; and the top offenders after a `sluice load` run.
+// with the diff and the reapply, its history and delete; a plan's create,
+// history and delete; a subject's live limits and reset; and the top
+// offenders after a `sluice load` run.
 func TestConsoleBrowser(t *testing.T) {
 	t.Parallel()
 	testenv.Chromium(t) // skip before starting anything when there is none
@@ -229,6 +235,27 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
 	if resp, _ := p.adminGet(t, "/admin/rules/"+id); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET the deleted rule = %d, want 404", resp.StatusCode)
+	}
+
+	// A plan: create, then its history and delete.
+	plan := "console-" + testenv.Random(t)
+	drive(t, ctx, "create a plan",
+		chromedp.Navigate(p.base+"/console/#/plans"),
+		chromedp.Click(css(`#new-plan`)),
+		setIn("plan-form", "name", plan), setIn("plan-form", "limit", "50"), setIn("plan-form", "period", "1h"),
+		clearFlash,
+		chromedp.Click(css(`#save`)),
+		chromedp.WaitVisible(css(`#version`)),
+		chromedp.Navigate(p.base+"/console/#/history/plan/"+plan),
+		chromedp.WaitVisible(css(`#history .entry[data-action="create"] tr[data-field="limit"]`)),
+		chromedp.Navigate(p.base+"/console/#/plans/"+plan),
+		chromedp.WaitVisible(css(`#delete`)),
+		acceptConfirms, clearFlash,
+		chromedp.Click(css(`#delete`)),
+		chromedp.WaitVisible(css(`#plans`)),
+		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
+	if resp, _ := p.adminGet(t, "/admin/plans/"+plan); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET the deleted plan = %d, want 404", resp.StatusCode)
 	}
 
 	// A subject: exhausted on /search (3 a minute), then reset. Three
