@@ -64,7 +64,7 @@ type Options struct {
 	// Stats answers GET /stats: a *stats.Stats the local authorizer
 	// records into, or the Contributor Insights reader of a deployed
 	// stack; nil answers 503.
-	Stats statsReader
+	Stats StatsReader
 }
 
 // Service runs the admin operations. It is safe for concurrent use; build
@@ -77,7 +77,7 @@ type Service struct {
 	maxBody        int
 	publishTimeout time.Duration
 	def            *rules.Effective
-	statsSrc       statsReader
+	statsSrc       StatsReader
 }
 
 // New returns a Service over st. snapshots may be nil (nothing published

@@ -13,10 +13,11 @@ import (
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
-// statsReader reports what was limited over a window: *stats.Stats (the
-// decisions of this process, sluice local) or the Contributor Insights
-// reader of the deployed stack (internal/stats/insights).
-type statsReader interface {
+// StatsReader reports what was limited over a window, for GET /stats:
+// *stats.Stats (the decisions of this process, sluice local) or the
+// Contributor Insights reader of the deployed stack
+// (internal/stats/insights).
+type StatsReader interface {
 	// MaxWindow is the longest window it answers.
 	MaxWindow() time.Duration
 	// TopContributors returns the top n rules and subjects over the last

@@ -30,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
-	"github.com/sluicehq/sluice/internal/stats/insights"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/redissnapshot"
@@ -62,8 +61,8 @@ const (
 	// Migrate builds the Migrator on the configured database (no Redis).
 	Migrate
 	// Stats builds an admin Service that answers only GET /stats, from
-	// the Contributor Insights rules INSIGHTS_RULE_PREFIX names (the
-	// admin-stats function): no Redis, no database, only CloudWatch.
+	// Options.StatsReader (the admin-stats function passes the
+	// Contributor Insights reader): no Redis, no database.
 	Stats
 )
 
@@ -99,6 +98,10 @@ type Options struct {
 	// Lambda instance sees too few of the decisions for its counts to
 	// mean anything; the stack reads Contributor Insights instead).
 	Stats *stats.Stats
+	// StatsReader answers the Stats part's GET /stats; nil answers 503.
+	// The admin-stats function builds it (internal/stats/insights), so
+	// the CloudWatch SDK is linked into that function alone.
+	StatsReader admin.StatsReader
 }
 
 // App is a built object graph. The fields of a part not built are nil.
@@ -176,9 +179,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		a.Migrator = &Migrator{db: db, log: a.Log}
 	}
 	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
-		if err := a.statsOnly(ctx, cfg); err != nil {
-			return nil, err
-		}
+		a.statsOnly(cfg, o.StatsReader)
 	}
 	if o.Parts&(Decide|Administer) == 0 {
 		return a, nil
@@ -281,21 +282,12 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 }
 
 // statsOnly builds the Stats part: an admin Service over no store, whose
-// only route is GET /stats, reading Contributor Insights.
-func (a *App) statsOnly(ctx context.Context, cfg config.Config) error {
-	ao := admin.Options{Logger: a.Log}
-	if cfg.InsightsRulePrefix != "" {
-		cw, err := config.CloudWatch(ctx)
-		if err != nil {
-			return err
-		}
-		ao.Stats = insights.New(cw, insights.Options{Prefix: cfg.InsightsRulePrefix})
-	}
+// only route is GET /stats.
+func (a *App) statsOnly(cfg config.Config, src admin.StatsReader) {
 	// No store: the Service is only ever asked GET /stats (the function
 	// is pinned to that route).
-	a.Admin = admin.New(nil, nil, nil, ao)
-	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", ao.Stats != nil))
-	return nil
+	a.Admin = admin.New(nil, nil, nil, admin.Options{Logger: a.Log, Stats: src})
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", src != nil))
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route

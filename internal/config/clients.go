@@ -15,7 +15,6 @@ import (
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,17 +50,6 @@ func newSecrets(ctx context.Context) (secretGetter, error) {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	return secretsmanager.NewFromConfig(cfg), nil
-}
-
-// CloudWatch returns a CloudWatch client from the default AWS
-// configuration (the admin stats function reads Contributor Insights
-// reports with it).
-func CloudWatch(ctx context.Context) (*cloudwatch.Client, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	return cloudwatch.NewFromConfig(cfg), nil
 }
 
 // secretsIfNeeded builds a Secrets Manager client only when arn is set, so

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
@@ -80,6 +81,17 @@ func New(api reportAPI, o Options) *Reader {
 		o.Now = time.Now
 	}
 	return &Reader{api: api, o: o}
+}
+
+// Load returns a Reader of the rules named after prefix, with a CloudWatch
+// client from the default AWS configuration (the function's role on
+// Lambda; AWS_REGION, AWS_ENDPOINT_URL honoured). It makes no call.
+func Load(ctx context.Context, prefix string) (*Reader, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return New(cloudwatch.NewFromConfig(cfg), Options{Prefix: prefix}), nil
 }
 
 // MaxWindow is the longest window TopContributors answers (24h).

@@ -128,3 +128,20 @@ func TestPeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestLoad builds a reader from the default AWS configuration without
+// calling AWS (cold start of the admin-stats function).
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "eu-west-1",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
+	} {
+		t.Setenv(k, v)
+	}
+	r, err := Load(context.Background(), "Sluice-sluice")
+	if err != nil || r == nil || r.o.Prefix != "Sluice-sluice" || r.MaxWindow() != 24*time.Hour {
+		t.Fatalf("Load = %+v, %v; want a reader of prefix Sluice-sluice", r, err)
+	}
+}
