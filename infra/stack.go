@@ -330,6 +330,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
 		case name == "check":
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv, checkEnv)
+		case name == statsFunction:
+			// GET /stats reads Contributor Insights and nothing else: no
+			// Redis, no database, so no VPC (which has no route to the
+			// CloudWatch API).
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency,
+				map[string]string{"INSIGHTS_RULE_PREFIX": insightsPrefix(stack)})
+			fp.Vpc, fp.VpcSubnets, fp.SecurityGroups = nil, nil, nil
+			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29))
 		default:
 			// The admin functions get DEFAULT_LIMIT too, so the subject limits
 			// view shows the default bucket and a reset clears it.
@@ -337,7 +345,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
-		grant(fn, name != "migrate")
+		if name != statsFunction {
+			grant(fn, name != "migrate")
+		}
 		s.Functions[name] = fn
 	}
 
@@ -359,6 +369,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		api.DeploymentStage().Node().AddDependency(apiAccount)
 	}
 	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
+	newInsights(stack, s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
 
 	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
 		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),

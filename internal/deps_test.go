@@ -22,10 +22,13 @@ const module = "github.com/sluicehq/sluice/"
 var mayImport = map[string][]string{
 	// Wiring: read the environment, build through app, start Lambda. The
 	// admin mains name their route constant.
-	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
+	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda",
+		// admin-stats builds its Contributor Insights reader itself, so
+		// no other function links the CloudWatch SDK.
+		"internal/stats/insights"},
 	// The CLI: app and below (a client of the admin API, sluice local).
 	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/headers", "internal/httpapi",
-		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory",
+		"internal/limiter", "internal/rules", "internal/stats", "internal/store", "internal/store/memory", "internal/console",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
 	"e2e":      {},
@@ -41,7 +44,7 @@ var mayImport = map[string][]string{
 	// The composition root: everything below.
 	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
 		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",
-		"internal/store/postgres", "internal/store/redissnapshot",
+		"internal/store/postgres", "internal/store/redissnapshot", "internal/stats",
 		"github.com/aws/aws-lambda-go/", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9"},
 	// Environment → Config, and the clients. It parses SUBJECT_SOURCES and
 	// DEFAULT_LIMIT with the domain's own parsers, so it may import those
@@ -51,15 +54,21 @@ var mayImport = map[string][]string{
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {},
 	"internal/headers":          {},
-	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
+	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi", "internal/stats", "internal/console"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/httpapi":          {"internal/rules"},
 	"internal/bucket":           {"internal/rules", "internal/limiter"},
 	"internal/rules":            {},
 	"internal/limiter":          {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
+	// The web console's embedded files: knows nothing of AWS or the API.
+	"internal/console": {},
+	// Rolling decision counts (sluice local's GET /stats): a leaf.
+	"internal/stats": {},
+	// GET /stats on AWS: Contributor Insights reports, in stats' shape.
+	"internal/stats/insights": {"internal/stats", "github.com/aws/aws-sdk-go-v2/"},
 
 	// Stores.
 	"internal/store":                 {"internal/rules"},
@@ -73,8 +82,8 @@ var mayImport = map[string][]string{
 	"migrations":                     {},
 
 	// The CDK app and the construct derive the admin API from admin's
-	// route table. The app records its cdk-nag suppressions.
-	"infra": {"infra/sluice", "internal/admin", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
+	// route table (and the Contributor Insights rule names from insights). The app records its cdk-nag suppressions.
+	"infra": {"infra/sluice", "internal/admin", "internal/stats/insights", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
 		"github.com/cdklabs/cdk-nag-go/"},
 	"infra/sluice": {"internal/admin", "internal/headers", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
 }
@@ -83,7 +92,7 @@ var mayImport = map[string][]string{
 // import (DESIGN.md): the same code serves the Lambdas, sluice local and
 // the benchmarks.
 var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/headers", "internal/bucket",
-	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi"}
+	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi", "internal/stats"}
 
 type listed struct {
 	ImportPath string

@@ -4,7 +4,8 @@
 #   scripts/testenv.sh go test ./...
 #
 # It installs redis-server and PostgreSQL from Debian when they are missing
-# (and gcc for -race, Node.js for the CDK template tests under infra/),
+# (and gcc for -race, Node.js for the CDK template tests under infra/,
+# chromium for the web console's browser tests),
 # starts each from a fresh temp dir on a free loopback port, exports
 #   SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL, SLUICE_REQUIRE_INTEGRATION=1
 # runs the command, then stops exactly the processes it started (by pid) and
@@ -44,6 +45,9 @@ ensure_tools() {
 	# CDK templates through jsii, which runs node.
 	command -v gcc >/dev/null || apt_install gcc libc6-dev
 	command -v node >/dev/null || apt_install nodejs
+	# The web console's browser tests (cmd/sluice) drive Debian's chromium
+	# headless through chromedp.
+	command -v chromium >/dev/null || apt_install chromium
 	# The distribution's server already running as a service would collide with
 	# nothing (we use our own port) but wastes memory; we never start it.
 	find_pg_bin || { apt_install postgresql; find_pg_bin; }

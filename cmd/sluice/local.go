@@ -19,6 +19,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
@@ -149,6 +151,8 @@ func (s *localStack) close() {
 func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, stderr io.Writer) error {
 	var st localStack
 	defer st.close()
+	// One process decides and administers: GET /stats answers from the
+	// counts the authorizer keeps (app.Options.Stats).
 	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
@@ -244,6 +248,10 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
+	// The console's files are public (they are in the repository); what
+	// it shows comes from /admin/, behind the token (see internal/console).
+	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
+	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
@@ -453,12 +461,15 @@ func banner(w io.Writer, b bannerInfo) {
 	// and recorded: print it masked, and refer to the variable.
 	shown, ref := b.token, b.token
 	note, export := "generated; set SLUICE_ADMIN_TOKEN to choose one", "SLUICE_ADMIN_TOKEN="+b.token+" "
+	consoleURL := b.base + "/console/#token=" + url.QueryEscape(b.token)
 	if !b.generated {
 		shown, ref = maskToken(b.token), "$SLUICE_ADMIN_TOKEN"
 		note, export = "from SLUICE_ADMIN_TOKEN", ""
+		consoleURL = b.base + "/console/#token=<SLUICE_ADMIN_TOKEN>"
 	}
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
+  console    %[12]s
   admin API  %[1]s/admin/
   check API  %[1]s/admin/check  (POST {"subject", "api", "route"})
   token      %[5]s  (%[6]s)
@@ -478,7 +489,7 @@ CLI:
   go run ./cmd/sluice rules ls
 
 Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export)
+`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, consoleURL)
 }
 
 // maskToken shows enough of a token to tell which one it is, and no more:

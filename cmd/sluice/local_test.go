@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -243,6 +245,7 @@ func TestLocal(t *testing.T) {
 			t.Run("admin CRUD through the CLI", func(t *testing.T) { testCLI(t, p) })
 			t.Run("rule change applies within 2s", func(t *testing.T) { testRuleChange(t, p) })
 			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
+			t.Run("stats name the denied subject", func(t *testing.T) { testStats(t, p) })
 		})
 	}
 }
@@ -919,4 +922,55 @@ func TestLocalDatabaseDown(t *testing.T) {
 		}
 		t.Logf("database up to the seeded rule applied: %v", time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// testStats: a subject denied on /search shows in GET /admin/stats as its
+// hash, with the route rule and the API, and the window is validated.
+func testStats(t *testing.T, p *localProc) {
+	subject := "stats-" + testenv.Random(t)
+	for range 5 {
+		p.get(t, "/search", subject)
+	}
+	resp, body := p.adminGet(t, "/admin/stats?window=15m&top=100")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /admin/stats = %d %s", resp.StatusCode, body)
+	}
+	var rep stats.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		t.Fatal(err)
+	}
+	hash := limiter.SubjectHash(subject)
+	var found *stats.SubjectStat
+	for i, s := range rep.Subjects {
+		if s.Subject == hash {
+			found = &rep.Subjects[i]
+		}
+	}
+	if found == nil || found.Denied != 2 || found.API != "demo" || found.Rule == "" {
+		t.Fatalf("stats subjects = %+v, want %s denied twice on api demo", rep.Subjects, hash)
+	}
+	var rule *stats.RuleStat
+	for i, r := range rep.Rules {
+		if r.Rule == found.Rule {
+			rule = &rep.Rules[i]
+		}
+	}
+	if rule == nil || rule.Denied < 2 || rule.Allowed == nil || *rule.Allowed < 3 || rep.Source != "in-process" {
+		t.Errorf("stats rules = %+v, want %s with >= 2 denied, >= 3 allowed", rep.Rules, found.Rule)
+	}
+	if strings.Contains(string(body), subject) {
+		t.Errorf("GET /admin/stats shows the raw subject %q", subject)
+	}
+	var cli stats.Report
+	p.cliJSON(t, &cli, "stats", "--window", "15m", "--top", "100")
+	if !strings.Contains(fmt.Sprint(cli.Subjects), hash) {
+		t.Errorf("sluice stats subjects = %+v, want %s", cli.Subjects, hash)
+	}
+	if _, stderr, code := p.cli(t, "stats", "--window", "16m"); code == 0 || !strings.Contains(stderr, "window") {
+		t.Errorf("sluice stats --window 16m = exit %d, %s; want a failure naming window", code, stderr)
+	}
+	resp, body = p.adminGet(t, "/admin/stats?window=16m")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"window"`) {
+		t.Errorf("GET /admin/stats?window=16m = %d %s, want 400 naming window", resp.StatusCode, body)
+	}
 }

@@ -51,13 +51,15 @@ func commands() []command {
 		{"rules", "manage rules: ls, get, put, rm, history", func(ctx context.Context, e env, args []string) error {
 			return runGroup(ctx, e, "rules", rulesCommands(), args)
 		}},
-		{"plans", "manage plans: ls, get, put, rm", func(ctx context.Context, e env, args []string) error {
+		{"plans", "manage plans: ls, get, put, rm, history", func(ctx context.Context, e env, args []string) error {
 			return runGroup(ctx, e, "plans", plansCommands(), args)
 		}},
 		{"subjects", "a subject's limits and buckets: limits, reset", func(ctx context.Context, e env, args []string) error {
 			return runGroup(ctx, e, "subjects", subjectsCommands(), args)
 		}},
 		{"load", "generate load against a URL and check nothing was over-admitted", runLoad},
+		{"stats", "top limiting rules and top denied subjects over the last minutes", runStats},
+		{"console", "serve the web console on 127.0.0.1 for an admin API (a deployed stack's, signed with your AWS credentials)", runConsole},
 	}
 }
 

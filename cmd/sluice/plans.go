@@ -20,6 +20,7 @@ func plansCommands() []subcommand {
 		{"get", "NAME", "show one plan", getCommand("plan", "NAME", printPlan)},
 		{"put", "[-f FILE | --name N flags]", "create or update a plan (If-Match the current version)", plansPut},
 		{"rm", "NAME", "delete a plan (fails while a rule uses it)", rmCommand("plan", "NAME")},
+		{"history", "NAME", "show a plan's audit log", plansHistory},
 	}
 }
 
@@ -143,4 +144,18 @@ current version); on update only the flags given change it.`)
 		fmt.Fprintf(e.stderr, "updated plan %s to version %d\n", got.Name, got.Version)
 	}
 	return a.print(e.stdout, got, func() { printPlan(e.stdout, got) })
+}
+
+func plansHistory(ctx context.Context, e env, args []string) error {
+	fs := newFlagSet(e, "plans history", "NAME", "Show a plan's audit log, oldest first.")
+	a := addAdminFlags(fs)
+	pos, c, err := a.connect(ctx, fs, args, 1)
+	if err != nil {
+		return err
+	}
+	var h admin.HistoryResponse
+	if _, err := c.getJSON(ctx, "/plans/"+url.PathEscape(pos[0])+"/history", nil, &h); err != nil {
+		return fmt.Errorf("plan history %s: %w", pos[0], err)
+	}
+	return printHistory(e.stdout, a.output, h.Entries)
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// DEFAULT_LIMIT), shown by GET /subjects/{subject}/limits and reset with
 	// the subject's buckets; nil when requests no rule matches are allowed.
 	Default *rules.Effective
+	// Stats answers GET /stats: a *stats.Stats the local authorizer
+	// records into, or the Contributor Insights reader of a deployed
+	// stack; nil answers 503.
+	Stats StatsReader
 }
 
 // Service runs the admin operations. It is safe for concurrent use; build
@@ -75,6 +79,7 @@ type Service struct {
 	maxBody        int
 	publishTimeout time.Duration
 	def            *rules.Effective
+	statsSrc       StatsReader
 }
 
 // New returns a Service over st. snapshots may be nil (nothing published
@@ -89,6 +94,7 @@ func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *
 		maxBody:        o.MaxBody,
 		publishTimeout: o.PublishTimeout,
 		def:            o.Default,
+		statsSrc:       o.Stats,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(io.Discard, nil))

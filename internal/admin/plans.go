@@ -38,6 +38,16 @@ func (s *Service) getPlan(ctx context.Context, c *call) (reply, error) {
 	return reply{status: http.StatusOK, header: etag(p.Version), body: p}, nil
 }
 
+// planHistory answers the plan's audit entries, oldest first; those of a
+// deleted plan remain readable.
+func (s *Service) planHistory(ctx context.Context, c *call) (reply, error) {
+	es, err := s.store.PlanHistory(ctx, c.params["name"]) // ErrNotFound when there is none
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, body: HistoryResponse{Entries: es}}, nil
+}
+
 // updatePlan replaces a plan; every rule naming it takes the new numbers at
 // the authorizers' next reload (the publish after the write triggers it).
 func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {

@@ -29,9 +29,11 @@ const (
 	RouteGetPlan       = "GET /plans/{name}"
 	RouteUpdatePlan    = "PUT /plans/{name}"
 	RouteDeletePlan    = "DELETE /plans/{name}"
+	RoutePlanHistory   = "GET /plans/{name}/history"
 	RouteSubjectLimits = "GET /subjects/{subject}/limits"
 	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
 	RouteUsage         = "POST /usage"
+	RouteStats         = "GET /stats"
 )
 
 // Request is one admin HTTP request, already taken apart by an adapter.
@@ -125,9 +127,11 @@ var routes = func() []*route {
 		{RouteGetPlan, "admin-plans-get", false, (*Service).getPlan},
 		{RouteUpdatePlan, "admin-plans-update", true, (*Service).updatePlan},
 		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
+		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
 		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
 		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
 		{RouteUsage, "admin-usage", true, (*Service).usage},
+		{RouteStats, "admin-stats", false, (*Service).stats},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/redissnapshot"
@@ -59,6 +60,10 @@ const (
 	Administer
 	// Migrate builds the Migrator on the configured database (no Redis).
 	Migrate
+	// Stats builds an admin Service that answers only GET /stats, from
+	// Options.StatsReader (the admin-stats function passes the
+	// Contributor Insights reader): no Redis, no database.
+	Stats
 )
 
 // Options say what New builds and where it writes. The zero value builds
@@ -86,6 +91,17 @@ type Options struct {
 	// version (<Prefix>{rules}:snapshot, <Prefix>{rules}:version); default
 	// the configuration's REDIS_PREFIX, else limiter.DefaultPrefix ("sl:").
 	Prefix string
+	// Stats, when set, counts every decision of the Decide part and
+	// answers the Administer part's GET /stats: in-process counts of this
+	// process's decisions. Default: a new one when both parts are built
+	// (sluice local: one process decides and administers), else none (a
+	// Lambda instance sees too few of the decisions for its counts to
+	// mean anything; the stack reads Contributor Insights instead).
+	Stats *stats.Stats
+	// StatsReader answers the Stats part's GET /stats; nil answers 503.
+	// The admin-stats function builds it (internal/stats/insights), so
+	// the CloudWatch SDK is linked into that function alone.
+	StatsReader admin.StatsReader
 }
 
 // App is a built object graph. The fields of a part not built are nil.
@@ -135,6 +151,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	if o.Prefix == "" {
 		o.Prefix = cmp.Or(cfg.RedisPrefix, limiter.DefaultPrefix)
 	}
+	if o.Stats == nil && o.Parts&(Decide|Administer) == Decide|Administer {
+		o.Stats = stats.New(stats.Options{})
+	}
 	a = &App{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
 	defer func() {
 		if err != nil {
@@ -158,6 +177,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		db := stdlib.OpenDBFromPool(pool)
 		a.onClose(func() { db.Close() })
 		a.Migrator = &Migrator{db: db, log: a.Log}
+	}
+	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
+		a.statsOnly(cfg, o.StatsReader)
 	}
 	if o.Parts&(Decide|Administer) == 0 {
 		return a, nil
@@ -184,7 +206,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			DenyCacheSize:    -1, // admin never calls Allow
 			BreakerThreshold: -1, // nor should one admin's failures trip anything
 		})
-		a.Admin = admin.New(st, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		ao := admin.Options{Logger: a.Log, Default: cfg.DefaultLimit}
+		if o.Stats != nil {
+			ao.Stats = o.Stats
+		}
+		a.Admin = admin.New(st, a.Snapshots, lim, ao)
 	}
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", a.Decider != nil), slog.Bool("admin", a.Admin != nil))
 	return a, nil
@@ -258,10 +284,19 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))
+}
+
+// statsOnly builds the Stats part: an admin Service over no store, whose
+// only route is GET /stats.
+func (a *App) statsOnly(cfg config.Config, src admin.StatsReader) {
+	// No store: the Service is only ever asked GET /stats (the function
+	// is pinned to that route).
+	a.Admin = admin.New(nil, nil, nil, admin.Options{Logger: a.Log, Stats: src})
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", src != nil))
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route

@@ -141,6 +141,14 @@ type Config struct {
 	// another instance's leases outlive an admin reset. Default 250ms;
 	// 100ms to 1s.
 	LeaseTTL time.Duration
+
+	// InsightsRulePrefix is INSIGHTS_RULE_PREFIX: the admin API's GET
+	// /stats reads the CloudWatch Contributor Insights rules named
+	// <prefix>-denied-subjects, -limiting-rules and -fail-open-rules (the
+	// reference stack sets it on the admin-stats function). Empty: GET
+	// /stats answers from in-process counters where there are some
+	// (sluice local), else 503.
+	InsightsRulePrefix string
 }
 
 // Secret is a setting that must not reach a log. Its String, GoString and
@@ -178,6 +186,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
 		slog.Int("leaseMax", c.LeaseMax),
 		slog.Duration("leaseTtl", c.LeaseTTL),
+		slog.String("insightsRulePrefix", c.InsightsRulePrefix),
 	}
 	if c.DefaultLimit != nil {
 		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
@@ -336,6 +345,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL, 100*time.Millisecond, time.Second)
+	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
+	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})) {
+		fail("INSIGHTS_RULE_PREFIX", "%q must be at most 100 letters, digits, '-', '_' or '.'", v)
+	}
 
 	return c, errors.Join(errs...)
 }

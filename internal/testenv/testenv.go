@@ -28,6 +28,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -157,4 +158,28 @@ func DeleteKeys(tb testing.TB, c redis.UniversalClient, prefix string) {
 			}
 		}
 	})
+}
+
+// ChromiumVar names the browser the console's browser tests drive; default
+// the first of chromium, chromium-browser, google-chrome on PATH.
+const ChromiumVar = "SLUICE_TEST_CHROMIUM"
+
+// Chromium returns the path of a Chromium to drive headless, skipping the
+// test, or failing it under SLUICE_REQUIRE_INTEGRATION=1, when there is
+// none (scripts/testenv.sh installs Debian's chromium).
+func Chromium(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv(ChromiumVar); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv(RequireVar) == "1" {
+		tb.Fatalf("no chromium on PATH and %s=1; run under scripts/testenv.sh, which installs it", RequireVar)
+	}
+	tb.Skip("no chromium on PATH; run under scripts/testenv.sh")
+	return ""
 }

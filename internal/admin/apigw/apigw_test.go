@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -33,6 +34,7 @@ var fixtures = []struct {
 	{"admin-plans-get", admin.RouteGetPlan, 200},
 	{"admin-plans-list", admin.RouteListPlans, 200},
 	{"admin-plans-update", admin.RouteUpdatePlan, 200},
+	{"admin-plans-history", admin.RoutePlanHistory, 200},
 	{"admin-rules-create", admin.RouteCreateRule, 201},
 	{"admin-rules-list", admin.RouteListRules, 200},
 	{"admin-rules-get", admin.RouteGetRule, 404},
@@ -42,6 +44,7 @@ var fixtures = []struct {
 	{"admin-subjects-limits", admin.RouteSubjectLimits, 200},
 	{"admin-subjects-reset", admin.RouteResetSubject, 204},
 	{"admin-usage", admin.RouteUsage, 200},
+	{"admin-stats", admin.RouteStats, 200},
 	{"admin-plans-delete", admin.RouteDeletePlan, 204},
 }
 
@@ -71,7 +74,7 @@ func TestEventFixtures(t *testing.T) {
 	if len(files) != len(fixtures) || len(fixtures) != len(admin.Routes()) {
 		t.Errorf("%d admin event files, %d fixtures listed, %d routes: want one per route", len(files), len(fixtures), len(admin.Routes()))
 	}
-	svc := admin.New(memory.New(), nil, newLimiter(t), admin.Options{})
+	svc := admin.New(memory.New(), nil, newLimiter(t), admin.Options{Stats: stats.New(stats.Options{})})
 	for _, f := range fixtures {
 		ev, raw := readEvent(t, f.file)
 		again, err := json.Marshal(ev)

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/stats"
 )
 
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
@@ -64,6 +65,9 @@ type Options struct {
 	// values the context carries and the check API sends; 0 means
 	// headers.Default.
 	Headers headers.Dialects
+	// Stats, when set, counts every decision per rule and each denied
+	// subject (by hash), for the admin API's GET /stats (sluice local).
+	Stats *stats.Stats
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -73,6 +77,7 @@ type handler struct {
 	log     *slog.Logger
 	m       *Metrics
 	headers headers.Dialects
+	stats   *stats.Stats
 }
 
 func newHandler(a *authorizer.Authorizer, o Options) handler {
@@ -82,7 +87,7 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 	if o.Headers == 0 {
 		o.Headers = headers.Default
 	}
-	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
+	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats}
 }
 
 // Authorizer answers API Gateway authorizer events.
@@ -244,28 +249,66 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 		h.m.Unauthorized()
 		return res, false
 	}
-	if err != nil || res.FailOpen {
-		logDecision(ctx, h.log, req, &res, err)
-	}
-	h.m.Record(&res)
+	h.record(ctx, req, &res, err)
 	return res, true
 }
 
-// logDecision writes the one line of a decision that failed or failed open.
-func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, err error) {
-	level, msg := slog.LevelError, "rate limit decision failed"
-	if res.FailOpen {
-		level, msg = slog.LevelWarn, "rate limit failed open"
+// record logs a decision that was not a plain allow and counts every
+// decision in the metrics and the stats.
+func (h *handler) record(ctx context.Context, req *authorizer.Request, res *authorizer.Result, err error) {
+	var hash string
+	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
+		// Only these are hashed: an allowed request pays nothing more.
+		hash = limiter.SubjectHash(res.Subject)
+		logDecision(ctx, h.log, req, res, hash, err)
 	}
-	log.LogAttrs(ctx, level, msg,
+	h.m.Record(res)
+	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash,
+		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
+}
+
+// Decision values of the decision log line (its "decision" key), what the
+// stack's Contributor Insights rules filter on.
+const (
+	DecisionDeny       = "deny"        // a rule denied
+	DecisionShadowDeny = "shadow-deny" // a shadow rule would have denied; allowed
+	DecisionFailOpen   = "fail-open"   // Redis failed, the rule fails open; allowed
+	DecisionFailClosed = "fail-closed" // Redis failed, the rule fails closed; denied
+)
+
+// logDecision writes the one line of a decision that was not a plain
+// allow: a denial or shadow denial at info, a fail-open at warn, a failure
+// at error. Every line carries api, ruleId, principalId (the subject's
+// hash) and decision, which is what the deployed stack's Contributor
+// Insights rules count: it needs LOG_LEVEL info (the default) to see
+// denials. A denial served from the local deny cache is logged too, so
+// the counts are of denied requests, not of Redis calls.
+func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash string, err error) {
+	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
+	switch {
+	case res.FailOpen:
+		level, msg, decision = slog.LevelWarn, "rate limit failed open", DecisionFailOpen
+	case err != nil:
+		level, msg, decision = slog.LevelError, "rate limit decision failed", DecisionFailClosed
+	case res.Allowed:
+		msg, decision = "rate limit shadow denied", DecisionShadowDeny
+	}
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("decision", decision),
 		slog.String("api", req.API),
 		slog.String("route", req.Method+" "+req.Resource),
-		slog.String("principalId", limiter.SubjectHash(res.Subject)),
+		slog.String("principalId", hash),
 		slog.String("ruleId", res.Rule),
 		slog.Bool("allowed", res.Allowed),
 		slog.Bool("failOpen", res.FailOpen),
-		slog.Any("error", err),
-	)
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	log.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // contextValues are the authorizer context: strings, numbers and booleans

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -38,6 +39,7 @@ type fixture struct {
 	logs  *bytes.Buffer
 	emf   *bytes.Buffer
 	m     *apigw.Metrics
+	stats *stats.Stats
 }
 
 func newFixture(t *testing.T) fixture {
@@ -50,7 +52,8 @@ func newFixture(t *testing.T) fixture {
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
 	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}
 	f.m = apigw.NewMetrics(apigw.MetricsOptions{W: f.emf, Function: "test", Interval: time.Hour})
-	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m}
+	f.stats = stats.New(stats.Options{})
+	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m, Stats: f.stats}
 	f.auth = apigw.NewAuthorizer(a, o)
 	f.check = apigw.NewCheck(a, o)
 	return f
@@ -537,5 +540,46 @@ func TestMetricsEMF(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EMF metrics mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecisionLog checks the line each denial writes, at info: the fields
+// the stack's Contributor Insights rules key on (decision, principalId as
+// the subject's hash, ruleId, api), and never the subject itself; and that
+// the same decisions reach the in-process stats.
+func TestDecisionLog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := f.auth.REST(ctx, restEvent("secret-key-7")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("logs = %q, want one line (the denial; allowed requests log nothing)", f.logs.String())
+	}
+	t.Logf("decision line: %d bytes: %s", len(lines[0]), lines[0])
+	if strings.Contains(lines[0], "secret-key-7") {
+		t.Errorf("decision line %s holds the raw subject", lines[0])
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &v); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"level": "INFO", "decision": apigw.DecisionDeny, "api": "a1b2c3", "route": "GET /orders/{id}",
+		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "allowed": false, "failOpen": false}
+	for k, w := range want {
+		if v[k] != w {
+			t.Errorf("decision line %s = %v, want %v", k, v[k], w)
+		}
+	}
+	rep := f.stats.Report(time.Minute, 10)
+	if len(rep.Rules) != 1 || rep.Rules[0].Rule != "r-order" || rep.Rules[0].Denied != 1 || *rep.Rules[0].Allowed != 2 {
+		t.Errorf("stats rules = %+v, want r-order: 2 allowed, 1 denied", rep.Rules)
+	}
+	if len(rep.Subjects) != 1 || rep.Subjects[0].Subject != limiter.SubjectHash("secret-key-7") {
+		t.Errorf("stats subjects = %+v, want the subject's hash", rep.Subjects)
 	}
 }

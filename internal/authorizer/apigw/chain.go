@@ -109,9 +109,6 @@ func (h *handler) decideFor(ctx context.Context, up *authorizer.Upstream, key st
 			slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
 		return res, err
 	}
-	if err != nil || res.FailOpen {
-		logDecision(ctx, h.log, req, &res, err)
-	}
-	h.m.Record(&res)
+	h.record(ctx, req, &res, err)
 	return res, nil
 }

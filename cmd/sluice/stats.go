@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/sluicehq/sluice/internal/stats"
+)
+
+// runStats prints GET /stats: the top limiting rules and denied subjects.
+func runStats(ctx context.Context, e env, args []string) error {
+	fs := newFlagSet(e, "stats", "", `Show the top limiting rules and the top denied subjects (as hashes) over
+the last --window: from sluice local's in-process counts, or from the
+deployed stack's Contributor Insights rules.`)
+	a := addAdminFlags(fs)
+	window := fs.String("window", "5m", "how far back, in whole minutes (at most 15m locally, 24h on AWS)")
+	top := fs.Int("top", 10, "how many rules and subjects (1 to 100)")
+	_, c, err := a.connect(ctx, fs, args, 0)
+	if err != nil {
+		return err
+	}
+	var rep stats.Report
+	q := url.Values{"window": {*window}, "top": {strconv.Itoa(*top)}}
+	if _, err := c.getJSON(ctx, "/stats", q, &rep); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	return a.print(e.stdout, rep, func() {
+		fmt.Fprintf(e.stdout, "%s to %s (%s, %s)\n\nTOP LIMITING RULES\n", rep.From.Format("15:04:05"), rep.To.Format("15:04:05"), rep.Window, rep.Source)
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tAPI\tDENIED\tSHADOW-DENIED\tFAIL-OPEN\tALLOWED")
+		for _, r := range rep.Rules {
+			allowed := "-"
+			if r.Allowed != nil {
+				allowed = strconv.FormatInt(*r.Allowed, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", r.Rule, r.API, r.Denied, r.ShadowDenied, r.FailOpen, allowed)
+		}
+		tw.Flush()
+		fmt.Fprintln(e.stdout, "\nTOP DENIED SUBJECTS (hash)")
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SUBJECT\tRULE\tAPI\tDENIED")
+		for _, s := range rep.Subjects {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Subject, s.Rule, s.API, s.Denied)
+		}
+		tw.Flush()
+	})
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/stats/insights"
+)
+
+// statsFunction serves GET /stats from the Contributor Insights rules.
+var statsFunction = func() string {
+	for _, r := range admin.Routes() {
+		if r.Name == admin.RouteStats {
+			return r.Function
+		}
+	}
+	panic("no admin route " + admin.RouteStats)
+}()
+
+// insightsPrefix starts the names of the stack's Contributor Insights
+// rules (unique per account and region, as the stack name is).
+func insightsPrefix(stack awscdk.Stack) string { return *stack.StackName() + "-sluice" }
+
+// insightRule is one Contributor Insights rule over the decision log lines
+// (internal/authorizer/apigw's logDecision: JSON with decision, api,
+// ruleId, principalId).
+type insightRule struct {
+	id, suffix, title string
+	keys              []string
+	decisions         []string
+}
+
+// insightRules are the three rules internal/stats/insights reads, in the
+// order of insights.RuleNames.
+var insightRules = []insightRule{
+	{"InsightsDeniedSubjects", insights.SuffixDeniedSubjects, "Top denied subjects (hash, rule, api)",
+		[]string{"$.principalId", "$.ruleId", "$.api"}, []string{"deny", "fail-closed"}},
+	{"InsightsLimitingRules", insights.SuffixLimitingRules, "Top limiting rules (rule, api, decision)",
+		[]string{"$.ruleId", "$.api", "$.decision"}, []string{"deny", "fail-closed", "shadow-deny"}},
+	{"InsightsFailOpenRules", insights.SuffixFailOpenRules, "Top fail-open rules (rule, api)",
+		[]string{"$.ruleId", "$.api"}, []string{"fail-open"}},
+}
+
+// newInsights creates the Contributor Insights rules over the decision
+// log lines of the functions that decide, a dashboard with a widget per
+// rule, and lets the stats function read exactly these rules' reports.
+//
+// Why log lines and not per-rule metrics: a custom metric per rule (or per
+// subject) costs per metric per month whether anything is limited or not;
+// the decision lines exist anyway, and Contributor Insights charges per
+// rule and per matched line.
+func newInsights(stack awscdk.Stack, statsFn awslambda.Function, deciders ...awslambda.Function) {
+	var groups []*string
+	for _, fn := range deciders {
+		groups = append(groups, fn.LogGroup().LogGroupName())
+	}
+	prefix := insightsPrefix(stack)
+	var arns []*string
+	var widgets []map[string]any
+	for i, r := range insightRules {
+		name := prefix + r.suffix
+		body := map[string]any{
+			"Schema":        map[string]any{"Name": "CloudWatchLogRule", "Version": 1},
+			"LogGroupNames": groups,
+			"LogFormat":     "JSON",
+			"Contribution": map[string]any{
+				"Keys":    r.keys,
+				"Filters": []map[string]any{{"Match": "$.decision", "In": r.decisions}},
+			},
+			"AggregateOn": "Count",
+		}
+		rule := awscloudwatch.NewCfnInsightRule(stack, jsii.String(r.id), &awscloudwatch.CfnInsightRuleProps{
+			RuleName:  jsii.String(name),
+			RuleState: jsii.String("ENABLED"),
+			RuleBody:  stack.ToJsonString(body, nil),
+		})
+		arns = append(arns, rule.AttrArn())
+		widgets = append(widgets, map[string]any{
+			"type": "metric", "x": 8 * i, "y": 0, "width": 8, "height": 6,
+			"properties": map[string]any{
+				"title":  r.title,
+				"region": stack.Region(),
+				"view":   "timeSeries", "stacked": false, "period": 60,
+				"insightRule": map[string]any{
+					"maxContributorCount": 10, "orderBy": "Sum", "ruleName": rule.AttrRuleName(),
+				},
+				"legend": map[string]any{"position": "bottom"},
+			},
+		})
+	}
+	awscloudwatch.NewCfnDashboard(stack, jsii.String("InsightsDashboard"), &awscloudwatch.CfnDashboardProps{
+		DashboardName: jsii.String(prefix + "-insights"),
+		DashboardBody: stack.ToJsonString(map[string]any{"widgets": widgets}, nil),
+	})
+	statsFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ReadDecisionInsights"),
+		Actions:   jsii.Strings("cloudwatch:GetInsightRuleReport"),
+		Resources: &arns,
+	}))
+}

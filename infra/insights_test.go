@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/stats/insights"
+)
+
+// TestContributorInsights: the three rules over the deciding functions'
+// log groups, keyed and filtered on the decision log line's fields; a
+// dashboard widget per rule; and the stats function allowed to read
+// exactly these rules' reports, from outside the VPC.
+func TestContributorInsights(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		rules := resources(js, "AWS::CloudWatch::InsightRule")
+		if len(rules) != 3 {
+			t.Fatalf("%s: %d insight rules, want 3", v, len(rules))
+		}
+		var names, ids []string
+		for _, r := range rules {
+			names = append(names, r.Props["RuleName"].(string))
+			ids = append(ids, r.ID)
+			body, _ := json.Marshal(r.Props["RuleBody"])
+			for _, want := range []string{`CloudWatchLogRule`, `\"LogFormat\":\"JSON\"`, `\"Match\":\"$.decision\"`, `\"AggregateOn\":\"Count\"`} {
+				if !strings.Contains(string(body), want) {
+					t.Errorf("%s: rule %s body %s lacks %s", v, r.ID, body, want)
+				}
+			}
+			for _, fn := range []string{"AuthorizerFunctionLogs", "CheckLogs"} {
+				if !strings.Contains(string(body), `{"Ref":"`+fn) {
+					t.Errorf("%s: rule %s body %s does not read %s", v, r.ID, body, fn)
+				}
+			}
+			if r.Props["RuleState"] != "ENABLED" {
+				t.Errorf("%s: rule %s state %v", v, r.ID, r.Props["RuleState"])
+			}
+		}
+		slices.Sort(names)
+		want := insights.RuleNames("Sluice-sluice")
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: rule names %v, want %v", v, names, want)
+		}
+		bodies, _ := json.Marshal(rules)
+		for _, key := range []string{`$.principalId`, `$.ruleId`, `$.api`, `fail-open`, `shadow-deny`, `deny`} {
+			if !strings.Contains(string(bodies), key) {
+				t.Errorf("%s: no rule mentions %s", v, key)
+			}
+		}
+
+		// The stats function: the rule prefix, no VPC, no secret.
+		var fnID string
+		for _, fn := range sluiceFunctions(js) {
+			if strings.HasPrefix(fn.ID, "AdminStats") {
+				fnID = fn.ID
+				if got := envOf(fn)["INSIGHTS_RULE_PREFIX"]; got != "Sluice-sluice" {
+					t.Errorf("%s: INSIGHTS_RULE_PREFIX = %v", v, got)
+				}
+				if _, ok := fn.Props["VpcConfig"]; ok {
+					t.Errorf("%s: the stats function is in the VPC, which has no route to CloudWatch", v)
+				}
+				if _, ok := envOf(fn)["REDIS_URL"]; ok {
+					t.Errorf("%s: the stats function gets REDIS_URL; it needs none", v)
+				}
+			}
+		}
+		if fnID == "" {
+			t.Fatalf("%s: no AdminStats function", v)
+		}
+
+		// The grant: GetInsightRuleReport on exactly the three rules, to
+		// the stats function's role, and to no one else.
+		var grants int
+		for _, p := range resources(js, "AWS::IAM::Policy") {
+			doc, _ := json.Marshal(p.Props["PolicyDocument"])
+			if !strings.Contains(string(doc), "cloudwatch:GetInsightRuleReport") {
+				continue
+			}
+			grants++
+			roles, _ := json.Marshal(p.Props["Roles"])
+			if !strings.Contains(string(roles), `"Ref":"AdminStats`) {
+				t.Errorf("%s: %s grants GetInsightRuleReport to %s, want only the stats function's role", v, p.ID, roles)
+			}
+			for _, st := range p.Props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				s := st.(map[string]any)
+				if s["Action"] != "cloudwatch:GetInsightRuleReport" {
+					continue
+				}
+				res, _ := s["Resource"].([]any)
+				var got []string
+				for _, r := range res {
+					ga, _ := r.(map[string]any)["Fn::GetAtt"].([]any)
+					if len(ga) == 2 && ga[1] == "Arn" {
+						got = append(got, ga[0].(string))
+					} else {
+						t.Errorf("%s: GetInsightRuleReport resource %v, want a rule's Arn", v, r)
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, ids) {
+					t.Errorf("%s: GetInsightRuleReport on %v, want exactly %v", v, got, ids)
+				}
+			}
+		}
+		if grants != 1 {
+			t.Errorf("%s: %d policies grant GetInsightRuleReport, want 1", v, grants)
+		}
+
+		// The dashboard: one widget per rule.
+		var found bool
+		for _, d := range resources(js, "AWS::CloudWatch::Dashboard") {
+			body, _ := json.Marshal(d.Props["DashboardBody"])
+			if !strings.Contains(string(body), "insightRule") {
+				continue
+			}
+			found = true
+			for _, id := range ids {
+				if strings.Count(string(body), `"Fn::GetAtt":["`+id+`","RuleName"]`) != 1 {
+					t.Errorf("%s: insights dashboard %s has no widget for %s", v, body, id)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no dashboard with insight rule widgets", v)
+		}
+	}
+}

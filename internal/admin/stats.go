@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
+)
+
+// StatsReader reports what was limited over a window, for GET /stats:
+// *stats.Stats (the decisions of this process, sluice local) or the
+// Contributor Insights reader of the deployed stack
+// (internal/stats/insights).
+type StatsReader interface {
+	// MaxWindow is the longest window it answers.
+	MaxWindow() time.Duration
+	// TopContributors returns the top n rules and subjects over the last
+	// window (a whole number of minutes, from 1m to MaxWindow).
+	TopContributors(ctx context.Context, window time.Duration, n int) (stats.Report, error)
+}
+
+// Query defaults and bounds of GET /stats.
+const (
+	DefaultStatsWindow = 5 * time.Minute
+	DefaultStatsTop    = 10
+	MaxStatsTop        = 100
+)
+
+// stats answers GET /stats?window=5m&top=10: the top limiting rules and
+// the top denied subjects over the window.
+func (s *Service) stats(ctx context.Context, c *call) (reply, error) {
+	var fields []rules.FieldError
+	window, top := DefaultStatsWindow, DefaultStatsTop
+	maxWindow := 15 * time.Minute
+	if s.statsSrc != nil {
+		maxWindow = s.statsSrc.MaxWindow()
+	}
+	if v := c.Query.Get("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("%q is not a duration such as 5m", httpapi.Truncate(v))))
+		case d < time.Minute || d > maxWindow || d%time.Minute != 0:
+			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("must be a whole number of minutes from 1m to %s", shortDuration(maxWindow))))
+		default:
+			window = d
+		}
+	}
+	if v := c.Query.Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxStatsTop {
+			fields = append(fields, httpapi.FieldError("top", fmt.Sprintf("must be a whole number from 1 to %d", MaxStatsTop)))
+		} else {
+			top = n
+		}
+	}
+	for k := range c.Query {
+		if k != "window" && k != "top" {
+			fields = append(fields, httpapi.FieldError(httpapi.Truncate(k), "is not a parameter of this route (window, top)"))
+		}
+	}
+	if len(fields) > 0 {
+		return reply{}, httpapi.BadRequest(fields...)
+	}
+	if s.statsSrc == nil {
+		return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
+			Detail: "Decision statistics are not configured here: sluice local keeps them in process; a deployed stack reads Contributor Insights (INSIGHTS_RULE_PREFIX)."}
+	}
+	rep, err := s.statsSrc.TopContributors(ctx, window, top)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "The statistics source did not answer in time; try again.",
+				Header: http.Header{"Retry-After": {"1"}}, Err: err}
+		}
+		return reply{}, fmt.Errorf("read decision statistics: %w", err)
+	}
+	return reply{status: http.StatusOK, body: rep}, nil
+}
+
+// shortDuration prints 15m0s as 15m and 24h0m0s as 24h.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}

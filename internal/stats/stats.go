@@ -1,0 +1,317 @@
+// Package stats keeps in-process rolling counts of rate-limit decisions:
+// per rule (allowed, denied, shadow-denied, fail-open) and per denied
+// subject, over the last minutes, and reports the top limiting rules and
+// the top denied subjects over a window. `sluice local` records every
+// decision into one Stats and answers the admin API's GET /stats from it;
+// on AWS the same report is built from CloudWatch Contributor Insights
+// (internal/stats/insights), and Report is the shape both answer with.
+//
+// Memory is bounded whatever the traffic: a fixed ring of time slots, a
+// cap on the rules counted per slot, and a Space-Saving summary of the
+// denied subjects per slot. Subjects are only ever seen as hashes.
+package stats
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultResolution = time.Minute
+	DefaultSlots      = 15
+	DefaultMaxRules   = 1000
+	DefaultSubjects   = 512
+)
+
+// OtherRule is the rule id the counts of rules past Options.MaxRules are
+// added to.
+const OtherRule = "(other)"
+
+// Decision is one decision to count.
+type Decision struct {
+	// Rule is the id of the limiting rule; decisions without one (no rule
+	// applied) are not counted.
+	Rule string
+	// API is the API the request was for.
+	API string
+	// SubjectHash is the subject's hash (hex), never the subject: a
+	// subject may be an API key. Only read for denied decisions.
+	SubjectHash string
+	// Allowed, ShadowDenied and FailOpen are the decision's outcome, as in
+	// authorizer.Result: a decision is denied when !Allowed, else
+	// shadow-denied when ShadowDenied, else allowed; FailOpen is counted
+	// besides (a fail-open decision is also allowed).
+	Allowed, ShadowDenied, FailOpen bool
+}
+
+// Options configure a Stats. The zero value is usable; each field's
+// default is written on it.
+type Options struct {
+	// Resolution is the length of one time slot; default 1m.
+	Resolution time.Duration
+	// Slots is the number of slots kept, so the longest window is
+	// Slots×Resolution; default 15.
+	Slots int
+	// MaxRules bounds the rules counted per slot; later ones are added to
+	// OtherRule. Default 1000.
+	MaxRules int
+	// Subjects is the capacity of each slot's Space-Saving summary of
+	// denied (subject, rule, API) triples; default 512. A triple denied
+	// more than 1/Subjects of the slot's denials is always in it, and no
+	// count is off by more than denials/Subjects (always upward).
+	Subjects int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Stats counts decisions. It is safe for concurrent use.
+type Stats struct {
+	o     Options
+	mu    sync.Mutex
+	slots []slot
+}
+
+type ruleKey struct{ rule, api string }
+
+type subjectKey struct{ subject, rule, api string }
+
+type counts struct{ allowed, denied, shadowDenied, failOpen int64 }
+
+type slot struct {
+	index    int64 // unix time / resolution; 0 = never used
+	rules    map[ruleKey]*counts
+	total    counts
+	subjects spaceSaving
+}
+
+// New returns an empty Stats.
+func New(o Options) *Stats {
+	if o.Resolution <= 0 {
+		o.Resolution = DefaultResolution
+	}
+	if o.Slots <= 0 {
+		o.Slots = DefaultSlots
+	}
+	if o.MaxRules <= 0 {
+		o.MaxRules = DefaultMaxRules
+	}
+	if o.Subjects <= 0 {
+		o.Subjects = DefaultSubjects
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Stats{o: o, slots: make([]slot, o.Slots)}
+}
+
+// MaxWindow is the longest window Report answers: Slots×Resolution.
+func (s *Stats) MaxWindow() time.Duration { return time.Duration(s.o.Slots) * s.o.Resolution }
+
+// Resolution is the length of one slot: windows are whole multiples of it.
+func (s *Stats) Resolution() time.Duration { return s.o.Resolution }
+
+// Record counts d. It is nil-safe: a nil Stats counts nothing.
+func (s *Stats) Record(d Decision) {
+	if s == nil || d.Rule == "" {
+		return
+	}
+	idx := s.o.Now().UnixNano() / int64(s.o.Resolution)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[idx%int64(len(s.slots))]
+	if sl.index != idx {
+		// A slot left from Slots resolutions ago: start it afresh, reusing
+		// its memory.
+		sl.index = idx
+		clear(sl.rules)
+		sl.total = counts{}
+		sl.subjects.reset(s.o.Subjects)
+	}
+	if sl.rules == nil {
+		sl.rules = make(map[ruleKey]*counts)
+	}
+	k := ruleKey{d.Rule, d.API}
+	c := sl.rules[k]
+	if c == nil {
+		if len(sl.rules) >= s.o.MaxRules {
+			k = ruleKey{OtherRule, ""}
+			c = sl.rules[k]
+		}
+		if c == nil {
+			c = &counts{}
+			sl.rules[k] = c
+		}
+	}
+	for _, cc := range [2]*counts{c, &sl.total} {
+		switch {
+		case !d.Allowed:
+			cc.denied++
+		case d.ShadowDenied:
+			cc.shadowDenied++
+		default:
+			cc.allowed++
+		}
+		if d.FailOpen {
+			cc.failOpen++
+		}
+	}
+	if !d.Allowed {
+		sl.subjects.add(subjectKey{d.SubjectHash, d.Rule, d.API})
+	}
+}
+
+// Report is the answer of GET /stats: what was limited over a window.
+type Report struct {
+	// Source says where the numbers come from: "in-process" (this
+	// process's own decisions, sluice local) or "contributor-insights"
+	// (the deployed authorizers' decision log lines).
+	Source string `json:"source"`
+	// Window is the length of the window, such as "5m0s".
+	Window string `json:"window"`
+	// From and To bound the window (To is now).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Rules are the top limiting rules, most denials first (then
+	// shadow denials, fail-opens, allowed).
+	Rules []RuleStat `json:"rules"`
+	// Subjects are the top denied subjects, most denials first.
+	Subjects []SubjectStat `json:"subjects"`
+	// Series is the window's decisions per Step, oldest first, for a
+	// chart.
+	Series []Point `json:"series"`
+	// Step is the length of one Series point, such as "1m0s".
+	Step string `json:"step"`
+}
+
+// RuleStat is one rule's decisions over the window.
+type RuleStat struct {
+	Rule string `json:"rule"`
+	API  string `json:"api"`
+	// Allowed is absent when the source does not count allowed decisions
+	// (Contributor Insights: only denials and fail-opens are logged).
+	Allowed      *int64 `json:"allowed,omitempty"`
+	Denied       int64  `json:"denied"`
+	ShadowDenied int64  `json:"shadow_denied"`
+	FailOpen     int64  `json:"fail_open"`
+}
+
+// SubjectStat is one subject's denials by one rule on one API.
+type SubjectStat struct {
+	// Subject is the subject's hash (hex), never the subject.
+	Subject string `json:"subject"`
+	Rule    string `json:"rule"`
+	API     string `json:"api"`
+	// Denied is the number of denials; an upper bound, over by at most
+	// the window's denials divided by the summary's capacity.
+	Denied int64 `json:"denied"`
+}
+
+// Point is the decisions of one step of the window.
+type Point struct {
+	Time         time.Time `json:"t"`
+	Allowed      *int64    `json:"allowed,omitempty"`
+	Denied       int64     `json:"denied"`
+	ShadowDenied int64     `json:"shadow_denied"`
+	FailOpen     int64     `json:"fail_open"`
+}
+
+// Report returns the top n rules and subjects over the last window (a
+// whole number of resolutions from one to MaxWindow, else clamped into
+// that range), the current partial slot included.
+func (s *Stats) Report(window time.Duration, n int) Report {
+	res := s.o.Resolution
+	k := int64(max(1, min(int(window/res), s.o.Slots)))
+	now := s.o.Now()
+	cur := now.UnixNano() / int64(res)
+	first := cur - k + 1
+	rep := Report{
+		Source: "in-process", Window: (time.Duration(k) * res).String(), Step: res.String(),
+		From: time.Unix(0, first*int64(res)).UTC(), To: now.UTC(),
+		Rules: []RuleStat{}, Subjects: []SubjectStat{},
+	}
+	rulesSum := map[ruleKey]*counts{}
+	subj := map[subjectKey]int64{}
+
+	s.mu.Lock()
+	for idx := first; idx <= cur; idx++ {
+		p := Point{Time: time.Unix(0, idx*int64(res)).UTC()}
+		sl := &s.slots[idx%int64(len(s.slots))]
+		if sl.index == idx {
+			for key, c := range sl.rules {
+				sum := rulesSum[key]
+				if sum == nil {
+					sum = &counts{}
+					rulesSum[key] = sum
+				}
+				sum.add(c)
+			}
+			for _, e := range sl.subjects.entries {
+				subj[e.key] += e.count
+			}
+			p.Denied, p.ShadowDenied, p.FailOpen = sl.total.denied, sl.total.shadowDenied, sl.total.failOpen
+			p.Allowed = ptr(sl.total.allowed)
+		} else {
+			p.Allowed = ptr(0)
+		}
+		rep.Series = append(rep.Series, p)
+	}
+	s.mu.Unlock()
+
+	for key, c := range rulesSum {
+		rep.Rules = append(rep.Rules, RuleStat{Rule: key.rule, API: key.api, Allowed: ptr(c.allowed),
+			Denied: c.denied, ShadowDenied: c.shadowDenied, FailOpen: c.failOpen})
+	}
+	SortRules(rep.Rules)
+	for key, c := range subj {
+		rep.Subjects = append(rep.Subjects, SubjectStat{Subject: key.subject, Rule: key.rule, API: key.api, Denied: c})
+	}
+	SortSubjects(rep.Subjects)
+	rep.Rules = rep.Rules[:min(n, len(rep.Rules))]
+	rep.Subjects = rep.Subjects[:min(n, len(rep.Subjects))]
+	return rep
+}
+
+// TopContributors is Report for the admin API (admin's statsReader); it
+// never fails.
+func (s *Stats) TopContributors(_ context.Context, window time.Duration, n int) (Report, error) {
+	return s.Report(window, n), nil
+}
+
+// SortRules orders rules most limiting first: denials, shadow denials,
+// fail-opens, allowed, then by rule id and API so the order is stable.
+func SortRules(rs []RuleStat) {
+	slices.SortFunc(rs, func(a, b RuleStat) int {
+		return cmp.Or(cmp.Compare(b.Denied, a.Denied), cmp.Compare(b.ShadowDenied, a.ShadowDenied),
+			cmp.Compare(b.FailOpen, a.FailOpen), cmp.Compare(deref(b.Allowed), deref(a.Allowed)),
+			cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.API, b.API))
+	})
+}
+
+// SortSubjects orders subjects most denied first, then by hash, rule and
+// API.
+func SortSubjects(ss []SubjectStat) {
+	slices.SortFunc(ss, func(a, b SubjectStat) int {
+		return cmp.Or(cmp.Compare(b.Denied, a.Denied), cmp.Compare(a.Subject, b.Subject),
+			cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.API, b.API))
+	})
+}
+
+func (c *counts) add(o *counts) {
+	c.allowed += o.allowed
+	c.denied += o.denied
+	c.shadowDenied += o.shadowDenied
+	c.failOpen += o.failOpen
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
