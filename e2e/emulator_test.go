@@ -365,7 +365,8 @@ func TestEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]any{"limit": 5.0, "remaining": 0.0, "reset": 60.0, "retryAfter": 12.0, "rule": s.route.ID, "failOpen": false,
-			"rateLimitPolicy": `"` + s.route.ID + `";q=5;w=60`, "rateLimit": `"` + s.route.ID + `";r=0;t=60`}
+			// Every policy that applies is listed, the API-wide rule first.
+			"rateLimitPolicy": `"` + s.apiRule.ID + `";q=100;w=60, "` + s.route.ID + `";q=5;w=60`, "rateLimit": `"` + s.route.ID + `";r=0;t=60`}
 		if resp.PolicyDocument.Statement[0].Effect != "Deny" || fmt.Sprint(resp.Context) != fmt.Sprint(want) {
 			t.Errorf("6th reply = %s %v, want Deny with %v", resp.PolicyDocument.Statement[0].Effect, resp.Context, want)
 		}
