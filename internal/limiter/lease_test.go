@@ -490,6 +490,26 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			i1 := redisNow(t, timeClient)
 			stop.Store(true)
 			wg.Wait()
+			if hasQuota(bs) {
+				// A cool-down below the refill rate, one caller a Limiter:
+				// leases are still taken, and hold tokens when it ends, so
+				// that Close gives them back to the quota.
+				var cool sync.WaitGroup
+				for _, l := range ls {
+					cool.Add(1)
+					go func() {
+						defer cool.Done()
+						for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+							if d, err := l.Allow(context.Background(), req); err != nil {
+								failed.Add(1)
+							} else if d.Allowed {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				cool.Wait()
+			}
 			t1 := redisNow(t, timeClient)
 			<-sampled
 			// What the workers left in the bucket when they stopped (a
