@@ -18,6 +18,7 @@
 --                bucket. "u<cost>" (cost an integer, negative refunds) is a
 --                usage report (see "Usage").
 -- ARGV[4i-2..4i+1], for bucket i (N = (#ARGV-1)/4 buckets):
+--                "l<cost>" is a charge of cost for a lease (see "Leases").
 --   limit        tokens refilled per period (per window for a quota),
 --                integer >= 0; 0 = blocked (never has a token, never written)
 --   period       refill period in microseconds, integer > 0 (a quota's is
@@ -104,6 +105,17 @@
 -- and nothing is written; else the charge is written and the key set for
 -- 24 h (PX 86400000), in the same call, so concurrent retries count once.
 --
+-- Leases ("l<cost>", lease.go): decided and charged exactly as cost, and
+-- the reply is followed, per bucket, by " <window end> <until>": a quota's
+-- window end as stored (Unix ms) and the whole milliseconds until it
+-- (rounded down, so that the lease never outlives the window), "0 0" for a
+-- token bucket. lease_return.lua gives a quota's unused tokens back only
+-- to the window named by that end: a lease charged before a window ended
+-- gives nothing to the next one. A request's floor applies to the lease's
+-- whole charge (it needs cost + floor), so a lease never dips below it.
+-- Only lease calls of a request with a quota use this form: the hot path
+-- pays one boolean test.
+--
 -- Every millisecond count, the PX of a write and the reset and retry of the
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
 -- with %d: never an exponent, which SET refuses ("value is not an integer
@@ -148,15 +160,21 @@ local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
 -- tonumber is strtod, a few hundred instructions a call: the usual cost 1
 -- and a burst equal to the limit (same string, so the same interned Lua
 -- string) are recognised without it.
-local usage = false
+local usage, lease = false, false
 local cost = ARGV[1]
 if cost == '1' then
 	cost = 1
-elseif string.byte(cost) == 117 then -- 'u': a usage report
-	usage = true
-	cost = tonumber(string.sub(cost, 2))
 else
-	cost = tonumber(cost)
+	local c1 = string.byte(cost)
+	if c1 == 117 then -- 'u': a usage report
+		usage = true
+		cost = tonumber(string.sub(cost, 2))
+	elseif c1 == 108 then -- 'l': a lease, the reply tells its windows
+		lease = true
+		cost = tonumber(string.sub(cost, 2))
+	else
+		cost = tonumber(cost)
+	end
 end
 local need = cost
 if need <= 0 then
@@ -532,6 +550,16 @@ for i = 0, n do
 		end
 	else
 		out = out .. string.format(' %d %d', r, reset)
+	end
+end
+if lease then
+	-- A lease call: per bucket the window it charged (see "Leases").
+	for i = 1, n do
+		if st[4 * i - 1] < 0 then
+			out = out .. string.format(' %s %d', qs[2 * i], floor((st[4 * i - 3] - now) / 1000))
+		else
+			out = out .. ' 0 0'
+		end
 	end
 end
 return out

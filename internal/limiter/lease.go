@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,16 +120,20 @@ type leaseSlot struct {
 	// busy is left > 0 || fetching, for the lock-free path; written under mu.
 	busy atomic.Bool
 
-	mu       sync.Mutex
-	sd       subjectDigest
-	full     uint64 // the lease key (leases.key) of the lease held or being taken
-	left     int64  // requests the lease still admits
-	k        int64  // size of the last lease, in requests
-	cost     int64
-	expires  int64 // Limiter.now when left goes back
-	at       int64 // when the last lease was granted
-	d        Decision
-	bs       []Bucket // the request's buckets, for the return
+	mu      sync.Mutex
+	sd      subjectDigest
+	full    uint64 // the lease key (leases.key) of the lease held or being taken
+	left    int64  // requests the lease still admits
+	k       int64  // size of the last lease, in requests
+	cost    int64
+	expires int64 // Limiter.now when left goes back
+	at      int64 // when the last lease was granted
+	d       Decision
+	bs      []Bucket // the request's buckets, for the return
+	// ends are the window ends (Unix ms) of the lease's quotas, per
+	// bucket (0 for a token bucket), nil without a quota: the return gives
+	// a quota's tokens back only to that window.
+	ends     []int64
 	fetching bool
 	wait     chan struct{} // closed when the lease call in flight ends
 }
@@ -210,7 +215,7 @@ func (s *leaseSlot) reset(key uint64, sd subjectDigest, now int64) {
 	s.cur.Store(0)
 	s.prev.Store(0)
 	s.remaining.Store(-1)
-	s.sd, s.full, s.left, s.k, s.bs = sd, 0, 0, 0, nil
+	s.sd, s.full, s.left, s.k, s.bs, s.ends = sd, 0, 0, 0, nil, nil
 	s.key.Store(key)
 }
 
@@ -228,10 +233,14 @@ func (s *leaseSlot) count(now, ttl int64) {
 }
 
 // size is the next lease's size in requests of cost; below leaseMin, no
-// lease.
-func (s *leaseSlot) size(most, cost int64) int64 {
-	r := s.remaining.Load()
-	if r < 0 {
+// lease. fl is the largest admission floor of the request's buckets: the
+// script charges a lease only when every bucket keeps its floor (it needs
+// k·cost + floor), and the limiting bucket's remaining less the largest
+// floor is at most what any bucket holds above its own, so a lease sized
+// from it is never denied for a floor (a denied lease costs a round trip).
+func (s *leaseSlot) size(most, cost, fl int64) int64 {
+	r := s.remaining.Load() - fl
+	if r < 0 || s.remaining.Load() < 0 {
 		return 1
 	}
 	k := min(max(s.cur.Load(), s.prev.Load()), most, r/(leaseShare*cost))
@@ -263,10 +272,12 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 	if t == nil || req.Cost <= 0 || t.closed.Load() {
 		return h, d, nil, false
 	}
+	var fl int64
 	for _, b := range req.Buckets {
 		if b.Shadow {
 			return h, d, nil, false
 		}
+		fl = max(fl, b.MinRemaining)
 	}
 	key := t.slotKey(sd, req)
 	s := &t.slots[key%uint64(len(t.slots))]
@@ -285,7 +296,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 	}
 	h = leaseHandle{s: s, key: key}
 	s.count(now, t.ttl)
-	if !s.busy.Load() && s.size(t.max, req.Cost) <= 1 {
+	if !s.busy.Load() && s.size(t.max, req.Cost, fl) <= 1 {
 		// No lease, and none worth taking: Allow's own path, no lock.
 		return h, d, nil, false
 	}
@@ -310,7 +321,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 				return h, d, nil, false
 			}
 			if s.left > 0 {
-				l.giveBack(sd, s.bs, s.cost, s.left)
+				l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
 				s.left = 0
 				s.setBusy()
 			}
@@ -324,7 +335,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 		if s.left > 0 && now >= s.expires {
 			// Not refilled for a TTL: its tokens go back, and it is not
 			// used any more (a reset elsewhere is seen within the TTL).
-			l.giveBack(sd, s.bs, s.cost, s.left)
+			l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
 			s.left = 0
 			s.setBusy()
 		}
@@ -334,7 +345,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 			d = s.admitted(now)
 			var k int64
 			if !s.fetching && 2*s.left < s.k {
-				if k = s.size(t.max, req.Cost); k > 1 {
+				if k = s.size(t.max, req.Cost, fl); k > 1 {
 					s.fetching, s.wait = true, make(chan struct{})
 				}
 			}
@@ -362,7 +373,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 			}
 			continue
 		}
-		k := s.size(t.max, req.Cost)
+		k := s.size(t.max, req.Cost, fl)
 		if k <= 1 {
 			s.mu.Unlock()
 			return h, d, nil, false
@@ -398,11 +409,24 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 		return h, Decision{}, nil, false
 	}
 	l.st.redisCalls.Add(1)
-	res, err := l.eval(ctx, sd, k*req.Cost, req.Buckets)
+	start := l.now()
+	res, err := l.evalLease(ctx, sd, k*req.Cost, req.Buckets)
 	var r reply
+	var ends []int64
+	until := int64(-1) // ms from start to the first quota window's end
 	if err == nil {
 		rd := replyReader{s: res}
 		r, err = parseReply(&rd, len(req.Buckets))
+		if err == nil && hasQuota(req.Buckets) {
+			ends = make([]int64, len(req.Buckets))
+			for i := range ends {
+				ends[i] = rd.next()
+				if u := rd.next(); ends[i] != 0 && (until < 0 || u < until) {
+					until = u
+				}
+			}
+			err = rd.err
+		}
 	}
 	if err != nil {
 		l.st.errors.Add(1)
@@ -430,9 +454,22 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 	if own {
 		got--
 	}
+	if s.left > 0 && !slices.Equal(s.ends, ends) {
+		// A refill ahead in another quota window: what is left of the
+		// previous lease was charged to the window that ended, and goes
+		// back there (nothing, once it has ended), not with this lease.
+		l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
+		s.left = 0
+	}
 	b := req.Buckets[r.index]
 	s.left += got
-	s.k, s.cost, s.at, s.expires = k, req.Cost, now, now+t.ttl
+	s.k, s.cost, s.at, s.expires, s.ends = k, req.Cost, now, now+t.ttl, ends
+	if until >= 0 {
+		// Never admit from a quota window after its end: the lease
+		// expires then (measured from before the call, so never late by
+		// the reply's trip), and what is left goes back, to nothing.
+		s.expires = min(s.expires, start+until*int64(time.Millisecond))
+	}
 	s.d = Decision{Allowed: true, Limit: b.Limit, Remaining: r.remaining, Reset: ms(r.reset), Bucket: r.index}
 	if len(s.bs) != len(req.Buckets) {
 		s.bs = make([]Bucket, len(req.Buckets))
@@ -443,7 +480,7 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 	t.outstanding.Add(got * req.Cost)
 	if t.closed.Load() {
 		// Close ran during the call: nothing will use these.
-		l.giveBack(sd, s.bs, s.cost, s.left)
+		l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
 		s.left = 0
 	}
 	t.startSweeper(l)
@@ -458,18 +495,20 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 
 // giveBack returns n requests' worth (n·cost tokens) to each of bs, in the
 // background: callers hold a slot's lock, and no request waits for it.
-// Close waits for every return in flight.
-func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, cost, n int64) {
+// ends are the lease's quota window ends (nil without a quota). Close
+// waits for every return in flight.
+func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, ends []int64, cost, n int64) {
 	t := l.leases
 	t.outstanding.Add(-n * cost)
 	bs = append([]Bucket(nil), bs...)
+	ends = slices.Clone(ends)
 	t.returns.Add(1)
 	go func() {
 		defer t.returns.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.timeout, 100*time.Millisecond))
 		defer cancel()
 		l.st.redisCalls.Add(1)
-		if _, err := l.returnTokens(ctx, sd, bs, n*cost); err != nil {
+		if _, err := l.returnTokens(ctx, sd, bs, ends, n*cost); err != nil {
 			// Lost tokens under-admit once, by n·cost, and refill at
 			// the rule's rate: nothing to retry.
 			t.lost.Add(n * cost)
@@ -480,12 +519,22 @@ func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, cost, n int64) {
 }
 
 // returnTokens runs lease_return.lua: n tokens back to each of bs, never
-// above full. It returns the whole tokens each bucket took back.
-func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucket, n int64) ([]int64, error) {
+// above full, a quota's only to the window of its end in ends (the lease
+// reply's, nil when bs has no quota). It returns the whole tokens each
+// bucket took back.
+func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucket, ends []int64, n int64) ([]int64, error) {
 	c := buildCalls.Get().(*call)
 	defer buildCalls.Put(c)
 	c.build(l.prefix, sd, n, bs)
-	res, err := leaseReturnScript.Run(ctx, l.rdb, c.keys, c.args...).Text()
+	args := c.args
+	if ends != nil {
+		args = make([]any, len(c.args), len(c.args)+len(ends))
+		copy(args, c.args)
+		for _, e := range ends {
+			args = append(args, strconv.FormatInt(e, 10))
+		}
+	}
+	res, err := leaseReturnScript.Run(ctx, l.rdb, c.keys, args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("limiter: return %d leased tokens of subject %s: %w", n, hexDigest(sd), err)
 	}
@@ -500,6 +549,35 @@ func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucke
 		}
 	}
 	return out, nil
+}
+
+// evalLease runs bucket.lua for a lease of cost tokens: as eval, and for a
+// request with a quota as "l<cost>", whose reply also names every quota's
+// window (bucket.lua, "Leases"). A lease of token buckets only is the
+// plain call.
+func (l *Limiter) evalLease(ctx context.Context, sd subjectDigest, cost int64, bs []Bucket) (string, error) {
+	if !hasQuota(bs) {
+		return l.eval(ctx, sd, cost, bs)
+	}
+	c := getCall()
+	defer putCall(c)
+	c.build(l.prefix, sd, cost, bs)
+	a0 := append(argBytes("l"), c.argv[0]...)
+	args := make([]any, len(c.args))
+	copy(args, c.args)
+	args[0] = &a0
+	c.ctx.arm(ctx, l.timeout)
+	return bucketScript.Run(&c.ctx, l.rdb, c.keys, args...).Text()
+}
+
+// hasQuota reports whether bs has a quota bucket.
+func hasQuota(bs []Bucket) bool {
+	for _, b := range bs {
+		if b.Window != NoWindow {
+			return true
+		}
+	}
+	return false
 }
 
 func hexDigest(sd subjectDigest) string { return string(appendSubjectHash(nil, sd)) }
@@ -549,7 +627,7 @@ func (t *leases) sweep(l *Limiter, all bool) {
 			}
 		}
 		if s.left > 0 && (all || now >= s.expires) {
-			l.giveBack(s.sd, s.bs, s.cost, s.left)
+			l.giveBack(s.sd, s.bs, s.ends, s.cost, s.left)
 			s.left = 0
 			s.setBusy()
 		}

@@ -2,25 +2,29 @@
 --
 -- A lease (lease.go) charged k*cost tokens from every bucket of a request
 -- through bucket.lua and admitted some of those requests locally; this
--- script adds the tokens it did not use back, never above full. It reads
--- and writes the stored form bucket.lua documents in its header,
--- "<tat> <T> <burst>" (GCRA: <tat> the time the bucket is full again, in
--- microseconds since 2024-01-01 UTC; <T> microseconds per token; <burst>
--- the capacity), and takes its clock from Redis TIME as bucket.lua does.
+-- script gives the tokens it did not use back, never above full, and never
+-- to anything the lease did not charge. It reads and writes the stored
+-- forms bucket.lua documents in its header and takes its clock from Redis
+-- TIME as bucket.lua does.
 --
--- KEYS and ARGV are bucket.lua's, built by the same code (call.build):
+-- KEYS and ARGV[1..4N+1] are bucket.lua's, built by the same code
+-- (call.build), N = #KEYS:
 -- KEYS[i]        bucket i's key
 -- ARGV[1]        tokens to give back to every bucket, integer > 0
--- ARGV[4i-2..4i+1], for bucket i: limit, period (us), burst, shadow; the
+-- ARGV[4i-2..4i+1], for bucket i: limit, period (us), burst, flags; the
 --                numbers the lease was charged with.
+-- ARGV[4N+1+i]   bucket i's window end as the lease call's reply gave it
+--                (bucket.lua, "Leases"): a quota's end in Unix ms, "0" for
+--                a token bucket. Missing or "0" for a quota: nothing back.
 --
--- For each bucket, nothing is given back (and nothing written) when:
+-- A token bucket ("<tat> <T> <burst>"): nothing is given back (and nothing
+-- written) when
 --   - limit is 0 (never charged);
 --   - the key is missing, or its <tat> is not above now: the bucket is
 --     full already;
 --   - the value is not exactly "<tat> <T> <burst>" (the previous version's
---     "<tat>" alone, or anything else): it is not what the lease's charge
---     wrote, so the tokens are not known to be in it;
+--     "<tat>" alone, a quota's value, anything else): it is not what the
+--     lease's charge wrote, so the tokens are not known to be in it;
 --   - the stored <T> or <burst> differ from this bucket's: the numbers
 --     changed since the lease (bucket.lua converted the bucket), and what
 --     the lease used is no longer expressed in them. Returning nothing
@@ -28,6 +32,21 @@
 -- Otherwise <tat> moves back by tokens*T, not below now (full at most); a
 -- bucket that becomes full is deleted (a missing key is full), else it is
 -- written back with the PX bucket.lua would give it (1 ms after full).
+--
+-- A quota ("q<unit><anchor> <window end> <used>"): its used goes down by
+-- tokens, never below 0, only when the value is the window the lease
+-- charged: the same unit and anchor as the flags, exactly the window end
+-- the lease's reply named, and that end still after now. Any other value
+-- (the key expired with its window, a later window, another unit or
+-- anchor, unreadable) is a window the lease never charged: nothing back.
+-- A change of the quota's limit keeps the window (bucket.lua keeps used),
+-- so the tokens do go back: used counts tokens, whatever the limit. The
+-- write keeps the value's head and expiry (PXAT the end), as bucket.lua's.
+--
+-- Why not bucket.lua's own refund ("u-<n>")? It would convert a token
+-- bucket to new numbers and then refund in them, and give a quota's
+-- tokens to whatever window is current: both over-admit after a change or
+-- a window's end. Its guards would be per-bucket arguments of its own.
 --
 -- Buckets are independent here: each gives back only tokens it was charged
 -- and that were never admitted, so a bucket that refuses does not stop the
@@ -51,7 +70,28 @@ for i = 1, #KEYS do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
 	local back = 0
-	if n and n > 0 and limit and limit > 0 then
+	local flags = ARGV[o + 3]
+	local tag, unit
+	if flags and flags ~= '0' and flags ~= '1' then
+		local _
+		_, _, tag, unit = match(flags, '^([01]) (%d+) (([rdwmy])(%-?%d+))$')
+	end
+	if n and n > 0 and limit and limit > 0 and unit and unit ~= 'r' then
+		-- A quota: only to the window the lease charged.
+		local charged = ARGV[4 * #KEYS + 1 + i]
+		local v = redis.call('GET', KEYS[i])
+		if v and charged and charged ~= '0' then
+			local p, tg, e, u = match(v, '^(q(%S+) (%S+) )(%S+)$')
+			local em, used = tonumber(e), tonumber(u)
+			if tg == tag and e == charged and em and em > now / 1000 + 1704067200000 and used and used > 0 and used < HUGE then
+				back = n
+				if back > used then
+					back = used
+				end
+				redis.call('SET', KEYS[i], p .. string.format('%d', used - back), 'PXAT', e)
+			end
+		end
+	elseif n and n > 0 and limit and limit > 0 then
 		-- The same doubles bucket.lua computes and stores.
 		local T = tonumber(ARGV[o + 1]) / limit
 		local burst = tonumber(ARGV[o + 2])

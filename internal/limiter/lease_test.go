@@ -99,7 +99,7 @@ func TestLeaseReturnScript(t *testing.T) {
 		if tt.prepare != nil {
 			tt.prepare(func(id string) string { return prefix + "{" + SubjectHash(subj) + "}:" + id })
 		}
-		got, err := l.returnTokens(ctx, sd, tt.give, tt.n)
+		got, err := l.returnTokens(ctx, sd, tt.give, nil, tt.n)
 		if err != nil {
 			t.Fatalf("%s: returnTokens: %v", tt.name, err)
 		}
@@ -401,6 +401,10 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 		{"large burst", []Bucket{{ID: "hot", Limit: 1000, Burst: 4000}}, 1},
 		// Stacked rules and cost 3: the route bucket binds.
 		{"stacked, cost 3", []Bucket{{ID: "api", Limit: 3000, Burst: 9000}, {ID: "route", Limit: 1500, Burst: 6000}}, 3},
+		// A rate bucket and a monthly quota that binds: after Close every
+		// unused leased token is back in the quota.
+		{"rate and quota, quota binds", []Bucket{{ID: "api", Limit: 3000, Burst: 6000}, {ID: "month", Limit: 5000, Window: Monthly}}, 1},
+		{"rate and quota, rate binds", []Bucket{{ID: "api", Limit: 2000, Burst: 4000}, {ID: "month", Limit: 1_000_000, Window: Monthly}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,6 +416,10 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			bound := func(elapsed time.Duration) float64 {
 				b := math.Inf(1)
 				for _, x := range bs {
+					if x.Window != NoWindow {
+						b = min(b, float64(x.Limit)/float64(tt.cost))
+						continue
+					}
 					b = min(b, (float64(x.Burst)+float64(x.Limit)*elapsed.Seconds())/float64(tt.cost))
 				}
 				return b
@@ -482,6 +490,26 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			i1 := redisNow(t, timeClient)
 			stop.Store(true)
 			wg.Wait()
+			if hasQuota(bs) {
+				// A cool-down below the refill rate, one caller a Limiter:
+				// leases are still taken, and hold tokens when it ends, so
+				// that Close gives them back to the quota.
+				var cool sync.WaitGroup
+				for _, l := range ls {
+					cool.Add(1)
+					go func() {
+						defer cool.Done()
+						for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+							if d, err := l.Allow(context.Background(), req); err != nil {
+								failed.Add(1)
+							} else if d.Allowed {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				cool.Wait()
+			}
 			t1 := redisNow(t, timeClient)
 			<-sampled
 			// What the workers left in the bucket when they stopped (a
@@ -533,6 +561,25 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			}
 			if bs[0].Burst > 1000 && s.Leased == 0 {
 				t.Errorf("no leased admission: the test did not lease")
+			}
+			for i, x := range bs {
+				if x.Window == NoWindow {
+					continue
+				}
+				for _, l := range ls {
+					if err := l.Close(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var lost uint64
+				for _, l := range ls {
+					lost += l.Stats().LeaseLost
+				}
+				used, _ := quotaUsed(t, timeClient, prefix+"{"+SubjectHash(req.Subject)+"}:"+bs[i].ID)
+				if lost == 0 && used != got*tt.cost {
+					t.Errorf("quota %s: used %d after Close, want exactly the admitted %d: leased tokens not given back", x.ID, used, got*tt.cost)
+				}
+				t.Logf("quota %s: used %d after Close, admitted %d, lost %d", x.ID, used, got, lost)
 			}
 		})
 	}
