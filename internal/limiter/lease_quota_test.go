@@ -14,7 +14,7 @@ import (
 // Leases over quota buckets: lease_return.lua gives a quota's unused tokens
 // back only to the window the lease charged, a lease never outlives its
 // quota window, and floors, usage reports and debt meet leases as
-// documented in docs/authorizer.md ("Leases").
+// documented in docs/authorizer.md ("Token leases", Quotas).
 
 // quotaUsed returns the used count of the quota value at key, -1 when the
 // key is missing, and its window end (Unix ms).
