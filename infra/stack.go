@@ -267,6 +267,12 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 
 	common := map[string]string{"LOG_LEVEL": cmp.Or(p.LogLevel, "info")}
 	redisEnv := map[string]string{"REDIS_URL": rd.url, "REDIS_MODE": rd.mode}
+	// The subject hash key: every function that names buckets (the
+	// authorizer, check and admin) hashes subjects with it, so they agree on
+	// the keys, and a principalId or a log line cannot be reversed.
+	subjectKey := sluice.NewSubjectKey(stack, "SubjectHmacKey")
+	suppress(subjectKey, "AwsSolutions-SMG4", "Rotating the subject hash key renames every bucket, so every subject starts full again: rotate it by hand, when that is wanted.")
+	redisEnv["SUBJECT_HMAC_KEY_SECRET_ARN"] = *subjectKey.SecretArn()
 	if rd.authSecret != nil {
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
 	}
@@ -286,6 +292,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	grant := func(fn awslambda.Function, redisToo bool) {
 		if redisToo && rd.authSecret != nil {
 			rd.authSecret.GrantRead(fn, nil)
+		}
+		if redisToo {
+			subjectKey.GrantRead(fn, nil)
 		}
 		if db.secret != nil {
 			db.secret.GrantRead(fn, nil)

@@ -417,6 +417,43 @@ func TestFullStackEnvironment(t *testing.T) {
 	}
 }
 
+// TestSubjectKeySecret: the stack creates the subject hash key in Secrets
+// Manager (generated there, never in the template), and every function
+// that hashes subjects gets its ARN and a read grant; migrate neither.
+func TestSubjectKeySecret(t *testing.T) {
+	_, js := synth(t, full)
+	secrets := resources(js, "AWS::SecretsManager::Secret")
+	var keyID string
+	for _, r := range secrets {
+		if strings.HasPrefix(r.ID, "SubjectHmacKey") {
+			keyID = r.ID
+			if _, ok := r.Props["GenerateSecretString"]; !ok {
+				t.Errorf("secret %s has no GenerateSecretString: the key would be in the template", r.ID)
+			}
+		}
+	}
+	if keyID == "" {
+		t.Fatalf("no SubjectHmacKey secret among %d secrets", len(secrets))
+	}
+	for _, r := range sluiceFunctions(js) {
+		b, _ := json.Marshal(envOf(r)["SUBJECT_HMAC_KEY_SECRET_ARN"])
+		has := strings.Contains(string(b), keyID)
+		if migrate := strings.Contains(r.ID, "Migrate"); has == migrate {
+			t.Errorf("%s SUBJECT_HMAC_KEY_SECRET_ARN = %s (migrate: %v)", r.ID, b, migrate)
+		}
+	}
+	granted := 0
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		b, _ := json.Marshal(r.Props["PolicyDocument"])
+		if strings.Contains(string(b), `"Ref":"`+keyID+`"`) && strings.Contains(string(b), "secretsmanager:GetSecretValue") {
+			granted++
+		}
+	}
+	if granted == 0 {
+		t.Errorf("no policy grants GetSecretValue on %s", keyID)
+	}
+}
+
 func TestReplicationGroup(t *testing.T) {
 	tmpl, _ := synth(t, full)
 	check(t, "replication group", func() {
@@ -705,9 +742,15 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 		}
 	}
 	_, js := synth(t, localstack)
-	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint", "AWS::SecretsManager::Secret"} {
+	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint"} {
 		if rs := resources(js, typ); len(rs) > 0 {
 			t.Errorf("localstack: %d %s, want none", len(rs), typ)
+		}
+	}
+	// The one secret is the subject hash key, which every variant creates.
+	for _, r := range resources(js, "AWS::SecretsManager::Secret") {
+		if !strings.HasPrefix(r.ID, "SubjectHmacKey") {
+			t.Errorf("localstack: secret %s created, want only the subject hash key", r.ID)
 		}
 	}
 	for _, r := range sluiceFunctions(js) {

@@ -83,8 +83,10 @@ used. Ctrl-C stops.
 
 Environment: every variable the Lambdas read (REDIS_URL, DATABASE_URL,
 SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; see
-docs/deploy.md), and SLUICE_ADMIN_TOKEN (else one is generated and
-printed). A flag wins over its variable.`)
+docs/deploy.md), SLUICE_ADMIN_TOKEN (else one is generated and printed),
+and SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject
+hash key and the development JWT issuer's key are generated once and kept.
+A flag wins over its variable.`)
 	c := localConfig{Token: os.Getenv("SLUICE_ADMIN_TOKEN")}
 	envFlags := map[string]*string{}
 	envFlag := func(name, variable, usage string) {
@@ -124,6 +126,15 @@ printed). A flag wins over its variable.`)
 		return usageErrorf("configuration: %v", err)
 	}
 	c.Prefix = cfg.RedisPrefix
+	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
+		// As the stack keeps one in Secrets Manager: generated once, kept,
+		// so a persistent REDIS_URL keeps its buckets across restarts.
+		key, err := localSecret("subject-hmac.key", 32)
+		if err != nil {
+			return err
+		}
+		cfg.SubjectHMACKey = config.Secret(key)
+	}
 	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
 }
 

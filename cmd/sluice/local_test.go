@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
+	// Every sluice the tests start keeps its keys here, not in the
+	// user's config directory.
+	os.Setenv("SLUICE_STATE_DIR", filepath.Join(dir, "state"))
 	build := exec.Command("go", "build", "-o", sluiceBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

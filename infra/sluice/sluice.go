@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -127,6 +128,20 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 		}
 	}
 	return awslambda.NewFunction(scope, jsii.String(id), props)
+}
+
+// NewSubjectKey creates the Secrets Manager secret of the subject hash key
+// (SUBJECT_HMAC_KEY_SECRET_ARN): 64 random letters and digits, generated
+// by Secrets Manager, never in the template. Give its ARN and a read grant
+// to every function that hashes subjects (authorizer, check, admin).
+func NewSubjectKey(scope constructs.Construct, id string) awssecretsmanager.Secret {
+	return awssecretsmanager.NewSecret(scope, jsii.String(id), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Sluice subject hash key (HMAC-SHA256): keeps subjects unrecoverable from logs and principalIds"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(64),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+	})
 }
 
 // AuthorizerProps configures the Sluice authorizer.

@@ -41,6 +41,7 @@ type publisher interface {
 type bucketKeeper interface {
 	Peek(ctx context.Context, subject string, b []limiter.Bucket) ([]limiter.BucketState, error)
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
+	SubjectHash(subject string) string
 }
 
 // Options configure a Service. The zero value is usable; each field's

@@ -111,7 +111,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 			return reply{}, fmt.Errorf("reset buckets: %w", err)
 		}
 	}
-	s.log.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", limiter.SubjectHash(subject)),
+	s.log.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", s.subjectHash(subject)),
 		slog.String("api", api), slog.Int("buckets", len(bs)), slog.String("actor", c.actor()),
 		slog.String("requestId", c.RequestID))
 	return reply{status: http.StatusNoContent}, nil
@@ -218,7 +218,7 @@ func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rule
 				if len(out) > MaxSubjectRules {
 					return nil, &httpapi.Error{Status: http.StatusBadRequest,
 						Detail: fmt.Sprintf("More than %d rules may apply to this subject; name one api with ?api=.", MaxSubjectRules),
-						Err:    fmt.Errorf("subject %s: over %d rules apply", limiter.SubjectHash(subject), MaxSubjectRules)}
+						Err:    fmt.Errorf("subject %s: over %d rules apply", s.subjectHash(subject), MaxSubjectRules)}
 				}
 				if page.NextCursor == "" {
 					break
@@ -228,4 +228,14 @@ func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rule
 		}
 	}
 	return out, nil
+}
+
+// subjectHash is the keyed hash a log line names a subject by: the
+// limiter's, or the unkeyed one when the Service has no limiter (its
+// /subjects routes then answer 503 before logging anything).
+func (s *Service) subjectHash(subject string) string {
+	if s.buckets == nil {
+		return limiter.SubjectHash(subject)
+	}
+	return s.buckets.SubjectHash(subject)
 }

@@ -172,10 +172,14 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	a.Redis = rdb
 	st := a.Store
+	key, err := config.SubjectKey(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	a.Snapshots = redissnapshot.New(rdb, redissnapshot.Options{Prefix: o.Prefix})
 
 	if o.Parts&Decide != 0 {
-		a.decide(ctx, cfg, o, rdb, st)
+		a.decide(ctx, cfg, o, rdb, st, key)
 	}
 	if o.Parts&Administer != 0 {
 		lim := limiter.New(rdb, limiter.Options{
@@ -183,6 +187,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
 			DenyCacheSize:    -1, // admin never calls Allow
 			BreakerThreshold: -1, // nor should one admin's failures trip anything
+			SubjectKey:       key,
 		})
 		a.Admin = admin.New(st, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
 	}
@@ -192,11 +197,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 
 // decide builds the decision path. Nothing here fails: a backend that is
 // down is logged and retried.
-func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store) {
+func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte) {
 	log := a.Log
+	if key == nil {
+		log.Warn("no SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN: subject hashes are unkeyed, and an IP address can be recovered from its principalId")
+	}
 	a.Limiter = limiter.New(rdb, limiter.Options{
-		Prefix:  o.Prefix,
-		Timeout: cfg.RedisTimeout,
+		Prefix:     o.Prefix,
+		Timeout:    cfg.RedisTimeout,
+		SubjectKey: key,
 		OnBreakerChange: func(from, to limiter.BreakerState) {
 			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
 		},

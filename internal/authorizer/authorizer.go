@@ -40,6 +40,11 @@ type Request struct {
 	Query    map[string]string
 	APIKey   string
 	SourceIP string
+	// MultiHeaders and MultiQuery are REST APIs' multi-value maps: a
+	// subject header or parameter sent twice is refused (nil for HTTP
+	// APIs, which join repeated values with commas).
+	MultiHeaders map[string][]string
+	MultiQuery   map[string][]string
 	// Subject, when not empty, is the subject as is: the sources are not
 	// consulted (the check API, where the caller names the subject).
 	Subject string
@@ -55,7 +60,7 @@ type Result struct {
 	// it false; fail-open makes it true.
 	Allowed bool
 	// Subject is the subject the request was charged to. It may be a
-	// secret (an API key): hash it (limiter.SubjectHash) before it is
+	// secret (an API key): hash it (Authorizer.SubjectHash) before it is
 	// logged or returned.
 	Subject string
 	// Effective is the limiting rule as applied (its Policy is the
@@ -131,6 +136,10 @@ func (a *Authorizer) Sources() []identity.Source {
 	return append([]identity.Source(nil), a.sources...)
 }
 
+// SubjectHash returns the keyed hash of subject (limiter.Limiter's): what a
+// principalId or a log line carries instead of the subject.
+func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHash(subject) }
+
 // Decide finds r's subject and rules and charges the subject's buckets: the
 // API-wide rule and the route rule (or the default rule when neither
 // matches), all or nothing, in one limiter call.
@@ -142,7 +151,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
 	if subj == "" {
 		var ok bool
-		ir := identity.Request{Headers: r.Headers, Query: r.Query, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		ir := identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
 		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
 			return Result{}, ErrNoSubject
 		}

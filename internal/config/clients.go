@@ -72,6 +72,31 @@ func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error)
 	return Secret(*out.SecretString), nil
 }
 
+// SubjectKey returns the key of the subject hash: SubjectHMACKey, or the
+// secret SubjectHMACKeySecretARN names (read once, at init); nil when
+// neither is set.
+func SubjectKey(ctx context.Context, cfg Config) ([]byte, error) {
+	if cfg.SubjectHMACKey != "" {
+		return []byte(cfg.SubjectHMACKey), nil
+	}
+	sm, err := secretsIfNeeded(ctx, cfg.SubjectHMACKeySecretARN)
+	if err != nil || sm == nil {
+		return nil, err
+	}
+	return subjectKey(ctx, sm, cfg.SubjectHMACKeySecretARN)
+}
+
+func subjectKey(ctx context.Context, sm secretGetter, arn string) ([]byte, error) {
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return nil, fmt.Errorf("subject hash key: %w", err)
+	}
+	if len(s) < MinSubjectHMACKey {
+		return nil, fmt.Errorf("subject hash key: secret %s holds %d bytes, want at least %d", arn, len(s), MinSubjectHMACKey)
+	}
+	return []byte(s), nil
+}
+
 // Redis returns a Redis client for cfg: a single-endpoint client, a
 // cluster client when RedisMode is cluster, or a Sentinel failover client
 // when it is sentinel. It does not connect: go-redis dials on first use, so

@@ -268,3 +268,26 @@ func TestClientsAgainstServers(t *testing.T) {
 		}
 	})
 }
+
+func TestSubjectKey(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:key"
+	sm := fakeSecrets{arn: "0123456789abcdef0123456789abcdef"}
+	got, err := subjectKey(t.Context(), sm, arn)
+	if err != nil || string(got) != sm[arn] {
+		t.Errorf("subjectKey(arn) = %q, %v; want the secret", got, err)
+	}
+	if _, err := subjectKey(t.Context(), fakeSecrets{arn: "short"}, arn); err == nil {
+		t.Error("subjectKey(5-byte secret) = nil error, want too short")
+	}
+	if _, err := subjectKey(t.Context(), fakeSecrets{}, arn); err == nil {
+		t.Error("subjectKey(missing secret) = nil error")
+	}
+	key, err := SubjectKey(t.Context(), Config{SubjectHMACKey: "from-the-environment"})
+	if err != nil || string(key) != "from-the-environment" {
+		t.Errorf("SubjectKey(SUBJECT_HMAC_KEY) = %q, %v", key, err)
+	}
+	if key, err := SubjectKey(t.Context(), Config{}); key != nil || err != nil {
+		t.Errorf("SubjectKey(unset) = %q, %v; want nil, nil", key, err)
+	}
+}

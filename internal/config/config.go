@@ -47,6 +47,9 @@ const (
 	DefaultRulesRefresh     = 5 * time.Minute
 	DefaultRulesVersionPoll = time.Second
 	DefaultDBSSLMode        = "require"
+	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
+	// bytes.
+	MinSubjectHMACKey = 16
 )
 
 // Config is every setting Sluice reads from the environment. The zero value
@@ -109,6 +112,16 @@ type Config struct {
 	// reads the subject, in order. Never empty: unset means
 	// identity.DefaultSources (the x-api-key header).
 	SubjectSources []identity.Source
+	// SubjectHMACKey is SUBJECT_HMAC_KEY: the per-deployment key of the
+	// subject hash (limiter.Options.SubjectKey), at least 16 bytes. Set it
+	// or SubjectHMACKeySecretARN (production), not both. Neither: the
+	// unkeyed hash, which anyone can recompute from a guessed subject
+	// (sluice local generates and keeps one instead).
+	SubjectHMACKey Secret
+	// SubjectHMACKeySecretARN is SUBJECT_HMAC_KEY_SECRET_ARN: a Secrets
+	// Manager secret whose SecretString is the key (the stack creates
+	// one).
+	SubjectHMACKeySecretARN string
 	// DefaultLimit is DEFAULT_LIMIT, the limit applied when no rule
 	// matches: "100/1m" (100 per minute) or "100/1m,burst=200". Nil (the
 	// variable unset or empty) allows such requests without limit. Only
@@ -152,6 +165,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
+		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
+		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
 	}
@@ -288,6 +303,19 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
 	c.SubjectSources = sources
+	if v := get("SUBJECT_HMAC_KEY"); v != "" {
+		c.SubjectHMACKey = Secret(v)
+		if len(v) < MinSubjectHMACKey {
+			fail("SUBJECT_HMAC_KEY", "%d bytes is too short: at least %d", len(v), MinSubjectHMACKey)
+		}
+	}
+	c.SubjectHMACKeySecretARN = get("SUBJECT_HMAC_KEY_SECRET_ARN")
+	if v := c.SubjectHMACKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.SubjectHMACKey != "" && c.SubjectHMACKeySecretARN != "" {
+		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "set SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN, not both")
+	}
 	if v := get("DEFAULT_LIMIT"); v != "" {
 		d, err := ParseLimit(v)
 		if err != nil {

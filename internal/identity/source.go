@@ -16,9 +16,11 @@ import (
 )
 
 // MaxSubjectLen bounds a subject in bytes, as the check API bounds the
-// subject it is given. No API key, user id or address is longer; a longer
-// value, like one that is not valid UTF-8, is hostile input.
-const MaxSubjectLen = 1024
+// subject it is given. No API key, user id, claim or address is longer; a
+// longer value, like one that is not valid UTF-8 or one that carries two
+// values, is hostile input: the request is refused (401) before any Redis
+// call.
+const MaxSubjectLen = 256
 
 // SourceKind says where a subject is read from.
 type SourceKind uint8
@@ -148,32 +150,64 @@ func validToken(name string) bool {
 // without allocating: direct lookups of the usual spellings first, then a
 // scan.
 func (s *Source) header(h map[string]string) string {
-	if len(h) == 0 {
-		return ""
+	v, _ := lookup(h, s)
+	return v
+}
+
+// lookup finds the entry of m whose key is s's name, ignoring case.
+func lookup[V any](m map[string]V, s *Source) (V, bool) {
+	var zero V
+	if len(m) == 0 {
+		return zero, false
 	}
-	if v, ok := h[s.lower]; ok {
-		return v
+	if v, ok := m[s.lower]; ok {
+		return v, true
 	}
-	if v, ok := h[s.canon]; ok {
-		return v
+	if v, ok := m[s.canon]; ok {
+		return v, true
 	}
-	if v, ok := h[s.Name]; ok {
-		return v
+	if v, ok := m[s.Name]; ok {
+		return v, true
 	}
-	for k, v := range h {
+	for k, v := range m {
 		if strings.EqualFold(k, s.Name) {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return zero, false
+}
+
+// multiValued reports whether the header or query parameter s names was
+// sent more than once: two entries in r's multi-value maps (REST APIs), or
+// a value with a comma, which is how HTTP APIs join repeated headers and
+// parameters. Which of two keys API Gateway puts in the single-value map
+// is not the caller's to choose: refuse both.
+func (s *Source) multiValued(r *Request, v string) bool {
+	if strings.IndexByte(v, ',') >= 0 {
+		return true
+	}
+	switch s.Kind {
+	case SourceHeader:
+		vs, _ := lookup(r.MultiHeaders, s)
+		return len(vs) > 1
+	case SourceQuery:
+		return len(r.MultiQuery[s.Name]) > 1
+	}
+	return false
 }
 
 // Request is what the sources read of one request.
 type Request struct {
 	// Headers are the request headers; names may have any case.
 	Headers map[string]string
+	// MultiHeaders are the request headers with every value (REST APIs'
+	// multiValueHeaders); nil when the event has none.
+	MultiHeaders map[string][]string
 	// Query holds the query string parameters.
 	Query map[string]string
+	// MultiQuery holds every value of each query parameter (REST APIs'
+	// multiValueQueryStringParameters); nil when the event has none.
+	MultiQuery map[string][]string
 	// APIKey is the API key API Gateway validated (REST APIs only).
 	APIKey string
 	// SourceIP is the caller's address as API Gateway saw it.
@@ -183,9 +217,10 @@ type Request struct {
 // Subject returns the first non-empty value of sources in r (surrounding
 // white space trimmed), and the kind of source it came from; ok is false
 // when none has a value. ok is also false when that first value is longer
-// than MaxSubjectLen bytes or is not valid UTF-8: the request is refused,
-// not charged to a later source (an oversized key must not fall back to the
-// caller's IP bucket). It does not allocate.
+// than MaxSubjectLen bytes, is not valid UTF-8, or was sent twice (see
+// multiValued): the request is refused, not charged to a later source (an
+// oversized or doubled key must not fall back to the caller's IP bucket).
+// It does not allocate.
 func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
 	for i := range sources {
 		s := &sources[i]
@@ -201,7 +236,7 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 			v = r.SourceIP
 		}
 		if v = strings.TrimSpace(v); v != "" {
-			if len(v) > MaxSubjectLen || !utf8.ValidString(v) {
+			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
 				return "", s.Kind, false
 			}
 			return v, s.Kind, true

@@ -18,8 +18,6 @@ package limiter
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -197,6 +195,13 @@ type Options struct {
 	// BreakerCooldown is how long the open breaker skips Redis before it
 	// lets one probe through; default 1s.
 	BreakerCooldown time.Duration
+	// SubjectKey is the per-deployment key of the subject hash
+	// (HMAC-SHA256): without it a subject's hash, in a key name, a log
+	// line or a principalId, is a plain digest anyone can recompute from
+	// a guess (every IPv4 address takes seconds). Default empty (tests,
+	// sluice local before it generates one). Changing it starts every
+	// subject on fresh buckets.
+	SubjectKey []byte
 	// OnBreakerChange, when set, is called on every breaker transition,
 	// synchronously, from the goroutine whose call caused it. It must be
 	// quick and must not call the Limiter.
@@ -222,42 +227,23 @@ type Stats struct {
 	BreakerClosed uint64       // transitions back to closed after a good probe
 }
 
-// SubjectHash returns the hex hash of a subject used in keys (and by the
-// authorizer as the principal id): the first 16 bytes of its SHA-256, 32
-// lowercase hex characters.
+// SubjectHash returns the hex hash of a subject under the empty key, as a
+// Limiter without Options.SubjectKey names its keys: the first 16 bytes of
+// HMAC-SHA256("", subject), 32 lowercase hex characters. Deployments set a
+// key; use Limiter.SubjectHash there.
 func SubjectHash(subject string) string {
-	var b [32]byte
-	appendSubjectHash(b[:0], digestOf(subject))
-	return string(b[:])
+	return unkeyed.SubjectHash(subject)
 }
 
-// subjectDigest is the first 16 bytes of SHA-256(subject): what the keys
-// and the deny cache know of a subject. Computed once per call.
+// subjectDigest is the first 16 bytes of HMAC-SHA256(key, subject): what
+// the keys and the deny cache know of a subject. Computed once per call.
 type subjectDigest [16]byte
 
-// digestOf returns subject's digest without allocating, whatever its
-// length: sha256.Sum256([]byte(subject)) would copy a long subject to the
-// heap first.
-func digestOf(subject string) subjectDigest {
-	var (
-		sd  subjectDigest
-		sum [sha256.Size]byte
-		buf [256]byte
-	)
-	d := sha256.New()
-	for s := subject; len(s) > 0; {
-		n := copy(buf[:], s)
-		d.Write(buf[:n])
-		s = s[n:]
-	}
-	copy(sd[:], d.Sum(sum[:0]))
-	return sd
-}
+// unkeyed is the Hasher of the empty key (tests, and Limiters without one).
+var unkeyed = NewHasher(nil)
 
-// appendSubjectHash appends the hex form of sd (SubjectHash) to dst.
-func appendSubjectHash(dst []byte, sd subjectDigest) []byte {
-	return hex.AppendEncode(dst, sd[:])
-}
+// digestOf returns subject's digest under the empty key.
+func digestOf(subject string) subjectDigest { return unkeyed.digest(subject) }
 
 // Defaults for the zero Options.
 const (
@@ -279,6 +265,7 @@ type redisClient interface {
 // concurrent use; create one per process and reuse it.
 type Limiter struct {
 	rdb     redisClient
+	hash    *Hasher
 	prefix  string
 	timeout time.Duration
 	margin  time.Duration // <0: default (2ms + 1%)
@@ -302,6 +289,7 @@ type counters struct {
 func New(c redis.UniversalClient, o Options) *Limiter {
 	l := &Limiter{
 		rdb:     c,
+		hash:    NewHasher(o.SubjectKey),
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
 		margin:  o.DenyCacheMargin,
@@ -335,6 +323,11 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// SubjectHash returns the hex hash of subject under the Limiter's
+// SubjectKey, as its Redis keys name it: what may be logged or returned
+// in place of the subject.
+func (l *Limiter) SubjectHash(subject string) string { return l.hash.SubjectHash(subject) }
+
 // now is the monotonic time since New, in nanoseconds.
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
@@ -361,7 +354,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
-	sd := digestOf(req.Subject)
+	sd := l.hash.digest(req.Subject)
 	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
@@ -435,7 +428,7 @@ func (l *Limiter) cacheUntil(start int64, r time.Duration) int64 {
 // Redis is tried again), else allow and flag FailOpen.
 func (l *Limiter) failure(req Request, err error) (Decision, error) {
 	if !errors.Is(err, ErrBreakerOpen) {
-		err = fmt.Errorf("limiter: subject %s: %w", SubjectHash(req.Subject), err)
+		err = fmt.Errorf("limiter: subject %s: %w", l.SubjectHash(req.Subject), err)
 	}
 	first := -1
 	for i, b := range req.Buckets {
@@ -465,20 +458,20 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 	if err := validate(buckets, 0, true); err != nil {
 		return nil, err
 	}
-	res, err := l.eval(ctx, digestOf(subject), 0, buckets)
+	res, err := l.eval(ctx, l.hash.digest(subject), 0, buckets)
 	if err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), err)
 	}
 	rd := replyReader{s: res}
 	if _, err := parseReply(&rd, len(buckets)); err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), err)
 	}
 	out := make([]BucketState, len(buckets))
 	for i := range out {
 		out[i] = BucketState{Remaining: rd.next(), Reset: ms(rd.next())}
 	}
 	if rd.err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), rd.err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), rd.err)
 	}
 	return out, nil
 }
@@ -489,18 +482,18 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 // at most the retry-after Redis gave them.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
 	if l.cache != nil {
-		l.cache.dropSubject(subject)
+		l.cache.dropSubject(l.hash.digest(subject))
 	}
 	if err := validate(buckets, 0, false); err != nil {
 		return err
 	}
 	c := getCall()
 	defer putCall(c)
-	c.build(l.prefix, digestOf(subject), 0, buckets)
+	c.build(l.prefix, l.hash.digest(subject), 0, buckets)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.rdb.Del(ctx, c.keys...).Err(); err != nil {
-		return fmt.Errorf("limiter: reset subject %s: %w", SubjectHash(subject), err)
+		return fmt.Errorf("limiter: reset subject %s: %w", l.SubjectHash(subject), err)
 	}
 	return nil
 }

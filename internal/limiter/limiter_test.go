@@ -367,8 +367,9 @@ func TestNoRawSubjectInKeys(t *testing.T) {
 }
 
 func TestSubjectHash(t *testing.T) {
-	// sha256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
-	if got, want := SubjectHash("abc"), "ba7816bf8f01cfea414140de5dae2223"; got != want {
+	// HMAC-SHA256("", "abc") = fd7adb152c05ef80dccf50a1fa4c05d5… (Python's
+	// hmac.new(b"", b"abc", hashlib.sha256)).
+	if got, want := SubjectHash("abc"), "fd7adb152c05ef80dccf50a1fa4c05d5"; got != want {
 		t.Errorf("SubjectHash(%q) = %q, want %q", "abc", got, want)
 	}
 }

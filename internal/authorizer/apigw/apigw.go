@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
@@ -85,28 +84,30 @@ func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
 // values. It returns ErrUnauthorized when the request has no subject.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := authorizer.Request{
-		API:      ev.RequestContext.APIID,
-		Method:   first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		Resource: first(ev.Resource, ev.RequestContext.ResourcePath),
-		Headers:  ev.Headers,
-		Query:    ev.QueryStringParameters,
-		APIKey:   ev.RequestContext.Identity.APIKey,
-		SourceIP: ev.RequestContext.Identity.SourceIP,
+		API:          ev.RequestContext.APIID,
+		Method:       first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		Resource:     first(ev.Resource, ev.RequestContext.ResourcePath),
+		Headers:      ev.Headers,
+		MultiHeaders: ev.MultiValueHeaders,
+		Query:        ev.QueryStringParameters,
+		MultiQuery:   ev.MultiValueQueryStringParameters,
+		APIKey:       ev.RequestContext.Identity.APIKey,
+		SourceIP:     ev.RequestContext.Identity.SourceIP,
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return restResponse(&res, ev.MethodArn), nil
+	return h.restResponse(&res, ev.MethodArn), nil
 }
 
-func restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+func (h *handler) restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
 	}
 	return events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: limiter.SubjectHash(res.Subject),
+		PrincipalID: h.a.SubjectHash(res.Subject),
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -161,14 +162,16 @@ func httpRoute(routeKey, method string) (string, string) {
 // REQUEST event and an HTTP API payload 2.0 event, so Invoke decodes a
 // payload once and skips the rest (multi-value maps, certificates).
 type authEvent struct {
-	Version        string            `json:"version"`
-	Type           string            `json:"type"`
-	MethodArn      string            `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
-	Resource       string            `json:"resource"`
-	HTTPMethod     string            `json:"httpMethod"`
-	RouteKey       string            `json:"routeKey"`
-	Headers        map[string]string `json:"headers"`
-	Query          map[string]string `json:"queryStringParameters"`
+	Version        string              `json:"version"`
+	Type           string              `json:"type"`
+	MethodArn      string              `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
+	Resource       string              `json:"resource"`
+	HTTPMethod     string              `json:"httpMethod"`
+	RouteKey       string              `json:"routeKey"`
+	Headers        map[string]string   `json:"headers"`
+	MultiHeaders   map[string][]string `json:"multiValueHeaders"`
+	Query          map[string]string   `json:"queryStringParameters"`
+	MultiQuery     map[string][]string `json:"multiValueQueryStringParameters"`
 	RequestContext struct {
 		APIID        string `json:"apiId"`
 		HTTPMethod   string `json:"httpMethod"`
@@ -208,19 +211,21 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
 	}
 	req := authorizer.Request{
-		API:      rc.APIID,
-		Method:   first(ev.HTTPMethod, rc.HTTPMethod),
-		Resource: first(ev.Resource, rc.ResourcePath),
-		Headers:  ev.Headers,
-		Query:    ev.Query,
-		APIKey:   rc.Identity.APIKey,
-		SourceIP: rc.Identity.SourceIP,
+		API:          rc.APIID,
+		Method:       first(ev.HTTPMethod, rc.HTTPMethod),
+		Resource:     first(ev.Resource, rc.ResourcePath),
+		Headers:      ev.Headers,
+		MultiHeaders: ev.MultiHeaders,
+		Query:        ev.Query,
+		MultiQuery:   ev.MultiQuery,
+		APIKey:       rc.Identity.APIKey,
+		SourceIP:     rc.Identity.SourceIP,
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return json.Marshal(restResponse(&res, ev.MethodArn))
+	return json.Marshal(h.restResponse(&res, ev.MethodArn))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
@@ -232,14 +237,14 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 		return res, false
 	}
 	if err != nil || res.FailOpen {
-		logDecision(ctx, h.log, req, &res, err)
+		logDecision(ctx, h.log, req, &res, h.a.SubjectHash(res.Subject), err)
 	}
 	h.m.Record(&res)
 	return res, true
 }
 
 // logDecision writes the one line of a decision that failed or failed open.
-func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, err error) {
+func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, principal string, err error) {
 	level, msg := slog.LevelError, "rate limit decision failed"
 	if res.FailOpen {
 		level, msg = slog.LevelWarn, "rate limit failed open"
@@ -247,7 +252,7 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 	log.LogAttrs(ctx, level, msg,
 		slog.String("api", req.API),
 		slog.String("route", req.Method+" "+req.Resource),
-		slog.String("principalId", limiter.SubjectHash(res.Subject)),
+		slog.String("principalId", principal),
 		slog.String("ruleId", res.Rule),
 		slog.Bool("allowed", res.Allowed),
 		slog.Bool("failOpen", res.FailOpen),

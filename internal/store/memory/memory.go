@@ -448,7 +448,7 @@ func toJSON(v any) json.RawMessage {
 }
 
 func scopeConflict(r rules.Rule) error {
-	return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+	return fmt.Errorf("a rule for api %q, route %q and %s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), rules.ErrConflict)
 }
 
 func planInUse(name string, n int) error {

@@ -643,7 +643,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 	}
 	switch pgErr.Code {
 	case codeUniqueViolation:
-		return fmt.Errorf("a rule for api %q, route %q, subject %q already exists: %w", r.API, r.Route, r.Subject, rules.ErrConflict)
+		return fmt.Errorf("a rule for api %q, route %q and %s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), rules.ErrConflict)
 	case codeForeignKeyViolation:
 		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	case codeCheckViolation:
