@@ -106,6 +106,8 @@ type App struct {
 	Authorizer *authapigw.Authorizer
 	Check      *authapigw.Check
 	Decider    *authorizer.Authorizer
+	// JWT verifies bearer tokens; nil without a jwt: subject source.
+	JWT *identity.Verifier
 	Cache      *rules.Cache
 	Limiter    *limiter.Limiter
 	Metrics    *authapigw.Metrics
@@ -199,6 +201,20 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 // down is logged and retried.
 func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte) {
 	log := a.Log
+	if identity.HasKind(cfg.SubjectSources, identity.SourceJWT) {
+		// The JWKS is fetched now, within the init budget; an issuer that
+		// is down leaves a verifier that refuses tokens (401) and fetches
+		// again on the next one, at most every 5s.
+		jctx, cancel := context.WithTimeout(ctx, identity.DefaultJWKSTimeout)
+		v, err := identity.NewVerifier(jctx, identity.JWTOptions{
+			Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL,
+		})
+		cancel()
+		if err != nil {
+			log.Error("JWKS fetch failed at init: bearer tokens are refused until it succeeds", slog.String("jwksUrl", v.JWKSURL()), slog.Any("error", err))
+		}
+		a.JWT = v
+	}
 	if key == nil {
 		log.Warn("no SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN: subject hashes are unkeyed, and an IP address can be recovered from its principalId")
 	}
@@ -257,7 +273,7 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 			return lim.Stats().Breaker != limiter.BreakerClosed, cache.Age()
 		},
 	})
-	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
+	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, JWT: a.JWT})
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)

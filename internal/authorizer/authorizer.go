@@ -91,6 +91,10 @@ type Result struct {
 	// Cached is set when the limiter's local deny cache denied without a
 	// Redis call.
 	Cached bool
+	// Context holds the verified identity the backend may use, as flat
+	// strings: the claims jwt:<claim> sources read (ClaimContextKey). Nil
+	// when there is none.
+	Context map[string]string
 	// LimiterTime is how long the limiter call took (Redis round trip
 	// included); 0 when there was none.
 	LimiterTime time.Duration
@@ -106,6 +110,10 @@ type Options struct {
 	// Sources are where the subject is read from, in order; default
 	// identity.DefaultSources (the x-api-key header).
 	Sources []identity.Source
+	// JWT verifies the bearer token the jwt:<claim> sources read; required
+	// when a source is one (New panics without it: app builds both from
+	// one configuration).
+	JWT *identity.Verifier
 }
 
 // Authorizer decides on requests. It is safe for concurrent use.
@@ -113,7 +121,14 @@ type Authorizer struct {
 	snaps   snapshots
 	lim     *limiter.Limiter
 	sources []identity.Source
+	jwt     *identity.Verifier
+	// claims are the jwt:<claim> sources' claims, and the context keys
+	// their verified values are returned under.
+	claims []claimKey
 }
+
+// claimKey is a claim a rule limits by, and its authorizer context key.
+type claimKey struct{ claim, key string }
 
 // New returns an Authorizer matching requests against snaps' current
 // snapshot and charging lim.
@@ -128,7 +143,31 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
-	return &Authorizer{snaps: snaps, lim: lim, sources: src}
+	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT}
+	for _, s := range src {
+		if s.Kind == identity.SourceJWT {
+			if a.jwt == nil {
+				panic("authorizer: a jwt: subject source without Options.JWT")
+			}
+			a.claims = append(a.claims, claimKey{s.Name, ClaimContextKey(s.Name)})
+		}
+	}
+	return a
+}
+
+// ClaimContextKey is the authorizer context key of a verified claim:
+// "jwt_" and the claim name with every character other than a letter,
+// digit or underscore replaced by "_" ("custom:tenant" → "jwt_custom_tenant"),
+// so a mapping template can name it as $context.authorizer.<key>.
+func ClaimContextKey(claim string) string {
+	b := []byte("jwt_" + claim)
+	for i := 4; i < len(b); i++ {
+		c := b[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Sources returns the subject sources in use.
@@ -149,12 +188,25 @@ func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHa
 // FailOpen, or deny) together with the error, which the caller logs.
 func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
+	var ctxv map[string]string
 	if subj == "" {
 		var ok bool
 		ir := identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		if a.jwt != nil {
+			// A token that is present must verify: a bad one is 401, never
+			// a fall back to a later source (an anonymous IP bucket).
+			if tok := identity.BearerToken(r.Headers); tok != "" {
+				claims, err := a.jwt.Verify(ctx, tok)
+				if err != nil {
+					return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
+				}
+				ir.Claims = claims
+			}
+		}
 		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
 			return Result{}, ErrNoSubject
 		}
+		ctxv = a.verifiedContext(&ir)
 	}
 	m := a.snaps.Snapshot().Match(r.API, r.Method, r.Resource, subj)
 
@@ -173,7 +225,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		n++
 	}
 	if n == 0 {
-		return Result{Allowed: true, Subject: subj}, nil
+		return Result{Allowed: true, Subject: subj, Context: ctxv}, nil
 	}
 
 	cost := r.Cost
@@ -202,6 +254,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		ShadowDenied: d.ShadowDenied != 0,
 		FailOpen:     d.FailOpen,
 		Cached:       d.Cached,
+		Context:      ctxv,
 	}
 	if !d.Cached {
 		res.LimiterTime = took
@@ -210,6 +263,21 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
 	}
 	return res, nil
+}
+
+// verifiedContext returns the verified claims the sources read, by their
+// context keys; nil when there are none.
+func (a *Authorizer) verifiedContext(ir *identity.Request) map[string]string {
+	var out map[string]string
+	for _, c := range a.claims {
+		if v, ok := ir.Claims.String(c.claim); ok {
+			if out == nil {
+				out = make(map[string]string, len(a.claims))
+			}
+			out[c.key] = v
+		}
+	}
+	return out
 }
 
 // AppendRateLimit appends the IETF RateLimit field value for r, such as

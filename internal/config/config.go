@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -112,6 +113,20 @@ type Config struct {
 	// reads the subject, in order. Never empty: unset means
 	// identity.DefaultSources (the x-api-key header).
 	SubjectSources []identity.Source
+	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
+	// jwt:<claim> subject sources read (required by them), such as
+	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
+	JWTIssuer string
+	// JWTAudience is JWT_AUDIENCE, a comma list: a token's "aud" (or a
+	// Cognito access token's "client_id") must be one of them. Required
+	// with JWTIssuer.
+	JWTAudience []string
+	// JWTTokenUse is JWT_TOKEN_USE: when set, the "token_use" a token must
+	// carry (Cognito: id or access).
+	JWTTokenUse string
+	// JWTJWKSURL is JWT_JWKS_URL: where the signing keys are; default
+	// <JWT_ISSUER>/.well-known/jwks.json.
+	JWTJWKSURL string
 	// SubjectHMACKey is SUBJECT_HMAC_KEY: the per-deployment key of the
 	// subject hash (limiter.Options.SubjectKey), at least 16 bytes. Set it
 	// or SubjectHMACKeySecretARN (production), not both. Neither: the
@@ -166,6 +181,10 @@ func (c Config) LogValue() slog.Value {
 		slog.String("dbHost", c.DBHost),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
+		slog.String("jwtIssuer", c.JWTIssuer),
+		slog.Any("jwtAudience", c.JWTAudience),
+		slog.String("jwtTokenUse", c.JWTTokenUse),
+		slog.String("jwtJwksUrl", c.JWTJWKSURL),
 		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
@@ -303,6 +322,27 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
 	c.SubjectSources = sources
+	c.JWTIssuer = get("JWT_ISSUER")
+	for a := range strings.SplitSeq(get("JWT_AUDIENCE"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.JWTAudience = append(c.JWTAudience, a)
+		}
+	}
+	c.JWTTokenUse = get("JWT_TOKEN_USE")
+	c.JWTJWKSURL = get("JWT_JWKS_URL")
+	for name, v := range map[string]string{"JWT_ISSUER": c.JWTIssuer, "JWT_JWKS_URL": c.JWTJWKSURL} {
+		if u, err := url.Parse(v); v != "" && (err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http") {
+			fail(name, "%q is not an http(s) URL", v)
+		}
+	}
+	if identity.HasKind(sources, identity.SourceJWT) {
+		if c.JWTIssuer == "" {
+			fail("JWT_ISSUER", "required by the jwt: subject source in SUBJECT_SOURCES (%s)", identity.FormatSources(sources))
+		}
+		if len(c.JWTAudience) == 0 {
+			fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
+		}
+	}
 	if v := get("SUBJECT_HMAC_KEY"); v != "" {
 		c.SubjectHMACKey = Secret(v)
 		if len(v) < MinSubjectHMACKey {

@@ -38,7 +38,20 @@ const (
 	// SourceIP reads the caller's source IP. Listing it makes anonymous
 	// callers limitable (each IP gets its own bucket) instead of rejected.
 	SourceIP
+	// SourceJWT reads a claim of the verified bearer token (jwt:<claim>).
+	SourceJWT
+	// SourceContext reads a key of the upstream authorizer's context
+	// (context:<key>).
+	SourceContext
+	// SourcePrincipal reads the upstream authorizer's principalId.
+	SourcePrincipal
 )
+
+// Verified reports whether the kind's value was checked by someone other
+// than the caller: a JWT claim or an upstream authorizer's answer.
+func (k SourceKind) Verified() bool {
+	return k == SourceJWT || k == SourceContext || k == SourcePrincipal
+}
 
 // Source is one place a subject may come from. Sources are tried in order;
 // the first non-empty value is the subject.
@@ -74,6 +87,12 @@ func (s Source) String() string {
 		return "apikey"
 	case SourceIP:
 		return "ip"
+	case SourceJWT:
+		return "jwt:" + s.Name
+	case SourceContext:
+		return "context:" + s.Name
+	case SourcePrincipal:
+		return "principal"
 	}
 	return "unknown"
 }
@@ -113,10 +132,16 @@ func ParseSources(s string) ([]Source, error) {
 			out = append(out, Source{Kind: SourceAPIKey})
 		case kind == "ip" && !hasName:
 			out = append(out, Source{Kind: SourceIP})
-		case kind == "header" || kind == "query":
+		case kind == "jwt" && validClaim(name):
+			out = append(out, Source{Kind: SourceJWT, Name: name})
+		case kind == "context" && validClaim(name):
+			out = append(out, Source{Kind: SourceContext, Name: name})
+		case kind == "principal" && !hasName:
+			out = append(out, Source{Kind: SourcePrincipal})
+		case kind == "header" || kind == "query" || kind == "jwt" || kind == "context":
 			errs = append(errs, fmt.Errorf("subject source %q: bad or missing name", item))
 		default:
-			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey or ip", item))
+			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey, ip, jwt:<claim>, context:<key> or principal", item))
 		}
 	}
 	if len(out) > 16 {
@@ -126,6 +151,31 @@ func ParseSources(s string) ([]Source, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// validClaim reports whether name can be a claim or context key: 1 to 128
+// printable ASCII characters other than space and comma ("custom:tenant"
+// is one).
+func validClaim(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' || c == ',' || c == ';' {
+			return false
+		}
+	}
+	return true
+}
+
+// HasKind reports whether sources include one of kind.
+func HasKind(sources []Source, kind SourceKind) bool {
+	for _, s := range sources {
+		if s.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // validToken reports whether name is an HTTP header field name (RFC 9110
@@ -183,15 +233,12 @@ func lookup[V any](m map[string]V, s *Source) (V, bool) {
 // parameters. Which of two keys API Gateway puts in the single-value map
 // is not the caller's to choose: refuse both.
 func (s *Source) multiValued(r *Request, v string) bool {
-	if strings.IndexByte(v, ',') >= 0 {
-		return true
-	}
 	switch s.Kind {
 	case SourceHeader:
 		vs, _ := lookup(r.MultiHeaders, s)
-		return len(vs) > 1
+		return len(vs) > 1 || strings.IndexByte(v, ',') >= 0
 	case SourceQuery:
-		return len(r.MultiQuery[s.Name]) > 1
+		return len(r.MultiQuery[s.Name]) > 1 || strings.IndexByte(v, ',') >= 0
 	}
 	return false
 }
@@ -212,6 +259,12 @@ type Request struct {
 	APIKey string
 	// SourceIP is the caller's address as API Gateway saw it.
 	SourceIP string
+	// Claims are the verified bearer token's claims; nil without one.
+	Claims Claims
+	// Principal and Context are the upstream authorizer's principalId and
+	// context, verified by it; empty without one.
+	Principal string
+	Context   map[string]string
 }
 
 // Subject returns the first non-empty value of sources in r (surrounding
@@ -234,6 +287,12 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 			v = r.APIKey
 		case SourceIP:
 			v = r.SourceIP
+		case SourceJWT:
+			v, _ = r.Claims.String(s.Name)
+		case SourceContext:
+			v = r.Context[s.Name]
+		case SourcePrincipal:
+			v = r.Principal
 		}
 		if v = strings.TrimSpace(v); v != "" {
 			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {

@@ -264,7 +264,7 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 // only, every key always present so gateway mappings never miss one.
 func contextValues(r *authorizer.Result) map[string]any {
 	var buf [96]byte
-	return map[string]any{
+	m := map[string]any{
 		KeyLimit:           r.Limit,
 		KeyRemaining:       r.Remaining,
 		KeyReset:           authorizer.Seconds(r.Reset),
@@ -274,6 +274,14 @@ func contextValues(r *authorizer.Result) map[string]any {
 		KeyRule:            r.Rule,
 		KeyFailOpen:        r.FailOpen,
 	}
+	// The verified identity (claims, an upstream authorizer's context),
+	// without overwriting the rate-limit keys the gateway responses read.
+	for k, v := range r.Context {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func first(a, b string) string {
