@@ -107,10 +107,10 @@ type App struct {
 	Check      *authapigw.Check
 	Decider    *authorizer.Authorizer
 	// JWT verifies bearer tokens; nil without a jwt: subject source.
-	JWT *identity.Verifier
-	Cache      *rules.Cache
-	Limiter    *limiter.Limiter
-	Metrics    *authapigw.Metrics
+	JWT     *identity.Verifier
+	Cache   *rules.Cache
+	Limiter *limiter.Limiter
+	Metrics *authapigw.Metrics
 
 	// Admin is the admin Service (Administer).
 	Admin *admin.Service
