@@ -24,7 +24,7 @@ var mayImport = map[string][]string{
 	// admin mains name their route constant.
 	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda"},
 	// The CLI: app and below (a client of the admin API, sluice local).
-	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi",
+	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/httpapi", "internal/identity",
 		"internal/limiter", "internal/rules", "internal/store", "internal/store/memory",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},

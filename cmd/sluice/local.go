@@ -31,6 +31,7 @@ import (
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -58,6 +59,11 @@ type localConfig struct {
 	SeedSet    bool // --seed given: a missing file is an error
 	Prefix     string
 	Token      string
+
+	// ln, when set, is the listener already open on Addr (the development
+	// issuer's URL names its address); dev is that issuer.
+	ln  net.Listener
+	dev *identity.DevIssuer
 }
 
 // localDefaults are the settings `sluice local` uses where the Lambdas use
@@ -116,14 +122,25 @@ A flag wins over its variable.`)
 			c.SeedSet = true
 		}
 	})
+	overlay := map[string]string{}
+	if err := startDevIssuer(&c, *envFlags["SUBJECT_SOURCES"], overlay); err != nil {
+		return err
+	}
 	cfg, err := config.FromEnv(func(k string) string {
 		if v, ok := envFlags[k]; ok {
 			return *v
 		}
-		return cmp.Or(os.Getenv(k), localDefaults[k])
+		return cmp.Or(os.Getenv(k), overlay[k], localDefaults[k])
 	})
 	if err != nil {
+		if c.ln != nil {
+			c.ln.Close()
+		}
 		return usageErrorf("configuration: %v", err)
+	}
+	if c.dev != nil && (os.Getenv("JWT_AUDIENCE") != "" || os.Getenv("JWT_JWKS_URL") != "") {
+		c.ln.Close()
+		return usageErrorf("configuration: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer")
 	}
 	c.Prefix = cfg.RedisPrefix
 	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
@@ -158,6 +175,39 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	var st localStack
 	defer st.close()
 	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
+
+	// Serve from the start: the development issuer's JWKS must answer the
+	// authorizer's fetch at init. The other routes are added once built
+	// (ServeMux takes routes while it serves); the banner comes last.
+	ln := c.ln
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", c.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", c.Addr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	if c.dev != nil {
+		jwks := c.dev.JWKS()
+		mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(jwks) //nolint:errcheck // the client has gone
+		})
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	serving := true
+	defer func() {
+		if serving { // an error before the end: stop serving
+			srv.Close()
+			<-served
+		}
+	}()
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {
@@ -246,38 +296,37 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 		token, generated = "sl_"+hex.EncodeToString(b[:]), true
 	}
 
-	mux := http.NewServeMux()
 	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler()))
+	mux.Handle("/admin/token", requireToken(token, devTokenHandler(c.dev)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	mux.Handle("/", newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log))
 
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
-	}
-	banner(stdout, bannerInfo{
+	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
-	})
+	}
+	if c.dev != nil {
+		bi.devToken, err = c.dev.Sign("alice", nil, 24*time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		bi.jwtClaim = jwtClaim(cfg.SubjectSources)
+	}
+	banner(stdout, bi)
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		serving = false
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "\nshutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	serving = false
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -450,6 +499,9 @@ func seed(ctx context.Context, store store.Store, c localConfig) (string, error)
 type bannerInfo struct {
 	base, api, stage, redis, store, seed, token string
 	generated                                   bool
+	// devToken is a token of the development issuer, for the curl line;
+	// jwtClaim the claim the jwt: source reads. Empty without one.
+	devToken, jwtClaim string
 }
 
 // banner prints what is running and three commands to try.
@@ -473,9 +525,7 @@ func banner(w io.Writer, b bannerInfo) {
   rules      %[9]s
 
 Try:
-  curl -i -H 'x-api-key: alice' %[1]s/hello
-  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
-  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
+%[12]s  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
   curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
     -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
 
@@ -484,7 +534,22 @@ CLI:
   go run ./cmd/sluice rules ls
 
 Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export)
+`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b))
+}
+
+// tryLines are the banner's first curl lines: with the API key, or with a
+// development token when the subject is a JWT claim.
+func tryLines(b bannerInfo) string {
+	if b.devToken == "" {
+		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
+  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
+`, b.base)
+	}
+	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
+  # another token, after the CLI export below: go run ./cmd/sluice token --sub bob --claim custom:tenant=acme
+`, b.base, b.devToken, b.jwtClaim)
 }
 
 // maskToken shows enough of a token to tell which one it is, and no more:

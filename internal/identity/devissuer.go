@@ -17,8 +17,13 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 )
 
-// DevAudience is the audience of the development issuer's tokens.
-const DevAudience = "sluice-local"
+// DevAudience is the audience of the development issuer's tokens, and
+// DevIssuerName the issuer ("iss") sluice local gives it: a name under the
+// reserved .invalid domain, so no real issuer can share it.
+const (
+	DevAudience   = "sluice-local"
+	DevIssuerName = "https://sluice-local.invalid"
+)
 
 // DevIssuer is a development JWT issuer: one ES256 key, its JWKS, and
 // tokens signed with it. `sluice local` serves it when a jwt: source has no
@@ -32,8 +37,8 @@ type DevIssuer struct {
 	signer jose.Signer
 }
 
-// NewDevIssuer returns the issuer named issuer (its "iss", and where its
-// JWKS is served: issuer + "/.well-known/jwks.json") signing with key.
+// NewDevIssuer returns the issuer named issuer (its "iss") signing with
+// key; serve its JWKS where the verifier's JWKSURL points.
 func NewDevIssuer(issuer string, key *ecdsa.PrivateKey) (*DevIssuer, error) {
 	jwk := jose.JSONWebKey{Key: &key.PublicKey}
 	tp, err := jwk.Thumbprint(crypto.SHA256)
