@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 // down is logged and retried.
 func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte) {
 	log := a.Log
-	if identity.HasKind(cfg.SubjectSources, identity.SourceJWT) {
+	if cfg.HasSource(identity.SourceJWT) {
 		// The JWKS is fetched now, within the init budget; an issuer that
 		// is down leaves a verifier that refuses tokens (401) and fetches
 		// again on the next one, at most every 5s.
@@ -273,11 +273,12 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 			return lim.Stats().Breaker != limiter.BreakerClosed, cache.Age()
 		},
 	})
-	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, JWT: a.JWT})
+	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
-	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))
+	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),
+		slog.String("dimensions", identity.FormatDimensions(cfg.Dimensions)))
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route

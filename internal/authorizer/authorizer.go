@@ -110,6 +110,10 @@ type Options struct {
 	// Sources are where the subject is read from, in order; default
 	// identity.DefaultSources (the x-api-key header).
 	Sources []identity.Source
+	// Dimensions are the named dimensions limited beside the default one
+	// (Sources), each its own subject, matched against the rules of that
+	// dimension (rules.Rule.Dimension). At most identity.MaxDimensions.
+	Dimensions []identity.Dimension
 	// JWT verifies the bearer token the jwt:<claim> sources read; required
 	// when a source is one (New panics without it: app builds both from
 	// one configuration).
@@ -122,6 +126,7 @@ type Authorizer struct {
 	lim     *limiter.Limiter
 	sources []identity.Source
 	jwt     *identity.Verifier
+	dims    []identity.Dimension
 	// claims are the jwt:<claim> sources' claims, and the context keys
 	// their verified values are returned under.
 	claims []claimKey
@@ -144,6 +149,16 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 		}
 	}
 	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT}
+	for _, d := range o.Dimensions {
+		d.Sources = append([]identity.Source(nil), d.Sources...)
+		for i := range d.Sources {
+			if d.Sources[i].Kind == identity.SourceHeader {
+				d.Sources[i] = identity.HeaderSource(d.Sources[i].Name)
+			}
+		}
+		a.dims = append(a.dims, d)
+		src = append(src[:len(src):len(src)], d.Sources...) // for the claims below
+	}
 	for _, s := range src {
 		if s.Kind == identity.SourceJWT {
 			if a.jwt == nil {
@@ -188,10 +203,13 @@ func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHa
 // FailOpen, or deny) together with the error, which the caller logs.
 func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
-	var ctxv map[string]string
+	var (
+		ctxv map[string]string
+		ir   identity.Request
+	)
 	if subj == "" {
 		var ok bool
-		ir := identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		ir = identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
 		if a.jwt != nil {
 			// A token that is present must verify: a bad one is 401, never
 			// a fall back to a later source (an anonymous IP bucket).
@@ -208,29 +226,58 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		}
 		ctxv = a.verifiedContext(&ir)
 	}
-	m := a.snaps.Snapshot().Match(r.API, r.Method, r.Resource, subj)
+	snap := a.snaps.Snapshot()
 
-	// Fixed arrays keep the buckets off the heap until the limiter needs them.
+	// Fixed arrays keep the buckets off the heap until the limiter needs
+	// them. The named dimensions come first: on Redis Cluster the limiter
+	// charges subjects in this order (see limiter's dimensions.go).
 	var (
-		bs   [2]limiter.Bucket
-		effs [2]*rules.Effective
+		bs   [limiter.MaxBuckets]limiter.Bucket
+		effs [limiter.MaxBuckets]*rules.Effective
 		n    int
+		cost int64
 	)
-	for _, e := range [2]*rules.Effective{m.API, m.Route} {
-		if e == nil {
-			continue
+	add := func(m rules.Match, subject string) {
+		for _, e := range [2]*rules.Effective{m.API, m.Route} {
+			if e == nil {
+				continue
+			}
+			bs[n] = bucket.For(e)
+			bs[n].Subject = subject
+			effs[n] = e
+			n++
 		}
-		bs[n] = bucket.For(e)
-		effs[n] = e
-		n++
 	}
+	if r.Subject == "" {
+		for i := range a.dims {
+			d := &a.dims[i]
+			ds, _, f := identity.Find(d.Sources, &ir)
+			switch f {
+			case identity.Refused:
+				return Result{}, fmt.Errorf("%w: dimension %s", ErrNoSubject, d.Name)
+			case identity.Found:
+				m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
+				if m.API != nil || m.Route != nil {
+					cost = m.Cost()
+					if ds == subj {
+						ds = "" // the request's own subject: one digest less
+					}
+					add(m, ds)
+				}
+			}
+		}
+	}
+	m := snap.Match(r.API, r.Method, r.Resource, subj)
+	if m.API != nil || m.Route != nil {
+		cost = m.Cost() // the default dimension's cost wins
+	}
+	own := n // bs[own:] are the default dimension's
+	add(m, "")
 	if n == 0 {
 		return Result{Allowed: true, Subject: subj, Context: ctxv}, nil
 	}
-
-	cost := r.Cost
-	if cost <= 0 {
-		cost = m.Cost()
+	if r.Cost > 0 {
+		cost = r.Cost
 	}
 	start := time.Now()
 	d, err := a.lim.Allow(ctx, limiter.Request{Subject: subj, Buckets: bs[:n], Cost: cost})
@@ -244,7 +291,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		Allowed:      d.Allowed,
 		Subject:      subj,
 		Effective:    effs[i],
-		Default:      m.Default,
+		Default:      m.Default && i >= own,
 		Rule:         effs[i].ID,
 		Limit:        d.Limit,
 		Remaining:    d.Remaining,

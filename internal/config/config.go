@@ -113,6 +113,11 @@ type Config struct {
 	// reads the subject, in order. Never empty: unset means
 	// identity.DefaultSources (the x-api-key header).
 	SubjectSources []identity.Source
+	// Dimensions is DIMENSIONS parsed (identity.ParseDimensions), such as
+	// "ip=ip;tenant=jwt:custom:tenant": subjects limited beside the
+	// default one, each by the rules of its name (a rule's "dimension").
+	// Empty: none.
+	Dimensions []identity.Dimension
 	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
 	// jwt:<claim> subject sources read (required by them), such as
 	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
@@ -180,6 +185,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
+		slog.String("dimensions", identity.FormatDimensions(c.Dimensions)),
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
 		slog.String("jwtIssuer", c.JWTIssuer),
 		slog.Any("jwtAudience", c.JWTAudience),
@@ -322,6 +328,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
 	c.SubjectSources = sources
+	dims, err := identity.ParseDimensions(get("DIMENSIONS"))
+	if err != nil {
+		fail("DIMENSIONS", "%v", err)
+	}
+	c.Dimensions = dims
 	c.JWTIssuer = get("JWT_ISSUER")
 	for a := range strings.SplitSeq(get("JWT_AUDIENCE"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -335,7 +346,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			fail(name, "%q is not an http(s) URL", v)
 		}
 	}
-	if identity.HasKind(sources, identity.SourceJWT) {
+	if c.HasSource(identity.SourceJWT) {
 		if c.JWTIssuer == "" {
 			fail("JWT_ISSUER", "required by the jwt: subject source in SUBJECT_SOURCES (%s)", identity.FormatSources(sources))
 		}
@@ -367,6 +378,20 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
 
 	return c, errors.Join(errs...)
+}
+
+// HasSource reports whether SUBJECT_SOURCES or a dimension reads a source
+// of kind.
+func (c *Config) HasSource(kind identity.SourceKind) bool {
+	if identity.HasKind(c.SubjectSources, kind) {
+		return true
+	}
+	for _, d := range c.Dimensions {
+		if identity.HasKind(d.Sources, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseLimit parses a limit such as "100/1m" or "100/1m,burst=200": tokens

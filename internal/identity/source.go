@@ -275,6 +275,27 @@ type Request struct {
 // oversized or doubled key must not fall back to the caller's IP bucket).
 // It does not allocate.
 func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
+	subject, from, f := Find(sources, r)
+	return subject, from, f == Found
+}
+
+// Finding says what Find found.
+type Finding uint8
+
+// Find's outcomes.
+const (
+	// Absent: no source has a value.
+	Absent Finding = iota
+	// Found: the subject.
+	Found
+	// Refused: the first value is hostile (too long, not UTF-8, sent
+	// twice); the request must be refused, not charged elsewhere.
+	Refused
+)
+
+// Find is Subject, telling an absent subject from a refused one. It does
+// not allocate.
+func Find(sources []Source, r *Request) (subject string, from SourceKind, f Finding) {
 	for i := range sources {
 		s := &sources[i]
 		var v string
@@ -296,10 +317,10 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 		}
 		if v = strings.TrimSpace(v); v != "" {
 			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
-				return "", s.Kind, false
+				return "", s.Kind, Refused
 			}
-			return v, s.Kind, true
+			return v, s.Kind, Found
 		}
 	}
-	return "", 0, false
+	return "", 0, Absent
 }

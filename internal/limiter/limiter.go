@@ -62,6 +62,11 @@ type Bucket struct {
 	// Shadow buckets never deny: they are charged when they have the
 	// tokens, and a would-be deny is reported in Decision.ShadowDenied.
 	Shadow bool
+	// Subject, when not empty, is the subject this bucket counts instead of
+	// Request.Subject: another dimension of the request, such as the
+	// caller's IP beside its API key (see dimensions.go for what is atomic
+	// on Redis Cluster). Peek and Reset ignore it.
+	Subject string
 }
 
 // capacity returns the bucket's effective burst.
@@ -265,6 +270,7 @@ type redisClient interface {
 // concurrent use; create one per process and reuse it.
 type Limiter struct {
 	rdb     redisClient
+	cluster bool // keys of different hash tags may not share a script
 	hash    *Hasher
 	prefix  string
 	timeout time.Duration
@@ -289,6 +295,7 @@ type counters struct {
 func New(c redis.UniversalClient, o Options) *Limiter {
 	l := &Limiter{
 		rdb:     c,
+		cluster: isCluster(c),
 		hash:    NewHasher(o.SubjectKey),
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
@@ -355,6 +362,10 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 
 	sd := l.hash.digest(req.Subject)
+	dims := l.dims(&req)
+	if dims != nil {
+		sd = dims.all
+	}
 	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
@@ -373,12 +384,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return l.failure(req, ErrBreakerOpen)
 	}
 	l.st.redisCalls.Add(1)
-	res, err := l.eval(ctx, sd, req.Cost, req.Buckets)
-	var r reply
-	if err == nil {
-		rd := replyReader{s: res}
-		r, err = parseReply(&rd, len(req.Buckets))
-	}
+	r, err := l.run(ctx, sd, dims, req.Cost, req.Buckets)
 	if err != nil {
 		l.st.errors.Add(1)
 		l.breaker.done(l.now(), false, probe)

@@ -121,3 +121,12 @@ func SubjectRef(subject string) string {
 	}
 	return fmt.Sprintf("this exact subject (%d bytes)", len(subject))
 }
+
+// DimensionRef is ", dimension <name>" for a rule of a named dimension, for
+// a conflict message; "" for the default dimension.
+func DimensionRef(dimension string) string {
+	if dimension == "" {
+		return ""
+	}
+	return fmt.Sprintf(", dimension %q", dimension)
+}

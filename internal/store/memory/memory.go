@@ -25,7 +25,7 @@ import (
 )
 
 // scope is the key two rules may not share.
-type scope struct{ api, route, subject string }
+type scope struct{ api, route, subject, dimension string }
 
 // Store is an in-memory rules store, safe for concurrent use. The zero value
 // is not usable; call New.
@@ -80,7 +80,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sc := scope{r.API, r.Route, r.Subject}
+	sc := scope{r.API, r.Route, r.Subject, r.Dimension}
 	// The count first, as PostgreSQL counts before it inserts.
 	if len(s.rules) >= s.maxRules {
 		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
@@ -140,7 +140,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if err := checkRule(r); err != nil {
 		return rules.Rule{}, err
 	}
-	oldScope, newScope := scope{old.API, old.Route, old.Subject}, scope{r.API, r.Route, r.Subject}
+	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Dimension}, scope{r.API, r.Route, r.Subject, r.Dimension}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
 		return rules.Rule{}, scopeConflict(r)
 	}
@@ -175,7 +175,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
 	}
 	delete(s.rules, cid)
-	delete(s.scopes, scope{old.API, old.Route, old.Subject})
+	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Dimension})
 	s.record(rules.KindRule, cid, rules.ActionDelete, actor, now(), old, nil)
 	return nil
 }
@@ -448,7 +448,7 @@ func toJSON(v any) json.RawMessage {
 }
 
 func scopeConflict(r rules.Rule) error {
-	return fmt.Errorf("a rule for api %q, route %q and %s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), rules.ErrConflict)
+	return fmt.Errorf("a rule for api %q, route %q and %s%s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), input.DimensionRef(r.Dimension), rules.ErrConflict)
 }
 
 func planInUse(name string, n int) error {
@@ -486,6 +486,8 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("mode", "out of range")
 	case len(r.Description) > rules.MaxDescriptionLen:
 		return input.FieldError("description", "out of range")
+	case r.Dimension != "" && !rules.ValidDimension(r.Dimension):
+		return input.FieldError("dimension", "out of range")
 	}
 	return nil
 }

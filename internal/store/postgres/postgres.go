@@ -74,7 +74,7 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 }
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
-	failure_mode, mode, enabled, description, version, created_at, updated_at`
+	failure_mode, mode, enabled, description, version, created_at, updated_at, dimension`
 
 const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at`
 
@@ -103,8 +103,8 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 			return fmt.Errorf("the store holds %d rules, its maximum: %w", n, rules.ErrTooManyRules)
 		}
 		row := tx.QueryRow(ctx, `INSERT INTO rules
-			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description, dimension)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			RETURNING `+ruleColumns, ruleArgs(r)...)
 		var err error
 		if out, err = scanRule(row); err != nil {
@@ -166,8 +166,8 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		row := tx.QueryRow(ctx, `UPDATE rules SET
 			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
 			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
-			version = version + 1, updated_at = now()
-			WHERE id = $13::uuid AND version = $14
+			dimension = $13, version = version + 1, updated_at = now()
+			WHERE id = $14::uuid AND version = $15
 			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
@@ -593,7 +593,7 @@ func ruleArgs(r rules.Rule) []any {
 		plan = &r.Plan
 	}
 	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
-		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description}
+		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description, r.Dimension}
 }
 
 func scanRule(row pgx.Row) (rules.Rule, error) {
@@ -605,7 +605,7 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 		enabled  bool
 	)
 	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
-		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt)
+		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &r.Dimension)
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -643,7 +643,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 	}
 	switch pgErr.Code {
 	case codeUniqueViolation:
-		return fmt.Errorf("a rule for api %q, route %q and %s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), rules.ErrConflict)
+		return fmt.Errorf("a rule for api %q, route %q and %s%s already exists: %w", r.API, r.Route, input.SubjectRef(r.Subject), input.DimensionRef(r.Dimension), rules.ErrConflict)
 	case codeForeignKeyViolation:
 		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	case codeCheckViolation:

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RuleAllFields", testRuleAllFields},
 		{"RuleNotFound", testRuleNotFound},
 		{"RuleScopeConflict", testRuleScopeConflict},
+		{"RuleDimension", testRuleDimension},
 		{"RuleStale", testRuleStale},
 		{"RuleAudit", testRuleAudit},
 		{"RuleLastLineOfDefence", testRuleLastLineOfDefence},
@@ -1300,5 +1301,52 @@ func testMaxRulesConcurrent(t *testing.T, s store.Store) {
 	}
 	if rs, _, err := loadAll(t.Context(), s); err != nil || len(rs) != 5 {
 		t.Errorf("LoadAll() after the race = %d rules, %v; want 5", len(rs), err)
+	}
+}
+
+// testRuleDimension: a rule's dimension is stored and read back ("default"
+// as ""), is part of its scope (an "ip" rule and a default one may share
+// api, route and subject; two "ip" ones may not), and moves with updates.
+func testRuleDimension(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	def := mustCreateRule(t, s, inline("api", "*", "*", 100, time.Minute))
+	ipr := inline("api", "*", "*", 10, time.Minute)
+	ipr.Dimension = "ip"
+	ip := mustCreateRule(t, s, ipr)
+	if got, _ := s.GetRule(ctx, ip.ID); got.Dimension != "ip" {
+		t.Errorf("GetRule(ip rule).Dimension = %q, want ip", got.Dimension)
+	}
+	if def.Dimension != "" {
+		t.Errorf("default rule Dimension = %q, want \"\"", def.Dimension)
+	}
+	if _, err := s.CreateRule(ctx, ipr, actor); !errors.Is(err, rules.ErrConflict) || !strings.Contains(err.Error(), `"ip"`) {
+		t.Errorf("CreateRule(second ip rule on the scope) error = %v, want ErrConflict naming the dimension", err)
+	}
+	named := inline("api", "GET /x", "*", 1, time.Minute)
+	named.Dimension = "default"
+	if got := mustCreateRule(t, s, named); got.Dimension != "" {
+		t.Errorf("CreateRule(dimension default).Dimension = %q, want \"\"", got.Dimension)
+	}
+	ip.Dimension = "tenant"
+	up, err := s.UpdateRule(ctx, ip, ip.Version, actor)
+	if err != nil || up.Dimension != "tenant" {
+		t.Errorf("UpdateRule(dimension tenant) = %q, %v", up.Dimension, err)
+	}
+	bad := inline("api", "GET /y", "*", 1, time.Minute)
+	bad.Dimension = "Not Valid!"
+	var ve *rules.ValidationError
+	if _, err := s.CreateRule(ctx, bad, actor); !errors.As(err, &ve) {
+		t.Errorf("CreateRule(dimension %q) error = %v, want a ValidationError", bad.Dimension, err)
+	}
+	set, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims := map[string]int{}
+	for _, r := range set.Rules {
+		dims[r.Dimension]++
+	}
+	if dims["tenant"] != 1 || dims[""] != 2 {
+		t.Errorf("LoadAll dimensions = %v, want 2 default and 1 tenant", dims)
 	}
 }
