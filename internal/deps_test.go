@@ -46,7 +46,7 @@ var mayImport = map[string][]string{
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
 	"internal/authorizer/apigw": {"internal/authorizer", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
-	"internal/identity":         {"github.com/go-jose/go-jose/v4"},
+	"internal/identity":         {"github.com/go-jose/go-jose/v4", "github.com/hashicorp/golang-lru/v2"},
 	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/httpapi":          {"internal/rules"},

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
@@ -151,6 +152,16 @@ type AuthorizerProps struct {
 	// subject, in order, e.g. "header:x-api-key,query:api_key,apikey,ip".
 	// Default: empty, the authorizer's own default.
 	SubjectSources string
+	// Upstream is the API's existing Lambda authorizer, which Sluice invokes
+	// first with the same event (UPSTREAM_AUTHORIZER): its Deny and
+	// Unauthorized stand, its Allow names the caller (SUBJECT_SOURCES
+	// principal or context:<key>). The construct sets the variable to the
+	// function's ARN and grants the invoke. Default: none.
+	Upstream awslambda.IFunction
+	// SubjectKey is the subject hash key's secret (NewSubjectKey): its ARN
+	// becomes SUBJECT_HMAC_KEY_SECRET_ARN and the function may read it.
+	// Default: none (unkeyed hashes, warned at start).
+	SubjectKey awssecretsmanager.ISecret
 	// IdentitySources are API Gateway identity sources, e.g.
 	// awsapigateway.IdentitySource_Header("x-api-key"). API Gateway answers 401
 	// without calling the authorizer when one of them is missing from the
@@ -184,19 +195,37 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if fp.Name == "" {
 		fp.Name = "authorizer"
 	}
-	if p.SubjectSources != "" {
-		env := make(map[string]string, len(fp.Environment)+1)
-		for k, v := range fp.Environment {
-			env[k] = v
-		}
-		env["SUBJECT_SOURCES"] = p.SubjectSources
-		fp.Environment = env
+	env := make(map[string]string, len(fp.Environment)+3)
+	for k, v := range fp.Environment {
+		env[k] = v
 	}
+	if p.SubjectSources != "" {
+		env["SUBJECT_SOURCES"] = p.SubjectSources
+	}
+	if p.Upstream != nil {
+		env["UPSTREAM_AUTHORIZER"] = *p.Upstream.FunctionArn()
+	}
+	if p.SubjectKey != nil {
+		env["SUBJECT_HMAC_KEY_SECRET_ARN"] = *p.SubjectKey.SecretArn()
+	}
+	fp.Environment = env
 	construct := constructs.NewConstruct(scope, jsii.String(id))
 	a := &Authorizer{
 		Function:        NewFunction(construct, "Function", &fp),
 		scope:           construct,
 		identitySources: p.IdentitySources,
+	}
+	if p.Upstream != nil {
+		// On the authorizer's role, not the upstream's resource policy: an
+		// imported function (another stack, the usual case) cannot take a
+		// resource policy from this stack.
+		a.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("lambda:InvokeFunction"),
+			Resources: jsii.Strings(*p.Upstream.FunctionArn(), *p.Upstream.FunctionArn()+":*"),
+		}))
+	}
+	if p.SubjectKey != nil {
+		p.SubjectKey.GrantRead(a.Function, nil)
 	}
 	if a.identitySources == nil {
 		a.identitySources = IdentitySources(p.SubjectSources)

@@ -178,10 +178,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	if err != nil {
 		return nil, err
 	}
+	var up identity.Invoker
+	if o.Parts&Decide != 0 {
+		if up, err = config.Upstream(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	a.Snapshots = redissnapshot.New(rdb, redissnapshot.Options{Prefix: o.Prefix})
 
 	if o.Parts&Decide != 0 {
-		a.decide(ctx, cfg, o, rdb, st, key)
+		a.decide(ctx, cfg, o, rdb, st, key, up)
 	}
 	if o.Parts&Administer != 0 {
 		lim := limiter.New(rdb, limiter.Options{
@@ -199,7 +205,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 
 // decide builds the decision path. Nothing here fails: a backend that is
 // down is logged and retried.
-func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte) {
+func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte, up identity.Invoker) {
 	log := a.Log
 	if cfg.HasSource(identity.SourceJWT) {
 		// The JWKS is fetched now, within the init budget; an issuer that
@@ -275,8 +281,16 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics}
-	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
+	if up != nil {
+		ttl := cfg.UpstreamCacheTTL
+		if ttl == 0 {
+			ttl = -1 // UPSTREAM_CACHE_TTL=0: no cache
+		}
+		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: ttl})
+		ho.UpstreamIdentity = cfg.UpstreamIdentitySources
+	}
+	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),
 		slog.String("dimensions", identity.FormatDimensions(cfg.Dimensions)))
 }

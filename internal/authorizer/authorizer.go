@@ -40,6 +40,11 @@ type Request struct {
 	Query    map[string]string
 	APIKey   string
 	SourceIP string
+	// Upstream is what the upstream authorizer (UPSTREAM_AUTHORIZER) said of
+	// the caller, when it allowed the request: the principal and
+	// context:<key> sources read it, and its context is passed on. Nil
+	// without one.
+	Upstream *identity.UpstreamIdentity
 	// MultiHeaders and MultiQuery are REST APIs' multi-value maps: a
 	// subject header or parameter sent twice is refused (nil for HTTP
 	// APIs, which join repeated values with commas).
@@ -92,8 +97,9 @@ type Result struct {
 	// Redis call.
 	Cached bool
 	// Context holds the verified identity the backend may use, as flat
-	// strings: the claims jwt:<claim> sources read (ClaimContextKey). Nil
-	// when there is none.
+	// strings: the upstream authorizer's context, and the claims
+	// jwt:<claim> sources read (ClaimContextKey) over it. Nil when there is
+	// none.
 	Context map[string]string
 	// LimiterTime is how long the limiter call took (Redis round trip
 	// included); 0 when there was none.
@@ -210,6 +216,9 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	if subj == "" {
 		var ok bool
 		ir = identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		if r.Upstream != nil {
+			r.Upstream.Apply(&ir)
+		}
 		if a.jwt != nil {
 			// A token that is present must verify: a bad one is 401, never
 			// a fall back to a later source (an anonymous IP bucket).
@@ -225,6 +234,9 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			return Result{}, ErrNoSubject
 		}
 		ctxv = a.verifiedContext(&ir)
+	}
+	if r.Upstream != nil {
+		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
 	}
 	snap := a.snaps.Snapshot()
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,6 +119,17 @@ type Config struct {
 	// default one, each by the rules of its name (a rule's "dimension").
 	// Empty: none.
 	Dimensions []identity.Dimension
+	// UpstreamAuthorizer is UPSTREAM_AUTHORIZER: a Lambda function name or
+	// ARN of an existing authorizer invoked first with the same event
+	// (required by the principal and context:<key> sources).
+	UpstreamAuthorizer string
+	// UpstreamCacheTTL is UPSTREAM_CACHE_TTL: how long an upstream answer
+	// is reused per identity; default 300s, 0s to 1h (0 disables).
+	UpstreamCacheTTL time.Duration
+	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES: the header or
+	// query sources whose values key the upstream cache, default
+	// header:authorization.
+	UpstreamIdentitySources []identity.Source
 	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
 	// jwt:<claim> subject sources read (required by them), such as
 	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
@@ -187,6 +199,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.String("dimensions", identity.FormatDimensions(c.Dimensions)),
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
+		slog.String("upstreamAuthorizer", c.UpstreamAuthorizer),
+		slog.Duration("upstreamCacheTtl", c.UpstreamCacheTTL),
+		slog.String("upstreamIdentitySources", identity.FormatSources(c.UpstreamIdentitySources)),
 		slog.String("jwtIssuer", c.JWTIssuer),
 		slog.Any("jwtAudience", c.JWTAudience),
 		slog.String("jwtTokenUse", c.JWTTokenUse),
@@ -333,6 +348,29 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("DIMENSIONS", "%v", err)
 	}
 	c.Dimensions = dims
+	c.UpstreamAuthorizer = get("UPSTREAM_AUTHORIZER")
+	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
+		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
+	}
+	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", identity.DefaultUpstreamTTL, 0, identity.MaxUpstreamTTL)
+	if get("UPSTREAM_CACHE_TTL") == "0" {
+		c.UpstreamCacheTTL = 0 // "0" is a duration too
+	}
+	c.UpstreamIdentitySources = identity.DefaultUpstreamIdentity
+	if v := get("UPSTREAM_IDENTITY_SOURCES"); v != "" {
+		srcs, err := identity.ParseSources(v)
+		switch {
+		case err != nil:
+			fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
+		case slices.ContainsFunc(srcs, func(s identity.Source) bool { return s.Kind.Verified() }):
+			fail("UPSTREAM_IDENTITY_SOURCES", "%q: only header, query, apikey and ip sources key the cache", v)
+		default:
+			c.UpstreamIdentitySources = srcs
+		}
+	}
+	if c.UpstreamAuthorizer == "" && (c.HasSource(identity.SourceContext) || c.HasSource(identity.SourcePrincipal)) {
+		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
+	}
 	c.JWTIssuer = get("JWT_ISSUER")
 	for a := range strings.SplitSeq(get("JWT_AUDIENCE"), ",") {
 		if a = strings.TrimSpace(a); a != "" {

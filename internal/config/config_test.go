@@ -29,6 +29,9 @@ func defaults() Config {
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
+
+		UpstreamCacheTTL:        identity.DefaultUpstreamTTL,
+		UpstreamIdentitySources: identity.DefaultUpstreamIdentity,
 	}
 }
 
@@ -147,6 +150,10 @@ func TestFromEnvErrors(t *testing.T) {
 		{"empty source", "SUBJECT_SOURCES", "apikey,,ip", nil},
 		{"hmac key short", "SUBJECT_HMAC_KEY", "short", nil},
 		{"dimension syntax", "DIMENSIONS", "ip", nil},
+		{"context source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "context:tenant"}},
+		{"principal source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "principal"}},
+		{"upstream ttl over an hour", "UPSTREAM_CACHE_TTL", "2h", nil},
+		{"upstream name", "UPSTREAM_AUTHORIZER", "my function", nil},
 		{"dimension default", "DIMENSIONS", "default=ip", nil},
 		{"dimension twice", "DIMENSIONS", "ip=ip;ip=header:x", nil},
 		{"jwt dimension without issuer", "JWT_ISSUER", "", map[string]string{"DIMENSIONS": "tenant=jwt:tenant", "JWT_AUDIENCE": "app"}},

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/identity"
 )
 
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
@@ -54,6 +55,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, aggregates decisions into CloudWatch EMF lines.
 	Metrics *Metrics
+	// Upstream, when set, is the authorizer asked first
+	// (UPSTREAM_AUTHORIZER): its Deny or Unauthorized is the answer; its
+	// Allow names the caller (principal, context:<key> sources), and its
+	// principalId and context are passed on. Authorizer handlers only.
+	Upstream *identity.Upstream
+	// UpstreamIdentity are the sources whose values key the upstream's
+	// cached answers; default identity.DefaultUpstreamIdentity (the
+	// Authorization header).
+	UpstreamIdentity []identity.Source
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -72,11 +82,19 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 }
 
 // Authorizer answers API Gateway authorizer events.
-type Authorizer struct{ handler }
+type Authorizer struct {
+	handler
+	up         *identity.Upstream // nil: no upstream authorizer
+	upIdentity []identity.Source
+}
 
 // NewAuthorizer returns the authorizer event handler around a.
 func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
-	return &Authorizer{newHandler(a, o)}
+	h := &Authorizer{handler: newHandler(a, o), up: o.Upstream, upIdentity: o.UpstreamIdentity}
+	if len(h.upIdentity) == 0 {
+		h.upIdentity = identity.DefaultUpstreamIdentity
+	}
+	return h
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
@@ -94,20 +112,39 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 		APIKey:       ev.RequestContext.Identity.APIKey,
 		SourceIP:     ev.RequestContext.Identity.SourceIP,
 	}
+	if h.up != nil {
+		event, err := upstreamEvent(ev)
+		if err != nil {
+			return events.APIGatewayCustomAuthorizerResponse{}, err
+		}
+		pass, err := h.chain(ctx, event, ev.MethodArn, &req)
+		if err != nil || pass != nil {
+			var out events.APIGatewayCustomAuthorizerResponse
+			if err == nil {
+				err = json.Unmarshal(pass, &out)
+			}
+			return out, err
+		}
+	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return h.restResponse(&res, ev.MethodArn), nil
+	return h.restResponse(&res, &req, ev.MethodArn), nil
 }
 
-func (h *handler) restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
 	}
+	// The upstream's principalId is the backend's contract: keep it.
+	principal := h.a.SubjectHash(res.Subject)
+	if req.Upstream != nil && req.Upstream.Principal != "" {
+		principal = req.Upstream.Principal
+	}
 	return events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: h.a.SubjectHash(res.Subject),
+		PrincipalID: principal,
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -133,6 +170,20 @@ func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAutho
 		Headers:  ev.Headers,
 		Query:    ev.QueryStringParameters,
 		SourceIP: ev.RequestContext.HTTP.SourceIP,
+	}
+	if h.up != nil {
+		event, err := upstreamEvent(ev)
+		if err != nil {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
+		}
+		pass, err := h.chain(ctx, event, ev.RouteArn, &req)
+		if err != nil || pass != nil {
+			var out events.APIGatewayV2CustomAuthorizerSimpleResponse
+			if err == nil {
+				err = json.Unmarshal(pass, &out)
+			}
+			return out, err
+		}
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
@@ -165,6 +216,7 @@ type authEvent struct {
 	Version        string              `json:"version"`
 	Type           string              `json:"type"`
 	MethodArn      string              `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
+	RouteArn       string              `json:"routeArn"`
 	Resource       string              `json:"resource"`
 	HTTPMethod     string              `json:"httpMethod"`
 	RouteKey       string              `json:"routeKey"`
@@ -201,6 +253,11 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if ev.Version == "2.0" {
 		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
 		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
+		if h.up != nil {
+			if pass, err := h.chain(ctx, payload, ev.RouteArn, &req); err != nil || pass != nil {
+				return pass, err
+			}
+		}
 		res, ok := h.decide(ctx, &req)
 		if !ok {
 			return nil, ErrUnauthorized
@@ -221,11 +278,16 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		APIKey:       rc.Identity.APIKey,
 		SourceIP:     rc.Identity.SourceIP,
 	}
+	if h.up != nil {
+		if pass, err := h.chain(ctx, payload, ev.MethodArn, &req); err != nil || pass != nil {
+			return pass, err
+		}
+	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return json.Marshal(h.restResponse(&res, ev.MethodArn))
+	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
