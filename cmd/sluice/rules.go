@@ -127,6 +127,7 @@ type ruleFlags struct {
 	limit, burst, cost             int64
 	period                         string
 	failureMode, mode, description string
+	dimension                      string
 	enabled                        bool
 	version                        int64
 }
@@ -138,7 +139,7 @@ From a file: sluice rules put -f rule.json (a Rule as JSON; "-" reads stdin).
 From flags:  sluice rules put --api demo --route 'GET /search' --subject '*' --limit 10 --period 1m
 
 A rule with an id (--id, or "id" in the file) is updated; otherwise the rule
-holding the same scope (api, route, subject) is updated when there is one,
+holding the same scope (api, route, subject, dimension) is updated when there is one,
 else a new rule is created. Updates send If-Match with the version given
 (--version, or "version" in the file), else with the current one. On update
 only the flags given change the rule.`)
@@ -158,6 +159,7 @@ only the flags given change the rule.`)
 	fs.StringVar(&rf.mode, "mode", "", "enforce or shadow")
 	fs.BoolVar(&rf.enabled, "enabled", true, "whether the rule takes part in matching")
 	fs.StringVar(&rf.description, "description", "", "free text")
+	fs.StringVar(&rf.dimension, "dimension", "", "the dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one")
 	fs.Int64Var(&rf.version, "version", 0, "If-Match this version (default: the current one)")
 	if _, err := a.parse(fs, args, 0); err != nil {
 		return err
@@ -204,13 +206,18 @@ only the flags given change the rule.`)
 		if set["subject"] {
 			subject = rf.subject
 		}
+		dim := in.Dimension
+		if set["dimension"] {
+			dim = rf.dimension
+		}
+		dim = rules.NormalizeDimension(dim)
 		if api != "" && route != "" && subject != "" {
 			rs, err := listRules(ctx, c, rules.Filter{API: api, Route: route, Subject: subject})
 			if err != nil {
 				return err
 			}
 			for i := range rs {
-				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject {
+				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && rs[i].Dimension == dim {
 					cur = &rs[i]
 					break
 				}
@@ -292,6 +299,9 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 	}
 	if set["description"] {
 		r.Description = rf.description
+	}
+	if set["dimension"] {
+		r.Dimension = rf.dimension
 	}
 	return nil
 }

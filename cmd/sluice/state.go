@@ -89,8 +89,14 @@ func localFile(name string, gen func() ([]byte, error)) ([]byte, error) {
 // overlay for the configuration (JWT_JWKS_URL too).
 func startDevIssuer(c *localConfig, sources string, overlay map[string]string) error {
 	srcs, err := identity.ParseSources(sources)
-	if err != nil || !identity.HasKind(srcs, identity.SourceJWT) || os.Getenv("JWT_ISSUER") != "" {
-		return nil // a bad SUBJECT_SOURCES is reported by FromEnv
+	jwt := err == nil && identity.HasKind(srcs, identity.SourceJWT)
+	if dims, err := identity.ParseDimensions(os.Getenv("DIMENSIONS")); err == nil {
+		for _, d := range dims {
+			jwt = jwt || identity.HasKind(d.Sources, identity.SourceJWT)
+		}
+	}
+	if !jwt || os.Getenv("JWT_ISSUER") != "" {
+		return nil // a bad SUBJECT_SOURCES or DIMENSIONS is reported by FromEnv
 	}
 	pemKey, err := localFile("dev-issuer.pem", identity.NewDevKey)
 	if err != nil {
