@@ -68,14 +68,16 @@ type JWTOptions struct {
 
 // Verifier checks bearer tokens against an issuer's JWKS. Keys are fetched
 // when it is made and cached; an unknown kid refetches them, at most once
-// every Refetch; a failed fetch keeps the keys it had. It is safe for
-// concurrent use.
+// every Refetch; a failed fetch keeps the keys it had. A fetch never holds
+// up a token whose key is cached. It is safe for concurrent use.
 type Verifier struct {
 	o JWTOptions
 
-	mu        sync.Mutex
-	keys      jose.JSONWebKeySet // replaced whole by a fetch
-	lastFetch time.Time          // last attempt, successful or not
+	mu   sync.RWMutex
+	keys jose.JSONWebKeySet // replaced whole by a fetch
+
+	fetching  sync.Mutex // one fetch at a time
+	lastFetch time.Time  // last attempt, successful or not; under fetching
 }
 
 // NewVerifier returns a Verifier for o and fetches the JWKS within ctx. A
@@ -102,35 +104,48 @@ func NewVerifier(ctx context.Context, o JWTOptions) (*Verifier, error) {
 		o.Now = time.Now
 	}
 	v := &Verifier{o: o}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v, v.fetchLocked(ctx)
+	v.fetching.Lock()
+	defer v.fetching.Unlock()
+	return v, v.refreshLocked(ctx)
 }
 
 // JWKSURL returns where the keys are fetched from.
 func (v *Verifier) JWKSURL() string { return v.o.JWKSURL }
 
-// fetchLocked replaces the keys with the JWKS's; on failure the old keys
-// stay. v.mu is held.
-func (v *Verifier) fetchLocked(ctx context.Context) error {
+// refreshLocked fetches the JWKS and, when that works, replaces the keys;
+// on failure the old keys stay. v.fetching is held; v.mu is taken only to
+// swap the set, so verifications go on during the fetch.
+func (v *Verifier) refreshLocked(ctx context.Context) error {
 	v.lastFetch = v.o.Now()
+	set, err := v.fetch(ctx)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.keys = set
+	v.mu.Unlock()
+	return nil
+}
+
+// fetch GETs and decodes the JWKS, keeping its public signing keys.
+func (v *Verifier) fetch(ctx context.Context) (jose.JSONWebKeySet, error) {
+	var set jose.JSONWebKeySet
 	ctx, cancel := context.WithTimeout(ctx, DefaultJWKSTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.o.JWKSURL, nil)
 	if err != nil {
-		return fmt.Errorf("jwt: fetch JWKS %s: %w", v.o.JWKSURL, err)
+		return set, fmt.Errorf("jwt: fetch JWKS %s: %w", v.o.JWKSURL, err)
 	}
 	resp, err := v.o.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("jwt: fetch JWKS: %w", err)
+		return set, fmt.Errorf("jwt: fetch JWKS: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("jwt: fetch JWKS %s: status %d", v.o.JWKSURL, resp.StatusCode)
+		return set, fmt.Errorf("jwt: fetch JWKS %s: status %d", v.o.JWKSURL, resp.StatusCode)
 	}
-	var set jose.JSONWebKeySet
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
-		return fmt.Errorf("jwt: decode JWKS %s: %w", v.o.JWKSURL, err)
+		return set, fmt.Errorf("jwt: decode JWKS %s: %w", v.o.JWKSURL, err)
 	}
 	// Only public signing keys: a JWKS that (wrongly) published a private
 	// or symmetric key must not turn into a key we verify with.
@@ -138,30 +153,42 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 		return !k.Valid() || !k.IsPublic() || k.Use != "" && k.Use != "sig"
 	})
 	if len(set.Keys) == 0 {
-		return fmt.Errorf("jwt: JWKS %s has no public signing key", v.o.JWKSURL)
+		return set, fmt.Errorf("jwt: JWKS %s has no public signing key", v.o.JWKSURL)
 	}
-	v.keys = set
-	return nil
+	return set, nil
 }
 
 // key returns the key of kid, refetching the JWKS once when it is unknown
-// and the last fetch is at least Refetch old.
+// and the last fetch is at least Refetch old. A token whose kid is unknown
+// while another fetch runs is refused rather than kept waiting.
 func (v *Verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if k := v.lookupLocked(kid); k != nil {
+	if k := v.lookup(kid); k != nil {
+		return k, nil
+	}
+	if !v.fetching.TryLock() {
+		return nil, fmt.Errorf("%w: unknown key id %q (keys being refetched)", ErrToken, kid)
+	}
+	defer v.fetching.Unlock()
+	if k := v.lookup(kid); k != nil { // fetched while we got here
 		return k, nil
 	}
 	if v.o.Now().Sub(v.lastFetch) < v.o.Refetch {
 		return nil, fmt.Errorf("%w: unknown key id %q", ErrToken, kid)
 	}
-	if err := v.fetchLocked(ctx); err != nil {
+	if err := v.refreshLocked(ctx); err != nil {
 		return nil, fmt.Errorf("%w: unknown key id %q (%w)", ErrToken, kid, err)
 	}
-	if k := v.lookupLocked(kid); k != nil {
+	if k := v.lookup(kid); k != nil {
 		return k, nil
 	}
 	return nil, fmt.Errorf("%w: unknown key id %q", ErrToken, kid)
+}
+
+// lookup finds kid among the cached keys.
+func (v *Verifier) lookup(kid string) *jose.JSONWebKey {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.lookupLocked(kid)
 }
 
 func (v *Verifier) lookupLocked(kid string) *jose.JSONWebKey {

@@ -31,6 +31,7 @@ type issuer struct {
 	keys    []jose.JSONWebKey // public keys published
 	down    atomic.Bool
 	fetches atomic.Int64
+	delay   atomic.Int64 // ns each fetch waits before answering
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -38,6 +39,7 @@ func newIssuer(t *testing.T) *issuer {
 	is := &issuer{}
 	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.fetches.Add(1)
+		time.Sleep(time.Duration(is.delay.Load()))
 		if is.down.Load() || r.URL.Path != "/.well-known/jwks.json" {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -407,4 +409,62 @@ func BenchmarkVerify(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestVerifyConcurrent: verifications and refetches from many goroutines
+// at once (run with -race); concurrent unknown kids still fetch once per
+// window.
+func TestVerifyConcurrent(t *testing.T) {
+	t.Parallel()
+	rs := rsaKey(t, "rs")
+	is := newIssuer(t)
+	is.publish(rs)
+	c := newClock(now)
+	v := verifier(t, is, c, "")
+	good, unknown := sign(t, rs, claims(nil)), sign(t, ecKey(t, "nope"), claims(nil))
+	c.add(time.Minute) // the next unknown kid may refetch
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if _, err := v.Verify(context.Background(), good); err != nil {
+					t.Errorf("Verify(good) = %v", err)
+				}
+				v.Verify(context.Background(), unknown)
+			}
+		})
+	}
+	wg.Wait()
+	if n := is.fetches.Load(); n != 2 {
+		t.Errorf("fetches = %d, want 2 (init, one refetch)", n)
+	}
+}
+
+// TestVerifySlowJWKS: while an unknown kid's refetch waits on a slow JWKS
+// (1s), tokens of cached keys verify without waiting for it.
+func TestVerifySlowJWKS(t *testing.T) {
+	t.Parallel()
+	rs := rsaKey(t, "rs")
+	is := newIssuer(t)
+	is.publish(rs)
+	c := newClock(now)
+	v := verifier(t, is, c, "")
+	c.add(time.Minute)
+	is.delay.Store(int64(time.Second))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v.Verify(context.Background(), sign(t, ecKey(t, "new"), claims(nil)))
+	}()
+	for is.fetches.Load() < 2 { // the refetch has started
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	if _, err := v.Verify(context.Background(), sign(t, rs, claims(nil))); err != nil {
+		t.Errorf("Verify(cached key) during a refetch = %v", err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("Verify(cached key) took %v during a slow refetch, want no wait", took)
+	}
+	<-done
 }
