@@ -110,6 +110,10 @@ type StackProps struct {
 	// DefaultLimit is the authorizer's DEFAULT_LIMIT ("" = allow when no rule
 	// matches; "100/1m,burst=200").
 	DefaultLimit string
+	// UpstreamAuthorizerArn is an existing Lambda authorizer the Sluice
+	// authorizer invokes first (UPSTREAM_AUTHORIZER), granted
+	// lambda:InvokeFunction on it. Default: none.
+	UpstreamAuthorizerArn string
 	// LogLevel is LOG_LEVEL of every function. Default: "info".
 	LogLevel string
 
@@ -305,10 +309,15 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if p.DefaultLimit != "" {
 		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
 	}
+	var upstream awslambda.IFunction
+	if p.UpstreamAuthorizerArn != "" {
+		upstream = awslambda.Function_FromFunctionArn(stack, jsii.String("UpstreamAuthorizer"), jsii.String(p.UpstreamAuthorizerArn))
+	}
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
 			redisEnv, db.env, authEnv),
 		SubjectSources: p.SubjectSources,
+		Upstream:       upstream,
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
 	grant(s.Authorizer.Function, true)

@@ -71,6 +71,7 @@ func variantProps(v variant) *StackProps {
 		p.AdminReservedConcurrency = 5
 	case serverless:
 		p.ServerlessRedis = true
+		p.UpstreamAuthorizerArn = "arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"
 	case byo:
 		p.Env = &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}
 		p.VpcID = "vpc-0123456789abcdef0"
@@ -954,5 +955,26 @@ func TestFlowLog(t *testing.T) {
 				t.Errorf("%s: flow log %s = %v, want REJECT traffic of the VPC to CloudWatch Logs", tt.v, r.ID, r.Props)
 			}
 		}
+	}
+}
+
+// TestUpstreamAuthorizer: the serverless variant chains a team authorizer:
+// UPSTREAM_AUTHORIZER is its ARN, and the authorizer's role may invoke it.
+func TestUpstreamAuthorizer(t *testing.T) {
+	_, js := synth(t, serverless)
+	arn := variantProps(serverless).UpstreamAuthorizerArn
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	for _, r := range sluiceFunctions(js) {
+		if r.ID == authID && envOf(r)["UPSTREAM_AUTHORIZER"] != arn {
+			t.Errorf("authorizer UPSTREAM_AUTHORIZER = %v, want %s", envOf(r)["UPSTREAM_AUTHORIZER"], arn)
+		}
+	}
+	granted := false
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		b, _ := json.Marshal(r.Props["PolicyDocument"])
+		granted = granted || strings.Contains(string(b), `"Action":"lambda:InvokeFunction"`) && strings.Contains(string(b), arn)
+	}
+	if !granted {
+		t.Errorf("no policy grants lambda:InvokeFunction on %s", arn)
 	}
 }

@@ -218,10 +218,11 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if p.Upstream != nil {
 		// On the authorizer's role, not the upstream's resource policy: an
 		// imported function (another stack, the usual case) cannot take a
-		// resource policy from this stack.
+		// resource policy from this stack. Exactly the ARN invoked (an
+		// alias ARN names the alias), no wildcard.
 		a.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("lambda:InvokeFunction"),
-			Resources: jsii.Strings(*p.Upstream.FunctionArn(), *p.Upstream.FunctionArn()+":*"),
+			Resources: jsii.Strings(*p.Upstream.FunctionArn()),
 		}))
 	}
 	if p.SubjectKey != nil {
