@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 )
 
@@ -11,9 +12,10 @@ import (
 // by guessing (an IP address, a short user id). It is immutable and safe
 // for concurrent use.
 type Hasher struct {
-	// ipad and opad are the key padded to SHA-256's block and XORed with
-	// HMAC's constants (RFC 2104), kept so a digest costs no allocation.
-	ipad, opad [sha256.BlockSize]byte
+	// inner and outer are SHA-256's state after the key padded to a block
+	// and XORed with HMAC's ipad and opad (RFC 2104): restoring them saves
+	// hashing those two blocks on every digest.
+	inner, outer []byte
 }
 
 // NewHasher returns the Hasher of key; a key longer than SHA-256's 64-byte
@@ -24,14 +26,23 @@ func NewHasher(key []byte) *Hasher {
 		sum := sha256.Sum256(key)
 		key = sum[:]
 	}
-	h := &Hasher{}
-	copy(h.ipad[:], key)
-	copy(h.opad[:], key)
-	for i := range h.ipad {
-		h.ipad[i] ^= 0x36
-		h.opad[i] ^= 0x5c
+	var ipad, opad [sha256.BlockSize]byte
+	copy(ipad[:], key)
+	copy(opad[:], key)
+	for i := range ipad {
+		ipad[i] ^= 0x36
+		opad[i] ^= 0x5c
 	}
-	return h
+	state := func(pad []byte) []byte {
+		d := sha256.New()
+		d.Write(pad)
+		b, err := d.(encoding.BinaryMarshaler).MarshalBinary()
+		if err != nil { // crypto/sha256 always can
+			panic(err)
+		}
+		return b
+	}
+	return &Hasher{inner: state(ipad[:]), outer: state(opad[:])}
 }
 
 // SubjectHash returns the hex form of subject's digest, 32 lowercase hex
@@ -52,15 +63,15 @@ func (h *Hasher) digest(subject string) subjectDigest {
 		buf [256]byte
 	)
 	d := sha256.New()
-	d.Write(h.ipad[:])
+	u := d.(encoding.BinaryUnmarshaler)
+	_ = u.UnmarshalBinary(h.inner) // a state MarshalBinary made
 	for s := subject; len(s) > 0; {
 		n := copy(buf[:], s)
 		d.Write(buf[:n])
 		s = s[n:]
 	}
 	inner := d.Sum(sum[:0])
-	d.Reset()
-	d.Write(h.opad[:])
+	_ = u.UnmarshalBinary(h.outer)
 	d.Write(inner)
 	copy(sd[:], d.Sum(sum[:0]))
 	return sd
