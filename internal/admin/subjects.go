@@ -56,7 +56,7 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	es, err := s.applicable(ctx, subject, api, route)
+	es, err := s.applicable(ctx, subject, api, route, rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
 	}
@@ -95,7 +95,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	es, err := s.applicable(ctx, subject, api, "")
+	es, err := s.applicable(ctx, subject, api, "", rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 
 // subjectQuery reads ?api= and, when allowed, ?route=.
 func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
-	names := []string{"api"}
+	names := []string{"api", "dimension"}
 	if withRoute {
 		names = append(names, "route")
 	}
@@ -132,6 +132,9 @@ func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
 		if !ok || method == "" || !strings.HasPrefix(strings.TrimSpace(path), "/") {
 			return "", "", httpapi.BadRequest(httpapi.FieldError("route", `must be "*" or "METHOD /resource", such as "GET /pets/{id}"`))
 		}
+	}
+	if d := rules.NormalizeDimension(c.Query.Get("dimension")); d != "" && !rules.ValidDimension(d) {
+		return "", "", httpapi.BadRequest(httpapi.FieldError("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter"))
 	}
 	if s := c.params["subject"]; s != rules.Wildcard && strings.TrimSpace(s) != s {
 		return "", "", httpapi.BadRequest(httpapi.FieldError("subject", "must not start or end with white space"))
@@ -150,7 +153,10 @@ const MaxSubjectRules = 1000
 // subject (the subject and *) and api (the api and *, when given), through
 // the store's indexed list, and the plans they name: its work is bounded
 // by MaxSubjectRules whatever the number of rules in the store.
-func (s *Service) applicable(ctx context.Context, subject, api, route string) ([]*rules.Effective, error) {
+//
+// dim names the dimension (rules.Rule.Dimension) whose rules are looked at:
+// "" is the default one, which alone has the default rule.
+func (s *Service) applicable(ctx context.Context, subject, api, route, dim string) ([]*rules.Effective, error) {
 	if s.buckets == nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
@@ -177,7 +183,8 @@ func (s *Service) applicable(ctx context.Context, subject, api, route string) ([
 	}
 	// Only these rules can charge the subject, so the snapshot answers as
 	// the authorizers' full one does.
-	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	all := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	snap := all.Dimension(dim)
 	es := snap.ForSubject(subject, api, route)
 	// Every api: a request to an api no rule names gets what the rules on
 	// every api (*) give it, else the default. ("\x00" is such an api: no
