@@ -114,6 +114,10 @@ type StackProps struct {
 	// RATELIMIT_HEADERS, and the fields of the demo API's 429 (see
 	// sluice.AuthorizerProps.RateLimitHeaders). Default: "draft11".
 	RateLimitHeaders string
+	// UpstreamAuthorizerArn is an existing Lambda authorizer the Sluice
+	// authorizer invokes first (UPSTREAM_AUTHORIZER), granted
+	// lambda:InvokeFunction on it. Default: none.
+	UpstreamAuthorizerArn string
 	// LogLevel is LOG_LEVEL of every function. Default: "info".
 	LogLevel string
 
@@ -274,6 +278,12 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 
 	common := map[string]string{"LOG_LEVEL": cmp.Or(p.LogLevel, "info")}
 	redisEnv := map[string]string{"REDIS_URL": rd.url, "REDIS_MODE": rd.mode}
+	// The subject hash key: every function that names buckets (the
+	// authorizer, check and admin) hashes subjects with it, so they agree on
+	// the keys, and a principalId or a log line cannot be reversed.
+	subjectKey := sluice.NewSubjectKey(stack, "SubjectHmacKey")
+	suppress(subjectKey, "AwsSolutions-SMG4", "Rotating the subject hash key renames every bucket, so every subject starts full again: rotate it by hand, when that is wanted.")
+	redisEnv["SUBJECT_HMAC_KEY_SECRET_ARN"] = *subjectKey.SecretArn()
 	if rd.authSecret != nil {
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
 	}
@@ -294,6 +304,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		if redisToo && rd.authSecret != nil {
 			rd.authSecret.GrantRead(fn, nil)
 		}
+		if redisToo {
+			subjectKey.GrantRead(fn, nil)
+		}
 		if db.secret != nil {
 			db.secret.GrantRead(fn, nil)
 		}
@@ -309,11 +322,16 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		// authorizer's).
 		checkEnv["RATELIMIT_HEADERS"] = p.RateLimitHeaders
 	}
+	var upstream awslambda.IFunction
+	if p.UpstreamAuthorizerArn != "" {
+		upstream = awslambda.Function_FromFunctionArn(stack, jsii.String("UpstreamAuthorizer"), jsii.String(p.UpstreamAuthorizerArn))
+	}
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
 			redisEnv, db.env, authEnv),
 		SubjectSources:   p.SubjectSources,
 		RateLimitHeaders: p.RateLimitHeaders,
+		Upstream:         upstream,
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
 	grant(s.Authorizer.Function, true)

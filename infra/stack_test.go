@@ -71,6 +71,7 @@ func variantProps(v variant) *StackProps {
 		p.AdminReservedConcurrency = 5
 	case serverless:
 		p.ServerlessRedis = true
+		p.UpstreamAuthorizerArn = "arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"
 	case byo:
 		p.Env = &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}
 		p.VpcID = "vpc-0123456789abcdef0"
@@ -461,6 +462,46 @@ func TestFullStackEnvironment(t *testing.T) {
 	}
 }
 
+// TestSubjectKeySecret: the stack creates the subject hash key in Secrets
+// Manager (generated there, never in the template), and every function
+// that hashes subjects gets its ARN and a read grant; migrate neither.
+func TestSubjectKeySecret(t *testing.T) {
+	_, js := synth(t, full)
+	secrets := resources(js, "AWS::SecretsManager::Secret")
+	var keyID string
+	for _, r := range secrets {
+		if strings.HasPrefix(r.ID, "SubjectHmacKey") {
+			keyID = r.ID
+			if _, ok := r.Props["GenerateSecretString"]; !ok {
+				t.Errorf("secret %s has no GenerateSecretString: the key would be in the template", r.ID)
+			}
+		}
+	}
+	if keyID == "" {
+		t.Fatalf("no SubjectHmacKey secret among %d secrets", len(secrets))
+	}
+	for _, r := range sluiceFunctions(js) {
+		b, _ := json.Marshal(envOf(r)["SUBJECT_HMAC_KEY_SECRET_ARN"])
+		has := strings.Contains(string(b), keyID)
+		// The migrations and GET /stats hash no subject (the stats read
+		// hashes the authorizers' log lines already carry): no key.
+		none := strings.Contains(r.ID, "Migrate") || strings.Contains(r.ID, "AdminStats")
+		if has == none {
+			t.Errorf("%s SUBJECT_HMAC_KEY_SECRET_ARN = %s (needs none: %v)", r.ID, b, none)
+		}
+	}
+	granted := 0
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		b, _ := json.Marshal(r.Props["PolicyDocument"])
+		if strings.Contains(string(b), `"Ref":"`+keyID+`"`) && strings.Contains(string(b), "secretsmanager:GetSecretValue") {
+			granted++
+		}
+	}
+	if granted == 0 {
+		t.Errorf("no policy grants GetSecretValue on %s", keyID)
+	}
+}
+
 func TestReplicationGroup(t *testing.T) {
 	tmpl, _ := synth(t, full)
 	check(t, "replication group", func() {
@@ -751,9 +792,15 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 		}
 	}
 	_, js := synth(t, localstack)
-	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint", "AWS::SecretsManager::Secret"} {
+	for _, typ := range []string{"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint"} {
 		if rs := resources(js, typ); len(rs) > 0 {
 			t.Errorf("localstack: %d %s, want none", len(rs), typ)
+		}
+	}
+	// The one secret is the subject hash key, which every variant creates.
+	for _, r := range resources(js, "AWS::SecretsManager::Secret") {
+		if !strings.HasPrefix(r.ID, "SubjectHmacKey") {
+			t.Errorf("localstack: secret %s created, want only the subject hash key", r.ID)
 		}
 	}
 	for _, r := range sluiceFunctions(js) {
@@ -963,5 +1010,26 @@ func TestFlowLog(t *testing.T) {
 				t.Errorf("%s: flow log %s = %v, want REJECT traffic of the VPC to CloudWatch Logs", tt.v, r.ID, r.Props)
 			}
 		}
+	}
+}
+
+// TestUpstreamAuthorizer: the serverless variant chains a team authorizer:
+// UPSTREAM_AUTHORIZER is its ARN, and the authorizer's role may invoke it.
+func TestUpstreamAuthorizer(t *testing.T) {
+	_, js := synth(t, serverless)
+	arn := variantProps(serverless).UpstreamAuthorizerArn
+	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
+	for _, r := range sluiceFunctions(js) {
+		if r.ID == authID && envOf(r)["UPSTREAM_AUTHORIZER"] != arn {
+			t.Errorf("authorizer UPSTREAM_AUTHORIZER = %v, want %s", envOf(r)["UPSTREAM_AUTHORIZER"], arn)
+		}
+	}
+	granted := false
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		b, _ := json.Marshal(r.Props["PolicyDocument"])
+		granted = granted || strings.Contains(string(b), `"Action":"lambda:InvokeFunction"`) && strings.Contains(string(b), arn)
+	}
+	if !granted {
+		t.Errorf("no policy grants lambda:InvokeFunction on %s", arn)
 	}
 }

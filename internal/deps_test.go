@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 		// no other function links the CloudWatch SDK.
 		"internal/stats/insights"},
 	// The CLI: app and below (a client of the admin API, sluice local).
-	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/headers", "internal/httpapi",
+	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/headers", "internal/httpapi", "internal/identity",
 		"internal/limiter", "internal/rules", "internal/stats", "internal/store", "internal/store/memory", "internal/console",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
@@ -55,7 +55,7 @@ var mayImport = map[string][]string{
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
 	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
-	"internal/identity":         {},
+	"internal/identity":         {"github.com/go-jose/go-jose/v4", "github.com/hashicorp/golang-lru/v2"},
 	"internal/headers":          {},
 	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi", "internal/stats", "internal/console"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},

@@ -18,7 +18,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -283,7 +282,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"--subject-prefix", prefix, "--quiet", p.base+"/search"); code != 0 {
 		t.Fatalf("sluice load = exit %d\n%s\n%s", code, out, stderr)
 	}
-	hash := limiter.SubjectHash(prefix + "0")
+	hash := localSubjectHash(t, prefix+"0")
 	drive(t, ctx, "stats",
 		chromedp.Navigate(p.base+"/console/#/stats?window=5m"),
 		chromedp.WaitVisible(css(`#top-subjects tr[data-subject="`+hash+`"]`)),

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -61,6 +62,11 @@ type localConfig struct {
 	SeedSet    bool // --seed given: a missing file is an error
 	Prefix     string
 	Token      string
+
+	// ln, when set, is the listener already open on Addr (the development
+	// issuer's URL names its address); dev is that issuer.
+	ln  net.Listener
+	dev *identity.DevIssuer
 }
 
 // localDefaults are the settings `sluice local` uses where the Lambdas use
@@ -86,8 +92,10 @@ used. Ctrl-C stops.
 
 Environment: every variable the Lambdas read (REDIS_URL, DATABASE_URL,
 SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; see
-docs/deploy.md), and SLUICE_ADMIN_TOKEN (else one is generated and
-printed). A flag wins over its variable.`)
+docs/deploy.md), SLUICE_ADMIN_TOKEN (else one is generated and printed),
+and SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject
+hash key and the development JWT issuer's key are generated once and kept.
+A flag wins over its variable.`)
 	c := localConfig{Token: os.Getenv("SLUICE_ADMIN_TOKEN")}
 	envFlags := map[string]*string{}
 	envFlag := func(name, variable, usage string) {
@@ -119,16 +127,36 @@ printed). A flag wins over its variable.`)
 			c.SeedSet = true
 		}
 	})
+	overlay := map[string]string{}
+	if err := startDevIssuer(&c, *envFlags["SUBJECT_SOURCES"], overlay); err != nil {
+		return err
+	}
 	cfg, err := config.FromEnv(func(k string) string {
 		if v, ok := envFlags[k]; ok {
 			return *v
 		}
-		return cmp.Or(os.Getenv(k), localDefaults[k])
+		return cmp.Or(os.Getenv(k), overlay[k], localDefaults[k])
 	})
 	if err != nil {
+		if c.ln != nil {
+			c.ln.Close()
+		}
 		return usageErrorf("configuration: %v", err)
 	}
+	if c.dev != nil && (os.Getenv("JWT_AUDIENCE") != "" || os.Getenv("JWT_JWKS_URL") != "") {
+		c.ln.Close()
+		return usageErrorf("configuration: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer")
+	}
 	c.Prefix = cfg.RedisPrefix
+	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
+		// As the stack keeps one in Secrets Manager: generated once, kept,
+		// so a persistent REDIS_URL keeps its buckets across restarts.
+		key, err := localSecret("subject-hmac.key", 32)
+		if err != nil {
+			return err
+		}
+		cfg.SubjectHMACKey = config.Secret(key)
+	}
 	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
 }
 
@@ -154,6 +182,39 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	// One process decides and administers: GET /stats answers from the
 	// counts the authorizer keeps (app.Options.Stats).
 	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
+
+	// Serve from the start: the development issuer's JWKS must answer the
+	// authorizer's fetch at init. The other routes are added once built
+	// (ServeMux takes routes while it serves); the banner comes last.
+	ln := c.ln
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", c.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", c.Addr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	if c.dev != nil {
+		jwks := c.dev.JWKS()
+		mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(jwks) //nolint:errcheck // the client has gone
+		})
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	serving := true
+	defer func() {
+		if serving { // an error before the end: stop serving
+			srv.Close()
+			<-served
+		}
+	}()
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {
@@ -242,11 +303,11 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 		token, generated = "sl_"+hex.EncodeToString(b[:]), true
 	}
 
-	mux := http.NewServeMux()
 	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
+	mux.Handle("/admin/token", requireToken(token, devTokenHandler(c.dev)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	// The console's files are public (they are in the repository); what
 	// it shows comes from /admin/, behind the token (see internal/console).
@@ -256,30 +317,29 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
 
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
-	}
-	banner(stdout, bannerInfo{
+	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
-	})
+	}
+	if c.dev != nil {
+		bi.devToken, err = c.dev.Sign("alice", nil, 24*time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		bi.jwtClaim = jwtClaim(cfg.SubjectSources)
+	}
+	banner(stdout, bi)
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		serving = false
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "\nshutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	serving = false
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -452,6 +512,9 @@ func seed(ctx context.Context, store store.Store, c localConfig) (string, error)
 type bannerInfo struct {
 	base, api, stage, redis, store, seed, token string
 	generated                                   bool
+	// devToken is a token of the development issuer, for the curl line;
+	// jwtClaim the claim the jwt: source reads. Empty without one.
+	devToken, jwtClaim string
 }
 
 // banner prints what is running and three commands to try.
@@ -469,7 +532,7 @@ func banner(w io.Writer, b bannerInfo) {
 	}
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
-  console    %[12]s
+  console    %[13]s
   admin API  %[1]s/admin/
   check API  %[1]s/admin/check  (POST {"subject", "api", "route"})
   token      %[5]s  (%[6]s)
@@ -478,9 +541,7 @@ func banner(w io.Writer, b bannerInfo) {
   rules      %[9]s
 
 Try:
-  curl -i -H 'x-api-key: alice' %[1]s/hello
-  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
-  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
+%[12]s  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
   curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
     -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
 
@@ -489,7 +550,22 @@ CLI:
   go run ./cmd/sluice rules ls
 
 Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, consoleURL)
+`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL)
+}
+
+// tryLines are the banner's first curl lines: with the API key, or with a
+// development token when the subject is a JWT claim.
+func tryLines(b bannerInfo) string {
+	if b.devToken == "" {
+		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
+  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
+`, b.base)
+	}
+	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
+  # another token, after the CLI export below: go run ./cmd/sluice token --sub bob --claim custom:tenant=acme
+`, b.base, b.devToken, b.jwtClaim)
 }
 
 // maskToken shows enough of a token to tell which one it is, and no more:

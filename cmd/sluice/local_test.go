@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
+	// Every sluice the tests start keeps its keys here, not in the
+	// user's config directory.
+	os.Setenv("SLUICE_STATE_DIR", filepath.Join(dir, "state"))
 	build := exec.Command("go", "build", "-o", sluiceBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -939,7 +942,7 @@ func testStats(t *testing.T, p *localProc) {
 	if err := json.Unmarshal(body, &rep); err != nil {
 		t.Fatal(err)
 	}
-	hash := limiter.SubjectHash(subject)
+	hash := localSubjectHash(t, subject)
 	var found *stats.SubjectStat
 	for i, s := range rep.Subjects {
 		if s.Subject == hash {
@@ -973,4 +976,15 @@ func testStats(t *testing.T, p *localProc) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"window"`) {
 		t.Errorf("GET /admin/stats?window=16m = %d %s, want 400 naming window", resp.StatusCode, body)
 	}
+}
+
+// localSubjectHash is the hash `sluice local` names subject by: keyed with
+// the subject hash key it generated and keeps in SLUICE_STATE_DIR.
+func localSubjectHash(t *testing.T, subject string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(os.Getenv("SLUICE_STATE_DIR"), "subject-hmac.key"))
+	if err != nil {
+		t.Fatalf("read the local subject hash key: %v", err)
+	}
+	return limiter.NewHasher([]byte(strings.TrimSpace(string(b)))).SubjectHash(subject)
 }

@@ -6,6 +6,7 @@
 //	sluice plans      the same for plans
 //	sluice subjects   a subject's limits and remaining tokens; reset its buckets
 //	sluice load       a load generator with an over-admission report
+//	sluice token      a JWT from sluice local's development issuer
 //
 // The admin commands talk to `sluice local` with its bearer token, or to a
 // deployed Admin REST API with SigV4-signed requests.
@@ -60,6 +61,7 @@ func commands() []command {
 		{"load", "generate load against a URL and check nothing was over-admitted", runLoad},
 		{"stats", "top limiting rules and top denied subjects over the last minutes", runStats},
 		{"console", "serve the web console on 127.0.0.1 for an admin API (a deployed stack's, signed with your AWS credentials)", runConsole},
+		{"token", "print a JWT from sluice local's development issuer (--sub alice --claim k=v)", runToken},
 	}
 }
 

@@ -135,6 +135,7 @@ type ruleFlags struct {
 	limit, burst, cost             int64
 	period                         string
 	failureMode, mode, description string
+	dimension                      string
 	enabled                        bool
 	version                        int64
 	kind, anchor                   string
@@ -149,7 +150,7 @@ From flags:  sluice rules put --api demo --route 'GET /search' --subject '*' --l
 A quota:     sluice rules put --api demo --route '*' --subject '*' --kind quota --limit 100000 --period 1mo
 
 A rule with an id (--id, or "id" in the file) is updated; otherwise the rule
-holding the same scope (api, route, subject, kind) is updated when there is one,
+holding the same scope (api, route, subject, kind, dimension) is updated when there is one,
 else a new rule is created. Updates send If-Match with the version given
 (--version, or "version" in the file), else with the current one. On update
 only the flags given change the rule.`)
@@ -172,6 +173,7 @@ only the flags given change the rule.`)
 	fs.StringVar(&rf.mode, "mode", "", "enforce or shadow")
 	fs.BoolVar(&rf.enabled, "enabled", true, "whether the rule takes part in matching")
 	fs.StringVar(&rf.description, "description", "", "free text")
+	fs.StringVar(&rf.dimension, "dimension", "", "the dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one")
 	fs.Int64Var(&rf.version, "version", 0, "If-Match this version (default: the current one)")
 	if _, err := a.parse(fs, args, 0); err != nil {
 		return err
@@ -224,13 +226,18 @@ only the flags given change the rule.`)
 		if set["subject"] {
 			subject = rf.subject
 		}
+		dim := in.Dimension
+		if set["dimension"] {
+			dim = rf.dimension
+		}
+		dim = rules.NormalizeDimension(dim)
 		if api != "" && route != "" && subject != "" {
 			rs, err := listRules(ctx, c, rules.Filter{API: api, Route: route, Subject: subject})
 			if err != nil {
 				return err
 			}
 			for i := range rs {
-				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && orDefault(string(rs[i].Kind), string(rules.Rate)) == string(kind) {
+				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && orDefault(string(rs[i].Kind), string(rules.Rate)) == string(kind) && rs[i].Dimension == dim {
 					cur = &rs[i]
 					break
 				}
@@ -321,6 +328,9 @@ func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
 	}
 	if set["description"] {
 		r.Description = rf.description
+	}
+	if set["dimension"] {
+		r.Dimension = rf.dimension
 	}
 	return nil
 }

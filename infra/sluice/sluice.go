@@ -20,8 +20,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -144,6 +146,20 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 	return awslambda.NewFunction(scope, jsii.String(id), props)
 }
 
+// NewSubjectKey creates the Secrets Manager secret of the subject hash key
+// (SUBJECT_HMAC_KEY_SECRET_ARN): 64 random letters and digits, generated
+// by Secrets Manager, never in the template. Give its ARN and a read grant
+// to every function that hashes subjects (authorizer, check, admin).
+func NewSubjectKey(scope constructs.Construct, id string) awssecretsmanager.Secret {
+	return awssecretsmanager.NewSecret(scope, jsii.String(id), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Sluice subject hash key (HMAC-SHA256): keeps subjects unrecoverable from logs and principalIds"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(64),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+	})
+}
+
 // AuthorizerProps configures the Sluice authorizer.
 type AuthorizerProps struct {
 	FunctionProps
@@ -151,6 +167,16 @@ type AuthorizerProps struct {
 	// subject, in order, e.g. "header:x-api-key,query:api_key,apikey,ip".
 	// Default: empty, the authorizer's own default.
 	SubjectSources string
+	// Upstream is the API's existing Lambda authorizer, which Sluice invokes
+	// first with the same event (UPSTREAM_AUTHORIZER): its Deny and
+	// Unauthorized stand, its Allow names the caller (SUBJECT_SOURCES
+	// principal or context:<key>). The construct sets the variable to the
+	// function's ARN and grants the invoke. Default: none.
+	Upstream awslambda.IFunction
+	// SubjectKey is the subject hash key's secret (NewSubjectKey): its ARN
+	// becomes SUBJECT_HMAC_KEY_SECRET_ARN and the function may read it.
+	// Default: none (unkeyed hashes, warned at start).
+	SubjectKey awssecretsmanager.ISecret
 	// IdentitySources are API Gateway identity sources, e.g.
 	// awsapigateway.IdentitySource_Header("x-api-key"). API Gateway answers 401
 	// without calling the authorizer when one of them is missing from the
@@ -199,7 +225,7 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if err != nil {
 		panic(fmt.Sprintf("sluice.NewAuthorizer %s: RateLimitHeaders: %v", id, err))
 	}
-	env := make(map[string]string, len(fp.Environment)+2)
+	env := make(map[string]string, len(fp.Environment)+4)
 	for k, v := range fp.Environment {
 		env[k] = v
 	}
@@ -209,6 +235,12 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if p.RateLimitHeaders != "" {
 		env["RATELIMIT_HEADERS"] = dialects.String()
 	}
+	if p.Upstream != nil {
+		env["UPSTREAM_AUTHORIZER"] = *p.Upstream.FunctionArn()
+	}
+	if p.SubjectKey != nil {
+		env["SUBJECT_HMAC_KEY_SECRET_ARN"] = *p.SubjectKey.SecretArn()
+	}
 	fp.Environment = env
 	construct := constructs.NewConstruct(scope, jsii.String(id))
 	a := &Authorizer{
@@ -216,6 +248,19 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 		scope:           construct,
 		identitySources: p.IdentitySources,
 		headers:         dialects,
+	}
+	if p.Upstream != nil {
+		// On the authorizer's role, not the upstream's resource policy: an
+		// imported function (another stack, the usual case) cannot take a
+		// resource policy from this stack. Exactly the ARN invoked (an
+		// alias ARN names the alias), no wildcard.
+		a.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("lambda:InvokeFunction"),
+			Resources: jsii.Strings(*p.Upstream.FunctionArn()),
+		}))
+	}
+	if p.SubjectKey != nil {
+		p.SubjectKey.GrantRead(a.Function, nil)
 	}
 	if a.identitySources == nil {
 		a.identitySources = IdentitySources(p.SubjectSources)

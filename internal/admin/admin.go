@@ -43,6 +43,7 @@ type bucketKeeper interface {
 	Peek(ctx context.Context, subject string, b []limiter.Bucket) ([]limiter.BucketState, error)
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
 	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
+	SubjectHash(subject string) string
 }
 
 // Options configure a Service. The zero value is usable; each field's

@@ -72,7 +72,7 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	es, err := s.applicable(ctx, subject, api, route)
+	es, err := s.applicable(ctx, subject, api, route, rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	es, err := s.applicable(ctx, subject, api, "")
+	es, err := s.applicable(ctx, subject, api, "", rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
 	}
@@ -135,7 +135,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 			return reply{}, fmt.Errorf("reset buckets: %w", err)
 		}
 	}
-	s.log.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", limiter.SubjectHash(subject)),
+	s.log.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", s.subjectHash(subject)),
 		slog.String("api", api), slog.Int("buckets", len(bs)), slog.String("actor", c.actor()),
 		slog.String("requestId", c.RequestID))
 	return reply{status: http.StatusNoContent}, nil
@@ -143,7 +143,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 
 // subjectQuery reads ?api= and, when allowed, ?route=.
 func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
-	names := []string{"api"}
+	names := []string{"api", "dimension"}
 	if withRoute {
 		names = append(names, "route")
 	}
@@ -156,6 +156,9 @@ func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
 		if !ok || method == "" || !strings.HasPrefix(strings.TrimSpace(path), "/") {
 			return "", "", httpapi.BadRequest(httpapi.FieldError("route", `must be "*" or "METHOD /resource", such as "GET /pets/{id}"`))
 		}
+	}
+	if d := rules.NormalizeDimension(c.Query.Get("dimension")); d != "" && !rules.ValidDimension(d) {
+		return "", "", httpapi.BadRequest(httpapi.FieldError("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter"))
 	}
 	if s := c.params["subject"]; s != rules.Wildcard && strings.TrimSpace(s) != s {
 		return "", "", httpapi.BadRequest(httpapi.FieldError("subject", "must not start or end with white space"))
@@ -174,7 +177,10 @@ const MaxSubjectRules = 1000
 // subject (the subject and *) and api (the api and *, when given), through
 // the store's indexed list, and the plans they name: its work is bounded
 // by MaxSubjectRules whatever the number of rules in the store.
-func (s *Service) applicable(ctx context.Context, subject, api, route string) ([]*rules.Effective, error) {
+//
+// dim names the dimension (rules.Rule.Dimension) whose rules are looked at:
+// "" is the default one, which alone has the default rule.
+func (s *Service) applicable(ctx context.Context, subject, api, route, dim string) ([]*rules.Effective, error) {
 	if s.buckets == nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
@@ -201,7 +207,8 @@ func (s *Service) applicable(ctx context.Context, subject, api, route string) ([
 	}
 	// Only these rules can charge the subject, so the snapshot answers as
 	// the authorizers' full one does.
-	snap := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	all := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	snap := all.Dimension(dim)
 	es := snap.ForSubject(subject, api, route)
 	// Every api: a request to an api no rule names gets what the rules on
 	// every api (*) give it, else the default. ("\x00" is such an api: no
@@ -242,7 +249,7 @@ func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rule
 				if len(out) > MaxSubjectRules {
 					return nil, &httpapi.Error{Status: http.StatusBadRequest,
 						Detail: fmt.Sprintf("More than %d rules may apply to this subject; name one api with ?api=.", MaxSubjectRules),
-						Err:    fmt.Errorf("subject %s: over %d rules apply", limiter.SubjectHash(subject), MaxSubjectRules)}
+						Err:    fmt.Errorf("subject %s: over %d rules apply", s.subjectHash(subject), MaxSubjectRules)}
 				}
 				if page.NextCursor == "" {
 					break
@@ -252,4 +259,14 @@ func (s *Service) subjectRules(ctx context.Context, subject, api string) ([]rule
 		}
 	}
 	return out, nil
+}
+
+// subjectHash is the keyed hash a log line names a subject by: the
+// limiter's, or the unkeyed one when the Service has no limiter (its
+// /subjects routes then answer 503 before logging anything).
+func (s *Service) subjectHash(subject string) string {
+	if s.buckets == nil {
+		return limiter.SubjectHash(subject)
+	}
+	return s.buckets.SubjectHash(subject)
 }

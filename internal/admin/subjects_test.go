@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -193,4 +194,46 @@ func TestSubjectsTooManyRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, resp, 204, nil)
+}
+
+// TestSubjectsDimension: ?dimension=ip shows (and resets) the rules of the
+// ip dimension for an IP subject; without it, the default dimension's.
+func TestSubjectsDimension(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	mem := memory.New()
+	prefix := testenv.Prefix(t, "admindim")
+	t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
+	svc := admin.New(mem, nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{})
+	h := apigw.Handler(svc, "")
+	floor := rules.Rule{API: "api", Route: "*", Subject: "*", Limit: new(int64(50)), Period: rules.Period(time.Minute), Dimension: "ip"}
+	perKey := rules.Rule{API: "api", Route: "*", Subject: "*", Limit: new(int64(10)), Period: rules.Period(time.Minute)}
+	for _, r := range []rules.Rule{floor, perKey} {
+		if _, err := mem.CreateRule(ctx, r, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limits := func(q ...string) []admin.BucketLimit {
+		t.Helper()
+		resp, err := h(ctx, withQuery(event(admin.RouteSubjectLimits, map[string]string{"subject": "192.0.2.1"}, ""), q...))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("limits %v = %d %s, %v", q, resp.StatusCode, resp.Body, err)
+		}
+		var out admin.SubjectLimitsResponse
+		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Limits
+	}
+	if l := limits("dimension", "ip"); len(l) != 1 || l[0].Limit != 50 {
+		t.Errorf("limits ?dimension=ip = %+v, want the 50/1m floor", l)
+	}
+	if l := limits(); len(l) != 1 || l[0].Limit != 10 {
+		t.Errorf("limits (default dimension) = %+v, want the 10/1m rule", l)
+	}
+	resp, _ := h(ctx, withQuery(event(admin.RouteSubjectLimits, map[string]string{"subject": "x"}, ""), "dimension", "Bad Name"))
+	if resp.StatusCode != 400 {
+		t.Errorf("?dimension=Bad Name = %d, want 400", resp.StatusCode)
+	}
 }

@@ -30,6 +30,10 @@ type UsageRequest struct {
 	// Cost is the tokens to charge, not 0, at most MaxUsageCost either
 	// way; negative refunds.
 	Cost int64 `json:"cost"`
+	// Dimension names the dimension whose rules Subject is charged on
+	// (rules.Rule.Dimension): absent, "" or "default" is the default one;
+	// "tenant" charges a tenant's shared quota by the tenant's id.
+	Dimension string `json:"dimension,omitempty"`
 }
 
 // MaxUsageCost bounds a usage report's cost, either way.
@@ -64,7 +68,7 @@ type UsageBucket struct {
 
 // MaxUsageSubjectLen bounds a usage report's subject, in bytes: the
 // authorizer's bound (identity.MaxSubjectLen).
-const MaxUsageSubjectLen = 1024
+const MaxUsageSubjectLen = rules.MaxSubjectLen
 
 // usage charges (or refunds) a report's cost to the subject's buckets,
 // with no admission decision: see limiter.Charge.
@@ -75,11 +79,12 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 		return reply{}, err
 	}
 	in.API, in.Route = strings.TrimSpace(in.API), normalizeUsageRoute(in.Route)
+	in.Dimension = rules.NormalizeDimension(in.Dimension)
 	key := c.Header.Get("Idempotency-Key")
 	if err := httpapi.WithValidation(problems, func() error { return validateUsage(in, c.Header) }); err != nil {
 		return reply{}, err
 	}
-	es, err := s.applicable(ctx, in.Subject, in.API, in.Route)
+	es, err := s.applicable(ctx, in.Subject, in.API, in.Route, in.Dimension)
 	if err != nil {
 		return reply{}, err
 	}
@@ -97,7 +102,7 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 	if len(bs) > limiter.MaxBuckets {
 		return reply{}, httpapi.BadRequest(httpapi.FieldError("route", "applies to more than "+strconv.Itoa(limiter.MaxBuckets)+" rules: name one route"))
 	}
-	u, err := s.buckets.Charge(ctx, in.Subject, bs, in.Cost, in.API+" "+in.Route, key)
+	u, err := s.buckets.Charge(ctx, in.Subject, bs, in.Cost, in.Dimension+" "+in.API+" "+in.Route, key)
 	if err != nil {
 		return reply{}, fmt.Errorf("charge usage: %w", err)
 	}
@@ -148,6 +153,9 @@ func validateUsage(in UsageRequest, h http.Header) error {
 		add("subject", "must be at most "+strconv.Itoa(MaxUsageSubjectLen)+" bytes")
 	case !utf8.ValidString(in.Subject) || strings.IndexFunc(in.Subject, unicode.IsControl) >= 0:
 		add("subject", "must be valid UTF-8 without control characters")
+	}
+	if in.Dimension != "" && !rules.ValidDimension(in.Dimension) {
+		add("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter")
 	}
 	if in.Cost == 0 || in.Cost > MaxUsageCost || in.Cost < -MaxUsageCost {
 		add("cost", "must be between -"+strconv.Itoa(MaxUsageCost)+" and "+strconv.Itoa(MaxUsageCost)+", not 0 (negative refunds)")

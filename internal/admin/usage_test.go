@@ -103,6 +103,8 @@ func TestUsageValidation(t *testing.T) {
 		{"key with a space", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, "a b", "Idempotency-Key"},
 		{"key too long", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, strings.Repeat("k", 256), "Idempotency-Key"},
 		{"empty key", `{"api":"a1","route":"POST /chat","subject":"u","cost":1}`, "\x00empty", "Idempotency-Key"},
+		{"bad dimension", `{"api":"a1","route":"POST /chat","subject":"u","cost":1,"dimension":"Tenant!"}`, "", "dimension"},
+		{"long subject", `{"api":"a1","route":"POST /chat","subject":"` + strings.Repeat("s", 257) + `","cost":1}`, "", "subject"},
 	} {
 		var hdr []string
 		switch tt.key {
@@ -116,5 +118,30 @@ func TestUsageValidation(t *testing.T) {
 		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), `"field":"`+tt.field+`"`) {
 			t.Errorf("%s: POST /usage = %d %s, want 400 naming %s", tt.name, r.Status, r.Body, tt.field)
 		}
+	}
+}
+
+// TestUsageDimension: a report naming a dimension charges that dimension's
+// rules (a tenant's shared quota, by the tenant's id), not the default
+// dimension's, and the same id in the default dimension is untouched.
+func TestUsageDimension(t *testing.T) {
+	t.Parallel()
+	svc := usageService(t)
+	body := `{"api":"a1","route":"*","subject":"*","kind":"quota","limit":5000,"period":"1d","dimension":"tenant"}`
+	if r := post(svc, admin.RouteCreateRule, body); r.Status != http.StatusCreated {
+		t.Fatalf("create tenant quota = %d %s", r.Status, r.Body)
+	}
+	var got admin.UsageResponse
+	r := post(svc, admin.RouteUsage, `{"api":"a1","route":"POST /chat","subject":"acme","cost":700,"dimension":"tenant"}`)
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+		t.Fatalf("POST /usage (tenant) = %d %s", r.Status, r.Body)
+	}
+	if len(got.Buckets) != 1 || got.Buckets[0].Kind != "quota" || got.Buckets[0].Limit != 5000 || got.Buckets[0].Remaining != 4300 {
+		t.Errorf("POST /usage (tenant) = %s, want only the tenant quota, 4300 left", r.Body)
+	}
+	// "acme" in the default dimension: its own buckets, full.
+	r = post(svc, admin.RouteUsage, `{"api":"a1","route":"POST /chat","subject":"acme","cost":1}`)
+	if json.Unmarshal(r.Body, &got) != nil || len(got.Buckets) != 2 || got.Buckets[1].Remaining != 999 {
+		t.Errorf("POST /usage (default) = %d %s, want the default rate and quota buckets, quota 999", r.Status, r.Body)
 	}
 }

@@ -122,9 +122,11 @@ type App struct {
 	Authorizer *authapigw.Authorizer
 	Check      *authapigw.Check
 	Decider    *authorizer.Authorizer
-	Cache      *rules.Cache
-	Limiter    *limiter.Limiter
-	Metrics    *authapigw.Metrics
+	// JWT verifies bearer tokens; nil without a jwt: subject source.
+	JWT     *identity.Verifier
+	Cache   *rules.Cache
+	Limiter *limiter.Limiter
+	Metrics *authapigw.Metrics
 
 	// Admin is the admin Service (Administer).
 	Admin *admin.Service
@@ -194,10 +196,20 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}
 	a.Redis = rdb
 	st := a.Store
+	key, err := config.SubjectKey(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var up identity.Invoker
+	if o.Parts&Decide != 0 {
+		if up, err = config.Upstream(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	a.Snapshots = redissnapshot.New(rdb, redissnapshot.Options{Prefix: o.Prefix})
 
 	if o.Parts&Decide != 0 {
-		a.decide(ctx, cfg, o, rdb, st)
+		a.decide(ctx, cfg, o, rdb, st, key, up)
 	}
 	if o.Parts&Administer != 0 {
 		lim := limiter.New(rdb, limiter.Options{
@@ -205,6 +217,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
 			DenyCacheSize:    -1, // admin never calls Allow
 			BreakerThreshold: -1, // nor should one admin's failures trip anything
+			SubjectKey:       key,
 		})
 		ao := admin.Options{Logger: a.Log, Default: cfg.DefaultLimit}
 		if o.Stats != nil {
@@ -218,11 +231,29 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 
 // decide builds the decision path. Nothing here fails: a backend that is
 // down is logged and retried.
-func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store) {
+func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte, up identity.Invoker) {
 	log := a.Log
+	if cfg.HasSource(identity.SourceJWT) {
+		// The JWKS is fetched now, within the init budget; an issuer that
+		// is down leaves a verifier that refuses tokens (401) and fetches
+		// again on the next one, at most every 5s.
+		jctx, cancel := context.WithTimeout(ctx, identity.DefaultJWKSTimeout)
+		v, err := identity.NewVerifier(jctx, identity.JWTOptions{
+			Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL,
+		})
+		cancel()
+		if err != nil {
+			log.Error("JWKS fetch failed at init: bearer tokens are refused until it succeeds", slog.String("jwksUrl", v.JWKSURL()), slog.Any("error", err))
+		}
+		a.JWT = v
+	}
+	if key == nil {
+		log.Warn("no SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN: subject hashes are unkeyed, and an IP address can be recovered from its principalId")
+	}
 	a.Limiter = limiter.New(rdb, limiter.Options{
-		Prefix:  o.Prefix,
-		Timeout: cfg.RedisTimeout,
+		Prefix:     o.Prefix,
+		Timeout:    cfg.RedisTimeout,
+		SubjectKey: key,
 		OnBreakerChange: func(from, to limiter.BreakerState) {
 			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
 		},
@@ -283,11 +314,20 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 			return authapigw.LeaseCounts{Leased: s.Leased, Taken: s.Leases, Returned: s.LeaseReturned}
 		},
 	})
-	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources})
+	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
-	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	a.Check = authapigw.NewCheck(a.Decider, ho)
-	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)))
+	if up != nil {
+		ttl := cfg.UpstreamCacheTTL
+		if ttl == 0 {
+			ttl = -1 // UPSTREAM_CACHE_TTL=0: no cache
+		}
+		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: ttl})
+		ho.UpstreamIdentity = cfg.UpstreamIdentitySources
+	}
+	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
+	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),
+		slog.String("dimensions", identity.FormatDimensions(cfg.Dimensions)))
 }
 
 // statsOnly builds the Stats part: an admin Service over no store, whose

@@ -41,6 +41,16 @@ type Request struct {
 	Query    map[string]string
 	APIKey   string
 	SourceIP string
+	// Upstream is what the upstream authorizer (UPSTREAM_AUTHORIZER) said of
+	// the caller, when it allowed the request: the principal and
+	// context:<key> sources read it, and its context is passed on. Nil
+	// without one.
+	Upstream *identity.UpstreamIdentity
+	// MultiHeaders and MultiQuery are REST APIs' multi-value maps: a
+	// subject header or parameter sent twice is refused (nil for HTTP
+	// APIs, which join repeated values with commas).
+	MultiHeaders map[string][]string
+	MultiQuery   map[string][]string
 	// Subject, when not empty, is the subject as is: the sources are not
 	// consulted (the check API, where the caller names the subject).
 	Subject string
@@ -56,7 +66,7 @@ type Result struct {
 	// it false; fail-open makes it true.
 	Allowed bool
 	// Subject is the subject the request was charged to. It may be a
-	// secret (an API key): hash it (limiter.SubjectHash) before it is
+	// secret (an API key): hash it (Authorizer.SubjectHash) before it is
 	// logged or returned.
 	Subject string
 	// Effective is the limiting rule as applied (its Policy is the
@@ -87,15 +97,21 @@ type Result struct {
 	// Cached is set when the limiter's local deny cache denied without a
 	// Redis call.
 	Cached bool
+	// Context holds the verified identity the backend may use, as flat
+	// strings: the upstream authorizer's context, and the claims
+	// jwt:<claim> sources read (ClaimContextKey) over it. Nil when there is
+	// none.
+	Context map[string]string
 	// LimiterTime is how long the limiter call took (Redis round trip
 	// included); 0 when there was none (the deny cache denied, or a token
 	// lease admitted).
 	LimiterTime time.Duration
 
-	// applied are every rule charged, rate rules first (API, route, then
-	// the quotas), nil-free up to the first nil: RateLimit-Policy lists
+	// applied are every rule charged, the named dimensions' first, then
+	// the default dimension's; within each the rate rules (API, route),
+	// then the quotas; nil-free up to the first nil: RateLimit-Policy lists
 	// them all.
-	applied [4]*rules.Effective
+	applied [limiter.MaxBuckets]*rules.Effective
 }
 
 // snapshots gives the current rules snapshot; *rules.Cache is one.
@@ -108,6 +124,14 @@ type Options struct {
 	// Sources are where the subject is read from, in order; default
 	// identity.DefaultSources (the x-api-key header).
 	Sources []identity.Source
+	// Dimensions are the named dimensions limited beside the default one
+	// (Sources), each its own subject, matched against the rules of that
+	// dimension (rules.Rule.Dimension). At most identity.MaxDimensions.
+	Dimensions []identity.Dimension
+	// JWT verifies the bearer token the jwt:<claim> sources read; required
+	// when a source is one (New panics without it: app builds both from
+	// one configuration).
+	JWT *identity.Verifier
 }
 
 // Authorizer decides on requests. It is safe for concurrent use.
@@ -115,7 +139,15 @@ type Authorizer struct {
 	snaps   snapshots
 	lim     *limiter.Limiter
 	sources []identity.Source
+	jwt     *identity.Verifier
+	dims    []identity.Dimension
+	// claims are the jwt:<claim> sources' claims, and the context keys
+	// their verified values are returned under.
+	claims []claimKey
 }
+
+// claimKey is a claim a rule limits by, and its authorizer context key.
+type claimKey struct{ claim, key string }
 
 // New returns an Authorizer matching requests against snaps' current
 // snapshot and charging lim.
@@ -130,13 +162,51 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
-	return &Authorizer{snaps: snaps, lim: lim, sources: src}
+	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT}
+	for _, d := range o.Dimensions {
+		d.Sources = append([]identity.Source(nil), d.Sources...)
+		for i := range d.Sources {
+			if d.Sources[i].Kind == identity.SourceHeader {
+				d.Sources[i] = identity.HeaderSource(d.Sources[i].Name)
+			}
+		}
+		a.dims = append(a.dims, d)
+		src = append(src[:len(src):len(src)], d.Sources...) // for the claims below
+	}
+	for _, s := range src {
+		if s.Kind == identity.SourceJWT {
+			if a.jwt == nil {
+				panic("authorizer: a jwt: subject source without Options.JWT")
+			}
+			a.claims = append(a.claims, claimKey{s.Name, ClaimContextKey(s.Name)})
+		}
+	}
+	return a
+}
+
+// ClaimContextKey is the authorizer context key of a verified claim:
+// "jwt_" and the claim name with every character other than a letter,
+// digit or underscore replaced by "_" ("custom:tenant" → "jwt_custom_tenant"),
+// so a mapping template can name it as $context.authorizer.<key>.
+func ClaimContextKey(claim string) string {
+	b := []byte("jwt_" + claim)
+	for i := 4; i < len(b); i++ {
+		c := b[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Sources returns the subject sources in use.
 func (a *Authorizer) Sources() []identity.Source {
 	return append([]identity.Source(nil), a.sources...)
 }
+
+// SubjectHash returns the keyed hash of subject (limiter.Limiter's): what a
+// principalId or a log line carries instead of the subject.
+func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHash(subject) }
 
 // Decide finds r's subject and rules and charges the subject's buckets: the
 // API-wide rule and the route rule (or the default rule when neither
@@ -148,36 +218,89 @@ func (a *Authorizer) Sources() []identity.Source {
 // FailOpen, or deny) together with the error, which the caller logs.
 func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
+	var (
+		ctxv map[string]string
+		ir   identity.Request
+	)
+	ir = identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
+	if r.Upstream != nil {
+		r.Upstream.Apply(&ir)
+	}
 	if subj == "" {
 		var ok bool
-		ir := identity.Request{Headers: r.Headers, Query: r.Query, APIKey: r.APIKey, SourceIP: r.SourceIP}
+		if a.jwt != nil {
+			// A token that is present must verify: a bad one is 401, never
+			// a fall back to a later source (an anonymous IP bucket).
+			if tok := identity.BearerToken(r.Headers); tok != "" {
+				claims, err := a.jwt.Verify(ctx, tok)
+				if err != nil {
+					return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
+				}
+				ir.Claims = claims
+			}
+		}
 		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
 			return Result{}, ErrNoSubject
 		}
+		ctxv = a.verifiedContext(&ir)
 	}
-	m := a.snaps.Snapshot().Match(r.API, r.Method, r.Resource, subj)
+	if r.Upstream != nil {
+		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
+	}
+	snap := a.snaps.Snapshot()
 
-	// Fixed arrays keep the buckets off the heap until the limiter needs them.
+	// Fixed arrays keep the buckets off the heap until the limiter needs
+	// them. The named dimensions come first: on Redis Cluster the limiter
+	// charges subjects in this order (see limiter's dimensions.go).
 	var (
-		bs   [4]limiter.Bucket
-		effs [4]*rules.Effective
+		bs   [limiter.MaxBuckets]limiter.Bucket
+		effs [limiter.MaxBuckets]*rules.Effective
 		n    int
+		cost int64
 	)
-	for _, e := range m.All() {
-		if e == nil {
-			continue
+	add := func(m rules.Match, subject string) {
+		for _, e := range m.All() {
+			if e == nil {
+				continue
+			}
+			bs[n] = bucket.For(e)
+			bs[n].Subject = subject
+			effs[n] = e
+			n++
 		}
-		bs[n] = bucket.For(e)
-		effs[n] = e
-		n++
 	}
+	// The named dimensions read the request as the sources do, whoever
+	// named the subject (an upstream authorizer, the check API): a per-IP
+	// floor holds behind an upstream too. A source with nothing to read
+	// (the check API has no headers) finds nothing, and its rules wait.
+	for i := range a.dims {
+		d := &a.dims[i]
+		ds, _, f := identity.Find(d.Sources, &ir)
+		switch f {
+		case identity.Refused:
+			return Result{}, fmt.Errorf("%w: dimension %s", ErrNoSubject, d.Name)
+		case identity.Found:
+			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
+			if m.Any() {
+				cost = m.Cost()
+				if ds == subj {
+					ds = "" // the request's own subject: one digest less
+				}
+				add(m, ds)
+			}
+		}
+	}
+	m := snap.Match(r.API, r.Method, r.Resource, subj)
+	if m.Any() {
+		cost = m.Cost() // the default dimension's cost wins
+	}
+	own := n // bs[own:] are the default dimension's
+	add(m, "")
 	if n == 0 {
-		return Result{Allowed: true, Subject: subj}, nil
+		return Result{Allowed: true, Subject: subj, Context: ctxv}, nil
 	}
-
-	cost := r.Cost
-	if cost <= 0 {
-		cost = m.Cost()
+	if r.Cost > 0 {
+		cost = r.Cost
 	}
 	start := time.Now()
 	d, err := a.lim.Allow(ctx, limiter.Request{Subject: subj, Buckets: bs[:n], Cost: cost})
@@ -191,7 +314,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		Allowed:      d.Allowed,
 		Subject:      subj,
 		Effective:    effs[i],
-		Default:      m.Default,
+		Default:      m.Default && i >= own,
 		Rule:         effs[i].ID,
 		Limit:        d.Limit,
 		Remaining:    d.Remaining,
@@ -201,6 +324,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		ShadowDenied: d.ShadowDenied != 0,
 		FailOpen:     d.FailOpen,
 		Cached:       d.Cached,
+		Context:      ctxv,
 		applied:      effs,
 	}
 	if !d.Cached && !d.Leased {
@@ -210,6 +334,21 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
 	}
 	return res, nil
+}
+
+// verifiedContext returns the verified claims the sources read, by their
+// context keys; nil when there are none.
+func (a *Authorizer) verifiedContext(ir *identity.Request) map[string]string {
+	var out map[string]string
+	for _, c := range a.claims {
+		if v, ok := ir.Claims.String(c.claim); ok {
+			if out == nil {
+				out = make(map[string]string, len(a.claims))
+			}
+			out[c.key] = v
+		}
+	}
+	return out
 }
 
 // AppendRateLimit appends the IETF RateLimit field value for r, such as

@@ -56,8 +56,12 @@ func (a *Authorizer) DecideFor(ctx context.Context, up *Upstream, key string, r 
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 	}
+	// The one path an upstream answer takes, in process or invoked
+	// (UPSTREAM_AUTHORIZER): its context reaches Result.Context, and the
+	// named dimensions (a per-IP floor) still read r's headers and IP.
+	id := identity.NewUpstreamIdentity(up.PrincipalID, up.Context)
 	req := *r
-	req.Subject = subj
+	req.Subject, req.Upstream = subj, &id
 	return a.Decide(ctx, &req)
 }
 

@@ -15,10 +15,13 @@ import (
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/identity"
 )
 
 // Client sizes for Lambda: an instance handles one request at a time, so a
@@ -70,6 +73,87 @@ func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error)
 		return "", fmt.Errorf("read secret %s: no SecretString (binary secrets are not supported)", arn)
 	}
 	return Secret(*out.SecretString), nil
+}
+
+// SubjectKey returns the key of the subject hash: SubjectHMACKey, or the
+// secret SubjectHMACKeySecretARN names (read once, at init); nil when
+// neither is set.
+func SubjectKey(ctx context.Context, cfg Config) ([]byte, error) {
+	if cfg.SubjectHMACKey != "" {
+		return []byte(cfg.SubjectHMACKey), nil
+	}
+	sm, err := secretsIfNeeded(ctx, cfg.SubjectHMACKeySecretARN)
+	if err != nil || sm == nil {
+		return nil, err
+	}
+	return subjectKey(ctx, sm, cfg.SubjectHMACKeySecretARN)
+}
+
+func subjectKey(ctx context.Context, sm secretGetter, arn string) ([]byte, error) {
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return nil, fmt.Errorf("subject hash key: %w", err)
+	}
+	if len(s) < MinSubjectHMACKey {
+		return nil, fmt.Errorf("subject hash key: secret %s holds %d bytes, want at least %d", arn, len(s), MinSubjectHMACKey)
+	}
+	return []byte(s), nil
+}
+
+// lambdaInvoker is the one Lambda call the upstream authorizer needs.
+type lambdaInvoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// upstreamTimeout bounds one upstream invocation inside the caller's
+// deadline (API Gateway waits 10 s at most for the whole authorizer).
+const upstreamTimeout = 5 * time.Second
+
+// Upstream returns the invoker of the UPSTREAM_AUTHORIZER function through
+// the AWS SDK (the default configuration: AWS_REGION, and
+// AWS_ENDPOINT_URL_LAMBDA for the Lambda Runtime Interface Emulator in
+// tests); nil when it is not set.
+func Upstream(ctx context.Context, cfg Config) (identity.Invoker, error) {
+	if cfg.UpstreamAuthorizer == "" {
+		return nil, nil
+	}
+	ac, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upstream authorizer: load AWS configuration: %w", err)
+	}
+	return &upstreamInvoker{c: lambda.NewFromConfig(ac), fn: cfg.UpstreamAuthorizer}, nil
+}
+
+type upstreamInvoker struct {
+	c  lambdaInvoker
+	fn string
+}
+
+// Invoke calls the function synchronously with event. A function error
+// whose message is "Unauthorized" is identity.ErrUpstreamUnauthorized.
+func (u *upstreamInvoker) Invoke(ctx context.Context, event []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
+	defer cancel()
+	out, err := u.c.Invoke(ctx, &lambda.InvokeInput{FunctionName: &u.fn, Payload: event})
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: %w", u.fn, err)
+	}
+	// A function error is flagged by X-Amz-Function-Error; the Runtime
+	// Interface Emulator leaves that out, so an error-shaped payload
+	// ({"errorMessage", "errorType"}) counts too: no authorizer answer has
+	// those fields.
+	var fe struct {
+		ErrorMessage string `json:"errorMessage"`
+		ErrorType    string `json:"errorType"`
+	}
+	_ = json.Unmarshal(out.Payload, &fe)
+	if out.FunctionError != nil || fe.ErrorMessage != "" && fe.ErrorType != "" {
+		if fe.ErrorMessage == "Unauthorized" {
+			return nil, identity.ErrUpstreamUnauthorized
+		}
+		return nil, fmt.Errorf("invoke %s: function error %s: %.200s", u.fn, fe.ErrorType, fe.ErrorMessage)
+	}
+	return out.Payload, nil
 }
 
 // Redis returns a Redis client for cfg: a single-endpoint client, a

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -267,4 +269,75 @@ func TestClientsAgainstServers(t *testing.T) {
 			t.Errorf("a call with a 1ms deadline took %v, want it cut short", d)
 		}
 	})
+}
+
+func TestSubjectKey(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:key"
+	sm := fakeSecrets{arn: "0123456789abcdef0123456789abcdef"}
+	got, err := subjectKey(t.Context(), sm, arn)
+	if err != nil || string(got) != sm[arn] {
+		t.Errorf("subjectKey(arn) = %q, %v; want the secret", got, err)
+	}
+	if _, err := subjectKey(t.Context(), fakeSecrets{arn: "short"}, arn); err == nil {
+		t.Error("subjectKey(5-byte secret) = nil error, want too short")
+	}
+	if _, err := subjectKey(t.Context(), fakeSecrets{}, arn); err == nil {
+		t.Error("subjectKey(missing secret) = nil error")
+	}
+	key, err := SubjectKey(t.Context(), Config{SubjectHMACKey: "from-the-environment"})
+	if err != nil || string(key) != "from-the-environment" {
+		t.Errorf("SubjectKey(SUBJECT_HMAC_KEY) = %q, %v", key, err)
+	}
+	if key, err := SubjectKey(t.Context(), Config{}); key != nil || err != nil {
+		t.Errorf("SubjectKey(unset) = %q, %v; want nil, nil", key, err)
+	}
+}
+
+// fakeLambda answers Invoke with a fixed output.
+type fakeLambda struct {
+	out *lambda.InvokeOutput
+	err error
+	fn  string
+}
+
+func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	f.fn = *in.FunctionName
+	return f.out, f.err
+}
+
+func TestUpstreamInvoker(t *testing.T) {
+	t.Parallel()
+	unhandled := "Unhandled"
+	tests := []struct {
+		name    string
+		out     *lambda.InvokeOutput
+		err     error
+		want    string
+		wantErr error // nil: any error when want is ""
+	}{
+		{"answer", &lambda.InvokeOutput{Payload: []byte(`{"principalId":"u"}`)}, nil, `{"principalId":"u"}`, nil},
+		{"Unauthorized", &lambda.InvokeOutput{FunctionError: &unhandled, Payload: []byte(`{"errorMessage":"Unauthorized","errorType":"errorString"}`)}, nil, "", identity.ErrUpstreamUnauthorized},
+		{"Unauthorized without the header (emulator)", &lambda.InvokeOutput{Payload: []byte(`{"errorMessage":"Unauthorized","errorType":"errorString"}`)}, nil, "", identity.ErrUpstreamUnauthorized},
+		{"another function error", &lambda.InvokeOutput{FunctionError: &unhandled, Payload: []byte(`{"errorMessage":"boom","errorType":"x"}`)}, nil, "", nil},
+		{"invoke failed", nil, errors.New("throttled"), "", nil},
+	}
+	for _, tc := range tests {
+		f := &fakeLambda{out: tc.out, err: tc.err}
+		u := &upstreamInvoker{c: f, fn: "team-authorizer"}
+		got, err := u.Invoke(t.Context(), []byte(`{}`))
+		switch {
+		case tc.want != "" && (err != nil || string(got) != tc.want):
+			t.Errorf("%s: Invoke = %s, %v; want %s", tc.name, got, err, tc.want)
+		case tc.want == "" && err == nil:
+			t.Errorf("%s: Invoke error = nil", tc.name)
+		case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+			t.Errorf("%s: Invoke error = %v, want %v", tc.name, err, tc.wantErr)
+		case tc.wantErr == nil && errors.Is(err, identity.ErrUpstreamUnauthorized):
+			t.Errorf("%s: Invoke error = %v, want a failure, not Unauthorized", tc.name, err)
+		}
+		if f.fn != "team-authorizer" {
+			t.Errorf("%s: invoked %q", tc.name, f.fn)
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +52,9 @@ const (
 	DefaultLeaseMax         = 64
 	DefaultLeaseTTL         = 250 * time.Millisecond
 	DefaultDBSSLMode        = "require"
+	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
+	// bytes.
+	MinSubjectHMACKey = 16
 )
 
 // Config is every setting Sluice reads from the environment. The zero value
@@ -112,6 +117,46 @@ type Config struct {
 	// reads the subject, in order. Never empty: unset means
 	// identity.DefaultSources (the x-api-key header).
 	SubjectSources []identity.Source
+	// Dimensions is DIMENSIONS parsed (identity.ParseDimensions), such as
+	// "ip=ip;tenant=jwt:custom:tenant": subjects limited beside the
+	// default one, each by the rules of its name (a rule's "dimension").
+	// Empty: none.
+	Dimensions []identity.Dimension
+	// UpstreamAuthorizer is UPSTREAM_AUTHORIZER: a Lambda function name or
+	// ARN of an existing authorizer invoked first with the same event
+	// (required by the principal and context:<key> sources).
+	UpstreamAuthorizer string
+	// UpstreamCacheTTL is UPSTREAM_CACHE_TTL: how long an upstream answer
+	// is reused per identity; default 300s, 0s to 1h (0 disables).
+	UpstreamCacheTTL time.Duration
+	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES: the header or
+	// query sources whose values key the upstream cache, default
+	// header:authorization.
+	UpstreamIdentitySources []identity.Source
+	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
+	// jwt:<claim> subject sources read (required by them), such as
+	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
+	JWTIssuer string
+	// JWTAudience is JWT_AUDIENCE, a comma list: a token's "aud" (or a
+	// Cognito access token's "client_id") must be one of them. Required
+	// with JWTIssuer.
+	JWTAudience []string
+	// JWTTokenUse is JWT_TOKEN_USE: when set, the "token_use" a token must
+	// carry (Cognito: id or access).
+	JWTTokenUse string
+	// JWTJWKSURL is JWT_JWKS_URL: where the signing keys are; default
+	// <JWT_ISSUER>/.well-known/jwks.json.
+	JWTJWKSURL string
+	// SubjectHMACKey is SUBJECT_HMAC_KEY: the per-deployment key of the
+	// subject hash (limiter.Options.SubjectKey), at least 16 bytes. Set it
+	// or SubjectHMACKeySecretARN (production), not both. Neither: the
+	// unkeyed hash, which anyone can recompute from a guessed subject
+	// (sluice local generates and keeps one instead).
+	SubjectHMACKey Secret
+	// SubjectHMACKeySecretARN is SUBJECT_HMAC_KEY_SECRET_ARN: a Secrets
+	// Manager secret whose SecretString is the key (the stack creates
+	// one).
+	SubjectHMACKeySecretARN string
 	// DefaultLimit is DEFAULT_LIMIT, the limit applied when no rule
 	// matches: "100/1m" (100 per minute) or "100/1m,burst=200". Nil (the
 	// variable unset or empty) allows such requests without limit. Only
@@ -181,6 +226,16 @@ func (c Config) LogValue() slog.Value {
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
+		slog.String("dimensions", identity.FormatDimensions(c.Dimensions)),
+		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
+		slog.String("upstreamAuthorizer", c.UpstreamAuthorizer),
+		slog.Duration("upstreamCacheTtl", c.UpstreamCacheTTL),
+		slog.String("upstreamIdentitySources", identity.FormatSources(c.UpstreamIdentitySources)),
+		slog.String("jwtIssuer", c.JWTIssuer),
+		slog.Any("jwtAudience", c.JWTAudience),
+		slog.String("jwtTokenUse", c.JWTTokenUse),
+		slog.String("jwtJwksUrl", c.JWTJWKSURL),
+		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
 		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
@@ -321,6 +376,68 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
 	c.SubjectSources = sources
+	dims, err := identity.ParseDimensions(get("DIMENSIONS"))
+	if err != nil {
+		fail("DIMENSIONS", "%v", err)
+	}
+	c.Dimensions = dims
+	c.UpstreamAuthorizer = get("UPSTREAM_AUTHORIZER")
+	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
+		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
+	}
+	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", identity.DefaultUpstreamTTL, 0, identity.MaxUpstreamTTL)
+	if get("UPSTREAM_CACHE_TTL") == "0" {
+		c.UpstreamCacheTTL = 0 // "0" is a duration too
+	}
+	c.UpstreamIdentitySources = identity.DefaultUpstreamIdentity
+	if v := get("UPSTREAM_IDENTITY_SOURCES"); v != "" {
+		srcs, err := identity.ParseSources(v)
+		switch {
+		case err != nil:
+			fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
+		case slices.ContainsFunc(srcs, func(s identity.Source) bool { return s.Kind.Verified() }):
+			fail("UPSTREAM_IDENTITY_SOURCES", "%q: only header, query, apikey and ip sources key the cache", v)
+		default:
+			c.UpstreamIdentitySources = srcs
+		}
+	}
+	if c.UpstreamAuthorizer == "" && (c.HasSource(identity.SourceContext) || c.HasSource(identity.SourcePrincipal)) {
+		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
+	}
+	c.JWTIssuer = get("JWT_ISSUER")
+	for a := range strings.SplitSeq(get("JWT_AUDIENCE"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.JWTAudience = append(c.JWTAudience, a)
+		}
+	}
+	c.JWTTokenUse = get("JWT_TOKEN_USE")
+	c.JWTJWKSURL = get("JWT_JWKS_URL")
+	for name, v := range map[string]string{"JWT_ISSUER": c.JWTIssuer, "JWT_JWKS_URL": c.JWTJWKSURL} {
+		if u, err := url.Parse(v); v != "" && (err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http") {
+			fail(name, "%q is not an http(s) URL", v)
+		}
+	}
+	if c.HasSource(identity.SourceJWT) {
+		if c.JWTIssuer == "" {
+			fail("JWT_ISSUER", "required by the jwt: subject source in SUBJECT_SOURCES (%s)", identity.FormatSources(sources))
+		}
+		if len(c.JWTAudience) == 0 {
+			fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
+		}
+	}
+	if v := get("SUBJECT_HMAC_KEY"); v != "" {
+		c.SubjectHMACKey = Secret(v)
+		if len(v) < MinSubjectHMACKey {
+			fail("SUBJECT_HMAC_KEY", "%d bytes is too short: at least %d", len(v), MinSubjectHMACKey)
+		}
+	}
+	c.SubjectHMACKeySecretARN = get("SUBJECT_HMAC_KEY_SECRET_ARN")
+	if v := c.SubjectHMACKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.SubjectHMACKey != "" && c.SubjectHMACKeySecretARN != "" {
+		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "set SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN, not both")
+	}
 	if v := get("DEFAULT_LIMIT"); v != "" {
 		d, err := ParseLimit(v)
 		if err != nil {
@@ -353,6 +470,20 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	return c, errors.Join(errs...)
+}
+
+// HasSource reports whether SUBJECT_SOURCES or a dimension reads a source
+// of kind.
+func (c *Config) HasSource(kind identity.SourceKind) bool {
+	if identity.HasKind(c.SubjectSources, kind) {
+		return true
+	}
+	for _, d := range c.Dimensions {
+		if identity.HasKind(d.Sources, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseLimit parses a limit such as "100/1m" or "100/1m,burst=200": tokens

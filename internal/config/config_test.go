@@ -33,6 +33,9 @@ func defaults() Config {
 		RateLimitHeaders: headers.Draft11,
 		LeaseMax:         64,
 		LeaseTTL:         250 * time.Millisecond,
+
+		UpstreamCacheTTL:        identity.DefaultUpstreamTTL,
+		UpstreamIdentitySources: identity.DefaultUpstreamIdentity,
 	}
 }
 
@@ -155,6 +158,20 @@ func TestFromEnvErrors(t *testing.T) {
 		{"source without name", "SUBJECT_SOURCES", "header:", nil},
 		{"source with name", "SUBJECT_SOURCES", "ip:x", nil},
 		{"empty source", "SUBJECT_SOURCES", "apikey,,ip", nil},
+		{"hmac key short", "SUBJECT_HMAC_KEY", "short", nil},
+		{"dimension syntax", "DIMENSIONS", "ip", nil},
+		{"context source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "context:tenant"}},
+		{"principal source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "principal"}},
+		{"upstream ttl over an hour", "UPSTREAM_CACHE_TTL", "2h", nil},
+		{"upstream name", "UPSTREAM_AUTHORIZER", "my function", nil},
+		{"dimension default", "DIMENSIONS", "default=ip", nil},
+		{"dimension twice", "DIMENSIONS", "ip=ip;ip=header:x", nil},
+		{"jwt dimension without issuer", "JWT_ISSUER", "", map[string]string{"DIMENSIONS": "tenant=jwt:tenant", "JWT_AUDIENCE": "app"}},
+		{"jwt source without issuer", "JWT_ISSUER", "", map[string]string{"SUBJECT_SOURCES": "jwt:sub", "JWT_AUDIENCE": "app"}},
+		{"jwt source without audience", "JWT_AUDIENCE", "", map[string]string{"SUBJECT_SOURCES": "jwt:sub", "JWT_ISSUER": "https://issuer.example"}},
+		{"jwt issuer not a URL", "JWT_ISSUER", "issuer.example", nil},
+		{"hmac key secret", "SUBJECT_HMAC_KEY_SECRET_ARN", "key", nil},
+		{"both hmac keys", "SUBJECT_HMAC_KEY_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"SUBJECT_HMAC_KEY": "0123456789abcdef"}},
 		{"limit shape", "DEFAULT_LIMIT", "100 per minute", nil},
 		{"limit number", "DEFAULT_LIMIT", "many/1m", nil},
 		{"limit negative", "DEFAULT_LIMIT", "-1/1m", nil},

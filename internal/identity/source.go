@@ -16,9 +16,11 @@ import (
 )
 
 // MaxSubjectLen bounds a subject in bytes, as the check API bounds the
-// subject it is given. No API key, user id or address is longer; a longer
-// value, like one that is not valid UTF-8, is hostile input.
-const MaxSubjectLen = 1024
+// subject it is given. No API key, user id, claim or address is longer; a
+// longer value, like one that is not valid UTF-8 or one that carries two
+// values, is hostile input: the request is refused (401) before any Redis
+// call.
+const MaxSubjectLen = 256
 
 // SourceKind says where a subject is read from.
 type SourceKind uint8
@@ -36,7 +38,20 @@ const (
 	// SourceIP reads the caller's source IP. Listing it makes anonymous
 	// callers limitable (each IP gets its own bucket) instead of rejected.
 	SourceIP
+	// SourceJWT reads a claim of the verified bearer token (jwt:<claim>).
+	SourceJWT
+	// SourceContext reads a key of the upstream authorizer's context
+	// (context:<key>).
+	SourceContext
+	// SourcePrincipal reads the upstream authorizer's principalId.
+	SourcePrincipal
 )
+
+// Verified reports whether the kind's value was checked by someone other
+// than the caller: a JWT claim or an upstream authorizer's answer.
+func (k SourceKind) Verified() bool {
+	return k == SourceJWT || k == SourceContext || k == SourcePrincipal
+}
 
 // Source is one place a subject may come from. Sources are tried in order;
 // the first non-empty value is the subject.
@@ -72,6 +87,12 @@ func (s Source) String() string {
 		return "apikey"
 	case SourceIP:
 		return "ip"
+	case SourceJWT:
+		return "jwt:" + s.Name
+	case SourceContext:
+		return "context:" + s.Name
+	case SourcePrincipal:
+		return "principal"
 	}
 	return "unknown"
 }
@@ -111,10 +132,16 @@ func ParseSources(s string) ([]Source, error) {
 			out = append(out, Source{Kind: SourceAPIKey})
 		case kind == "ip" && !hasName:
 			out = append(out, Source{Kind: SourceIP})
-		case kind == "header" || kind == "query":
+		case kind == "jwt" && validClaim(name):
+			out = append(out, Source{Kind: SourceJWT, Name: name})
+		case kind == "context" && validClaim(name):
+			out = append(out, Source{Kind: SourceContext, Name: name})
+		case kind == "principal" && !hasName:
+			out = append(out, Source{Kind: SourcePrincipal})
+		case kind == "header" || kind == "query" || kind == "jwt" || kind == "context":
 			errs = append(errs, fmt.Errorf("subject source %q: bad or missing name", item))
 		default:
-			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey or ip", item))
+			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey, ip, jwt:<claim>, context:<key> or principal", item))
 		}
 	}
 	if len(out) > 16 {
@@ -124,6 +151,31 @@ func ParseSources(s string) ([]Source, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// validClaim reports whether name can be a claim or context key: 1 to 128
+// printable ASCII characters other than space and comma ("custom:tenant"
+// is one).
+func validClaim(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' || c == ',' || c == ';' {
+			return false
+		}
+	}
+	return true
+}
+
+// HasKind reports whether sources include one of kind.
+func HasKind(sources []Source, kind SourceKind) bool {
+	for _, s := range sources {
+		if s.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // validToken reports whether name is an HTTP header field name (RFC 9110
@@ -148,45 +200,102 @@ func validToken(name string) bool {
 // without allocating: direct lookups of the usual spellings first, then a
 // scan.
 func (s *Source) header(h map[string]string) string {
-	if len(h) == 0 {
-		return ""
+	v, _ := lookup(h, s)
+	return v
+}
+
+// lookup finds the entry of m whose key is s's name, ignoring case.
+func lookup[V any](m map[string]V, s *Source) (V, bool) {
+	var zero V
+	if len(m) == 0 {
+		return zero, false
 	}
-	if v, ok := h[s.lower]; ok {
-		return v
+	if v, ok := m[s.lower]; ok {
+		return v, true
 	}
-	if v, ok := h[s.canon]; ok {
-		return v
+	if v, ok := m[s.canon]; ok {
+		return v, true
 	}
-	if v, ok := h[s.Name]; ok {
-		return v
+	if v, ok := m[s.Name]; ok {
+		return v, true
 	}
-	for k, v := range h {
+	for k, v := range m {
 		if strings.EqualFold(k, s.Name) {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return zero, false
+}
+
+// multiValued reports whether the header or query parameter s names was
+// sent more than once: two entries in r's multi-value maps (REST APIs), or
+// a value with a comma, which is how HTTP APIs join repeated headers and
+// parameters. Which of two keys API Gateway puts in the single-value map
+// is not the caller's to choose: refuse both.
+func (s *Source) multiValued(r *Request, v string) bool {
+	switch s.Kind {
+	case SourceHeader:
+		vs, _ := lookup(r.MultiHeaders, s)
+		return len(vs) > 1 || strings.IndexByte(v, ',') >= 0
+	case SourceQuery:
+		return len(r.MultiQuery[s.Name]) > 1 || strings.IndexByte(v, ',') >= 0
+	}
+	return false
 }
 
 // Request is what the sources read of one request.
 type Request struct {
 	// Headers are the request headers; names may have any case.
 	Headers map[string]string
+	// MultiHeaders are the request headers with every value (REST APIs'
+	// multiValueHeaders); nil when the event has none.
+	MultiHeaders map[string][]string
 	// Query holds the query string parameters.
 	Query map[string]string
+	// MultiQuery holds every value of each query parameter (REST APIs'
+	// multiValueQueryStringParameters); nil when the event has none.
+	MultiQuery map[string][]string
 	// APIKey is the API key API Gateway validated (REST APIs only).
 	APIKey string
 	// SourceIP is the caller's address as API Gateway saw it.
 	SourceIP string
+	// Claims are the verified bearer token's claims; nil without one.
+	Claims Claims
+	// Principal and Context are the upstream authorizer's principalId and
+	// context, verified by it; empty without one.
+	Principal string
+	Context   map[string]string
 }
 
 // Subject returns the first non-empty value of sources in r (surrounding
 // white space trimmed), and the kind of source it came from; ok is false
 // when none has a value. ok is also false when that first value is longer
-// than MaxSubjectLen bytes or is not valid UTF-8: the request is refused,
-// not charged to a later source (an oversized key must not fall back to the
-// caller's IP bucket). It does not allocate.
+// than MaxSubjectLen bytes, is not valid UTF-8, or was sent twice (see
+// multiValued): the request is refused, not charged to a later source (an
+// oversized or doubled key must not fall back to the caller's IP bucket).
+// It does not allocate.
 func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
+	subject, from, f := Find(sources, r)
+	return subject, from, f == Found
+}
+
+// Finding says what Find found.
+type Finding uint8
+
+// Find's outcomes.
+const (
+	// Absent: no source has a value.
+	Absent Finding = iota
+	// Found: the subject.
+	Found
+	// Refused: the first value is hostile (too long, not UTF-8, sent
+	// twice); the request must be refused, not charged elsewhere.
+	Refused
+)
+
+// Find is Subject, telling an absent subject from a refused one. It does
+// not allocate.
+func Find(sources []Source, r *Request) (subject string, from SourceKind, f Finding) {
 	for i := range sources {
 		s := &sources[i]
 		var v string
@@ -199,13 +308,19 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 			v = r.APIKey
 		case SourceIP:
 			v = r.SourceIP
+		case SourceJWT:
+			v, _ = r.Claims.String(s.Name)
+		case SourceContext:
+			v = r.Context[s.Name]
+		case SourcePrincipal:
+			v = r.Principal
 		}
 		if v = strings.TrimSpace(v); v != "" {
-			if len(v) > MaxSubjectLen || !utf8.ValidString(v) {
-				return "", s.Kind, false
+			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
+				return "", s.Kind, Refused
 			}
-			return v, s.Kind, true
+			return v, s.Kind, Found
 		}
 	}
-	return "", 0, false
+	return "", 0, Absent
 }

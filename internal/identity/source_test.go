@@ -105,3 +105,34 @@ func TestSubjectHygiene(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjectMultiValued: a subject header or parameter sent twice is
+// refused, whichever way the gateway reports it (REST multi-value maps,
+// HTTP API's comma join), and never falls back to the IP.
+func TestSubjectMultiValued(t *testing.T) {
+	t.Parallel()
+	sources, err := identity.ParseSources("header:x-api-key,query:api_key,ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		r    identity.Request
+		want string
+		ok   bool
+	}{
+		{"one header", identity.Request{Headers: map[string]string{"x-api-key": "a"}, MultiHeaders: map[string][]string{"X-Api-Key": {"a"}}}, "a", true},
+		{"REST: two header lines", identity.Request{Headers: map[string]string{"x-api-key": "b"}, MultiHeaders: map[string][]string{"X-API-KEY": {"a", "b"}}}, "", false},
+		{"HTTP API: joined", identity.Request{Headers: map[string]string{"x-api-key": "a,b"}}, "", false},
+		{"HTTP API: joined with space", identity.Request{Headers: map[string]string{"x-api-key": "a, b"}}, "", false},
+		{"REST: two parameters", identity.Request{Query: map[string]string{"api_key": "b"}, MultiQuery: map[string][]string{"api_key": {"a", "b"}}}, "", false},
+		{"HTTP API: parameters joined", identity.Request{Query: map[string]string{"api_key": "a,b"}}, "", false},
+		{"another header twice is fine", identity.Request{Headers: map[string]string{"x-api-key": "a", "accept": "x,y"}, MultiHeaders: map[string][]string{"accept": {"x", "y"}}}, "a", true},
+	} {
+		tc.r.SourceIP = "192.0.2.1"
+		got, _, ok := identity.Subject(sources, &tc.r)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Subject = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

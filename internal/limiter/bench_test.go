@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"crypto/sha256"
 	"slices"
 	"strconv"
 	"sync"
@@ -184,4 +185,24 @@ func run(b *testing.B, callers int, op func(ctx context.Context, i int) error, l
 	if n := failed.Load(); n > 0 {
 		b.Errorf("%d of %d ops failed, the first with: %v", n, b.N, firstErr.Load())
 	}
+}
+
+// BenchmarkSubjectDigest compares the keyed subject digest (HMAC-SHA256,
+// what the Limiter computes once per call) with the plain SHA-256 it
+// replaced.
+func BenchmarkSubjectDigest(b *testing.B) {
+	h := NewHasher([]byte("0123456789abcdef0123456789abcdef"))
+	const subject = "sk_live_0123456789abcdef"
+	b.Run("hmac", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h.digest(subject)
+		}
+	})
+	b.Run("sha256", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sha256.Sum256([]byte(subject))
+		}
+	})
 }

@@ -127,8 +127,7 @@ func (c *denyCache) add(k denyKey, d Decision, sent, until int64) {
 
 // dropSubject removes every entry of subject (after a Reset). It walks the
 // cache: a Reset is an admin call, rare beside Allow.
-func (c *denyCache) dropSubject(subject string) {
-	sd := digestOf(subject)
+func (c *denyCache) dropSubject(sd subjectDigest) {
 	for _, k := range c.lru.Keys() {
 		if k.subject == sd {
 			c.lru.Remove(k)

@@ -24,8 +24,6 @@ package limiter
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -35,8 +33,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxBuckets is the most buckets one Request may charge.
-const MaxBuckets = 8
+// MaxBuckets is the most buckets one Request may charge: the rate and
+// quota rules of a request's two scopes (4) for each of up to 4 dimensions
+// (the default and identity's MaxDimensions named ones).
+const MaxBuckets = 16
 
 // MaxHorizon bounds a bucket's refill horizon, Burst·Period/Limit: the time
 // its empty bucket takes to fill up again. Ten years (of 365 days) keeps
@@ -84,6 +84,11 @@ type Bucket struct {
 	// keeps Cost + MinRemaining at most the capacity (Burst, or Limit for
 	// a quota), or no request passes.
 	MinRemaining int64
+	// Subject, when not empty, is the subject this bucket counts instead of
+	// Request.Subject: another dimension of the request, such as the
+	// caller's IP beside its API key (see dimensions.go for what is atomic
+	// on Redis Cluster). Peek and Reset ignore it.
+	Subject string
 }
 
 // Window is a quota's calendar window. Every window is in UTC and repeats
@@ -162,7 +167,7 @@ type Decision struct {
 	Bucket int
 	// ShadowDenied has bit i set when shadow bucket Request.Buckets[i]
 	// would have denied.
-	ShadowDenied uint8
+	ShadowDenied uint16
 	// FailOpen is set when Redis failed (or the breaker was open) and the
 	// buckets' failure mode allowed the request.
 	FailOpen bool
@@ -245,6 +250,13 @@ type Options struct {
 	// BreakerCooldown is how long the open breaker skips Redis before it
 	// lets one probe through; default 1s.
 	BreakerCooldown time.Duration
+	// SubjectKey is the per-deployment key of the subject hash
+	// (HMAC-SHA256): without it a subject's hash, in a key name, a log
+	// line or a principalId, is a plain digest anyone can recompute from
+	// a guess (every IPv4 address takes seconds). Default empty (tests,
+	// sluice local before it generates one). Changing it starts every
+	// subject on fresh buckets.
+	SubjectKey []byte
 	// OnBreakerChange, when set, is called on every breaker transition,
 	// synchronously, from the goroutine whose call caused it. It must be
 	// quick and must not call the Limiter.
@@ -287,42 +299,23 @@ type Stats struct {
 	LeaseOutstanding int64  // tokens held by leases now, charged and not yet used or given back
 }
 
-// SubjectHash returns the hex hash of a subject used in keys (and by the
-// authorizer as the principal id): the first 16 bytes of its SHA-256, 32
-// lowercase hex characters.
+// SubjectHash returns the hex hash of a subject under the empty key, as a
+// Limiter without Options.SubjectKey names its keys: the first 16 bytes of
+// HMAC-SHA256("", subject), 32 lowercase hex characters. Deployments set a
+// key; use Limiter.SubjectHash there.
 func SubjectHash(subject string) string {
-	var b [32]byte
-	appendSubjectHash(b[:0], digestOf(subject))
-	return string(b[:])
+	return unkeyed.SubjectHash(subject)
 }
 
-// subjectDigest is the first 16 bytes of SHA-256(subject): what the keys
-// and the deny cache know of a subject. Computed once per call.
+// subjectDigest is the first 16 bytes of HMAC-SHA256(key, subject): what
+// the keys and the deny cache know of a subject. Computed once per call.
 type subjectDigest [16]byte
 
-// digestOf returns subject's digest without allocating, whatever its
-// length: sha256.Sum256([]byte(subject)) would copy a long subject to the
-// heap first.
-func digestOf(subject string) subjectDigest {
-	var (
-		sd  subjectDigest
-		sum [sha256.Size]byte
-		buf [256]byte
-	)
-	d := sha256.New()
-	for s := subject; len(s) > 0; {
-		n := copy(buf[:], s)
-		d.Write(buf[:n])
-		s = s[n:]
-	}
-	copy(sd[:], d.Sum(sum[:0]))
-	return sd
-}
+// unkeyed is the Hasher of the empty key (tests, and Limiters without one).
+var unkeyed = NewHasher(nil)
 
-// appendSubjectHash appends the hex form of sd (SubjectHash) to dst.
-func appendSubjectHash(dst []byte, sd subjectDigest) []byte {
-	return hex.AppendEncode(dst, sd[:])
-}
+// digestOf returns subject's digest under the empty key.
+func digestOf(subject string) subjectDigest { return unkeyed.digest(subject) }
 
 // Defaults for the zero Options.
 const (
@@ -344,6 +337,8 @@ type redisClient interface {
 // concurrent use; create one per process and reuse it.
 type Limiter struct {
 	rdb     redisClient
+	cluster bool // keys of different hash tags may not share a script
+	hash    *Hasher
 	prefix  string
 	timeout time.Duration
 	margin  time.Duration // <0: default (2ms + 1%)
@@ -368,6 +363,8 @@ type counters struct {
 func New(c redis.UniversalClient, o Options) *Limiter {
 	l := &Limiter{
 		rdb:     c,
+		cluster: isCluster(c),
+		hash:    NewHasher(o.SubjectKey),
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
 		margin:  o.DenyCacheMargin,
@@ -402,6 +399,11 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// SubjectHash returns the hex hash of subject under the Limiter's
+// SubjectKey, as its Redis keys name it: what may be logged or returned
+// in place of the subject.
+func (l *Limiter) SubjectHash(subject string) string { return l.hash.SubjectHash(subject) }
+
 // now is the monotonic time since New, in nanoseconds.
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
@@ -428,7 +430,11 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
-	sd := digestOf(req.Subject)
+	sd := l.hash.digest(req.Subject)
+	dims := l.dims(&req)
+	if dims != nil {
+		sd = dims.all
+	}
 	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
@@ -441,9 +447,19 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 
 	// Token leases (lease.go): admitted from a lease, or by a lease call.
-	lh, ld, lerr, leased := l.lease(ctx, sd, req)
-	if leased {
-		return ld, lerr
+	// A request charging several subjects (dimensions.go) is never
+	// leased: a lease's calls and its return name the buckets of one
+	// subject, and on Redis Cluster its subjects are not one script's.
+	var lh leaseHandle
+	if dims == nil {
+		var (
+			ld     Decision
+			lerr   error
+			leased bool
+		)
+		if lh, ld, lerr, leased = l.lease(ctx, sd, req); leased {
+			return ld, lerr
+		}
 	}
 
 	start := l.now()
@@ -453,12 +469,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return l.failure(req, ErrBreakerOpen)
 	}
 	l.st.redisCalls.Add(1)
-	res, err := l.eval(ctx, sd, req.Cost, req.Buckets)
-	var r reply
-	if err == nil {
-		rd := replyReader{s: res}
-		r, err = parseReply(&rd, len(req.Buckets))
-	}
+	r, err := l.run(ctx, sd, dims, req.Cost, req.Buckets)
 	if err != nil {
 		l.st.errors.Add(1)
 		l.breaker.done(l.now(), false, probe)
@@ -509,7 +520,7 @@ func (l *Limiter) cacheUntil(start int64, r time.Duration) int64 {
 // Redis is tried again), else allow and flag FailOpen.
 func (l *Limiter) failure(req Request, err error) (Decision, error) {
 	if !errors.Is(err, ErrBreakerOpen) {
-		err = fmt.Errorf("limiter: subject %s: %w", SubjectHash(req.Subject), err)
+		err = fmt.Errorf("limiter: subject %s: %w", l.SubjectHash(req.Subject), err)
 	}
 	first := -1
 	for i, b := range req.Buckets {
@@ -539,20 +550,20 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 	if err := validate(buckets, 0, true); err != nil {
 		return nil, err
 	}
-	res, err := l.eval(ctx, digestOf(subject), 0, buckets)
+	res, err := l.eval(ctx, l.hash.digest(subject), 0, buckets)
 	if err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), err)
 	}
 	rd := replyReader{s: res}
 	if _, err := parseReply(&rd, len(buckets)); err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), err)
 	}
 	out := make([]BucketState, len(buckets))
 	for i := range out {
 		out[i] = BucketState{Remaining: rd.next(), Reset: ms(rd.next())}
 	}
 	if rd.err != nil {
-		return nil, fmt.Errorf("limiter: peek subject %s: %w", SubjectHash(subject), rd.err)
+		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), rd.err)
 	}
 	return out, nil
 }
@@ -563,20 +574,21 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 // entries until they expire, at most the retry-after Redis gave them, and
 // their leases admit what they hold for at most their LeaseTTL.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
+	sd := l.hash.digest(subject)
 	if l.cache != nil {
-		l.cache.dropSubject(subject)
+		l.cache.dropSubject(sd)
 	}
-	l.dropLeases(digestOf(subject))
+	l.dropLeases(sd)
 	if err := validate(buckets, 0, false); err != nil {
 		return err
 	}
 	c := getCall()
 	defer putCall(c)
-	c.build(l.prefix, digestOf(subject), 0, buckets)
+	c.build(l.prefix, l.hash.digest(subject), 0, buckets)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.rdb.Del(ctx, c.keys...).Err(); err != nil {
-		return fmt.Errorf("limiter: reset subject %s: %w", SubjectHash(subject), err)
+		return fmt.Errorf("limiter: reset subject %s: %w", l.SubjectHash(subject), err)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type reply struct {
 	remaining int64 // tokens
 	reset     int64 // ms
 	retry     int64 // ms; -1 = never
-	mask      uint8
+	mask      uint16
 }
 
 // errBadReply wraps a script reply the Limiter cannot parse.
@@ -66,7 +66,7 @@ func parseReply(rd *replyReader, n int) (reply, error) {
 	r.remaining = rd.next()
 	r.reset = rd.next()
 	r.retry = rd.next()
-	r.mask = uint8(rd.next())
+	r.mask = uint16(rd.next())
 	if rd.err != nil {
 		return reply{}, rd.err
 	}

@@ -1,7 +1,11 @@
 package limiter
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -113,4 +117,28 @@ func FuzzParseReply(f *testing.F) {
 			t.Errorf("parseReply(%q).remaining = %d, want %d", s, r.remaining, v)
 		}
 	})
+}
+
+// TestHasherIsHMAC checks the hand-rolled HMAC against crypto/hmac, for
+// keys shorter than, equal to and longer than SHA-256's block, and that a
+// key changes every hash (a mutation that dropped the key fails here).
+func TestHasherIsHMAC(t *testing.T) {
+	long := strings.Repeat("s", 1000)
+	for _, key := range [][]byte{nil, []byte("k"), bytes.Repeat([]byte{7}, 64), bytes.Repeat([]byte{9}, 100)} {
+		for _, subject := range []string{"", "alice", long} {
+			m := hmac.New(sha256.New, key)
+			m.Write([]byte(subject))
+			want := hex.EncodeToString(m.Sum(nil)[:16])
+			if got := NewHasher(key).SubjectHash(subject); got != want {
+				t.Errorf("NewHasher(%d-byte key).SubjectHash(%d bytes) = %s, want HMAC %s", len(key), len(subject), got, want)
+			}
+		}
+	}
+	if NewHasher([]byte("a")).SubjectHash("10.0.0.1") == SubjectHash("10.0.0.1") {
+		t.Error("a keyed hash equals the unkeyed one")
+	}
+	h := NewHasher([]byte("k"))
+	if n := testing.AllocsPerRun(100, func() { h.digest(long) }); n != 0 {
+		t.Errorf("digest(1 KB subject) allocates %v times, want 0", n)
+	}
 }

@@ -81,7 +81,7 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	if idempotencyKey != "" && !ValidIdempotencyKey(idempotencyKey) {
 		return Usage{}, ErrBadIdempotencyKey
 	}
-	sd := digestOf(subject)
+	sd := l.hash.digest(subject)
 	head := l.prefix + "{" + string(appendSubjectHash(nil, sd)) + "}:"
 	keys := make([]string, 0, len(buckets)+1)
 	for _, b := range buckets {
@@ -103,14 +103,14 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	defer cancel()
 	res, err := bucketScript.Run(ctx, l.rdb, keys, args...).Text()
 	if err != nil {
-		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", SubjectHash(subject), err)
+		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), err)
 	}
 	if cost < 0 && l.cache != nil {
-		l.cache.dropSubject(subject)
+		l.cache.dropSubject(sd)
 	}
 	rd := replyReader{s: res}
 	if len(rd.s) < 2 || rd.s[:2] != "u " {
-		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w: %q", SubjectHash(subject), errBadReply, res)
+		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w: %q", l.SubjectHash(subject), errBadReply, res)
 	}
 	rd.s = rd.s[2:]
 	u := Usage{Duplicate: rd.next() == 1, Buckets: make([]UsageState, len(buckets))}
@@ -118,7 +118,7 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 		u.Buckets[i] = UsageState{Remaining: rd.next(), Reset: ms(rd.next())}
 	}
 	if rd.err != nil {
-		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", SubjectHash(subject), rd.err)
+		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), rd.err)
 	}
 	return u, nil
 }

@@ -106,6 +106,11 @@ type Rule struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Description is free text for people, at most 1024 bytes.
 	Description string `json:"description,omitempty"`
+	// Dimension names the subject the rule limits, one of the authorizer's
+	// DIMENSIONS (such as "ip" or "tenant"); empty (or "default") is the
+	// default dimension, the subject SUBJECT_SOURCES finds. A rule of a
+	// dimension the authorizer does not have never applies.
+	Dimension string `json:"dimension,omitempty"`
 	// Version starts at 1 and grows by one on every update; it is the ETag.
 	Version int64 `json:"version"`
 	// CreatedAt and UpdatedAt are set by the store.

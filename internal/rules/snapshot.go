@@ -142,6 +142,11 @@ func (m Match) Cost() int64 {
 	return 1
 }
 
+// Any reports whether a rule (or the default) applies.
+func (m Match) Any() bool {
+	return m.API != nil || m.Route != nil || m.APIQuota != nil || m.RouteQuota != nil
+}
+
 // All returns the rules of m, rate rules first: API, Route, APIQuota,
 // RouteQuota, nil where absent.
 func (m Match) All() [4]*Effective {
@@ -218,6 +223,11 @@ type Snapshot struct {
 	// route-scope (method, resource) pairs, sorted: ForSubject walks them.
 	routesByAPI map[string][]routeKey
 	apis        []string // every api named by a rule, sorted
+
+	// dims holds the rules of each named dimension (Rule.Dimension), each
+	// a Snapshot of its own without a default rule; nil when there are
+	// none. The receiver holds the default dimension's.
+	dims map[string]*Snapshot
 }
 
 // index holds the rules of one kind for Match: the API-wide scope by api,
@@ -271,7 +281,21 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	}
 	slices.SortFunc(s.plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
 
-	sorted := slices.Clone(rs)
+	// Other dimensions' rules go to a snapshot of their own: scopes,
+	// precedence and matching are per dimension.
+	var byDim map[string][]Rule
+	sorted := make([]Rule, 0, len(rs))
+	for _, r := range rs {
+		if d := NormalizeDimension(r.Dimension); d != "" {
+			if byDim == nil {
+				byDim = make(map[string][]Rule)
+			}
+			r.Dimension = "" // one level: the dimension's own snapshot
+			byDim[d] = append(byDim[d], r)
+			continue
+		}
+		sorted = append(sorted, r)
+	}
 	slices.SortStableFunc(sorted, func(a, b Rule) int { return cmp.Compare(a.ID, b.ID) })
 	s.rules = make([]Effective, 0, len(sorted))
 	ids := make(map[string]bool, len(sorted))
@@ -341,6 +365,19 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		s.apis = append(s.apis, a)
 	}
 	slices.Sort(s.apis)
+
+	for d, drs := range byDim {
+		sub := NewSnapshot(drs, ps, SnapshotOptions{})
+		if s.dims == nil {
+			s.dims = make(map[string]*Snapshot, len(byDim))
+		}
+		s.dims[d] = sub
+		for _, sk := range sub.skipped {
+			if sk.Kind == KindRule { // plans were reported above
+				s.skipped = append(s.skipped, sk)
+			}
+		}
+	}
 
 	if opt.Default != nil {
 		d, reason := defaultEffective(*opt.Default)
@@ -532,7 +569,29 @@ func pick(gs []*group, subject string) *Effective {
 
 // Len returns the number of rules in the snapshot: enabled, valid and not
 // skipped.
-func (s *Snapshot) Len() int { return len(s.rules) }
+func (s *Snapshot) Len() int {
+	n := len(s.rules)
+	for _, d := range s.dims {
+		n += len(d.rules)
+	}
+	return n
+}
+
+// emptySnapshot is what Dimension returns for a dimension without rules.
+var emptySnapshot = NewSnapshot(nil, nil, SnapshotOptions{})
+
+// Dimension returns the rules of dimension name ("" or "default": s
+// itself, with the default rule); a dimension without rules gives an empty
+// snapshot, which matches nothing. It does not allocate.
+func (s *Snapshot) Dimension(name string) *Snapshot {
+	if name == "" || name == DefaultDimension {
+		return s
+	}
+	if d, ok := s.dims[name]; ok {
+		return d
+	}
+	return emptySnapshot
+}
 
 // Rules returns a copy of the snapshot's rules as applied, ordered by ID.
 func (s *Snapshot) Rules() []Effective { return slices.Clone(s.rules) }

@@ -591,3 +591,34 @@ func BenchmarkNewSnapshot(b *testing.B) {
 		NewSnapshot(rs, nil, SnapshotOptions{})
 	}
 }
+
+// TestSnapshotDimensions: rules of a named dimension match only through
+// Dimension(name), never the default dimension's Match; each dimension
+// has its own scopes.
+func TestSnapshotDimensions(t *testing.T) {
+	t.Parallel()
+	lim := int64(5)
+	mk := func(id, dim string) Rule {
+		return Rule{ID: id, API: "a", Route: "*", Subject: "*", Limit: &lim, Period: Period(time.Minute), Dimension: dim}
+	}
+	s := NewSnapshot([]Rule{mk("r1", ""), mk("r2", "ip"), mk("r3", "default"), mk("r4", "IP")}, nil, SnapshotOptions{})
+	if got := s.Match("a", "GET", "/", "x").API; got == nil || got.ID != "r1" {
+		t.Errorf("default Match = %v, want r1", got)
+	}
+	if got := s.Dimension("ip").Match("a", "GET", "/", "192.0.2.1").API; got == nil || got.ID != "r2" {
+		t.Errorf("Dimension(ip) Match = %v, want r2", got)
+	}
+	if got := s.Dimension("tenant").Match("a", "GET", "/", "x").API; got != nil {
+		t.Errorf("Dimension(tenant) Match = %v, want none", got)
+	}
+	if s.Dimension("default") != s {
+		t.Error(`Dimension("default") is not the snapshot itself`)
+	}
+	// r3 ("default") contests r1's scope; r4 ("IP") r2's.
+	if sk := s.Skipped(); len(sk) != 2 {
+		t.Errorf("Skipped = %+v, want r3 and r4", sk)
+	}
+	if s.Len() != 2 {
+		t.Errorf("Len = %d, want 2", s.Len())
+	}
+}

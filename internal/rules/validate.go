@@ -64,6 +64,7 @@ func (r *Rule) Normalize() {
 	r.Subject = strings.TrimSpace(r.Subject)
 	r.Plan = strings.TrimSpace(r.Plan)
 	r.Description = strings.TrimSpace(r.Description)
+	r.Dimension = NormalizeDimension(r.Dimension)
 	r.FailureMode = FailureMode(strings.ToLower(strings.TrimSpace(string(r.FailureMode))))
 	if r.FailureMode == "" {
 		r.FailureMode = FailOpen
@@ -200,7 +201,38 @@ func (r Rule) Validate() error {
 		v.add("mode", `must be "enforce" or "shadow"`)
 	}
 	v.check("description", descriptionProblem(r.Description))
+	if r.Dimension != "" && !ValidDimension(r.Dimension) {
+		v.add("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter")
+	}
 	return v.err()
+}
+
+// DefaultDimension is the name of the dimension SUBJECT_SOURCES finds; a
+// rule stores it as "".
+const DefaultDimension = "default"
+
+// NormalizeDimension trims name, lower-cases it, and maps "default" to "".
+func NormalizeDimension(name string) string {
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == DefaultDimension {
+		return ""
+	}
+	return name
+}
+
+// ValidDimension reports whether name can name a dimension:
+// ^[a-z][a-z0-9_-]{0,31}$.
+func ValidDimension(name string) bool {
+	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate reports every problem with p as a *ValidationError with JSON

@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/headers"
-	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -68,6 +68,15 @@ type Options struct {
 	// Stats, when set, counts every decision per rule and each denied
 	// subject (by hash), for the admin API's GET /stats (sluice local).
 	Stats *stats.Stats
+	// Upstream, when set, is the authorizer asked first
+	// (UPSTREAM_AUTHORIZER): its Deny or Unauthorized is the answer; its
+	// Allow names the caller (principal, context:<key> sources), and its
+	// principalId and context are passed on. Authorizer handlers only.
+	Upstream *identity.Upstream
+	// UpstreamIdentity are the sources whose values key the upstream's
+	// cached answers; default identity.DefaultUpstreamIdentity (the
+	// Authorization header).
+	UpstreamIdentity []identity.Source
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -91,40 +100,87 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 }
 
 // Authorizer answers API Gateway authorizer events.
-type Authorizer struct{ handler }
+type Authorizer struct {
+	handler
+	up         *identity.Upstream // nil: no upstream authorizer
+	upIdentity []identity.Source
+}
 
 // NewAuthorizer returns the authorizer event handler around a.
 func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
-	return &Authorizer{newHandler(a, o)}
+	h := &Authorizer{handler: newHandler(a, o), up: o.Upstream, upIdentity: o.UpstreamIdentity}
+	if len(h.upIdentity) == 0 {
+		h.upIdentity = identity.DefaultUpstreamIdentity
+	}
+	return h
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
 // for ev.MethodArn, principalId the subject hash, and the rate-limit context
 // values. It returns ErrUnauthorized when the request has no subject.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
-	req := authorizer.Request{
-		API:      ev.RequestContext.APIID,
-		Method:   first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		Resource: first(ev.Resource, ev.RequestContext.ResourcePath),
-		Headers:  ev.Headers,
-		Query:    ev.QueryStringParameters,
-		APIKey:   ev.RequestContext.Identity.APIKey,
-		SourceIP: ev.RequestContext.Identity.SourceIP,
+	req := restRequest(&ev)
+	if h.up != nil {
+		event, err := upstreamEvent(ev)
+		if err != nil {
+			return events.APIGatewayCustomAuthorizerResponse{}, err
+		}
+		pass, err := h.chain(ctx, event, ev.MethodArn, &req)
+		if err != nil || pass != nil {
+			var out events.APIGatewayCustomAuthorizerResponse
+			if err == nil {
+				err = json.Unmarshal(pass, &out)
+			}
+			return out, err
+		}
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return h.restResponse(&res, ev.MethodArn), nil
+	return h.restResponse(&res, &req, ev.MethodArn), nil
 }
 
-func (h *handler) restResponse(res *authorizer.Result, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+// restRequest is what the decision reads of a REST API REQUEST event.
+func restRequest(ev *events.APIGatewayCustomAuthorizerRequestTypeRequest) authorizer.Request {
+	return authorizer.Request{
+		API:          ev.RequestContext.APIID,
+		Method:       first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		Resource:     first(ev.Resource, ev.RequestContext.ResourcePath),
+		Headers:      ev.Headers,
+		MultiHeaders: ev.MultiValueHeaders,
+		Query:        ev.QueryStringParameters,
+		MultiQuery:   ev.MultiValueQueryStringParameters,
+		APIKey:       ev.RequestContext.Identity.APIKey,
+		SourceIP:     ev.RequestContext.Identity.SourceIP,
+	}
+}
+
+// httpRequest is what the decision reads of an HTTP API payload 2.0 event.
+func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer.Request {
+	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
+	return authorizer.Request{
+		API:      ev.RequestContext.APIID,
+		Method:   method,
+		Resource: resource,
+		Headers:  ev.Headers,
+		Query:    ev.QueryStringParameters,
+		SourceIP: ev.RequestContext.HTTP.SourceIP,
+	}
+}
+
+func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
 	}
+	// The upstream's principalId is the backend's contract: keep it.
+	principal := h.a.SubjectHash(res.Subject)
+	if req.Upstream != nil && req.Upstream.Principal != "" {
+		principal = req.Upstream.Principal
+	}
 	return events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: limiter.SubjectHash(res.Subject),
+		PrincipalID: principal,
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -142,14 +198,20 @@ func (h *handler) restResponse(res *authorizer.Result, methodARN string) events.
 // answers with 403: it cannot send 429 or Retry-After. It returns
 // ErrUnauthorized (401) when the request has no subject.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
-	req := authorizer.Request{
-		API:      ev.RequestContext.APIID,
-		Method:   method,
-		Resource: resource,
-		Headers:  ev.Headers,
-		Query:    ev.QueryStringParameters,
-		SourceIP: ev.RequestContext.HTTP.SourceIP,
+	req := httpRequest(&ev)
+	if h.up != nil {
+		event, err := upstreamEvent(ev)
+		if err != nil {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
+		}
+		pass, err := h.chain(ctx, event, ev.RouteArn, &req)
+		if err != nil || pass != nil {
+			var out events.APIGatewayV2CustomAuthorizerSimpleResponse
+			if err == nil {
+				err = json.Unmarshal(pass, &out)
+			}
+			return out, err
+		}
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
@@ -179,14 +241,17 @@ func httpRoute(routeKey, method string) (string, string) {
 // REQUEST event and an HTTP API payload 2.0 event, so Invoke decodes a
 // payload once and skips the rest (multi-value maps, certificates).
 type authEvent struct {
-	Version        string            `json:"version"`
-	Type           string            `json:"type"`
-	MethodArn      string            `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
-	Resource       string            `json:"resource"`
-	HTTPMethod     string            `json:"httpMethod"`
-	RouteKey       string            `json:"routeKey"`
-	Headers        map[string]string `json:"headers"`
-	Query          map[string]string `json:"queryStringParameters"`
+	Version        string              `json:"version"`
+	Type           string              `json:"type"`
+	MethodArn      string              `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
+	RouteArn       string              `json:"routeArn"`
+	Resource       string              `json:"resource"`
+	HTTPMethod     string              `json:"httpMethod"`
+	RouteKey       string              `json:"routeKey"`
+	Headers        map[string]string   `json:"headers"`
+	MultiHeaders   map[string][]string `json:"multiValueHeaders"`
+	Query          map[string]string   `json:"queryStringParameters"`
+	MultiQuery     map[string][]string `json:"multiValueQueryStringParameters"`
 	RequestContext struct {
 		APIID        string `json:"apiId"`
 		HTTPMethod   string `json:"httpMethod"`
@@ -216,6 +281,11 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if ev.Version == "2.0" {
 		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
 		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
+		if h.up != nil {
+			if pass, err := h.chain(ctx, payload, ev.RouteArn, &req); err != nil || pass != nil {
+				return pass, err
+			}
+		}
 		res, ok := h.decide(ctx, &req)
 		if !ok {
 			return nil, ErrUnauthorized
@@ -226,19 +296,26 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
 	}
 	req := authorizer.Request{
-		API:      rc.APIID,
-		Method:   first(ev.HTTPMethod, rc.HTTPMethod),
-		Resource: first(ev.Resource, rc.ResourcePath),
-		Headers:  ev.Headers,
-		Query:    ev.Query,
-		APIKey:   rc.Identity.APIKey,
-		SourceIP: rc.Identity.SourceIP,
+		API:          rc.APIID,
+		Method:       first(ev.HTTPMethod, rc.HTTPMethod),
+		Resource:     first(ev.Resource, rc.ResourcePath),
+		Headers:      ev.Headers,
+		MultiHeaders: ev.MultiHeaders,
+		Query:        ev.Query,
+		MultiQuery:   ev.MultiQuery,
+		APIKey:       rc.Identity.APIKey,
+		SourceIP:     rc.Identity.SourceIP,
+	}
+	if h.up != nil {
+		if pass, err := h.chain(ctx, payload, ev.MethodArn, &req); err != nil || pass != nil {
+			return pass, err
+		}
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return json.Marshal(h.restResponse(&res, ev.MethodArn))
+	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
@@ -259,7 +336,7 @@ func (h *handler) record(ctx context.Context, req *authorizer.Request, res *auth
 	var hash string
 	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
 		// Only these are hashed: an allowed request pays nothing more.
-		hash = limiter.SubjectHash(res.Subject)
+		hash = h.a.SubjectHash(res.Subject)
 		logDecision(ctx, h.log, req, res, hash, err)
 	}
 	h.m.Record(res)
@@ -325,6 +402,13 @@ func (h *handler) contextValues(r *authorizer.Result) map[string]any {
 		KeyRateLimit:       string(r.AppendRateLimit(buf[:0])),
 		KeyRule:            r.Rule,
 		KeyFailOpen:        r.FailOpen,
+	}
+	// The verified identity (claims, an upstream authorizer's context),
+	// without overwriting the rate-limit keys the gateway responses read.
+	for k, x := range r.Context {
+		if _, taken := v[k]; !taken {
+			v[k] = x
+		}
 	}
 	if h.headers&headers.Legacy != 0 {
 		// The authorizer's clock: the client compares it with its own.

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
@@ -362,9 +363,9 @@ func TestParseCheckRequest(t *testing.T) {
 		{body: `{"subject":5,"api":"a","route":"*","cost":1000001}`, wantErr: httpapi.BadRequest(
 			rules.FieldError{Field: "subject", Reason: "must be a string, not number"},
 			rules.FieldError{Field: "cost", Reason: "must be between 1 and 1000000, or absent"})},
-		{body: `{"subject":"` + strings.Repeat("s", 1025) + `","api":"` + strings.Repeat("a", 129) + `","route":"*"}`,
+		{body: `{"subject":"` + strings.Repeat("s", identity.MaxSubjectLen+1) + `","api":"` + strings.Repeat("a", 129) + `","route":"*"}`,
 			wantErr: httpapi.BadRequest(
-				rules.FieldError{Field: "subject", Reason: "must be at most 1024 bytes"},
+				rules.FieldError{Field: "subject", Reason: "must be at most 256 bytes"},
 				rules.FieldError{Field: "api", Reason: "must be at most 128 bytes, without white space"})},
 		{body: `{"subject":"s","api":"a","route":"*"}x`,
 			wantErr: &httpapi.Error{Status: 400, Detail: "The request body has data after the JSON object."}},

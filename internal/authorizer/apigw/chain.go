@@ -30,11 +30,7 @@ import (
 // allows when its policy allows ev.MethodArn (Evaluate).
 func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse, key string) (events.APIGatewayCustomAuthorizerResponse, error) {
 	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.MethodArn), PrincipalID: up.PrincipalID, Context: up.Context}
-	req := authorizer.Request{
-		API:      ev.RequestContext.APIID,
-		Method:   first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		Resource: first(ev.Resource, ev.RequestContext.ResourcePath),
-	}
+	req := restRequest(&ev)
 	res, err := h.decideFor(ctx, &u, key, &req)
 	switch {
 	case errors.Is(err, authorizer.ErrUpstreamDenied):
@@ -43,9 +39,9 @@ func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAu
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
 	out := up
-	out.Context = authorizer.MergeContext(h.contextValues(&res), up.Context)
+	out.Context = authorizer.MergeContext(h.ownValues(&res), up.Context)
 	if !res.Allowed {
-		out.PolicyDocument = h.restResponse(&res, ev.MethodArn).PolicyDocument
+		out.PolicyDocument = h.restResponse(&res, &req, ev.MethodArn).PolicyDocument
 	}
 	return out, nil
 }
@@ -55,7 +51,8 @@ func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAu
 // key, or every allowed request is ErrUnauthorized.
 func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse, key string) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	u := authorizer.Upstream{Allowed: up.IsAuthorized, Context: up.Context}
-	res, err := h.decideFor(ctx, &u, key, httpRequest(&ev))
+	req := httpRequest(&ev)
+	res, err := h.decideFor(ctx, &u, key, &req)
 	switch {
 	case errors.Is(err, authorizer.ErrUpstreamDenied):
 		return up, nil
@@ -64,7 +61,7 @@ func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2Custom
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 		IsAuthorized: res.Allowed,
-		Context:      authorizer.MergeContext(h.contextValues(&res), up.Context),
+		Context:      authorizer.MergeContext(h.ownValues(&res), up.Context),
 	}, nil
 }
 
@@ -73,7 +70,8 @@ func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2Custom
 // (Evaluate); over the limit the policy becomes a Deny of ev.RouteArn.
 func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, key string) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
 	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.RouteArn), PrincipalID: up.PrincipalID, Context: up.Context}
-	res, err := h.decideFor(ctx, &u, key, httpRequest(&ev))
+	req := httpRequest(&ev)
+	res, err := h.decideFor(ctx, &u, key, &req)
 	switch {
 	case errors.Is(err, authorizer.ErrUpstreamDenied):
 		return up, nil
@@ -81,16 +79,11 @@ func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2Cus
 		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, ErrUnauthorized
 	}
 	out := up
-	out.Context = authorizer.MergeContext(h.contextValues(&res), up.Context)
+	out.Context = authorizer.MergeContext(h.ownValues(&res), up.Context)
 	if !res.Allowed {
-		out.PolicyDocument = h.restResponse(&res, ev.RouteArn).PolicyDocument
+		out.PolicyDocument = h.restResponse(&res, &req, ev.RouteArn).PolicyDocument
 	}
 	return out, nil
-}
-
-func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) *authorizer.Request {
-	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
-	return &authorizer.Request{API: ev.RequestContext.APIID, Method: method, Resource: resource}
 }
 
 // decideFor is decide behind an upstream: ErrUpstreamDenied is neither
@@ -111,4 +104,13 @@ func (h *handler) decideFor(ctx context.Context, up *authorizer.Upstream, key st
 	}
 	h.record(ctx, req, &res, err)
 	return res, nil
+}
+
+// ownValues are Sluice's own context values of res, without the
+// upstream's (res.Context, flattened to strings): MergeContext adds the
+// upstream's as it gave them, numbers and booleans kept.
+func (h *handler) ownValues(res *authorizer.Result) map[string]any {
+	own := *res
+	own.Context = nil
+	return h.contextValues(&own)
 }

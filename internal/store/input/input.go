@@ -111,3 +111,22 @@ func FilterText(f rules.Filter) error {
 func FieldError(field, reason string) error {
 	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
 }
+
+// SubjectRef names a rule's subject in an error message without quoting
+// it: an exact subject is often an API key, and a conflict error reaches
+// logs. The wildcard is not a secret.
+func SubjectRef(subject string) string {
+	if subject == "*" {
+		return `subject "*"`
+	}
+	return fmt.Sprintf("this exact subject (%d bytes)", len(subject))
+}
+
+// DimensionRef is ", dimension <name>" for a rule of a named dimension, for
+// a conflict message; "" for the default dimension.
+func DimensionRef(dimension string) string {
+	if dimension == "" {
+		return ""
+	}
+	return fmt.Sprintf(", dimension %q", dimension)
+}

@@ -3,6 +3,7 @@ package input_test
 import (
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -77,5 +78,15 @@ func TestID(t *testing.T) {
 	}
 	if _, ok := input.ID("nope"); ok {
 		t.Errorf("ID(nope) ok = true, want false")
+	}
+}
+
+func TestSubjectRefHidesTheSubject(t *testing.T) {
+	t.Parallel()
+	if got := input.SubjectRef("sk_live_secret"); strings.Contains(got, "secret") {
+		t.Errorf("SubjectRef(key) = %q, quotes the key", got)
+	}
+	if got, want := input.SubjectRef("*"), `subject "*"`; got != want {
+		t.Errorf("SubjectRef(*) = %q, want %q", got, want)
 	}
 }

@@ -28,6 +28,7 @@ import (
 type scope struct {
 	api, route, subject string
 	kind                rules.Kind
+	dimension           string
 }
 
 // Store is an in-memory rules store, safe for concurrent use. The zero value
@@ -83,7 +84,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sc := scope{r.API, r.Route, r.Subject, r.Kind}
+	sc := scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	// The count first, as PostgreSQL counts before it inserts.
 	if len(s.rules) >= s.maxRules {
 		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
@@ -143,7 +144,7 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if err := checkRule(r); err != nil {
 		return rules.Rule{}, err
 	}
-	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Kind}, scope{r.API, r.Route, r.Subject, r.Kind}
+	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension}, scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
 		return rules.Rule{}, scopeConflict(r)
 	}
@@ -178,7 +179,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
 	}
 	delete(s.rules, cid)
-	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Kind})
+	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension})
 	s.record(rules.KindRule, cid, rules.ActionDelete, actor, now(), old, nil)
 	return nil
 }
@@ -451,7 +452,7 @@ func toJSON(v any) json.RawMessage {
 }
 
 func scopeConflict(r rules.Rule) error {
-	return fmt.Errorf("a %s rule for api %q, route %q, subject %q already exists: %w", r.Kind, r.API, r.Route, r.Subject, rules.ErrConflict)
+	return fmt.Errorf("a %s rule for api %q, route %q and %s%s already exists: %w", r.Kind, r.API, r.Route, input.SubjectRef(r.Subject), input.DimensionRef(r.Dimension), rules.ErrConflict)
 }
 
 func planInUse(name string, n int) error {
@@ -497,6 +498,8 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("min_remaining", "out of range")
 	case r.Kind == rules.Quota && r.Plan == "" && (!r.Period.Calendar() || r.Burst != nil):
 		return input.FieldError("period", "out of range")
+	case r.Dimension != "" && !rules.ValidDimension(r.Dimension):
+		return input.FieldError("dimension", "out of range")
 	}
 	return nil
 }

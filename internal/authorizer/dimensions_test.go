@@ -1,0 +1,69 @@
+package authorizer_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestDecideDimensions: with an "ip" dimension and a per-IP floor rule, a
+// caller sending a new key on every request gets the floor, not a fresh
+// bucket each time; another IP has its own floor; the key's own limit still
+// applies; default-dimension rules ignore the IP rules and vice versa.
+func TestDecideDimensions(t *testing.T) {
+	t.Parallel()
+	dims, err := identity.ParseDimensions("ip=ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := rule("floor", "api", "*", "*", 3, time.Minute)
+	floor.Dimension = "ip"
+	perKey := rule("key", "api", "*", "*", 2, time.Minute)
+	c := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "dims")
+	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
+	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second})
+	snap := rules.NewSnapshot([]rules.Rule{floor, perKey}, nil, rules.SnapshotOptions{})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
+	ctx := context.Background()
+	decide := func(key, ip string) authorizer.Result {
+		t.Helper()
+		res, err := a.Decide(ctx, &authorizer.Request{API: "api", Method: "GET", Resource: "/",
+			Headers: map[string]string{"x-api-key": key}, SourceIP: ip})
+		if err != nil {
+			t.Fatalf("Decide(%s, %s): %v", key, ip, err)
+		}
+		return res
+	}
+	for i := range 6 {
+		res := decide("random-"+strconv.Itoa(i), "198.51.100.1")
+		if want := i < 3; res.Allowed != want {
+			t.Errorf("request %d with a fresh key = allowed %v, want %v", i, res.Allowed, want)
+		}
+		if i >= 3 && res.Rule != "floor" {
+			t.Errorf("request %d denied by rule %q, want the floor", i, res.Rule)
+		}
+	}
+	if res := decide("random-x", "198.51.100.2"); !res.Allowed {
+		t.Error("another IP denied, want its own floor")
+	}
+	decide("k", "198.51.100.3")
+	decide("k", "198.51.100.4")
+	if res := decide("k", "198.51.100.5"); res.Allowed || res.Rule != "key" {
+		t.Errorf("third request of one key from three IPs = %+v, want denied by the key rule", res)
+	}
+	// Redis holds one bucket per key that got through (random-0..2,
+	// random-x, k) and one per IP that was charged (.1 to .4); the keys the
+	// floor denied and the floor of .5 (denied by the key, all or nothing)
+	// were never written.
+	if keys := testenv.Keys(ctx, t, c, prefix); len(keys) != 9 {
+		t.Errorf("%d Redis keys, want 9 (5 keys, 4 IPs): %v", len(keys), keys)
+	}
+}

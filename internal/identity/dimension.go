@@ -1,0 +1,98 @@
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MaxDimensions bounds the named dimensions beside the default one: each
+// adds up to four buckets (the rate and quota rules of the API-wide and
+// route scopes) to the limiter's MaxBuckets (16).
+const MaxDimensions = 3
+
+// DefaultDimension names the dimension SUBJECT_SOURCES finds.
+const DefaultDimension = "default"
+
+// Dimension is one more subject a request is limited on, beside the
+// default one: a name the rules refer to (rules.Rule.Dimension) and the
+// sources its subject is read from, in order.
+type Dimension struct {
+	Name    string
+	Sources []Source
+}
+
+// String returns d in the form ParseDimensions reads.
+func (d Dimension) String() string { return d.Name + "=" + FormatSources(d.Sources) }
+
+// FormatDimensions returns ds in the form ParseDimensions reads.
+func FormatDimensions(ds []Dimension) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return strings.Join(out, ";")
+}
+
+// ParseDimensions reads DIMENSIONS: "name=sources;name=sources", such as
+// "ip=ip;tenant=jwt:custom:tenant", each sources a SUBJECT_SOURCES list.
+// Names are 1 to 32 of [a-z0-9_-] starting with a letter, unique, and not
+// "default"; at most MaxDimensions. Empty gives none. Every problem is
+// reported.
+func ParseDimensions(s string) ([]Dimension, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var (
+		out  []Dimension
+		errs []error
+		seen = map[string]bool{}
+	)
+	for item := range strings.SplitSeq(s, ";") {
+		name, sources, ok := strings.Cut(item, "=")
+		name = strings.ToLower(strings.TrimSpace(name))
+		switch {
+		case !ok || strings.TrimSpace(sources) == "":
+			errs = append(errs, fmt.Errorf("dimension %q: want <name>=<sources>, such as ip=ip", strings.TrimSpace(item)))
+			continue
+		case !validDimension(name):
+			errs = append(errs, fmt.Errorf("dimension %q: a name is 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter", name))
+			continue
+		case name == DefaultDimension:
+			errs = append(errs, errors.New(`dimension "default" is SUBJECT_SOURCES: name the others`))
+			continue
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("dimension %q given twice", name))
+			continue
+		}
+		seen[name] = true
+		src, err := ParseSources(sources)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dimension %q: %w", name, err))
+			continue
+		}
+		out = append(out, Dimension{Name: name, Sources: src})
+	}
+	if len(out) > MaxDimensions {
+		errs = append(errs, fmt.Errorf("%d dimensions, at most %d beside the default", len(out), MaxDimensions))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validDimension mirrors rules.ValidDimension (identity imports nothing of
+// the module).
+func validDimension(name string) bool {
+	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
