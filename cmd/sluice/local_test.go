@@ -88,12 +88,17 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		sent := false
+		sent, base := false, ""
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(p.out, line)
-			if m := demoLine.FindStringSubmatch(line + " "); m != nil && !sent {
-				ready <- m[1]
+			if m := demoLine.FindStringSubmatch(line + " "); m != nil && base == "" {
+				base = m[1]
+			}
+			// Ready once the whole banner is out, so a test that reads it
+			// finds every line.
+			if base != "" && !sent && strings.HasPrefix(line, "Ctrl-C stops") {
+				ready <- base
 				sent = true
 			}
 		}
