@@ -46,4 +46,18 @@ func TestLocalSubjectHygiene(t *testing.T) {
 	if deadline == 50 {
 		t.Fatal("the per-IP floor never denied fresh keys")
 	}
+	// The CLI sees and resets the IP's floor through --dimension.
+	out, stderr, code := p.cli(t, "subjects", "limits", "127.0.0.1", "--api", "demo", "--route", "GET /items", "--dimension", "ip", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"remaining": 0`) && !strings.Contains(out, `"remaining":0`) {
+		t.Errorf("subjects limits 127.0.0.1 --dimension ip = exit %d, %s %s; want the floor at 0", code, out, stderr)
+	}
+	if _, stderr, code := p.cli(t, "subjects", "reset", "127.0.0.1", "--dimension", "ip"); code != 0 {
+		t.Fatalf("subjects reset --dimension ip = exit %d: %s", code, stderr)
+	}
+	if resp, body := p.get(t, "/items", "after-reset"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a fresh key after the floor's reset = %d %s, want 200", resp.StatusCode, body)
+	}
+	if _, stderr, code := p.cli(t, "subjects", "limits", "127.0.0.1", "--dimension", "Bad!"); code == 0 || !strings.Contains(stderr, "dimension") {
+		t.Errorf("subjects limits --dimension Bad! = exit %d, %s; want an error naming dimension", code, stderr)
+	}
 }

@@ -19,7 +19,7 @@ func subjectsCommands() []subcommand {
 	}
 }
 
-func subjectQuery(api, route string) url.Values {
+func subjectQuery(api, route, dimension string) url.Values {
 	q := url.Values{}
 	if api != "" {
 		q.Set("api", api)
@@ -27,20 +27,27 @@ func subjectQuery(api, route string) url.Values {
 	if route != "" {
 		q.Set("route", route)
 	}
+	if dimension != "" {
+		q.Set("dimension", dimension)
+	}
 	return q
 }
+
+const dimensionUsage = "the dimension whose rules the subject is looked up in (one of DIMENSIONS, such as ip for an IP's floor); default: the default one"
+
 
 func subjectsLimits(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "subjects limits", "SUBJECT", "Show the rules that apply to a subject and its buckets' state.")
 	a := addAdminFlags(fs)
 	api := fs.String("api", "", "API id (default: every API)")
 	route := fs.String("route", "", "route such as 'GET /items/{id}' (default: every route)")
+	dim := fs.String("dimension", "", dimensionUsage)
 	pos, c, err := a.connect(ctx, fs, args, 1)
 	if err != nil {
 		return err
 	}
 	var l admin.SubjectLimitsResponse
-	if _, err := c.getJSON(ctx, "/subjects/"+url.PathEscape(pos[0])+"/limits", subjectQuery(*api, *route), &l); err != nil {
+	if _, err := c.getJSON(ctx, "/subjects/"+url.PathEscape(pos[0])+"/limits", subjectQuery(*api, *route, *dim), &l); err != nil {
 		return fmt.Errorf("limits of subject %s: %w", pos[0], err)
 	}
 	return a.print(e.stdout, l, func() { printLimits(e.stdout, l.Limits) })
@@ -67,12 +74,13 @@ func subjectsReset(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "subjects reset", "SUBJECT", "Delete a subject's buckets, giving it full buckets again.")
 	a := addAdminFlags(fs)
 	api := fs.String("api", "", "API id (default: every API)")
+	dim := fs.String("dimension", "", dimensionUsage)
 	pos, c, err := a.connect(ctx, fs, args, 1)
 	if err != nil {
 		return err
 	}
 	// 204, no body.
-	if _, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, ""), nil, 0); err != nil {
+	if _, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, "", *dim), nil, 0); err != nil {
 		return fmt.Errorf("reset subject %s: %w", pos[0], err)
 	}
 	return a.print(e.stdout, map[string]any{"reset": pos[0]}, func() {
