@@ -35,7 +35,6 @@ func subjectQuery(api, route, dimension string) url.Values {
 
 const dimensionUsage = "the dimension whose rules the subject is looked up in (one of DIMENSIONS, such as ip for an IP's floor); default: the default one"
 
-
 func subjectsLimits(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet(e, "subjects limits", "SUBJECT", "Show the rules that apply to a subject and its buckets' state.")
 	a := addAdminFlags(fs)
