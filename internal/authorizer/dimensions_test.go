@@ -67,3 +67,61 @@ func TestDecideDimensions(t *testing.T) {
 		t.Errorf("%d Redis keys, want 9 (5 keys, 4 IPs): %v", len(keys), keys)
 	}
 }
+
+// TestDecideDimensionQuotaBehindUpstream: the features meet. A caller an
+// upstream authorizer named (DecideFor, as ratelimit.Wrap* and
+// UPSTREAM_AUTHORIZER do) is still held by the per-IP floor, and a
+// dimension whose only rule is a quota (a tenant's daily budget, read
+// from the upstream's context) is charged: its match has no rate rule.
+func TestDecideDimensionQuotaBehindUpstream(t *testing.T) {
+	t.Parallel()
+	dims, err := identity.ParseDimensions("ip=ip;tenant=context:tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := rule("floor", "api", "*", "*", 5, time.Minute)
+	floor.Dimension = "ip"
+	budget := rule("budget", "api", "*", "*", 3, 0)
+	budget.Dimension, budget.Kind, budget.Period = "tenant", rules.Quota, rules.Period(rules.Day)
+	perUser := rule("user", "api", "*", "*", 100, time.Minute)
+	c := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "dimq")
+	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
+	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second, DenyCacheSize: -1})
+	snap := rules.NewSnapshot([]rules.Rule{floor, budget, perUser}, nil, rules.SnapshotOptions{})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
+	ctx := context.Background()
+	decide := func(user, tenant, ip string) authorizer.Result {
+		t.Helper()
+		up := authorizer.Upstream{Allowed: true, PrincipalID: user, Context: map[string]any{"tenant": tenant}}
+		res, err := a.DecideFor(ctx, &up, "", &authorizer.Request{API: "api", Method: "GET", Resource: "/", SourceIP: ip})
+		if err != nil {
+			t.Fatalf("DecideFor(%s, %s, %s): %v", user, tenant, ip, err)
+		}
+		return res
+	}
+	// Three users of tenant acme from three IPs share its budget of 3.
+	for i := range 3 {
+		if res := decide("u"+strconv.Itoa(i), "acme", "192.0.2."+strconv.Itoa(i)); !res.Allowed {
+			t.Fatalf("request %d of acme = %+v, want allowed", i, res)
+		}
+	}
+	res := decide("u9", "acme", "192.0.2.9")
+	if res.Allowed || res.Rule != "budget" || res.RetryAfter <= time.Minute {
+		t.Errorf("4th request of acme = %+v, want denied by the tenant's daily budget until the day ends", res)
+	}
+	if res.Context["tenant"] != "acme" {
+		t.Errorf("Context = %v, want the upstream's tenant passed on", res.Context)
+	}
+	// Another tenant from one IP: its budget allows 3, then the floor (5
+	// a minute from 192.0.2.50) is what the 6th request of the IP meets.
+	for i := range 5 {
+		tenant := "t" + strconv.Itoa(i) // a fresh tenant each time: only the floor binds
+		if res := decide("v"+strconv.Itoa(i), tenant, "192.0.2.50"); !res.Allowed {
+			t.Fatalf("request %d from 192.0.2.50 = %+v, want allowed", i, res)
+		}
+	}
+	if res := decide("v9", "t9", "192.0.2.50"); res.Allowed || res.Rule != "floor" {
+		t.Errorf("6th request from one IP behind the upstream = %+v, want denied by the per-IP floor", res)
+	}
+}
