@@ -78,7 +78,7 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	in.API, in.Route = strings.TrimSpace(in.API), normalizeUsageRoute(in.Route)
+	in.API, in.Route = strings.TrimSpace(in.API), rules.NormalizeRoute(in.Route)
 	in.Dimension = rules.NormalizeDimension(in.Dimension)
 	key := c.Header.Get("Idempotency-Key")
 	if err := httpapi.WithValidation(problems, func() error { return validateUsage(in, c.Header) }); err != nil {
@@ -112,21 +112,6 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 		out.Buckets = append(out.Buckets, UsageBucket{Rule: e.ID, Kind: e.Kind, Limit: e.Limit, Remaining: st.Remaining, ResetMs: st.Reset.Milliseconds()})
 	}
 	return reply{status: http.StatusOK, body: out}, nil
-}
-
-// normalizeUsageRoute upper-cases the method and trims the path as rules
-// do, so "post /chat/" names the rules of "POST /chat".
-func normalizeUsageRoute(route string) string {
-	route = strings.TrimSpace(route)
-	method, path, ok := strings.Cut(route, " ")
-	if !ok {
-		return route
-	}
-	path = strings.TrimSpace(path)
-	if len(path) > 1 {
-		path = strings.TrimSuffix(path, "/")
-	}
-	return strings.ToUpper(method) + " " + path
 }
 
 // validateUsage reports every problem of a usage report, the

@@ -2,7 +2,6 @@ package authorizer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -39,7 +38,8 @@ type Upstream struct {
 // does for a caller its sources find: the subject is up.PrincipalID when
 // key is "", else the value of up.Context[key] (a string, or a number or
 // boolean written in decimal/true/false), surrounding white space trimmed.
-// r's subject sources, headers and query are not read.
+// r's subject sources are not read; its headers and IP are, by the named
+// dimensions (DIMENSIONS: a per-IP floor holds behind an upstream too).
 //
 // It returns ErrUpstreamDenied, without a limiter call, when up is not
 // Allowed. It returns an error wrapping ErrNoSubject, without a limiter
@@ -52,29 +52,30 @@ func (a *Authorizer) DecideFor(ctx context.Context, up *Upstream, key string, r 
 	if !up.Allowed {
 		return Result{}, ErrUpstreamDenied
 	}
-	subj, err := upstreamSubject(up, key)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
-	}
 	// The one path an upstream answer takes, in process or invoked
 	// (UPSTREAM_AUTHORIZER): its context reaches Result.Context, and the
 	// named dimensions (a per-IP floor) still read r's headers and IP.
 	id := identity.NewUpstreamIdentity(up.PrincipalID, up.Context)
+	subj, err := upstreamSubject(&id, up, key)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
+	}
 	req := *r
 	req.Subject, req.Upstream = subj, &id
 	return a.Decide(ctx, &req)
 }
 
-// upstreamSubject picks and checks the subject of up.
-func upstreamSubject(up *Upstream, key string) (string, error) {
-	what, v := "principalId", up.PrincipalID
+// upstreamSubject picks and checks the subject of up from its identity id
+// (whose context holds the values that have a string form).
+func upstreamSubject(id *identity.UpstreamIdentity, up *Upstream, key string) (string, error) {
+	what, v := "principalId", id.Principal
 	if key != "" {
 		what = "context key " + strconv.Quote(key)
 		raw, ok := up.Context[key]
 		if !ok {
 			return "", fmt.Errorf("upstream authorizer gave no %s", what)
 		}
-		if v, ok = scalar(raw); !ok {
+		if v, ok = id.Context[key]; !ok {
 			return "", fmt.Errorf("upstream authorizer's %s is a %T, not a string, number or boolean", what, raw)
 		}
 	}
@@ -88,31 +89,6 @@ func upstreamSubject(up *Upstream, key string) (string, error) {
 		return "", fmt.Errorf("upstream authorizer's %s is not valid UTF-8", what)
 	}
 	return v, nil
-}
-
-// scalar writes a context value as a subject: the value types API Gateway
-// accepts in an authorizer context, in Go (in process) or as JSON decodes
-// them (an invoked Lambda's answer).
-func scalar(v any) (string, bool) {
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case bool:
-		return strconv.FormatBool(v), true
-	case int:
-		return strconv.Itoa(v), true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case int32:
-		return strconv.FormatInt(int64(v), 10), true
-	case uint64:
-		return strconv.FormatUint(v, 10), true
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64), true
-	case json.Number:
-		return v.String(), true
-	}
-	return "", false
 }
 
 // MergeContext returns the authorizer context API Gateway gets when Sluice

@@ -293,29 +293,34 @@ const (
 	Refused
 )
 
+// value is what s reads in r, untrimmed; "" when it is absent.
+func (s *Source) value(r *Request) string {
+	switch s.Kind {
+	case SourceHeader:
+		return s.header(r.Headers)
+	case SourceQuery:
+		return r.Query[s.Name]
+	case SourceAPIKey:
+		return r.APIKey
+	case SourceIP:
+		return r.SourceIP
+	case SourceJWT:
+		v, _ := r.Claims.String(s.Name)
+		return v
+	case SourceContext:
+		return r.Context[s.Name]
+	case SourcePrincipal:
+		return r.Principal
+	}
+	return ""
+}
+
 // Find is Subject, telling an absent subject from a refused one. It does
 // not allocate.
 func Find(sources []Source, r *Request) (subject string, from SourceKind, f Finding) {
 	for i := range sources {
 		s := &sources[i]
-		var v string
-		switch s.Kind {
-		case SourceHeader:
-			v = s.header(r.Headers)
-		case SourceQuery:
-			v = r.Query[s.Name]
-		case SourceAPIKey:
-			v = r.APIKey
-		case SourceIP:
-			v = r.SourceIP
-		case SourceJWT:
-			v, _ = r.Claims.String(s.Name)
-		case SourceContext:
-			v = r.Context[s.Name]
-		case SourcePrincipal:
-			v = r.Principal
-		}
-		if v = strings.TrimSpace(v); v != "" {
+		if v := strings.TrimSpace(s.value(r)); v != "" {
 			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
 				return "", s.Kind, Refused
 			}

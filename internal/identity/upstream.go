@@ -134,21 +134,8 @@ type UpstreamIdentity struct {
 func NewUpstreamIdentity(principal string, context map[string]any) UpstreamIdentity {
 	id := UpstreamIdentity{Principal: principal}
 	for k, v := range context {
-		var s string
-		switch v := v.(type) {
-		case string:
-			s = v
-		case bool:
-			s = strconv.FormatBool(v)
-		case float64:
-			s = strconv.FormatFloat(v, 'f', -1, 64)
-		case json.Number:
-			s = v.String()
-		case int:
-			s = strconv.Itoa(v)
-		case int64:
-			s = strconv.FormatInt(v, 10)
-		default:
+		s, ok := ContextString(v)
+		if !ok {
 			continue
 		}
 		if id.Context == nil {
@@ -157,6 +144,33 @@ func NewUpstreamIdentity(principal string, context map[string]any) UpstreamIdent
 		id.Context[k] = s
 	}
 	return id
+}
+
+// ContextString writes an authorizer context value as API Gateway
+// substitutes it: a string as it is, a number in decimal, a boolean as
+// true/false. The types are those of a context in Go (an in-process
+// authorizer) or as JSON decodes it (an invoked Lambda's answer); any
+// other (an object, an array, nil, which API Gateway refuses) is not ok.
+func ContextString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case bool:
+		return strconv.FormatBool(v), true
+	case int:
+		return strconv.Itoa(v), true
+	case int32:
+		return strconv.FormatInt(int64(v), 10), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case json.Number:
+		return v.String(), true
+	}
+	return "", false
 }
 
 // Apply makes the identity what the principal and context:<key> sources of
@@ -196,18 +210,7 @@ var DefaultUpstreamIdentity = []Source{HeaderSource("authorization")}
 func IdentityKey(sources []Source, r *Request) string {
 	var b []byte
 	for i := range sources {
-		s := &sources[i]
-		var v string
-		switch s.Kind {
-		case SourceHeader:
-			v = s.header(r.Headers)
-		case SourceQuery:
-			v = r.Query[s.Name]
-		case SourceAPIKey:
-			v = r.APIKey
-		case SourceIP:
-			v = r.SourceIP
-		}
+		v := sources[i].value(r)
 		if v == "" {
 			return ""
 		}

@@ -651,7 +651,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 				}
 			}
 		default:
-			method, resource, _ := strings.Cut(normalizeRoute(route), " ")
+			method, resource, _ := strings.Cut(NormalizeRoute(route), " ")
 			m := s.Match(a, method, resource, subject)
 			for _, e := range m.All() {
 				add(e)

@@ -60,7 +60,7 @@ var methods = map[string]bool{
 // Cost stay nil when unset: nil already means Limit and 1.
 func (r *Rule) Normalize() {
 	r.API = strings.TrimSpace(r.API)
-	r.Route = normalizeRoute(r.Route)
+	r.Route = NormalizeRoute(r.Route)
 	r.Subject = strings.TrimSpace(r.Subject)
 	r.Plan = strings.TrimSpace(r.Plan)
 	r.Description = strings.TrimSpace(r.Description)
@@ -84,7 +84,10 @@ func (r *Rule) Normalize() {
 	}
 }
 
-func normalizeRoute(route string) string {
+// NormalizeRoute trims route and its path, upper-cases the method and
+// drops a trailing slash, as rules store routes: "post /chat/ " names the
+// rules of "POST /chat".
+func NormalizeRoute(route string) string {
 	route = strings.TrimSpace(route)
 	method, path, ok := strings.Cut(route, " ")
 	if !ok {
