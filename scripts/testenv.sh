@@ -53,10 +53,15 @@ ensure_tools() {
 	find_pg_bin || { apt_install postgresql; find_pg_bin; }
 }
 
+# Ports come from below the kernel's ephemeral range: a port there can be
+# the local end of some client connection, which a connect test does not
+# see and which makes the server's bind fail.
+ephemeral_lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 free_port() {
-	local p
+	local p lo=10000 span=20000
+	if [ "$ephemeral_lo" -gt 12000 ]; then span=$((ephemeral_lo - lo)); fi
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 20000))
+		p=$((lo + RANDOM % span))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"; return 0
 		fi
