@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,12 @@ import (
 //	2-rate-2-quota  10,000 subjects, two rate buckets and two quotas (a
 //	            daily one anchored at 06:00 UTC, a calendar month), allowed;
 //	            its x-2-bucket is its decisions/s over the 2-bucket
-//	            decision's, in alternating phases of the same run
+//	            decision's, in alternating phases of the same run. Every
+//	            subject's windows are opened before the timing: a quota's
+//	            first call in a window, once per subject and window,
+//	            computes the calendar (the next row measures that)
+//	2-rate-2-quota-new  the same, every decision a subject never seen: each
+//	            opens its two windows (x-2-bucket against new subjects too)
 //	hot         one subject, allowed (every caller on one key)
 //	hot-denied  one exhausted subject: the local deny cache answers
 //
@@ -58,7 +64,9 @@ func BenchmarkAllow(b *testing.B) {
 				{"hot", func(int) Request { return Request{Subject: "hot", Buckets: one, Cost: 1} }},
 				{"hot-denied", func(int) Request { return Request{Subject: "hot", Buckets: exhausted, Cost: 1} }},
 				{"2-rate-2-quota", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: four, Cost: 1} }},
+				{"2-rate-2-quota-new", func(i int) Request { return Request{Subject: fresh(i), Buckets: four, Cost: 1} }},
 			}
+			opened := false
 			for _, row := range rows {
 				b.Run(row.name, func(b *testing.B) {
 					l := New(c, Options{Prefix: prefix, Timeout: time.Second})
@@ -68,14 +76,35 @@ func BenchmarkAllow(b *testing.B) {
 						}
 					}
 					base := ping
-					if row.name == "2-rate-2-quota" {
+					if strings.HasPrefix(row.name, "2-rate-2-quota") {
 						// Against the 2-bucket decision, its own limiter
 						// and keys, phase by phase.
 						l2 := New(c, Options{Prefix: prefix + "base:", Timeout: time.Second})
+						subj := func(i int) string { return subjects[i%len(subjects)] }
+						if row.name == "2-rate-2-quota-new" {
+							subj = fresh
+						}
 						base = baseline{"x-2-bucket", func(ctx context.Context, i int) error {
-							_, err := l2.Allow(ctx, Request{Subject: subjects[i%len(subjects)], Buckets: two, Cost: 1})
+							_, err := l2.Allow(ctx, Request{Subject: subj(i), Buckets: two, Cost: 1})
 							return err
 						}}
+					}
+					if row.name == "2-rate-2-quota" && !opened {
+						// Open every subject's windows, once: their keys
+						// last the day and the month.
+						opened = true
+						var wg sync.WaitGroup
+						for w := range callers {
+							wg.Go(func() {
+								for i := w; i < len(subjects); i += callers {
+									if _, err := l.Allow(context.Background(), row.req(i)); err != nil {
+										b.Error(err)
+										return
+									}
+								}
+							})
+						}
+						wg.Wait()
 					}
 					run(b, callers, func(ctx context.Context, i int) error {
 						_, err := l.Allow(ctx, row.req(i))
@@ -85,6 +114,15 @@ func BenchmarkAllow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// freshSubjects numbers the subjects of the -new row: never seen before in
+// this process (the row's keys are deleted with the test's prefix).
+var freshSubjects atomic.Int64
+
+// fresh returns a subject never returned before (i is ignored).
+func fresh(int) string {
+	return "bench-new-" + strconv.FormatInt(freshSubjects.Add(1), 10)
 }
 
 // phase is how many ops all callers run before switching between the row

@@ -6,11 +6,13 @@
 -- (a day, a week, a month or a year, see "Quotas" below) and is full again
 -- when the window ends. Either every enforcing bucket has what the request
 -- needs and every bucket that has <cost> tokens is charged, or nothing is
--- charged (a deny writes only a bucket it converts to new numbers, see "A
--- change of numbers" below). The clock is Redis TIME (microseconds); the
--- caller never sends its own, and quota windows are computed here from it.
+-- charged (a deny leaves every bucket as it was, but for one it converts to
+-- new numbers, see "A change of numbers" below). The clock is Redis TIME
+-- (microseconds); the caller never sends its own, and quota windows are
+-- computed here from it.
 --
--- KEYS[i]        bucket i's key, <prefix>{<subject hash>}:<bucket id>. All
+-- KEYS[i]        bucket i's key, <prefix>{<subject hash>}:<bucket id>, a
+--                quota's followed by ":q<unit><anchor>" (see "Quotas"). All
 --                keys share the hash tag, so they live in one cluster slot.
 -- KEYS[N+1]      a usage report's idempotency key, optional (see "Usage")
 -- ARGV[1]        cost: tokens to take from every bucket, integer >= 0; 0
@@ -21,24 +23,21 @@
 --                "l<cost>" is a charge of cost for a lease (see "Leases").
 --   limit        tokens refilled per period (per window for a quota),
 --                integer >= 0; 0 = blocked (never has a token, never written)
---   period       refill period in microseconds, integer > 0 (a quota's is
---                not read: the caller sends "")
---   burst        capacity in tokens, integer > 0 (a quota's is its limit;
---                not read: the caller sends "")
+--   period       a token bucket's refill period in microseconds, integer >
+--                0; a quota's window, one letter: d (day), w (week), m
+--                (calendar month), y (calendar year). A first byte above '9'
+--                is what makes the bucket a quota.
+--   burst        a token bucket's capacity in tokens, integer > 0; a
+--                quota's anchor, in microseconds since 2024-01-01 UTC, an
+--                integer multiple of 1000 (whole milliseconds), 0 when the
+--                rule has none: midnight UTC, and 2024-01-01 was a Monday,
+--                the 1st and January. (A quota's capacity is its limit.)
 --   flags        "0" enforcing or "1" shadow (1 = never denies: charged when
 --                it has the tokens, a would-be deny is reported in the
---                shadow mask), for a token bucket without a floor; else
---                "<shadow> <floor> <unit><anchor>", such as "0 0 m0" (the
---                first byte is always the shadow digit):
---                  shadow  0 or 1, as above
---                  floor   the admission floor (min_remaining), integer >= 0:
---                          the request needs cost + floor tokens in this
---                          bucket; the caller keeps cost + floor <= burst
---                  unit    r (token bucket) or a quota's window: d (day),
---                          w (week), m (calendar month), y (calendar year)
---                  anchor  microseconds since 2024-01-01 UTC, an integer
---                          (0 when the rule has none: midnight UTC, and
---                          2024-01-01 was a Monday, the 1st and January)
+--                shadow mask); with an admission floor (min_remaining)
+--                "<shadow> <floor>", such as "0 100": the request needs
+--                cost + floor tokens in this bucket, and the caller keeps
+--                cost + floor <= burst (a quota: <= limit)
 --
 -- The caller keeps every bucket's refill horizon, burst*period/limit (the
 -- time an empty bucket takes to fill up), at most 10 years (MaxHorizon in
@@ -61,24 +60,48 @@
 -- that is neither "<number>" nor "<number> <T> <burst>" with T and burst
 -- positive and finite, is a full bucket.
 --
--- Quotas. The window is computed from TIME and the anchor with integer
--- civil-date arithmetic (UTC): days and weeks repeat every 24 h or 7 days
--- from the anchor; months and years add calendar months to the anchor's
--- date, a day 31 clamped to the month's end (and Feb 29 to Feb 28), its
--- time of day kept. The key cannot name the window (a cluster script must
--- declare its keys), so the value does: "q<unit><anchor> <window end>
--- <used>", the end in Unix milliseconds (an integer: windows end on whole
--- seconds), used the tokens charged in that window (an integer). A value of the bucket's unit and anchor whose end
--- is after now is the current window (it held the time it was written, and
--- now lies between that and its end), so the calendar arithmetic runs only
--- at a window's first call; any other value (another window, unit or
--- anchor, the other kind, unreadable) is a fresh window: used 0. The key
--- expires at the window's end (PXAT, Redis 6.2+, the end as read back: a
--- charge within a window formats nothing but its used). A quota holds limit - used tokens; its reset (in the
--- reply) is the time until the window ends, even when nothing is used. A
--- change of its limit keeps used (an upgrade of a monthly quota keeps what
--- the month used); a change of its unit or anchor starts a fresh window. A
+-- Quotas. A quota's key holds what its current window used, a bare
+-- integer, and expires when the window ends: an existing key is the
+-- current window, a missing one a fresh window (used 0). The caller names
+-- the key after the rule's unit and anchor (limiter.go: ":q", the letter,
+-- the anchor in milliseconds since 2024), so a change of either starts a
+-- fresh window under another key, and the old key expires with its
+-- window. The window is computed only at its first call, from TIME and the
+-- anchor with integer civil-date arithmetic (UTC): days and weeks repeat
+-- every 24 h or 7 days from the anchor; months and years add calendar
+-- months to the anchor's date, a day 31 clamped to the month's end (and
+-- Feb 29 to Feb 28), its time of day kept. Windows start and end on whole
+-- milliseconds (the anchor is whole milliseconds), and the key's expiry
+-- (PXAT, Redis 6.2+) is 1 ms before the end: Redis counts whole
+-- milliseconds and keeps a key through its expiry's millisecond, so the key
+-- goes exactly when the window ends.
+--
+-- So a charge costs a quota one INCRBY, which keeps the expiry, and no read:
+-- the quotas are charged as they are read, after every token bucket (the
+-- first pass of step 1) and every earlier quota admitted; the charge is
+-- undone (DECRBY; a key the charge made is deleted) when a later quota
+-- denies, or for a shadow quota without the tokens. The result is exactly
+-- what reading first would give, all within one script, so no one sees the
+-- undone charge; only the replication stream and the AOF carry it. The
+-- window's end (PEXPIRETIME, Redis 7.0+; PTTL before) is read when a call
+-- needs it: a quota about to deny (for its retry), the limiting quota of
+-- the reply (for its reset), a peek, a usage report, a lease, and a key
+-- the INCRBY may have made. A key whose end TIME has reached (its last
+-- millisecond, which Redis still serves) is a fresh window there; a charge
+-- that reads no end counts in the window Redis still holds: the call
+-- started before it ended.
+--
+-- A quota holds limit - used tokens; its reset (in the reply) is the time
+-- until the window ends, even when nothing is used. A change of its limit
+-- keeps used (an upgrade of a monthly quota keeps what the month used). A
 -- denied quota's retry is the time until its window ends.
+--
+-- A value that is not a canonical non-negative integer (what INCRBY
+-- refuses, and nothing this script writes) is a fresh window, overwritten
+-- by the next charge. A key without an expiry (nothing this script writes
+-- either) would never reset: every call that reads the window's end checks
+-- it, and a key without one is a fresh window there. So it never denies
+-- anybody, and is repaired by the first charge after it would have.
 --
 -- A change of numbers keeps what was used, not the time until full: when
 -- the stored <T> or <burst> differs from the bucket's, the bucket had used
@@ -107,14 +130,14 @@
 --
 -- Leases ("l<cost>", lease.go): decided and charged exactly as cost, and
 -- the reply is followed, per bucket, by " <window end> <until>": a quota's
--- window end as stored (Unix ms) and the whole milliseconds until it
--- (rounded down, so that the lease never outlives the window), "0 0" for a
--- token bucket. lease_return.lua gives a quota's unused tokens back only
--- to the window named by that end: a lease charged before a window ended
--- gives nothing to the next one. A request's floor applies to the lease's
--- whole charge (it needs cost + floor), so a lease never dips below it.
--- Only lease calls of a request with a quota use this form: the hot path
--- pays one boolean test.
+-- window end (Unix ms, its key's expiry) and the whole milliseconds until
+-- it (so that the lease never outlives the window), "0 0" for a token
+-- bucket. lease_return.lua gives a quota's unused tokens back only to the
+-- window that ends then: a lease charged before a window ended gives
+-- nothing to the next one. A request's floor applies to the lease's whole
+-- charge (it needs cost + floor), so a lease never dips below it. Only
+-- lease calls of a request with a quota use this form: the hot path pays
+-- one boolean test.
 --
 -- Every millisecond count, the PX of a write and the reset and retry of the
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
@@ -123,10 +146,14 @@
 -- keeps a bucket out of contract (or a stray value in a key) from turning
 -- into an error.
 --
--- Errors: the script reads and computes everything before its first write,
--- then only writes (a charge, or a conversion above; a peek never writes),
--- so it never fails after a write: a reply is an answer for all buckets or
--- an error that changed nothing.
+-- Errors: every argument is the caller's (limiter.go), well-formed. The
+-- token buckets are read and decided before any write. A quota's INCRBY is
+-- a pcall (a value it refuses is a fresh window, above), and after the
+-- first write the script only reads (GET, PEXPIRETIME, PTTL), computes, and
+-- writes what cannot fail for a reason of ours: a SET of a value it
+-- formatted, PEXPIREAT, DECRBY of its own INCRBY, DEL. So it never fails
+-- after a write: a reply is an answer for all buckets or an error that
+-- changed nothing.
 --
 -- Reply: one string of space-separated integers (a string, not an array:
 -- the caller parses it without an allocation per number)
@@ -150,28 +177,33 @@
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
+-- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
+-- told to replicate effects; since Redis 7 this call is a no-op.
 if redis.replicate_commands then
 	redis.replicate_commands()
 end
 
-local tonumber, ceil, floor, match, HUGE = tonumber, math.ceil, math.floor, string.match, math.huge
+local tonumber, ceil, floor, match, byte, HUGE = tonumber, math.ceil, math.floor, string.match, string.byte, math.huge
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1704067200) * 1000000 + tonumber(t[2])
 -- tonumber is strtod, a few hundred instructions a call: the usual cost 1
 -- and a burst equal to the limit (same string, so the same interned Lua
--- string) are recognised without it.
+-- string) are recognised without it. cs is the cost as a string, what a
+-- quota's INCRBY adds.
 local usage, lease = false, false
-local cost = ARGV[1]
+local cs = ARGV[1]
+local cost = cs
 if cost == '1' then
 	cost = 1
 else
-	local c1 = string.byte(cost)
+	local c1 = byte(cost)
 	if c1 == 117 then -- 'u': a usage report
 		usage = true
 		cost = tonumber(string.sub(cost, 2))
 	elseif c1 == 108 then -- 'l': a lease, the reply tells its windows
 		lease = true
-		cost = tonumber(string.sub(cost, 2))
+		cs = string.sub(cost, 2)
+		cost = tonumber(cs)
 	else
 		cost = tonumber(cost)
 	end
@@ -179,6 +211,27 @@ end
 local need = cost
 if need <= 0 then
 	need = 1
+end
+-- Whether every quota's window end is read: the reply of a peek, a usage
+-- report or a lease tells it. A charge reads it only to deny.
+local ends = usage or lease or cost == 0
+
+-- expiry(key): the end of the window a quota's key holds, in
+-- microseconds since 2024: 1 ms after its expiry (see "Quotas"), or false
+-- when it has none (or there is no key). PEXPIRETIME (Redis 7.0+) is the
+-- PXAT written, exactly; before 7.0, the PTTL from now, to the millisecond.
+local function expiry(key)
+	local e = redis.pcall('PEXPIRETIME', key)
+	if type(e) ~= 'number' then
+		e = redis.call('PTTL', key)
+		if e >= 0 then
+			return now + (e + 1) * 1000
+		end
+	end
+	if e < 0 then
+		return false
+	end
+	return (e + 1 - 1704067200000) * 1000
 end
 
 -- EPS absorbs float rounding: a bucket holding cost tokens up to 1e-6 is
@@ -189,217 +242,297 @@ local EPS = 1e-6
 local MAX_MS = 3153600000000
 local n = (#ARGV - 1) / 4
 -- One table for all buckets (this script's cost is mostly allocations):
--- st[4i-3] = when bucket i is full again (us; a quota's window end),
--- st[4i-2] = its tokens now, st[4i-1] = us per token (0 when blocked, -1
--- for a quota), st[4i] = the PX of its write (a string), false when it is
--- not written (a converted bucket has one from step 1, a charged bucket
--- gets one in step 2). Presized for two buckets.
-local st = { 0, 0, 0, false, 0, 0, 0, false }
+-- st[4i-3] = when bucket i is full again (us; a quota's window end, false
+-- while not read), st[4i-2] = its tokens now, st[4i-1] = us per token (0
+-- when blocked, -1 for a quota), st[4i] = the PX of its write (a string),
+-- false when it is not written (a converted bucket has one from step 1, a
+-- charged bucket gets one in step 2; a charged quota 1 or 2, see step 1).
+-- Presized for two buckets, or four.
+local st
+if n > 2 then
+	st = { 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false }
+else
+	st = { 0, 0, 0, false, 0, 0, 0, false }
+end
 -- A quota's used is limit - tokens, and whether a bucket is a shadow is the
 -- first byte of its flags: no other table, so plain rate buckets cost
 -- nothing more.
 local window -- the calendar function below, made on first use
-local qs -- qs[2i-1], qs[2i]: quota i's value head and end (see step 1)
+local fresh -- fresh[i]: quota i starts a window, ending then (PXAT, Unix ms)
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
--- 1. Read every bucket and decide.
-for i = 1, n do
+-- 1. Read every bucket and decide: token buckets first, then quotas (k
+-- runs over the buckets a second time when there is a quota). A charge
+-- that every bucket admits so far charges a quota as it reads it (see
+-- "Quotas").
+local spec = false -- whether step 1 charged a quota
+local k, kn = 0, n
+while k < kn do
+	k = k + 1
+	local i = k
+	if k > n then
+		i = k - n
+	end
 	local o = 4 * i - 2
-	local limit = tonumber(ARGV[o])
-	local flags = ARGV[o + 3]
-	local shadow, need_i, unit, anchor, tag = flags == '1', need, 'r', 0, nil
-	if flags ~= '0' and not shadow then
-		local sh, fl
-		sh, fl, tag, unit, anchor = match(flags, '^([01]) (%d+) (([rdwmy])(%-?%d+))$')
-		shadow, need_i = sh == '1', need + tonumber(fl)
-	end
-	local at, h, T, burst, px = now, 0, 0, 0, false
-	if limit > 0 and unit ~= 'r' then
-		-- A quota: "q<unit><anchor> <window end> <used>". A value of the
-		-- same unit and anchor whose window has not ended is the current
-		-- window (it held now when it was written, and now is before its
-		-- end), so the calendar is computed only at a window's first call.
-		-- Anything else (another window, unit or anchor, a rate value,
-		-- unreadable) is a fresh window: used 0.
-		local stop, used, pre, es = false, 0, nil, nil
-		local v = redis.call('GET', KEYS[i])
-		if v then
-			local p, tg, e, u = match(v, '^(q(%S+) (%S+) )(%S+)$')
-			if tg == tag then
-				local em = tonumber(e)
-				u = tonumber(u)
-				-- The end in Unix ms; NaN, negative or inf used: a fresh window.
-				if em and em > now / 1000 + 1704067200000 and u and u >= 0 and u < HUGE then
-					stop, used, pre, es = (em - 1704067200000) * 1000, u, p, e
-				end
-			end
+	local p = ARGV[o + 1]
+	-- A quota's period is a letter (see ARGV).
+	local q = byte(p) > 57
+	if q and k <= n then
+		kn = 2 * n
+	elseif q == (k > n) then
+		local limit = tonumber(ARGV[o])
+		local flags = ARGV[o + 3]
+		local shadow, need_i = flags == '1', need
+		if flags ~= '0' and not shadow then
+			local sh, fl = match(flags, '^([01]) (%d+)$')
+			shadow, need_i = sh == '1', need + tonumber(fl)
 		end
-		if not stop and not window then
-			-- calendar: begin
-			-- window(unit, anchor, now): the calendar window [start, stop)
-			-- that holds now, in microseconds since 2024-01-01 UTC, of the
-			-- windows repeating from anchor: every day (d) or week (w), or
-			-- every calendar month (m) or year (y), a day 31 clamped to the
-			-- month's end (Feb 29 to Feb 28), the anchor's time of day kept.
-			-- Integer civil-date arithmetic (days from 1970-01-01, H.
-			-- Hinnant's days_from_civil), every value an integer far below
-			-- 2^53, so every double is exact.
-			local D = 86400000000
-			local function days(y, m, d)
-				if m <= 2 then
-					y = y - 1
-				end
-				local era = floor(y / 400)
-				local yoe = y - era * 400
-				local mp = m + 9
-				if m > 2 then
-					mp = m - 3
-				end
-				local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-				return era * 146097 + doe - 719468
-			end
-			local function civil(z)
-				z = z + 719468
-				local era = floor(z / 146097)
-				local doe = z - era * 146097
-				local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-				local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-				local mp = floor((5 * doy + 2) / 153)
-				local m = mp + 3
-				if mp >= 10 then
-					m = mp - 9
-				end
-				local y = yoe + era * 400
-				if m <= 2 then
-					y = y + 1
-				end
-				return y, m, doy - floor((153 * mp + 2) / 5) + 1
-			end
-			window = function(u, a, t)
-				if u == 'd' or u == 'w' then
-					local len = D
-					if u == 'w' then
-						len = 7 * D
+		local at, h, T, burst, px = now, 0, 0, 0, false
+		if limit > 0 and q then
+			-- A quota: the key holds the window's used; an existing key is
+			-- the current window.
+			local used, stop, made = false, false, false
+			if cost > 0 and not usage and allowed == 1 then
+				-- Every bucket so far admits: charge now (INCRBY keeps the
+				-- expiry); step 2 undoes it on a deny, or for a shadow
+				-- without the tokens. INCRBY refuses (and leaves) a value
+				-- that is not an integer: a fresh window.
+				local r = redis.pcall('INCRBY', KEYS[i], cs)
+				if type(r) == 'number' then
+					px = 1
+					-- As the GET below reads: 0 <= used < 10^15.
+					if r >= cost and r < 1e15 then
+						-- Used 0: maybe no window yet (INCRBY made the key).
+						used, made = r - cost, r == cost
 					end
-					local s = a + floor((t - a) / len) * len
-					-- The quotient is a double: correct a rounding at a boundary.
-					if s > t then
-						s = s - len
-					elseif s + len <= t then
-						s = s + len
+				end
+			else
+				local v = redis.call('GET', KEYS[i])
+				-- What INCRBY reads: "0", or digits without a leading zero
+				-- (at most 15, so that the double is exact).
+				if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+					used = tonumber(v)
+				end
+			end
+			if used and (made or ends or limit - used + EPS < need_i) then
+				-- The window's end: for a deny's wait or the reply, and to
+				-- tell a key INCRBY made. A key without an expiry is no
+				-- window.
+				stop = expiry(KEYS[i])
+				if not stop or stop <= now then
+					-- No window, or the one that TIME says has just ended.
+					used = false
+				end
+			end
+			if not used and not window then
+				-- calendar: begin
+				-- window(unit, anchor, now): the calendar window [start, stop)
+				-- that holds now, in microseconds since 2024-01-01 UTC, of the
+				-- windows repeating from anchor: every day (d) or week (w), or
+				-- every calendar month (m) or year (y), a day 31 clamped to the
+				-- month's end (Feb 29 to Feb 28), the anchor's time of day kept.
+				-- Integer civil-date arithmetic (days from 1970-01-01, H.
+				-- Hinnant's days_from_civil), every value an integer far below
+				-- 2^53, so every double is exact.
+				local D = 86400000000
+				local function days(y, m, d)
+					if m <= 2 then
+						y = y - 1
 					end
-					return s, s + len
+					local era = floor(y / 400)
+					local yoe = y - era * 400
+					local mp = m + 9
+					if m > 2 then
+						mp = m - 3
+					end
+					local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+					return era * 146097 + doe - 719468
 				end
-				local ad = floor(a / D)
-				local tod = a - ad * D
-				local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
-				local ny, nm = civil(floor(t / D) + 19723)
-				local step = 1
-				if u == 'y' then
-					step = 12
+				local function civil(z)
+					z = z + 719468
+					local era = floor(z / 146097)
+					local doe = z - era * 146097
+					local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+					local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+					local mp = floor((5 * doy + 2) / 153)
+					local m = mp + 3
+					if mp >= 10 then
+						m = mp - 9
+					end
+					local y = yoe + era * 400
+					if m <= 2 then
+						y = y + 1
+					end
+					return y, m, doy - floor((153 * mp + 2) / 5) + 1
 				end
-				-- start(k): k months from the anchor, the day clamped.
-				local function start(k)
-					local mi = am - 1 + k
-					local y = ay + floor(mi / 12)
-					local m = mi - floor(mi / 12) * 12 + 1
-					local d = aday
-					if d > 28 then
-						local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
-						if d > dim then
-							d = dim
+				window = function(u, a, t)
+					if u == 'd' or u == 'w' then
+						local len = D
+						if u == 'w' then
+							len = 7 * D
 						end
+						local s = a + floor((t - a) / len) * len
+						-- The quotient is a double: correct a rounding at a boundary.
+						if s > t then
+							s = s - len
+						elseif s + len <= t then
+							s = s + len
+						end
+						return s, s + len
 					end
-					return (days(y, m, d) - 19723) * D + tod
-				end
-				local k = floor(((ny - ay) * 12 + nm - am) / step) * step
-				local s = start(k)
-				if s > t then
-					k = k - step
-					s = start(k)
-				end
-				return s, start(k + step)
-			end
-			-- calendar: end
-		end
-		if not stop then
-			local _
-			_, stop = window(unit, tonumber(anchor), now)
-			es = string.format('%d', stop / 1000 + 1704067200000)
-			pre = 'q' .. tag .. ' ' .. es .. ' '
-		end
-		-- What a write needs: the value's head and the end (PXAT), both
-		-- read back unchanged while the window lasts, so that a charge
-		-- formats nothing.
-		qs = qs or {}
-		qs[2 * i - 1], qs[2 * i] = pre, es
-		at, h, T = stop, limit - used, -1
-	elseif limit > 0 then
-		T = tonumber(ARGV[o + 1]) / limit
-		burst = limit
-		if ARGV[o + 2] ~= ARGV[o] then
-			burst = tonumber(ARGV[o + 2])
-		end
-		-- No key, or a value that is not one of the two forms: full.
-		local v = redis.call('GET', KEYS[i])
-		if v then
-			local tat, Ts, bs = tonumber(v), T, burst
-			if not tat then
-				local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
-				if a then
-					tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
-				end
-				-- Not a number (nil), NaN, 0, negative or inf: full.
-				if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
-					tat = nil
-				end
-			end
-			-- Else full (tat nil or NaN, or in the past): TIME may even
-			-- have gone back (failover).
-			if tat and tat > at then
-				at = tat
-				if Ts ~= T or bs ~= burst then
-					-- New numbers: keep what was used (at most the new
-					-- burst), and write it back even on a deny.
-					local used = (at - now) / Ts
-					if used > burst then
-						used = burst
+					local ad = floor(a / D)
+					local tod = a - ad * D
+					local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
+					local ny, nm = civil(floor(t / D) + 19723)
+					local step = 1
+					if u == 'y' then
+						step = 12
 					end
-					at = now + used * T
-					px = ceil((at - now) / 1000) + 1
-					if px > MAX_MS then
-						px = MAX_MS
+					-- start(k): k months from the anchor, the day clamped.
+					local function start(k)
+						local mi = am - 1 + k
+						local y = ay + floor(mi / 12)
+						local m = mi - floor(mi / 12) * 12 + 1
+						local d = aday
+						if d > 28 then
+							local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+							if d > dim then
+								d = dim
+							end
+						end
+						return (days(y, m, d) - 19723) * D + tod
 					end
-					px = string.format('%d', px)
+					local k = floor(((ny - ay) * 12 + nm - am) / step) * step
+					local s = start(k)
+					if s > t then
+						k = k - step
+						s = start(k)
+					end
+					return s, start(k + step)
+				end
+				-- calendar: end
+			end
+			if not used then
+				-- A fresh window; its first charge writes cost, expiring
+				-- at its end.
+				local _
+				_, stop = window(p, tonumber(ARGV[o + 2]), now)
+				used = 0
+				local e = string.format('%d', stop / 1000 + 1704067199999)
+				if made then
+					-- INCRBY made it (or found "0" without an expiry): it
+					-- holds cost, and now expires with its window. Undone
+					-- by deleting the key.
+					redis.call('PEXPIREAT', KEYS[i], e)
+					px = 2
+				elseif cost > 0 and not usage and allowed == 1 then
+					-- Charged here, as above (a value INCRBY refused or
+					-- one out of range, or one without an expiry); undone by
+					-- deleting the key.
+					redis.call('SET', KEYS[i], cs, 'PXAT', e)
+					px = 2
+				else
+					fresh = fresh or {}
+					fresh[i] = e
+				end
+			end
+			spec = spec or px
+			at, h, T = stop, limit - used, -1
+		elseif limit > 0 then
+			T = tonumber(p) / limit
+			burst = limit
+			if ARGV[o + 2] ~= ARGV[o] then
+				burst = tonumber(ARGV[o + 2])
+			end
+			-- No key, or a value that is not one of the two forms: full.
+			local v = redis.call('GET', KEYS[i])
+			if v then
+				local tat, Ts, bs = tonumber(v), T, burst
+				if not tat then
+					local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
+					if a then
+						tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
+					end
+					-- Not a number (nil), NaN, 0, negative or inf: full.
+					if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
+						tat = nil
+					end
+				end
+				-- Else full (tat nil or NaN, or in the past): TIME may even
+				-- have gone back (failover).
+				if tat and tat > at then
+					at = tat
+					if Ts ~= T or bs ~= burst then
+						-- New numbers: keep what was used (at most the new
+						-- burst), and write it back even on a deny.
+						local used = (at - now) / Ts
+						if used > burst then
+							used = burst
+						end
+						at = now + used * T
+						px = ceil((at - now) / 1000) + 1
+						if px > MAX_MS then
+							px = MAX_MS
+						end
+						px = string.format('%d', px)
+					end
+				end
+			end
+			h = (now - at) / T + burst
+		end
+		st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
+		if h + EPS < need_i then
+			if shadow then
+				mask = mask + 2 ^ (i - 1)
+			else
+				allowed = 0
+				-- The wait only matters on a deny: not computed otherwise.
+				local w = -1
+				if T < 0 and need_i <= limit then
+					-- A quota: until its window resets.
+					w = ceil((at - now) / 1000)
+				elseif T > 0 and need_i <= burst then
+					w = ceil((at + (need_i - burst) * T - now) / 1000)
+				end
+				if w ~= -1 then
+					if w < 1 then
+						w = 1
+					elseif w > MAX_MS then
+						w = MAX_MS
+					end
+				end
+				-- The longest wait (-1, never, the longest of all), the
+				-- first bucket of it (quotas come in a second pass).
+				local a, b = w, wait
+				if a == -1 then
+					a = HUGE
+				end
+				if b == -1 then
+					b = HUGE
+				end
+				if a > b or a == b and i < lim then
+					lim, wait = i, w
 				end
 			end
 		end
-		h = (now - at) / T + burst
 	end
-	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
-	if h + EPS < need_i then
-		if shadow then
-			mask = mask + 2 ^ (i - 1)
-		else
-			allowed = 0
-			-- The wait only matters on a deny: not computed otherwise.
-			local w = -1
-			if T < 0 and need_i <= limit then
-				-- A quota: until its window resets.
-				w = ceil((at - now) / 1000)
-			elseif T > 0 and need_i <= burst then
-				w = ceil((at + (need_i - burst) * T - now) / 1000)
+end
+
+-- Undo what step 1 charged and the request does not: every quota on a deny,
+-- a shadow quota without the tokens (a shadow is charged only when it has
+-- them). A window step 1 started loses its key (nothing of it was there,
+-- or nothing valid); any other gets DECRBY of the INCRBY: both leave the
+-- key as it was (the expiry too), and neither can fail.
+if spec then
+	for i = 1, n do
+		local c = st[4 * i]
+		if st[4 * i - 1] < 0 and c and (allowed == 0 or st[4 * i - 2] + EPS < cost) then
+			if c == 2 then
+				redis.call('DEL', KEYS[i])
+			else
+				redis.call('DECRBY', KEYS[i], cs)
 			end
-			if w ~= -1 then
-				if w < 1 then
-					w = 1
-				elseif w > MAX_MS then
-					w = MAX_MS
-				end
-			end
-			if wait ~= -1 and (w == -1 or w > wait) then
-				lim, wait = i, w
-			end
+			st[4 * i] = false
 		end
 	end
 end
@@ -428,7 +561,12 @@ if usage then
 				used = 2 * limit
 			end
 			h = limit - used
-			sets[#sets + 1] = { KEYS[i], qs[2 * i - 1] .. used, 'PXAT', qs[2 * i] }
+			-- A window that has a key keeps its expiry.
+			if fresh and fresh[i] then
+				sets[#sets + 1] = { KEYS[i], string.format('%d', used), 'PXAT', fresh[i] }
+			else
+				sets[#sets + 1] = { KEYS[i], string.format('%d', used), 'KEEPTTL' }
+			end
 		elseif dup == 0 and cost ~= 0 and T > 0 then
 			local burst = tonumber(ARGV[4 * i])
 			at = at + cost * T
@@ -459,7 +597,7 @@ if usage then
 		out = out .. string.format(' %d %d', floor(h + EPS), reset)
 	end
 	for _, s in ipairs(sets) do
-		redis.call('SET', s[1], s[2], s[3], s[4])
+		redis.call('SET', unpack(s))
 	end
 	if idem and dup == 0 then
 		redis.call('SET', idem, '1', 'PX', 86400000)
@@ -470,7 +608,8 @@ end
 if allowed == 1 then
 	wait = 0
 	-- 2. Compute every charge, and find the limiting bucket: fewest tokens
-	-- left, enforcing buckets first. Nothing is written yet.
+	-- left, enforcing buckets first. Nothing more is written yet (quotas
+	-- were, in step 1).
 	for i = 1, n do
 		local T, h = st[4 * i - 1], st[4 * i - 2]
 		if cost > 0 and T > 0 and h + EPS >= cost then
@@ -481,13 +620,13 @@ if allowed == 1 then
 				ttl = MAX_MS
 			end
 			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, string.format('%d', ttl)
-		elseif cost > 0 and T < 0 and h + EPS >= cost then
-			-- A quota: written with its used, expiring at its window's end.
+		elseif T < 0 and st[4 * i] then
+			-- A quota charged in step 1.
 			h = h - cost
-			st[4 * i - 2], st[4 * i] = h, true
+			st[4 * i - 2] = h
 		end
 		local f = ARGV[4 * i + 1]
-		if (f == '0' or f ~= '1' and string.byte(f) == 48) and (lim == 0 or h < st[4 * lim - 2]) then
+		if (f == '0' or f ~= '1' and byte(f) == 48) and (lim == 0 or h < st[4 * lim - 2]) then
 			lim = i
 		end
 	end
@@ -500,18 +639,14 @@ if allowed == 1 then
 	end
 end
 
--- 3. Write: every charged bucket, and every bucket converted to new numbers
--- (also on a deny); a peek writes nothing. Only SETs from here on: nothing
--- after the first can fail for a reason of ours.
+-- 3. Write: every charged token bucket, and every one converted to new
+-- numbers (also on a deny); a peek writes nothing. Only SETs of what was
+-- computed from here on: nothing after the first can fail for a reason of
+-- ours.
 if cost > 0 then
 	for i = 1, n do
-		if st[4 * i] then
-			if st[4 * i - 1] < 0 then
-				-- used = limit - tokens, an integer (printed as one).
-				redis.call('SET', KEYS[i], qs[2 * i - 1] .. (tonumber(ARGV[4 * i - 2]) - st[4 * i - 2]), 'PXAT', qs[2 * i])
-			else
-				redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
-			end
+		if st[4 * i] and st[4 * i - 1] >= 0 then
+			redis.call('SET', KEYS[i], string.format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
 		end
 	end
 end
@@ -529,9 +664,14 @@ for i = 0, n do
 	if r < 0 then
 		r = 0
 	end
-	local reset = 0
+	local reset, at = 0, st[4 * b - 3]
+	if not at then
+		-- A quota whose end a charge did not read: its key's expiry (one
+		-- without is the stray key of "Quotas": reset 0).
+		at = expiry(KEYS[b]) or now
+	end
 	if st[4 * b - 1] ~= 0 then
-		reset = ceil((st[4 * b - 3] - now) / 1000)
+		reset = ceil((at - now) / 1000)
 		if reset < 0 then
 			reset = 0
 		elseif reset > MAX_MS then
@@ -556,7 +696,8 @@ if lease then
 	-- A lease call: per bucket the window it charged (see "Leases").
 	for i = 1, n do
 		if st[4 * i - 1] < 0 then
-			out = out .. string.format(' %s %d', qs[2 * i], floor((st[4 * i - 3] - now) / 1000))
+			local at = st[4 * i - 3]
+			out = out .. string.format(' %d %d', floor(at / 1000) + 1704067200000, floor((at - now) / 1000))
 		else
 			out = out .. ' 0 0'
 		end

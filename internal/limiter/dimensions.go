@@ -101,7 +101,7 @@ func (l *Limiter) evalDims(ctx context.Context, d *dimCall, cost int64, bs []Buc
 	for i := range bs {
 		if d.sds[i] != d.sds[0] {
 			key := appendSubjectHash(append([]byte(l.prefix), '{'), d.sds[i])
-			c.keys[i] = string(append(append(key, "}:"...), bs[i].ID...))
+			c.keys[i] = string(appendKeyID(append(key, "}:"...), bs[i]))
 		}
 	}
 	c.ctx.arm(ctx, l.timeout)

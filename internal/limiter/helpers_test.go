@@ -48,3 +48,9 @@ func redisNow(t testing.TB, c redis.UniversalClient) time.Time {
 func subject(t testing.TB, i int) string {
 	return "key-" + t.Name() + "-" + strconv.Itoa(i)
 }
+
+// bucketKey is the Redis key of bucket b of subject under prefix (a
+// Limiter without a SubjectKey): a quota's names its window too.
+func bucketKey(prefix, subject string, b Bucket) string {
+	return prefix + "{" + SubjectHash(subject) + "}:" + string(appendKeyID(nil, b))
+}

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,27 +15,27 @@ import (
 // quota window, and floors, usage reports and debt meet leases as
 // documented in docs/authorizer.md ("Token leases", Quotas).
 
-// quotaUsed returns the used count of the quota value at key, -1 when the
-// key is missing, and its window end (Unix ms).
+// quotaUsed returns the used count of the quota at key, -1 when the key
+// is missing, and its window end (Unix ms): 1 ms after the key's expiry.
 func quotaUsed(t *testing.T, c redis.UniversalClient, key string) (used, end int64) {
 	t.Helper()
-	v, err := c.Get(context.Background(), key).Result()
+	ctx := context.Background()
+	v, err := c.Get(ctx, key).Result()
 	if err == redis.Nil {
 		return -1, 0
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(v)
-	if len(f) != 3 || !strings.HasPrefix(f[0], "q") {
-		t.Fatalf("%s = %q, want a quota value", key, v)
-	}
-	end, _ = strconv.ParseInt(f[1], 10, 64)
-	used, err = strconv.ParseInt(f[2], 10, 64)
+	used, err = strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		t.Fatalf("%s = %q: %v", key, v, err)
+		t.Fatalf("%s = %q, want a quota's used: %v", key, v, err)
 	}
-	return used, end
+	at, err := c.PExpireTime(ctx, key).Result()
+	if err != nil || at < 0 {
+		t.Fatalf("%s: PEXPIRETIME = %v, %v; want the window's end", key, at, err)
+	}
+	return used, at.Milliseconds() + 1
 }
 
 // leaseCall charges cost to bs as a lease does and returns the reply's
@@ -86,7 +85,8 @@ func TestLeaseReturnQuota(t *testing.T) {
 		give   []Bucket
 		n      int64
 		want   []int64
-		used   int64 // the quota's used afterwards; -1 missing
+		used   int64  // the quota's used afterwards; -1 missing
+		raw    string // else: the key's value afterwards
 	}{
 		{name: "same window", charge: 30, give: []Bucket{month}, n: 10, want: []int64{10}, used: 20},
 		{name: "never below 0", charge: 5, give: []Bucket{month}, n: 12, want: []int64{5}, used: 0},
@@ -94,7 +94,7 @@ func TestLeaseReturnQuota(t *testing.T) {
 		{name: "a limit change keeps the window", charge: 30, give: []Bucket{{ID: "q", Limit: 500, Period: time.Hour, Window: Monthly}}, n: 10, want: []int64{10}, used: 20},
 		{
 			name: "another window: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, used: 30,
-			after: func(_ string, ends []int64) []int64 { return []int64{ends[0] - 1000} },
+			after: func(_ string, ends []int64) []int64 { return []int64{ends[0] - 24*3600*1000} },
 		},
 		{name: "no window given: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, used: 30,
 			after: func(string, []int64) []int64 { return []int64{0} }},
@@ -110,14 +110,35 @@ func TestLeaseReturnQuota(t *testing.T) {
 			},
 		},
 		{
-			name: "ended window's stale value: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, used: 30,
-			after: func(key string, _ []int64) []int64 {
-				// A value whose end is past (as a key not yet expired).
-				past := redisNow(t, c).Add(-time.Second).UnixMilli()
-				if err := c.Set(ctx, key, "qm0 "+strconv.FormatInt(past, 10)+" 30", time.Minute).Err(); err != nil {
+			name: "a later window: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, used: 30,
+			after: func(key string, ends []int64) []int64 {
+				// The key as the next window would hold it: another end.
+				next := time.UnixMilli(ends[0]).Add(28 * 24 * time.Hour)
+				if err := c.Set(ctx, key, "30", 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				return []int64{past}
+				if err := c.PExpireAt(ctx, key, next).Err(); err != nil {
+					t.Fatal(err)
+				}
+				return ends
+			},
+		},
+		{
+			name: "no expiry: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, raw: "30",
+			after: func(key string, ends []int64) []int64 {
+				if err := c.Persist(ctx, key).Err(); err != nil {
+					t.Fatal(err)
+				}
+				return ends
+			},
+		},
+		{
+			name: "not an integer: nothing back", charge: 30, give: []Bucket{month}, n: 10, want: []int64{0}, raw: "30.5",
+			after: func(key string, ends []int64) []int64 {
+				if err := c.Set(ctx, key, "30.5", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				return ends
 			},
 		},
 	}
@@ -128,7 +149,7 @@ func TestLeaseReturnQuota(t *testing.T) {
 			charged = []Bucket{rate, month}
 		}
 		ends := leaseCall(t, l, subj, charged, tt.charge)
-		key := prefix + "{" + SubjectHash(subj) + "}:q"
+		key := bucketKey(prefix, subj, month)
 		if tt.after != nil {
 			ends = tt.after(key, ends)
 		}
@@ -139,7 +160,11 @@ func TestLeaseReturnQuota(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s: tokens taken back (-want +got):\n%s", tt.name, diff)
 		}
-		if used, _ := quotaUsed(t, c, key); used != tt.used {
+		if tt.raw != "" {
+			if v, err := c.Get(ctx, key).Result(); v != tt.raw {
+				t.Errorf("%s: %s = %q, %v; want %q untouched", tt.name, key, v, err, tt.raw)
+			}
+		} else if used, _ := quotaUsed(t, c, key); used != tt.used {
 			t.Errorf("%s: used = %d, want %d", tt.name, used, tt.used)
 		}
 	}
@@ -159,7 +184,7 @@ func TestLeaseQuotaWindowBoundary(t *testing.T) {
 	l := newLeasing(t, c, prefix, Options{LeaseMax: 64, LeaseTTL: time.Minute, DenyCacheSize: -1})
 	other := New(c, Options{Prefix: prefix, DenyCacheSize: -1, Timeout: time.Second})
 	req := Request{Subject: "s", Buckets: []Bucket{q}, Cost: 1}
-	key := prefix + "{" + SubjectHash("s") + "}:q"
+	key := bucketKey(prefix, "s", q)
 
 	for i := 0; l.Stats().LeaseOutstanding == 0; i++ {
 		if i == 200 || !redisNow(t, c).Before(end.Add(-500*time.Millisecond)) {
@@ -224,7 +249,7 @@ func TestLeaseQuotaInteractions(t *testing.T) {
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		used, _ := quotaUsed(t, c, prefix+"{"+SubjectHash("floor")+"}:q")
+		used, _ := quotaUsed(t, c, bucketKey(prefix, "floor", q))
 		t.Logf("admitted %d, used %d; leases %d, leased admissions %d, script calls %d", admitted, used, st.Leases, st.Leased, st.RedisCalls)
 		if admitted != 300 || used != 300 {
 			t.Errorf("admitted %d, used %d; want 300 each (limit 400 less the floor 100)", admitted, used)
@@ -256,7 +281,7 @@ func TestLeaseQuotaInteractions(t *testing.T) {
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if used, _ := quotaUsed(t, c, prefix+"{"+SubjectHash("usage")+"}:q"); used != admitted+70 {
+		if used, _ := quotaUsed(t, c, bucketKey(prefix, "usage", q)); used != admitted+70 {
 			t.Errorf("used %d, want admitted %d + 100 - 30", used, admitted)
 		}
 	})

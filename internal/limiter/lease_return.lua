@@ -11,8 +11,9 @@
 -- (call.build), N = #KEYS:
 -- KEYS[i]        bucket i's key
 -- ARGV[1]        tokens to give back to every bucket, integer > 0
--- ARGV[4i-2..4i+1], for bucket i: limit, period (us), burst, flags; the
---                numbers the lease was charged with.
+-- ARGV[4i-2..4i+1], for bucket i: limit, period, burst, flags; the
+--                arguments the lease was charged with (a quota's period
+--                is its window's letter).
 -- ARGV[4N+1+i]   bucket i's window end as the lease call's reply gave it
 --                (bucket.lua, "Leases"): a quota's end in Unix ms, "0" for
 --                a token bucket. Missing or "0" for a quota: nothing back.
@@ -33,15 +34,18 @@
 -- bucket that becomes full is deleted (a missing key is full), else it is
 -- written back with the PX bucket.lua would give it (1 ms after full).
 --
--- A quota ("q<unit><anchor> <window end> <used>"): its used goes down by
--- tokens, never below 0, only when the value is the window the lease
--- charged: the same unit and anchor as the flags, exactly the window end
--- the lease's reply named, and that end still after now. Any other value
--- (the key expired with its window, a later window, another unit or
--- anchor, unreadable) is a window the lease never charged: nothing back.
--- A change of the quota's limit keeps the window (bucket.lua keeps used),
--- so the tokens do go back: used counts tokens, whatever the limit. The
--- write keeps the value's head and expiry (PXAT the end), as bucket.lua's.
+-- A quota (its key holds the window's used and expires with the window;
+-- the key names the unit and anchor): its used goes down by tokens, never
+-- below 0, only when the key is the window the lease charged: a
+-- non-negative integer whose expiry is the end the lease's reply named. The
+-- reply read that end from the same expiry, or set it (before Redis 7.0 it
+-- is read from PTTL, to a millisecond or two), and two windows of a key
+-- end at least a day apart: an end within a second of it is that window. Any other key (it
+-- expired with its window and a later one began, no expiry, not an
+-- integer, missing) is a window the lease never charged: nothing back. A
+-- change of the quota's limit keeps the window (bucket.lua keeps used), so
+-- the tokens do go back: used counts tokens, whatever the limit. The write
+-- keeps the expiry (KEEPTTL).
 --
 -- Why not bucket.lua's own refund ("u-<n>")? It would convert a token
 -- bucket to new numbers and then refund in them, and give a quota's
@@ -70,25 +74,28 @@ for i = 1, #KEYS do
 	local o = 4 * i - 2
 	local limit = tonumber(ARGV[o])
 	local back = 0
-	local flags = ARGV[o + 3]
-	local tag, unit
-	if flags and flags ~= '0' and flags ~= '1' then
-		local _
-		_, _, tag, unit = match(flags, '^([01]) (%d+) (([rdwmy])(%-?%d+))$')
-	end
-	if n and n > 0 and limit and limit > 0 and unit and unit ~= 'r' then
+	local p = ARGV[o + 1]
+	if n and n > 0 and limit and limit > 0 and p and string.byte(p) > 57 then
 		-- A quota: only to the window the lease charged.
-		local charged = ARGV[4 * #KEYS + 1 + i]
+		local charged = tonumber(ARGV[4 * #KEYS + 1 + i])
 		local v = redis.call('GET', KEYS[i])
-		if v and charged and charged ~= '0' then
-			local p, tg, e, u = match(v, '^(q(%S+) (%S+) )(%S+)$')
-			local em, used = tonumber(e), tonumber(u)
-			if tg == tag and e == charged and em and em > now / 1000 + 1704067200000 and used and used > 0 and used < HUGE then
+		if v and charged and charged > 0 and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+			-- The window's end, 1 ms after the key's expiry: PEXPIRETIME
+			-- (Redis 7.0+), else from PTTL.
+			local used, e = tonumber(v), redis.pcall('PEXPIRETIME', KEYS[i])
+			if type(e) ~= 'number' then
+				e = redis.call('PTTL', KEYS[i])
+				if e >= 0 then
+					e = floor(now / 1000) + 1704067200000 + e
+				end
+			end
+			e = e + 1
+			if e > 0 and used > 0 and e - charged < 1000 and charged - e < 1000 then
 				back = n
 				if back > used then
 					back = used
 				end
-				redis.call('SET', KEYS[i], p .. string.format('%d', used - back), 'PXAT', e)
+				redis.call('SET', KEYS[i], string.format('%d', used - back), 'KEEPTTL')
 			end
 		end
 	elseif n and n > 0 and limit and limit > 0 then

@@ -575,7 +575,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 				for _, l := range ls {
 					lost += l.Stats().LeaseLost
 				}
-				used, _ := quotaUsed(t, timeClient, prefix+"{"+SubjectHash(req.Subject)+"}:"+bs[i].ID)
+				used, _ := quotaUsed(t, timeClient, bucketKey(prefix, req.Subject, bs[i]))
 				if lost == 0 && used != got*tt.cost {
 					t.Errorf("quota %s: used %d after Close, want exactly the admitted %d: leased tokens not given back", x.ID, used, got*tt.cost)
 				}

@@ -9,8 +9,13 @@
 // whose limit, burst or period changed keeps the tokens its subject used
 // (clamped to the new burst): the script re-expresses them under the new
 // numbers on its first call after the change, allowed or denied. The keys
-// are <prefix>{<subject hash>}:<bucket id>; the hash tag keeps a subject's
-// buckets in one cluster slot, so the script also runs on Redis Cluster.
+// are <prefix>{<subject hash>}:<bucket id> (a quota's followed by
+// ":q<window letter><anchor, ms since 2024>", its window's shape, so that a
+// change of it counts in a fresh key); the hash tag keeps a subject's
+// buckets in one cluster slot, so the script also runs on Redis Cluster. A
+// quota's key holds the window's count and expires when the window ends,
+// so a charge costs it one INCRBY. Redis 6.2 or later (7.0 reads a
+// window's end exactly; 6.2 to the millisecond).
 //
 // Around the script the Limiter keeps the request path fast and up: a local
 // cache denies a repeat offender until its retry-after without asking Redis,
@@ -76,8 +81,9 @@ type Bucket struct {
 	// then. The window is computed in Redis, from Redis TIME. Period must
 	// still be > 0: it is the RetryAfter when no wait helps.
 	Window Window
-	// Anchor is where a quota's windows repeat from (see Window's values);
-	// zero means UTC calendar alignment. It must lie between 1970 and 2100.
+	// Anchor is where a quota's windows repeat from (see Window's values),
+	// to the millisecond (finer is truncated); zero means UTC calendar
+	// alignment. It must lie between 1970 and 2100.
 	Anchor time.Time
 	// MinRemaining is the admission floor: Allow passes only when the
 	// bucket holds at least Cost + MinRemaining tokens. >= 0; the caller

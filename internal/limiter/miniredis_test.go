@@ -63,3 +63,65 @@ func TestMiniredisMatchesRedis(t *testing.T) {
 		t.Errorf("miniredis holds no keys: the scenarios wrote nothing")
 	}
 }
+
+// TestMiniredisQuotas plays quotas on miniredis and on real Redis: the
+// speculative INCRBY and its undoing, window ends (PEXPIRETIME), usage
+// reports, a lease call, a stray value and Reset answer alike. Durations
+// within 2 s: miniredis's clock is frozen at the start, Redis's runs.
+func TestMiniredisQuotas(t *testing.T) {
+	real := newClient(t, 2)
+	m := miniredis.RunT(t)
+	m.SetTime(time.Now())
+	mini := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = mini.Close() })
+	realPrefix := testPrefix(t, real)
+	onReal := New(real, Options{Prefix: realPrefix, DenyCacheSize: -1, Timeout: time.Second})
+	onMini := New(mini, Options{Prefix: "t:sl:", DenyCacheSize: -1, Timeout: time.Second})
+	ctx := context.Background()
+	rate := Bucket{ID: "r", Limit: 100, Period: time.Hour}
+	month := Bucket{ID: "m", Limit: 5, Period: time.Hour, Window: Monthly}
+	day := Bucket{ID: "d", Limit: 3, Period: time.Hour, Window: Daily, Anchor: time.Date(2025, 1, 1, 6, 30, 0, 0, time.UTC)}
+	shadowDay := day
+	shadowDay.Shadow = true
+	all := []Bucket{rate, month, day}
+
+	play := func(c redis.UniversalClient, l *Limiter, prefix string) []any {
+		var out []any
+		allow := func(bs []Bucket, cost int64) {
+			d, err := l.Allow(ctx, Request{Subject: "s", Buckets: bs, Cost: cost})
+			out = append(out, d, err)
+		}
+		for range 4 {
+			allow(all, 1) // the fourth: denied by the day, the month undone
+		}
+		allow([]Bucket{rate, month, shadowDay}, 1) // the shadow is not charged
+		st, err := l.Peek(ctx, "s", all)
+		out = append(out, st, err)
+		u, err := l.Charge(ctx, "s", all, -2, "scope", "")
+		out = append(out, u, err)
+		res, err := l.evalLease(ctx, digestOf("s"), 1, all)
+		if rd := (replyReader{s: res}); err == nil {
+			r, perr := parseReply(&rd, len(all))
+			var ends []int64
+			for range all {
+				ends = append(ends, rd.next()) // exact; not the ms until it, as the clocks differ
+				rd.next()
+			}
+			out = append(out, r.allowed, r.index, r.remaining, perr, ends)
+		}
+		out = append(out, err)
+		// A stray value: a fresh window.
+		out = append(out, c.Set(ctx, bucketKey(prefix, "s", month), "x", time.Hour).Err())
+		allow(all, 1)
+		out = append(out, l.Reset(ctx, "s", all))
+		allow(all, 1)
+		return out
+	}
+	want := play(real, onReal, realPrefix)
+	got := play(mini, onMini, "t:sl:")
+	if diff := cmp.Diff(want, got, durationsWithin(2*time.Second), cmp.Comparer(func(a, b error) bool {
+		return (a == nil) == (b == nil)
+	})); diff != "" {
+		t.Errorf("miniredis differs from Redis (-redis +miniredis):\n%s", diff)
+	}
+}

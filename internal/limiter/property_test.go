@@ -150,7 +150,7 @@ func (p *property) run(set int) {
 	p.lastUS = make([]int64, len(p.effs))
 	for i := range p.effs {
 		p.bs[i] = bucket.For(&p.effs[i])
-		p.keys[i] = p.prefix + "{" + limiter.SubjectHash(p.subject) + "}:" + p.bs[i].ID
+		p.keys[i] = p.key(p.bs[i])
 		p.firstUS[i] = -1
 		p.valid[i] = p.effs[i].Burst
 	}
@@ -187,6 +187,7 @@ func (p *property) run(set int) {
 				p.valid[j] = e.Burst
 			}
 			p.effs[j], p.bs[j] = e, bucket.For(&e)
+			p.keys[j] = p.key(p.bs[j])
 			p.charged[j], p.firstUS[j] = 0, -1
 			p.changes++
 			continue
@@ -395,7 +396,6 @@ type snapshot struct {
 	num  []float64 // <tat>; a quota's window end, µs since 2024
 	per  []float64 // <T>, 0 in a value of the previous version ("<tat>"); -1 a quota's
 	cap  []float64 // <burst>, 0 in a value of the previous version; a quota's used
-	tag  []string  // a quota's "<unit><anchor>"
 	pttl []time.Duration
 }
 
@@ -422,7 +422,6 @@ func (p *property) read() snapshot {
 		num:  make([]float64, len(p.keys)),
 		per:  make([]float64, len(p.keys)),
 		cap:  make([]float64, len(p.keys)),
-		tag:  make([]string, len(p.keys)),
 		pttl: make([]time.Duration, len(p.keys)),
 	}
 	for i := range p.keys {
@@ -435,11 +434,14 @@ func (p *property) read() snapshot {
 		}
 		s.val[i], s.has[i], s.pttl[i] = v, true, ttls[i].Val()
 		var ok bool
-		if strings.HasPrefix(v, "q") {
-			if s.tag[i], s.num[i], s.cap[i], ok = parseQuota(v); !ok {
-				p.t.Fatalf("bucket %d holds %q, not \"q<tag> <end ms> <used>\"", i, v)
+		if b := p.bs[i]; b.Window != limiter.NoWindow {
+			// A quota's key holds its used and expires with its window:
+			// the window that holds now, as the key exists.
+			used, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || used < 0 || s.pttl[i] < 0 {
+				p.t.Fatalf("quota bucket %d holds %q (PTTL %v), not its used expiring with the window", i, v, s.pttl[i])
 			}
-			s.per[i] = -1
+			s.num[i], s.per[i], s.cap[i] = windowEnd(b, s.now), -1, float64(used)
 			continue
 		}
 		if s.num[i], s.per[i], s.cap[i], ok = parseStored(v); !ok {
@@ -465,16 +467,19 @@ func parseStored(v string) (tat, per, burst float64, ok bool) {
 	return tat, per, burst, errors.Join(errs[:]...) == nil
 }
 
-// parseQuota splits a quota's value, "q<unit><anchor> <end ms> <used>",
-// into its tag, its end in µs since 2024, and its used.
-func parseQuota(v string) (tag string, end, used float64, ok bool) {
-	f := strings.Fields(v)
-	if len(f) != 3 || len(f[0]) < 2 {
-		return "", 0, 0, false
+// key is bucket b's Redis key, as bucket.lua's header and limiter.go name
+// it: a quota's names its window's unit and anchor (milliseconds since
+// 2024), so that a change of either is a fresh window.
+func (p *property) key(b limiter.Bucket) string {
+	k := p.prefix + "{" + limiter.SubjectHash(p.subject) + "}:" + b.ID
+	if b.Window == limiter.NoWindow {
+		return k
 	}
-	endMS, err1 := strconv.ParseInt(f[1], 10, 64)
-	u, err2 := strconv.ParseFloat(f[2], 64)
-	return f[0][1:], float64((endMS - 1704067200000) * 1000), u, err1 == nil && err2 == nil
+	var anchor int64
+	if !b.Anchor.IsZero() {
+		anchor = b.Anchor.UnixMilli() - 1704067200*1000
+	}
+	return k + ":q" + string("rdwmy"[b.Window]) + strconv.FormatInt(anchor, 10)
 }
 
 // allow plays one Allow and checks it.
@@ -513,28 +518,41 @@ func (p *property) allow(cost int64) {
 		}
 	}
 
+	// A quota key whose window ends within the bracket may count the call
+	// in that window by Redis's clock (lenient; see model.run).
+	lenient := false
+	for i, b := range p.bs {
+		lenient = lenient || b.Window != limiter.NoWindow && before.has[i] && before.num[i] <= float64(after.now)
+	}
 	var m model
-	for now := before.now; now <= after.now; now++ {
-		m.run(p.bs, before, cost, now)
+	for k := 0; k < 2*int(after.now-before.now+1); k++ {
+		now, qnow := before.now+int64(k/2), before.now+int64(k/2)
+		if k%2 == 1 {
+			if !lenient {
+				continue
+			}
+			qnow = before.now
+		}
+		m.run(p.bs, before, cost, now, qnow)
 		if m.decision(p.bs) == d && p.stateMatches(&m, before, after, now) {
 			p.count(&m, before, after)
 			for i := range p.bs {
 				if m.converted[i] {
 					p.converted++
 				}
-				if m.quota[i] != "" && m.charged[i] {
+				if m.quota[i] && m.charged[i] {
 					p.quotaCharges++
 				}
-				if m.quota[i] != "" && before.has[i] && before.per[i] == -1 && before.tag[i] == m.quota[i] && before.num[i] != m.at[i] {
+				if m.quota[i] && before.has[i] && before.num[i] <= float64(now) {
 					p.freshWindows++
 				}
 			}
 			return
 		}
 	}
-	m.run(p.bs, before, cost, before.now)
+	m.run(p.bs, before, cost, before.now, before.now)
 	first := m.decision(p.bs)
-	m.run(p.bs, before, cost, after.now)
+	m.run(p.bs, before, cost, after.now, after.now)
 	p.t.Errorf("no microsecond of the TIME bracket [%d, %d] gives Allow's decision and Redis's values:\n  got          %+v\n  model(first) %+v\n  model(last)  %+v, next %v",
 		before.now, after.now, d, first, m.decision(p.bs), m.next)
 }
@@ -555,7 +573,7 @@ func (p *property) peek() {
 	p.checkUnchanged(before, after)
 	var m model
 	for now := before.now; now <= after.now; now++ {
-		m.run(p.bs, before, 0, now)
+		m.run(p.bs, before, 0, now, now)
 		ok := true
 		for i, s := range got {
 			ok = ok && s == limiter.BucketState{Remaining: m.remaining(i), Reset: ms(m.reset(i))}
@@ -614,7 +632,7 @@ func (p *property) stateMatches(m *model, before, after snapshot, now int64) boo
 			}
 			continue
 		}
-		if m.quota[i] != "" {
+		if m.quota[i] {
 			// Written with PXAT its window's end: the PTTL counts down to it.
 			ttl := time.Duration(m.at[i]-float64(after.now)) * time.Microsecond
 			if after.val[i] != m.quotaValue(p.bs, i) || after.pttl[i] > ttl+2*time.Millisecond || after.pttl[i] < ttl-pttlSlack {
@@ -728,26 +746,14 @@ type model struct {
 	// used carried over; written: the call writes the bucket (charged, or
 	// converted by a call that is not a peek).
 	converted, written [limiter.MaxBuckets]bool
-	// quota is a quota bucket's tag ("<unit><anchor>"), "" for a token
-	// bucket; its at is its window's end and its t is -1.
-	quota [limiter.MaxBuckets]string
+	// quota: a quota bucket; its at is its window's end and its t is -1.
+	quota [limiter.MaxBuckets]bool
 }
 
 // quotaValue is what the script stores for quota bucket i after the call:
-// "q<tag> <end, Unix ms> <used>", used printed as Lua prints a number.
+// its used, an integer.
 func (m *model) quotaValue(bs []limiter.Bucket, i int) string {
-	endMS := int64(m.at[i])/1000 + 1704067200000
-	return "q" + m.quota[i] + " " + strconv.FormatInt(endMS, 10) + " " + strconv.FormatFloat(float64(bs[i].Limit)-m.h[i], 'g', 14, 64)
-}
-
-// quotaTag is a quota bucket's "<unit><anchor>", as the script keys its
-// windows.
-func quotaTag(b limiter.Bucket) string {
-	var anchor int64
-	if !b.Anchor.IsZero() {
-		anchor = b.Anchor.UnixMicro() - 1704067200*1_000_000
-	}
-	return string("rdwmy"[b.Window]) + strconv.FormatInt(anchor, 10)
+	return strconv.FormatInt(bs[i].Limit-int64(m.h[i]), 10)
 }
 
 // windowEnd is the reference calendar, written apart from the script's
@@ -802,7 +808,13 @@ const (
 	maxMS = 3153600000000 // the script's MAX_MS
 )
 
-func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
+// run plays a call at TIME now. A quota's key counts as its window while
+// TIME is before the window's end, or, at qnow < now, while the script's
+// start was: Redis expires keys by the time the script started, to the
+// millisecond, and the key's PXAT is the window's end less 1 ms, so a call
+// that starts before the end and reads TIME after it counts in the window
+// that ended, unless it reads the key's expiry (see bucket.lua, "Quotas").
+func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now, qnow int64) {
 	*m = model{cost: cost, now: now, allowed: true, lim: -1, wait: -2}
 	fnow := float64(now)
 	need := float64(max(cost, 1))
@@ -810,17 +822,16 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now int64) {
 		at, h, T, burst := fnow, 0.0, 0.0, 0.0
 		needI := need + float64(b.MinRemaining)
 		if b.Limit > 0 && b.Window != limiter.NoWindow {
-			// A quota: its stored window while it lasts (same unit and
-			// anchor, end after now), else a fresh one from the reference
-			// calendar.
-			tag, end, used := quotaTag(b), 0.0, 0.0
-			if s.has[i] && s.per[i] == -1 && s.tag[i] == tag && s.num[i] > fnow && s.cap[i] >= 0 && !math.IsInf(s.cap[i], 1) {
-				end, used = s.num[i], s.cap[i]
-			} else {
-				end = windowEnd(b, now)
+			// A quota: its key's used while its window lasts, else a
+			// fresh window; the end from the reference calendar.
+			used, end := 0.0, windowEnd(b, now)
+			if s.has[i] && s.per[i] == -1 && s.num[i] > fnow {
+				used = s.cap[i]
+			} else if s.has[i] && s.per[i] == -1 && s.num[i] > float64(qnow) {
+				used, end = s.cap[i], s.num[i]
 			}
 			at, h, T, burst = end, float64(b.Limit)-used, -1, float64(b.Limit)
-			m.quota[i] = tag
+			m.quota[i] = true
 		} else if b.Limit > 0 {
 			T = float64(b.Period.Microseconds()) / float64(b.Limit)
 			burst = float64(b.Limit)

@@ -209,7 +209,7 @@ func TestQuotaWindowReset(t *testing.T) {
 	if d.Reset != d.RetryAfter || d.Limit != 3 || d.Remaining != 0 {
 		t.Errorf("deny = %+v, want reset = retry, limit 3, remaining 0", d)
 	}
-	pttl, err := c.PTTL(ctx, l.prefix+"{"+SubjectHash("s")+"}:q").Result()
+	pttl, err := c.PTTL(ctx, bucketKey(l.prefix, "s", q)).Result()
 	if err != nil || pttl < end.Sub(now)-100*time.Millisecond || pttl > end.Sub(now)+10*time.Millisecond {
 		t.Errorf("PTTL = %v, %v; want the key to expire with the window, in %v", pttl, err, end.Sub(now))
 	}
@@ -324,6 +324,117 @@ func TestMinRemaining(t *testing.T) {
 		}
 		if b.Window != NoWindow && d.RetryAfter != d.Reset {
 			t.Errorf("%s: RetryAfter = %v, want the window's end %v", b.ID, d.RetryAfter, d.Reset)
+		}
+	}
+}
+
+// TestQuotaKeys: what a call leaves in a quota's key. A deny leaves every
+// key as it was (the quotas charged before the denying one are undone,
+// and a window the call opened leaves no key); a shadow quota without the
+// tokens is not charged; a value INCRBY would refuse, or a key without an
+// expiry, is a fresh window, never an error; another unit or anchor is
+// another key (a fresh window), another limit the same one.
+func TestQuotaKeys(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 4)
+	prefix := testPrefix(t, c)
+	l := New(c, Options{Prefix: prefix, DenyCacheSize: -1, BreakerThreshold: -1, Timeout: time.Second})
+	ctx := context.Background()
+	month := Bucket{ID: "m", Limit: 10, Period: time.Hour, Window: Monthly}
+	day := Bucket{ID: "d", Limit: 5, Period: time.Hour, Window: Daily}
+	rate := Bucket{ID: "r", Limit: 100, Period: time.Hour}
+	type key struct {
+		b     Bucket
+		value string // "" = no key
+		ttl   bool   // with the window's expiry
+	}
+	tests := []struct {
+		name    string
+		before  []key // set before the call (ttl: expiring in an hour)
+		buckets []Bucket
+		cost    int64
+		allowed bool
+		after   []key
+	}{
+		{name: "a later quota denies: the earlier one is undone",
+			before: []key{{month, "4", true}, {day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
+			after: []key{{month, "4", true}, {day, "5", true}}},
+		{name: "a later quota denies: a window the call opened leaves no key",
+			before: []key{{day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
+			after: []key{{month, "", false}, {day, "5", true}}},
+		{name: "a rate bucket denies: no quota is touched",
+			before: []key{{month, "4", true}}, buckets: []Bucket{month, {ID: "r", Limit: 1, Period: time.Hour}}, cost: 2,
+			after: []key{{month, "4", true}, {day, "", false}}},
+		{name: "a shadow quota without the tokens is not charged",
+			before: []key{{day, "5", true}}, buckets: []Bucket{month, {ID: "d", Limit: 5, Period: time.Hour, Window: Daily, Shadow: true}}, cost: 1, allowed: true,
+			after: []key{{month, "1", true}, {day, "5", true}}},
+		{name: "both charged", before: []key{{month, "4", true}}, buckets: []Bucket{rate, month, day}, cost: 2, allowed: true,
+			after: []key{{month, "6", true}, {day, "2", true}}},
+		{name: "a cost above the quota", buckets: []Bucket{month}, cost: 11, after: []key{{month, "", false}}},
+	}
+	for _, v := range []string{"abc", "007", "1.5", "-3", " 5", "1e3", "+5", "0x10", "99999999999999999999", "1234567890123456"} {
+		tests = append(tests, struct {
+			name    string
+			before  []key
+			buckets []Bucket
+			cost    int64
+			allowed bool
+			after   []key
+		}{name: "a value INCRBY refuses: " + v, before: []key{{month, v, true}}, buckets: []Bucket{month}, cost: 3, allowed: true,
+			after: []key{{month, "3", true}}})
+	}
+	tests = append(tests, []struct {
+		name    string
+		before  []key
+		buckets []Bucket
+		cost    int64
+		allowed bool
+		after   []key
+	}{
+		{name: "no expiry, would deny: a fresh window", before: []key{{month, "1000", false}}, buckets: []Bucket{month}, cost: 1, allowed: true,
+			after: []key{{month, "1", true}}},
+		{name: "no expiry, a deny elsewhere: the key is dropped", before: []key{{month, "1000", false}, {day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
+			after: []key{{month, "", false}, {day, "5", true}}},
+		{name: "a limit change keeps the window", before: []key{{month, "4", true}}, buckets: []Bucket{{ID: "m", Limit: 5, Period: time.Hour, Window: Monthly}}, cost: 1, allowed: true,
+			after: []key{{month, "5", true}}},
+	}...)
+	anchored := month
+	anchored.Anchor = time.Date(2025, 3, 31, 0, 0, 0, 0, time.UTC)
+	yearly := month
+	yearly.Window = Yearly
+	if k1, k2, k3 := bucketKey(prefix, "s", month), bucketKey(prefix, "s", anchored), bucketKey(prefix, "s", yearly); k1 == k2 || k1 == k3 || k2 == k3 {
+		t.Errorf("keys %s, %s, %s: another unit or anchor must be another key", k1, k2, k3)
+	}
+
+	for i, tt := range tests {
+		subj := subject(t, i)
+		for _, k := range tt.before {
+			var ttl time.Duration
+			if k.ttl {
+				ttl = time.Hour
+			}
+			if err := c.Set(ctx, bucketKey(prefix, subj, k.b), k.value, ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := l.Allow(ctx, Request{Subject: subj, Buckets: tt.buckets, Cost: tt.cost})
+		if err != nil || d.Allowed != tt.allowed {
+			t.Errorf("%s: Allow() = %+v, %v; want allowed %v", tt.name, d, err, tt.allowed)
+		}
+		for _, k := range tt.after {
+			key := bucketKey(prefix, subj, k.b)
+			v, err := c.Get(ctx, key).Result()
+			if err == redis.Nil {
+				v = ""
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			ttl := c.PTTL(ctx, key).Val()
+			// The window's expiry: the test's hour, or the calendar's
+			// (at most a month).
+			if v != k.value || k.ttl != (ttl > 0 && ttl <= 31*24*time.Hour) {
+				t.Errorf("%s: %s = %q (PTTL %v), want %q with an expiry %v", tt.name, k.b.ID, v, ttl, k.value, k.ttl)
+			}
 		}
 	}
 }

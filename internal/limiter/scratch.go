@@ -62,7 +62,7 @@ func (c *call) build(prefix string, sd subjectDigest, cost int64, bs []Bucket) {
 		if i > 0 {
 			buf = append(buf, buf[:head]...)
 		}
-		buf = append(buf, b.ID...)
+		buf = appendKeyID(buf, b)
 		c.keyEnd[i] = len(buf)
 	}
 	keysEnd := len(buf)

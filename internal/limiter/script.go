@@ -85,20 +85,33 @@ func appendArgs(dst []byte, ends []int, cost int64, bs []Bucket) ([]byte, []int)
 		dst = strconv.AppendInt(dst, b.Limit, 10)
 		ends = append(ends, len(dst))
 		if b.Window != NoWindow {
-			// A quota's period and burst are not read: empty.
-			ends = append(ends, len(dst), len(dst))
-			dst = appendFlags(dst, b)
+			// A quota's period is its window's letter, its burst its
+			// anchor.
+			dst = append(dst, windowUnits[b.Window])
 			ends = append(ends, len(dst))
-			continue
+			dst = strconv.AppendInt(dst, anchorMicros(b), 10)
+		} else {
+			dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
+			ends = append(ends, len(dst))
+			dst = strconv.AppendInt(dst, b.capacity(), 10)
 		}
-		dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
-		ends = append(ends, len(dst))
-		dst = strconv.AppendInt(dst, b.capacity(), 10)
 		ends = append(ends, len(dst))
 		dst = appendFlags(dst, b)
 		ends = append(ends, len(dst))
 	}
 	return dst, ends
+}
+
+// appendKeyID appends what follows the hash tag in bucket b's key: its
+// ID, and for a quota ":q", its window's letter and its anchor, so that a
+// rule whose window changes counts in a fresh key (bucket.lua, "Quotas").
+func appendKeyID(dst []byte, b Bucket) []byte {
+	dst = append(dst, b.ID...)
+	if b.Window == NoWindow {
+		return dst
+	}
+	dst = append(dst, ':', 'q', windowUnits[b.Window])
+	return strconv.AppendInt(dst, anchorMicros(b)/1000, 10)
 }
 
 // epoch2024 is the script's time origin, 2024-01-01T00:00:00Z, in
@@ -108,25 +121,29 @@ const epoch2024 = 1704067200 * 1000000
 // windowUnits are the script's window letters, by Window.
 var windowUnits = [...]byte{NoWindow: 'r', Daily: 'd', Weekly: 'w', Monthly: 'm', Yearly: 'y'}
 
-// appendFlags appends bucket b's flags argument: "0" or "1" (shadow) for a
-// plain token bucket, else "<shadow> <floor> <unit><anchor>", such as
-// "0 0 m0" (see bucket.lua).
+// anchorMicros is a quota's anchor as the script takes it: microseconds
+// since 2024-01-01 UTC, truncated to whole milliseconds (so that its
+// windows end on whole milliseconds, as a key's expiry does); 0 without an
+// anchor.
+func anchorMicros(b Bucket) int64 {
+	if b.Anchor.IsZero() {
+		return 0
+	}
+	return b.Anchor.UnixMilli()*1000 - epoch2024
+}
+
+// appendFlags appends bucket b's flags argument: "0" or "1" (shadow), and
+// " <floor>" after it when the bucket has one (see bucket.lua).
 func appendFlags(dst []byte, b Bucket) []byte {
 	shadow := byte('0')
 	if b.Shadow {
 		shadow = '1'
 	}
-	if b.Window == NoWindow && b.MinRemaining == 0 {
+	if b.MinRemaining == 0 {
 		return append(dst, shadow)
 	}
 	dst = append(dst, shadow, ' ')
-	dst = strconv.AppendInt(dst, b.MinRemaining, 10)
-	dst = append(dst, ' ', windowUnits[b.Window])
-	var anchor int64
-	if !b.Anchor.IsZero() {
-		anchor = b.Anchor.UnixMicro() - epoch2024
-	}
-	return strconv.AppendInt(dst, anchor, 10)
+	return strconv.AppendInt(dst, b.MinRemaining, 10)
 }
 
 // periodMicros is the period in whole microseconds, at least 1.

@@ -85,7 +85,7 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	head := l.prefix + "{" + string(appendSubjectHash(nil, sd)) + "}:"
 	keys := make([]string, 0, len(buckets)+1)
 	for _, b := range buckets {
-		keys = append(keys, head+b.ID)
+		keys = append(keys, string(appendKeyID([]byte(head), b)))
 	}
 	if idempotencyKey != "" {
 		// Hashed: the caller's key never reaches Redis as it is, and a
