@@ -118,7 +118,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		"REDIS_PREFIX":      o.Prefix,
 	}
 	var kerr error
-	if o.ContextKey != "" && !validKey(o.ContextKey) {
+	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
 		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space or comma", o.ContextKey)
 	}
 	if o.Timeout != 0 {
@@ -160,25 +160,10 @@ func parseSubject(s string) (string, error) {
 	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
 	case s == "" || kind == "principal" && key == "":
 		return "", nil
-	case kind == "context" && validKey(strings.TrimSpace(key)):
+	case kind == "context" && identity.ValidKey(strings.TrimSpace(key)):
 		return strings.TrimSpace(key), nil
 	}
 	return "", fmt.Errorf("SUBJECT_SOURCES: %q: an embedded limiter limits whom the wrapped authorizer names: want principal or context:<key> (1 to 128 printable ASCII characters, no space or comma)", s)
-}
-
-// validKey reports whether key can name a context value: 1 to 128
-// printable ASCII characters other than space, comma and semicolon, as the
-// authorizer's context:<key> source takes them.
-func validKey(key string) bool {
-	if key == "" || len(key) > 128 {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c <= ' ' || c > '~' || c == ',' || c == ';' {
-			return false
-		}
-	}
-	return true
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
@@ -237,13 +222,7 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 // are kept. The authorizer's result cache must be off (TTL 0), as for
 // Sluice's own authorizer: a cached Allow spends no tokens.
 func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
-	return func(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
-		up, err := h(ctx, ev)
-		if err != nil {
-			return up, err
-		}
-		return l.app.Authorizer.ChainREST(ctx, ev, up, l.key)
-	}
+	return wrap(h, l.app.Authorizer.ChainREST, l.key)
 }
 
 // WrapHTTP returns h with Sluice's limits after it, as WrapREST does, for
@@ -254,25 +233,25 @@ func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
 // principalId: Options.ContextKey must name the subject, or every request
 // h allows is "Unauthorized".
 func (l *Limiter) WrapHTTP(h HTTPHandler) HTTPHandler {
-	return func(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-		up, err := h(ctx, ev)
-		if err != nil {
-			return up, err
-		}
-		return l.app.Authorizer.ChainHTTP(ctx, ev, up, l.key)
-	}
+	return wrap(h, l.app.Authorizer.ChainHTTP, l.key)
 }
 
 // WrapHTTPIAM returns h with Sluice's limits after it, as WrapREST does,
 // for an HTTP API with IAM policy responses: the policy is evaluated for
 // the event's routeArn, and over the limit replaced by a Deny of it (403).
 func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
-	return func(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
+	return wrap(h, l.app.Authorizer.ChainHTTPIAM, l.key)
+}
+
+// wrap returns h followed by chain (an apigw.Authorizer Chain method):
+// h's error passes through unchanged, else chain answers behind h's answer.
+func wrap[E, R any](h func(context.Context, E) (R, error), chain func(context.Context, E, R, string) (R, error), key string) func(context.Context, E) (R, error) {
+	return func(ctx context.Context, ev E) (R, error) {
 		up, err := h(ctx, ev)
 		if err != nil {
 			return up, err
 		}
-		return l.app.Authorizer.ChainHTTPIAM(ctx, ev, up, l.key)
+		return chain(ctx, ev, up, key)
 	}
 }
 

@@ -132,9 +132,9 @@ func ParseSources(s string) ([]Source, error) {
 			out = append(out, Source{Kind: SourceAPIKey})
 		case kind == "ip" && !hasName:
 			out = append(out, Source{Kind: SourceIP})
-		case kind == "jwt" && validClaim(name):
+		case kind == "jwt" && ValidKey(name):
 			out = append(out, Source{Kind: SourceJWT, Name: name})
-		case kind == "context" && validClaim(name):
+		case kind == "context" && ValidKey(name):
 			out = append(out, Source{Kind: SourceContext, Name: name})
 		case kind == "principal" && !hasName:
 			out = append(out, Source{Kind: SourcePrincipal})
@@ -153,10 +153,10 @@ func ParseSources(s string) ([]Source, error) {
 	return out, nil
 }
 
-// validClaim reports whether name can be a claim or context key: 1 to 128
-// printable ASCII characters other than space and comma ("custom:tenant"
-// is one).
-func validClaim(name string) bool {
+// ValidKey reports whether name can be a claim or context key: 1 to 128
+// printable ASCII characters other than space, comma and semicolon
+// ("custom:tenant" is one).
+func ValidKey(name string) bool {
 	if name == "" || len(name) > 128 {
 		return false
 	}

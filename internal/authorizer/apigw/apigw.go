@@ -120,19 +120,8 @@ func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
 // values. It returns ErrUnauthorized when the request has no subject.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := restRequest(&ev)
-	if h.up != nil {
-		event, err := upstreamEvent(ev)
-		if err != nil {
-			return events.APIGatewayCustomAuthorizerResponse{}, err
-		}
-		pass, err := h.chain(ctx, event, ev.MethodArn, &req)
-		if err != nil || pass != nil {
-			var out events.APIGatewayCustomAuthorizerResponse
-			if err == nil {
-				err = json.Unmarshal(pass, &out)
-			}
-			return out, err
-		}
+	if out, done, err := viaUpstream[events.APIGatewayCustomAuthorizerResponse](ctx, h, ev, ev.MethodArn, &req); done {
+		return out, err
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
@@ -199,19 +188,8 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 // ErrUnauthorized (401) when the request has no subject.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := httpRequest(&ev)
-	if h.up != nil {
-		event, err := upstreamEvent(ev)
-		if err != nil {
-			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
-		}
-		pass, err := h.chain(ctx, event, ev.RouteArn, &req)
-		if err != nil || pass != nil {
-			var out events.APIGatewayV2CustomAuthorizerSimpleResponse
-			if err == nil {
-				err = json.Unmarshal(pass, &out)
-			}
-			return out, err
-		}
+	if out, done, err := viaUpstream[events.APIGatewayV2CustomAuthorizerSimpleResponse](ctx, h, ev, ev.RouteArn, &req); done {
+		return out, err
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {

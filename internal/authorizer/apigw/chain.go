@@ -29,9 +29,16 @@ import (
 // ChainREST answers a REST API REQUEST authorizer event behind up. up
 // allows when its policy allows ev.MethodArn (Evaluate).
 func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse, key string) (events.APIGatewayCustomAuthorizerResponse, error) {
-	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.MethodArn), PrincipalID: up.PrincipalID, Context: up.Context}
 	req := restRequest(&ev)
-	res, err := h.decideFor(ctx, &u, key, &req)
+	return h.chainPolicy(ctx, up, key, &req, ev.MethodArn)
+}
+
+// chainPolicy answers req behind up, a policy answer: up allows when its
+// policy allows arn (Evaluate); over the limit the policy becomes a Deny
+// of arn. REST's response type carries the fields of HTTP's IAM one.
+func (h *handler) chainPolicy(ctx context.Context, up events.APIGatewayCustomAuthorizerResponse, key string, req *authorizer.Request, arn string) (events.APIGatewayCustomAuthorizerResponse, error) {
+	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, arn), PrincipalID: up.PrincipalID, Context: up.Context}
+	res, err := h.decideFor(ctx, &u, key, req)
 	switch {
 	case errors.Is(err, authorizer.ErrUpstreamDenied):
 		return up, nil
@@ -41,7 +48,7 @@ func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAu
 	out := up
 	out.Context = authorizer.MergeContext(h.ownValues(&res), up.Context)
 	if !res.Allowed {
-		out.PolicyDocument = h.restResponse(&res, &req, ev.MethodArn).PolicyDocument
+		out.PolicyDocument = h.restResponse(&res, req, arn).PolicyDocument
 	}
 	return out, nil
 }
@@ -69,21 +76,12 @@ func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2Custom
 // up, an IAM policy response: up allows when its policy allows ev.RouteArn
 // (Evaluate); over the limit the policy becomes a Deny of ev.RouteArn.
 func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, key string) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
-	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, ev.RouteArn), PrincipalID: up.PrincipalID, Context: up.Context}
 	req := httpRequest(&ev)
-	res, err := h.decideFor(ctx, &u, key, &req)
-	switch {
-	case errors.Is(err, authorizer.ErrUpstreamDenied):
-		return up, nil
-	case err != nil:
-		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, ErrUnauthorized
+	out, err := h.chainPolicy(ctx, events.APIGatewayCustomAuthorizerResponse{PrincipalID: up.PrincipalID, PolicyDocument: up.PolicyDocument, Context: up.Context}, key, &req, ev.RouteArn)
+	if err != nil {
+		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, err
 	}
-	out := up
-	out.Context = authorizer.MergeContext(h.ownValues(&res), up.Context)
-	if !res.Allowed {
-		out.PolicyDocument = h.restResponse(&res, &req, ev.RouteArn).PolicyDocument
-	}
-	return out, nil
+	return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{PrincipalID: out.PrincipalID, PolicyDocument: out.PolicyDocument, Context: out.Context}, nil
 }
 
 // decideFor is decide behind an upstream: ErrUpstreamDenied is neither

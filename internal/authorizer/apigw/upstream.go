@@ -59,12 +59,26 @@ func (h *Authorizer) chain(ctx context.Context, event []byte, resource string, r
 	return nil, nil
 }
 
-// upstreamEvent returns the event to send upstream for a typed handler:
-// the event as API Gateway sent it, re-encoded.
-func upstreamEvent(ev any) ([]byte, error) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode event for the upstream authorizer: %w", err)
+// viaUpstream asks the upstream authorizer, when there is one, about ev
+// (a typed event, re-encoded as API Gateway sent it) for resource. done
+// reports that its answer is the reply: out, the upstream's own answer
+// passed through (R the handler's response type), or err. Otherwise the
+// request goes on to Sluice's decision, with req.Upstream set when an
+// upstream allowed.
+func viaUpstream[R any](ctx context.Context, h *Authorizer, ev any, resource string, req *authorizer.Request) (out R, done bool, err error) {
+	if h.up == nil {
+		return out, false, nil
 	}
-	return b, nil
+	event, err := json.Marshal(ev)
+	if err != nil {
+		return out, true, fmt.Errorf("encode event for the upstream authorizer: %w", err)
+	}
+	pass, err := h.chain(ctx, event, resource, req)
+	if err == nil && pass == nil {
+		return out, false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(pass, &out)
+	}
+	return out, true, err
 }
