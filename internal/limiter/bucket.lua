@@ -216,23 +216,9 @@ end
 -- report or a lease tells it. A charge reads it only to deny.
 local ends = usage or lease or cost == 0
 
--- expiry(key): the end of the window a quota's key holds, in
--- microseconds since 2024: 1 ms after its expiry (see "Quotas"), or false
--- when it has none (or there is no key). PEXPIRETIME (Redis 7.0+) is the
--- PXAT written, exactly; before 7.0, the PTTL from now, to the millisecond.
-local function expiry(key)
-	local e = redis.pcall('PEXPIRETIME', key)
-	if type(e) ~= 'number' then
-		e = redis.call('PTTL', key)
-		if e >= 0 then
-			return now + (e + 1) * 1000
-		end
-	end
-	if e < 0 then
-		return false
-	end
-	return (e + 1 - 1704067200000) * 1000
-end
+-- expiry(key): see step 1; made there for a request with a quota, so that
+-- token buckets alone do not pay for its closure.
+local expiry
 
 -- EPS absorbs float rounding: a bucket holding cost tokens up to 1e-6 is
 -- treated as holding them (the deficit is repaid by later refill, so it
@@ -289,6 +275,26 @@ while k < kn do
 		end
 		local at, h, T, burst, px = now, 0, 0, 0, false
 		if limit > 0 and q then
+			if not expiry then
+				-- expiry(key): the end of the window a quota's key holds, in
+				-- microseconds since 2024: 1 ms after its expiry (see
+				-- "Quotas"), or false when it has none (or there is no key).
+				-- PEXPIRETIME (Redis 7.0+) is the PXAT written, exactly;
+				-- before 7.0, the PTTL from now, to the millisecond.
+				expiry = function(key)
+					local e = redis.pcall('PEXPIRETIME', key)
+					if type(e) ~= 'number' then
+						e = redis.call('PTTL', key)
+						if e >= 0 then
+							return now + (e + 1) * 1000
+						end
+					end
+					if e < 0 then
+						return false
+					end
+					return (e + 1 - 1704067200000) * 1000
+				end
+			end
 			-- A quota: the key holds the window's used; an existing key is
 			-- the current window.
 			local used, stop, made = false, false, false

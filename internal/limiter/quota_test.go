@@ -348,14 +348,15 @@ func TestQuotaKeys(t *testing.T) {
 		value string // "" = no key
 		ttl   bool   // with the window's expiry
 	}
-	tests := []struct {
+	type test struct {
 		name    string
 		before  []key // set before the call (ttl: expiring in an hour)
 		buckets []Bucket
 		cost    int64
 		allowed bool
 		after   []key
-	}{
+	}
+	tests := []test{
 		{name: "a later quota denies: the earlier one is undone",
 			before: []key{{month, "4", true}, {day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
 			after: []key{{month, "4", true}, {day, "5", true}}},
@@ -373,24 +374,10 @@ func TestQuotaKeys(t *testing.T) {
 		{name: "a cost above the quota", buckets: []Bucket{month}, cost: 11, after: []key{{month, "", false}}},
 	}
 	for _, v := range []string{"abc", "007", "1.5", "-3", " 5", "1e3", "+5", "0x10", "99999999999999999999", "1234567890123456"} {
-		tests = append(tests, struct {
-			name    string
-			before  []key
-			buckets []Bucket
-			cost    int64
-			allowed bool
-			after   []key
-		}{name: "a value INCRBY refuses: " + v, before: []key{{month, v, true}}, buckets: []Bucket{month}, cost: 3, allowed: true,
+		tests = append(tests, test{name: "a value INCRBY refuses: " + v, before: []key{{month, v, true}}, buckets: []Bucket{month}, cost: 3, allowed: true,
 			after: []key{{month, "3", true}}})
 	}
-	tests = append(tests, []struct {
-		name    string
-		before  []key
-		buckets []Bucket
-		cost    int64
-		allowed bool
-		after   []key
-	}{
+	tests = append(tests, []test{
 		{name: "no expiry, would deny: a fresh window", before: []key{{month, "1000", false}}, buckets: []Bucket{month}, cost: 1, allowed: true,
 			after: []key{{month, "1", true}}},
 		{name: "no expiry, a deny elsewhere: the key is dropped", before: []key{{month, "1000", false}, {day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
