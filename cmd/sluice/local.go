@@ -407,16 +407,18 @@ func checkHandler(check *authapigw.Check) http.Handler {
 	})
 }
 
-// expireMiniredis makes the embedded Redis expire keys in real time:
-// miniredis only moves TTLs when told, and idle buckets should go away as
-// they do on Redis.
+// expireMiniredis makes the embedded Redis expire keys in real time, to
+// within miniredisTick: miniredis only moves TTLs when told, and idle
+// buckets should go away as they do on Redis. A quota's window end is its
+// key's expiry (PEXPIRETIME reads the now of the clock plus a TTL moved at
+// the last tick), so the tick also bounds how late a window's end reads.
 func expireMiniredis(m *miniredis.Miniredis) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(miniredisTick)
 		defer t.Stop()
 		last := time.Now()
 		for {
@@ -431,6 +433,9 @@ func expireMiniredis(m *miniredis.Miniredis) (stop func()) {
 	}()
 	return func() { close(done); wg.Wait() }
 }
+
+// miniredisTick is how often expireMiniredis moves the TTLs.
+const miniredisTick = 20 * time.Millisecond
 
 // requireToken guards the admin API with a bearer token, standing in for
 // the IAM authorization of the deployed Admin API. The comparison is of
