@@ -94,16 +94,19 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 	}
 	for start := 0; start < len(peek); start += limiter.MaxBuckets {
 		end := min(start+limiter.MaxBuckets, len(peek))
+		// Taken before Redis's TIME: now + reset lands a few ms before a
+		// window's end, which is a whole second (anchors are), and rounds
+		// to it.
+		now := time.Now().UTC()
 		states, err := s.buckets.Peek(ctx, subject, peek[start:end])
 		if err != nil {
 			return reply{}, fmt.Errorf("peek buckets: %w", err)
 		}
-		now := time.Now().UTC().Truncate(time.Second)
 		for j, st := range states {
 			l := &out.Limits[at[start+j]]
 			l.Remaining, l.ResetMs = st.Remaining, st.Reset.Milliseconds()
 			if l.Kind == rules.Quota {
-				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset.Round(time.Second))
+				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset).Round(time.Second)
 				l.Used, l.ResetsAt = &used, &end
 			}
 		}

@@ -76,6 +76,12 @@ func TestUsage(t *testing.T) {
 	if q.Kind != "quota" || q.Used == nil || *q.Used != 14 || q.ResetsAt == nil || q.MinRemaining != 100 {
 		t.Errorf("quota in the limits view = %+v, want used 14, resets_at, min_remaining 100", q)
 	}
+	// The calendar month's end, to the second (the machine's clock, which
+	// is Redis's here: both are this host's).
+	now := time.Now().UTC()
+	if end := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC); q.ResetsAt != nil && !q.ResetsAt.Equal(end) {
+		t.Errorf("resets_at = %v, want the month's end %v", q.ResetsAt, end)
+	}
 	// A refund, without a key: both back, never above full.
 	r = post(svc, admin.RouteUsage, `{"api":"a1","route":"POST /chat","subject":"user:42","cost":-14}`)
 	if json.Unmarshal(r.Body, &got) != nil || got.Duplicate || got.Buckets[1].Remaining != 1000 || got.Buckets[0].Remaining < 9 {
