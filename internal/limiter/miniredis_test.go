@@ -14,17 +14,28 @@ import (
 // miniredis (the local stack's embedded Redis) and on real Redis: the script
 // must answer the same on both. Refill timing is left out: miniredis's clock
 // and a real sleep differ.
-func TestMiniredisMatchesRedis(t *testing.T) {
+// miniPrefix starts the keys of the miniredis side (a private server).
+const miniPrefix = "t:sl:"
+
+// realAndMini returns a miniredis with a frozen clock (the real Redis runs
+// fast enough to stay within the tolerance of exact answers, miniredis
+// under -race might not) and a Limiter on it and on the test Redis (under
+// realPrefix), without a deny cache.
+func realAndMini(t *testing.T) (m *miniredis.Miniredis, onReal, onMini *Limiter, realPrefix string) {
+	t.Helper()
 	real := newClient(t, 2)
-	m := miniredis.RunT(t)
-	// A frozen clock: the real Redis runs fast enough to stay within the
-	// tolerance of exact answers, miniredis under -race might not.
+	m = miniredis.RunT(t)
 	m.SetTime(time.Now())
 	mini := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = mini.Close() })
+	realPrefix = testPrefix(t, real)
+	onReal = New(real, Options{Prefix: realPrefix, DenyCacheSize: -1, Timeout: time.Second})
+	onMini = New(mini, Options{Prefix: miniPrefix, DenyCacheSize: -1, Timeout: time.Second})
+	return m, onReal, onMini, realPrefix
+}
 
-	onReal := New(real, Options{Prefix: testPrefix(t, real), DenyCacheSize: -1, Timeout: time.Second})
-	onMini := New(mini, Options{Prefix: "t:sl:", DenyCacheSize: -1, Timeout: time.Second})
+func TestMiniredisMatchesRedis(t *testing.T) {
+	m, onReal, onMini, _ := realAndMini(t)
 	ctx := context.Background()
 
 	play := func(l *Limiter, sub string, sc scenario) []any {
@@ -69,14 +80,7 @@ func TestMiniredisMatchesRedis(t *testing.T) {
 // reports, a lease call, a stray value and Reset answer alike. Durations
 // within 2 s: miniredis's clock is frozen at the start, Redis's runs.
 func TestMiniredisQuotas(t *testing.T) {
-	real := newClient(t, 2)
-	m := miniredis.RunT(t)
-	m.SetTime(time.Now())
-	mini := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = mini.Close() })
-	realPrefix := testPrefix(t, real)
-	onReal := New(real, Options{Prefix: realPrefix, DenyCacheSize: -1, Timeout: time.Second})
-	onMini := New(mini, Options{Prefix: "t:sl:", DenyCacheSize: -1, Timeout: time.Second})
+	_, onReal, onMini, realPrefix := realAndMini(t)
 	ctx := context.Background()
 	rate := Bucket{ID: "r", Limit: 100, Period: time.Hour}
 	month := Bucket{ID: "m", Limit: 5, Period: time.Hour, Window: Monthly}
@@ -117,8 +121,8 @@ func TestMiniredisQuotas(t *testing.T) {
 		allow(all, 1)
 		return out
 	}
-	want := play(real, onReal, realPrefix)
-	got := play(mini, onMini, "t:sl:")
+	want := play(onReal.rdb.(redis.UniversalClient), onReal, realPrefix)
+	got := play(onMini.rdb.(redis.UniversalClient), onMini, miniPrefix)
 	if diff := cmp.Diff(want, got, durationsWithin(2*time.Second), cmp.Comparer(func(a, b error) bool {
 		return (a == nil) == (b == nil)
 	})); diff != "" {
