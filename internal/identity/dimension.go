@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // MaxDimensions bounds the named dimensions beside the default one: each
@@ -57,7 +55,7 @@ func ParseDimensions(s string) ([]Dimension, error) {
 		case !ok || strings.TrimSpace(sources) == "":
 			errs = append(errs, fmt.Errorf("dimension %q: want <name>=<sources>, such as ip=ip", strings.TrimSpace(item)))
 			continue
-		case !rules.ValidDimension(name):
+		case !validDimension(name):
 			errs = append(errs, fmt.Errorf("dimension %q: a name is 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter", name))
 			continue
 		case name == DefaultDimension:
@@ -82,4 +80,19 @@ func ParseDimensions(s string) ([]Dimension, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// validDimension mirrors rules.ValidDimension (identity imports nothing of
+// the module).
+func validDimension(name string) bool {
+	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

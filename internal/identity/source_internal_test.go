@@ -1,6 +1,11 @@
 package identity
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/rules"
+)
 
 // TestSubjectAllocations: finding the subject, header case included, does
 // not allocate.
@@ -14,4 +19,18 @@ func TestSubjectAllocations(t *testing.T) {
 			t.Errorf("subject(headers %v) allocates %v times, want 0", h, n)
 		}
 	}
+}
+
+// FuzzDimensionNameAgrees: identity's check of a DIMENSIONS name (it
+// imports nothing of the module) accepts exactly the names a rule's
+// "dimension" may hold.
+func FuzzDimensionNameAgrees(f *testing.F) {
+	for _, s := range []string{"ip", "tenant", "a", "a-b_9", "", "Ip", "9ip", "default", "a b", strings.Repeat("a", 32), strings.Repeat("a", 33), "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := validDimension(name), rules.ValidDimension(name); got != want {
+			t.Errorf("validDimension(%q) = %v, rules.ValidDimension = %v", name, got, want)
+		}
+	})
 }

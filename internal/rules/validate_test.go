@@ -522,16 +522,3 @@ func checkFields(t *testing.T, err error, known map[string]bool) {
 		}
 	}
 }
-
-// TestValidDimension: the one check of a dimension's name, for a rule's
-// "dimension" and for DIMENSIONS (identity calls it).
-func TestValidDimension(t *testing.T) {
-	for name, want := range map[string]bool{
-		"ip": true, "tenant": true, "a": true, "a-b_9": true, "default": true, strings.Repeat("a", 32): true,
-		"": false, "Ip": false, "9ip": false, "-a": false, "a b": false, strings.Repeat("a", 33): false, "é": false, "a.b": false,
-	} {
-		if got := ValidDimension(name); got != want {
-			t.Errorf("ValidDimension(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
