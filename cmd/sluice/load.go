@@ -207,6 +207,24 @@ type subjectStats struct {
 	policies map[string]struct{}
 }
 
+// started records a request begun at t0, and admitted one answered at t1,
+// with s.mu held. The times are taken before the lock, so goroutines
+// arrive out of order: the window keeps the earliest start and the latest
+// admitted end, never whichever came last (which shrank the window and
+// reported over-admission that was not there).
+func (s *subjectStats) started(t0 time.Time) {
+	if s.first.IsZero() || t0.Before(s.first) {
+		s.first = t0
+	}
+}
+
+func (s *subjectStats) admitted(t1 time.Time) {
+	s.allowed++
+	if t1.After(s.lastAllowed) {
+		s.lastAllowed = t1
+	}
+}
+
 // loadReport is the outcome of a run.
 type loadReport struct {
 	URL          string           `json:"url"`
@@ -312,9 +330,7 @@ func generateLoad(ctx context.Context, c loadConfig, progress io.Writer, tty boo
 				}
 				t0 := time.Now()
 				s.mu.Lock()
-				if s.first.IsZero() {
-					s.first = t0
-				}
+				s.started(t0)
 				s.mu.Unlock()
 				resp, err := client.Do(req)
 				if err != nil {
@@ -351,8 +367,7 @@ func generateLoad(ctx context.Context, c loadConfig, progress io.Writer, tty boo
 				switch {
 				case resp.StatusCode < 400:
 					allowed.Add(1)
-					s.allowed++
-					s.lastAllowed = t1
+					s.admitted(t1)
 				case resp.StatusCode == http.StatusTooManyRequests:
 					denied.Add(1)
 					s.denied++

@@ -227,3 +227,21 @@ func TestGenerateLoadRequestBound(t *testing.T) {
 		t.Errorf("generateLoad without policy: unchecked = %d, want 2", rep.Unchecked)
 	}
 }
+
+// TestSubjectWindowOutOfOrder: requests recorded out of order (their times
+// are taken before the lock) still give the widest window: the earliest
+// start and the latest admitted end.
+func TestSubjectWindowOutOfOrder(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	var s subjectStats
+	for _, ms := range []int{5, 2, 9} {
+		s.started(at(ms))
+	}
+	for _, ms := range []int{40, 100, 70} {
+		s.admitted(at(ms))
+	}
+	if !s.first.Equal(at(2)) || !s.lastAllowed.Equal(at(100)) || s.allowed != 3 {
+		t.Errorf("first %v, last admitted %v, allowed %d; want +2ms, +100ms, 3", s.first.Sub(base), s.lastAllowed.Sub(base), s.allowed)
+	}
+}
