@@ -77,10 +77,13 @@
 -- goes exactly when the window ends.
 --
 -- So a charge costs a quota one INCRBY, which keeps the expiry, and no read:
--- the quotas are charged as they are read, after every token bucket (the
--- first pass of step 1) and every earlier quota admitted; the charge is
--- undone (DECRBY; a key the charge made is deleted) when a later quota
--- denies, or for a shadow quota without the tokens. The result is exactly
+-- a quota is charged as it is read when every bucket before it admitted
+-- (the buckets are read in order), and the charge is undone (DECRBY; a key
+-- the charge made is deleted) when a later bucket denies, or for a shadow
+-- quota without the tokens. (A charge that reads every token bucket first
+-- would walk the buckets twice; charging first costs a deny by a later
+-- bucket an INCRBY and its undo, and a deny is the rarer call, mostly
+-- answered by the local deny cache anyway.) The result is exactly
 -- what reading first would give, all within one script, so no one sees the
 -- undone charge; only the replication stream and the AOF carry it. The
 -- window's end (PEXPIRETIME, Redis 7.0+; PTTL before) is read when a call
@@ -247,278 +250,265 @@ local window -- the calendar function below, made on first use
 local fresh -- fresh[i]: quota i starts a window, ending then (PXAT, Unix ms)
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
--- 1. Read every bucket and decide: token buckets first, then quotas (k
--- runs over the buckets a second time when there is a quota). A charge
--- that every bucket admits so far charges a quota as it reads it (see
--- "Quotas").
+-- 1. Read every bucket and decide, in order. A charge that every bucket
+-- before it admits charges a quota as it reads it (see "Quotas").
 local spec = false -- whether step 1 charged a quota
-local k, kn = 0, n
-while k < kn do
-	k = k + 1
-	local i = k
-	if k > n then
-		i = k - n
-	end
+for i = 1, n do
 	local o = 4 * i - 2
 	local p = ARGV[o + 1]
+	local limit = tonumber(ARGV[o])
+	local flags = ARGV[o + 3]
+	local shadow, need_i = flags == '1', need
+	if flags ~= '0' and not shadow then
+		local sh, fl = match(flags, '^([01]) (%d+)$')
+		shadow, need_i = sh == '1', need + tonumber(fl)
+	end
+	local at, h, T, burst, px = now, 0, 0, 0, false
 	-- A quota's period is a letter (see ARGV).
-	local q = byte(p) > 57
-	if q and k <= n then
-		kn = 2 * n
-	elseif q == (k > n) then
-		local limit = tonumber(ARGV[o])
-		local flags = ARGV[o + 3]
-		local shadow, need_i = flags == '1', need
-		if flags ~= '0' and not shadow then
-			local sh, fl = match(flags, '^([01]) (%d+)$')
-			shadow, need_i = sh == '1', need + tonumber(fl)
+	if limit > 0 and byte(p) > 57 then
+		if not expiry then
+			-- expiry(key): the end of the window a quota's key holds, in
+			-- microseconds since 2024: 1 ms after its expiry (see
+			-- "Quotas"), or false when it has none (or there is no key).
+			-- PEXPIRETIME (Redis 7.0+) is the PXAT written, exactly;
+			-- before 7.0, the PTTL from now, to the millisecond.
+			expiry = function(key)
+				local e = redis.pcall('PEXPIRETIME', key)
+				if type(e) ~= 'number' then
+					e = redis.call('PTTL', key)
+					if e >= 0 then
+						return now + (e + 1) * 1000
+					end
+				end
+				if e < 0 then
+					return false
+				end
+				return (e + 1 - 1704067200000) * 1000
+			end
 		end
-		local at, h, T, burst, px = now, 0, 0, 0, false
-		if limit > 0 and q then
-			if not expiry then
-				-- expiry(key): the end of the window a quota's key holds, in
-				-- microseconds since 2024: 1 ms after its expiry (see
-				-- "Quotas"), or false when it has none (or there is no key).
-				-- PEXPIRETIME (Redis 7.0+) is the PXAT written, exactly;
-				-- before 7.0, the PTTL from now, to the millisecond.
-				expiry = function(key)
-					local e = redis.pcall('PEXPIRETIME', key)
-					if type(e) ~= 'number' then
-						e = redis.call('PTTL', key)
-						if e >= 0 then
-							return now + (e + 1) * 1000
-						end
-					end
-					if e < 0 then
-						return false
-					end
-					return (e + 1 - 1704067200000) * 1000
+		-- A quota: the key holds the window's used; an existing key is
+		-- the current window.
+		local used, stop, made = false, false, false
+		if cost > 0 and not usage and allowed == 1 then
+			-- Every bucket so far admits: charge now (INCRBY keeps the
+			-- expiry); step 2 undoes it on a deny, or for a shadow
+			-- without the tokens. INCRBY refuses (and leaves) a value
+			-- that is not an integer: a fresh window.
+			local r = redis.pcall('INCRBY', KEYS[i], cs)
+			if type(r) == 'number' then
+				px = 1
+				-- As the GET below reads: 0 <= used < 10^15.
+				if r >= cost and r < 1e15 then
+					-- Used 0: maybe no window yet (INCRBY made the key).
+					used, made = r - cost, r == cost
 				end
 			end
-			-- A quota: the key holds the window's used; an existing key is
-			-- the current window.
-			local used, stop, made = false, false, false
-			if cost > 0 and not usage and allowed == 1 then
-				-- Every bucket so far admits: charge now (INCRBY keeps the
-				-- expiry); step 2 undoes it on a deny, or for a shadow
-				-- without the tokens. INCRBY refuses (and leaves) a value
-				-- that is not an integer: a fresh window.
-				local r = redis.pcall('INCRBY', KEYS[i], cs)
-				if type(r) == 'number' then
-					px = 1
-					-- As the GET below reads: 0 <= used < 10^15.
-					if r >= cost and r < 1e15 then
-						-- Used 0: maybe no window yet (INCRBY made the key).
-						used, made = r - cost, r == cost
-					end
-				end
-			else
-				local v = redis.call('GET', KEYS[i])
-				-- What INCRBY reads: "0", or digits without a leading zero
-				-- (at most 15, so that the double is exact).
-				if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
-					used = tonumber(v)
-				end
-			end
-			if used and (made or ends or limit - used + EPS < need_i) then
-				-- The window's end: for a deny's wait or the reply, and to
-				-- tell a key INCRBY made. A key without an expiry is no
-				-- window.
-				stop = expiry(KEYS[i])
-				if not stop or stop <= now then
-					-- No window, or the one that TIME says has just ended.
-					used = false
-				end
-			end
-			if not used and not window then
-				-- calendar: begin
-				-- window(unit, anchor, now): the calendar window [start, stop)
-				-- that holds now, in microseconds since 2024-01-01 UTC, of the
-				-- windows repeating from anchor: every day (d) or week (w), or
-				-- every calendar month (m) or year (y), a day 31 clamped to the
-				-- month's end (Feb 29 to Feb 28), the anchor's time of day kept.
-				-- Integer civil-date arithmetic (days from 1970-01-01, H.
-				-- Hinnant's days_from_civil), every value an integer far below
-				-- 2^53, so every double is exact.
-				local D = 86400000000
-				local function days(y, m, d)
-					if m <= 2 then
-						y = y - 1
-					end
-					local era = floor(y / 400)
-					local yoe = y - era * 400
-					local mp = m + 9
-					if m > 2 then
-						mp = m - 3
-					end
-					local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-					return era * 146097 + doe - 719468
-				end
-				local function civil(z)
-					z = z + 719468
-					local era = floor(z / 146097)
-					local doe = z - era * 146097
-					local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-					local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-					local mp = floor((5 * doy + 2) / 153)
-					local m = mp + 3
-					if mp >= 10 then
-						m = mp - 9
-					end
-					local y = yoe + era * 400
-					if m <= 2 then
-						y = y + 1
-					end
-					return y, m, doy - floor((153 * mp + 2) / 5) + 1
-				end
-				window = function(u, a, t)
-					if u == 'd' or u == 'w' then
-						local len = D
-						if u == 'w' then
-							len = 7 * D
-						end
-						local s = a + floor((t - a) / len) * len
-						-- The quotient is a double: correct a rounding at a boundary.
-						if s > t then
-							s = s - len
-						elseif s + len <= t then
-							s = s + len
-						end
-						return s, s + len
-					end
-					local ad = floor(a / D)
-					local tod = a - ad * D
-					local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
-					local ny, nm = civil(floor(t / D) + 19723)
-					local step = 1
-					if u == 'y' then
-						step = 12
-					end
-					-- start(k): k months from the anchor, the day clamped.
-					local function start(k)
-						local mi = am - 1 + k
-						local y = ay + floor(mi / 12)
-						local m = mi - floor(mi / 12) * 12 + 1
-						local d = aday
-						if d > 28 then
-							local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
-							if d > dim then
-								d = dim
-							end
-						end
-						return (days(y, m, d) - 19723) * D + tod
-					end
-					local k = floor(((ny - ay) * 12 + nm - am) / step) * step
-					local s = start(k)
-					if s > t then
-						k = k - step
-						s = start(k)
-					end
-					return s, start(k + step)
-				end
-				-- calendar: end
-			end
-			if not used then
-				-- A fresh window; its first charge writes cost, expiring
-				-- at its end.
-				local _
-				_, stop = window(p, tonumber(ARGV[o + 2]), now)
-				used = 0
-				local e = string.format('%d', stop / 1000 + 1704067199999)
-				if made then
-					-- INCRBY made it (or found "0" without an expiry): it
-					-- holds cost, and now expires with its window. Undone
-					-- by deleting the key.
-					redis.call('PEXPIREAT', KEYS[i], e)
-					px = 2
-				elseif cost > 0 and not usage and allowed == 1 then
-					-- Charged here, as above (a value INCRBY refused or
-					-- one out of range, or one without an expiry); undone by
-					-- deleting the key.
-					redis.call('SET', KEYS[i], cs, 'PXAT', e)
-					px = 2
-				else
-					fresh = fresh or {}
-					fresh[i] = e
-				end
-			end
-			spec = spec or px
-			at, h, T = stop, limit - used, -1
-		elseif limit > 0 then
-			T = tonumber(p) / limit
-			burst = limit
-			if ARGV[o + 2] ~= ARGV[o] then
-				burst = tonumber(ARGV[o + 2])
-			end
-			-- No key, or a value that is not one of the two forms: full.
+		else
 			local v = redis.call('GET', KEYS[i])
-			if v then
-				local tat, Ts, bs = tonumber(v), T, burst
-				if not tat then
-					local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
-					if a then
-						tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
-					end
-					-- Not a number (nil), NaN, 0, negative or inf: full.
-					if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
-						tat = nil
-					end
+			-- What INCRBY reads: "0", or digits without a leading zero
+			-- (at most 15, so that the double is exact).
+			if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+				used = tonumber(v)
+			end
+		end
+		if used and (made or ends or limit - used + EPS < need_i) then
+			-- The window's end: for a deny's wait or the reply, and to
+			-- tell a key INCRBY made. A key without an expiry is no
+			-- window.
+			stop = expiry(KEYS[i])
+			if not stop or stop <= now then
+				-- No window, or the one that TIME says has just ended.
+				used = false
+			end
+		end
+		if not used and not window then
+			-- calendar: begin
+			-- window(unit, anchor, now): the calendar window [start, stop)
+			-- that holds now, in microseconds since 2024-01-01 UTC, of the
+			-- windows repeating from anchor: every day (d) or week (w), or
+			-- every calendar month (m) or year (y), a day 31 clamped to the
+			-- month's end (Feb 29 to Feb 28), the anchor's time of day kept.
+			-- Integer civil-date arithmetic (days from 1970-01-01, H.
+			-- Hinnant's days_from_civil), every value an integer far below
+			-- 2^53, so every double is exact.
+			local D = 86400000000
+			local function days(y, m, d)
+				if m <= 2 then
+					y = y - 1
 				end
-				-- Else full (tat nil or NaN, or in the past): TIME may even
-				-- have gone back (failover).
-				if tat and tat > at then
-					at = tat
-					if Ts ~= T or bs ~= burst then
-						-- New numbers: keep what was used (at most the new
-						-- burst), and write it back even on a deny.
-						local used = (at - now) / Ts
-						if used > burst then
-							used = burst
-						end
-						at = now + used * T
-						px = ceil((at - now) / 1000) + 1
-						if px > MAX_MS then
-							px = MAX_MS
-						end
-						px = string.format('%d', px)
+				local era = floor(y / 400)
+				local yoe = y - era * 400
+				local mp = m + 9
+				if m > 2 then
+					mp = m - 3
+				end
+				local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+				return era * 146097 + doe - 719468
+			end
+			local function civil(z)
+				z = z + 719468
+				local era = floor(z / 146097)
+				local doe = z - era * 146097
+				local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+				local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+				local mp = floor((5 * doy + 2) / 153)
+				local m = mp + 3
+				if mp >= 10 then
+					m = mp - 9
+				end
+				local y = yoe + era * 400
+				if m <= 2 then
+					y = y + 1
+				end
+				return y, m, doy - floor((153 * mp + 2) / 5) + 1
+			end
+			window = function(u, a, t)
+				if u == 'd' or u == 'w' then
+					local len = D
+					if u == 'w' then
+						len = 7 * D
 					end
+					local s = a + floor((t - a) / len) * len
+					-- The quotient is a double: correct a rounding at a boundary.
+					if s > t then
+						s = s - len
+					elseif s + len <= t then
+						s = s + len
+					end
+					return s, s + len
+				end
+				local ad = floor(a / D)
+				local tod = a - ad * D
+				local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
+				local ny, nm = civil(floor(t / D) + 19723)
+				local step = 1
+				if u == 'y' then
+					step = 12
+				end
+				-- start(k): k months from the anchor, the day clamped.
+				local function start(k)
+					local mi = am - 1 + k
+					local y = ay + floor(mi / 12)
+					local m = mi - floor(mi / 12) * 12 + 1
+					local d = aday
+					if d > 28 then
+						local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+						if d > dim then
+							d = dim
+						end
+					end
+					return (days(y, m, d) - 19723) * D + tod
+				end
+				local k = floor(((ny - ay) * 12 + nm - am) / step) * step
+				local s = start(k)
+				if s > t then
+					k = k - step
+					s = start(k)
+				end
+				return s, start(k + step)
+			end
+			-- calendar: end
+		end
+		if not used then
+			-- A fresh window; its first charge writes cost, expiring
+			-- at its end.
+			local _
+			_, stop = window(p, tonumber(ARGV[o + 2]), now)
+			used = 0
+			local e = string.format('%d', stop / 1000 + 1704067199999)
+			if made then
+				-- INCRBY made it (or found "0" without an expiry): it
+				-- holds cost, and now expires with its window. Undone
+				-- by deleting the key.
+				redis.call('PEXPIREAT', KEYS[i], e)
+				px = 2
+			elseif cost > 0 and not usage and allowed == 1 then
+				-- Charged here, as above (a value INCRBY refused or
+				-- one out of range, or one without an expiry); undone by
+				-- deleting the key.
+				redis.call('SET', KEYS[i], cs, 'PXAT', e)
+				px = 2
+			else
+				fresh = fresh or {}
+				fresh[i] = e
+			end
+		end
+		spec = spec or px
+		at, h, T = stop, limit - used, -1
+	elseif limit > 0 then
+		T = tonumber(p) / limit
+		burst = limit
+		if ARGV[o + 2] ~= ARGV[o] then
+			burst = tonumber(ARGV[o + 2])
+		end
+		-- No key, or a value that is not one of the two forms: full.
+		local v = redis.call('GET', KEYS[i])
+		if v then
+			local tat, Ts, bs = tonumber(v), T, burst
+			if not tat then
+				local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
+				if a then
+					tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
+				end
+				-- Not a number (nil), NaN, 0, negative or inf: full.
+				if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
+					tat = nil
 				end
 			end
-			h = (now - at) / T + burst
-		end
-		st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
-		if h + EPS < need_i then
-			if shadow then
-				mask = mask + 2 ^ (i - 1)
-			else
-				allowed = 0
-				-- The wait only matters on a deny: not computed otherwise.
-				local w = -1
-				if T < 0 and need_i <= limit then
-					-- A quota: until its window resets.
-					w = ceil((at - now) / 1000)
-				elseif T > 0 and need_i <= burst then
-					w = ceil((at + (need_i - burst) * T - now) / 1000)
-				end
-				if w ~= -1 then
-					if w < 1 then
-						w = 1
-					elseif w > MAX_MS then
-						w = MAX_MS
+			-- Else full (tat nil or NaN, or in the past): TIME may even
+			-- have gone back (failover).
+			if tat and tat > at then
+				at = tat
+				if Ts ~= T or bs ~= burst then
+					-- New numbers: keep what was used (at most the new
+					-- burst), and write it back even on a deny.
+					local used = (at - now) / Ts
+					if used > burst then
+						used = burst
 					end
+					at = now + used * T
+					px = ceil((at - now) / 1000) + 1
+					if px > MAX_MS then
+						px = MAX_MS
+					end
+					px = string.format('%d', px)
 				end
-				-- The longest wait (-1, never, the longest of all), the
-				-- first bucket of it (quotas come in a second pass).
-				local a, b = w, wait
-				if a == -1 then
-					a = HUGE
+			end
+		end
+		h = (now - at) / T + burst
+	end
+	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
+	if h + EPS < need_i then
+		if shadow then
+			mask = mask + 2 ^ (i - 1)
+		else
+			allowed = 0
+			-- The wait only matters on a deny: not computed otherwise.
+			local w = -1
+			if T < 0 and need_i <= limit then
+				-- A quota: until its window resets.
+				w = ceil((at - now) / 1000)
+			elseif T > 0 and need_i <= burst then
+				w = ceil((at + (need_i - burst) * T - now) / 1000)
+			end
+			if w ~= -1 then
+				if w < 1 then
+					w = 1
+				elseif w > MAX_MS then
+					w = MAX_MS
 				end
-				if b == -1 then
-					b = HUGE
-				end
-				if a > b or a == b and i < lim then
-					lim, wait = i, w
-				end
+			end
+			-- The longest wait (-1, never, the longest of all), the
+			-- first bucket of it.
+			local a, b = w, wait
+			if a == -1 then
+				a = HUGE
+			end
+			if b == -1 then
+				b = HUGE
+			end
+			if a > b then
+				lim, wait = i, w
 			end
 		end
 	end
@@ -526,10 +516,11 @@ end
 
 -- Undo what step 1 charged and the request does not: every quota on a deny,
 -- a shadow quota without the tokens (a shadow is charged only when it has
--- them). A window step 1 started loses its key (nothing of it was there,
--- or nothing valid); any other gets DECRBY of the INCRBY: both leave the
--- key as it was (the expiry too), and neither can fail.
-if spec then
+-- them, and one without them is in the mask). A window step 1 started
+-- loses its key (nothing of it was there, or nothing valid); any other
+-- gets DECRBY of the INCRBY: both leave the key as it was (the expiry
+-- too), and neither can fail.
+if spec and (allowed == 0 or mask > 0) then
 	for i = 1, n do
 		local c = st[4 * i]
 		if st[4 * i - 1] < 0 and c and (allowed == 0 or st[4 * i - 2] + EPS < cost) then
