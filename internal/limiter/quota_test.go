@@ -329,8 +329,8 @@ func TestMinRemaining(t *testing.T) {
 }
 
 // TestQuotaKeys: what a call leaves in a quota's key. A deny leaves every
-// key as it was (the quotas charged before the denying one are undone,
-// and a window the call opened leaves no key); a shadow quota without the
+// key as it was (the quotas charged before the denying bucket, rate or
+// quota, are undone, and a window the call opened leaves no key); a shadow quota without the
 // tokens is not charged; a value INCRBY would refuse, or a key without an
 // expiry, is a fresh window, never an error; another unit or anchor is
 // another key (a fresh window), another limit the same one.
@@ -363,9 +363,15 @@ func TestQuotaKeys(t *testing.T) {
 		{name: "a later quota denies: a window the call opened leaves no key",
 			before: []key{{day, "5", true}}, buckets: []Bucket{month, day}, cost: 1,
 			after: []key{{month, "", false}, {day, "5", true}}},
-		{name: "a rate bucket denies: no quota is touched",
+		{name: "a later rate bucket denies: the quota is undone",
 			before: []key{{month, "4", true}}, buckets: []Bucket{month, {ID: "r", Limit: 1, Period: time.Hour}}, cost: 2,
 			after: []key{{month, "4", true}, {day, "", false}}},
+		{name: "a later rate bucket denies: a window the call opened leaves no key",
+			buckets: []Bucket{month, {ID: "r", Limit: 1, Period: time.Hour}}, cost: 2,
+			after: []key{{month, "", false}}},
+		{name: "an earlier rate bucket denies: the quota is not charged",
+			before: []key{{month, "4", true}}, buckets: []Bucket{{ID: "r", Limit: 1, Period: time.Hour}, month}, cost: 2,
+			after: []key{{month, "4", true}}},
 		{name: "a shadow quota without the tokens is not charged",
 			before: []key{{day, "5", true}}, buckets: []Bucket{month, {ID: "d", Limit: 5, Period: time.Hour, Window: Daily, Shadow: true}}, cost: 1, allowed: true,
 			after: []key{{month, "1", true}, {day, "5", true}}},
