@@ -55,6 +55,10 @@ func BenchmarkAllow(b *testing.B) {
 			b.Run("ping", func(b *testing.B) {
 				run(b, callers, ping.op, nil, baseline{})
 			})
+			// The -new row's subjects, made before the timing (b.N of
+			// them, each never seen before).
+			var fresh []string
+			newSubject := func(i int) string { return fresh[i] }
 			rows := []struct {
 				name string
 				req  func(i int) Request
@@ -64,7 +68,7 @@ func BenchmarkAllow(b *testing.B) {
 				{"hot", func(int) Request { return Request{Subject: "hot", Buckets: one, Cost: 1} }},
 				{"hot-denied", func(int) Request { return Request{Subject: "hot", Buckets: exhausted, Cost: 1} }},
 				{"2-rate-2-quota", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: four, Cost: 1} }},
-				{"2-rate-2-quota-new", func(i int) Request { return Request{Subject: fresh(i), Buckets: four, Cost: 1} }},
+				{"2-rate-2-quota-new", func(i int) Request { return Request{Subject: newSubject(i), Buckets: four, Cost: 1} }},
 			}
 			opened := false
 			for _, row := range rows {
@@ -82,7 +86,9 @@ func BenchmarkAllow(b *testing.B) {
 						l2 := New(c, Options{Prefix: prefix + "base:", Timeout: time.Second})
 						subj := func(i int) string { return subjects[i%len(subjects)] }
 						if row.name == "2-rate-2-quota-new" {
-							subj = fresh
+							// The same names are new keys under l2's prefix.
+							subj = newSubject
+							fresh = freshSubjects(b.N)
 						}
 						base = baseline{"x-2-bucket", func(ctx context.Context, i int) error {
 							_, err := l2.Allow(ctx, Request{Subject: subj(i), Buckets: two, Cost: 1})
@@ -116,13 +122,17 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
-// freshSubjects numbers the subjects of the -new row: never seen before in
+// freshCount numbers the subjects of the -new row: never seen before in
 // this process (the row's keys are deleted with the test's prefix).
-var freshSubjects atomic.Int64
+var freshCount atomic.Int64
 
-// fresh returns a subject never returned before (i is ignored).
-func fresh(int) string {
-	return "bench-new-" + strconv.FormatInt(freshSubjects.Add(1), 10)
+// freshSubjects returns n subjects never returned before.
+func freshSubjects(n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = "bench-new-" + strconv.FormatInt(freshCount.Add(1), 10)
+	}
+	return s
 }
 
 // phase is how many ops all callers run before switching between the row

@@ -144,20 +144,39 @@ func Keys(ctx context.Context, tb testing.TB, c redis.UniversalClient, prefix st
 
 // DeleteKeys deletes every key under prefix from c when the test ends (and
 // before c, if it came from Client, is closed), for tests whose keys do not
-// expire by themselves. Call it after the client was created.
+// expire by themselves. Call it after the client was created. The keys go
+// in pipelined batches (a benchmark leaves hundreds of thousands), each
+// with its own timeout.
 func DeleteKeys(tb testing.TB, c redis.UniversalClient, prefix string) {
 	tb.Helper()
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		for _, k := range Keys(ctx, tb, c, prefix) {
-			// One DEL a key: in a cluster the keys may live on different slots.
-			if err := c.Del(ctx, k).Err(); err != nil {
-				tb.Errorf("testenv: DEL %s: %v", k, err)
+		keys := Keys(ctx, tb, c, prefix)
+		for len(keys) > 0 {
+			batch := keys[:min(len(keys), 1000)]
+			keys = keys[len(batch):]
+			if err := unlink(ctx, c, batch); err != nil {
+				tb.Errorf("testenv: delete %d keys under %s: %v", len(batch)+len(keys), prefix, err)
 				return
 			}
 		}
 	})
+}
+
+// unlink deletes keys, one UNLINK a key in one pipeline: in a cluster the
+// keys may live on different slots, and the cluster client sends each
+// command to its node.
+func unlink(ctx context.Context, c redis.UniversalClient, keys []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Unlink(ctx, k)
+		}
+		return nil
+	})
+	return err
 }
 
 // ChromiumVar names the browser the console's browser tests drive; default
