@@ -88,10 +88,10 @@ func TestPropertyMatchesModel(t *testing.T) {
 			t.Fatalf("seed %d, rule set %d: %s", seed, set, p.describe())
 		}
 	}
-	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes (%d buckets carried over), %d quota charges (%d in a new window), widest TIME bracket %dµs, in %v",
-		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.converted, p.quotaCharges, p.freshWindows, p.widest, time.Since(start).Round(time.Millisecond))
-	if p.allowed == 0 || p.denied == 0 || p.refused == 0 || p.converted == 0 || p.quotaCharges == 0 {
-		t.Errorf("allowed %d, denied %d, refused %d, carried over %d, quota charges %d: the draw no longer covers both outcomes, both sides of validation, a change of numbers and quotas", p.allowed, p.denied, p.refused, p.converted, p.quotaCharges)
+	t.Logf("%d rule sets (%d rules drawn, %d refused by validation), %d calls (%d allowed, %d denied, %d peeks; %d of them answered by a blocked bucket), %d rule changes (%d buckets carried over), %d quota charges (%d opened their window), widest TIME bracket %dµs, in %v",
+		sets, p.drawn, p.refused, p.calls, p.allowed, p.denied, p.peeks, p.blocked, p.changes, p.converted, p.quotaCharges, p.openedWindows, p.widest, time.Since(start).Round(time.Millisecond))
+	if p.allowed == 0 || p.denied == 0 || p.refused == 0 || p.converted == 0 || p.quotaCharges == 0 || p.openedWindows == 0 || p.openedWindows == p.quotaCharges {
+		t.Errorf("allowed %d, denied %d, refused %d, carried over %d, quota charges %d (%d opened their window): the draw no longer covers both outcomes, both sides of validation, a change of numbers and quotas (opening a window and counting in one)", p.allowed, p.denied, p.refused, p.converted, p.quotaCharges, p.openedWindows)
 	}
 }
 
@@ -121,7 +121,7 @@ type property struct {
 	blocked, changes int
 	converted        int // calls that carried a bucket's use over to new numbers
 	quotaCharges     int // quota buckets charged
-	freshWindows     int // quota buckets that found a value of an earlier window
+	openedWindows    int // quota charges that opened their window (no key before)
 	widest           int64
 }
 
@@ -543,8 +543,8 @@ func (p *property) allow(cost int64) {
 				if m.quota[i] && m.charged[i] {
 					p.quotaCharges++
 				}
-				if m.quota[i] && before.has[i] && before.num[i] <= float64(now) {
-					p.freshWindows++
+				if m.quota[i] && m.charged[i] && !before.has[i] {
+					p.openedWindows++
 				}
 			}
 			return
