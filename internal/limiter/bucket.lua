@@ -291,8 +291,8 @@ for i = 1, n do
 		local used, stop, made = false, false, false
 		if cost > 0 and not usage and allowed == 1 then
 			-- Every bucket so far admits: charge now (INCRBY keeps the
-			-- expiry); step 2 undoes it on a deny, or for a shadow
-			-- without the tokens. INCRBY refuses (and leaves) a value
+			-- expiry); the undo after step 1 reverts it on a deny, or for
+			-- a shadow without the tokens. INCRBY refuses (and leaves) a value
 			-- that is not an integer: a fresh window.
 			local r = redis.pcall('INCRBY', KEYS[i], cs)
 			if type(r) == 'number' then
