@@ -119,7 +119,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	}
 	var kerr error
 	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
-		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space or comma", o.ContextKey)
+		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey)
 	}
 	if o.Timeout != 0 {
 		env["REDIS_TIMEOUT"] = o.Timeout.String()
@@ -163,7 +163,7 @@ func parseSubject(s string) (string, error) {
 	case kind == "context" && identity.ValidKey(strings.TrimSpace(key)):
 		return strings.TrimSpace(key), nil
 	}
-	return "", fmt.Errorf("SUBJECT_SOURCES: %q: an embedded limiter limits whom the wrapped authorizer names: want principal or context:<key> (1 to 128 printable ASCII characters, no space or comma)", s)
+	return "", fmt.Errorf("SUBJECT_SOURCES: %q: an embedded limiter limits whom the wrapped authorizer names: want principal or context:<key> (1 to 128 printable ASCII characters, no space, comma or semicolon)", s)
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {

@@ -150,13 +150,12 @@
 -- into an error.
 --
 -- Errors: every argument is the caller's (limiter.go), well-formed. The
--- token buckets are read and decided before any write. A quota's INCRBY is
--- a pcall (a value it refuses is a fresh window, above), and after the
--- first write the script only reads (GET, PEXPIRETIME, PTTL), computes, and
--- writes what cannot fail for a reason of ours: a SET of a value it
--- formatted, PEXPIREAT, DECRBY of its own INCRBY, DEL. So it never fails
--- after a write: a reply is an answer for all buckets or an error that
--- changed nothing.
+-- first write is a quota's INCRBY, a pcall (a value it refuses is a fresh
+-- window, above), or a token bucket's SET in step 3; after it the script
+-- only reads (GET, PEXPIRETIME, PTTL), computes, and writes what cannot
+-- fail for a reason of ours: a SET of a value it formatted, PEXPIREAT,
+-- DECRBY of its own INCRBY, DEL. So it never fails after a write: a reply
+-- is an answer for all buckets or an error that changed nothing.
 --
 -- Reply: one string of space-separated integers (a string, not an array:
 -- the caller parses it without an allocation per number)
@@ -178,8 +177,6 @@
 -- bucket: duplicate 1 when the idempotency key was there (nothing
 -- charged), remaining whole tokens after the report, negative in debt.
 
--- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
--- told to replicate effects; since Redis 7 this call is a no-op.
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
 if redis.replicate_commands then

@@ -40,12 +40,12 @@
 -- non-negative integer whose expiry is the end the lease's reply named. The
 -- reply read that end from the same expiry, or set it (before Redis 7.0 it
 -- is read from PTTL, to a millisecond or two), and two windows of a key
--- end at least a day apart: an end within a second of it is that window. Any other key (it
--- expired with its window and a later one began, no expiry, not an
--- integer, missing) is a window the lease never charged: nothing back. A
--- change of the quota's limit keeps the window (bucket.lua keeps used), so
--- the tokens do go back: used counts tokens, whatever the limit. The write
--- keeps the expiry (KEEPTTL).
+-- end at least a day apart: an end within a second of it is that window.
+-- Any other key (it expired with its window and a later one began, no
+-- expiry, not an integer, missing) is a window the lease never charged:
+-- nothing back. A change of the quota's limit keeps the window (bucket.lua
+-- keeps used), so the tokens do go back: used counts tokens, whatever the
+-- limit. The write keeps the expiry (KEEPTTL).
 --
 -- Why not bucket.lua's own refund ("u-<n>")? It would convert a token
 -- bucket to new numbers and then refund in them, and give a quota's
