@@ -736,7 +736,7 @@ func TestFailures(t *testing.T) {
 	rdb := testenv.Redis(t)
 	var logs strings.Builder
 	st := &brokenStore{Store: mustMemory()}
-	svc := admin.New(st, failingPublisher{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}),
+	svc := admin.New(st, failingPublisher{}, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin"), Timeout: time.Second}),
 		admin.Options{Logger: newJSONLogger(&logs)})
 	h := apigw.Handler(svc, "")
 
@@ -773,7 +773,7 @@ func TestFailures(t *testing.T) {
 
 func TestHTTPHandler(t *testing.T) {
 	rdb := testenv.Redis(t)
-	svc := admin.New(mustMemory(), nil, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin")}), admin.Options{})
+	svc := admin.New(mustMemory(), nil, limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(t, "admin"), Timeout: time.Second}), admin.Options{})
 	srv := newHTTPServer(t, http.StripPrefix("/admin", svc.HTTPHandler(func(r *http.Request) string { return "local:" + r.Header.Get("X-User") })))
 
 	resp := httpDo(t, srv, "POST", "/admin/plans", `{"name":"gold","limit":10,"period":"1m"}`, "Content-Type", "application/json; charset=utf-8", "X-User", "ann")
