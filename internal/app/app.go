@@ -257,8 +257,9 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		OnBreakerChange: func(from, to limiter.BreakerState) {
 			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
 		},
-		LeaseMax: cfg.LeaseMax,
-		LeaseTTL: cfg.LeaseTTL,
+		LeaseMax:        cfg.LeaseMax,
+		LeaseTTL:        cfg.LeaseTTL,
+		DenyCacheMaxAge: cfg.DenyCacheMaxAge,
 	})
 	// Closed before the Redis client (closers run newest first): the
 	// leases' unused tokens go back while it still works.

@@ -628,7 +628,10 @@ func TestFailoverSlowRedis(t *testing.T) {
 func TestFailoverRedisRestartedEmpty(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	env := map[string]string{"REDIS_URL": "redis://" + srv.Addr, "DATABASE_URL": pgtest.NewDatabase(t),
-		"REDIS_POOL_SIZE": "8", "RULES_VERSION_POLL": "100ms"}
+		"REDIS_POOL_SIZE": "8", "RULES_VERSION_POLL": "100ms",
+		// The victim's deny below must outlive the restart in the busy
+		// instance's cache (1s by default).
+		"DENY_CACHE_MAX_AGE": "1m"}
 	adm, admLog := failoverApp(t, app.Administer, env, app.Options{})
 	created := adminCall(adm.Admin, "POST", "/rules", nil,
 		map[string]any{"api": loadAPI, "route": "*", "subject": "*", "limit": 3, "period": "1m"})
@@ -683,8 +686,9 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 	}
 
 	// The busy instance still denies the victim from its deny cache, until
-	// the retry-after Redis gave it: a cache only ever denies what Redis
-	// denied, for no longer than Redis said.
+	// the retry-after Redis gave it or DENY_CACHE_MAX_AGE, whichever comes
+	// first: a cache only ever denies what Redis denied, for no longer
+	// than Redis said.
 	if res, _ := busy.Decider.Decide(context.Background(), victim); res.Allowed || !res.Cached {
 		t.Errorf("victim on the busy instance after the restart = allowed %v cached %v, want denied from its deny cache", res.Allowed, res.Cached)
 	}

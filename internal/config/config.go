@@ -51,6 +51,7 @@ const (
 	DefaultRulesVersionPoll = time.Second
 	DefaultLeaseMax         = 64
 	DefaultLeaseTTL         = 250 * time.Millisecond
+	DefaultDenyCacheMaxAge  = time.Second
 	DefaultDBSSLMode        = "require"
 	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
 	// bytes.
@@ -186,6 +187,12 @@ type Config struct {
 	// another instance's leases outlive an admin reset. Default 250ms;
 	// 100ms to 1s.
 	LeaseTTL time.Duration
+	// DenyCacheMaxAge is DENY_CACHE_MAX_AGE: how long an authorizer
+	// keeps a denial in its local deny cache at most, whatever its
+	// retry-after (limiter.Options.DenyCacheMaxAge): an admin reset or a
+	// usage refund lifts a long deny (an exhausted monthly quota) on every
+	// warm instance within it. Default 1s; 100ms to 1m.
+	DenyCacheMaxAge time.Duration
 
 	// InsightsRulePrefix is INSIGHTS_RULE_PREFIX: the admin API's GET
 	// /stats reads the CloudWatch Contributor Insights rules named
@@ -241,6 +248,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
 		slog.Int("leaseMax", c.LeaseMax),
 		slog.Duration("leaseTtl", c.LeaseTTL),
+		slog.Duration("denyCacheMaxAge", c.DenyCacheMaxAge),
 		slog.String("insightsRulePrefix", c.InsightsRulePrefix),
 	}
 	if c.DefaultLimit != nil {
@@ -462,6 +470,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL, 100*time.Millisecond, time.Second)
+	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", DefaultDenyCacheMaxAge, 100*time.Millisecond, time.Minute)
 	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
 	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')

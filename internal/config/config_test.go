@@ -33,6 +33,7 @@ func defaults() Config {
 		RateLimitHeaders: headers.Draft11,
 		LeaseMax:         64,
 		LeaseTTL:         250 * time.Millisecond,
+		DenyCacheMaxAge:  time.Second,
 
 		UpstreamCacheTTL:        identity.DefaultUpstreamTTL,
 		UpstreamIdentitySources: identity.DefaultUpstreamIdentity,
@@ -68,10 +69,12 @@ func TestFromEnv(t *testing.T) {
 			"RATELIMIT_HEADERS":     "draft11, Legacy",
 			"LEASE_MAX":             "1",
 			"LEASE_TTL":             "1s",
+			"DENY_CACHE_MAX_AGE":    "30s",
 		}, func(c *Config) {
 			c.RateLimitHeaders = headers.Draft11 | headers.Legacy
 			c.LeaseMax = 1
 			c.LeaseTTL = time.Second
+			c.DenyCacheMaxAge = 30 * time.Second
 			c.RedisPrefix = "prod-eu:"
 			c.MaxRules = 2500
 			c.LogLevel = slog.LevelDebug
@@ -189,6 +192,9 @@ func TestFromEnvErrors(t *testing.T) {
 		{"lease max above", "LEASE_MAX", "10001", nil},
 		{"lease ttl below", "LEASE_TTL", "10ms", nil},
 		{"lease ttl above", "LEASE_TTL", "2s", nil},
+		{"deny cache max age below", "DENY_CACHE_MAX_AGE", "50ms", nil},
+		{"deny cache max age above", "DENY_CACHE_MAX_AGE", "2m", nil},
+		{"deny cache max age", "DENY_CACHE_MAX_AGE", "forever", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // subject or the buckets, so a 10 KB subject costs what a 10-byte one does
 // (denyEntryBytes). Lookups only peek (a read lock, as most of them miss),
 // so the oldest entries are evicted first; an entry lives at most its
-// retry-after anyway.
+// retry-after anyway, and at most the Limiter's DenyCacheMaxAge.
 type denyCache struct {
 	seed maphash.Seed
 	lru  *lru.Cache[denyKey, denyEntry]

@@ -103,6 +103,88 @@ func TestDenyCacheNeverOutlivesRedis(t *testing.T) {
 	}
 }
 
+// TestDenyCacheMaxAge: a denial that lasts long (an exhausted monthly
+// quota: weeks) is cached for at most DenyCacheMaxAge, so a refund or a
+// reset made by another process (the admin API, its own Limiter) reaches
+// an authorizer's Limiter within it; until then the cache still answers
+// the flood without Redis.
+func TestDenyCacheMaxAge(t *testing.T) {
+	c := newClient(t, 2)
+	prefix := testPrefix(t, c)
+	ctx := context.Background()
+	const maxAge = 300 * time.Millisecond
+	for _, lift := range []string{"refund", "reset"} {
+		t.Run(lift, func(t *testing.T) {
+			authz := New(c, Options{Prefix: prefix, DenyCacheMaxAge: maxAge})
+			admin := New(c, Options{Prefix: prefix, DenyCacheSize: -1})
+			b := []Bucket{{ID: "month", Limit: 2, Period: time.Hour, Window: Monthly}}
+			req := Request{Subject: subject(t, 0), Buckets: b, Cost: 1}
+			for range 2 {
+				if d, err := authz.Allow(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("Allow = %+v, %v, want allowed", d, err)
+				}
+			}
+			sent := time.Now()
+			first, err := authz.Allow(ctx, req)
+			if err != nil || first.Allowed || first.Cached || first.RetryAfter < time.Hour {
+				t.Fatalf("Allow(exhausted) = %+v, %v, want a deny from Redis until the month ends", first, err)
+			}
+			calls := authz.Stats().RedisCalls
+			var cached int
+			for time.Since(sent) < maxAge/2 {
+				d, err := authz.Allow(ctx, req)
+				if err != nil || d.Allowed || !d.Cached {
+					t.Fatalf("Allow %v after the deny = %+v, %v, want a cached deny", time.Since(sent), d, err)
+				}
+				cached++
+			}
+			if n := authz.Stats().RedisCalls - calls; n != 0 {
+				t.Errorf("%d of %d denied requests within the max age reached Redis, want 0", n, cached)
+			}
+
+			// Another process lifts the deny; this Limiter's cache learns
+			// it within the max age, from Redis.
+			switch lift {
+			case "refund":
+				if _, err := admin.Charge(ctx, req.Subject, b, -2, "scope", ""); err != nil {
+					t.Fatalf("Charge(-2): %v", err)
+				}
+			case "reset":
+				if err := admin.Reset(ctx, req.Subject, b); err != nil {
+					t.Fatalf("Reset: %v", err)
+				}
+			}
+			for {
+				asked := time.Since(sent)
+				d, err := authz.Allow(ctx, req)
+				if err != nil {
+					t.Fatalf("Allow: %v", err)
+				}
+				if d.Allowed {
+					if asked < maxAge-10*time.Millisecond {
+						t.Errorf("allowed %v after the cached deny, before its max age %v", asked, maxAge)
+					}
+					t.Logf("allowed again %v after the deny (max age %v)", asked.Round(time.Millisecond), maxAge)
+					break
+				}
+				if !d.Cached || asked > maxAge+5*time.Second {
+					t.Fatalf("Allow %v after the deny and the %s = %+v, want the cached deny until %v, then allowed", asked, lift, d, maxAge)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+
+	// The default max age bounds a deny of weeks at one second.
+	l := New(c, Options{Prefix: prefix})
+	if got := l.cacheUntil(0, 30*24*time.Hour); got != int64(DefaultDenyCacheMaxAge) {
+		t.Errorf("cacheUntil(0, 30 days) = %v, want the default max age %v", time.Duration(got), DefaultDenyCacheMaxAge)
+	}
+	if got, want := l.cacheUntil(0, 100*time.Millisecond), int64(100*time.Millisecond-3*time.Millisecond); got != want {
+		t.Errorf("cacheUntil(0, 100ms) = %v, want %v (the retry-after less its margin)", time.Duration(got), time.Duration(want))
+	}
+}
+
 func TestDenyCacheBoundedAndOptional(t *testing.T) {
 	c := newClient(t, 2)
 	prefix := testPrefix(t, c)

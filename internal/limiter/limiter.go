@@ -250,6 +250,14 @@ type Options struct {
 	// local cache uses it, so a fast local clock never denies what Redis
 	// would allow; default 2ms plus 1% of the retry-after.
 	DenyCacheMargin time.Duration
+	// DenyCacheMaxAge bounds how long a cached denial lasts, whatever its
+	// retry-after; default 1s (DefaultDenyCacheMaxAge). A denial that
+	// lasts longer, an exhausted monthly quota or a usage debt, is asked of
+	// Redis again at most this often: what lifts it elsewhere (an admin
+	// reset, a refund, another Limiter's usage report) reaches this
+	// Limiter within it, while a flood costs one Redis call per subject
+	// and max age.
+	DenyCacheMaxAge time.Duration
 	// BreakerThreshold is the number of consecutive Redis failures that
 	// open the breaker; default 5. Negative disables the breaker.
 	BreakerThreshold int
@@ -328,6 +336,7 @@ const (
 	DefaultPrefix           = "sl:"
 	DefaultTimeout          = 25 * time.Millisecond
 	DefaultDenyCacheSize    = 10000
+	DefaultDenyCacheMaxAge  = time.Second
 	DefaultBreakerThreshold = 5
 	DefaultBreakerCooldown  = time.Second
 )
@@ -348,6 +357,7 @@ type Limiter struct {
 	prefix  string
 	timeout time.Duration
 	margin  time.Duration // <0: default (2ms + 1%)
+	maxAge  time.Duration // of a cached denial
 	cache   *denyCache    // nil when disabled
 	leases  *leases       // nil when disabled (lease.go)
 	breaker breaker
@@ -374,6 +384,7 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
 		margin:  o.DenyCacheMargin,
+		maxAge:  o.DenyCacheMaxAge,
 		epoch:   time.Now(),
 	}
 	if l.prefix == "" {
@@ -384,6 +395,9 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 	}
 	if o.DenyCacheMargin <= 0 {
 		l.margin = -1
+	}
+	if l.maxAge <= 0 {
+		l.maxAge = DefaultDenyCacheMaxAge
 	}
 	size := o.DenyCacheSize
 	if size == 0 {
@@ -511,14 +525,16 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 
 // cacheUntil is when a deny sent at start with retry-after r stops being
 // cached: early by the margin, so a local clock running fast never denies
-// what Redis would allow. start is taken before the call was sent, so
-// network latency only makes the entry expire earlier.
+// what Redis would allow, and at most the max age after start, so what
+// lifts the deny elsewhere reaches this Limiter. start is taken before
+// the call was sent, so network latency only makes the entry expire
+// earlier.
 func (l *Limiter) cacheUntil(start int64, r time.Duration) int64 {
 	m := l.margin
 	if m < 0 {
 		m = 2*time.Millisecond + r/100
 	}
-	return start + int64(r-m)
+	return start + int64(min(r-m, l.maxAge))
 }
 
 // failure is the decision when Redis cannot answer: deny when an enforcing
@@ -577,8 +593,9 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 // Reset deletes subject's buckets in Redis (an admin unblock: they start
 // full again) and drops the subject's entries from this Limiter's local
 // deny cache and its token leases. Other processes' caches keep their
-// entries until they expire, at most the retry-after Redis gave them, and
-// their leases admit what they hold for at most their LeaseTTL.
+// entries until they expire, at most their DenyCacheMaxAge (1s by
+// default), and their leases admit what they hold for at most their
+// LeaseTTL.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
 	sd := l.hash.digest(subject)
 	if l.cache != nil {

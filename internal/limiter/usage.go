@@ -73,7 +73,7 @@ type UsageState struct {
 //
 // Charge skips the deny cache and the breaker; a refund drops this
 // process's cached denials of subject (other processes keep theirs until
-// they expire, at most the retry-after Redis gave them).
+// they expire, at most their DenyCacheMaxAge: 1s by default).
 func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, cost int64, scope, idempotencyKey string) (Usage, error) {
 	if err := validate(buckets, 0, true); err != nil {
 		return Usage{}, err

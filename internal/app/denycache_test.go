@@ -1,0 +1,86 @@
+package app_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/app"
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestRefundReachesWarmAuthorizer: a subject that exhausted its monthly
+// quota is denied from the authorizer's local deny cache (the retry-after
+// is weeks away). A refund through the admin API, another process, reaches
+// the warm authorizer within DENY_CACHE_MAX_AGE, not at the month's end;
+// until then the cache still answers without Redis. The test's max age is
+// far enough below the default (1s) to tell that the setting is used.
+func TestRefundReachesWarmAuthorizer(t *testing.T) {
+	t.Parallel()
+	const maxAge = 100 * time.Millisecond
+	env := map[string]string{"REDIS_URL": testenv.RedisURL(t), "DATABASE_URL": pgtest.NewDatabase(t),
+		"RULES_VERSION_POLL": "100ms", "DENY_CACHE_MAX_AGE": maxAge.String()}
+	o := app.Options{Prefix: testenv.Prefix(t, "app")}
+	adm, admLog := failoverApp(t, app.Administer, env, o)
+	authz, authzLog := failoverApp(t, app.Decide, env, o)
+	logOnFailure(t, admLog, authzLog)
+
+	if resp := adminCall(adm.Admin, "POST", "/rules", nil, map[string]any{"api": loadAPI, "route": "*", "subject": "*",
+		"kind": "quota", "limit": 2, "period": "1mo"}); resp.Status != http.StatusCreated {
+		t.Fatalf("POST /rules = %d %s", resp.Status, resp.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for probe(t, authz).Limit != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the quota rule never reached the authorizer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	subject := "refund-" + testenv.Random(t)
+	req := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
+		Headers: map[string]string{"x-api-key": subject}}
+	decide := func() authorizer.Result {
+		t.Helper()
+		res, err := authz.Decider.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Decide: %v", err)
+		}
+		return res
+	}
+	for i := range 2 {
+		if res := decide(); !res.Allowed {
+			t.Fatalf("request %d = %+v, want allowed", i+1, res)
+		}
+	}
+	denied := time.Now()
+	if res := decide(); res.Allowed || res.Cached || res.RetryAfter < 24*time.Hour {
+		t.Fatalf("third request = %+v, want denied by Redis until the month ends", res)
+	}
+	if res := decide(); res.Allowed || !res.Cached {
+		t.Fatalf("fourth request = %+v, want denied from the deny cache", res)
+	}
+
+	if resp := adminCall(adm.Admin, "POST", "/usage", nil, map[string]any{"api": loadAPI, "route": "*",
+		"subject": subject, "cost": -2}); resp.Status != http.StatusOK {
+		t.Fatalf("POST /usage (refund) = %d %s", resp.Status, resp.Body)
+	}
+	for {
+		asked := time.Since(denied)
+		res := decide()
+		if res.Allowed {
+			if asked < maxAge-10*time.Millisecond {
+				t.Errorf("allowed %v after the deny, before the cache's max age %v", asked, maxAge)
+			}
+			t.Logf("the refund reached the authorizer %v after its cached deny (max age %v)", asked.Round(time.Millisecond), maxAge)
+			return
+		}
+		if !res.Cached || asked > maxAge+600*time.Millisecond {
+			t.Fatalf("request %v after the deny and the refund = %+v, want the cached deny until %v, then allowed", asked, res, maxAge)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
