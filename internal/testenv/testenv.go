@@ -20,7 +20,8 @@
 // private redis-server, also in Sentinel mode), StartCluster (a private
 // Redis Cluster), and Proxy (a TCP proxy that can go down or add a delay)
 // in front of either. Buffer collects the logs of goroutines and
-// subprocesses such tests start.
+// subprocesses such tests start, and AwaitLift follows a cached denial
+// until what lifted it elsewhere reaches the cache.
 package testenv
 
 import (
