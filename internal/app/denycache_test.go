@@ -29,7 +29,9 @@ func TestRefundReachesWarmAuthorizer(t *testing.T) {
 	logOnFailure(t, admLog, authzLog)
 
 	if resp := adminCall(adm.Admin, "POST", "/rules", nil, map[string]any{"api": loadAPI, "route": "*", "subject": "*",
-		"kind": "quota", "limit": 2, "period": "1mo"}); resp.Status != http.StatusCreated {
+		"kind": "quota", "limit": 2, "period": "1mo",
+		// Its month started a day ago: weeks to go, whatever the date.
+		"anchor": time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second).Format(time.RFC3339)}); resp.Status != http.StatusCreated {
 		t.Fatalf("POST /rules = %d %s", resp.Status, resp.Body)
 	}
 	deadline := time.Now().Add(10 * time.Second)
