@@ -319,12 +319,7 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	if up != nil {
-		ttl := cfg.UpstreamCacheTTL
-		if ttl == 0 {
-			ttl = -1 // UPSTREAM_CACHE_TTL=0: no cache
-		}
-		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: ttl})
-		ho.UpstreamIdentity = cfg.UpstreamIdentitySources
+		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),

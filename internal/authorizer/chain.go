@@ -13,8 +13,9 @@ import (
 )
 
 // ErrUpstreamDenied is returned by DecideFor when the upstream authorizer
-// did not allow the request: its own answer (Deny, Unauthorized, an error)
-// goes back to API Gateway unchanged, and no limiter call is made.
+// did not allow the request; no limiter call is made. The API Gateway
+// adapter (apigw) answers it with Unauthorized (401), never with the Deny a
+// rate limit answers with (429), so a client tells the two apart.
 var ErrUpstreamDenied = errors.New("upstream authorizer did not allow the request")
 
 // Upstream is the answer of the authorizer Sluice runs behind: a team's

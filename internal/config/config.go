@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,12 +127,16 @@ type Config struct {
 	// (required by the principal and context:<key> sources).
 	UpstreamAuthorizer string
 	// UpstreamCacheTTL is UPSTREAM_CACHE_TTL: how long an upstream answer
-	// is reused per identity; default 300s, 0s to 1h (0 disables).
+	// is reused; 0s to 1h, 0 disables. Default 300s when
+	// UpstreamIdentitySources is set, else 0: the cache is off until the
+	// operator names what the upstream reads, and a TTL above 0 without
+	// them is an error.
 	UpstreamCacheTTL time.Duration
-	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES: the header or
-	// query sources whose values key the upstream cache, default
-	// header:authorization.
-	UpstreamIdentitySources []identity.Source
+	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES parsed
+	// (identity.ParseUpstreamSources): every header, query value, route or
+	// stage variable the upstream authorizer reads, whose values key its
+	// cached answers. Empty: none named, no cache.
+	UpstreamIdentitySources []identity.UpstreamSource
 	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
 	// jwt:<claim> subject sources read (required by them), such as
 	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
@@ -237,7 +240,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
 		slog.String("upstreamAuthorizer", c.UpstreamAuthorizer),
 		slog.Duration("upstreamCacheTtl", c.UpstreamCacheTTL),
-		slog.String("upstreamIdentitySources", identity.FormatSources(c.UpstreamIdentitySources)),
+		slog.String("upstreamIdentitySources", identity.FormatUpstreamSources(c.UpstreamIdentitySources)),
 		slog.String("jwtIssuer", c.JWTIssuer),
 		slog.Any("jwtAudience", c.JWTAudience),
 		slog.String("jwtTokenUse", c.JWTTokenUse),
@@ -393,21 +396,25 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
 		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
 	}
-	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", identity.DefaultUpstreamTTL, 0, identity.MaxUpstreamTTL)
+	upSources := get("UPSTREAM_IDENTITY_SOURCES")
+	if srcs, err := identity.ParseUpstreamSources(upSources); err != nil {
+		fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
+	} else {
+		c.UpstreamIdentitySources = srcs
+	}
+	var upTTL time.Duration // no cache until the sources are named
+	if strings.TrimSpace(upSources) != "" {
+		upTTL = identity.DefaultUpstreamTTL
+	}
+	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", upTTL, 0, identity.MaxUpstreamTTL)
 	if get("UPSTREAM_CACHE_TTL") == "0" {
 		c.UpstreamCacheTTL = 0 // "0" is a duration too
 	}
-	c.UpstreamIdentitySources = identity.DefaultUpstreamIdentity
-	if v := get("UPSTREAM_IDENTITY_SOURCES"); v != "" {
-		srcs, err := identity.ParseSources(v)
-		switch {
-		case err != nil:
-			fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
-		case slices.ContainsFunc(srcs, func(s identity.Source) bool { return s.Kind.Verified() }):
-			fail("UPSTREAM_IDENTITY_SOURCES", "%q: only header, query, apikey and ip sources key the cache", v)
-		default:
-			c.UpstreamIdentitySources = srcs
-		}
+	if c.UpstreamCacheTTL > 0 && strings.TrimSpace(upSources) == "" {
+		fail("UPSTREAM_CACHE_TTL", "%s caches the upstream authorizer's answers, which needs UPSTREAM_IDENTITY_SOURCES: "+
+			"an answer is reused for every request with the same values of the sources named there, so they must be every "+
+			"header, query value, route or stage variable the upstream reads (such as header:authorization,route), "+
+			"or one caller's answer reaches another; set them, or leave UPSTREAM_CACHE_TTL unset or 0", c.UpstreamCacheTTL)
 	}
 	if c.UpstreamAuthorizer == "" && (c.HasSource(identity.SourceContext) || c.HasSource(identity.SourcePrincipal)) {
 		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")

@@ -34,9 +34,6 @@ func defaults() Config {
 		LeaseMax:         64,
 		LeaseTTL:         250 * time.Millisecond,
 		DenyCacheMaxAge:  time.Second,
-
-		UpstreamCacheTTL:        identity.DefaultUpstreamTTL,
-		UpstreamIdentitySources: identity.DefaultUpstreamIdentity,
 	}
 }
 
@@ -115,6 +112,22 @@ func TestFromEnv(t *testing.T) {
 		{"default without burst", map[string]string{"DEFAULT_LIMIT": " 5 / 1d "}, func(c *Config) {
 			c.DefaultLimit = &rules.Effective{Limit: 5, Period: 24 * time.Hour, Burst: 5}
 		}},
+		{"upstream identity sources: the cache at 300s", map[string]string{
+			"UPSTREAM_IDENTITY_SOURCES": "header:Authorization, query:tenant,route,stagevar:env,apikey,ip",
+		}, func(c *Config) {
+			c.UpstreamCacheTTL = identity.DefaultUpstreamTTL
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("Authorization")},
+				{Source: identity.Source{Kind: identity.SourceQuery, Name: "tenant"}}, {Route: true}, {StageVariable: "env"},
+				{Source: identity.Source{Kind: identity.SourceAPIKey}}, {Source: identity.Source{Kind: identity.SourceIP}}}
+		}},
+		{"upstream identity sources and a TTL", map[string]string{"UPSTREAM_IDENTITY_SOURCES": "header:x-api-key", "UPSTREAM_CACHE_TTL": "30s"}, func(c *Config) {
+			c.UpstreamCacheTTL = 30 * time.Second
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("x-api-key")}}
+		}},
+		{"upstream cache off", map[string]string{"UPSTREAM_IDENTITY_SOURCES": "header:x-api-key", "UPSTREAM_CACHE_TTL": "0"}, func(c *Config) {
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("x-api-key")}}
+		}},
+		{"upstream ttl 0 without sources", map[string]string{"UPSTREAM_CACHE_TTL": "0s"}, func(c *Config) {}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,6 +179,11 @@ func TestFromEnvErrors(t *testing.T) {
 		{"context source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "context:tenant"}},
 		{"principal source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "principal"}},
 		{"upstream ttl over an hour", "UPSTREAM_CACHE_TTL", "2h", nil},
+		{"upstream ttl without identity sources", "UPSTREAM_CACHE_TTL", "300s", map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer"}},
+		{"upstream identity from the answer", "UPSTREAM_IDENTITY_SOURCES", "header:authorization,context:tenant", nil},
+		{"upstream identity route with a name", "UPSTREAM_IDENTITY_SOURCES", "route:GET", nil},
+		{"upstream identity stage variable", "UPSTREAM_IDENTITY_SOURCES", "stagevar:a-b", nil},
+		{"upstream identity kind", "UPSTREAM_IDENTITY_SOURCES", "cookie:session", nil},
 		{"upstream name", "UPSTREAM_AUTHORIZER", "my function", nil},
 		{"dimension default", "DIMENSIONS", "default=ip", nil},
 		{"dimension twice", "DIMENSIONS", "ip=ip;ip=header:x", nil},
@@ -228,6 +246,25 @@ func TestFromEnvErrors(t *testing.T) {
 	}
 	if n := len(strings.Split(err.Error(), "\n")); n < len(all) {
 		t.Errorf("FromEnv(every variable wrong) reported %d problems, want at least %d:\n%v", n, len(all), err)
+	}
+}
+
+// TestUpstreamCacheNeedsSources: a TTL above 0 without the identity
+// sources is refused, and the message says why (the defaults turn the
+// cache off, so this is only an explicit TTL).
+func TestUpstreamCacheNeedsSources(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer", "UPSTREAM_CACHE_TTL": "5m"}))
+	if err == nil {
+		t.Fatal("FromEnv(UPSTREAM_CACHE_TTL=5m, no UPSTREAM_IDENTITY_SOURCES) error = nil")
+	}
+	for _, want := range []string{"UPSTREAM_CACHE_TTL: 5m0s", "needs UPSTREAM_IDENTITY_SOURCES", "every header, query value, route or stage variable the upstream reads", "one caller's answer reaches another"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v\nwant it to say %q", err, want)
+		}
+	}
+	c, err := FromEnv(env(map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer"}))
+	if err != nil || c.UpstreamCacheTTL != 0 {
+		t.Errorf("FromEnv(UPSTREAM_AUTHORIZER alone) = TTL %v, %v; want 0, no cache", c.UpstreamCacheTTL, err)
 	}
 }
 

@@ -69,14 +69,11 @@ type Options struct {
 	// subject (by hash), for the admin API's GET /stats (sluice local).
 	Stats *stats.Stats
 	// Upstream, when set, is the authorizer asked first
-	// (UPSTREAM_AUTHORIZER): its Deny or Unauthorized is the answer; its
-	// Allow names the caller (principal, context:<key> sources), and its
-	// principalId and context are passed on. Authorizer handlers only.
+	// (UPSTREAM_AUTHORIZER): when it does not allow, the answer is
+	// Unauthorized (401); its Allow names the caller (principal,
+	// context:<key> sources), and its principalId, context and
+	// usageIdentifierKey are passed on. Authorizer handlers only.
 	Upstream *identity.Upstream
-	// UpstreamIdentity are the sources whose values key the upstream's
-	// cached answers; default identity.DefaultUpstreamIdentity (the
-	// Authorization header).
-	UpstreamIdentity []identity.Source
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -102,32 +99,44 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 // Authorizer answers API Gateway authorizer events.
 type Authorizer struct {
 	handler
-	up         *identity.Upstream // nil: no upstream authorizer
-	upIdentity []identity.Source
+	up *identity.Upstream // nil: no upstream authorizer
 }
 
 // NewAuthorizer returns the authorizer event handler around a.
 func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
-	h := &Authorizer{handler: newHandler(a, o), up: o.Upstream, upIdentity: o.UpstreamIdentity}
-	if len(h.upIdentity) == 0 {
-		h.upIdentity = identity.DefaultUpstreamIdentity
-	}
-	return h
+	return &Authorizer{handler: newHandler(a, o), up: o.Upstream}
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
 // for ev.MethodArn, principalId the subject hash, and the rate-limit context
-// values. It returns ErrUnauthorized when the request has no subject.
+// values. It returns ErrUnauthorized when the request has no subject, or
+// when the upstream authorizer did not allow it.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := restRequest(&ev)
-	if out, done, err := viaUpstream[events.APIGatewayCustomAuthorizerResponse](ctx, h, ev, ev.MethodArn, &req); done {
-		return out, err
+	up, err := h.viaUpstream(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
+	if err != nil {
+		return events.APIGatewayCustomAuthorizerResponse{}, err
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return h.restResponse(&res, &req, ev.MethodArn), nil
+	return h.restResponse(&res, &req, ev.MethodArn, up), nil
+}
+
+// viaUpstream asks the upstream authorizer, when there is one, about ev
+// (a typed event, encoded as API Gateway sent it), whose route is route:
+// its answer when it allowed (req.Upstream is then set), nil without an
+// upstream, or ErrUnauthorized (see chain).
+func (h *Authorizer) viaUpstream(ctx context.Context, ev any, req *authorizer.Request, route string, stageVariables map[string]string) (*upstreamAnswer, error) {
+	if h.up == nil {
+		return nil, nil
+	}
+	event, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event for the upstream authorizer: %w", err)
+	}
+	return h.chain(ctx, event, upstreamRequest(req, route, stageVariables), req)
 }
 
 // restRequest is what the decision reads of a REST API REQUEST event.
@@ -158,7 +167,11 @@ func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer.Re
 	}
 }
 
-func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+// restResponse is the REST answer of res for methodARN. up is the
+// upstream's answer that allowed the request, nil without one: its
+// usageIdentifierKey (a usage plan's key, apiKeySource AUTHORIZER) is
+// kept, on allow and on Sluice's deny alike.
+func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string, up *upstreamAnswer) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
@@ -168,8 +181,13 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 	if req.Upstream != nil && req.Upstream.Principal != "" {
 		principal = req.Upstream.Principal
 	}
+	var usageKey string
+	if up != nil {
+		usageKey = up.UsageIdentifierKey
+	}
 	return events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: principal,
+		UsageIdentifierKey: usageKey,
+		PrincipalID:        principal,
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -185,11 +203,12 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 // HTTP answers an HTTP API (payload format 2.0) authorizer event with a
 // simple response. A deny is isAuthorized false, which the HTTP API always
 // answers with 403: it cannot send 429 or Retry-After. It returns
-// ErrUnauthorized (401) when the request has no subject.
+// ErrUnauthorized (401) when the request has no subject, or when the
+// upstream authorizer did not allow it.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := httpRequest(&ev)
-	if out, done, err := viaUpstream[events.APIGatewayV2CustomAuthorizerSimpleResponse](ctx, h, ev, ev.RouteArn, &req); done {
-		return out, err
+	if _, err := h.viaUpstream(ctx, ev, &req, ev.RouteArn, ev.StageVariables); err != nil {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
@@ -230,6 +249,7 @@ type authEvent struct {
 	MultiHeaders   map[string][]string `json:"multiValueHeaders"`
 	Query          map[string]string   `json:"queryStringParameters"`
 	MultiQuery     map[string][]string `json:"multiValueQueryStringParameters"`
+	StageVariables map[string]string   `json:"stageVariables"`
 	RequestContext struct {
 		APIID        string `json:"apiId"`
 		HTTPMethod   string `json:"httpMethod"`
@@ -260,8 +280,8 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
 		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
 		if h.up != nil {
-			if pass, err := h.chain(ctx, payload, ev.RouteArn, &req); err != nil || pass != nil {
-				return pass, err
+			if _, err := h.chain(ctx, payload, upstreamRequest(&req, ev.RouteArn, ev.StageVariables), &req); err != nil {
+				return nil, err
 			}
 		}
 		res, ok := h.decide(ctx, &req)
@@ -284,16 +304,18 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		APIKey:       rc.Identity.APIKey,
 		SourceIP:     rc.Identity.SourceIP,
 	}
+	var up *upstreamAnswer
 	if h.up != nil {
-		if pass, err := h.chain(ctx, payload, ev.MethodArn, &req); err != nil || pass != nil {
-			return pass, err
+		var err error
+		if up, err = h.chain(ctx, payload, upstreamRequest(&req, ev.MethodArn, ev.StageVariables), &req); err != nil {
+			return nil, err
 		}
 	}
 	res, ok := h.decide(ctx, &req)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn))
+	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn, up))
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
@@ -329,6 +351,9 @@ const (
 	DecisionShadowDeny = "shadow-deny" // a shadow rule would have denied; allowed
 	DecisionFailOpen   = "fail-open"   // Redis failed, the rule fails open; allowed
 	DecisionFailClosed = "fail-closed" // Redis failed, the rule fails closed; denied
+	// DecisionUpstreamDeny: the upstream authorizer did not allow, or
+	// answered what Sluice cannot read; 401, no limiter call.
+	DecisionUpstreamDeny = "upstream-deny"
 )
 
 // logDecision writes the one line of a decision that was not a plain

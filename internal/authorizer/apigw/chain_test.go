@@ -14,8 +14,8 @@ import (
 
 // TestChainRESTFromJSON is the upstream answer as an invoked Lambda returns
 // it (JSON, so a numeric context value decodes as float64): ChainREST limits
-// the tenant it names on the route rule (2 a minute), leaves the upstream's
-// Deny alone, and logs a missing context key at warn without the subject.
+// the tenant it names on the route rule (2 a minute), answers the
+// upstream's Deny with Unauthorized, and logs a missing context key at warn without the subject.
 func TestChainRESTFromJSON(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -47,8 +47,8 @@ func TestChainRESTFromJSON(t *testing.T) {
 
 	deny := up
 	deny.PolicyDocument.Statement = []events.IAMPolicyStatement{{Action: []string{"execute-api:Invoke"}, Effect: "Deny", Resource: []string{"*"}}}
-	if got, err := f.auth.ChainREST(context.Background(), ev, deny, "tenant"); err != nil || got.PolicyDocument.Statement[0].Effect != "Deny" || got.Context[apigw.KeyLimit] != nil {
-		t.Errorf("upstream Deny = %+v, %v; want it unchanged, without Sluice's context", got, err)
+	if got, err := f.auth.ChainREST(context.Background(), ev, deny, "tenant"); !errors.Is(err, apigw.ErrUnauthorized) {
+		t.Errorf("upstream Deny = %+v, %v; want Unauthorized (401), not a Deny the gateway sends as a 429", got, err)
 	}
 
 	if _, err := f.auth.ChainREST(context.Background(), ev, up, "team"); !errors.Is(err, apigw.ErrUnauthorized) {
