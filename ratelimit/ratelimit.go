@@ -10,8 +10,9 @@
 //	lambda.Start(rl.WrapREST(myAuthorizer))
 //
 // It is the in-process sibling of the authorizer's UPSTREAM_AUTHORIZER
-// setting, and both run one implementation: the wrapped handler's Deny,
-// Unauthorized or error passes through unchanged and never reaches Redis;
+// setting, and both run one implementation: the wrapped handler's error
+// passes through unchanged, and its Deny is the error "Unauthorized" (401,
+// never the 429 of a rate limit); neither reaches Redis;
 // an allowed caller over the limit gets a Deny of the method with Sluice's
 // context, which the construct's gateway responses (infra/sluice
 // AddGatewayResponses) turn into 429 with Retry-After and the RateLimit
@@ -201,8 +202,11 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 
 // WrapREST returns h with Sluice's limits after it. For each event:
 //
-//   - h's error, or an answer whose policy does not allow the event's
-//     methodArn, is returned unchanged; nothing reaches Redis.
+//   - h's error is returned unchanged; an answer whose policy does not
+//     allow the event's methodArn is the error "Unauthorized" (API Gateway
+//     answers 401: a client must never read an authorization failure as
+//     the 429 of a rate limit, with its Retry-After); nothing reaches
+//     Redis.
 //   - Otherwise the subject is h's principalId, or its context value under
 //     Options.ContextKey (a string, number or boolean; white space
 //     trimmed). A missing or empty one, one longer than MaxSubjectLen
@@ -226,8 +230,8 @@ func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
 }
 
 // WrapHTTP returns h with Sluice's limits after it, as WrapREST does, for
-// an HTTP API with simple responses: h's error or isAuthorized false
-// passes through; over the limit the answer is isAuthorized false with
+// an HTTP API with simple responses: h's error passes through, and
+// isAuthorized false is "Unauthorized" (401); over the limit the answer is isAuthorized false with
 // Sluice's context, which an HTTP API always answers with 403 (its
 // responses cannot be customised to 429). A simple response has no
 // principalId: Options.ContextKey must name the subject, or every request

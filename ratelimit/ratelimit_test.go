@@ -101,7 +101,8 @@ func restAnswer(effect, resource, principal string, ctxv map[string]any, err err
 
 // TestWrapREST runs the sample REST event through wrapped handlers: the
 // team's Allow within the limit, a Deny with Retry-After at it, the team's
-// Deny and errors passed through without a charge, refused subjects, and
+// Deny as Unauthorized and its errors passed through, without a charge,
+// refused subjects, and
 // the merged context.
 func TestWrapREST(t *testing.T) {
 	s := newSetup(t)
@@ -125,7 +126,7 @@ func TestWrapREST(t *testing.T) {
 			effect: "Allow", context: map[string]any{"remaining": int64(0)}},
 		{name: "denied at the limit", rl: byPrincipal, h: restAnswer("Allow", "", "bob", nil, nil), times: 3,
 			effect: "Deny", context: map[string]any{"limit": int64(2), "remaining": int64(0), "retryAfter": int64(30)}},
-		{name: "team deny passes through", rl: byPrincipal, h: restAnswer("Deny", "", "carol", map[string]any{"why": "suspended"}, nil), times: 5},
+		{name: "team deny is Unauthorized", rl: byPrincipal, h: restAnswer("Deny", "", "carol", map[string]any{"why": "suspended"}, nil), times: 5, wantErr: ratelimit.ErrUnauthorized},
 		{name: "team error passes through", rl: byPrincipal, h: restAnswer("Allow", "", "dave", nil, boom), times: 3, wantErr: boom},
 		{name: "team Unauthorized passes through", rl: byPrincipal, h: restAnswer("Allow", "", "", nil, unauthorized), times: 1, wantErr: unauthorized},
 		{name: "empty principal", rl: byPrincipal, h: restAnswer("Allow", "", " ", nil, nil), times: 1, wantErr: ratelimit.ErrUnauthorized},
@@ -264,11 +265,11 @@ func TestWrapHTTP(t *testing.T) {
 			t.Errorf("isAuthorized = %v, want [true true false]", got)
 		}
 	})
-	t.Run("simple team refusal passes through", func(t *testing.T) {
+	t.Run("simple team refusal is Unauthorized", func(t *testing.T) {
 		team := map[string]any{"tenant": "initech-2", "why": "expired"}
 		r, err := byTenant.WrapHTTP(simple(false, team))(context.Background(), ev)
-		if err != nil || r.IsAuthorized || !cmp.Equal(r.Context, team) {
-			t.Errorf("= %+v, %v; want the team's answer unchanged", r, err)
+		if !errors.Is(err, ratelimit.ErrUnauthorized) || r.IsAuthorized {
+			t.Errorf("= %+v, %v; want Unauthorized (401; an HTTP API's rate limit is its 403)", r, err)
 		}
 	})
 	t.Run("simple without a context key", func(t *testing.T) {

@@ -169,9 +169,12 @@ type AuthorizerProps struct {
 	SubjectSources string
 	// Upstream is the API's existing Lambda authorizer, which Sluice invokes
 	// first with the same event (UPSTREAM_AUTHORIZER): its Deny and
-	// Unauthorized stand, its Allow names the caller (SUBJECT_SOURCES
+	// Unauthorized are a 401 (the UNAUTHORIZED gateway response, never the
+	// 429 of ACCESS_DENIED), its Allow names the caller (SUBJECT_SOURCES
 	// principal or context:<key>). The construct sets the variable to the
-	// function's ARN and grants the invoke. Default: none.
+	// function's ARN and grants the invoke. Its answers are cached only
+	// with UPSTREAM_IDENTITY_SOURCES in FunctionProps.Environment. Default:
+	// none.
 	Upstream awslambda.IFunction
 	// SubjectKey is the subject hash key's secret (NewSubjectKey): its ARN
 	// becomes SUBJECT_HMAC_KEY_SECRET_ARN and the function may read it.
@@ -390,7 +393,9 @@ func (a *Authorizer) AddGatewayResponses(scope constructs.Construct, id string, 
 //   - ACCESS_DENIED, what API Gateway sends when the authorizer returns Deny,
 //     becomes 429 Too Many Requests with Retry-After, RateLimit-Policy and
 //     RateLimit headers and a JSON body carrying the same values;
-//   - UNAUTHORIZED (no subject found) stays a 401 with a JSON body.
+//   - UNAUTHORIZED (no subject found, or an upstream authorizer that did
+//     not allow) stays a 401 with a JSON body and no Retry-After: a client
+//     never reads an authorization failure as a rate limit.
 //
 // Install them only on APIs whose ACCESS_DENIED comes from Sluice: an IAM or
 // resource-policy denial on the same API would also become a 429. The ids

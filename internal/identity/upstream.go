@@ -268,6 +268,8 @@ func NewUpstream(inv Invoker, o UpstreamOptions) *Upstream {
 // sources is not cached. Answers and Unauthorized are cached; other
 // failures are not.
 func (u *Upstream) Authorize(ctx context.Context, r *UpstreamRequest, event []byte) ([]byte, error) {
+	// idKey holds the identity's policy answers, routeKey its other
+	// answers on r's route: the values, then a byte that tells the two.
 	var idKey, routeKey [sha256.Size]byte
 	cached := u.cache != nil
 	if cached {
@@ -275,11 +277,10 @@ func (u *Upstream) Authorize(ctx context.Context, r *UpstreamRequest, event []by
 		b, cached = u.identity(r)
 		if cached {
 			idKey = sha256.Sum256(append(b, 0))
-			b = append(b, 1)
-			routeKey = sha256.Sum256(append(b, r.Route...))
 			if e, ok := u.cache.Get(idKey); ok {
 				return e.answer, e.err
 			}
+			routeKey = sha256.Sum256(append(append(b, 1), r.Route...))
 			if r.Route != "" {
 				if e, ok := u.cache.Get(routeKey); ok {
 					return e.answer, e.err
@@ -309,7 +310,7 @@ func (u *Upstream) Authorize(ctx context.Context, r *UpstreamRequest, event []by
 // identity is the values of u's sources in r, length-prefixed; ok is
 // false when one is missing.
 func (u *Upstream) identity(r *UpstreamRequest) (b []byte, ok bool) {
-	b = make([]byte, 0, 128)
+	b = make([]byte, 0, 256)
 	for i := range u.sources {
 		if b, ok = u.sources[i].appendValues(b, r); !ok {
 			return nil, false
