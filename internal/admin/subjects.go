@@ -188,6 +188,11 @@ func (s *Service) applicable(ctx context.Context, subject, api, route, dim strin
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
 	}
+	// Every caller goes on to read, reset or charge the subject's buckets:
+	// only under the key that names them.
+	if err := s.claimKey(ctx); err != nil {
+		return nil, err
+	}
 	rs, err := s.subjectRules(ctx, subject, api)
 	if err != nil {
 		return nil, err
