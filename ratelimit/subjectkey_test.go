@@ -96,17 +96,18 @@ func effect(t *testing.T, h ratelimit.RESTHandler) string {
 	return r.PolicyDocument.Statement[0].Effect
 }
 
-// awaitAllowed sends the event until it is allowed, and fails when that
-// takes more than 2 s: the Limiter's local deny cache holds a denial at
+// awaitAllowed sends the event until it is allowed and returns how long
+// that took; it fails when that takes more than 2 s: the Limiter's local deny cache holds a denial at
 // most 1 s (DENY_CACHE_MAX_AGE) before it asks Redis again, and the rule
 // refills a token only every 15 s.
-func awaitAllowed(t *testing.T, h ratelimit.RESTHandler, after string) {
+func awaitAllowed(t *testing.T, h ratelimit.RESTHandler, after string) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	start := time.Now()
+	deadline := start.Add(2 * time.Second)
 	for {
 		e := effect(t, h)
 		if e == "Allow" {
-			return
+			return time.Since(start)
 		}
 		if e != "Deny" || time.Now().After(deadline) {
 			t.Fatalf("after %s the wrapped authorizer still answers %s: the admin API acted on other buckets than it charges", after, e)
@@ -155,7 +156,7 @@ func TestAdminActsOnWrappedBuckets(t *testing.T) {
 	if err := json.Unmarshal(resp.Body, &usage); resp.Status != http.StatusOK || err != nil || len(usage.Buckets) != 1 || usage.Buckets[0].Remaining != 1 {
 		t.Fatalf("POST /usage refund = %d %s, want one bucket at 1", resp.Status, resp.Body)
 	}
-	awaitAllowed(t, h, "the refund")
+	refunded := awaitAllowed(t, h, "the refund")
 	if e := effect(t, h); e != "Deny" {
 		t.Errorf("after the refunded request: %s, want Deny", e)
 	}
@@ -164,7 +165,9 @@ func TestAdminActsOnWrappedBuckets(t *testing.T) {
 	if resp := d.call(t, "DELETE", "/subjects/alice/buckets", url.Values{"api": {sampleAPI}}, nil); resp.Status != http.StatusNoContent {
 		t.Fatalf("DELETE /subjects/alice/buckets = %d %s", resp.Status, resp.Body)
 	}
-	awaitAllowed(t, h, "the reset")
+	reset := awaitAllowed(t, h, "the reset")
+	t.Logf("the wrapper admitted alice %v after the refund and %v after the reset (its deny cache asks Redis again within DENY_CACHE_MAX_AGE, 1s)",
+		refunded.Round(time.Millisecond), reset.Round(time.Millisecond))
 	effects = effects[:0]
 	for range 4 {
 		effects = append(effects, effect(t, h))
