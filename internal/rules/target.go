@@ -70,10 +70,21 @@ func NormalizeTarget(t Target, given Part) (Target, error) {
 }
 
 // requestSubjectProblem is subjectProblem for a subject a request names,
-// already trimmed.
+// already trimmed. Printable ASCII, what nearly every API key and user id
+// is, is checked in one pass over the bytes: the authorizer calls this for
+// every request.
 func requestSubjectProblem(subject string) string {
 	if subject == "" {
 		return "is required"
+	}
+	if len(subject) <= MaxSubjectLen {
+		i := 0
+		for i < len(subject) && subject[i] >= ' ' && subject[i] < 0x7f {
+			i++
+		}
+		if i == len(subject) {
+			return ""
+		}
 	}
 	return subjectProblem(subject)
 }
