@@ -38,7 +38,7 @@ var mayImport = map[string][]string{
 	// The public package for embedding Sluice in a team's own Go
 	// authorizer: built through app like a Lambda, answering through the
 	// authorizer's apigw chaining.
-	"ratelimit": {"internal/app", "internal/authorizer/apigw", "internal/config", "internal/identity",
+	"ratelimit": {"internal/app", "internal/authorizer/apigw", "internal/config", "internal/identity", "internal/limiter",
 		"github.com/aws/aws-lambda-go/events", "github.com/redis/go-redis/v9"},
 
 	// The composition root: everything below.

@@ -44,6 +44,9 @@ type bucketKeeper interface {
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
 	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
 	SubjectHash(subject string) string
+	// ClaimSubjectKey records the subject hash key's id for the buckets,
+	// or fails with limiter.ErrSubjectKeyMismatch when another is.
+	ClaimSubjectKey(ctx context.Context) error
 }
 
 // Options configure a Service. The zero value is usable; each field's
@@ -143,5 +146,8 @@ func (s *Service) publish(ctx context.Context, route string) {
 	case !published:
 		s.log.DebugContext(ctx, "rules snapshot not published: Redis holds a newer one",
 			slog.String("route", route), slog.Int64("version", set.Version))
+	}
+	if err == nil {
+		s.claimKeyAfterPublish(ctx, route)
 	}
 }

@@ -504,8 +504,18 @@ func TestSubjects(t *testing.T) {
 			wantProblem(t, e.do(t, withQuery(event(admin.RouteSubjectLimits, params, ""), q...)), 400)
 		}
 		wantProblem(t, e.do(t, withQuery(event(admin.RouteResetSubject, params, ""), "route", "*")), 400)
-		for _, bad := range []string{"%zz", "a%00b", "%ff", " padded "} {
+		for _, bad := range []string{"%zz", "a%00b", "%ff", "%20%20", strings.Repeat("s", 257)} {
 			wantProblem(t, e.do(t, event(admin.RouteSubjectLimits, map[string]string{"subject": bad}, "")), 400)
+		}
+		// White space around a subject is trimmed, as every entry trims it
+		// (rules.NormalizeTarget).
+		var padded admin.SubjectLimitsResponse
+		want(t, e.do(t, event(admin.RouteSubjectLimits, map[string]string{"subject": "%20padded%20"}, "")), 200, &padded)
+		if padded.Subject != "padded" {
+			t.Errorf("subject %%20padded%%20 read as %q, want padded", padded.Subject)
+		}
+		for _, q := range [][]string{{"api", ""}, {"api", "*"}, {"route", ""}, {"route", "FROB /x"}} {
+			wantProblem(t, e.do(t, withQuery(event(admin.RouteSubjectLimits, params, ""), q...)), 400)
 		}
 	})
 }

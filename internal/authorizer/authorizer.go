@@ -244,6 +244,14 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		}
 		ctxv = a.verifiedContext(&ir)
 	}
+	// The one subject hygiene of every entry (the check API and the
+	// admin API's usage and subjects routes take theirs through it too):
+	// trimmed, bounded, valid UTF-8, no control characters.
+	t, err := rules.NormalizeTarget(rules.Target{Subject: subj}, rules.PartSubject)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
+	}
+	subj = t.Subject
 	if r.Upstream != nil {
 		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
 	}
@@ -280,6 +288,11 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		case identity.Refused:
 			return Result{}, fmt.Errorf("%w: dimension %s", ErrNoSubject, d.Name)
 		case identity.Found:
+			t, err := rules.NormalizeTarget(rules.Target{Subject: ds}, rules.PartSubject)
+			if err != nil {
+				return Result{}, fmt.Errorf("%w: dimension %s: %w", ErrNoSubject, d.Name, err)
+			}
+			ds = t.Subject
 			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
 			if m.Any() {
 				cost = m.Cost()

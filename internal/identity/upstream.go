@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,22 +397,22 @@ func NewUpstreamIdentity(principal string, context map[string]any) UpstreamIdent
 // ContextString writes an authorizer context value as API Gateway
 // substitutes it: a string as it is, a number in decimal, a boolean as
 // true/false. The types are those of a context in Go (an in-process
-// authorizer) or as JSON decodes it (an invoked Lambda's answer); any
-// other (an object, an array, nil, which API Gateway refuses) is not ok.
+// authorizer: every Go integer and float type, as the Lambda runtime's
+// JSON encoding writes them) or as JSON decodes it (an invoked Lambda's
+// answer); any other (an object, an array, nil, which API Gateway
+// refuses) is not ok.
 func ContextString(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
 		return v, true
 	case bool:
 		return strconv.FormatBool(v), true
-	case int:
-		return strconv.Itoa(v), true
-	case int32:
-		return strconv.FormatInt(int64(v), 10), true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case uint64:
-		return strconv.FormatUint(v, 10), true
+	case int, int8, int16, int32, int64:
+		return strconv.FormatInt(reflect.ValueOf(v).Int(), 10), true
+	case uint, uint8, uint16, uint32, uint64, uintptr:
+		return strconv.FormatUint(reflect.ValueOf(v).Uint(), 10), true
+	case float32:
+		return strconv.FormatFloat(float64(v), 'f', -1, 32), true
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64), true
 	case json.Number:

@@ -366,7 +366,14 @@ func TestParseCheckRequest(t *testing.T) {
 		{body: `{"subject":"` + strings.Repeat("s", identity.MaxSubjectLen+1) + `","api":"` + strings.Repeat("a", 129) + `","route":"*"}`,
 			wantErr: httpapi.BadRequest(
 				rules.FieldError{Field: "subject", Reason: "must be at most 256 bytes"},
-				rules.FieldError{Field: "api", Reason: "must be at most 128 bytes, without white space"})},
+				rules.FieldError{Field: "api", Reason: "must be an API id of at most 128 letters, digits, '-' and '_'"})},
+		// The same normalization as every entry (rules.NormalizeTarget).
+		{body: `{"subject":" svc ","api":" a1b2c3 ","route":"get /orders/{id}/"}`,
+			want: apigw.CheckRequest{Subject: "svc", API: "a1b2c3", Route: "GET /orders/{id}"}},
+		{body: `{"subject":"s\u0000","api":"*","route":"FROB /x"}`, wantErr: httpapi.BadRequest(
+			rules.FieldError{Field: "subject", Reason: "must not contain control characters"},
+			rules.FieldError{Field: "api", Reason: `must name one API: "*" (every API) is for rules`},
+			rules.FieldError{Field: "route", Reason: "method must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS, ANY"})},
 		{body: `{"subject":"s","api":"a","route":"*"}x`,
 			wantErr: &httpapi.Error{Status: 400, Detail: "The request body has data after the JSON object."}},
 		{body: strings.Repeat(" ", apigw.MaxCheckBody+1),

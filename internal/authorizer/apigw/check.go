@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/httpapi"
-	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -22,12 +22,15 @@ const MaxCheckBody = 8 << 10
 
 // CheckRequest is the body of POST /check.
 type CheckRequest struct {
-	// Subject is who is limited (an API key, a user id); required.
+	// Subject is who is limited (an API key, a user id); required, white
+	// space around it trimmed, as the authorizer trims a header (see
+	// rules.NormalizeTarget for these three fields).
 	Subject string `json:"subject"`
 	// API is the API id the rules name; required.
 	API string `json:"api"`
 	// Route is "METHOD /resource/{param}" as the rules name it, or "*"
-	// for the API-wide rules only; required.
+	// for the API-wide rules only; required. The method is one of API
+	// Gateway's (ANY included).
 	Route string `json:"route"`
 	// Cost is the number of tokens to spend; 0 or absent means the rules'
 	// cost (1 unless a rule says otherwise).
@@ -178,23 +181,16 @@ func ParseCheckRequest(body []byte) (CheckRequest, error) {
 	return r, nil
 }
 
-// validate says what is wrong with each field, as a *rules.ValidationError.
+// validate normalizes the subject, api and route as every entry does
+// (rules.NormalizeTarget: " S " is the subject S, "get /x/" the route
+// "GET /x") and says what is wrong with each field, as a
+// *rules.ValidationError.
 func (r *CheckRequest) validate() error {
+	t, err := rules.NormalizeTarget(rules.Target{Subject: r.Subject, API: r.API, Route: r.Route}, rules.PartSubject|rules.PartAPI|rules.PartRoute)
+	r.Subject, r.API, r.Route = t.Subject, t.API, t.Route
 	var fs []rules.FieldError
-	switch {
-	case strings.TrimSpace(r.Subject) == "":
-		fs = append(fs, httpapi.FieldError("subject", "is required"))
-	case len(r.Subject) > identity.MaxSubjectLen:
-		fs = append(fs, httpapi.FieldError("subject", fmt.Sprintf("must be at most %d bytes", identity.MaxSubjectLen)))
-	}
-	switch {
-	case r.API == "":
-		fs = append(fs, httpapi.FieldError("api", "is required"))
-	case len(r.API) > 128 || strings.ContainsAny(r.API, " \t\r\n"):
-		fs = append(fs, httpapi.FieldError("api", "must be at most 128 bytes, without white space"))
-	}
-	if reason := rules.RouteProblem(r.Route); reason != "" {
-		fs = append(fs, httpapi.FieldError("route", reason))
+	if ve := (*rules.ValidationError)(nil); errors.As(err, &ve) {
+		fs = ve.Fields
 	}
 	if r.Cost < 0 || r.Cost > rules.MaxCost {
 		fs = append(fs, httpapi.FieldError("cost", fmt.Sprintf("must be between 1 and %d, or absent", rules.MaxCost)))
