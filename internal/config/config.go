@@ -166,8 +166,10 @@ type Config struct {
 	// RulesRefresh is RULES_REFRESH: the full reload period of the rules
 	// snapshot, the backstop behind the version poll. Default 5m.
 	RulesRefresh time.Duration
-	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
-	// authorizer reads the rules version from Redis. Default 1s.
+	// RulesVersionPoll is RULES_VERSION_POLL: the oldest the authorizer's
+	// last rules version check may be when it decides; a request finding
+	// it older waits for a new one. So a version read a poll, at most.
+	// Default 1s.
 	RulesVersionPoll time.Duration
 	// RateLimitHeaders is RATELIMIT_HEADERS parsed (headers.Parse), such as
 	// "draft11,legacy": the dialects of the rate-limit fields in the
