@@ -253,4 +253,3 @@ func pemBlocks(t *testing.T, b []byte) []byte {
 	}
 	return der
 }
-
