@@ -76,8 +76,12 @@ synth: build node_modules ## synthesize the CloudFormation template into cdk.out
 diff: build node_modules ## compare the stack with what is deployed in the current AWS account
 	$(CDK) diff $(ARGS)
 
+.PHONY: rds-ca
+rds-ca: ## fetch the Amazon RDS CA bundle the binaries embed (a published version only; needs internet)
+	scripts/rds-ca.sh
+
 .PHONY: deploy
-deploy: build node_modules ## build the Lambdas and deploy the stack to the current AWS account (cdk deploy)
+deploy: rds-ca build node_modules ## build the Lambdas and deploy the stack to the current AWS account (cdk deploy)
 	$(CDK) deploy $(ARGS)
 
 .PHONY: localstack-deploy

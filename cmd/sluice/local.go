@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -185,7 +186,9 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 
 	// Serve from the start: the development issuer's JWKS must answer the
 	// authorizer's fetch at init. The other routes are added once built
-	// (ServeMux takes routes while it serves); the banner comes last.
+	// (ServeMux takes routes while it serves); until all are, every other
+	// request is answered 503 problem+json, never the mux's plain-text 404
+	// (startingGate). The banner comes last.
 	ln := c.ln
 	if ln == nil {
 		var err error
@@ -196,13 +199,14 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	mux := http.NewServeMux()
 	if c.dev != nil {
 		jwks := c.dev.JWKS()
-		mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(jwks) //nolint:errcheck // the client has gone
 		})
 	}
+	var mounted atomic.Bool
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           startingGate(&mounted, mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
 	}
@@ -316,6 +320,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
+	mounted.Store(true)
 
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
@@ -345,6 +350,34 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	}
 	<-served
 	return nil
+}
+
+// jwksPattern is the development issuer's JWKS route.
+const jwksPattern = "GET /.well-known/jwks.json"
+
+// startingGate serves mux once mounted is true. Before, it serves only the
+// development issuer's JWKS, which the authorizer fetches while it is built,
+// and answers anything else 503 problem+json with Retry-After: a client
+// that connects early learns to retry, not that the route does not exist.
+func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mounted.Load() {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if h, pattern := mux.Handler(r); pattern == jwksPattern {
+			h.ServeHTTP(w, r)
+			return
+		}
+		status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
+			Status: http.StatusServiceUnavailable,
+			Detail: "sluice local is starting: its routes are not mounted yet. Retry in a moment.",
+			Header: http.Header{"Retry-After": {"1"}},
+		})
+		maps.Copy(w.Header(), h)
+		w.WriteHeader(status)
+		w.Write(body) //nolint:errcheck // the client has gone
+	})
 }
 
 // firstMigrateTimeout bounds the migration at start: a database that does

@@ -278,11 +278,14 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
 	defer cancel()
 	cache, err := rules.NewCache(ictx, st, a.Snapshots, rules.CacheOptions{
-		Snapshots:   a.Snapshots,
-		Default:     cfg.DefaultLimit,
-		Refresh:     cfg.RulesRefresh,
-		Poll:        cfg.RulesVersionPoll,
-		LoadTimeout: InitLoadTimeout,
+		Snapshots: a.Snapshots,
+		Default:   cfg.DefaultLimit,
+		Refresh:   cfg.RulesRefresh,
+		Poll:      cfg.RulesVersionPoll,
+		// A request may wait for the version read: the Redis budget of
+		// one request bounds it, as it bounds the limiter's call.
+		VersionTimeout: cfg.RedisTimeout,
+		LoadTimeout:    InitLoadTimeout,
 		OnError: func(err error) {
 			log.Error("rules refresh failed", slog.Any("error", err))
 		},

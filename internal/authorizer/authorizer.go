@@ -116,7 +116,7 @@ type Result struct {
 
 // snapshots gives the current rules snapshot; *rules.Cache is one.
 type snapshots interface {
-	Snapshot() *rules.Snapshot
+	Snapshot(ctx context.Context) *rules.Snapshot
 }
 
 // Options configure an Authorizer.
@@ -255,7 +255,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	if r.Upstream != nil {
 		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
 	}
-	snap := a.snaps.Snapshot()
+	snap := a.snaps.Snapshot(ctx)
 
 	// Fixed arrays keep the buckets off the heap until the limiter needs
 	// them. The named dimensions come first: on Redis Cluster the limiter

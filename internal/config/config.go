@@ -51,7 +51,9 @@ const (
 	DefaultLeaseMax         = 64
 	DefaultLeaseTTL         = 250 * time.Millisecond
 	DefaultDenyCacheMaxAge  = time.Second
-	DefaultDBSSLMode        = "require"
+	// DefaultDBSSLMode verifies the server's certificate and host name
+	// against the system roots and the RDS CA bundle (RDSCABundle).
+	DefaultDBSSLMode = "verify-full"
 	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
 	// bytes.
 	MinSubjectHMACKey = 16
@@ -105,8 +107,16 @@ type Config struct {
 	// Proxy endpoint. Only with DBSecretARN.
 	DBHost string
 	// DBSSLMode is DB_SSLMODE: the sslmode used with DBSecretARN. Default
-	// require; verify-full needs the RDS CA bundle in the image.
+	// verify-full: the server's certificate must chain to the system roots
+	// (RDS Proxy's, from Amazon Trust Services) or to the RDS CA bundle
+	// built in (RDSCABundle), or to DBSSLRootCert when set, and name the
+	// host. "require" encrypts without verifying anything: an explicit
+	// opt-out.
 	DBSSLMode string
+	// DBSSLRootCert is DB_SSLROOTCERT: a PEM file of the CA certificates
+	// to trust instead (libpq's sslrootcert), such as a newer RDS bundle
+	// for a region opened after this build. Only with DBSecretARN.
+	DBSSLRootCert string
 	// MaxRules is MAX_RULES: the most rules the store holds; a create
 	// beyond it is refused (409). 0, when unset, means the store's default
 	// (store.DefaultMaxRules, 10,000); at most 1,000,000.
@@ -169,8 +179,10 @@ type Config struct {
 	// RulesRefresh is RULES_REFRESH: the full reload period of the rules
 	// snapshot, the backstop behind the version poll. Default 5m.
 	RulesRefresh time.Duration
-	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
-	// authorizer reads the rules version from Redis. Default 1s.
+	// RulesVersionPoll is RULES_VERSION_POLL: the oldest the authorizer's
+	// last rules version check may be when it decides; a request finding
+	// it older waits for a new one. So a version read a poll, at most.
+	// Default 1s.
 	RulesVersionPoll time.Duration
 	// RateLimitHeaders is RATELIMIT_HEADERS parsed (headers.Parse), such as
 	// "draft11,legacy": the dialects of the rate-limit fields in the
@@ -235,6 +247,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
+		slog.String("dbSslMode", c.DBSSLMode),
+		slog.String("dbSslRootCert", c.DBSSLRootCert),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.String("dimensions", identity.FormatDimensions(c.Dimensions)),
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
@@ -371,6 +385,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.DBHost = get("DB_HOST")
 	if c.DBHost != "" && c.DBSecretARN == "" {
 		fail("DB_HOST", "only applies with DB_SECRET_ARN")
+	}
+	c.DBSSLRootCert = get("DB_SSLROOTCERT")
+	if c.DBSSLRootCert != "" && c.DBSecretARN == "" {
+		fail("DB_SSLROOTCERT", "only applies with DB_SECRET_ARN (with DATABASE_URL, put sslrootcert in the URL)")
 	}
 	c.DBSSLMode = DefaultDBSSLMode
 	if v := get("DB_SSLMODE"); v != "" {

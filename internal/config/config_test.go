@@ -26,7 +26,7 @@ func defaults() Config {
 		RedisMode:        RedisSingle,
 		RedisTimeout:     25 * time.Millisecond,
 		RedisPoolSize:    4,
-		DBSSLMode:        "require",
+		DBSSLMode:        "verify-full",
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
@@ -56,7 +56,8 @@ func TestFromEnv(t *testing.T) {
 			"REDIS_POOL_SIZE":       "16",
 			"DB_SECRET_ARN":         "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db",
 			"DB_HOST":               "proxy.proxy-abc.eu-west-1.rds.amazonaws.com",
-			"DB_SSLMODE":            "verify-full",
+			"DB_SSLMODE":            "require",
+			"DB_SSLROOTCERT":        "/etc/ssl/rds-2031.pem",
 			"SUBJECT_SOURCES":       " header:x-api-key , query:api_key,apikey,ip",
 			"DEFAULT_LIMIT":         "100/1m,burst=200",
 			"RULES_REFRESH":         "10m",
@@ -82,7 +83,8 @@ func TestFromEnv(t *testing.T) {
 			c.RedisPoolSize = 16
 			c.DBSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
 			c.DBHost = "proxy.proxy-abc.eu-west-1.rds.amazonaws.com"
-			c.DBSSLMode = "verify-full"
+			c.DBSSLMode = "require"
+			c.DBSSLRootCert = "/etc/ssl/rds-2031.pem"
 			c.SubjectSources = []identity.Source{identity.HeaderSource("x-api-key"),
 				{Kind: identity.SourceQuery, Name: "api_key"}, {Kind: identity.SourceAPIKey}, {Kind: identity.SourceIP}}
 			c.DefaultLimit = &rules.Effective{Limit: 100, Period: time.Minute, Burst: 200}
@@ -170,6 +172,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"both database settings", "DB_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"DATABASE_URL": "postgres://localhost/db"}},
 		{"db host alone", "DB_HOST", "proxy.example", nil},
 		{"ssl mode", "DB_SSLMODE", "always", nil},
+		{"ssl root cert alone", "DB_SSLROOTCERT", "/etc/rds.pem", nil},
 		{"source kind", "SUBJECT_SOURCES", "cookie:session", nil},
 		{"source without name", "SUBJECT_SOURCES", "header:", nil},
 		{"source with name", "SUBJECT_SOURCES", "ip:x", nil},
@@ -227,11 +230,11 @@ func TestFromEnvErrors(t *testing.T) {
 		})
 	}
 
-	// Every problem at once, one line each. (DB_HOST is fine here: the
-	// bad DB_SECRET_ARN is set.)
+	// Every problem at once, one line each. (DB_HOST and DB_SSLROOTCERT
+	// are fine here: the bad DB_SECRET_ARN is set.)
 	all := map[string]string{}
 	for _, tc := range tests {
-		if tc.extra == nil && tc.key != "DB_HOST" {
+		if tc.extra == nil && tc.key != "DB_HOST" && tc.key != "DB_SSLROOTCERT" {
 			all[tc.key] = tc.value
 		}
 	}

@@ -30,7 +30,7 @@ import (
 
 type snaps struct{ s *rules.Snapshot }
 
-func (s snaps) Snapshot() *rules.Snapshot { return s.s }
+func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 
 // fixture is the adapters over real Redis with two rules on API a1b2c3: 100
 // a minute API-wide, 2 a minute on GET /orders/{id}.
