@@ -229,14 +229,16 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	if subj == "" {
 		var ok bool
 		if a.jwt != nil {
-			// A token that is present must verify: a bad one is 401, never
-			// a fall back to a later source (an anonymous IP bucket).
-			if tok := identity.BearerToken(r.Headers); tok != "" {
-				claims, err := a.jwt.Verify(ctx, tok)
-				if err != nil {
-					return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
-				}
-				ir.Claims = claims
+			// An Authorization header that is present must be one bearer
+			// token that verifies: anything else is 401, never a fall back
+			// to a later source (an anonymous IP bucket), never the second
+			// of two tokens.
+			tok, err := identity.BearerToken(&ir)
+			if err == nil && tok != "" {
+				ir.Claims, err = a.jwt.Verify(ctx, tok)
+			}
+			if err != nil {
+				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 			}
 		}
 		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
