@@ -79,6 +79,16 @@ type Result struct {
 	Default bool
 	// Rule is the id of the limiting rule (Effective.ID).
 	Rule string
+	// Dimension is the limiting rule's dimension: identity.DefaultDimension,
+	// or the DIMENSIONS name whose bucket limits ("ip" for a per-IP floor);
+	// "" when no rule applied.
+	Dimension string
+	// DimensionSubject is the subject the limiting rule counts: Subject in
+	// the default dimension, else that dimension's (the caller's IP for a
+	// per-IP floor). A denial is that subject's doing: log lines and stats
+	// name its hash. Like Subject, it may be a secret. "" when no rule
+	// applied.
+	DimensionSubject string
 	// Limit is the limiting rule's tokens per period.
 	Limit int64
 	// Remaining is the whole tokens left in the limiting bucket.
@@ -229,14 +239,16 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	if subj == "" {
 		var ok bool
 		if a.jwt != nil {
-			// A token that is present must verify: a bad one is 401, never
-			// a fall back to a later source (an anonymous IP bucket).
-			if tok := identity.BearerToken(r.Headers); tok != "" {
-				claims, err := a.jwt.Verify(ctx, tok)
-				if err != nil {
-					return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
-				}
-				ir.Claims = claims
+			// An Authorization header that is present must be one bearer
+			// token that verifies: anything else is 401, never a fall back
+			// to a later source (an anonymous IP bucket), never the second
+			// of two tokens.
+			tok, err := identity.BearerToken(&ir)
+			if err == nil && tok != "" {
+				ir.Claims, err = a.jwt.Verify(ctx, tok)
+			}
+			if err != nil {
+				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 			}
 		}
 		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
@@ -263,10 +275,12 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	var (
 		bs   [limiter.MaxBuckets]limiter.Bucket
 		effs [limiter.MaxBuckets]*rules.Effective
+		dim  [limiter.MaxBuckets]int8 // each bucket's dimension: index in a.dims, -1 the default one
+		dsub [identity.MaxDimensions]string
 		n    int
 		cost int64
 	)
-	add := func(m rules.Match, subject string) {
+	add := func(m rules.Match, subject string, d int8) {
 		for _, e := range m.All() {
 			if e == nil {
 				continue
@@ -274,6 +288,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			bs[n] = bucket.For(e)
 			bs[n].Subject = subject
 			effs[n] = e
+			dim[n] = d
 			n++
 		}
 	}
@@ -296,10 +311,11 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
 			if m.Any() {
 				cost = m.Cost()
+				dsub[i] = ds
 				if ds == subj {
 					ds = "" // the request's own subject: one digest less
 				}
-				add(m, ds)
+				add(m, ds, int8(i))
 			}
 		}
 	}
@@ -308,7 +324,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		cost = m.Cost() // the default dimension's cost wins
 	}
 	own := n // bs[own:] are the default dimension's
-	add(m, "")
+	add(m, "", -1)
 	if n == 0 {
 		return Result{Allowed: true, Subject: subj, Context: ctxv}, nil
 	}
@@ -324,21 +340,26 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		i = 0
 	}
 	res := Result{
-		Allowed:      d.Allowed,
-		Subject:      subj,
-		Effective:    effs[i],
-		Default:      m.Default && i >= own,
-		Rule:         effs[i].ID,
-		Limit:        d.Limit,
-		Remaining:    d.Remaining,
-		Reset:        d.Reset,
-		RetryAfter:   d.RetryAfter,
-		Cost:         cost,
-		ShadowDenied: d.ShadowDenied != 0,
-		FailOpen:     d.FailOpen,
-		Cached:       d.Cached,
-		Context:      ctxv,
-		applied:      effs,
+		Allowed:          d.Allowed,
+		Subject:          subj,
+		Effective:        effs[i],
+		Default:          m.Default && i >= own,
+		Rule:             effs[i].ID,
+		Dimension:        identity.DefaultDimension,
+		DimensionSubject: subj,
+		Limit:            d.Limit,
+		Remaining:        d.Remaining,
+		Reset:            d.Reset,
+		RetryAfter:       d.RetryAfter,
+		Cost:             cost,
+		ShadowDenied:     d.ShadowDenied != 0,
+		FailOpen:         d.FailOpen,
+		Cached:           d.Cached,
+		Context:          ctxv,
+		applied:          effs,
+	}
+	if k := dim[i]; k >= 0 {
+		res.Dimension, res.DimensionSubject = a.dims[k].Name, dsub[k]
 	}
 	if !d.Cached && !d.Leased {
 		res.LimiterTime = took

@@ -47,8 +47,9 @@ func TestDecideDimensions(t *testing.T) {
 		if want := i < 3; res.Allowed != want {
 			t.Errorf("request %d with a fresh key = allowed %v, want %v", i, res.Allowed, want)
 		}
-		if i >= 3 && res.Rule != "floor" {
-			t.Errorf("request %d denied by rule %q, want the floor", i, res.Rule)
+		if i >= 3 && (res.Rule != "floor" || res.Dimension != "ip" || res.DimensionSubject != "198.51.100.1") {
+			t.Errorf("request %d denied by rule %q of dimension %q, subject %q; want the floor, ip, 198.51.100.1",
+				i, res.Rule, res.Dimension, res.DimensionSubject)
 		}
 	}
 	if res := decide("random-x", "198.51.100.2"); !res.Allowed {
@@ -56,8 +57,8 @@ func TestDecideDimensions(t *testing.T) {
 	}
 	decide("k", "198.51.100.3")
 	decide("k", "198.51.100.4")
-	if res := decide("k", "198.51.100.5"); res.Allowed || res.Rule != "key" {
-		t.Errorf("third request of one key from three IPs = %+v, want denied by the key rule", res)
+	if res := decide("k", "198.51.100.5"); res.Allowed || res.Rule != "key" || res.Dimension != identity.DefaultDimension || res.DimensionSubject != "k" {
+		t.Errorf("third request of one key from three IPs = %+v, want denied by the key rule, in the default dimension", res)
 	}
 	// Redis holds one bucket per key that got through (random-0..2,
 	// random-x, k) and one per IP that was charged (.1 to .4); the keys the

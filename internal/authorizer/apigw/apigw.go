@@ -331,12 +331,19 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 }
 
 // record logs a decision that was not a plain allow and counts every
-// decision in the metrics and the stats.
+// decision in the metrics and the stats. The log line and the stats name
+// the subject of the limiting rule's dimension (DimensionSubject): a
+// per-IP floor's denial is the IP's, not that of the one-off key the
+// request carried, so a random-key flood shows as one IP.
 func (h *handler) record(ctx context.Context, req *authorizer.Request, res *authorizer.Result, err error) {
 	var hash string
 	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
 		// Only these are hashed: an allowed request pays nothing more.
-		hash = h.a.SubjectHash(res.Subject)
+		subject := res.DimensionSubject
+		if subject == "" { // no rule applied
+			subject = res.Subject
+		}
+		hash = h.a.SubjectHash(subject)
 		logDecision(ctx, h.log, req, res, hash, err)
 	}
 	h.m.Record(res)
@@ -358,10 +365,10 @@ const (
 
 // logDecision writes the one line of a decision that was not a plain
 // allow: a denial or shadow denial at info, a fail-open at warn, a failure
-// at error. Every line carries api, ruleId, principalId (the subject's
-// hash) and decision, which is what the deployed stack's Contributor
-// Insights rules count: it needs LOG_LEVEL info (the default) to see
-// denials. A denial served from the local deny cache is logged too, so
+// at error. Every line carries api, ruleId, dimension (the limiting
+// rule's), principalId (hash: that dimension's subject's) and decision,
+// which is what the deployed stack's Contributor Insights rules count: it
+// needs LOG_LEVEL info (the default) to see denials. A denial served from the local deny cache is logged too, so
 // the counts are of denied requests, not of Redis calls.
 func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash string, err error) {
 	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
@@ -382,6 +389,7 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 		slog.String("route", req.Method+" "+req.Resource),
 		slog.String("principalId", hash),
 		slog.String("ruleId", res.Rule),
+		slog.String("dimension", res.Dimension),
 		slog.Bool("allowed", res.Allowed),
 		slog.Bool("failOpen", res.FailOpen),
 	}

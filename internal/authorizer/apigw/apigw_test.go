@@ -577,7 +577,7 @@ func TestDecisionLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"level": "INFO", "decision": apigw.DecisionDeny, "api": "a1b2c3", "route": "GET /orders/{id}",
-		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "allowed": false, "failOpen": false}
+		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "dimension": "default", "allowed": false, "failOpen": false}
 	for k, w := range want {
 		if v[k] != w {
 			t.Errorf("decision line %s = %v, want %v", k, v[k], w)
