@@ -68,4 +68,4 @@ func TestGatewayUpstreamDeny(t *testing.T) {
 
 type localSnaps struct{ s *rules.Snapshot }
 
-func (s localSnaps) Snapshot() *rules.Snapshot { return s.s }
+func (s localSnaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
