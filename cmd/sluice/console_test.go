@@ -2,14 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +100,15 @@ func shot(t *testing.T, ctx context.Context, dir, name, focus string) {
 	}
 }
 
+// shotDir is where the test's screenshots go: docs/img with
+// SLUICE_UPDATE_SCREENSHOTS=1, else a temp dir.
+func shotDir(t *testing.T) string {
+	if os.Getenv(screenshotsVar) == "1" {
+		return filepath.Join("..", "..", "docs", "img")
+	}
+	return t.TempDir()
+}
+
 // setField replaces the value of the rule form's input named name.
 func setField(name, v string) chromedp.Action[chromedp.Void] {
 	return setIn("rule-form", name, v)
@@ -113,6 +126,20 @@ func evaluate(expr string) chromedp.Action[chromedp.Void] {
 		_, err := chromedp.Evaluate[bool]("("+expr+", true)")(ctx, t)
 		return err
 	})
+}
+
+// waitJS waits until the JavaScript expression is true.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(stepTimeout))(ctx, t)
+		return err
+	})
+}
+
+// js evaluates a JavaScript expression and returns its value.
+func js[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	return value(t, ctx, expr, chromedp.Evaluate[T](expr))
 }
 
 // clearFlash empties the flash area, so that waiting for the next flash
@@ -133,10 +160,7 @@ func TestConsoleBrowser(t *testing.T) {
 	testenv.Chromium(t) // skip before starting anything when there is none
 	b := backends()[1]  // redis+postgres
 	p := startLocal(t, b.env(t), b.extra(t)...)
-	dir := t.TempDir()
-	if os.Getenv(screenshotsVar) == "1" {
-		dir = filepath.Join("..", "..", "docs", "img")
-	}
+	dir := shotDir(t)
 	// The banner names the console; a token chosen through
 	// SLUICE_ADMIN_TOKEN is not printed, so neither is it in the URL.
 	if want := "console    " + p.base + "/console/#token=<SLUICE_ADMIN_TOKEN>"; !strings.Contains(p.out.String(), want) {
@@ -204,14 +228,15 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="description"]`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
-	shot(t, ctx, dir, "conflict", "h1")
 	drive(t, ctx, "reapply",
 		clearFlash,
 		chromedp.Click(css(`#reapply`)),
 		chromedp.WaitNotPresent(css(`#conflict`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
-	if rule = p.getRule(t, id); rule.Version != 4 || rule.Burst == nil || *rule.Burst != 9 || *rule.Limit != 6 {
-		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's burst 9 and limit 6", rule)
+	// Only the operator's burst is reapplied; the limit and description
+	// saved meanwhile stay.
+	if rule = p.getRule(t, id); rule.Version != 4 || rule.Burst == nil || *rule.Burst != 9 || *rule.Limit != 7 || rule.Description != "changed elsewhere" {
+		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's burst 9, the other limit 7 and description", rule)
 	}
 
 	// History: four writes, newest first, with before/after.
@@ -294,6 +319,235 @@ func TestConsoleBrowser(t *testing.T) {
 		evaluate(`document.getElementById('window').dispatchEvent(new Event('change'))`),
 		chromedp.WaitVisible(css(`[data-error-for="window"]`)))
 	t.Logf("browser flows took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConsoleEdits drives, in headless chromium against `sluice local`,
+// the console's edits that meet someone else's write (made with the CLI,
+// as the other operator would): a 412 on different fields, reapplied as a
+// three-way merge; on the same field, refused with both values shown; the
+// delete of a rule changed since it was opened; a quota plan's edit; and
+// the rules list paged to its end.
+func TestConsoleEdits(t *testing.T) {
+	t.Parallel()
+	testenv.Chromium(t)
+	p := startLocal(t, nil)
+	dir := shotDir(t)
+	ctx := browser(t, 150*time.Second)
+	drive(t, ctx, "open the console",
+		chromedp.Navigate(p.base+"/console/#token="+p.token),
+		chromedp.WaitVisible(css(`#rules tbody tr[data-id]`)))
+	newRule := func(desc string) rules.Rule {
+		return p.postRule(t, rules.Rule{API: "edits", Route: "GET /e-" + testenv.Random(t), Subject: "*",
+			Limit: new(int64(5)), Period: rules.Period(time.Minute), Description: desc})
+	}
+	open := func(id string) {
+		t.Helper()
+		drive(t, ctx, "open rule "+id,
+			chromedp.Navigate(p.base+"/console/#/rules/"+id),
+			waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(id)+` && !!document.getElementById('rule-form')`))
+	}
+	outcomes := func() map[string]string {
+		t.Helper()
+		return js[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#conflict tr[data-field]')].map(r => [r.dataset.field, r.dataset.outcome]))`)
+	}
+	cli := func(args ...string) {
+		t.Helper()
+		if out, stderr, code := p.cli(t, args...); code != 0 {
+			t.Fatalf("sluice %s = exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+
+	t.Run("different fields", func(t *testing.T) {
+		// The issue's repro: limit and description changed here, limit 5
+		// (unchanged) and mode shadow there.
+		r := newRule("as loaded")
+		open(r.ID)
+		drive(t, ctx, "edit", setField("limit", "8"), setField("description", "mine"))
+		cli("rules", "put", "--id", r.ID, "--limit", "5", "--mode", "shadow")
+		drive(t, ctx, "save over their edit",
+			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict`)))
+		want := map[string]string{"limit": "mine", "description": "mine", "mode": "theirs"}
+		if got := outcomes(); !maps.Equal(got, want) {
+			t.Errorf("conflict rows = %v, want %v (mode was never touched here)", got, want)
+		}
+		shot(t, ctx, dir, "conflict", "h1")
+		drive(t, ctx, "reapply",
+			clearFlash, chromedp.Click(css(`#reapply`)),
+			chromedp.WaitVisible(css(`[data-flash="ok"]`)), chromedp.WaitNotPresent(css(`#conflict`)))
+		got := p.getRule(t, r.ID)
+		if got.Version != 3 || *got.Limit != 8 || got.Description != "mine" || got.Mode != rules.Shadow {
+			t.Errorf("after reapply: version %d limit %d description %q mode %s; want 3, 8, mine, shadow",
+				got.Version, *got.Limit, got.Description, got.Mode)
+		}
+	})
+
+	t.Run("same field", func(t *testing.T) {
+		r := newRule("as loaded")
+		open(r.ID)
+		drive(t, ctx, "edit", setField("limit", "8"), setField("description", "mine too"))
+		cli("rules", "put", "--id", r.ID, "--limit", "6")
+		drive(t, ctx, "save over their edit",
+			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
+		want := map[string]string{"limit": "conflict", "description": "mine"}
+		if got := outcomes(); !maps.Equal(got, want) {
+			t.Errorf("conflict rows = %v, want %v", got, want)
+		}
+		// Both values shown, nothing offered that would overwrite theirs.
+		cells := js[[]string](t, ctx, `[...document.querySelectorAll('#conflict tr[data-field="limit"] td')].map(td => td.textContent)`)
+		if len(cells) < 4 || cells[1] != "5" || cells[2] != "6" || cells[3] != "8" {
+			t.Errorf("limit row = %q, want loaded 5, now 6, yours 8", cells)
+		}
+		if js[bool](t, ctx, `!!document.getElementById('reapply')`) {
+			t.Errorf("a Reapply button is offered over a field both changed")
+		}
+		shot(t, ctx, dir, "conflict-both", "h1")
+		if got := p.getRule(t, r.ID); got.Version != 2 || *got.Limit != 6 || got.Description != "as loaded" {
+			t.Fatalf("after the refused save: version %d limit %d description %q; want 2, 6, as loaded", got.Version, *got.Limit, got.Description)
+		}
+		// Edit on version 2: their limit in the form, the operator's
+		// description carried over; the operator sets the limit they mean.
+		drive(t, ctx, "edit on the current version",
+			chromedp.Click(css(`#edit-current`)),
+			chromedp.WaitVisible(css(`[data-note-for="limit"]`)))
+		if v := js[string](t, ctx, `document.getElementById('f-limit').value`); v != "6" {
+			t.Errorf("limit in the form on version 2 = %q, want theirs, 6", v)
+		}
+		if v := js[string](t, ctx, `document.getElementById('f-description').value`); v != "mine too" {
+			t.Errorf("description in the form on version 2 = %q, want the operator's", v)
+		}
+		drive(t, ctx, "save on version 2",
+			setField("limit", "8"), clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`[data-flash="ok"]`)))
+		if got := p.getRule(t, r.ID); got.Version != 3 || *got.Limit != 8 || got.Description != "mine too" {
+			t.Errorf("saved on version 2: version %d limit %d description %q; want 3, 8, mine too", got.Version, *got.Limit, got.Description)
+		}
+	})
+
+	t.Run("delete a changed rule", func(t *testing.T) {
+		r := newRule("as loaded")
+		open(r.ID)
+		cli("rules", "put", "--id", r.ID, "--description", "theirs")
+		drive(t, ctx, "delete version 1",
+			acceptConfirms, clearFlash,
+			chromedp.Click(css(`#delete`)),
+			chromedp.WaitVisible(css(`#conflict tr[data-field="description"][data-outcome="theirs"]`)))
+		if got := p.getRule(t, r.ID); got.Version != 2 {
+			t.Fatalf("the rule after a delete of version 1 = version %d, want still 2", got.Version)
+		}
+		drive(t, ctx, "delete version 2",
+			clearFlash, chromedp.Click(css(`#delete-current`)),
+			chromedp.WaitVisible(css(`#rules`)),
+			chromedp.WaitVisible(css(`#deleted-history`)))
+		if resp, _ := p.adminGet(t, "/admin/rules/"+r.ID); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET the deleted rule = %d, want 404", resp.StatusCode)
+		}
+		// Its history stays reachable: from the flash, and from its page.
+		drive(t, ctx, "the deleted rule's history",
+			chromedp.Click(css(`#deleted-history`)),
+			chromedp.WaitVisible(css(`#history .entry[data-action="delete"]`)))
+		if n := js[int](t, ctx, `document.querySelectorAll('#history .entry').length`); n != 3 {
+			t.Errorf("history of the deleted rule shows %d entries, want 3", n)
+		}
+		drive(t, ctx, "the deleted rule's page",
+			chromedp.Navigate(p.base+"/console/#/rules/"+r.ID),
+			chromedp.WaitVisible(css(`#gone-history`)))
+	})
+
+	t.Run("quota plan", func(t *testing.T) {
+		name := "q-" + testenv.Random(t)
+		p.adminJSON(t, http.MethodPost, "/admin/plans", map[string]any{"name": name, "kind": "quota", "limit": 1000, "period": "1mo"}, http.StatusCreated, nil)
+		drive(t, ctx, "edit a quota plan's description",
+			chromedp.Navigate(p.base+"/console/#/plans/"+name),
+			chromedp.WaitVisible(css(`#plan-form`)),
+			setIn("plan-form", "description", "monthly"),
+			clearFlash, chromedp.Click(css(`#save`)),
+			chromedp.WaitVisible(css(`[data-flash="ok"]`)))
+		var got rules.Plan
+		p.adminJSON(t, http.MethodGet, "/admin/plans/"+name, nil, http.StatusOK, &got)
+		if got.Version != 2 || got.Kind != rules.Quota || got.Period != rules.Month || got.Description != "monthly" {
+			t.Errorf("quota plan after the edit = %+v, want version 2, quota, 1mo, monthly", got)
+		}
+		// A new quota plan from the form.
+		name2 := "q-" + testenv.Random(t)
+		drive(t, ctx, "create a quota plan",
+			chromedp.Navigate(p.base+"/console/#/plans/new"),
+			waitJS(`document.querySelector('h1').textContent === 'New plan'`),
+			setIn("plan-form", "name", name2), setIn("plan-form", "kind", "quota"),
+			setIn("plan-form", "limit", "100"), setIn("plan-form", "period", "1w"),
+			clearFlash, chromedp.Click(css(`#save`)),
+			chromedp.WaitVisible(css(`#version`)))
+		p.adminJSON(t, http.MethodGet, "/admin/plans/"+name2, nil, http.StatusOK, &got)
+		if got.Kind != rules.Quota || got.Period != rules.Period(rules.Week) || got.Limit != 100 {
+			t.Errorf("quota plan made in the console = %+v, want quota 100/1w", got)
+		}
+	})
+
+	t.Run("pages to the end", func(t *testing.T) {
+		// 105 rules of one API: a page of 100, then 5, then no More.
+		api := "pages" + strings.ToLower(testenv.Random(t))
+		for i := range 105 {
+			p.postRule(t, rules.Rule{API: api, Route: fmt.Sprintf("GET /p%03d", i), Subject: "*",
+				Limit: new(int64(1)), Period: rules.Period(time.Minute)})
+		}
+		rows := `document.querySelectorAll('#rules tbody tr[data-id]').length`
+		moreShown := `getComputedStyle(document.getElementById('more')).display !== 'none'`
+		drive(t, ctx, "first page",
+			chromedp.Navigate(p.base+"/console/#/rules?api="+api),
+			waitJS(rows+` === 100`))
+		if !js[bool](t, ctx, moreShown) {
+			t.Fatalf("More is not shown under the first page of 105 rules")
+		}
+		drive(t, ctx, "second page", chromedp.Click(css(`#more`)), waitJS(rows+` === 105`))
+		if js[bool](t, ctx, moreShown) {
+			t.Errorf("More is still shown after the last page")
+		}
+		// A click that still reaches it fetches nothing.
+		drive(t, ctx, "click the hidden More", evaluate(`document.getElementById('more').click()`), chromedp.Sleep(500*time.Millisecond))
+		ids := js[[]string](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.dataset.id)`)
+		if len(ids) != 105 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 105 {
+			t.Errorf("after the last page and a click on More: %d rows, %d distinct; want 105 of 105", len(ids), len(slices.Compact(slices.Sorted(slices.Values(ids)))))
+		}
+		// A list that fits one page shows no More.
+		drive(t, ctx, "one page",
+			chromedp.Navigate(p.base+"/console/#/rules?api=demo"),
+			waitJS(rows+` === 3`))
+		if js[bool](t, ctx, moreShown) {
+			t.Errorf("More is shown under a list of 3 rules")
+		}
+	})
+}
+
+// postRule creates a rule through the admin API.
+func (p *localProc) postRule(t *testing.T, r rules.Rule) rules.Rule {
+	t.Helper()
+	var created rules.Rule
+	p.adminJSON(t, http.MethodPost, "/admin/rules", r, http.StatusCreated, &created)
+	return created
+}
+
+// adminJSON sends body (nil: none) as JSON to the admin API with the
+// token, wants status want and decodes the answer into out (nil: not).
+func (p *localProc) adminJSON(t *testing.T, method, path string, body any, want int, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, b := do(t, req)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
 }
 
 // getRule reads a rule through the admin API.

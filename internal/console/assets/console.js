@@ -105,6 +105,7 @@ const RULE_FIELDS = [
   { name: 'api', label: 'API', hint: 'REST API id, or * for every API' },
   { name: 'route', label: 'Route', hint: 'GET /items/{id}, ANY /items, or * for the whole API' },
   { name: 'subject', label: 'Subject', hint: '* (each subject its own bucket) or one subject' },
+  { name: 'dimension', label: 'Dimension', hint: 'empty for the default subject, or one of the authorizer\'s DIMENSIONS, such as ip' },
   { name: 'plan', label: 'Plan', hint: 'a plan\'s name instead of limit/period/burst' },
   { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window)' },
   { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period' },
@@ -121,9 +122,10 @@ const RULE_FIELDS = [
 
 const PLAN_FIELDS = [
   { name: 'name', label: 'Name', hint: 'rules name it in their plan field' },
-  { name: 'limit', label: 'Limit', type: 'int' },
-  { name: 'period', label: 'Period', hint: 'such as 1m, 1h, 30d' },
-  { name: 'burst', label: 'Burst', type: 'int', hint: 'default the limit' },
+  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window); its rules have its kind' },
+  { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period (per window for a quota)' },
+  { name: 'period', label: 'Period', hint: 'such as 1m, 1h; a quota: 1d, 1w, 1mo or 1y' },
+  { name: 'burst', label: 'Burst', type: 'int', hint: 'bucket capacity (rate; default the limit)' },
   { name: 'description', label: 'Description', type: 'textarea' },
 ];
 
@@ -189,11 +191,11 @@ function showFieldErrors(form, err) {
 
 const routes = [
   [/^#\/rules$/, rulesPage],
-  [/^#\/rules\/new$/, () => ruleForm(null)],
-  [/^#\/rules\/([^/]+)$/, m => ruleForm(decodeURIComponent(m[1]))],
+  [/^#\/rules\/new$/, () => editor(RULE, null)],
+  [/^#\/rules\/([^/]+)$/, m => editor(RULE, decodeURIComponent(m[1]))],
   [/^#\/plans$/, plansPage],
-  [/^#\/plans\/new$/, () => planForm(null)],
-  [/^#\/plans\/([^/]+)$/, m => planForm(decodeURIComponent(m[1]))],
+  [/^#\/plans\/new$/, () => editor(PLAN, null)],
+  [/^#\/plans\/([^/]+)$/, m => editor(PLAN, decodeURIComponent(m[1]))],
   [/^#\/history\/(rule|plan)\/([^/]+)$/, m => historyPage(m[1], decodeURIComponent(m[2]))],
   [/^#\/subject$/, subjectPage],
   [/^#\/stats$/, statsPage],
@@ -258,11 +260,20 @@ async function rulesPage() {
   render(h('h1', {}, 'Rules'), form,
     h('table', { id: 'rules' }, h('thead', {}, h('tr', {}, ['API', 'Route', 'Subject', 'Limit', 'Burst', 'Mode', 'Failure', 'Enabled', 'Version', ''].map(t => h('th', {}, t)))), tbody),
     h('p', {}, more));
-  let cursor = '';
+  // cursor continues the list; '' once the last page is shown (More is
+  // then hidden, and a click that still arrives fetches nothing).
+  let cursor = '', loading = false;
   async function page() {
+    if (loading) return;
+    loading = more.disabled = true;
     const q = { limit: 100, cursor };
     for (const f of filters) q[f] = p.get(f) || '';
-    const data = await api('GET', '/rules', { query: q });
+    let data;
+    try {
+      data = await api('GET', '/rules', { query: q });
+    } finally {
+      loading = more.disabled = false;
+    }
     for (const r of data.rules) {
       tbody.append(h('tr', { 'data-id': r.id },
         h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route), h('td', { class: 'mono' }, r.subject),
@@ -272,80 +283,11 @@ async function rulesPage() {
           h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))));
     }
     if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'No rules match.')));
-    cursor = data.next_cursor || '';
+    cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
   }
-  more.addEventListener('click', () => page().catch(showError));
+  more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
-}
-
-// conflictPanel shows, after a 412, what someone else changed since the
-// form was loaded (base → current) and what the operator is about to
-// send, and offers to reapply the operator's values on the current version.
-function conflictPanel(kind, base, current, mine, onReapply, onReload) {
-  const keys = [...new Set([...Object.keys(base), ...Object.keys(current), ...Object.keys(mine)])]
-    .filter(k => !['version', 'created_at', 'updated_at', 'id'].includes(k));
-  const show = v => v === undefined ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  const rows = keys.filter(k => show(base[k]) !== show(current[k]) || show(mine[k]) !== show(current[k]))
-    .map(k => h('tr', { 'data-field': k }, h('td', { class: 'mono' }, k), h('td', {}, show(base[k])),
-      h('td', { class: show(base[k]) !== show(current[k]) ? 'after' : '' }, show(current[k])), h('td', {}, show(mine[k]))));
-  return h('div', { class: 'panel conflict', id: 'conflict' },
-    h('h2', {}, 'Changed by someone else'),
-    h('p', {}, `This ${kind} was updated to version ${current.version} after you opened it (version ${base.version}). `,
-      'Review the differences, then reapply your values on top of the current version, or reload it.'),
-    h('table', { class: 'diff' }, h('thead', {}, h('tr', {}, ['field', `you loaded (v${base.version})`, `now (v${current.version})`, 'yours'].map(t => h('th', {}, t)))),
-      h('tbody', {}, rows)),
-    h('p', { class: 'actions' }, h('button', { id: 'reapply', onclick: onReapply }, 'Reapply my changes'),
-      h('button', { class: 'secondary', id: 'reload', onclick: onReload }, 'Discard mine, load current')));
-}
-
-async function ruleForm(id) {
-  const rule = id ? await api('GET', '/rules/' + enc(id)) : { api: '', route: '*', subject: '*', enabled: true };
-  let base = rule;
-  const conflictSlot = h('div');
-  const form = h('form', { class: 'grid', id: 'rule-form', novalidate: true },
-    formFields(RULE_FIELDS, rule),
-    h('div', { class: 'actions' },
-      h('button', { type: 'submit', id: 'save' }, id ? 'Save' : 'Create'),
-      id && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del() }, 'Delete'),
-      id && h('a', { class: 'button secondary', href: '#/history/rule/' + enc(id) }, 'History'),
-      h('a', { class: 'button secondary', href: '#/rules' }, 'Back')));
-  async function save(version) {
-    const body = readForm(form, RULE_FIELDS);
-    try {
-      if (!id) {
-        const created = await api('POST', '/rules', { body });
-        go('#/rules/' + enc(created.id), 'Created rule ' + created.id + '.');
-        return;
-      }
-      const updated = await api('PUT', '/rules/' + enc(id), { body, ifMatch: version });
-      go('#/rules/' + enc(id), 'Saved: version ' + updated.version + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
-      if (err instanceof ApiError && err.status === 412) {
-        const current = await api('GET', '/rules/' + enc(id));
-        flash('error', 'Not saved: the rule changed since you opened it.');
-        conflictSlot.replaceChildren(conflictPanel('rule', base, current, body,
-          () => { conflictSlot.replaceChildren(); save(current.version); },
-          () => go('#/rules/' + enc(id), 'Loaded version ' + current.version + '.')));
-        return;
-      }
-      showError(err);
-    }
-  }
-  async function del() {
-    if (!confirm('Delete rule ' + id + '?')) return;
-    try {
-      await api('DELETE', '/rules/' + enc(id), { ifMatch: base.version });
-      go('#/rules', 'Deleted rule ' + id + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 412) flash('error', 'Not deleted: the rule changed since you opened it; reload and check it.');
-      else showError(err);
-    }
-  }
-  form.addEventListener('submit', e => { e.preventDefault(); clearErrors(form); save(base.version); });
-  render(h('h1', {}, id ? 'Rule ' : 'New rule', id && h('code', {}, id), id && h('span', { class: 'muted', id: 'version' }, ' version ' + rule.version)),
-    conflictSlot, form);
 }
 
 // ---- plans ----
@@ -362,50 +304,262 @@ async function plansPage() {
       h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No plans.')))));
 }
 
-async function planForm(name) {
-  const plan = name ? await api('GET', '/plans/' + enc(name)) : {};
-  const base = plan;
-  const conflictSlot = h('div');
-  const form = h('form', { class: 'grid', id: 'plan-form', novalidate: true },
-    formFields(PLAN_FIELDS, plan, name ? ['name'] : []),
-    h('div', { class: 'actions' },
-      h('button', { type: 'submit', id: 'save' }, name ? 'Save' : 'Create'),
-      name && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del() }, 'Delete'),
-      name && h('a', { class: 'button secondary', href: '#/history/plan/' + enc(name) }, 'History'),
-      h('a', { class: 'button secondary', href: '#/plans' }, 'Back')));
-  async function save(version) {
-    const body = readForm(form, PLAN_FIELDS);
+// ---- editing a rule or a plan ----
+
+// A kind of record the editor edits: its form's fields, its URLs in the
+// API and in the console, its key, and what a new one starts with.
+const RULE = {
+  kind: 'rule', title: 'Rule', fields: RULE_FIELDS, collection: '/rules', list: '#/rules',
+  path: id => '/rules/' + enc(id), page: id => '#/rules/' + enc(id), history: id => '#/history/rule/' + enc(id),
+  keyOf: r => r.id, blank: { api: '', route: '*', subject: '*', enabled: true }, fixed: [],
+};
+const PLAN = {
+  kind: 'plan', title: 'Plan', fields: PLAN_FIELDS, collection: '/plans', list: '#/plans',
+  path: n => '/plans/' + enc(n), page: n => '#/plans/' + enc(n), history: n => '#/history/plan/' + enc(n),
+  keyOf: p => p.name, blank: {}, fixed: ['name'],
+};
+
+// The fields the server owns: never compared, never sent back.
+const SERVER_FIELDS = ['id', 'version', 'created_at', 'updated_at'];
+
+// same says whether two values of a field mean the same to the API:
+// absent, null and "" are all "not set".
+function same(a, b) { return canon(a) === canon(b); }
+function canon(v) { return v === undefined || v === null || v === '' ? '' : JSON.stringify(v); }
+function showValue(v) { return canon(v) === '' ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v); }
+
+// formValues is what a form showing obj reads back (readForm), without the
+// operator touching it: the yardstick for what they changed.
+function formValues(fields, obj) {
+  return readForm(h('form', {}, formFields(fields, obj)), fields);
+}
+
+// edits returns the fields whose value in now differs from initial (both
+// as readForm reads them), as a Map of field to new value (undefined: cleared).
+function edits(fields, initial, now) {
+  const m = new Map();
+  for (const f of fields) if (!same(initial[f.name], now[f.name])) m.set(f.name, now[f.name]);
+  return m;
+}
+
+// withEdits is record, less the server's fields, with changes applied: the
+// body of a PUT. Fields the form does not show (a newer API's) go back as
+// they were read, so a save never drops them.
+function withEdits(record, changes) {
+  const out = {};
+  for (const [k, v] of Object.entries(record)) if (!SERVER_FIELDS.includes(k)) out[k] = v;
+  for (const [k, v] of changes) {
+    if (v === undefined) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
+// merge is the three-way merge after a 412: base is the version the
+// operator's changes were made on, current the one stored now. Each field
+// either side changed is one of
+//   mine      changed only by the operator: reapplied on current
+//   theirs    changed only by someone else: kept
+//   agreed    changed by both to the same value
+//   conflict  changed by both to different values: never reapplied
+function merge(base, current, changes) {
+  const keys = [...new Set([...Object.keys(base), ...Object.keys(current)])].filter(k => !SERVER_FIELDS.includes(k));
+  const rows = [];
+  for (const k of keys) {
+    if (!changes.has(k) && !same(base[k], current[k])) rows.push({ field: k, outcome: 'theirs' });
+  }
+  for (const [k, v] of changes) {
+    const outcome = same(base[k], current[k]) ? 'mine' : same(v, current[k]) ? 'agreed' : 'conflict';
+    rows.push({ field: k, outcome, mine: v });
+  }
+  const of = o => rows.filter(r => r.outcome === o).map(r => r.field);
+  return { rows, mine: of('mine'), theirs: of('theirs'), conflicts: of('conflict') };
+}
+
+const OUTCOMES = {
+  mine: 'yours: reapplied', theirs: 'theirs: kept', agreed: 'both, the same', conflict: 'both changed it: not reapplied',
+};
+
+// conflictPanel shows, after a 412, what the operator loaded, what is
+// stored now and what they changed, field by field with the merge's
+// outcome, and the actions that fit: reapply when nothing conflicts,
+// otherwise editing on the current version.
+function conflictPanel(spec, base, current, m, actions, what) {
+  const fieldLabel = k => (spec.fields.find(f => f.name === k) || { label: k }).label;
+  const rows = m.rows.map(r => h('tr', { 'data-field': r.field, 'data-outcome': r.outcome, class: r.outcome },
+    h('td', { 'data-label': 'field' }, fieldLabel(r.field)),
+    h('td', { 'data-label': `you loaded (v${base.version})` }, showValue(base[r.field])),
+    h('td', { 'data-label': `now (v${current.version})`, class: r.outcome === 'mine' ? '' : 'theirs' }, showValue(current[r.field])),
+    h('td', { 'data-label': 'yours', class: r.outcome === 'theirs' ? '' : 'mine' }, r.outcome === 'theirs' ? '' : showValue(r.mine)),
+    h('td', { 'data-label': 'outcome' }, r.outcome === 'mine' && m.conflicts.length ? 'yours: carried over' : OUTCOMES[r.outcome])));
+  const names = fs => fs.map(fieldLabel).join(', ');
+  let advice;
+  if (what === 'delete') {
+    advice = 'Check what changed before deleting it.';
+  } else if (m.conflicts.length) {
+    advice = `You and someone else both changed ${names(m.conflicts)}: nothing was saved. ` +
+      `Edit on version ${current.version} to decide; your other changes${m.mine.length ? ' (' + names(m.mine) + ')' : ''} are carried over.`;
+  } else if (m.mine.length) {
+    advice = `Reapplying saves only what you changed (${names(m.mine)}) on top of version ${current.version}` +
+      (m.theirs.length ? `, keeping theirs (${names(m.theirs)}).` : '.');
+  } else {
+    advice = 'Everything you changed is already stored.';
+  }
+  return h('div', { class: 'panel conflict', id: 'conflict' },
+    h('h2', {}, 'Changed by someone else'),
+    h('p', {}, `This ${spec.kind} was updated to version ${current.version} after you opened version ${base.version}. `, advice),
+    h('div', { class: 'scroll' }, h('table', { class: 'diff' },
+      h('thead', {}, h('tr', {}, ['field', `you loaded (v${base.version})`, `now (v${current.version})`, 'yours', ''].map(t => h('th', {}, t)))),
+      h('tbody', {}, rows))),
+    h('p', { class: 'actions' }, actions));
+}
+
+// gone shows that a record does not exist (deleted, or never created),
+// with the way to its history, which outlives it.
+function gone(spec, key) {
+  render(h('h1', {}, spec.title + ' ', h('code', {}, key)),
+    h('p', { id: 'gone' }, `There is no ${spec.kind} ${key}: it was deleted, or never existed. `,
+      h('a', { href: spec.history(key), id: 'gone-history' }, 'Its history'), ' lists every write to it.'),
+    h('p', {}, h('a', { class: 'button secondary', href: spec.list }, 'Back')));
+}
+
+// deletedFlash is the flash after a delete: the history stays reachable.
+function deletedFlash(spec, key) {
+  return [`Deleted ${spec.kind} ${key}. `, h('a', { href: spec.history(key), id: 'deleted-history' }, 'Its history'), ' remains.'];
+}
+
+// editor shows the form of the rule or plan key (a new one when null) and
+// saves it. A save sends If-Match with the version the form shows and
+// only changes the fields the operator changed; on a 412 it merges
+// (merge) rather than overwriting what someone else saved meanwhile.
+async function editor(spec, key) {
+  let loaded = null;
+  if (key) {
     try {
-      if (!name) {
-        const created = await api('POST', '/plans', { body });
-        go('#/plans/' + enc(created.name), 'Created plan ' + created.name + '.');
+      loaded = await api('GET', spec.path(key));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return gone(spec, key);
+      throw err;
+    }
+  }
+  show(loaded, loaded || spec.blank, new Map());
+
+  // show renders the form for base (null: a new record) holding values;
+  // notes are field → text shown under the field.
+  function show(base, values, notes) {
+    const slot = h('div');
+    const form = h('form', { class: 'grid', id: spec.kind + '-form', novalidate: true },
+      formFields(spec.fields, values, base ? spec.fixed : []),
+      h('div', { class: 'actions' },
+        h('button', { type: 'submit', id: 'save' }, base ? 'Save' : 'Create'),
+        base && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del(base) }, 'Delete'),
+        base && h('a', { class: 'button secondary', href: spec.history(key) }, 'History'),
+        h('a', { class: 'button secondary', href: spec.list }, 'Back')));
+    for (const [k, text] of notes) {
+      const slot_ = form.querySelector('[data-error-for="' + CSS.escape(k) + '"]');
+      slot_.after(h('div', { class: 'field-note', 'data-note-for': k }, text));
+    }
+    const initial = base && formValues(spec.fields, base);
+    form.addEventListener('submit', e => { e.preventDefault(); save(); });
+
+    async function save() {
+      clearErrors(form);
+      const mine = readForm(form, spec.fields);
+      if (!base) {
+        try {
+          const created = await api('POST', spec.collection, { body: mine });
+          go(spec.page(spec.keyOf(created)), `Created ${spec.kind} ${spec.keyOf(created)}.`);
+        } catch (err) { failed(err); }
         return;
       }
-      const updated = await api('PUT', '/plans/' + enc(name), { body, ifMatch: version });
-      go('#/plans/' + enc(name), 'Saved: version ' + updated.version + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
-      if (err instanceof ApiError && err.status === 412) {
-        const current = await api('GET', '/plans/' + enc(name));
-        flash('error', 'Not saved: the plan changed since you opened it.');
-        conflictSlot.replaceChildren(conflictPanel('plan', base, current, body,
-          () => { conflictSlot.replaceChildren(); save(current.version); },
-          () => go('#/plans/' + enc(name), 'Loaded version ' + current.version + '.')));
+      const changes = edits(spec.fields, initial, mine);
+      if (!changes.size) {
+        flash('ok', 'Nothing changed: nothing to save.');
         return;
+      }
+      await put(base, changes);
+    }
+
+    // put saves changes on top of on, the version they are applied to.
+    async function put(on, changes) {
+      try {
+        const updated = await api('PUT', spec.path(key), { body: withEdits(on, changes), ifMatch: on.version });
+        const reapplied = [...changes].filter(([k, v]) => !same(on[k], v)).map(([k]) => k);
+        go(spec.page(key), 'Saved: version ' + updated.version + '.' +
+          (on === base ? '' : ' Reapplied ' + reapplied.join(', ') + ' on version ' + on.version + '.'));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 412) return conflict(on, changes);
+        failed(err);
+      }
+    }
+
+    async function conflict(on, changes) {
+      let current;
+      try {
+        current = await api('GET', spec.path(key));
+      } catch (err) { return failed(err); }
+      const m = merge(on, current, changes);
+      flash('error', `Not saved: the ${spec.kind} changed since you opened it.`);
+      const actions = [];
+      if (!m.conflicts.length && m.mine.length) {
+        actions.push(h('button', { id: 'reapply', onclick: () => { slot.replaceChildren(); put(current, changes); } },
+          'Reapply my changes on version ' + current.version));
+      }
+      if (m.conflicts.length) {
+        const keep = new Map([...changes].filter(([k]) => !m.conflicts.includes(k)));
+        const notes = new Map(m.conflicts.map(k => [k, 'Yours was ' + showValue(changes.get(k)) + '; this is version ' + current.version + '\'s. Set the value you mean.']));
+        actions.push(h('button', { id: 'edit-current', onclick: () => { flash(); show(current, formValuesOf(current, keep), notes); } },
+          'Edit on version ' + current.version));
+      }
+      actions.push(h('button', { class: 'secondary', id: 'reload', onclick: () => go(spec.page(key), 'Loaded version ' + current.version + '.') },
+        'Discard mine, load version ' + current.version));
+      slot.replaceChildren(conflictPanel(spec, on, current, m, actions));
+    }
+
+    // formValuesOf is record with changes, as the form should show it.
+    function formValuesOf(record, changes) {
+      const out = { ...record };
+      for (const [k, v] of changes) out[k] = v;
+      return out;
+    }
+
+    async function del(on) {
+      if (!confirm(`Delete ${spec.kind} ${key} (version ${on.version})?`)) return;
+      try {
+        await api('DELETE', spec.path(key), { ifMatch: on.version });
+        go(spec.list, deletedFlash(spec, key));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 412) {
+          let current;
+          try { current = await api('GET', spec.path(key)); } catch (e) { return failed(e); }
+          flash('error', `Not deleted: the ${spec.kind} changed since you opened it.`);
+          slot.replaceChildren(conflictPanel(spec, on, current, merge(on, current, new Map()), [
+            h('button', { class: 'danger', id: 'delete-current', onclick: () => del(current) }, 'Delete version ' + current.version),
+            h('button', { class: 'secondary', id: 'reload', onclick: () => go(spec.page(key), 'Loaded version ' + current.version + '.') },
+              'Load version ' + current.version)], 'delete'));
+          return;
+        }
+        failed(err);
+      }
+    }
+
+    // failed shows an error: a 400's field errors next to their fields, a
+    // 404 (deleted meanwhile) with the way to the history; the form keeps
+    // the operator's values either way.
+    function failed(err) {
+      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
+      if (err instanceof ApiError && err.status === 404 && base) {
+        slot.replaceChildren();
+        return flash('error', [`Not saved: the ${spec.kind} was deleted since you opened it; your values are still in the form. `,
+          h('a', { href: spec.history(key) }, 'Its history'), ' shows who deleted it.']);
       }
       showError(err);
     }
+
+    render(h('h1', {}, base ? spec.title + ' ' : 'New ' + spec.kind, base && h('code', {}, key),
+      base && h('span', { class: 'muted', id: 'version' }, ' version ' + base.version)),
+    slot, form);
   }
-  async function del() {
-    if (!confirm('Delete plan ' + name + '?')) return;
-    try {
-      await api('DELETE', '/plans/' + enc(name), { ifMatch: base.version });
-      go('#/plans', 'Deleted plan ' + name + '.');
-    } catch (err) { showError(err); }
-  }
-  form.addEventListener('submit', e => { e.preventDefault(); clearErrors(form); save(base.version); });
-  render(h('h1', {}, name ? 'Plan ' : 'New plan', name && h('code', {}, name), name && h('span', { class: 'muted', id: 'version' }, ' version ' + plan.version)),
-    conflictSlot, form);
 }
 
 // ---- audit history ----
