@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,9 +131,12 @@ func evaluate(expr string) chromedp.Action[chromedp.Void] {
 }
 
 // waitJS waits until the JavaScript expression is true.
-func waitJS(expr string) chromedp.Action[chromedp.Void] {
+func waitJS(expr string) chromedp.Action[chromedp.Void] { return waitJSWithin(expr, stepTimeout) }
+
+// waitJSWithin waits at most d until the JavaScript expression is true.
+func waitJSWithin(expr string, d time.Duration) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(stepTimeout))(ctx, t)
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d))(ctx, t)
 		return err
 	})
 }
@@ -312,11 +317,11 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Navigate(p.base+"/console/#/stats?window=5m"),
 		chromedp.WaitVisible(css(`#top-subjects tr[data-subject="`+hash+`"]`)),
 		chromedp.WaitVisible(css(`#chart rect[data-kind="denied"]`)))
-	shot(t, ctx, dir, "stats", "")
-	// A window the in-process counts cannot answer: the API's 400, shown.
+	shot(t, ctx, dir, "stats", "#stats")
+	// A window the in-process counts cannot answer (not offered, but a
+	// link may ask for it): the API's 400, shown.
 	drive(t, ctx, "stats window 1h",
-		chromedp.SetValue(css(`#window`), "1h"),
-		evaluate(`document.getElementById('window').dispatchEvent(new Event('change'))`),
+		chromedp.Navigate(p.base+"/console/#/stats?window=1h"),
 		chromedp.WaitVisible(css(`[data-error-for="window"]`)))
 	t.Logf("browser flows took %v", time.Since(start).Round(time.Millisecond))
 }
@@ -514,6 +519,226 @@ func TestConsoleEdits(t *testing.T) {
 			t.Errorf("More is shown under a list of 3 rules")
 		}
 	})
+}
+
+// TestConsoleViews checks, in headless chromium against `sluice local`,
+// what the views show an operator: the rules list's numbers, plans and
+// descriptions; rules named in the top offenders, only the windows the
+// backend answers, a chart whose text is not stretched; a subject's reset
+// as a date and a full bucket as full, under columns named in words; one
+// column layout across history entries, in UTC; and, at 400 px wide, no
+// view that scrolls sideways.
+func TestConsoleViews(t *testing.T) {
+	t.Parallel()
+	testenv.Chromium(t)
+	p := startLocal(t, nil)
+	dir := shotDir(t)
+	ctx := browser(t, 120*time.Second)
+	drive(t, ctx, "open the console",
+		chromedp.Navigate(p.base+"/console/#token="+p.token),
+		chromedp.WaitVisible(css(`#rules tbody tr[data-id]`)))
+
+	// Data that strains a narrow screen: a long description, a long exact
+	// subject, a quota over a year, a rule edited and deleted.
+	long := "A long description that goes on, naming the partner tier and the reason for its numbers, so that it must wrap on a narrow screen."
+	subject := "quota-" + testenv.Random(t) + "-" + strings.Repeat("k", 40)
+	quota := p.postRule(t, rules.Rule{API: "demo", Route: "*", Subject: subject, Kind: rules.Quota,
+		Limit: new(int64(1000)), Period: rules.Period(rules.Year), Description: long})
+	inline := p.postRule(t, rules.Rule{API: "demo", Route: "GET /items", Subject: "*", Limit: new(int64(20)), Period: rules.Period(time.Minute)})
+	cli := func(args ...string) {
+		t.Helper()
+		if out, stderr, code := p.cli(t, args...); code != 0 {
+			t.Fatalf("sluice %s = exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+	cli("rules", "put", "--id", inline.ID, "--description", long)
+	cli("rules", "put", "--id", inline.ID, "--burst", "30")
+	gone := p.postRule(t, rules.Rule{API: "demo", Route: "GET /gone", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)})
+	cli("rules", "rm", gone.ID)
+	// Four searches by one subject: the fourth is denied (3 a minute).
+	denied := "stats-" + testenv.Random(t)
+	for range 4 {
+		p.get(t, "/search", denied)
+	}
+
+	t.Run("rules list", func(t *testing.T) {
+		drive(t, ctx, "rules of demo",
+			chromedp.Navigate(p.base+"/console/#/rules?api=demo"),
+			waitJS(`document.querySelectorAll('#rules tbody tr[data-id]').length === 5`))
+		type row struct{ Route, Subject, Desc, Limit, Burst string }
+		got := js[[]row](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => ({
+			Route: r.children[1].textContent, Subject: r.children[2].textContent, Desc: r.querySelector('td.desc').textContent,
+			Limit: r.querySelector('[data-limit]').textContent, Burst: r.querySelector('[data-burst]').textContent}))`)
+		byRoute := map[string]row{}
+		for _, r := range got {
+			byRoute[r.Route+" "+r.Subject] = r
+		}
+		for _, tt := range []struct{ key, limit, burst, desc string }{
+			{"* *", "10 / 1m", "10", "Every subject: 10 requests a minute on the whole demo API."}, // burst unset: the limit
+			{"* partner-key", "plan partner: 100 / 1m", "100", "The partner key gets the partner plan instead of the API-wide default."},
+			{"* " + subject, "1000 / 1y quota", "—", long},
+			{"GET /items *", "20 / 1m", "30", long},
+		} {
+			r, ok := byRoute[tt.key]
+			if !ok {
+				t.Errorf("no row for %s in %+v", tt.key, got)
+				continue
+			}
+			if r.Limit != tt.limit || r.Burst != tt.burst || r.Desc != tt.desc {
+				t.Errorf("row %s = limit %q burst %q description %q; want %q %q %q", tt.key, r.Limit, r.Burst, r.Desc, tt.limit, tt.burst, tt.desc)
+			}
+		}
+	})
+
+	t.Run("top offenders", func(t *testing.T) {
+		search := p.ruleByRoute(t, "demo", "GET /search")
+		drive(t, ctx, "stats",
+			chromedp.Navigate(p.base+"/console/#/stats"),
+			chromedp.WaitVisible(css(`#top-rules tr[data-rule="`+search.ID+`"] [data-rule-name]`)))
+		name := js[string](t, ctx, `document.querySelector('#top-rules tr[data-rule="`+search.ID+`"] td').textContent`)
+		if want := "demo GET /search" + search.Description; name != want {
+			t.Errorf("top rule named %q, want %q", name, want)
+		}
+		if w := js[[]string](t, ctx, `[...document.querySelectorAll('#window option')].map(o => o.value)`); !slices.Equal(w, []string{"1m", "5m", "15m"}) {
+			t.Errorf("windows offered = %q, want 1m 5m 15m (sluice local keeps 15 minutes)", w)
+		}
+		checkChart(t, ctx)
+		// Narrowed, the chart is drawn again at its new width (sooner
+		// than the 5 s refresh).
+		drive(t, ctx, "narrow the window", chromedp.EmulateViewport(400, 800),
+			waitJSWithin(`Math.abs(document.getElementById('chart').viewBox.baseVal.width - document.getElementById('chart').getBoundingClientRect().width) <= 2`, 2*time.Second),
+			chromedp.EmulateViewport(1100, 720))
+		drive(t, ctx, "a window past the backend's",
+			chromedp.Navigate(p.base+"/console/#/stats?window=1h"),
+			chromedp.WaitVisible(css(`[data-error-for="window"]`)),
+			waitJS(`document.querySelectorAll('#window option').length === 4`))
+	})
+
+	t.Run("subject", func(t *testing.T) {
+		drive(t, ctx, "a subject with a yearly quota",
+			chromedp.Navigate(p.base+"/console/#/subject?s="+url.QueryEscape(subject)+"&api=demo&route=GET%20%2Fhello"),
+			chromedp.WaitVisible(css(`#limits tr[data-rule="`+quota.ID+`"] [data-refill]`)))
+		next := time.Date(time.Now().UTC().Year()+1, 1, 1, 0, 0, 0, 0, time.UTC)
+		if got, want := js[string](t, ctx, `document.querySelector('#limits tr[data-rule="`+quota.ID+`"] [data-refill]').textContent`),
+			"resets "+next.Format("2006-01-02 15:04")+" UTC"; got != want {
+			t.Errorf("the yearly quota's reset = %q, want %q", got, want)
+		}
+		api := p.ruleByRoute(t, "demo", "*")
+		if got := js[string](t, ctx, `document.querySelector('#limits tr[data-rule="`+api.ID+`"] [data-refill]').textContent`); got != "full" {
+			t.Errorf("an unused bucket's refill = %q, want full", got)
+		}
+		heads := js[[]string](t, ctx, `[...document.querySelectorAll('#limits th')].map(th => th.textContent)`)
+		for _, hd := range heads {
+			if !regexp.MustCompile(`^[A-Z][a-z]*( [a-z]+)*$`).MatchString(hd) {
+				t.Errorf("subject column %q is not words (columns %q)", hd, heads)
+			}
+		}
+		if !slices.Contains(heads, "Used") {
+			t.Errorf("subject columns %q: no Used for the quota", heads)
+		}
+		// One request: the API-wide bucket is no longer full.
+		p.get(t, "/hello", subject)
+		drive(t, ctx, "refill after a request",
+			waitJS(`document.querySelector('#limits tr[data-rule="`+api.ID+`"] [data-refill]').textContent.startsWith('full in ')`))
+	})
+
+	t.Run("history", func(t *testing.T) {
+		drive(t, ctx, "history of an edited rule",
+			chromedp.Navigate(p.base+"/console/#/history/rule/"+inline.ID),
+			waitJS(`document.querySelectorAll('#history .entry').length === 3`))
+		// Every entry's cells line up: one set of columns.
+		lefts := js[[]string](t, ctx, `[...document.querySelectorAll('#history tr[data-field]')].map(r => [...r.children].map(td => Math.round(td.getBoundingClientRect().left) + '/' + Math.round(td.getBoundingClientRect().width)).join(' '))`)
+		if len(slices.Compact(slices.Clone(lefts))) != 1 {
+			t.Errorf("history rows have different columns: %q", lefts)
+		}
+		times := js[[]string](t, ctx, `[...document.querySelectorAll('#history .entry-head time')].map(e => e.textContent + '|' + (e.title ? 'title' : ''))`)
+		for _, tm := range times {
+			if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\|title$`).MatchString(tm) {
+				t.Errorf("history time %q, want UTC RFC 3339 with the local time on hover", tm)
+			}
+		}
+	})
+
+	t.Run("400 px", func(t *testing.T) {
+		drive(t, ctx, "narrow", chromedp.EmulateViewport(400, 800))
+		defer drive(t, ctx, "wide again", chromedp.EmulateViewport(1100, 720))
+		views := []struct{ name, hash, ready string }{
+			{"rules", "#/rules", `#rules tbody tr[data-id]`},
+			{"rule", "#/rules/" + inline.ID, `#rule-form`},
+			{"new rule", "#/rules/new", `#rule-form`},
+			{"deleted rule", "#/rules/" + gone.ID, `#gone`},
+			{"plans", "#/plans", `#plans tr[data-name]`},
+			{"plan", "#/plans/partner", `#plan-form`},
+			{"history", "#/history/rule/" + inline.ID, `#history .entry`},
+			{"history of a deleted rule", "#/history/rule/" + gone.ID, `#history .entry[data-action="delete"]`},
+			{"subject form", "#/subject", `#subject-form`},
+			{"subject", "#/subject?s=" + url.QueryEscape(subject) + "&api=demo", `#limits tr[data-rule="` + quota.ID + `"]`},
+			{"stats", "#/stats", `#top-subjects tr[data-subject]`},
+			{"stats error", "#/stats?window=1h", `[data-error-for="window"]`},
+		}
+		for _, v := range views {
+			drive(t, ctx, v.name+" at 400 px",
+				chromedp.Navigate(p.base+"/console/"+v.hash),
+				chromedp.WaitVisible(css(v.ready)))
+			checkNarrow(t, ctx, v.name)
+			if v.name == "rules" || v.name == "subject" {
+				shot(t, ctx, dir, "narrow-"+v.name, "")
+			}
+		}
+		// Field errors and the conflict panel, on the rule form.
+		drive(t, ctx, "field error at 400 px",
+			chromedp.Navigate(p.base+"/console/#/rules/new"),
+			waitJS(`document.querySelector('h1').textContent === 'New rule'`),
+			setField("limit", "-1"), chromedp.Click(css(`#save`)),
+			chromedp.WaitVisible(css(`[data-error-for="limit"]:not([hidden])`)))
+		checkNarrow(t, ctx, "field error")
+		drive(t, ctx, "conflict at 400 px",
+			chromedp.Navigate(p.base+"/console/#/rules/"+inline.ID),
+			waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(inline.ID)),
+			setField("limit", "21"))
+		cli("rules", "put", "--id", inline.ID, "--limit", "22")
+		drive(t, ctx, "save over theirs", chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict`)))
+		checkNarrow(t, ctx, "conflict")
+		drive(t, ctx, "stats chart at 400 px", chromedp.Navigate(p.base+"/console/#/stats"), chromedp.WaitVisible(css(`#chart`)))
+		checkChart(t, ctx)
+	})
+}
+
+// checkNarrow fails the test when the page is wider than the window: the
+// reader would have to scroll sideways.
+func checkNarrow(t *testing.T, ctx context.Context, view string) {
+	t.Helper()
+	type widths struct{ Scroll, Client int }
+	w := js[widths](t, ctx, `({Scroll: document.scrollingElement.scrollWidth, Client: document.scrollingElement.clientWidth})`)
+	if w.Scroll > w.Client {
+		wide := js[[]string](t, ctx, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > document.scrollingElement.clientWidth + 1 && !e.closest('.scroll')).slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))`)
+		t.Errorf("%s: the page is %d px wide in a %d px window (widest: %q)", view, w.Scroll, w.Client, wide)
+	}
+}
+
+// checkChart fails the test when the chart is drawn at another width than
+// it is shown at, which stretches its text.
+func checkChart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	type dims struct {
+		ViewBox, Shown float64
+		Aspect         string
+	}
+	d := js[dims](t, ctx, `(() => { const s = document.getElementById('chart'); return {ViewBox: s.viewBox.baseVal.width, Shown: s.getBoundingClientRect().width, Aspect: s.getAttribute('preserveAspectRatio') || ''}; })()`)
+	if d.Aspect == "none" || math.Abs(d.ViewBox-d.Shown) > 2 {
+		t.Errorf("chart drawn %.0f wide, shown %.0f wide (preserveAspectRatio %q): its text is stretched", d.ViewBox, d.Shown, d.Aspect)
+	}
+}
+
+// ruleByRoute returns the rule of api and route for every subject.
+func (p *localProc) ruleByRoute(t *testing.T, api, route string) rules.Rule {
+	t.Helper()
+	var page rules.Page
+	p.adminJSON(t, http.MethodGet, "/admin/rules?api="+url.QueryEscape(api)+"&route="+url.QueryEscape(route)+"&subject=*", nil, http.StatusOK, &page)
+	if len(page.Rules) != 1 {
+		t.Fatalf("rules of %s %s: %d, want 1", api, route, len(page.Rules))
+	}
+	return page.Rules[0]
 }
 
 // postRule creates a rule through the admin API.

@@ -49,9 +49,14 @@ function flash(kind, text) {
   f.replaceChildren(text ? h('div', { class: kind, 'data-flash': kind }, text) : '');
 }
 
-let timers = [];
+// A page's timers and window listeners end when the next page renders.
+let timers = [], listeners = [];
 function every(ms, f) { timers.push(setInterval(f, ms)); }
-function stopTimers() { timers.forEach(clearInterval); timers = []; }
+function onWindow(event, f) { window.addEventListener(event, f); listeners.push([event, f]); }
+function stopTimers() {
+  timers.forEach(clearInterval); timers = [];
+  listeners.forEach(([e, f]) => window.removeEventListener(e, f)); listeners = [];
+}
 
 // ---- the API ----
 
@@ -238,14 +243,57 @@ window.addEventListener('DOMContentLoaded', () => {
 
 // ---- rules ----
 
-function limitText(r) {
-  const s = r.plan ? 'plan ' + r.plan : (r.limit ?? '?') + ' / ' + (r.period || '?');
-  return r.kind && r.kind !== 'rate' ? s + ' (' + r.kind + ')' : s;
+// numbers returns what limits a rule or plan: limit, period, burst (the
+// bucket's capacity, the limit when unset; none for a quota) and kind. A
+// rule naming a plan takes the plan's, from plans (name → plan).
+function numbers(r, plans) {
+  // A subject's limits carry their plan's numbers; a rule only its name.
+  const src = r.plan && r.limit === undefined ? plans && plans.get(r.plan) : r;
+  if (!src) return null;
+  const quota = (src.kind || r.kind) === 'quota';
+  return { limit: src.limit, period: src.period, burst: quota ? null : src.burst ?? src.limit, quota };
 }
+
+// limitText is "10 / 1m", "1000 / 1mo quota", "plan gold: 100 / 1m", or
+// "plan gold" when the plan's numbers are not known.
+function limitText(r, plans) {
+  const n = numbers(r, plans);
+  const s = n ? n.limit + ' / ' + n.period + (n.quota ? ' quota' : '') : '?';
+  return r.plan ? 'plan ' + r.plan + (n ? ': ' + s : '') : s;
+}
+
+function burstText(r, plans) {
+  const n = numbers(r, plans);
+  return !n ? '?' : n.quota ? '—' : String(n.burst);
+}
+
+// loadPlans returns every plan by name (GET /plans has no pages).
+async function loadPlans() {
+  const data = await api('GET', '/plans');
+  return new Map(data.plans.map(p => [p.name, p]));
+}
+
+// labelled gives each cell of row the name of its column (heads), which
+// narrow screens show beside it once the rows become cards.
+function labelled(row, heads) {
+  [...row.children].forEach((td, i) => { if (heads[i]) td.dataset.label = heads[i]; });
+  return row;
+}
+
+// table is a table of rows under heads (empty: the text for no rows),
+// which scrolls inside itself when too wide and becomes a list of cards
+// on a narrow screen.
+function table(attrs, heads, rows, empty) {
+  const body = rows.length ? rows.map(r => labelled(r, heads)) : [h('tr', { class: 'empty' }, h('td', { colspan: heads.length, class: 'muted' }, empty))];
+  return h('div', { class: 'scroll' }, h('table', { ...attrs, class: ((attrs.class || '') + ' cards').trim() },
+    h('thead', {}, h('tr', {}, heads.map(t => h('th', {}, t)))), h('tbody', {}, body)));
+}
+
+const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Version', ''];
 
 async function rulesPage() {
   const p = params();
-  const filters = ['api', 'subject', 'route', 'plan'];
+  const filters = ['api', 'route', 'subject', 'plan'];
   const form = h('form', { class: 'toolbar', id: 'filters', onsubmit: e => {
     e.preventDefault();
     const q = new URLSearchParams();
@@ -255,14 +303,17 @@ async function rulesPage() {
   filters.map(f => h('label', {}, f, h('input', { name: f, value: p.get(f) || '', size: 14 }))),
   h('button', { type: 'submit', class: 'secondary', id: 'filter' }, 'Filter'),
   h('a', { class: 'button', href: '#/rules/new', id: 'new-rule' }, 'New rule'));
-  const tbody = h('tbody');
   const more = h('button', { class: 'secondary', hidden: true, id: 'more' }, 'More');
+  const status = h('span', { class: 'muted', id: 'shown' });
+  const plans = await loadPlans();
+  const list = table({ id: 'rules' }, RULE_HEADS, [], 'No rules match.');
+  const tbody = list.querySelector('tbody');
   render(h('h1', {}, 'Rules'), form,
-    h('table', { id: 'rules' }, h('thead', {}, h('tr', {}, ['API', 'Route', 'Subject', 'Limit', 'Burst', 'Mode', 'Failure', 'Enabled', 'Version', ''].map(t => h('th', {}, t)))), tbody),
-    h('p', {}, more));
+    h('p', { class: 'muted' }, 'Filters match exactly; * is a value like any other.'),
+    list, h('p', { class: 'toolbar' }, more, status));
   // cursor continues the list; '' once the last page is shown (More is
   // then hidden, and a click that still arrives fetches nothing).
-  let cursor = '', loading = false;
+  let cursor = '', loading = false, shown = 0;
   async function page() {
     if (loading) return;
     loading = more.disabled = true;
@@ -274,17 +325,22 @@ async function rulesPage() {
     } finally {
       loading = more.disabled = false;
     }
+    if (data.rules.length) tbody.querySelector('tr.empty')?.remove();
     for (const r of data.rules) {
-      tbody.append(h('tr', { 'data-id': r.id },
-        h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route), h('td', { class: 'mono' }, r.subject),
-        h('td', {}, limitText(r)), h('td', { class: 'num' }, r.burst ?? ''), h('td', {}, r.mode || 'enforce'),
-        h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'), h('td', { class: 'num' }, r.version),
-        h('td', {}, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
-          h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))));
+      tbody.append(labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
+        h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
+        h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
+        h('td', { class: 'desc' }, r.description || ''),
+        h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
+        h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'),
+        h('td', { class: 'num' }, r.version),
+        h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
+          h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS));
     }
-    if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'No rules match.')));
+    shown += data.rules.length;
     cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
+    status.textContent = shown ? shown + (cursor ? ' shown; More loads the next 100.' : ' rules.') : '';
   }
   more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
@@ -292,16 +348,17 @@ async function rulesPage() {
 
 // ---- plans ----
 
+const PLAN_HEADS = ['Name', 'Limit', 'Burst', 'Description', 'Version', ''];
+
 async function plansPage() {
   const data = await api('GET', '/plans');
   const rows = data.plans.map(p => h('tr', { 'data-name': p.name },
-    h('td', { class: 'mono' }, p.name), h('td', {}, p.limit + ' / ' + p.period), h('td', { class: 'num' }, p.burst ?? ''),
-    h('td', {}, p.description || ''), h('td', { class: 'num' }, p.version),
-    h('td', {}, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
+    h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p)), h('td', { class: 'num' }, burstText(p)),
+    h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'num' }, p.version),
+    h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
       ' · ', h('a', { href: '#/rules?plan=' + enc(p.name) }, 'rules'))));
   render(h('h1', {}, 'Plans'), h('p', { class: 'toolbar' }, h('a', { class: 'button', href: '#/plans/new', id: 'new-plan' }, 'New plan')),
-    h('table', { id: 'plans' }, h('thead', {}, h('tr', {}, ['Name', 'Limit', 'Burst', 'Description', 'Version', ''].map(t => h('th', {}, t)))),
-      h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No plans.')))));
+    table({ id: 'plans' }, PLAN_HEADS, rows, 'No plans.'));
 }
 
 // ---- editing a rule or a plan ----
@@ -408,7 +465,7 @@ function conflictPanel(spec, base, current, m, actions, what) {
   return h('div', { class: 'panel conflict', id: 'conflict' },
     h('h2', {}, 'Changed by someone else'),
     h('p', {}, `This ${spec.kind} was updated to version ${current.version} after you opened version ${base.version}. `, advice),
-    h('div', { class: 'scroll' }, h('table', { class: 'diff' },
+    h('div', { class: 'scroll' }, h('table', { class: 'diff cards' },
       h('thead', {}, h('tr', {}, ['field', `you loaded (v${base.version})`, `now (v${current.version})`, 'yours', ''].map(t => h('th', {}, t)))),
       h('tbody', {}, rows))),
     h('p', { class: 'actions' }, actions));
@@ -562,40 +619,136 @@ async function editor(spec, key) {
   }
 }
 
-// ---- audit history ----
+// ---- times ----
 
-async function historyPage(kind, id) {
-  const data = await api('GET', (kind === 'rule' ? '/rules/' : '/plans/') + enc(id) + '/history');
-  const show = v => v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  const entries = data.entries.slice().reverse().map(e => {
-    const before = e.before || {}, after = e.after || {};
-    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
-      .filter(k => !['updated_at', 'created_at'].includes(k) && show(before[k]) !== show(after[k]));
-    return h('div', { class: 'entry', 'data-action': e.action },
-      h('header', {}, h('span', { class: 'badge ' + e.action }, e.action), ' ', new Date(e.at).toLocaleString(), ' by ', h('code', {}, e.actor || 'unknown')),
-      h('table', { class: 'diff' }, h('thead', {}, h('tr', {}, h('th', {}, 'field'), h('th', {}, 'before'), h('th', {}, 'after'))),
-        h('tbody', {}, keys.map(k => h('tr', { 'data-field': k }, h('td', { class: 'mono' }, k),
-          h('td', { class: 'before' }, show(before[k])), h('td', { class: 'after' }, show(after[k])))))));
-  });
-  render(h('h1', {}, 'History of ', kind, ' ', h('code', {}, id)),
-    h('p', { class: 'muted' }, 'Newest first. Every write through the admin API, with who made it.'),
-    h('p', {}, h('a', { href: kind === 'rule' ? '#/rules/' + enc(id) : '#/plans/' + enc(id) }, 'Open the ' + kind)),
-    h('div', { id: 'history' }, entries.length ? entries : h('p', { class: 'muted' }, 'No entries.')));
+// utc is t as the CLI prints it: RFC 3339 in UTC, whole seconds.
+function utc(t) { return new Date(t).toISOString().replace(/\.\d+Z$/, 'Z'); }
+
+// utcMinute is "2027-01-01 00:00 UTC".
+function utcMinute(t) { return new Date(t).toISOString().slice(0, 16).replace('T', ' ') + ' UTC'; }
+
+// when is a <time> showing text (default utc(t)), with the local time on
+// hover.
+function when(t, text) {
+  const d = new Date(t);
+  return h('time', { datetime: d.toISOString(), title: d.toLocaleString() + ' (your time)' }, text ?? utc(d));
 }
 
-// ---- a subject ----
-
-const KNOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode', 'remaining', 'reset_ms'];
-
+// duration is a short length of time: 850 ms, 42 s, 12 min, 5 h, 3 d.
 function duration(ms) {
   if (ms < 1000) return ms + ' ms';
   const s = Math.round(ms / 1000);
   if (s < 120) return s + ' s';
   if (s < 7200) return Math.round(s / 60) + ' min';
-  return Math.round(s / 3600) + ' h';
+  if (s < 172800) return Math.round(s / 3600) + ' h';
+  return Math.round(s / 86400) + ' d';
+}
+
+// words turns a JSON key into a column name: min_remaining → Min remaining.
+function words(key) {
+  const s = key.replace(/_/g, ' ');
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+// ---- audit history ----
+
+async function historyPage(kind, id) {
+  const spec = kind === 'rule' ? RULE : PLAN;
+  const data = await api('GET', (kind === 'rule' ? '/rules/' : '/plans/') + enc(id) + '/history');
+  const label = k => (spec.fields.find(f => f.name === k) || { label: words(k) }).label;
+  const entries = data.entries.slice().reverse().map(e => {
+    const before = e.before || {}, after = e.after || {};
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+      .filter(k => !SERVER_FIELDS.includes(k) && !same(before[k], after[k]));
+    const version = e.action === 'update' ? `v${before.version} → v${after.version}` : `v${(e.after || e.before || {}).version ?? '?'}`;
+    // One tbody an entry in one table: every entry has the same columns.
+    return h('tbody', { class: 'entry', 'data-action': e.action },
+      h('tr', { class: 'entry-head' }, h('td', { colspan: 3 },
+        h('span', { class: 'badge ' + e.action }, e.action), ' ', version, ', ', when(e.at), ' by ', h('code', {}, e.actor || 'unknown'))),
+      keys.map(k => h('tr', { 'data-field': k }, h('td', {}, label(k)),
+        h('td', { class: 'before' }, showValue(before[k])), h('td', { class: 'after' }, showValue(after[k])))));
+  });
+  const last = data.entries[data.entries.length - 1];
+  const latest = last && (last.after || last.before) || {};
+  const deleted = last && last.action === 'delete';
+  const what = kind === 'rule' ? [latest.api, latest.route, latest.subject].filter(Boolean).join(' ') : '';
+  render(h('h1', {}, 'History of ', kind, ' ', h('code', {}, id)),
+    h('p', { id: 'history-of' }, what && h('span', { class: 'mono' }, what), what && latest.description && ': ', latest.description || ''),
+    h('p', { id: 'history-status' }, deleted
+      ? ['Deleted ', when(last.at), ' by ', h('code', {}, last.actor || 'unknown'), '; the history remains.']
+      : h('a', { href: spec.page(id) }, 'Open the ' + kind)),
+    h('p', { class: 'muted' }, 'Newest first. Every write through the admin API, with who made it. Times in UTC; hover for yours.'),
+    entries.length
+      ? h('table', { class: 'diff history', id: 'history' },
+        h('colgroup', {}, h('col', { class: 'c-field' }), h('col'), h('col')),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Field'), h('th', {}, 'Before'), h('th', {}, 'After'))), entries)
+      : h('p', { id: 'history', class: 'muted' }, 'No entries.'));
+}
+
+// ---- naming rules ----
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// ruleCache holds, per rule id, the promise of the rule (null when it
+// cannot be read; {deleted: true} when it is gone). A page clears it when
+// it opens; its refreshes reuse it.
+let ruleCache = new Map();
+
+function ruleInfo(id) {
+  if (!UUID.test(id)) return Promise.resolve(null);
+  if (!ruleCache.has(id)) {
+    ruleCache.set(id, api('GET', '/rules/' + enc(id)).catch(err => {
+      if (err instanceof ApiError && err.status === 404) return { deleted: true };
+      ruleCache.delete(id); // try again on the next refresh
+      return null;
+    }));
+  }
+  return ruleCache.get(id);
+}
+
+// ruleName names a rule for people: its api, route and subject, and its
+// description below, linked to the rule (to its history once deleted);
+// the id is on hover. "default" is the configured default limit, "(other)"
+// the rules past the statistics' cap.
+async function ruleName(id) {
+  if (id === 'default') return h('span', { class: 'rule-name' }, 'default limit');
+  if (id === '(other)') return h('span', { class: 'rule-name muted' }, 'other rules');
+  const r = await ruleInfo(id);
+  if (!r) return h('a', { href: '#/rules/' + enc(id), class: 'mono rule-name' }, id);
+  if (r.deleted) {
+    return h('span', { class: 'rule-name' }, h('a', { href: '#/history/rule/' + enc(id), title: id }, 'deleted rule'),
+      h('span', { class: 'muted' }, ' ' + id.slice(0, 8)));
+  }
+  return h('span', { class: 'rule-name', 'data-rule-name': id },
+    h('a', { href: '#/rules/' + enc(id), title: 'rule ' + id, class: 'mono' },
+      r.api + ' ' + r.route + (r.subject !== '*' ? ' ' + r.subject : '') + (r.dimension ? ' (' + r.dimension + ')' : '')),
+    r.description && h('span', { class: 'desc muted' }, r.description));
+}
+
+// ---- a subject ----
+
+// The fields of a subject's limits that have a column or a cell of
+// their own; any other field the API adds shows as a column named in words.
+const SHOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode',
+  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at'];
+
+const TWO_DAYS = 48 * 3600 * 1000;
+
+// refill says when a bucket is full again, or when a quota's window
+// resets: "full", "full in 42 s", "resets 2027-01-01 00:00 UTC (in 5 h)".
+function refill(l, now) {
+  if (l.kind === 'quota' || l.resets_at) {
+    const at = l.resets_at ? new Date(l.resets_at) : new Date(now + l.reset_ms);
+    return ['resets ', when(at, utcMinute(at)), l.reset_ms < TWO_DAYS ? ' (in ' + duration(l.reset_ms) + ')' : ''];
+  }
+  if (!l.reset_ms || l.remaining >= l.burst) return 'full';
+  const at = new Date(now + l.reset_ms);
+  if (l.reset_ms >= TWO_DAYS) return ['full ', when(at, utcMinute(at))];
+  return ['full in ', when(at, duration(l.reset_ms))];
 }
 
 async function subjectPage() {
+  ruleCache = new Map();
   const p = params();
   const form = h('form', { class: 'toolbar', id: 'subject-form', onsubmit: e => {
     e.preventDefault();
@@ -624,64 +777,98 @@ async function subjectPage() {
   } }, 'Reset buckets');
   async function load() {
     const data = await api('GET', '/subjects/' + enc(s) + '/limits', { query: { api: p.get('api') || '', route: p.get('route') || '' } });
-    // Columns the API adds (quota: used, resets_at, …) show as they come.
-    const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !KNOWN_LIMIT_KEYS.includes(k));
     const now = Date.now();
-    out.replaceChildren(h('table', {},
-      h('thead', {}, h('tr', {}, ['Rule', 'API', 'Route', 'Subject', 'Limit', 'Burst', 'Mode', 'Remaining', 'Full again in', ...extra].map(t => h('th', {}, t)))),
-      h('tbody', {}, data.limits.length ? data.limits.map(l => h('tr', { 'data-rule': l.rule },
-        h('td', {}, l.rule === 'default' ? 'default' : h('a', { href: '#/rules/' + enc(l.rule), class: 'mono' }, l.rule)),
-        h('td', { class: 'mono' }, l.api), h('td', { class: 'mono' }, l.route), h('td', { class: 'mono' }, l.subject),
-        h('td', {}, limitText(l)), h('td', { class: 'num' }, l.burst), h('td', {}, l.mode),
-        h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
-        h('td', { title: new Date(now + l.reset_ms).toLocaleTimeString() }, l.reset_ms ? duration(l.reset_ms) + ' (' + new Date(now + l.reset_ms).toLocaleTimeString() + ')' : 'full'),
-        extra.map(k => h('td', { 'data-extra': k }, typeof l[k] === 'object' ? JSON.stringify(l[k]) : l[k] ?? ''))))
-        : h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No rule applies to this subject.')))),
-    h('p', { class: 'muted' }, 'Updated ' + new Date().toLocaleTimeString() + '.'));
+    const quota = data.limits.some(l => l.used !== undefined);
+    const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !SHOWN_LIMIT_KEYS.includes(k));
+    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', ...(quota ? ['Used'] : []), 'Full or reset', ...extra.map(words)];
+    const names = await Promise.all(data.limits.map(l => ruleName(l.rule)));
+    const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule },
+      h('td', {}, names[i]),
+      h('td', {}, limitText(l), l.anchor && h('span', { class: 'muted' }, ', windows from ', when(l.anchor, utcMinute(l.anchor)))),
+      h('td', { class: 'num' }, l.kind === 'quota' ? '—' : l.burst),
+      h('td', {}, l.mode),
+      h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
+      quota && h('td', { class: 'num' }, l.used ?? ''),
+      h('td', { 'data-refill': '' }, refill(l, now)),
+      extra.map(k => h('td', { 'data-extra': k }, typeof l[k] === 'object' ? JSON.stringify(l[k]) : l[k] ?? ''))));
+    out.replaceChildren(table({ id: 'limits-table' }, heads, rows, 'No rule applies to this subject.'),
+      h('p', { class: 'muted' }, 'Updated ', when(now), '.'));
   }
   render(h('h1', {}, 'Subject ', h('code', {}, s)), form,
     h('p', { class: 'toolbar' }, reset, h('label', {}, h('span', {}, 'live (every 2 s)'), live)), out);
-  await load();
   every(2000, () => { if (live.checked) load().catch(showError); });
+  await load();
 }
 
 // ---- top offenders ----
 
+// WINDOWS are the windows offered, up to the source's max_window (locally
+// 15m; Contributor Insights 24h).
 const WINDOWS = ['1m', '5m', '15m', '1h', '6h', '24h'];
+const DEFAULT_WINDOW = '5m';
+
+// minutes reads "15m", "24h" or "5m0s" as minutes.
+function minutes(w) {
+  let n = 0;
+  for (const [, v, u] of String(w).matchAll(/(\d+)([hms])/g)) n += u === 'h' ? 60 * v : u === 'm' ? +v : v / 60;
+  return n;
+}
+
 // Presentation attributes do not resolve CSS variables: the colours of
 // console.css's --deny, --shadow and --failopen.
 const COLORS = [['denied', '#c8372d'], ['shadow_denied', '#e08a1e'], ['fail_open', '#7b3fc4']];
 
-function chart(series) {
-  const W = 720, H = 180, pad = 28;
+// hhmm is a time's UTC hour and minute.
+function hhmm(t) { return new Date(t).toISOString().slice(11, 16); }
+
+// chart draws the series as stacked bars, W user units wide: the width it
+// is shown at, so that its text is drawn at its size, not stretched (the
+// SVG scales uniformly should the page be resized).
+function chart(series, W) {
+  const H = 180, pad = 34, base = H - 20;
   const kinds = COLORS;
   const max = Math.max(1, ...series.map(p => kinds.reduce((a, [k]) => a + (p[k] || 0), 0)));
-  const bw = (W - pad - 8) / Math.max(1, series.length);
-  const svg = h('svg:svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'denials over the window', id: 'chart' });
-  svg.append(h('svg:line', { x1: pad, y1: H - 20, x2: W, y2: H - 20, stroke: '#d9dde5' }));
-  svg.append(h('svg:text', { x: 2, y: 12 }, String(max)), h('svg:text', { x: 2, y: H - 22 }, '0'));
+  const bw = (W - pad - 4) / Math.max(1, series.length);
+  const svg = h('svg:svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'denials over the window', id: 'chart' });
+  svg.append(h('svg:line', { x1: pad, y1: base, x2: W, y2: base, stroke: '#d9dde5' }));
+  svg.append(h('svg:text', { x: pad - 4, y: 12, 'text-anchor': 'end' }, String(max)),
+    h('svg:text', { x: pad - 4, y: base, 'text-anchor': 'end' }, '0'));
   series.forEach((p, i) => {
-    let y = H - 20;
+    let y = base;
     for (const [k, color] of kinds) {
       const v = p[k] || 0;
       if (!v) continue;
       const bh = (H - 40) * v / max;
       y -= bh;
       svg.append(h('svg:rect', { x: pad + i * bw + 1, y, width: Math.max(1, bw - 2), height: bh, fill: color, 'data-kind': k },
-        h('svg:title', {}, new Date(p.t).toLocaleTimeString() + ' ' + k.replace('_', ' ') + ': ' + v)));
-    }
-    if (i === 0 || i === series.length - 1 || (series.length > 6 && i === Math.floor(series.length / 2))) {
-      svg.append(h('svg:text', { x: pad + i * bw, y: H - 6 }, new Date(p.t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })));
+        h('svg:title', {}, utc(p.t) + ' ' + k.replace('_', ' ') + ': ' + v)));
     }
   });
-  return h('div', {}, svg, h('p', { class: 'legend' }, kinds.map(([k, c]) => h('span', {}, h('i', { class: 'sw-' + k }), k.replace('_', ' ')))));
+  // Time labels under the first, middle and last bars, inside the box.
+  const ticks = [...new Set([0, Math.floor((series.length - 1) / 2), series.length - 1])].filter(i => i >= 0);
+  for (const i of ticks) {
+    const anchor = i === 0 && ticks.length > 1 ? 'start' : i === series.length - 1 && i > 0 ? 'end' : 'middle';
+    const x = anchor === 'start' ? pad : anchor === 'end' ? W - 2 : pad + (i + 0.5) * bw;
+    svg.append(h('svg:text', { x, y: H - 5, 'text-anchor': anchor, 'data-tick': '' }, hhmm(series[i].t)));
+  }
+  return h('div', {}, svg, h('p', { class: 'legend' }, kinds.map(([k]) => h('span', {}, h('i', { class: 'sw-' + k }), k.replace('_', ' ')))));
 }
 
+const TOP_RULE_HEADS = ['Rule', 'API', 'Denied', 'Shadow-denied', 'Fail-open', 'Allowed'];
+const TOP_SUBJECT_HEADS = ['Subject (hash)', 'Rule', 'API', 'Denied'];
+
 async function statsPage() {
+  ruleCache = new Map();
   const p = params();
-  const window_ = p.get('window') || '5m';
-  const sel = h('select', { name: 'window', id: 'window', onchange: () => go('#/stats?window=' + sel.value) },
-    WINDOWS.map(w => h('option', { value: w, selected: w === window_ }, w)));
+  const window_ = p.get('window') || DEFAULT_WINDOW;
+  const sel = h('select', { name: 'window', id: 'window', onchange: () => go('#/stats?window=' + sel.value) });
+  // offer fills the window list with those the source answers.
+  function offer(maxWindow) {
+    const ok = WINDOWS.filter(w => minutes(w) <= minutes(maxWindow));
+    if (!ok.includes(window_)) ok.push(window_); // as asked, to show its error
+    sel.replaceChildren(...ok.map(w => h('option', { value: w, selected: w === window_ }, w)));
+  }
+  offer(DEFAULT_WINDOW);
   const out = h('div', { id: 'stats' });
   async function load() {
     let data;
@@ -691,39 +878,55 @@ async function statsPage() {
       if (err instanceof ApiError && err.status === 400) {
         const e = (err.problem.errors || [])[0];
         out.replaceChildren(h('p', { class: 'field-error', 'data-error-for': 'window' }, e ? e.field + ' ' + e.reason : err.message));
+        // Learn the windows there are from the default one.
+        const d = await api('GET', '/stats', { query: { top: 1 } }).catch(() => null);
+        if (d && d.max_window) offer(d.max_window);
         return;
       }
       throw err;
     }
+    if (data.max_window) offer(data.max_window);
+    await draw(data);
+  }
+  // draw shows data; again, at the new width, when the window is resized.
+  let last = null, resizing = 0;
+  async function draw(data) {
+    last = data;
     const sum = k => data.series.reduce((a, s) => a + (s[k] || 0), 0);
     const maxDenied = Math.max(1, ...data.rules.map(r => r.denied));
+    const [ruleNames, subjectRuleNames] = await Promise.all([
+      Promise.all(data.rules.map(r => ruleName(r.rule))), Promise.all(data.subjects.map(s => ruleName(s.rule)))]);
+    const width = Math.max(280, Math.round(out.getBoundingClientRect().width) || 720);
     out.replaceChildren(
-      h('div', { class: 'cards' },
+      h('div', { class: 'cards-row' },
         h('div', { class: 'card' }, h('b', { id: 'total-denied' }, sum('denied')), 'denied'),
         h('div', { class: 'card' }, h('b', {}, sum('shadow_denied')), 'shadow-denied'),
         h('div', { class: 'card' }, h('b', {}, sum('fail_open')), 'fail-open'),
         data.series.some(s => s.allowed !== undefined) && h('div', { class: 'card' }, h('b', {}, sum('allowed')), 'allowed')),
-      chart(data.series),
-      h('p', { class: 'muted' }, `${new Date(data.from).toLocaleTimeString()} to ${new Date(data.to).toLocaleTimeString()}, from ${data.source}, one bar per ${data.step}.`),
+      chart(data.series, width),
+      h('p', { class: 'muted' }, when(data.from), ' to ', when(data.to), ` (UTC; hover for yours), from ${data.source}, one bar per ${data.step.replace(/0s$/, '').replace(/(\D)0m$/, '$1')}.`),
       h('h2', {}, 'Top limiting rules'),
-      h('table', { id: 'top-rules' }, h('thead', {}, h('tr', {}, ['Rule', 'API', 'Denied', 'Shadow-denied', 'Fail-open', 'Allowed'].map(t => h('th', {}, t)))),
-        h('tbody', {}, data.rules.length ? data.rules.map(r => h('tr', { 'data-rule': r.rule },
-          h('td', {}, h('a', { href: '#/rules/' + enc(r.rule), class: 'mono' }, r.rule)), h('td', { class: 'mono' }, r.api),
-          h('td', { class: 'num' }, h('span', { class: 'bar', 'data-w': Math.round(100 * r.denied / maxDenied) }), r.denied),
-          h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—')))
-          : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing limited in this window.')))),
+      table({ id: 'top-rules' }, TOP_RULE_HEADS, data.rules.map((r, i) => h('tr', { 'data-rule': r.rule },
+        h('td', {}, ruleNames[i]), h('td', { class: 'mono' }, r.api),
+        h('td', { class: 'num' }, r.denied > 0 && h('span', { class: 'bar', 'data-w': Math.round(100 * r.denied / maxDenied) }), r.denied),
+        h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—'))),
+      'Nothing limited in this window.'),
       h('h2', {}, 'Top denied subjects'),
       h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key).'),
-      h('table', { id: 'top-subjects' }, h('thead', {}, h('tr', {}, ['Subject (hash)', 'Rule', 'API', 'Denied'].map(t => h('th', {}, t)))),
-        h('tbody', {}, data.subjects.length ? data.subjects.map(s => h('tr', { 'data-subject': s.subject },
-          h('td', { class: 'mono' }, s.subject), h('td', {}, h('a', { href: '#/rules/' + enc(s.rule), class: 'mono' }, s.rule)),
-          h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied)))
-          : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No subject denied in this window.')))));
+      table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', { 'data-subject': s.subject },
+        h('td', { class: 'mono hash' }, s.subject), h('td', {}, subjectRuleNames[i]),
+        h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
+      'No subject denied in this window.'));
     // Bar widths through the CSSOM: the page's CSP allows no inline styles.
     out.querySelectorAll('.bar').forEach(b => { b.style.width = (b.dataset.w * 0.8) + 'px'; });
     out.querySelectorAll('.legend i').forEach(i => { i.style.background = (COLORS.find(([k]) => 'sw-' + k === i.className) || [])[1]; });
   }
   render(h('h1', {}, 'Top offenders'), h('form', { class: 'toolbar' }, h('label', {}, 'window', sel)), out);
-  await load();
+  onWindow('resize', () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { if (last) draw(last).catch(showError); }, 150);
+  });
+  // Before the first load: a page left meanwhile stops it with its own.
   every(5000, () => load().catch(showError));
+  await load();
 }
