@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -335,7 +337,10 @@ func TestConsoleBrowser(t *testing.T) {
 func TestConsoleEdits(t *testing.T) {
 	t.Parallel()
 	testenv.Chromium(t)
-	p := startLocal(t, nil)
+	// The example rules, and more rules of one API than a page holds.
+	pagesAPI := "pages" + strings.ToLower(testenv.Random(t))
+	const pageRules = 1005
+	p := startLocal(t, nil, "--seed", seedWith(t, pagesAPI, pageRules))
 	dir := shotDir(t)
 	ctx := browser(t, 150*time.Second)
 	drive(t, ctx, "open the console",
@@ -487,29 +492,29 @@ func TestConsoleEdits(t *testing.T) {
 	})
 
 	t.Run("pages to the end", func(t *testing.T) {
-		// 105 rules of one API: a page of 100, then 5, then no More.
-		api := "pages" + strings.ToLower(testenv.Random(t))
-		for i := range 105 {
-			p.postRule(t, rules.Rule{API: api, Route: fmt.Sprintf("GET /p%03d", i), Subject: "*",
-				Limit: new(int64(1)), Period: rules.Period(time.Minute)})
-		}
+		// 1005 rules of one API: a page of 1000, then 5, then no More;
+		// every row once, sorted by route (their ids are in no order).
 		rows := `document.querySelectorAll('#rules tbody tr[data-id]').length`
 		moreShown := `getComputedStyle(document.getElementById('more')).display !== 'none'`
 		drive(t, ctx, "first page",
-			chromedp.Navigate(p.base+"/console/#/rules?api="+api),
-			waitJS(rows+` === 100`))
+			chromedp.Navigate(p.base+"/console/#/rules?api="+pagesAPI),
+			waitJS(rows+` === 1000`))
 		if !js[bool](t, ctx, moreShown) {
-			t.Fatalf("More is not shown under the first page of 105 rules")
+			t.Fatalf("More is not shown under the first page of %d rules", pageRules)
 		}
-		drive(t, ctx, "second page", chromedp.Click(css(`#more`)), waitJS(rows+` === 105`))
+		drive(t, ctx, "second page", chromedp.Click(css(`#more`)), waitJS(rows+` === `+strconv.Itoa(pageRules)))
 		if js[bool](t, ctx, moreShown) {
 			t.Errorf("More is still shown after the last page")
 		}
 		// A click that still reaches it fetches nothing.
 		drive(t, ctx, "click the hidden More", evaluate(`document.getElementById('more').click()`), chromedp.Sleep(500*time.Millisecond))
+		routes := js[[]string](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.children[1].textContent)`)
 		ids := js[[]string](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.dataset.id)`)
-		if len(ids) != 105 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 105 {
-			t.Errorf("after the last page and a click on More: %d rows, %d distinct; want 105 of 105", len(ids), len(slices.Compact(slices.Sorted(slices.Values(ids)))))
+		if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); len(ids) != pageRules || distinct != pageRules {
+			t.Errorf("after the last page and a click on More: %d rows, %d distinct; want %d of %d", len(ids), distinct, pageRules, pageRules)
+		}
+		if !slices.IsSorted(routes) {
+			t.Errorf("rows are not sorted by route: %q…", routes[:min(len(routes), 8)])
 		}
 		// A list that fits one page shows no More.
 		drive(t, ctx, "one page",
@@ -519,6 +524,33 @@ func TestConsoleEdits(t *testing.T) {
 			t.Errorf("More is shown under a list of 3 rules")
 		}
 	})
+}
+
+// seedWith writes a seed file for sluice local: examples/rules.json and n
+// rules of api, routes "GET /p0000" up, made in a shuffled order.
+func seedWith(t *testing.T, api string, n int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "rules.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seed struct {
+		Plans []json.RawMessage `json:"plans"`
+		Rules []json.RawMessage `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &seed); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range rand.Perm(n) {
+		r, _ := json.Marshal(rules.Rule{API: api, Route: fmt.Sprintf("GET /p%04d", i), Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)})
+		seed.Rules = append(seed.Rules, r)
+	}
+	out, _ := json.Marshal(seed)
+	path := filepath.Join(t.TempDir(), "seed.json")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestConsoleViews checks, in headless chromium against `sluice local`,
@@ -569,6 +601,9 @@ func TestConsoleViews(t *testing.T) {
 		got := js[[]row](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => ({
 			Route: r.children[1].textContent, Subject: r.children[2].textContent, Desc: r.querySelector('td.desc').textContent,
 			Limit: r.querySelector('[data-limit]').textContent, Burst: r.querySelector('[data-burst]').textContent}))`)
+		if !slices.IsSortedFunc(got, func(a, b row) int { return cmp.Or(cmp.Compare(a.Route, b.Route), cmp.Compare(a.Subject, b.Subject)) }) {
+			t.Errorf("rules of demo not sorted by route, then subject: %+v", got)
+		}
 		byRoute := map[string]row{}
 		for _, r := range got {
 			byRoute[r.Route+" "+r.Subject] = r

@@ -291,6 +291,33 @@ function table(attrs, heads, rows, empty) {
 
 const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Version', ''];
 
+// RULES_PAGE is the page size the list asks for: the API's largest, so
+// that a list of up to that many rules is one page, sorted whole.
+const RULES_PAGE = 1000;
+
+// byScope orders rules by api, route, subject, then kind, dimension and
+// id, comparing UTF-16 code units (the same order as bytes for all but
+// the astral planes).
+function byScope(a, b) {
+  for (const k of ['api', 'route', 'subject', 'kind', 'dimension', 'id']) {
+    const x = a[k] || '', y = b[k] || '';
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+function ruleRow(r, plans) {
+  return labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
+    h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
+    h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
+    h('td', { class: 'desc' }, r.description || ''),
+    h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
+    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'),
+    h('td', { class: 'num' }, r.version),
+    h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
+      h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS);
+}
+
 async function rulesPage() {
   const p = params();
   const filters = ['api', 'route', 'subject', 'plan'];
@@ -309,15 +336,18 @@ async function rulesPage() {
   const list = table({ id: 'rules' }, RULE_HEADS, [], 'No rules match.');
   const tbody = list.querySelector('tbody');
   render(h('h1', {}, 'Rules'), form,
-    h('p', { class: 'muted' }, 'Filters match exactly; * is a value like any other.'),
+    h('p', { class: 'muted' }, 'Sorted by API, route and subject. Filters match exactly; * is a value like any other.'),
     list, h('p', { class: 'toolbar' }, more, status));
   // cursor continues the list; '' once the last page is shown (More is
-  // then hidden, and a click that still arrives fetches nothing).
-  let cursor = '', loading = false, shown = 0;
+  // then hidden, and a click that still arrives fetches nothing). The API
+  // pages in its own order (by id): the rows loaded are shown sorted by
+  // scope, which is the whole list unless it has more than a page.
+  let cursor = '', loading = false;
+  const loaded = [];
   async function page() {
     if (loading) return;
     loading = more.disabled = true;
-    const q = { limit: 100, cursor };
+    const q = { limit: RULES_PAGE, cursor };
     for (const f of filters) q[f] = p.get(f) || '';
     let data;
     try {
@@ -325,22 +355,14 @@ async function rulesPage() {
     } finally {
       loading = more.disabled = false;
     }
-    if (data.rules.length) tbody.querySelector('tr.empty')?.remove();
-    for (const r of data.rules) {
-      tbody.append(labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
-        h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
-        h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
-        h('td', { class: 'desc' }, r.description || ''),
-        h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
-        h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'),
-        h('td', { class: 'num' }, r.version),
-        h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
-          h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS));
-    }
-    shown += data.rules.length;
+    loaded.push(...data.rules);
+    loaded.sort(byScope);
+    if (loaded.length) tbody.replaceChildren(...loaded.map(r => ruleRow(r, plans)));
     cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
-    status.textContent = shown ? shown + (cursor ? ' shown; More loads the next 100.' : ' rules.') : '';
+    status.textContent = !loaded.length ? '' : cursor
+      ? `${loaded.length} rules loaded, sorted among themselves; More loads the next ${RULES_PAGE}.`
+      : `${loaded.length} rules.`;
   }
   more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
