@@ -27,10 +27,10 @@ func TestStatsRoute(t *testing.T) {
 		return resp.StatusCode, []byte(resp.Body)
 	}
 
-	var rep stats.Report
+	var rep admin.StatsResponse
 	resp, _ := h(context.Background(), withQuery(event(admin.RouteStats, nil, ""), "window", "5m", "top", "1"))
 	want(t, resp, 200, &rep)
-	if rep.Source != "in-process" || rep.Window != "5m0s" || len(rep.Rules) != 1 || rep.Rules[0].Rule != "r1" || rep.Rules[0].Denied != 3 ||
+	if rep.Source != "in-process" || rep.Window != "5m0s" || rep.MaxWindow != "15m" || len(rep.Rules) != 1 || rep.Rules[0].Rule != "r1" || rep.Rules[0].Denied != 3 ||
 		len(rep.Subjects) != 1 || rep.Subjects[0].Subject != "aa11" || len(rep.Series) != 5 {
 		t.Errorf("GET /stats?window=5m&top=1 = %+v", rep)
 	}
