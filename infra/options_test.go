@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -395,5 +396,200 @@ func TestSharedDeployment(t *testing.T) {
 	}
 	if len(granted) != 3 {
 		t.Errorf("the authorizer may read %v, want the three secrets", granted)
+	}
+}
+
+// TestAlarmsNotify: every alarm of every variant notifies the topic, in
+// ALARM and back to OK: an alarm without an action pages nobody. The
+// fail-closed and breaker alarms exist, and the 5XX alarms cover the APIs
+// the authorizer protects: the demo API and those named.
+func TestAlarmsNotify(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		topic := map[string]any{"Ref": logicalIDOr(js, "AWS::SNS::Topic", "AlarmTopic")}
+		if v == lean {
+			topic = nil
+		}
+		metrics := map[string]int{}
+		var apiNames []string
+		for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+			for _, key := range []string{"AlarmActions", "OKActions"} {
+				acts := list(r.Props[key])
+				want := any(topic)
+				if v == lean {
+					want = variantProps(lean).AlarmTopicArn
+				}
+				if len(acts) != 1 || !cmp.Equal(acts[0], want) {
+					t.Errorf("%s: alarm %s %s = %v, want [%v]", v, r.ID, key, acts, want)
+				}
+			}
+			b, _ := json.Marshal(r.Props)
+			for _, m := range []string{"FailOpen", "FailClosed", "BreakerOpen", "5XXError", "Throttles", "Duration"} {
+				if strings.Contains(string(b), `"MetricName":"`+m+`"`) {
+					metrics[m]++
+				}
+			}
+			if r.Props["MetricName"] == "5XXError" {
+				for _, d := range list(r.Props["Dimensions"]) {
+					apiNames = append(apiNames, fmt.Sprint(d.(map[string]any)["Value"]))
+				}
+			}
+		}
+		want5xx := 1
+		if v == lean {
+			want5xx = len(variantProps(lean).ProtectedAPINames)
+			if diff := cmp.Diff(variantProps(lean).ProtectedAPINames, apiNames, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("lean: 5XX alarms' APIs (-want +got):\n%s", diff)
+			}
+		}
+		for m, n := range map[string]int{"FailOpen": 1, "FailClosed": 1, "BreakerOpen": 1, "5XXError": want5xx, "Throttles": 1, "Duration": 1} {
+			if metrics[m] != n {
+				t.Errorf("%s: alarms on %s = %d, want %d", v, m, metrics[m], n)
+			}
+		}
+	}
+	_, js := synth(t, jwt)
+	subs := resources(js, "AWS::SNS::Subscription")
+	if len(subs) != 1 || subs[0].Props["Protocol"] != "email" || subs[0].Props["Endpoint"] != variantProps(jwt).AlarmEmail {
+		t.Errorf("jwt: subscriptions = %v, want the alarm e-mail", subs)
+	}
+	_, js = synth(t, full)
+	for _, r := range resources(js, "AWS::SNS::Topic") {
+		b, _ := json.Marshal(resources(js, "AWS::SNS::TopicPolicy"))
+		if !strings.Contains(string(b), `"aws:SecureTransport":"false"`) {
+			t.Errorf("topic %s: no policy denies requests without TLS", r.ID)
+		}
+	}
+}
+
+// logicalIDOr returns the id of the one resource of typ whose id starts
+// with prefix, or "".
+func logicalIDOr(js map[string]any, typ, prefix string) string {
+	for _, r := range resources(js, typ) {
+		if strings.HasPrefix(r.ID, prefix) {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// TestPlatformDefaults: what a platform team expects of the stack by
+// default, and its switches.
+func TestPlatformDefaults(t *testing.T) {
+	_, js := synth(t, full)
+	// Security Hub EC2.2: the VPC's default group has no rules.
+	if len(resources(js, "Custom::VpcRestrictDefaultSG")) != 1 {
+		t.Error("full: the VPC's default security group is not restricted")
+	}
+	if rgs := resources(js, "AWS::ElastiCache::ReplicationGroup"); len(rgs) != 1 || rgs[0].Props["CacheNodeType"] != defaultRedisNodeType ||
+		strings.Contains(defaultRedisNodeType, ".t") {
+		t.Errorf("full: replication group %v, want %s (not burstable)", rgs, defaultRedisNodeType)
+	}
+	clusters := resources(js, "AWS::RDS::DBCluster")
+	if len(clusters) != 1 || clusters[0].Props["BackupRetentionPeriod"] != 7.0 || clusters[0].Props["DeletionProtection"] != false {
+		t.Errorf("full: cluster backup retention, deletion protection = %v, %v; want 7, false",
+			clusters[0].Props["BackupRetentionPeriod"], clusters[0].Props["DeletionProtection"])
+	}
+	if len(resources(js, "AWS::ApiGateway::Account")) != 1 {
+		t.Error("full: no API Gateway account logging role")
+	}
+
+	_, js = synth(t, lean)
+	for typ, want := range map[string]int{"AWS::ApiGateway::Account": 0, "AWS::ApiGateway::RestApi": 1, "AWS::SNS::Topic": 0} {
+		if n := len(resources(js, typ)); n != want {
+			t.Errorf("lean: %d %s, want %d", n, typ, want)
+		}
+	}
+	clusters = resources(js, "AWS::RDS::DBCluster")
+	if len(clusters) != 1 || clusters[0].Props["BackupRetentionPeriod"] != 14.0 || clusters[0].Props["DeletionProtection"] != true {
+		t.Errorf("lean: cluster = %v, want backup retention 14 and deletion protection", clusters)
+	}
+	if rgs := resources(js, "AWS::ElastiCache::ReplicationGroup"); len(rgs) != 1 || rgs[0].Props["CacheNodeType"] != "cache.r7g.large" {
+		t.Errorf("lean: replication group %v, want cache.r7g.large", rgs)
+	}
+}
+
+// TestExecutionLogs: API Gateway's execution log group of each stage
+// (API-Gateway-Execution-Logs_<api id>/<stage>) is the stack's, kept a
+// month and deleted with it, and exists before the stage; so is the
+// provider framework's.
+func TestExecutionLogs(t *testing.T) {
+	for _, v := range []variant{full, lean} {
+		_, js := synth(t, v)
+		all, _ := js["Resources"].(map[string]any)
+		stages := resources(js, "AWS::ApiGateway::Stage")
+		groups := map[string]string{} // rest api id → log group id
+		for _, lg := range resources(js, "AWS::Logs::LogGroup") {
+			b, _ := json.Marshal(lg.Props["LogGroupName"])
+			if !strings.Contains(string(b), "API-Gateway-Execution-Logs_") {
+				continue
+			}
+			if !strings.Contains(string(b), `"/","`+stageName+`"`) && !strings.Contains(string(b), `"/`+stageName) {
+				t.Errorf("%s: %s LogGroupName = %s, want the %s stage's", v, lg.ID, b, stageName)
+			}
+			if lg.Props["RetentionInDays"] != 30.0 || all[lg.ID].(map[string]any)["DeletionPolicy"] != "Delete" {
+				t.Errorf("%s: %s retention, deletion = %v, %v; want 30 days, Delete", v, lg.ID, lg.Props["RetentionInDays"], all[lg.ID].(map[string]any)["DeletionPolicy"])
+			}
+			for _, id := range refs(lg.Props["LogGroupName"]) {
+				groups[id] = lg.ID
+			}
+		}
+		for _, st := range stages {
+			api := refID(st.Props["RestApiId"])
+			lg, ok := groups[api]
+			deps, _ := all[st.ID].(map[string]any)["DependsOn"].([]any)
+			if !ok || !slices.Contains(deps, any(lg)) {
+				t.Errorf("%s: stage %s of %s: execution log group %q, DependsOn %v; want the group, before the stage", v, st.ID, api, lg, deps)
+			}
+		}
+		if len(groups) != len(stages) {
+			t.Errorf("%s: %d execution log groups for %d stages", v, len(groups), len(stages))
+		}
+		var provider bool
+		for _, fn := range resources(js, "AWS::Lambda::Function") {
+			if envOf(fn)["USER_ON_EVENT_FUNCTION_ARN"] != nil {
+				lc, _ := fn.Props["LoggingConfig"].(map[string]any)
+				id := refs(lc["LogGroup"])
+				provider = len(id) == 1 && all[id[0]].(map[string]any)["Properties"].(map[string]any)["RetentionInDays"] == 30.0
+			}
+		}
+		if !provider {
+			t.Errorf("%s: the provider framework's function logs to no log group of the stack with a retention", v)
+		}
+	}
+}
+
+// TestTemplateLint: cdk.json's @aws-cdk/core:validateAgainstDefaultRules
+// checks each synthesized template against the CloudFormation resource
+// schemas that ship with aws-cdk-lib, and fails the synth on a finding:
+// every variant above passed it. Here a property the schema does not have
+// must fail, or the lint is off.
+func TestTemplateLint(t *testing.T) {
+	if cdkContext["@aws-cdk/core:validateAgainstDefaultRules"] != true {
+		t.Fatal("cdk.json does not set @aws-cdk/core:validateAgainstDefaultRules: templates are not checked")
+	}
+	app := newApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Lint"), nil)
+	awscdk.NewCfnResource(stack, jsii.String("Topic"), &awscdk.CfnResourceProps{
+		Type:       jsii.String("AWS::SNS::Topic"),
+		Properties: &map[string]any{"DisplayName": "x", "Colour": "blue"},
+	})
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		app.Synth(nil)
+		return nil
+	}()
+	if err == nil || !strings.Contains(err.Error(), "ValidationFailed") {
+		t.Fatalf("synth of an AWS::SNS::Topic with a Colour = %v, want the lint's ValidationFailed", err)
+	}
+	// The report names the finding.
+	_, path, _ := strings.Cut(err.Error(), "can be found in: ")
+	report, rerr := os.ReadFile(strings.TrimSpace(path))
+	if rerr != nil || !strings.Contains(string(report), "'Colour' was unexpected") {
+		t.Errorf("validation report %s: %v; want the Colour property named in:\n%s", path, rerr, report)
 	}
 }
