@@ -225,3 +225,15 @@ func importSecret(scope constructs.Construct, id, arn string) awssecretsmanager.
 	}
 	return awssecretsmanager.Secret_FromSecretPartialArn(scope, jsii.String(id), jsii.String(arn))
 }
+
+// Vpc is the deployment's VPC, nil when it has none.
+func (d *Deployment) Vpc() awsec2.IVpc { return d.vpc }
+
+// Subnets selects the deployment's subnets, nil without a VPC.
+func (d *Deployment) Subnets() *awsec2.SubnetSelection { return d.subnets }
+
+// SecurityGroups are the groups the deployment's Redis and database proxy
+// admit.
+func (d *Deployment) SecurityGroups() []awsec2.ISecurityGroup {
+	return append([]awsec2.ISecurityGroup(nil), d.groups...)
+}
