@@ -325,7 +325,9 @@ func envOf(r resource) map[string]any {
 	return vars
 }
 
-func allVariants() []variant { return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack} }
+func allVariants() []variant {
+	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack}
+}
 
 func TestAuthorizerResultCacheIsOff(t *testing.T) {
 	for _, v := range allVariants() {
