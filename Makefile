@@ -18,9 +18,14 @@ run: ## build and start the local stack (gateway, admin API, embedded Redis and 
 	$(GO) build -o $(BUILD)/sluice ./cmd/sluice
 	exec $(BUILD)/sluice local $(ARGS)
 
+# NODE is a directory holding Node.js 22 or later (scripts/node.sh installs
+# one from the npm registry when the machine's is older): the CDK CLI and
+# the CDK tests' jsii runtime run on it.
+NODE = $(shell scripts/node.sh)
+
 .PHONY: test
 test: ## install/start Redis and PostgreSQL, then vet and run every test with -race
-	scripts/testenv.sh scripts/test.sh
+	PATH="$(NODE):$$PATH" scripts/testenv.sh scripts/test.sh
 
 .PHONY: bench
 bench: ## run the benchmarks against a private Redis and PostgreSQL
@@ -43,8 +48,13 @@ lint: ## gofmt, go vet and staticcheck
 .PHONY: build
 build: $(FUNCTIONS:%=build-%) ## build every Lambda as bootstrap for linux/arm64 (deploy) and the host arch (tests)
 
-build-%: ## build one Lambda: build/{arm64,host}/<name>/bootstrap
+.PHONY: build-arm64
+build-arm64: $(FUNCTIONS:%=build-arm64-%) ## build every Lambda for linux/arm64 only: what synth and deploy upload
+
+build-arm64-%:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_LAMBDA) -o $(BUILD)/arm64/$*/bootstrap ./functions/$*
+
+build-%: build-arm64-% ## build one Lambda: build/{arm64,host}/<name>/bootstrap
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(HOSTARCH) $(GO) build $(GOFLAGS_LAMBDA) -o $(BUILD)/host/$*/bootstrap ./functions/$*
 
 .PHONY: clean
@@ -55,8 +65,8 @@ clean: ## remove build output
 # node_modules by `npm ci` when missing. Pass extra CLI flags with ARGS,
 # e.g. make deploy ARGS='-c serverlessRedis=true'. (Not CDKFLAGS: the CLI
 # reads every CDK* environment variable as an option.)
-CDK       := npx --no-install cdk
-CDKLOCAL  := npx --no-install cdklocal
+CDK       = PATH="$(NODE):$$PATH" npx --no-install cdk
+CDKLOCAL  = PATH="$(NODE):$$PATH" npx --no-install cdklocal
 LOCALSTACK_REDIS_URL    ?= redis://host.docker.internal:6379
 LOCALSTACK_DATABASE_URL ?= postgres://sluice:sluice@host.docker.internal:5432/sluice?sslmode=disable
 # LocalStack accepts any credentials; a real profile's are kept if set.
@@ -65,15 +75,15 @@ LOCALSTACK_ENV := AWS_ACCESS_KEY_ID=$${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCES
 LOCALSTACK_CTX := -c localstack=true -c 'redisUrl=$(LOCALSTACK_REDIS_URL)' -c 'databaseUrl=$(LOCALSTACK_DATABASE_URL)'
 
 node_modules: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	PATH="$(NODE):$$PATH" npm ci --no-audit --no-fund
 	@touch node_modules
 
 .PHONY: synth
-synth: build node_modules ## synthesize the CloudFormation template into cdk.out/ (builds the Lambdas first)
+synth: build-arm64 node_modules ## synthesize the CloudFormation template into cdk.out/ (builds the linux/arm64 Lambdas first)
 	$(CDK) synth $(ARGS)
 
 .PHONY: diff
-diff: build node_modules ## compare the stack with what is deployed in the current AWS account
+diff: build-arm64 node_modules ## compare the stack with what is deployed in the current AWS account
 	$(CDK) diff $(ARGS)
 
 .PHONY: rds-ca
@@ -81,10 +91,10 @@ rds-ca: ## fetch the Amazon RDS CA bundle the binaries embed (a published versio
 	scripts/rds-ca.sh
 
 .PHONY: deploy
-deploy: rds-ca build node_modules ## build the Lambdas and deploy the stack to the current AWS account (cdk deploy)
+deploy: rds-ca build-arm64 node_modules ## fetch the RDS CA bundle, build the linux/arm64 Lambdas and deploy the stack to the current AWS account (cdk deploy)
 	$(CDK) deploy $(ARGS)
 
 .PHONY: localstack-deploy
-localstack-deploy: build node_modules ## deploy to a running LocalStack with cdklocal, using LOCALSTACK_REDIS_URL and LOCALSTACK_DATABASE_URL
+localstack-deploy: build-arm64 node_modules ## deploy to a running LocalStack with cdklocal, using LOCALSTACK_REDIS_URL and LOCALSTACK_DATABASE_URL
 	$(LOCALSTACK_ENV) $(CDKLOCAL) bootstrap $(LOCALSTACK_CTX) $(ARGS)
 	$(LOCALSTACK_ENV) $(CDKLOCAL) deploy --require-approval never $(LOCALSTACK_CTX) $(ARGS)

@@ -347,6 +347,9 @@ func (h *handler) record(ctx context.Context, req *authorizer.Request, res *auth
 		logDecision(ctx, h.log, req, res, hash, err)
 	}
 	h.m.Record(res)
+	if err != nil && !res.FailOpen {
+		h.m.FailClosed()
+	}
 	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash,
 		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
 }
