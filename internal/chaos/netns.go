@@ -42,7 +42,7 @@ var hostAddrs = []struct {
 	name string
 	last int
 }{
-	{"ctl", 2}, // the harness itself: admin writes, Sentinel and INFO queries
+	{"ctl", 2},                         // the harness itself: admin writes, Sentinel and INFO queries
 	{"r1", 11}, {"r2", 12}, {"r3", 13}, // Redis primary and replicas
 	{"s1", 21}, {"s2", 22}, {"s3", 23}, // Sentinels
 	{"pg", 31},                         // PostgreSQL

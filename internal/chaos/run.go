@@ -329,6 +329,10 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	_ = os.WriteFile(filepath.Join(o.Dir, s.Name+".events.json"), ev, 0o644)
 
 	heal := r.at("heal")
+	fault := r.at("fault")
+	for _, e := range r.events {
+		logf(o.Log, "  %s at +%v", e.Kind, time.Duration(e.At-fault).Round(time.Millisecond))
+	}
 	var ch *Change
 	if changeAck > 0 {
 		ch = &Change{Rule: specs[1].ID, Q: searchRate2, Ready: max(changeAck, heal)}

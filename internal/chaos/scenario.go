@@ -63,9 +63,13 @@ func Scenarios() []Scenario {
 	lost := func(w time.Duration) Bounds { b := none; b.LostWindow = w; return b }
 	return []Scenario{
 		{Name: "latency-50ms", Fault: "+50 ms between d1 and Redis", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
-			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error { return n.Delay(ctx, "d1", 50*time.Millisecond, toRedis...) })},
+			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error {
+				return n.Delay(ctx, "d1", 50*time.Millisecond, toRedis...)
+			})},
 		{Name: "latency-200ms", Fault: "+200 ms between d1 and Redis", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
-			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error { return n.Delay(ctx, "d1", 200*time.Millisecond, toRedis...) })},
+			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error {
+				return n.Delay(ctx, "d1", 200*time.Millisecond, toRedis...)
+			})},
 		{Name: "loss-30", Fault: "30 % packet loss between d1 and Redis", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
 			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error { return n.Loss(ctx, "d1", 0.3, toRedis...) })},
 		{Name: "partition", Fault: "d1 partitioned from Redis for 10 s", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
