@@ -31,13 +31,9 @@ var mayImport = map[string][]string{
 		"internal/limiter", "internal/rules", "internal/stats", "internal/store", "internal/store/memory", "internal/console",
 		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
-	"e2e": {},
-	// The fault harness (make chaos): decision processes built through
-	// app, Sentinel queries, network namespaces; its main only wires.
-	"internal/chaos":           {"internal/app", "internal/authorizer/apigw", "internal/config", "github.com/redis/go-redis/v9", "golang.org/x/sys/"},
-	"internal/chaos/cmd/chaos": {"internal/chaos"},
-	"events":                   {},
-	"internal":                 {}, // this test
+	"e2e":      {},
+	"events":   {},
+	"internal": {}, // this test
 
 	// The public package for embedding Sluice in a team's own Go
 	// authorizer: built through app like a Lambda, answering through the
@@ -90,6 +86,11 @@ var mayImport = map[string][]string{
 	"infra": {"infra/sluice", "internal/admin", "internal/stats/insights", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
 		"github.com/cdklabs/cdk-nag-go/"},
 	"infra/sluice": {"internal/admin", "internal/headers", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
+
+	// The fault harness (make chaos): decision processes built through
+	// app, Sentinel queries, network namespaces; its main only wires.
+	"internal/chaos":           {"internal/app", "internal/authorizer/apigw", "internal/config", "github.com/redis/go-redis/v9", "golang.org/x/sys/"},
+	"internal/chaos/cmd/chaos": {"internal/chaos"},
 }
 
 // domain packages know nothing of Lambda or AWS, not even through what they
