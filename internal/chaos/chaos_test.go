@@ -39,7 +39,7 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 170*time.Second)
 	defer cancel()
 	var log strings.Builder
-	results, err := chaos.Run(ctx, chaos.Options{Dir: t.TempDir(), Self: self, Scenarios: chaos.ShortScenarios(), Log: &log, Durable: false})
+	results, err := chaos.Run(ctx, chaos.Options{Dir: t.TempDir(), Self: self, Scenarios: chaos.ShortScenarios(), Log: &log, Durable: true})
 	t.Log("\n" + log.String())
 	if errors.Is(err, chaos.ErrNoNamespaces) {
 		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {

@@ -92,6 +92,9 @@ type Result struct {
 	// Propagation is the slowest host's time from the change's Ready to
 	// its last decision under the old numbers; -1 when no change was made.
 	Propagation time.Duration
+	// Quota latencies (send to answer) of the default and the durable
+	// quotas' requests, over the whole run: p50 and p99.
+	QuotaP50, QuotaP99, DurableP50, DurableP99 time.Duration
 	// Problems lists every bound the history broke; empty means the run
 	// held every bound.
 	Problems []string
@@ -196,6 +199,7 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 		}
 	}
 
+	res.QuotaP50, res.QuotaP99, res.DurableP50, res.DurableP99 = quotaLatencies(ops, rules)
 	res.Gap = longestGap(ops)
 	if healAt > 0 {
 		res.Recovery = recovery(ops, healAt, time.Second)
@@ -384,4 +388,34 @@ func policyQ(policy, rule string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// quotaLatencies returns the p50 and p99 latency of the answered requests
+// of default quotas, then of durable ones.
+func quotaLatencies(ops []Op, rules []RuleSpec) (p50, p99, d50, d99 time.Duration) {
+	var plain, durable []int64
+	for i := range ops {
+		o := &ops[i]
+		if !o.Answered() {
+			continue
+		}
+		for j := range rules {
+			if r := &rules[j]; r.Quota && r.applies(o) {
+				if r.Durable {
+					durable = append(durable, o.Recv-o.Send)
+				} else {
+					plain = append(plain, o.Recv-o.Send)
+				}
+				break
+			}
+		}
+	}
+	q := func(v []int64, f float64) time.Duration {
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return time.Duration(v[min(len(v)-1, int(f*float64(len(v))))])
+	}
+	return q(plain, 0.5), q(plain, 0.99), q(durable, 0.5), q(durable, 0.99)
 }

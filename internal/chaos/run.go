@@ -73,6 +73,9 @@ func Run(ctx context.Context, o Options) (results []Result, err error) {
 		logf(o.Log, "scenario %s: done in %v: %d decisions, %d fail-open, excess rate %d/%d quota %d/%d durable %d/%d, recovery %v, %d problems",
 			s.Name, time.Since(start).Round(time.Second), res.Decisions, res.FailOpen, res.Rate.Max, res.Rate.Bound,
 			res.Quota.Max, res.Quota.Bound, res.Durable.Max, res.Durable.Bound, res.Recovery.Round(time.Millisecond), len(res.Problems))
+		logf(o.Log, "  quota latency p50/p99: default %v/%v, durable %v/%v; gap %v",
+			res.QuotaP50.Round(10*time.Microsecond), res.QuotaP99.Round(10*time.Microsecond),
+			res.DurableP50.Round(10*time.Microsecond), res.DurableP99.Round(10*time.Microsecond), res.Gap.Round(time.Millisecond))
 		for _, p := range res.Problems {
 			logf(o.Log, "  problem: %s", p)
 		}

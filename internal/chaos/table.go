@@ -29,7 +29,9 @@ func excess(e Excess) string {
 	if e.Checked == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%d / %d", e.Max, e.Bound)
+	// A negative excess is a subject that stayed under its quota: none
+	// admitted beyond.
+	return fmt.Sprintf("%d / %d", max(e.Max, 0), e.Bound)
 }
 
 func ms(d time.Duration) string {
