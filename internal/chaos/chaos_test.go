@@ -22,7 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestChaosShort is the short run of make test: a decision host cut from
-// Redis for 10 s, then the primary killed and replaced by Sentinel, each
+// Redis for 10 s, then the primary killed and replaced by Sentinel (with
+// durable quotas beside the default ones), each
 // under load with a rule changed during the fault; every bound of
 // docs/RELIABILITY.md must hold. It needs root (network namespaces): it
 // skips without, unless SLUICE_REQUIRE_INTEGRATION=1.
@@ -39,7 +40,7 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 170*time.Second)
 	defer cancel()
 	var log strings.Builder
-	results, err := chaos.Run(ctx, chaos.Options{Dir: t.TempDir(), Self: self, Scenarios: chaos.ShortScenarios(), Log: &log, Durable: true})
+	results, err := chaos.Run(ctx, chaos.Options{Dir: t.TempDir(), Self: self, Scenarios: chaos.ShortScenarios(), Log: &log})
 	t.Log("\n" + log.String())
 	if errors.Is(err, chaos.ErrNoNamespaces) {
 		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") == "1" {

@@ -28,8 +28,6 @@ type Options struct {
 	Scenarios []Scenario
 	// Log receives progress lines.
 	Log io.Writer
-	// Durable adds the durable quota rules to every scenario.
-	Durable bool
 }
 
 // Run builds the harness's network and servers, runs every scenario and
@@ -243,7 +241,7 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	if err := c.StartDecide(ctx, DecideOptions{}); err != nil {
 		return Result{}, fmt.Errorf("decide: %w", err)
 	}
-	specs, bodies := scenarioRules(r.api, s.Load, o.Durable)
+	specs, bodies := scenarioRules(r.api, s.Load, s.Durable)
 	for i := range bodies {
 		var created struct {
 			ID string `json:"id"`
@@ -261,7 +259,7 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	for _, h := range decideHosts {
 		targets = append(targets, Target{Host: h, URL: "http://" + hostAddr(c.Net.Host(h), decidePort) + "/check"})
 	}
-	st := streams(o.Durable)
+	st := streams(s.Durable)
 	total := 0.0
 	for _, x := range st {
 		total += x.Rate

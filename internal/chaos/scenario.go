@@ -19,6 +19,11 @@ type Scenario struct {
 	Load, At time.Duration
 	// Bounds are what it promises (docs/RELIABILITY.md).
 	Bounds Bounds
+	// Durable adds durable quotas (and their subjects) beside the default
+	// ones. Only some scenarios have them: an unacknowledged durable
+	// charge costs its connection (WAIT answers after the call's budget),
+	// which changes how the rest of that host's traffic meets the fault.
+	Durable bool
 	// inject makes the fault and ends it, recording the fault, heal and
 	// promoted events; it returns when the fault is over.
 	inject func(ctx context.Context, r *run) error
@@ -80,8 +85,12 @@ func Scenarios() []Scenario {
 			Bounds: lost(replicationLag + demotion), inject: pause(15 * time.Second)},
 		{Name: "kill", Fault: "primary killed; Sentinel promotes a replica", Redis: defaults, Load: 30 * time.Second, At: 5 * time.Second,
 			Bounds: lost(replicationLag), inject: kill},
+		{Name: "kill-durable", Fault: "primary killed, with durable quotas", Redis: defaults, Load: 30 * time.Second, At: 5 * time.Second,
+			Bounds: lost(replicationLag), inject: kill, Durable: true},
 		{Name: "split", Fault: "split brain 15 s: primary + d1 cut from the rest", Redis: defaults, Load: 35 * time.Second, At: 5 * time.Second,
 			Bounds: lost(15*time.Second + demotion), inject: split(15 * time.Second)},
+		{Name: "split-durable", Fault: "split brain 15 s, with durable quotas", Redis: defaults, Load: 35 * time.Second, At: 5 * time.Second,
+			Bounds: lost(15*time.Second + demotion), inject: split(15 * time.Second), Durable: true},
 		{Name: "split-minreplicas", Fault: "split brain 15 s, min-replicas-to-write 1, max-lag 2 s",
 			Redis: RedisOptions{DownAfter: downAfter, MinReplicas: 1, MinReplicasMaxLag: minReplicasLag}, Load: 35 * time.Second, At: 5 * time.Second,
 			Bounds: lost(minReplicasLag + 2*time.Second), inject: split(15 * time.Second)},
@@ -94,7 +103,7 @@ func Scenarios() []Scenario {
 func ShortScenarios() []Scenario {
 	var out []Scenario
 	for _, s := range Scenarios() {
-		if s.Name == "partition" || s.Name == "kill" {
+		if s.Name == "partition" || s.Name == "kill-durable" {
 			out = append(out, s)
 		}
 	}

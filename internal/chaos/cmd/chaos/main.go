@@ -65,7 +65,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), chaos.Stop...)
 	defer stop()
 	start := time.Now()
-	results, err := chaos.Run(ctx, chaos.Options{Dir: dir, Self: self, Scenarios: scenarios, Log: os.Stderr, Durable: true})
+	results, err := chaos.Run(ctx, chaos.Options{Dir: dir, Self: self, Scenarios: scenarios, Log: os.Stderr})
 	fmt.Printf("\n%d scenarios in %v; logs and histories in %s\n\n", len(results), time.Since(start).Round(time.Second), dir)
 	chaos.WriteTable(os.Stdout, results)
 	code := 0
