@@ -118,9 +118,8 @@ func networkFault(d time.Duration, fault func(context.Context, *Nemesis) error) 
 			return err
 		}
 		r.sleep(ctx, d)
-		err := r.nem.Heal(ctx)
-		r.event("heal")
-		return err
+		r.event("heal") // recovery and propagation count from the first rule removed
+		return r.nem.Heal(ctx)
 	}
 }
 
@@ -171,8 +170,8 @@ func split(d time.Duration) func(context.Context, *run) error {
 		r.event("fault")
 		stop := r.watchPromotion(ctx)
 		r.sleep(ctx, d)
-		err := r.nem.Heal(ctx)
 		r.event("heal")
+		err := r.nem.Heal(ctx)
 		stop()
 		return err
 	}
@@ -186,8 +185,7 @@ func pgPartition(d time.Duration) func(context.Context, *run) error {
 			return err
 		}
 		r.sleep(ctx, d)
-		err := r.nem.Heal(ctx)
 		r.event("heal")
-		return err
+		return r.nem.Heal(ctx)
 	}
 }
