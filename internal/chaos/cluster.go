@@ -375,29 +375,6 @@ func (c *Cluster) SentinelMaster(ctx context.Context) string {
 	return best
 }
 
-// Role returns what a data node says it is ("master", "slave") and its
-// replication offset; "" when it does not answer.
-func (c *Cluster) Role(ctx context.Context, h string) (string, int64) {
-	rc := c.redisClient(hostAddr(c.Net.Host(h), redisPort))
-	defer rc.Close()
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	v, err := rc.Info(ctx, "replication").Result()
-	if err != nil {
-		return "", 0
-	}
-	role, off := "", int64(0)
-	for _, l := range strings.Split(v, "\r\n") {
-		if r, ok := strings.CutPrefix(l, "role:"); ok {
-			role = r
-		}
-		if o, ok := strings.CutPrefix(l, "master_repl_offset:"); ok {
-			off, _ = strconv.ParseInt(o, 10, 64)
-		}
-	}
-	return role, off
-}
-
 // StopRedis kills the Redis tier (data nodes and Sentinels).
 func (c *Cluster) StopRedis() {
 	for _, m := range []map[string]*Proc{c.Sentinels, c.Redis} {
