@@ -91,7 +91,7 @@ func NewNet(ctx context.Context) (n *Net, err error) {
 		}
 	}()
 	if out, err := ipCmd(ctx, "netns", "add", n.hub); err != nil {
-		return nil, fmt.Errorf("%w: ip netns add: %v: %s", ErrNoNamespaces, err, out)
+		return nil, fmt.Errorf("%w: ip netns add: %v: %s", ErrNoNamespaces, err, bytes.TrimSpace(out))
 	}
 	n.created = append(n.created, n.hub)
 	steps := [][]string{

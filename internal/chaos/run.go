@@ -39,6 +39,13 @@ func Run(ctx context.Context, o Options) (results []Result, err error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	// Namespaces first: where they cannot be made (not root) the caller
+	// skips, whatever else is missing.
+	n, err := NewNet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer n.Close()
 	bins, err := FindBinaries(o.Self)
 	if err != nil {
 		return nil, err
@@ -46,11 +53,6 @@ func Run(ctx context.Context, o Options) (results []Result, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	n, err := NewNet(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer n.Close()
 	c := NewCluster(n, bins, o.Dir)
 	defer c.Close()
 	logf(o.Log, "network: %d hosts on %s, namespaces %s-*", len(hostAddrs), Subnet, n.run)
