@@ -35,6 +35,11 @@ bench: ## run the benchmarks against a private Redis and PostgreSQL
 soak: ## sluice load against sluice local on a private Redis and PostgreSQL for SOAK_DURATION (10m): RSS, goroutines, over-admission; not part of test
 	scripts/testenv.sh scripts/soak.sh
 
+.PHONY: chaos
+chaos: ## the fault harness (root): every fault of docs/RELIABILITY.md under load on network namespaces, then the table; SCENARIOS=kill,split picks; not part of test
+	$(GO) build -o $(BUILD)/sluice-chaos ./internal/chaos/cmd/chaos
+	scripts/testenv.sh $(BUILD)/sluice-chaos $(if $(SCENARIOS),-scenarios $(SCENARIOS)) $(ARGS)
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
 	scripts/fuzz.sh

@@ -88,6 +88,11 @@ var mayImport = map[string][]string{
 	"infra": {"infra/sluice", "internal/admin", "internal/stats/insights", "migrations", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
 		"github.com/cdklabs/cdk-nag-go/"},
 	"infra/sluice": {"internal/admin", "internal/headers", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
+
+	// The fault harness (make chaos): decision processes built through
+	// app, Sentinel queries, network namespaces; its main only wires.
+	"internal/chaos":           {"internal/app", "internal/authorizer/apigw", "internal/config", "github.com/redis/go-redis/v9", "golang.org/x/sys/"},
+	"internal/chaos/cmd/chaos": {"internal/chaos"},
 }
 
 // domain packages know nothing of Lambda or AWS, not even through what they

@@ -20,6 +20,7 @@ func For(e *rules.Effective) limiter.Bucket {
 		FailClosed:   e.FailureMode == rules.FailClosed,
 		Shadow:       e.Mode == rules.Shadow,
 		MinRemaining: e.MinRemaining,
+		Durable:      e.Durable,
 	}
 	if e.Kind == rules.Quota {
 		b.Window = Window(rules.Period(e.Period))

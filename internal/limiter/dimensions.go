@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -76,11 +77,15 @@ func (l *Limiter) run(ctx context.Context, sd subjectDigest, d *dimCall, cost in
 	default:
 		res, err = l.evalDims(ctx, d, cost, bs)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return reply{}, err
 	}
 	rd := replyReader{s: res}
-	return parseReply(&rd, len(bs))
+	r, perr := parseReply(&rd, len(bs))
+	if perr != nil {
+		return reply{}, perr
+	}
+	return r, err
 }
 
 func sameSubject(d *dimCall, n int) bool {
@@ -105,7 +110,7 @@ func (l *Limiter) evalDims(ctx context.Context, d *dimCall, cost int64, bs []Buc
 		}
 	}
 	c.ctx.arm(ctx, l.timeout)
-	return bucketScript.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
+	return l.script(c, cost, bs)
 }
 
 // runSplit charges the subjects one by one (Redis Cluster; see the top of

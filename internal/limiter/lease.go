@@ -274,7 +274,7 @@ func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h l
 	}
 	var fl int64
 	for _, b := range req.Buckets {
-		if b.Shadow {
+		if b.Shadow || b.Durable {
 			return h, d, nil, false
 		}
 		fl = max(fl, b.MinRemaining)
