@@ -48,4 +48,3 @@ func FuzzBodies(f *testing.F) {
 		}
 	})
 }
-

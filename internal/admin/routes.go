@@ -187,4 +187,3 @@ func badText(v string) string {
 	}
 	return ""
 }
-
