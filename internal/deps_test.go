@@ -42,7 +42,7 @@ var mayImport = map[string][]string{
 		"github.com/aws/aws-lambda-go/events", "github.com/redis/go-redis/v9"},
 
 	// The composition root: everything below.
-	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
+	"internal/app": {"internal/admin", "internal/lambdahttp", "internal/authorizer", "internal/authorizer/apigw",
 		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",
 		"internal/store/postgres", "internal/store/redissnapshot", "internal/stats",
 		"migrations", // the migrate handler tells a rollback by the migrations' digest
@@ -55,15 +55,16 @@ var mayImport = map[string][]string{
 
 	// The domain: no Lambda, no AWS.
 	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
+	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/lambdahttp", "internal/stats", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {"github.com/go-jose/go-jose/v4", "github.com/hashicorp/golang-lru/v2"},
 	"internal/headers":          {},
 	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi", "internal/stats", "internal/console"},
-	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
-	"internal/httpapi":          {"internal/rules"},
-	"internal/bucket":           {"internal/rules", "internal/limiter"},
-	"internal/rules":            {},
-	"internal/limiter":          {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
+	// An http.Handler served to Lambda proxy and Function URL events.
+	"internal/lambdahttp": {"internal/httpapi", "github.com/aws/aws-lambda-go/events"},
+	"internal/httpapi":    {"internal/rules"},
+	"internal/bucket":     {"internal/rules", "internal/limiter"},
+	"internal/rules":      {},
+	"internal/limiter":    {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
 	// The web console's embedded files: knows nothing of AWS or the API.
 	"internal/console": {},
 	// Rolling decision counts (sluice local's GET /stats): a leaf.

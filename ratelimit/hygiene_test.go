@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	adminapigw "github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
@@ -191,8 +190,7 @@ func newHygiene(t *testing.T, key string) *hygiene {
 		{"api": sampleAPI, "route": "*", "subject": "*", "limit": 100, "period": "1m"},
 	} {
 		b, _ := json.Marshal(r)
-		resp := e.adm.Admin.Handle(context.Background(), admin.Request{Method: "POST", Path: "/rules",
-			Header: http.Header{"Content-Type": {"application/json"}}, Body: b})
+		resp := serveAdmin(e.adm.Admin, "POST", "/rules", nil, b, "")
 		if resp.Status != http.StatusCreated {
 			t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
 		}
@@ -359,7 +357,7 @@ func (e *hygiene) admin(t *testing.T, method, resource string, subject *string, 
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := adminapigw.Handler(e.adm.Admin, "")(context.Background(), decoded)
+	resp, err := e.adm.AdminHandler("")(context.Background(), decoded)
 	if err != nil {
 		t.Fatal(err)
 	}

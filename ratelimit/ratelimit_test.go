@@ -1,10 +1,13 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -45,8 +48,7 @@ func newSetup(t *testing.T) setup {
 	}
 	defer adm.Close()
 	body, _ := json.Marshal(map[string]any{"api": "*", "route": "GET /orders/{id}", "subject": "*", "limit": 2, "period": "1m"})
-	resp := adm.Admin.Handle(context.Background(), admin.Request{Method: "POST", Path: "/rules",
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Actor: "ratelimit-test"})
+	resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test")
 	if resp.Status != http.StatusCreated {
 		t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
 	}
@@ -371,4 +373,27 @@ func TestOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// adminResponse is what the admin handler answered.
+type adminResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// serveAdmin sends one request to the admin http.Handler, in process, as
+// sluice local mounts it: a JSON body when body is not nil, actor recorded
+// in the audit log.
+func serveAdmin(svc *admin.Service, method, path string, query url.Values, body []byte, actor string) adminResponse {
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	svc.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return actor }}).ServeHTTP(w, r)
+	return adminResponse{Status: w.Code, Header: w.Header(), Body: w.Body.Bytes()}
 }

@@ -64,14 +64,13 @@ func (d deployment) createRule(t *testing.T) {
 }
 
 // call sends one request to the deployment's admin API.
-func (d deployment) call(t *testing.T, method, path string, query url.Values, body any) admin.Response {
+func (d deployment) call(t *testing.T, method, path string, query url.Values, body any) adminResponse {
 	t.Helper()
-	req := admin.Request{Method: method, Path: path, Query: query, Header: http.Header{}, Actor: "ratelimit-key-test"}
+	var b []byte
 	if body != nil {
-		req.Body, _ = json.Marshal(body)
-		req.Header.Set("Content-Type", "application/json")
+		b, _ = json.Marshal(body)
 	}
-	return d.adm.Admin.Handle(context.Background(), req)
+	return serveAdmin(d.adm.Admin, method, path, query, b, "ratelimit-key-test")
 }
 
 // limiter builds an embedded Limiter next to the deployment: its Redis,

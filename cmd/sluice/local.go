@@ -29,8 +29,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/headers"
@@ -307,9 +307,11 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 		token, generated = "sl_"+hex.EncodeToString(b[:]), true
 	}
 
-	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
+	// The admin and check Lambdas' own http.Handlers: the functions run
+	// them through internal/lambdahttp, local mounts them as they are.
+	adminHandler := a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return adminActor }})
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
-	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
+	mux.Handle("/admin/check", requireToken(token, a.Check))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin/token", requireToken(token, devTokenHandler(c.dev)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
@@ -419,25 +421,6 @@ func catchUp(ctx context.Context, mig *app.App, a *app.App, c localConfig) {
 		a.Log.Warn("database still unreachable; retrying", slog.Duration("in", min(2*wait, 30*time.Second)), slog.Any("error", err))
 		wait = min(2*wait, 30*time.Second)
 	}
-}
-
-// checkHandler serves the check API (POST /check) over net/http with the
-// check Lambda's code: the body is read up to one byte past the limit, so
-// an oversized one still gets its 413-style problem from Serve.
-func checkHandler(check *authapigw.Check) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, authapigw.MaxCheckBody+1))
-		if err != nil {
-			http.Error(w, "the request body could not be read", http.StatusBadRequest)
-			return
-		}
-		status, hdr, out := check.Serve(r.Context(), r.Method, string(body), false)
-		for k, v := range hdr {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(status)
-		w.Write(out) //nolint:errcheck // the client has gone
-	})
 }
 
 // expireMiniredis makes the embedded Redis expire keys in real time, to

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -17,7 +16,7 @@ func TestStatsRoute(t *testing.T) {
 		st.Record(stats.Decision{Rule: "r1", API: "demo", SubjectHash: "aa11"})
 	}
 	st.Record(stats.Decision{Rule: "r2", API: "demo", Allowed: true})
-	h := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: st}), admin.RouteStats)
+	h := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: st}), admin.RouteStats)
 	get := func(kv ...string) (int, []byte) {
 		t.Helper()
 		resp, err := h(context.Background(), withQuery(event(admin.RouteStats, nil, ""), kv...))
@@ -67,7 +66,7 @@ func TestStatsRoute(t *testing.T) {
 	}
 
 	// Without a source: 503, but a bad window is still the client's 400.
-	none := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{}), admin.RouteStats)
+	none := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{}), admin.RouteStats)
 	resp, _ = none(context.Background(), event(admin.RouteStats, nil, ""))
 	wantProblem(t, resp, 503)
 	resp, _ = none(context.Background(), withQuery(event(admin.RouteStats, nil, ""), "window", "x"))
@@ -85,7 +84,7 @@ func (slowStats) TopContributors(ctx context.Context, _ time.Duration, _ int) (s
 
 func TestStatsSourceTimeout(t *testing.T) {
 	t.Parallel()
-	h := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: slowStats{}}), admin.RouteStats)
+	h := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: slowStats{}}), admin.RouteStats)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	resp, _ := h(ctx, withQuery(event(admin.RouteStats, nil, ""), "window", "60m"))

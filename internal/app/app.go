@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,11 +23,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	adminapigw "github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
@@ -339,14 +340,25 @@ func (a *App) statsOnly(cfg config.Config, src admin.StatsReader) {
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route
-// constant) for lambda.Start; route "" serves every route from one
-// function. It needs the Administer part.
+// constant) for lambda.Start: the admin http.Handler serving that route
+// alone, run through internal/lambdahttp. The path is built from the
+// route's own resource template and the event's path parameters, so the
+// function answers under any base path or resource name, and any other
+// method gets 405. The audit log names the IAM caller. route "" serves
+// every route from one function, routing on the event's resource. It
+// needs the Administer part.
 func (a *App) AdminHandler(route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	if a.Admin == nil {
 		// A main that forgot Administer: a bug, found at its first cold start.
 		panic("app: AdminHandler needs the Administer part")
 	}
-	return adminapigw.Handler(a.Admin, route)
+	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
+	var resource string
+	if route != "" {
+		o.Routes = []string{route}
+		_, resource, _ = strings.Cut(route, " ")
+	}
+	return lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
 }
 
 // Close stops the rules cache's background work and closes the clients the

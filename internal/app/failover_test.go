@@ -108,13 +108,13 @@ func probe(t *testing.T, a *app.App) authorizer.Result {
 
 // adminCall makes one admin request through the Service, as the admin
 // Lambdas do.
-func adminCall(svc *admin.Service, method, path string, hdr http.Header, body any) admin.Response {
+func adminCall(svc *admin.Service, method, path string, hdr http.Header, body any) adminResponse {
 	b, _ := json.Marshal(body)
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	hdr.Set("Content-Type", "application/json")
-	return svc.Handle(context.Background(), admin.Request{Method: method, Path: path, Header: hdr, Body: b, Actor: "failover-test"})
+	return serveAdmin(svc, method, path, hdr, b, "failover-test")
 }
 
 // TestFailoverPostgresRestart stops the rules database mid-load: decisions

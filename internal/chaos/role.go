@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -84,8 +84,8 @@ func runDecide(ctx context.Context) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.Handle("POST /check", checkHandler(a.Check))
-	mux.Handle("/admin/", http.StripPrefix("/admin", a.Admin.HTTPHandler(func(*http.Request) string { return "chaos" })))
+	mux.Handle("POST /check", a.Check) // the check Lambda's handler, as sluice local mounts it
+	mux.Handle("/admin/", http.StripPrefix("/admin", a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "chaos" }})))
 	srv := &http.Server{Addr: os.Getenv(decideAddrVar), Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
@@ -117,22 +117,4 @@ func migrate(ctx context.Context, cfg config.Config, name string) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// checkHandler serves POST /check with the check Lambda's code, as
-// sluice local does.
-func checkHandler(check *authapigw.Check) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, authapigw.MaxCheckBody+1))
-		if err != nil {
-			http.Error(w, "the request body could not be read", http.StatusBadRequest)
-			return
-		}
-		status, hdr, out := check.Serve(r.Context(), r.Method, string(body), false)
-		for k, v := range hdr {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(status)
-		w.Write(out) //nolint:errcheck // the client has gone
-	})
 }
