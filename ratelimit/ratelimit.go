@@ -126,7 +126,6 @@ type Options struct {
 // invocations.
 type Limiter struct {
 	app *app.App
-	key string
 	// keyOK is set once the subject hash key was found to be the one
 	// recorded for the buckets (or was recorded as it); keyErr holds the
 	// mismatch once found, and every later call is refused with it.
@@ -210,6 +209,13 @@ func parseSubject(s string) (string, error) {
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
+	// The wrapped handler is the upstream authorizer, run in process: the
+	// subject is read of its answer by the sources the Lambda's
+	// UPSTREAM_AUTHORIZER chaining reads it with (one path, apigw's).
+	cfg.SubjectSources = []identity.Source{{Kind: identity.SourcePrincipal}}
+	if key != "" {
+		cfg.SubjectSources = []identity.Source{{Kind: identity.SourceContext, Name: key}}
+	}
 	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	if fn == "" {
 		fn = "ratelimit"
@@ -218,7 +224,7 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := &Limiter{app: a, key: key}
+	l := &Limiter{app: a}
 	if err := l.checkKey(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -340,7 +346,7 @@ func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
 // h's error passes through unchanged, else chain answers behind h's answer.
 // A subject hash key found to differ from the recorded one (checkKey)
 // fails every request h allowed with that error: API Gateway answers 500.
-func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain func(context.Context, E, R, string) (R, error)) func(context.Context, E) (R, error) {
+func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain func(context.Context, E, R) (R, error)) func(context.Context, E) (R, error) {
 	return func(ctx context.Context, ev E) (R, error) {
 		up, err := h(ctx, ev)
 		if err != nil {
@@ -350,7 +356,7 @@ func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain fun
 			var zero R
 			return zero, err
 		}
-		return chain(ctx, ev, up, l.key)
+		return chain(ctx, ev, up)
 	}
 }
 
