@@ -302,13 +302,13 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 //     trimmed). A missing or empty one, one longer than MaxSubjectLen
 //     bytes or not valid UTF-8, is the error "Unauthorized" (API Gateway
 //     answers 401).
-//   - Within the limit, h's answer is returned with Sluice's context
-//     values (limit, remaining, reset, retryAfter, rateLimitPolicy,
-//     rateLimit, rule, failOpen; docs/authorizer.md) merged into its
-//     context. Over it, the same with the policy replaced by a Deny of the
-//     methodArn: the gateway's ACCESS_DENIED response, which
-//     AddGatewayResponses maps to 429 with Retry-After and the RateLimit
-//     fields.
+//   - Within the limit, the answer is an Allow of the methodArn with h's
+//     principalId and usage plan key, and Sluice's context values (limit,
+//     remaining, reset, retryAfter, rateLimitPolicy, rateLimit, rule,
+//     failOpen; docs/authorizer.md) merged into h's context. Over it, the
+//     same with a Deny of the methodArn: the gateway's ACCESS_DENIED
+//     response, which AddGatewayResponses maps to 429 with Retry-After and
+//     the RateLimit fields.
 //
 // A Limiter whose subject hash key turned out to differ from the one
 // recorded for the buckets (New could not reach Redis to check) answers
@@ -317,8 +317,9 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 //
 // In the merged context Sluice's keys win: h's values under those keys
 // are dropped (no handler can change what a 429 says); every other key of
-// h's reaches the backend unchanged. h's principalId and usage plan key
-// are kept. The authorizer's result cache must be off (TTL 0), as for
+// h's reaches the backend unchanged, but for a value API Gateway refuses in
+// a context (an object, an array, nil), which is dropped. h's principalId
+// (the subject's hash when it has none) and usage plan key are kept. The authorizer's result cache must be off (TTL 0), as for
 // Sluice's own authorizer: a cached Allow spends no tokens.
 func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
 	return wrap(l, h, l.app.Authorizer.ChainREST)
