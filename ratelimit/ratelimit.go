@@ -126,7 +126,6 @@ type Options struct {
 // invocations.
 type Limiter struct {
 	app *app.App
-	key string
 	// keyOK is set once the subject hash key was found to be the one
 	// recorded for the buckets (or was recorded as it); keyErr holds the
 	// mismatch once found, and every later call is refused with it.
@@ -210,6 +209,13 @@ func parseSubject(s string) (string, error) {
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
+	// The wrapped handler is the upstream authorizer, run in process: the
+	// subject is read of its answer by the sources the Lambda's
+	// UPSTREAM_AUTHORIZER chaining reads it with (one path, apigw's).
+	cfg.SubjectSources = []identity.Source{{Kind: identity.SourcePrincipal}}
+	if key != "" {
+		cfg.SubjectSources = []identity.Source{{Kind: identity.SourceContext, Name: key}}
+	}
 	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	if fn == "" {
 		fn = "ratelimit"
@@ -218,7 +224,7 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := &Limiter{app: a, key: key}
+	l := &Limiter{app: a}
 	if err := l.checkKey(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -296,13 +302,13 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 //     trimmed). A missing or empty one, one longer than MaxSubjectLen
 //     bytes or not valid UTF-8, is the error "Unauthorized" (API Gateway
 //     answers 401).
-//   - Within the limit, h's answer is returned with Sluice's context
-//     values (limit, remaining, reset, retryAfter, rateLimitPolicy,
-//     rateLimit, rule, failOpen; docs/authorizer.md) merged into its
-//     context. Over it, the same with the policy replaced by a Deny of the
-//     methodArn: the gateway's ACCESS_DENIED response, which
-//     AddGatewayResponses maps to 429 with Retry-After and the RateLimit
-//     fields.
+//   - Within the limit, the answer is an Allow of the methodArn with h's
+//     principalId and usage plan key, and Sluice's context values (limit,
+//     remaining, reset, retryAfter, rateLimitPolicy, rateLimit, rule,
+//     failOpen; docs/authorizer.md) merged into h's context. Over it, the
+//     same with a Deny of the methodArn: the gateway's ACCESS_DENIED
+//     response, which AddGatewayResponses maps to 429 with Retry-After and
+//     the RateLimit fields.
 //
 // A Limiter whose subject hash key turned out to differ from the one
 // recorded for the buckets (New could not reach Redis to check) answers
@@ -311,8 +317,9 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 //
 // In the merged context Sluice's keys win: h's values under those keys
 // are dropped (no handler can change what a 429 says); every other key of
-// h's reaches the backend unchanged. h's principalId and usage plan key
-// are kept. The authorizer's result cache must be off (TTL 0), as for
+// h's reaches the backend unchanged, but for a value API Gateway refuses in
+// a context (an object, an array, nil), which is dropped. h's principalId
+// (the subject's hash when it has none) and usage plan key are kept. The authorizer's result cache must be off (TTL 0), as for
 // Sluice's own authorizer: a cached Allow spends no tokens.
 func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
 	return wrap(l, h, l.app.Authorizer.ChainREST)
@@ -340,7 +347,7 @@ func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
 // h's error passes through unchanged, else chain answers behind h's answer.
 // A subject hash key found to differ from the recorded one (checkKey)
 // fails every request h allowed with that error: API Gateway answers 500.
-func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain func(context.Context, E, R, string) (R, error)) func(context.Context, E) (R, error) {
+func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain func(context.Context, E, R) (R, error)) func(context.Context, E) (R, error) {
 	return func(ctx context.Context, ev E) (R, error) {
 		up, err := h(ctx, ev)
 		if err != nil {
@@ -350,7 +357,7 @@ func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain fun
 			var zero R
 			return zero, err
 		}
-		return chain(ctx, ev, up, l.key)
+		return chain(ctx, ev, up)
 	}
 }
 

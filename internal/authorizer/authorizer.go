@@ -41,10 +41,10 @@ type Request struct {
 	Query    map[string]string
 	APIKey   string
 	SourceIP string
-	// Upstream is what the upstream authorizer (UPSTREAM_AUTHORIZER) said of
-	// the caller, when it allowed the request: the principal and
-	// context:<key> sources read it, and its context is passed on. Nil
-	// without one.
+	// Upstream is what the upstream authorizer said of the caller, when it
+	// allowed the request (apigw: invoked as UPSTREAM_AUTHORIZER, or run
+	// in process by the ratelimit package): the principal and
+	// context:<key> sources read it. Nil without one.
 	Upstream *identity.UpstreamIdentity
 	// MultiHeaders and MultiQuery are REST APIs' multi-value maps: a
 	// subject header or parameter sent twice is refused (nil for HTTP
@@ -107,10 +107,10 @@ type Result struct {
 	// Cached is set when the limiter's local deny cache denied without a
 	// Redis call.
 	Cached bool
-	// Context holds the verified identity the backend may use, as flat
-	// strings: the upstream authorizer's context, and the claims
-	// jwt:<claim> sources read (ClaimContextKey) over it. Nil when there is
-	// none.
+	// Context holds the verified claims the jwt:<claim> sources read, by
+	// their context keys (ClaimContextKey), for the backend. Nil when there
+	// are none. An upstream authorizer's context is not here: the adapter
+	// answers with it as the upstream gave it (apigw).
 	Context map[string]string
 	// LimiterTime is how long the limiter call took (Redis round trip
 	// included); 0 when there was none (the deny cache denied, or a token
@@ -237,7 +237,6 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		r.Upstream.Apply(&ir)
 	}
 	if subj == "" {
-		var ok bool
 		if a.jwt != nil {
 			// An Authorization header that is present must be one bearer
 			// token that verifies: anything else is 401, never a fall back
@@ -251,7 +250,16 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 			}
 		}
-		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
+		var (
+			from identity.SourceKind
+			f    identity.Finding
+		)
+		if subj, from, f = identity.Find(a.sources, &ir); f != identity.Found {
+			if r.Upstream != nil {
+				// The upstream vouched for the caller: say what its
+				// answer lacks, for the log line of a 401 its owner reads.
+				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, a.upstreamMiss(r.Upstream, from, f))
+			}
 			return Result{}, ErrNoSubject
 		}
 		ctxv = a.verifiedContext(&ir)
@@ -264,9 +272,6 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 	}
 	subj = t.Subject
-	if r.Upstream != nil {
-		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
-	}
 	snap := a.snaps.Snapshot(ctx)
 
 	// Fixed arrays keep the buckets off the heap until the limiter needs

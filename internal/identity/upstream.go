@@ -365,10 +365,10 @@ func (u *Upstream) Len() int {
 func (u *Upstream) Bytes() int64 { return u.bytes.Load() }
 
 // UpstreamIdentity is what an upstream authorizer that allowed the request
-// says of the caller: its principalId and its context, flattened to
-// strings. It is the one place an upstream answer becomes a subject and a
-// context, whatever carried the answer (a Lambda invoke, an in-process
-// authorizer).
+// says of the caller, as the principal and context:<key> sources read it:
+// its principalId and its context, flattened to strings. apigw makes it of
+// every upstream answer, whatever carried the answer (a Lambda invoke, an
+// in-process authorizer).
 type UpstreamIdentity struct {
 	Principal string
 	Context   map[string]string
@@ -425,25 +425,4 @@ func ContextString(v any) (string, bool) {
 // r read.
 func (id UpstreamIdentity) Apply(r *Request) {
 	r.Principal, r.Context = id.Principal, id.Context
-}
-
-// MergeContext returns the context the backend sees: the upstream's
-// values, then ours (verified claims) over them, so both reach the
-// backend and Sluice's own keys keep their meaning. Either may be nil;
-// nil when both are empty.
-func MergeContext(upstream, ours map[string]string) map[string]string {
-	if len(upstream) == 0 {
-		return ours
-	}
-	if len(ours) == 0 {
-		return upstream
-	}
-	out := make(map[string]string, len(upstream)+len(ours))
-	for k, v := range upstream {
-		out[k] = v
-	}
-	for k, v := range ours {
-		out[k] = v
-	}
-	return out
 }

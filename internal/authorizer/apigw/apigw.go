@@ -69,8 +69,9 @@ type Options struct {
 	// subject (by hash), for the admin API's GET /stats (sluice local).
 	Stats *stats.Stats
 	// Upstream, when set, is the authorizer asked first
-	// (UPSTREAM_AUTHORIZER): when it does not allow, the answer is
-	// Unauthorized (401); its Allow names the caller (principal,
+	// (UPSTREAM_AUTHORIZER): its answer takes the path of an in-process
+	// authorizer's (the Chain methods): when it does not allow, the answer
+	// is Unauthorized (401); its Allow names the caller (principal,
 	// context:<key> sources), and its principalId, context and
 	// usageIdentifierKey are passed on. Authorizer handlers only.
 	Upstream *identity.Upstream
@@ -113,30 +114,48 @@ func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
 // when the upstream authorizer did not allow it.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := restRequest(&ev)
-	up, err := h.viaUpstream(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
+	up, err := h.ask(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
 	if err != nil {
 		return events.APIGatewayCustomAuthorizerResponse{}, err
 	}
-	res, ok := h.decide(ctx, &req)
+	return h.answerREST(ctx, &req, ev.MethodArn, up)
+}
+
+// answerREST decides on req, whose route is arn (a methodArn, or an HTTP
+// API's routeArn), behind up, the upstream authorizer's answer (nil
+// without one: behind), and answers with a policy (restResponse). It
+// returns ErrUnauthorized when up does not allow arn or req has no
+// subject. Every policy answer is made here: Sluice's own, and behind an
+// upstream, invoked or in process.
+func (h *handler) answerREST(ctx context.Context, req *authorizer.Request, arn string, up *upstreamAnswer) (events.APIGatewayCustomAuthorizerResponse, error) {
+	if up != nil {
+		if err := h.behind(ctx, up, arn, req); err != nil {
+			return events.APIGatewayCustomAuthorizerResponse{}, err
+		}
+	}
+	res, ok := h.decide(ctx, req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return h.restResponse(&res, &req, ev.MethodArn, up), nil
+	return h.restResponse(&res, req, arn, up), nil
 }
 
-// viaUpstream asks the upstream authorizer, when there is one, about ev
-// (a typed event, encoded as API Gateway sent it), whose route is route:
-// its answer when it allowed (req.Upstream is then set), nil without an
-// upstream, or ErrUnauthorized (see chain).
-func (h *Authorizer) viaUpstream(ctx context.Context, ev any, req *authorizer.Request, route string, stageVariables map[string]string) (*upstreamAnswer, error) {
-	if h.up == nil {
-		return nil, nil
+// answerHTTP is answerREST for an HTTP API with simple responses
+// (simpleResponse): every simple answer is made here.
+func (h *handler) answerHTTP(ctx context.Context, req *authorizer.Request, routeARN string, up *upstreamAnswer) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	if up != nil {
+		if err := h.behind(ctx, up, routeARN, req); err != nil {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
+		}
 	}
-	event, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode event for the upstream authorizer: %w", err)
+	res, ok := h.decide(ctx, req)
+	if !ok {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
 	}
-	return h.chain(ctx, event, upstreamRequest(req, route, stageVariables), req)
+	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+		IsAuthorized: res.Allowed,
+		Context:      h.answerContext(&res, up),
+	}, nil
 }
 
 // restRequest is what the decision reads of a REST API REQUEST event.
@@ -167,22 +186,23 @@ func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer.Re
 	}
 }
 
-// restResponse is the REST answer of res for methodARN. up is the
-// upstream's answer that allowed the request, nil without one: its
-// usageIdentifierKey (a usage plan's key, apiKeySource AUTHORIZER) is
-// kept, on allow and on Sluice's deny alike.
+// restResponse is the REST answer of res for methodARN: an Allow or Deny
+// of it. up is the upstream's answer that allowed the request, nil
+// without one: its principalId (the backend's contract; the subject hash
+// when it has none) and usageIdentifierKey (a usage plan's key,
+// apiKeySource AUTHORIZER) are kept, on allow and on Sluice's deny alike,
+// and its context merged (answerContext).
 func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string, up *upstreamAnswer) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
 	}
-	// The upstream's principalId is the backend's contract: keep it.
 	principal := h.a.SubjectHash(res.Subject)
-	if req.Upstream != nil && req.Upstream.Principal != "" {
-		principal = req.Upstream.Principal
-	}
 	var usageKey string
 	if up != nil {
+		if up.PrincipalID != "" {
+			principal = up.PrincipalID
+		}
 		usageKey = up.UsageIdentifierKey
 	}
 	return events.APIGatewayCustomAuthorizerResponse{
@@ -196,7 +216,7 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 				Resource: []string{methodARN},
 			}},
 		},
-		Context: h.contextValues(res),
+		Context: h.answerContext(res, up),
 	}
 }
 
@@ -207,17 +227,11 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 // upstream authorizer did not allow it.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := httpRequest(&ev)
-	if _, err := h.viaUpstream(ctx, ev, &req, ev.RouteArn, ev.StageVariables); err != nil {
+	up, err := h.ask(ctx, ev, &req, ev.RouteArn, ev.StageVariables)
+	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
-	res, ok := h.decide(ctx, &req)
-	if !ok {
-		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
-	}
-	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
-		IsAuthorized: res.Allowed,
-		Context:      h.contextValues(&res),
-	}, nil
+	return h.answerHTTP(ctx, &req, ev.RouteArn, up)
 }
 
 // httpRoute splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
@@ -279,16 +293,15 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if ev.Version == "2.0" {
 		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
 		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
-		if h.up != nil {
-			if _, err := h.chain(ctx, payload, upstreamRequest(&req, ev.RouteArn, ev.StageVariables), &req); err != nil {
-				return nil, err
-			}
+		up, err := h.ask(ctx, payload, &req, ev.RouteArn, ev.StageVariables)
+		if err != nil {
+			return nil, err
 		}
-		res, ok := h.decide(ctx, &req)
-		if !ok {
-			return nil, ErrUnauthorized
+		out, err := h.answerHTTP(ctx, &req, ev.RouteArn, up)
+		if err != nil {
+			return nil, err
 		}
-		return json.Marshal(events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: res.Allowed, Context: h.contextValues(&res)})
+		return json.Marshal(out)
 	}
 	if ev.Type != "" && ev.Type != "REQUEST" {
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
@@ -304,26 +317,30 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		APIKey:       rc.Identity.APIKey,
 		SourceIP:     rc.Identity.SourceIP,
 	}
-	var up *upstreamAnswer
-	if h.up != nil {
-		var err error
-		if up, err = h.chain(ctx, payload, upstreamRequest(&req, ev.MethodArn, ev.StageVariables), &req); err != nil {
-			return nil, err
-		}
+	up, err := h.ask(ctx, payload, &req, ev.MethodArn, ev.StageVariables)
+	if err != nil {
+		return nil, err
 	}
-	res, ok := h.decide(ctx, &req)
-	if !ok {
-		return nil, ErrUnauthorized
+	out, err := h.answerREST(ctx, &req, ev.MethodArn, up)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn, up))
+	return json.Marshal(out)
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
-// ok is false when the request has no subject.
+// ok is false when the request has no subject. Behind an upstream
+// authorizer (req.Upstream) a missing subject is logged at warn, saying
+// what the answer lacks and never a value: the upstream vouched for the
+// caller, so its answer or SUBJECT_SOURCES is wrong.
 func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
 	res, err := h.a.Decide(ctx, req)
 	if errors.Is(err, authorizer.ErrNoSubject) {
 		h.m.Unauthorized()
+		if req.Upstream != nil {
+			h.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
+				slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
+		}
 		return res, false
 	}
 	h.record(ctx, req, &res, err)
@@ -402,6 +419,17 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 	log.LogAttrs(ctx, level, msg, attrs...)
 }
 
+// answerContext is the context of an authorizer answer of r: Sluice's
+// own values (contextValues), merged behind an upstream with the context
+// of its answer up (mergeContext); nil up: Sluice's alone.
+func (h *handler) answerContext(r *authorizer.Result, up *upstreamAnswer) map[string]any {
+	v := h.contextValues(r)
+	if up != nil {
+		v = mergeContext(v, up.Context)
+	}
+	return v
+}
+
 // contextValues are the authorizer context: strings, numbers and booleans
 // only, every key always present so gateway mappings never miss one, and
 // the keys of the chosen header dialects beyond them (KeyResetAt).
@@ -417,8 +445,8 @@ func (h *handler) contextValues(r *authorizer.Result) map[string]any {
 		KeyRule:            r.Rule,
 		KeyFailOpen:        r.FailOpen,
 	}
-	// The verified identity (claims, an upstream authorizer's context),
-	// without overwriting the rate-limit keys the gateway responses read.
+	// The verified claims, without overwriting the rate-limit keys the
+	// gateway responses read.
 	for k, x := range r.Context {
 		if _, taken := v[k]; !taken {
 			v[k] = x

@@ -41,17 +41,26 @@ type fixture struct {
 	emf   *bytes.Buffer
 	m     *apigw.Metrics
 	stats *stats.Stats
+	a     *authorizer.Authorizer // the decision auth and check share
+	lim   *limiter.Limiter
 }
 
 func newFixture(t *testing.T) fixture {
+	t.Helper()
+	return newFixtureWith(t, authorizer.Options{})
+}
+
+// newFixtureWith is newFixture with the decision's options ao (its subject
+// sources).
+func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 	t.Helper()
 	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
-	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}
+	a := authorizer.New(snaps{snap}, lim, ao)
+	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, a: a, lim: lim}
 	f.m = apigw.NewMetrics(apigw.MetricsOptions{W: f.emf, Function: "test", Interval: time.Hour})
 	f.stats = stats.New(stats.Options{})
 	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m, Stats: f.stats}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/identity"
 )
@@ -24,14 +26,42 @@ import (
 // Unauthorized stays 401; an answer Sluice cannot read is logged at error
 // and answered 401 too, so that it never grants.
 
-// upstreamAnswer is the union of what an upstream authorizer may answer: a
-// REST API (or HTTP API IAM-policy) response, or an HTTP API simple one.
+// upstreamAnswer is an upstream authorizer's answer, the one form Sluice
+// reads it in whoever supplied it: decoded from an invoked Lambda's JSON
+// (UPSTREAM_AUTHORIZER), or made of the typed response of an authorizer
+// run in process (the Chain methods, ratelimit.Wrap*: restAnswer,
+// simpleAnswer, iamAnswer). It is the union of a REST API (or HTTP API
+// IAM policy) response and an HTTP API simple one. behind reads it; the
+// answer built of the decision keeps its principalId, context and
+// usageIdentifierKey (restResponse, simpleResponse).
 type upstreamAnswer struct {
-	PrincipalID        string         `json:"principalId"`
-	PolicyDocument     *Policy        `json:"policyDocument"`
-	IsAuthorized       *bool          `json:"isAuthorized"`
+	PrincipalID    string  `json:"principalId"`
+	PolicyDocument *Policy `json:"policyDocument"`
+	IsAuthorized   *bool   `json:"isAuthorized"`
+	// Context is the upstream's context as it gave it: Go values of an
+	// in-process authorizer, or as encoding/json decodes them.
 	Context            map[string]any `json:"context"`
 	UsageIdentifierKey string         `json:"usageIdentifierKey"`
+}
+
+// restAnswer is the answer of an in-process REST API authorizer.
+func restAnswer(r *events.APIGatewayCustomAuthorizerResponse) *upstreamAnswer {
+	p := policyOf(r.PolicyDocument)
+	return &upstreamAnswer{PrincipalID: r.PrincipalID, PolicyDocument: &p, Context: r.Context, UsageIdentifierKey: r.UsageIdentifierKey}
+}
+
+// simpleAnswer is the answer of an in-process HTTP API authorizer with
+// simple responses.
+func simpleAnswer(r *events.APIGatewayV2CustomAuthorizerSimpleResponse) *upstreamAnswer {
+	ok := r.IsAuthorized
+	return &upstreamAnswer{IsAuthorized: &ok, Context: r.Context}
+}
+
+// iamAnswer is the answer of an in-process HTTP API authorizer with IAM
+// policy responses.
+func iamAnswer(r *events.APIGatewayV2CustomAuthorizerIAMPolicyResponse) *upstreamAnswer {
+	p := policyOf(r.PolicyDocument)
+	return &upstreamAnswer{PrincipalID: r.PrincipalID, PolicyDocument: &p, Context: r.Context}
 }
 
 // allows reports whether a allows resource (the methodArn or routeArn):
@@ -47,15 +77,47 @@ func (a *upstreamAnswer) allows(resource string) (bool, error) {
 	return false, errors.New("neither policyDocument nor isAuthorized")
 }
 
-// chain asks the upstream authorizer about event (the payload API Gateway
-// sent) for ur (ur.Route is the methodArn, or the routeArn of an HTTP
-// API). When the upstream allowed, it sets req.Upstream to the caller's
-// identity and returns the answer; otherwise it returns ErrUnauthorized
-// (the upstream said Unauthorized, did not allow, or answered what Sluice
-// cannot read). A failure of the upstream is another error (API Gateway
-// answers 500, as it would for the upstream alone).
-func (h *Authorizer) chain(ctx context.Context, event []byte, ur *identity.UpstreamRequest, req *authorizer.Request) (*upstreamAnswer, error) {
-	raw, err := h.up.Authorize(ctx, ur, event)
+// behind is the one path of an upstream's answer a, whoever supplied it,
+// for req, whose route (methodArn or routeArn) is route. When a allows
+// route it sets req.Upstream to what a says of the caller, which the
+// principal and context:<key> sources read (authorizer.Decide: the one
+// subject hygiene), and returns nil. Otherwise it returns ErrUnauthorized
+// (401, never a rate limit's Deny: see above), logged as an upstream
+// denial, or at error when a is an answer Sluice cannot evaluate.
+func (h *handler) behind(ctx context.Context, a *upstreamAnswer, route string, req *authorizer.Request) error {
+	allowed, err := a.allows(route)
+	switch {
+	case err != nil:
+		h.upstreamRefused(ctx, req, fmt.Errorf("upstream authorizer answer: %w", err))
+		return ErrUnauthorized
+	case !allowed:
+		h.upstreamDenied(ctx, req)
+		return ErrUnauthorized
+	}
+	id := identity.NewUpstreamIdentity(a.PrincipalID, a.Context)
+	req.Upstream = &id
+	return nil
+}
+
+// ask invokes the upstream authorizer (UPSTREAM_AUTHORIZER), when there is
+// one, with ev for req, whose route is route, and returns its answer,
+// through behind: nil without an upstream; ErrUnauthorized when it said
+// Unauthorized, did not allow, or answered what Sluice cannot read. A
+// failure of the upstream is another error (API Gateway answers 500, as
+// it would for the upstream alone). ev is the payload API Gateway sent
+// ([]byte), or a typed event, encoded as API Gateway sent it.
+func (h *Authorizer) ask(ctx context.Context, ev any, req *authorizer.Request, route string, stageVariables map[string]string) (*upstreamAnswer, error) {
+	if h.up == nil {
+		return nil, nil
+	}
+	event, ok := ev.([]byte)
+	if !ok {
+		var err error
+		if event, err = json.Marshal(ev); err != nil {
+			return nil, fmt.Errorf("encode event for the upstream authorizer: %w", err)
+		}
+	}
+	raw, err := h.up.Authorize(ctx, upstreamRequest(req, route, stageVariables), event)
 	switch {
 	case errors.Is(err, identity.ErrUpstreamUnauthorized):
 		h.m.Unauthorized()
@@ -64,21 +126,34 @@ func (h *Authorizer) chain(ctx context.Context, event []byte, ur *identity.Upstr
 		return nil, err
 	}
 	var a upstreamAnswer
-	allowed, err := false, json.Unmarshal(raw, &a)
-	if err == nil {
-		allowed, err = a.allows(ur.Route)
-	}
-	if err != nil {
+	if err := json.Unmarshal(raw, &a); err != nil {
 		h.upstreamRefused(ctx, req, fmt.Errorf("upstream authorizer answer: %w", err))
 		return nil, ErrUnauthorized
 	}
-	if !allowed {
-		h.upstreamDenied(ctx, req)
-		return nil, ErrUnauthorized
+	if err := h.behind(ctx, &a, route, req); err != nil {
+		return nil, err
 	}
-	id := identity.NewUpstreamIdentity(a.PrincipalID, a.Context)
-	req.Upstream = &id
 	return &a, nil
+}
+
+// mergeContext is the context of an answer: Sluice's own values (own:
+// the rate-limit keys and verified claims, contextValues) over the
+// upstream's as it gave them, strings, numbers and booleans kept as such.
+// Sluice's keys win: an upstream value under one of them (limit,
+// retryAfter, rateLimit, …) is dropped, so no upstream can change what a
+// 429 says or what the backend reads as its limits. An upstream value API
+// Gateway refuses in a context (an object, an array, null) is dropped too.
+// It adds to own and returns it; upstream is not modified.
+func mergeContext(own, upstream map[string]any) map[string]any {
+	for k, v := range upstream {
+		if _, taken := own[k]; taken {
+			continue
+		}
+		if _, ok := identity.ContextString(v); ok {
+			own[k] = v
+		}
+	}
+	return own
 }
 
 // upstreamRequest is what the upstream's cache key reads of req, whose
