@@ -295,10 +295,10 @@ func TestCheck(t *testing.T) {
 	}
 
 	for _, bad := range []string{
-		"| `a` | x | internal/b | |",      // an allowance without backquotes
-		"| a | x | — | |",                 // a package without backquotes
-		"| `a` | x | — | maybe |",         // an unknown last cell
-		"| `a` | x | — |",                 // a missing cell
+		"| `a` | x | internal/b | |",           // an allowance without backquotes
+		"| a | x | — | |",                      // a package without backquotes
+		"| `a` | x | — | maybe |",              // an unknown last cell
+		"| `a` | x | — |",                      // a missing cell
 		"| `a` | x | — | |\n| `a` | y | — | |", // a duplicate row
 	} {
 		if _, err := readTable(bufio.NewScanner(strings.NewReader("<!-- deps:begin -->\n" + bad + "\n<!-- deps:end -->"))); err == nil {
