@@ -18,8 +18,12 @@ run: ## build and start the local stack (gateway, admin API, embedded Redis and 
 	$(GO) build -o $(BUILD)/sluice ./cmd/sluice
 	exec $(BUILD)/sluice local $(ARGS)
 
+.PHONY: check
+check: ## the quick tier: vet, every test with -short, -race only where concurrency is tested (private Redis and PostgreSQL)
+	scripts/testenv.sh scripts/check.sh
+
 .PHONY: test
-test: ## install/start Redis and PostgreSQL, then vet and run every test with -race
+test: ## install/start Redis and PostgreSQL, then vet and run every test with -race: the CI gate
 	scripts/testenv.sh scripts/test.sh
 
 .PHONY: bench
