@@ -23,8 +23,12 @@ run: ## build and start the local stack (gateway, admin API, embedded Redis and 
 # the CDK tests' jsii runtime run on it.
 NODE = $(shell scripts/node.sh)
 
+.PHONY: check
+check: ## the quick tier: vet, every test with -short, -race only where concurrency is tested (private Redis and PostgreSQL)
+	PATH="$(NODE):$$PATH" scripts/testenv.sh scripts/check.sh
+
 .PHONY: test
-test: ## install/start Redis and PostgreSQL, then vet and run every test with -race
+test: ## install/start Redis and PostgreSQL, then vet and run every test with -race: the CI gate
 	PATH="$(NODE):$$PATH" scripts/testenv.sh scripts/test.sh
 
 .PHONY: bench

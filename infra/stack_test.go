@@ -213,6 +213,9 @@ var (
 // synth returns the variant's template, synthesized once per test binary.
 func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("synthesizes the stack through jsii (node), minutes on 2 cores: skipped with -short (make check)")
+	}
 	synthMu.Lock()
 	s, ok := synths[v]
 	if !ok {

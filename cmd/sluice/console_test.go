@@ -39,6 +39,9 @@ const screenshotsVar = "SLUICE_UPDATE_SCREENSHOTS"
 // driving one tab, with timeout for the whole test.
 func browser(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives a headless chromium: skipped with -short (make check)")
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(testenv.Chromium(t)),
 		chromedp.Headless,

@@ -31,6 +31,9 @@ const floodSeed = `{"rules": [
 // write: the Redis keys stay at 50 keys + 1 floor, whatever the flood's
 // length. The figures are logged for docs/SECURITY.md.
 func TestLocalRandomKeyFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods sluice local with 2,000 requests: skipped with -short (make check)")
+	}
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	if err := os.WriteFile(seed, []byte(floodSeed), 0o600); err != nil {

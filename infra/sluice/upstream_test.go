@@ -19,6 +19,9 @@ import (
 // upstream's ARN as UPSTREAM_AUTHORIZER and lambda:InvokeFunction on it
 // (and nothing else); with SubjectKey, the secret's ARN and a read grant.
 func TestAuthorizerUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
+	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -72,6 +75,9 @@ func TestAuthorizerUpstream(t *testing.T) {
 // Deny Sluice answers over a limit, is the 429 with Retry-After. API
 // Gateway fixes one status per response type, so the two never share one.
 func TestUpstreamDenialResponse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
+	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)

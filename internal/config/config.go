@@ -275,19 +275,47 @@ func (c Config) LogValue() slog.Value {
 }
 
 // FromEnv reads the configuration through getenv (os.Getenv in mains, a
-// map in tests); an empty value counts as unset. It checks every variable
-// and returns all the problems joined (errors.Join), each naming its
-// variable, along with the settings that did parse.
+// map in tests); an empty value counts as unset. It reads only the
+// variables of Vars, with their defaults from there. It checks every
+// variable and returns all the problems joined (errors.Join), each naming
+// its variable, along with the settings that did parse.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var (
 		c    Config
 		errs []error
 	)
-	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 	fail := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
 	}
-	duration := func(name string, def, lo, hi time.Duration) time.Duration {
+	// get is the variable's value, "" when unset. A name without a row in
+	// Vars is a programming error every test of FromEnv reports, so the
+	// documented table cannot miss a variable the loader reads.
+	get := func(name string) string {
+		if lookupVar(name) == nil {
+			fail(name, "read by config.FromEnv but missing from config.Vars (a bug: add its row)")
+		}
+		return strings.TrimSpace(getenv(name))
+	}
+	// value is get, or the row's default when unset.
+	value := func(name string) string {
+		if v := get(name); v != "" {
+			return v
+		}
+		if row := lookupVar(name); row != nil {
+			return row.Default
+		}
+		return ""
+	}
+	// duration reads a duration from lo to hi; unset, the row's default
+	// (0 when it has none).
+	duration := func(name string, lo, hi time.Duration) time.Duration {
+		var def time.Duration
+		if row := lookupVar(name); row != nil && row.Default != "" {
+			var err error
+			if def, err = time.ParseDuration(row.Default); err != nil {
+				fail(name, "config.Vars default %q is not a duration (a bug)", row.Default)
+			}
+		}
 		v := get(name)
 		if v == "" {
 			return def
@@ -305,15 +333,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	c.LogLevel = slog.LevelInfo
-	if v := get("LOG_LEVEL"); v != "" {
+	if v := value("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			fail("LOG_LEVEL", "%q is not one of debug, info, warn, error", v)
 		}
 	}
 
 	c.RedisMode = RedisSingle
-	switch v := RedisMode(strings.ToLower(get("REDIS_MODE"))); v {
-	case "":
+	switch v := RedisMode(strings.ToLower(value("REDIS_MODE"))); v {
 	case RedisSingle, RedisCluster, RedisSentinel:
 		c.RedisMode = v
 	default:
@@ -342,9 +369,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := c.RedisAuthSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
 		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
 	}
-	c.RedisTimeout = duration("REDIS_TIMEOUT", DefaultRedisTimeout, time.Millisecond, 10*time.Second)
-	c.RedisPoolSize = DefaultRedisPoolSize
-	if v := get("REDIS_POOL_SIZE"); v != "" {
+	c.RedisTimeout = duration("REDIS_TIMEOUT", time.Millisecond, 10*time.Second)
+	if v := value("REDIS_POOL_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1024 {
 			fail("REDIS_POOL_SIZE", "%q is not a whole number from 1 to 1024", v)
@@ -390,8 +416,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.DBSSLRootCert != "" && c.DBSecretARN == "" {
 		fail("DB_SSLROOTCERT", "only applies with DB_SECRET_ARN (with DATABASE_URL, put sslrootcert in the URL)")
 	}
-	c.DBSSLMode = DefaultDBSSLMode
-	if v := get("DB_SSLMODE"); v != "" {
+	if v := value("DB_SSLMODE"); v != "" {
 		switch v {
 		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
 			c.DBSSLMode = v
@@ -400,7 +425,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	sources, err := identity.ParseSources(get("SUBJECT_SOURCES"))
+	sources, err := identity.ParseSources(value("SUBJECT_SOURCES"))
 	if err != nil {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
@@ -420,13 +445,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	} else {
 		c.UpstreamIdentitySources = srcs
 	}
-	var upTTL time.Duration // no cache until the sources are named
-	if strings.TrimSpace(upSources) != "" {
-		upTTL = identity.DefaultUpstreamTTL
-	}
-	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", upTTL, 0, identity.MaxUpstreamTTL)
-	if get("UPSTREAM_CACHE_TTL") == "0" {
-		c.UpstreamCacheTTL = 0 // "0" is a duration too
+	// No cache until the sources are named (the row has no default).
+	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", 0, identity.MaxUpstreamTTL)
+	if get("UPSTREAM_CACHE_TTL") == "" && strings.TrimSpace(upSources) != "" {
+		c.UpstreamCacheTTL = identity.DefaultUpstreamTTL
 	}
 	if c.UpstreamCacheTTL > 0 && strings.TrimSpace(upSources) == "" {
 		fail("UPSTREAM_CACHE_TTL", "%s caches the upstream authorizer's answers, which needs UPSTREAM_IDENTITY_SOURCES: "+
@@ -478,15 +500,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.DefaultLimit = d
 	}
-	dialects, err := headers.Parse(get("RATELIMIT_HEADERS"))
+	dialects, err := headers.Parse(value("RATELIMIT_HEADERS"))
 	if err != nil {
 		fail("RATELIMIT_HEADERS", "%v", err)
 	}
 	c.RateLimitHeaders = dialects
-	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
-	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
-	c.LeaseMax = DefaultLeaseMax
-	if v := get("LEASE_MAX"); v != "" {
+	c.RulesRefresh = duration("RULES_REFRESH", time.Second, 24*time.Hour)
+	c.RulesVersionPoll = duration("RULES_VERSION_POLL", 10*time.Millisecond, time.Hour)
+	if v := value("LEASE_MAX"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
 			fail("LEASE_MAX", "%q is not a whole number from 1 (no leases) to 10000", v)
@@ -494,8 +515,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.LeaseMax = n
 		}
 	}
-	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL, 100*time.Millisecond, time.Second)
-	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", DefaultDenyCacheMaxAge, 100*time.Millisecond, time.Minute)
+	c.LeaseTTL = duration("LEASE_TTL", 100*time.Millisecond, time.Second)
+	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
 	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
 	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
