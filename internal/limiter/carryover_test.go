@@ -198,7 +198,7 @@ func TestPreviousVersionValue(t *testing.T) {
 // bucket's numbers, so the new numbers miss it and Redis answers.
 func TestUpgradeBypassesDenyCache(t *testing.T) {
 	c := newClient(t, 2)
-	l := New(c, Options{Prefix: testPrefix(t, c)}) // default deny cache
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout}) // default deny cache
 	ctx := context.Background()
 	from := []Bucket{{ID: "b", Limit: 1, Period: time.Hour}}
 	to := []Bucket{{ID: "b", Limit: 100, Period: time.Hour}}
