@@ -61,7 +61,7 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 }
 
 // stepTimeout bounds one drive or value call.
-const stepTimeout = 15 * time.Second
+const stepTimeout = 30 * time.Second
 
 // drive runs chromedp actions, failing the test with what when one fails.
 func drive(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
