@@ -63,7 +63,9 @@ func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.publish(ctx, c.route)
+	if updated.Version != version { // the same version: nothing changed, nothing to publish
+		s.publish(ctx, c.route)
+	}
 	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
 }
 
