@@ -31,6 +31,7 @@ const (
 	RoutePlanHistory   = "GET /plans/{name}/history"
 	RouteSubjectLimits = "GET /subjects/{subject}/limits"
 	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
+	RouteFindSubject   = "POST /subjects/find"
 	RouteUsage         = "POST /usage"
 	RouteStats         = "GET /stats"
 )
@@ -97,6 +98,7 @@ var routes = func() []*route {
 		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
 		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
 		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
+		{RouteFindSubject, "admin-subjects-find", true, (*Service).findSubject},
 		{RouteUsage, "admin-usage", true, (*Service).usage},
 		{RouteStats, "admin-stats", false, (*Service).stats},
 	}
