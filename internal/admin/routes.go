@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -41,19 +40,24 @@ const (
 type call struct {
 	route     string // the Route constant
 	Method    string
-	params    map[string]string // decoded path parameters, checked by badText
-	Query     url.Values
+	req       *http.Request // its PathValue holds the decoded path parameters, checked by badText
+	Query     url.Values    // nil without a query string
 	Header    http.Header
 	Body      []byte // nil for a route that takes no body
 	Actor     string // recorded in the audit log; "" is "unknown"
 	RequestID string // identifies the request in logs
 }
 
+// param is the decoded path parameter name ("id").
+func (c *call) param(name string) string { return c.req.PathValue(name) }
+
 // reply is a handler's successful outcome; Handle encodes it.
 type reply struct {
 	status int
 	header http.Header
-	body   any // JSON-encoded; nil means no body
+	// version, when > 0, is sent as the ETag ("<version>").
+	version int64
+	body    any // JSON-encoded; nil means no body
 }
 
 type handler func(s *Service, ctx context.Context, c *call) (reply, error)
@@ -151,8 +155,9 @@ func paramNames(resource string) []string {
 	return names
 }
 
-func methodNotAllowed(allow ...string) *httpapi.Error {
-	slices.Sort(allow)
+// methodNotAllowed is the 405 of a resource served with the methods allow
+// (sorted).
+func methodNotAllowed(allow []string) *httpapi.Error {
 	return &httpapi.Error{
 		Status: http.StatusMethodNotAllowed,
 		Detail: "This resource accepts only " + strings.Join(allow, ", ") + ".",
