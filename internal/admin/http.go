@@ -172,7 +172,7 @@ func (a *api) prepare(r *http.Request, rt *route, c *call) error {
 		if v == "" {
 			return httpapi.BadRequest(httpapi.FieldError(name, "must not be empty"))
 		}
-		if reason := badText(v); reason != "" {
+		if reason := badText(v, maxText); reason != "" {
 			return httpapi.BadRequest(httpapi.FieldError(name, reason))
 		}
 	}
@@ -180,8 +180,12 @@ func (a *api) prepare(r *http.Request, rt *route, c *call) error {
 		c.Query = r.URL.Query()
 	}
 	for k, vs := range c.Query {
+		limit := maxText
+		if k == "cursor" {
+			limit = maxCursor
+		}
 		for _, v := range vs {
-			if reason := badText(k + v); reason != "" {
+			if reason := badText(k+v, limit); reason != "" {
 				return httpapi.BadRequest(httpapi.FieldError(httpapi.Truncate(k), reason))
 			}
 		}

@@ -179,18 +179,23 @@ func checkContentType(ct string) error {
 }
 
 // maxText bounds path and query values: nothing legitimate is longer, and
-// PostgreSQL indexes dislike megabyte keys.
-const maxText = 1024
+// PostgreSQL indexes dislike megabyte keys. A list cursor is longer: it
+// holds a rule's api, route and subject (up to 1,408 bytes) in base64.
+const (
+	maxText   = 1024
+	maxCursor = 4096
+)
 
-// badText says what is wrong with a path or query value, or "".
-func badText(v string) string {
+// badText says what is wrong with a path or query value, or "": text of at
+// most max bytes.
+func badText(v string, max int) string {
 	switch {
 	case !utf8.ValidString(v):
 		return "must be valid UTF-8"
 	case strings.IndexByte(v, 0) >= 0:
 		return "must not contain NUL bytes"
-	case len(v) > maxText:
-		return fmt.Sprintf("must be at most %d bytes", maxText)
+	case len(v) > max:
+		return fmt.Sprintf("must be at most %d bytes", max)
 	}
 	return ""
 }

@@ -87,3 +87,37 @@ func TestConflictsNameWhatIsInTheWay(t *testing.T) {
 		}
 	})
 }
+
+// TestPaginationLongScope: a cursor holds the last rule's api, route and
+// subject, so a rule of the longest route and subject at a page's end
+// makes a long cursor; the next page is still served.
+func TestPaginationLongScope(t *testing.T) {
+	forBackends(t, func(t *testing.T, e *env) {
+		route := "GET /" + strings.Repeat("r", rules.MaxRouteLen-len("GET /"))
+		subject := strings.Repeat("s", rules.MaxSubjectLen)
+		var ids []string
+		for i := range 3 {
+			r := e.createRule(t, fmt.Sprintf(`{"api":"api%d","route":%q,"subject":%q,"limit":1,"period":"1s"}`, i, route, subject))
+			ids = append(ids, r.ID)
+		}
+		var got []string
+		cursor := ""
+		for range 4 {
+			q := []string{"limit", "1"}
+			if cursor != "" {
+				q = append(q, "cursor", cursor)
+			}
+			var l admin.ListRulesResponse
+			want(t, e.do(t, withQuery(event(admin.RouteListRules, nil, ""), q...)), 200, &l)
+			for _, r := range l.Rules {
+				got = append(got, r.ID)
+			}
+			if cursor = l.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(ids, " ") {
+			t.Errorf("paged ids = %v, want %v", got, ids)
+		}
+	})
+}
