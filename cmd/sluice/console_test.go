@@ -469,6 +469,25 @@ func TestConsoleEdits(t *testing.T) {
 			chromedp.WaitVisible(css(`#gone-history`)))
 	})
 
+	t.Run("taken scope", func(t *testing.T) {
+		// A create on a scope another rule holds: the 409 names that rule,
+		// and the flash links to it.
+		r := newRule("the holder")
+		drive(t, ctx, "create on a taken scope",
+			chromedp.Navigate(p.base+"/console/#/rules/new"),
+			waitJS(`document.querySelector('h1').textContent === 'New rule'`),
+			setField("api", r.API), setField("route", r.Route), setField("subject", "*"),
+			setField("limit", "9"), setField("period", "1m"),
+			clearFlash, chromedp.Click(css(`#save`)),
+			chromedp.WaitVisible(css(`#scope-holder`)))
+		if href := js[string](t, ctx, `document.getElementById('scope-holder').getAttribute('href')`); href != "#/rules/"+r.ID {
+			t.Errorf("the taken scope's link = %q, want #/rules/%s", href, r.ID)
+		}
+		drive(t, ctx, "open the holder",
+			chromedp.Click(css(`#scope-holder`)),
+			waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(r.ID)))
+	})
+
 	t.Run("quota plan", func(t *testing.T) {
 		name := "q-" + testenv.Random(t)
 		p.adminJSON(t, http.MethodPost, "/admin/plans", map[string]any{"name": name, "kind": "quota", "limit": 1000, "period": "1mo"}, http.StatusCreated, nil)

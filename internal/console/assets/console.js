@@ -612,6 +612,11 @@ async function editor(spec, key) {
     // the operator's values either way.
     function failed(err) {
       if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
+      // A taken scope: the 409 names the rule holding it; link to it.
+      const holder = err instanceof ApiError && err.status === 409 && spec === RULE && (err.message.match(/^Rule ([0-9a-f-]{36}) /) || [])[1];
+      if (holder) {
+        return flash('error', [err.message + ' ', h('a', { href: RULE.page(holder), id: 'scope-holder' }, 'Open rule ' + holder.slice(0, 8) + '…')]);
+      }
       if (err instanceof ApiError && err.status === 404 && base) {
         slot.replaceChildren();
         return flash('error', [`Not saved: the ${spec.kind} was deleted since you opened it; your values are still in the form. `,
