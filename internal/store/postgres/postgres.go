@@ -261,10 +261,9 @@ func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules
 
 // ListRules returns one page of the rules matching f, ordered by api, route,
 // subject and id, byte by byte (COLLATE "C", as input.Key compares), with
-// keyset pagination from the cursor. A bad page size or cursor is a
-// *rules.ValidationError. With at most store.Options.MaxRules rules (10,000
-// by default), sorting the matching ones is a top-N sort of a few
-// milliseconds, so no index of that collation is kept for it.
+// keyset pagination from the cursor: rules_list_order_idx (migration 00006)
+// serves the order, so a page costs the same however deep it is. A bad
+// page size or cursor is a *rules.ValidationError.
 func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
 	size, after, err := input.Page(f)
 	if err != nil {
@@ -284,7 +283,10 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	for _, c := range []struct{ col, v string }{{"api", f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
+	// api compares in the list's collation (the same equality: both are
+	// deterministic), so that rules_list_order_idx serves an api's list in
+	// order; subject, route and plan keep theirs for their own indexes.
+	for _, c := range []struct{ col, v string }{{`api COLLATE "C"`, f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
 		if c.v != "" {
 			add(c.col+" = ?", c.v)
 		}
