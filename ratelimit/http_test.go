@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -258,5 +260,55 @@ func TestHandlerSubjectFunc(t *testing.T) {
 		if got := send(bad); got != 401 {
 			t.Errorf("Subject %q = %d, want 401", bad, got)
 		}
+	}
+}
+
+// TestHandlerModes checks the rules' modes through the middleware as the
+// authorizer applies them: a shadow rule over its limit lets the request
+// through (observed as shadowDeny); with Redis down, a rule failing open
+// lets it through (observed as failOpen) and one failing closed answers
+// 429 (observed as failClosed).
+func TestHandlerModes(t *testing.T) {
+	s := newSetup(t)
+	s.addRules(t,
+		map[string]any{"api": "modes", "route": "GET /shadow", "subject": "*", "limit": 0, "period": "1m", "mode": "shadow"},
+		map[string]any{"api": "modes", "route": "GET /open", "subject": "*", "limit": 5, "period": "1m", "failure_mode": "open"},
+		map[string]any{"api": "modes", "route": "GET /closed", "subject": "*", "limit": 5, "period": "1m", "failure_mode": "closed"},
+	)
+	up := s.limiterWith(t, ratelimit.Options{})
+	// Redis down: a client of a port nothing listens on; the rules come
+	// from the database.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadAddr := dead.Listener.Addr().String()
+	dead.Close()
+	down := s.limiterWith(t, ratelimit.Options{Redis: redis.NewClient(&redis.Options{Addr: deadAddr, MaxRetries: -1})})
+
+	mux := http.NewServeMux()
+	for _, p := range []string{"GET /shadow", "GET /open", "GET /closed"} {
+		mux.HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
+	}
+	for _, tt := range []struct {
+		name       string
+		rl         *ratelimit.Limiter
+		path       string
+		status     int
+		outcome    string
+		open, shut bool
+	}{
+		{"shadow rule over its limit", up, "/shadow", 200, ratelimit.OutcomeShadowDeny, false, false},
+		{"redis down, failure mode open", down, "/open", 200, ratelimit.OutcomeAllow, true, false},
+		{"redis down, failure mode closed", down, "/closed", 429, ratelimit.OutcomeDeny, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := recorder{got: make(chan ratelimit.Decision, 1)}
+			r := httptest.NewRequest("GET", tt.path, nil)
+			r.Header.Set("X-Api-Key", "k")
+			w := httptest.NewRecorder()
+			tt.rl.Handler(mux, ratelimit.HandlerOptions{API: "modes", Observer: obs}).ServeHTTP(w, r)
+			d := <-obs.got
+			if w.Code != tt.status || d.Outcome != tt.outcome || d.FailOpen != tt.open || d.FailClosed != tt.shut {
+				t.Errorf("GET %s = %d, observed %+v; want %d, %s, failOpen %v, failClosed %v", tt.path, w.Code, d, tt.status, tt.outcome, tt.open, tt.shut)
+			}
+		})
 	}
 }
