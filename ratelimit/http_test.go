@@ -6,15 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/prommetrics"
 )
 
 // addRules creates rules through the admin API of s's deployment, as an
@@ -310,5 +314,39 @@ func TestHandlerModes(t *testing.T) {
 				t.Errorf("GET %s = %d, observed %+v; want %d, %s, failOpen %v, failClosed %v", tt.path, w.Code, d, tt.status, tt.outcome, tt.open, tt.shut)
 			}
 		})
+	}
+}
+
+// TestHandlerPrometheus serves requests through the middleware with the
+// Prometheus observer and scrapes it: the decisions by api, rule and
+// outcome, and the Limiter's health gauges.
+func TestHandlerPrometheus(t *testing.T) {
+	s := newSetup(t)
+	rl := s.limiterWith(t, ratelimit.Options{})
+	reg := prometheus.NewRegistry()
+	m, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
+	h := rl.Handler(mux, ratelimit.HandlerOptions{API: "shop", Observer: m})
+	for range 3 {
+		r := httptest.NewRequest("GET", "/orders/1", nil)
+		r.Header.Set("X-Api-Key", "k")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	w := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	got := w.Body.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",outcome="allow",rule="[^"]+"\} 2$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",outcome="deny",rule="[^"]+"\} 1$`),
+		regexp.MustCompile(`(?m)^sluice_redis_latency_seconds_count 3$`),
+		regexp.MustCompile(`(?m)^sluice_breaker_open 0$`),
+	} {
+		if !want.MatchString(got) {
+			t.Errorf("scrape lacks %s:\n%s", want, got)
+		}
 	}
 }
