@@ -49,6 +49,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,11 @@ type Options struct {
 	// header:x-api-key. The authorizer wrappers (WrapREST, …) read
 	// ContextKey instead.
 	Sources string
+	// LeaseMax is LEASE_MAX: the most requests one token lease of a
+	// subject this process sees often admits without a Redis call
+	// (docs/authorizer.md, token leases). 0 is 64; 1 turns leases off, so
+	// every decision is one Redis call.
+	LeaseMax int
 	// JWTIssuer, JWTAudience (a comma list) and JWTJWKSURL are JWT_ISSUER,
 	// JWT_AUDIENCE and JWT_JWKS_URL: how a jwt:<claim> source verifies
 	// the bearer token. The issuer and audience are required by one.
@@ -193,6 +199,9 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	}
 	if o.Timeout != 0 {
 		env["REDIS_TIMEOUT"] = o.Timeout.String()
+	}
+	if o.LeaseMax != 0 {
+		env["LEASE_MAX"] = strconv.Itoa(o.LeaseMax)
 	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err := errors.Join(kerr, err); err != nil {
