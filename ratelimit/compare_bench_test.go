@@ -121,7 +121,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	ululeMW := ululehttp.NewMiddleware(ulule.New(store, ulule.Rate{Period: time.Second, Limit: 1_000_000_000}), ululehttp.WithKeyGetter(byKey))
 	httprateMW := httprate.Limit(1_000_000_000, time.Second, httprate.WithKeyFuncs(func(r *http.Request) (string, error) { return byKey(r), nil }))
 
-	for _, bm := range []struct {
+	contenders := []struct {
 		name string
 		f    func()
 	}{
@@ -135,7 +135,28 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"sluice-leases", serve(leased.Handler(mux, ratelimit.HandlerOptions{API: "shop"}))},
 		{"httprate", serve(httprateMW(mux))},
 		{"ulule", serve(ululeMW.Handler(mux))},
-	} {
+	}
+	for _, bm := range contenders {
 		b.Run(bm.name, func(b *testing.B) { latencies(b, bm.f) })
 	}
+	// The same calls interleaved, one of each per iteration in a rotating
+	// order, so every contender sees the same machine and Redis load: the
+	// p50s to compare on a shared machine.
+	b.Run("interleaved", func(b *testing.B) {
+		ds := make([][]time.Duration, len(contenders))
+		i := 0
+		for b.Loop() {
+			i++
+			for j := range contenders {
+				k := (i + j) % len(contenders)
+				t0 := time.Now()
+				contenders[k].f()
+				ds[k] = append(ds[k], time.Since(t0))
+			}
+		}
+		for k, c := range contenders {
+			slices.Sort(ds[k])
+			b.ReportMetric(float64(ds[k][len(ds[k])/2].Nanoseconds()), c.name+"-p50-ns")
+		}
+	})
 }
