@@ -91,9 +91,18 @@ func (l *Limiter) netRequest(r *http.Request, mux *http.ServeMux, o *HandlerOpti
 		API:    o.API,
 		Method: r.Method,
 		// The sources look a header up by its canonical name too, and a
-		// header sent twice is refused, as for a REST API.
-		Headers:      firstValues(r.Header),
+		// header sent twice is refused, as for a REST API (MultiHeaders).
+		// The single-value map holds only the headers they read: a
+		// request's dozen headers are not copied.
 		MultiHeaders: r.Header,
+	}
+	for _, name := range l.headers {
+		if vs := r.Header[name]; len(vs) > 0 {
+			if req.Headers == nil {
+				req.Headers = make(map[string]string, len(l.headers))
+			}
+			req.Headers[name] = vs[0]
+		}
 	}
 	pattern := r.Pattern
 	if pattern == "" && mux != nil {
@@ -165,7 +174,10 @@ func firstValues(m map[string][]string) map[string]string {
 // answer's fields and body its problem document (429 denied, 401 no
 // usable subject, 500 a subject hash key other than the deployment's).
 func (l *Limiter) judge(ctx context.Context, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte) {
-	start := time.Now()
+	var start time.Time
+	if o.Observer != nil {
+		start = time.Now()
+	}
 	if err := l.checkKey(ctx); err != nil {
 		return render(hdr, httpapi.Internal(err))
 	}

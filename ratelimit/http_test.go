@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -347,6 +348,23 @@ func TestHandlerPrometheus(t *testing.T) {
 	} {
 		if !want.MatchString(got) {
 			t.Errorf("scrape lacks %s:\n%s", want, got)
+		}
+	}
+}
+
+// TestProblemTypesDocumented: every problem type the middleware and the
+// wrappers answer with names a section of docs/middleware.md.
+func TestProblemTypesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/middleware.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(ratelimit.ProblemTypeBase, "/docs/middleware.md#") {
+		t.Fatalf("ProblemTypeBase = %q, want docs/middleware.md", ratelimit.ProblemTypeBase)
+	}
+	for _, slug := range []string{"too-many-requests", "unauthorized", "internal-error"} {
+		if !strings.Contains(string(doc), "\n### "+slug+"\n") {
+			t.Errorf("docs/middleware.md has no section %q", slug)
 		}
 	}
 }

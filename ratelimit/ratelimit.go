@@ -48,7 +48,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -152,6 +154,10 @@ type Limiter struct {
 	chain   *apigw.Authorizer
 	guard   *apigw.Guard
 	sources []identity.Source
+	// headers are the canonical names of the request headers the sources
+	// and dimensions read (Authorization with a jwt: source): the only
+	// ones a net/http request's single-value map is given.
+	headers []string
 	// keyOK is set once the subject hash key was found to be the one
 	// recorded for the buckets (or was recorded as it); keyErr holds the
 	// mismatch once found, and every later call is refused with it.
@@ -287,12 +293,35 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 		chain:   apigw.NewAuthorizer(authorizer.New(a.Cache, a.Limiter, authorizer.Options{Sources: up, Dimensions: cfg.Dimensions, JWT: jwt}), ho),
 		guard:   apigw.NewGuard(a.Decider, ho),
 		sources: a.Decider.Sources(),
+		headers: headerNames(cfg),
 	}
 	if err := l.checkKey(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// headerNames are the canonical names of the headers cfg's subject
+// sources and dimensions read.
+func headerNames(cfg config.Config) []string {
+	var names []string
+	add := func(src []identity.Source) {
+		for _, s := range src {
+			switch s.Kind {
+			case identity.SourceHeader:
+				names = append(names, http.CanonicalHeaderKey(s.Name))
+			case identity.SourceJWT:
+				names = append(names, "Authorization")
+			}
+		}
+	}
+	add(cfg.SubjectSources)
+	for _, d := range cfg.Dimensions {
+		add(d.Sources)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // keyRetry is the least time between two checks of the subject hash key
