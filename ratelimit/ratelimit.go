@@ -29,12 +29,28 @@
 // fields; every answer's context is the handler's merged with Sluice's,
 // Sluice's keys winning (see WrapREST).
 //
+// # Real 429s: the middleware and the Lambda integration wrappers
+//
+// Where Go handles the request itself, the Limiter decides before the
+// handler runs, with the authorizer's decision (subject sources and
+// hygiene, rules, limiter, failure modes, shadow rules), and answers a
+// request over its limit with 429, Retry-After, the RateLimit fields and a
+// problem+json body: Handler for net/http (a service on ECS, EKS, EC2),
+// LimitHTTPAPI, LimitProxy and LimitALB for the Lambda integrations of an
+// HTTP API, a REST API and a load balancer (docs/middleware.md). The
+// subject is read by Options.Sources (SUBJECT_SOURCES):
+//
+//	rl, err := ratelimit.FromEnv(ctx) // SUBJECT_SOURCES=header:x-api-key, …
+//	if err != nil { … }
+//	http.ListenAndServe(":8080", rl.Handler(mux, ratelimit.HandlerOptions{API: "orders"}))
+//
 // # Stability
 //
 // Until Sluice's v1, this package follows the module's v0 versions, with
 // this promise: the names exported here (Options and its fields, New,
-// FromEnv, Limiter and its methods, the handler types, ErrUnauthorized,
-// MaxSubjectLen) keep their meaning and signatures across minor versions;
+// FromEnv, Limiter and its methods, the handler types, HandlerOptions,
+// Observer, Decision, Health, the Outcome and ProblemTypeBase constants,
+// ErrUnauthorized, MaxSubjectLen) keep their meaning and signatures across minor versions;
 // new Options fields and methods may be added. Its behaviour follows the
 // Sluice authorizer's: the environment variables, the rules, the Redis key
 // layout, the context keys (docs/authorizer.md) and MaxSubjectLen's value
