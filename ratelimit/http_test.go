@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/prommetrics"
 )
@@ -366,5 +368,64 @@ func TestProblemTypesDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), "\n### "+slug+"\n") {
 			t.Errorf("docs/middleware.md has no section %q", slug)
 		}
+	}
+}
+
+// TestHandlerJWT limits by a verified token's claim through the
+// middleware: a valid bearer token is charged to its sub; a missing,
+// doubled, forged or foreign-scheme Authorization is 401 with
+// WWW-Authenticate, never charged.
+func TestHandlerJWT(t *testing.T) {
+	s := newSetup(t)
+	pem, err := identity.NewDevKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := identity.ParseDevKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := identity.NewDevIssuer(identity.DevIssuerName, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(iss.JWKS()) }))
+	defer jwks.Close()
+	rl := s.limiterWith(t, ratelimit.Options{Sources: "jwt:sub", JWTIssuer: identity.DevIssuerName, JWTAudience: identity.DevAudience, JWTJWKSURL: jwks.URL})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
+	h := rl.Handler(mux, ratelimit.HandlerOptions{API: "shop"})
+	sign := func(sub string) string {
+		tok, err := iss.Sign(sub, nil, time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	send := func(auth ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/orders/1", nil)
+		r.Header["Authorization"] = auth
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	alice := sign("alice")
+	for i, want := range []int{200, 200, 429} {
+		if w := send("Bearer " + alice); w.Code != want {
+			t.Fatalf("request %d of alice = %d %s, want %d", i+1, w.Code, w.Body, want)
+		}
+	}
+	forged := alice[:len(alice)-4] + "AAAA"
+	for name, auth := range map[string][]string{
+		"no header": nil, "two tokens": {"Bearer " + sign("bob"), "Bearer " + sign("bob")}, "forged": {"Bearer " + forged},
+		"basic": {"Basic Ym9iOnB3"}, "not a token": {"Bearer x.y.z"},
+	} {
+		w := send(auth...)
+		if w.Code != 401 || w.Header().Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("%s = %d (WWW-Authenticate %q), want 401 asking for a bearer token", name, w.Code, w.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if w := send("Bearer " + sign("bob")); w.Code != 200 {
+		t.Errorf("bob after the refused requests = %d, want 200: a refusal was charged", w.Code)
 	}
 }
