@@ -65,6 +65,12 @@ const (
 	// Options.StatsReader (the admin-stats function passes the
 	// Contributor Insights reader): no Redis, no database.
 	Stats
+	// Read builds an admin Service over the store alone, for the admin
+	// functions whose routes only read rules and plans (GET /rules,
+	// /plans and their history): no Redis is dialled, no subject hash key
+	// read, nothing published. Those functions connect as the database's
+	// read-only role, so they could not write the rules if they tried.
+	Read
 )
 
 // Options say what New builds and where it writes. The zero value builds
@@ -166,7 +172,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}()
 
 	var pool *pgxpool.Pool
-	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer) != 0 {
+	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer|Read) != 0 {
 		if pool, err = config.Postgres(ctx, cfg); err != nil {
 			return nil, err
 		}
@@ -180,9 +186,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		db := stdlib.OpenDBFromPool(pool)
 		a.onClose(func() { db.Close() })
 		a.Migrator = &Migrator{db: db, log: a.Log}
+		if a.Migrator.reader, err = config.ReaderCredentials(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
 		a.statsOnly(cfg, o.StatsReader)
+	}
+	if o.Parts&Read != 0 && o.Parts&Administer == 0 {
+		a.Admin = admin.New(a.Store, nil, nil, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("readOnly", true))
 	}
 	if o.Parts&(Decide|Administer) == 0 {
 		return a, nil
