@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
