@@ -15,6 +15,10 @@ type network struct {
 	vpc     awsec2.IVpc // nil: outside any VPC (NoVpc)
 	subnets *awsec2.SubnetSelection
 	groups  []awsec2.ISecurityGroup
+	// dbOnly are the groups of the functions that reach the database
+	// alone (the rule and plan reads, migrate): one of their own, which
+	// Redis does not admit, when groups are the stack's; groups otherwise.
+	dbOnly []awsec2.ISecurityGroup
 	// created says the VPC is the stack's own.
 	created bool
 	// needs are what the migration's Delete needs until it has run: the
@@ -83,6 +87,14 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 			Description:      jsii.String("Sluice Lambdas"),
 			AllowAllOutbound: jsii.Bool(true),
 		})}
+		n.dbOnly = []awsec2.ISecurityGroup{awsec2.NewSecurityGroup(stack, jsii.String("DatabaseOnlySg"), &awsec2.SecurityGroupProps{
+			Vpc:              n.vpc,
+			Description:      jsii.String("Sluice Lambdas that reach the database alone"),
+			AllowAllOutbound: jsii.Bool(true),
+		})}
+	}
+	if n.dbOnly == nil {
+		n.dbOnly = n.groups
 	}
 
 	// Isolated subnets reach AWS APIs through interface endpoints only.
