@@ -376,7 +376,7 @@ var adminAccess = map[string]access{
 	admin.RouteCreateRule: {write: true, redis: true}, admin.RouteUpdateRule: {write: true, redis: true},
 	admin.RouteDeleteRule: {write: true, redis: true},
 	admin.RouteCreatePlan: {write: true, redis: true}, admin.RouteUpdatePlan: {write: true, redis: true},
-	admin.RouteDeletePlan: {write: true, redis: true},
+	admin.RouteDeletePlan:    {write: true, redis: true},
 	admin.RouteSubjectLimits: {redis: true}, admin.RouteResetSubject: {redis: true}, admin.RouteUsage: {redis: true},
 	admin.RouteStats: {stats: true},
 }
