@@ -121,7 +121,16 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 			if n.created && p.NatGateways > 0 && svc.id != "SecretsManagerEndpoint" {
 				continue // the NAT gateway routes it
 			}
-			n.needs = append(n.needs, newEndpoint(n.vpc, n.subnets, svc))
+			at := n.subnets
+			if p.small() && n.created {
+				// One AZ: an interface endpoint bills per AZ-hour (7.30 USD
+				// a month each), and the Lambdas of the other AZ reach
+				// this one's address all the same. Losing that AZ stops
+				// cold starts from reading their secrets (warm ones hold
+				// them): the small profile's trade.
+				at = &awsec2.SubnetSelection{SubnetType: n.subnets.SubnetType, AvailabilityZones: &[]*string{(*n.vpc.AvailabilityZones())[0]}}
+			}
+			n.needs = append(n.needs, newEndpoint(n.vpc, at, svc))
 		}
 	}
 	return n, nil

@@ -179,6 +179,12 @@ func (r *reach) dependencies(fn string) []dependency {
 		case k == "DATABASE_URL":
 			deps = append(deps, r.endpointDep("the database", v, 5432))
 		case k == "DB_SECRET_ARN" && vars["DB_HOST"] == nil:
+			if c := r.attachedCluster(v); c != "" {
+				// A secret of the template attached to its cluster: the
+				// cluster's endpoint, directly (no proxy).
+				deps = append(deps, dependency{what: "the database (" + c + ")", kind: depTarget, target: c, ports: []int{5432}})
+				break
+			}
 			deps = append(deps, dependency{what: "the database (the secret's host)", kind: depHost, host: "db-secret", ports: []int{5432}})
 		case k == "UPSTREAM_AUTHORIZER", k == "USER_ON_EVENT_FUNCTION_ARN":
 			deps = append(deps, dependency{what: "Lambda (" + k + ")", kind: depAWS, service: "lambda", ports: []int{443}})
@@ -197,6 +203,19 @@ func (r *reach) dependencies(fn string) []dependency {
 		}
 	}
 	return deps
+}
+
+// attachedCluster returns the DBCluster the secret v names is attached
+// to (a SecretTargetAttachment of the template), or "".
+func (r *reach) attachedCluster(v any) string {
+	id := refID(v)
+	if r.typ(id) != "AWS::SecretsManager::SecretTargetAttachment" {
+		return ""
+	}
+	if c := refID(r.props(id)["TargetId"]); r.typ(c) == "AWS::RDS::DBCluster" {
+		return c
+	}
+	return ""
 }
 
 // endpointDep is a Redis or database at v: a URL or host, literal, or
@@ -404,6 +423,9 @@ func (r *reach) vpcOfTarget(id string) string {
 		return r.vpcOfSubnets(list(ps["SubnetIds"]))
 	case "AWS::RDS::DBProxy":
 		return r.vpcOfSubnets(list(ps["VpcSubnetIds"]))
+	case "AWS::RDS::DBCluster":
+		group := refID(ps["DBSubnetGroupName"])
+		return r.vpcOfSubnets(list(r.props(group)["SubnetIds"]))
 	}
 	return ""
 }
@@ -415,7 +437,7 @@ func (r *reach) targetGroups(id string) []string {
 	switch r.typ(id) {
 	case "AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache":
 		raw = list(ps["SecurityGroupIds"])
-	case "AWS::RDS::DBProxy":
+	case "AWS::RDS::DBProxy", "AWS::RDS::DBCluster":
 		raw = list(ps["VpcSecurityGroupIds"])
 	}
 	var out []string
@@ -592,7 +614,7 @@ func TestReachabilityWalk(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"secretsmanager", "lambda", "monitoring", "internet", "host",
-		"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBProxy"} {
+		"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBProxy", "AWS::RDS::DBCluster"} {
 		if !seen[want] {
 			t.Errorf("no variant has a dependency on %s: the walk misreads the template (seen %v)", want, seen)
 		}
@@ -772,7 +794,7 @@ func (r *reach) holdings(fn string, p *StackProps) map[string]bool {
 	if admits(append(r.ofType("AWS::ElastiCache::ReplicationGroup"), r.ofType("AWS::ElastiCache::ServerlessCache")...)...) {
 		has[holdsRedis] = true
 	}
-	if admits(r.ofType("AWS::RDS::DBProxy")...) {
+	if admits(append(r.ofType("AWS::RDS::DBProxy"), r.ofType("AWS::RDS::DBCluster")...)...) {
 		has[holdsDBNetwork] = true
 	}
 	return has

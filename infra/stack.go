@@ -39,6 +39,18 @@ import (
 type StackProps struct {
 	awscdk.StackProps
 
+	// Profile is "production" (the default: Multi-AZ Redis nodes, Aurora
+	// at 0.5 ACU or more behind an RDS Proxy, dashboards) or "small": a
+	// team's first API at about a tenth of the idle cost, with every
+	// guarantee kept (docs/cost.md, docs/deploy.md#profiles). Small sets
+	// defaults the other fields may still override: ElastiCache
+	// Serverless Valkey, Aurora scaling to 0 ACU (paused when idle) with
+	// no proxy, admin functions capped at 2 concurrent executions each,
+	// a 256 MiB authorizer, the Secrets Manager endpoint in one AZ,
+	// Lambda's platform log lines at WARN (no START, END and REPORT line
+	// per invocation), the rules backstop reload daily, no dashboards.
+	Profile string
+
 	// AssetRoot holds one directory per function with its `bootstrap`.
 	// Default: sluice.DefaultAssetRoot ("build/arm64", `make build` output).
 	AssetRoot string
@@ -181,11 +193,49 @@ type StackProps struct {
 	NoAPIGatewayAccount bool
 }
 
+// small reports whether the props ask for the small profile.
+func (p *StackProps) small() bool { return p.Profile == "small" }
+
+// withProfile returns a copy of p with the defaults of its profile filled
+// in where p leaves them unset.
+func (p *StackProps) withProfile() *StackProps {
+	c := *p
+	if !c.small() {
+		return &c
+	}
+	if c.RedisURL == "" {
+		c.ServerlessRedis = true
+	}
+	c.AdminReservedConcurrency = cmp.Or(c.AdminReservedConcurrency, smallAdminConcurrency)
+	c.AuthorizerMemory = cmp.Or(c.AuthorizerMemory, smallAuthorizerMemory)
+	return &c
+}
+
+// The small profile's defaults.
+const (
+	// smallAdminConcurrency caps each admin function: with no RDS Proxy,
+	// 16 functions × 2 executions × 2 connections (config's pool) = 64
+	// connections at most, well under Aurora's limit at 4 ACU.
+	smallAdminConcurrency = 2
+	// smallAuthorizerMemory is the authorizer's memory: a decision is a
+	// Redis round trip and about 100 µs of one core (BenchmarkInvoke's
+	// p50 on 2 shared cores, docs/cost.md), so more memory (CPU) buys
+	// little and costs per millisecond.
+	smallAuthorizerMemory = 256
+	// smallRulesRefresh is RULES_REFRESH: the backstop reload from the
+	// database, which would keep Aurora from pausing; the snapshot and
+	// its version carry every change in between.
+	smallRulesRefresh = "24h"
+)
+
 // byoDatabase reports whether the props name an existing database.
 func (p *StackProps) byoDatabase() bool { return p.DatabaseURL != "" || p.DatabaseSecretArn != "" }
 
 func (p *StackProps) validate() error {
 	var errs []error
+	if p.Profile != "" && p.Profile != "production" && p.Profile != "small" {
+		errs = append(errs, fmt.Errorf("Profile %q: want production or small", p.Profile))
+	}
 	if p.NoVpc && p.RedisURL == "" {
 		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))
 	}
@@ -424,6 +474,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
 	}
+	p = p.withProfile()
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
 
@@ -463,11 +514,17 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 				merged[k] = v
 			}
 		}
-		return &sluice.FunctionProps{
+		fp := &sluice.FunctionProps{
 			Name: name, AssetDir: sluice.AssetDir(p.AssetRoot, name), Environment: merged,
 			MemorySize: memory, ReservedConcurrency: reserved,
 			Vpc: vpc, VpcSubnets: subnets, SecurityGroups: fnSGs,
 		}
+		if p.small() {
+			// No START, END and REPORT line per invocation: about 0.15 USD
+			// per million decisions of log ingestion (docs/cost.md).
+			fp.SystemLogLevel = "WARN"
+		}
+		return fp
 	}
 	// grant lets fn read the secrets of what it may use: Redis's AUTH
 	// token and the subject hash key with redisToo, the database's owner
@@ -491,6 +548,10 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if p.DefaultLimit != "" {
 		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
 	}
+	decideEnv := map[string]string{}
+	if p.small() {
+		decideEnv["RULES_REFRESH"] = smallRulesRefresh
+	}
 	checkEnv := map[string]string{}
 	if p.RateLimitHeaders != "" {
 		// The check API sends the same fields (NewAuthorizer sets the
@@ -505,7 +566,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	// database when it is missing): the read-only login.
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
-			redisEnv, db.readerEnv, authEnv),
+			redisEnv, db.readerEnv, authEnv, decideEnv),
 		SubjectSources:   p.SubjectSources,
 		RateLimitHeaders: p.RateLimitHeaders,
 		Upstream:         upstream,
@@ -541,7 +602,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 				fp.SecurityGroups = net.dbOnly
 			}
 		case name == "check":
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv)
 		case a.stats:
 			// GET /stats reads Contributor Insights and nothing else: no
 			// Redis, no database, so no VPC (which has no route to the
@@ -617,7 +678,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], api))
 	}
 	newMonitoring(stack, p, s, rd)
-	newInsights(stack, s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
+	newInsights(stack, !p.small(), s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
 	newOutputs(stack, s, net, rd, db, subjectKey)
 	return s, nil
 }
@@ -808,12 +869,22 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		}
 		return database{env: env, secret: secret, readerEnv: env, readerSecret: secret}
 	}
+	// The small profile's cluster scales to 0 ACU, paused after 5 idle
+	// minutes (only the admin functions connect, and the authorizers when
+	// the Redis snapshot is missing): storage alone is billed then, and
+	// the first query after a pause waits about 15 s for it to resume.
+	minACU := 0.5
+	var pause awscdk.Duration
+	if p.small() {
+		minACU, pause = 0, awscdk.Duration_Minutes(jsii.Number(5))
+	}
 	cluster := awsrds.NewDatabaseCluster(stack, jsii.String("Db"), &awsrds.DatabaseClusterProps{
+		ServerlessV2AutoPauseDuration: pause,
 		Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
 			Version: awsrds.AuroraPostgresEngineVersion_VER_16_9(),
 		}),
 		Writer:                  awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), nil),
-		ServerlessV2MinCapacity: jsii.Number(0.5),
+		ServerlessV2MinCapacity: jsii.Number(minACU),
 		ServerlessV2MaxCapacity: jsii.Number(4),
 		Credentials:             awsrds.Credentials_FromGeneratedSecret(jsii.String("sluice"), nil),
 		DefaultDatabaseName:     jsii.String("sluice"),
@@ -846,6 +917,22 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	suppress(readerSecret, "AwsSolutions-SMG4", "the functions read the read-only role's credentials once per cold start "+
 		"and keep them, and the migrate function sets the role's password from this secret at each migration: "+
 		"a rotation would lock warm functions out until the next deploy")
+	if p.small() {
+		// No RDS Proxy (8 ACU minimum, 88 USD a month): the functions
+		// connect to the cluster, their number bounded by the admin
+		// functions' reserved concurrency and the authorizers reading the
+		// snapshot first.
+		for _, fnSG := range fnSGs {
+			cluster.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
+		}
+		return database{
+			env:          map[string]string{"DB_SECRET_ARN": *cluster.Secret().SecretArn()},
+			secret:       cluster.Secret(),
+			readerEnv:    map[string]string{"DB_SECRET_ARN": *reader.SecretArn()},
+			readerSecret: reader,
+			dependable:   cluster,
+		}
+	}
 	// Lambdas connect through the proxy: it pools connections across
 	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
 	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
@@ -1146,6 +1233,9 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, s *Stack, rd redis) {
 		}
 	}
 
+	if p.small() {
+		return // no dashboards: 3 USD a month each beyond an account's first three
+	}
 	authorizer := s.Authorizer.Function
 	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(*stack.StackName() + "-sluice"),

@@ -96,6 +96,7 @@ const (
 	jwt         variant = "jwt"         // jwt:sub behind Cognito, a NAT gateway for the JWKS
 	lean        variant = "lean"        // no demo API, no account logging role, a topic of one's own, APIs elsewhere
 	localstack  variant = "localstack"  // what `make localstack-deploy` synthesizes
+	small       variant = "small"       // the small profile (-c profile=small): docs/cost.md
 )
 
 // Looked-up VPCs (the CLI's VPC lookup answers, here in the context).
@@ -183,6 +184,9 @@ func variantProps(v variant) *StackProps {
 		p.DatabaseDeletionProtection = true
 		p.DatabaseBackupRetentionDays = 14
 		p.RedisNodeType = "cache.r7g.large"
+	case small:
+		p.Profile = "small"
+		p.AlarmEmail = "oncall@example.com"
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
@@ -329,7 +333,7 @@ func envOf(r resource) map[string]any {
 }
 
 func allVariants() []variant {
-	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack}
+	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack, small}
 }
 
 func TestAuthorizerResultCacheIsOff(t *testing.T) {

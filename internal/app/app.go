@@ -141,6 +141,9 @@ type App struct {
 	// Migrator applies the database migrations (Migrate).
 	Migrator *Migrator
 
+	// pool is the database's, when New built one.
+	pool *pgxpool.Pool
+
 	closers []func()
 }
 
@@ -177,6 +180,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			return nil, err
 		}
 		a.onClose(pool.Close)
+		a.pool = pool
 	}
 	a.Store = o.Store
 	if a.Store == nil && pool != nil {
@@ -371,7 +375,22 @@ func (a *App) AdminHandler(route string) func(context.Context, events.APIGateway
 		o.Routes = []string{route}
 		_, resource, _ = strings.Cut(route, " ")
 	}
-	return lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	proxy := lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	pool := a.pool
+	if pool == nil {
+		return proxy
+	}
+	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		resp, err := proxy(ctx, ev)
+		// An admin function holds no database connection between
+		// invocations: Lambda freezes the process with the connection
+		// open for as long as it keeps the environment, which keeps an
+		// Aurora Serverless cluster at 0 ACU from pausing and, with no
+		// RDS Proxy, counts against its connection limit. The next call
+		// connects again (tens of ms; an admin call can afford them).
+		pool.Reset()
+		return resp, err
+	}
 }
 
 // Close stops the rules cache's background work and closes the clients the

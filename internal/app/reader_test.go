@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -168,4 +170,31 @@ func serve(svc *admin.Service, route, method, path, body string) (int, string) {
 	w := httptest.NewRecorder()
 	svc.Handler(admin.HandlerOptions{Routes: []string{route}}).ServeHTTP(w, r)
 	return w.Code, w.Body.String()
+}
+
+// TestAdminHandlerReleasesConnections: an admin function holds no
+// database connection once an invocation has returned, so that a frozen
+// Lambda environment keeps no Aurora cluster from pausing at 0 ACU (the
+// small profile) and no connection slot from the next caller.
+func TestAdminHandlerReleasesConnections(t *testing.T) {
+	a, err := New(t.Context(), config.Config{DatabaseURL: config.Secret(pgtest.NewDatabase(t))}, Options{Parts: Read, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	raw, err := os.ReadFile("../../events/admin-rules-list.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.APIGatewayProxyRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.AdminHandler(admin.RouteListRules)(t.Context(), ev)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /rules = %d %s, %v; want 200", resp.StatusCode, resp.Body, err)
+	}
+	if n := a.pool.Stat().TotalConns(); n != 0 {
+		t.Errorf("after the invocation the pool holds %d connections, want 0", n)
+	}
 }
