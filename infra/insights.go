@@ -53,7 +53,7 @@ var insightRules = []insightRule{
 // subject) costs per metric per month whether anything is limited or not;
 // the decision lines exist anyway, and Contributor Insights charges per
 // rule and per matched line.
-func newInsights(stack awscdk.Stack, statsFn awslambda.Function, deciders ...awslambda.Function) {
+func newInsights(stack awscdk.Stack, dashboard bool, statsFn awslambda.Function, deciders ...awslambda.Function) {
 	var groups []*string
 	for _, fn := range deciders {
 		groups = append(groups, fn.LogGroup().LogGroupName())
@@ -92,10 +92,12 @@ func newInsights(stack awscdk.Stack, statsFn awslambda.Function, deciders ...aws
 			},
 		})
 	}
-	awscloudwatch.NewCfnDashboard(stack, jsii.String("InsightsDashboard"), &awscloudwatch.CfnDashboardProps{
-		DashboardName: jsii.String(prefix + "-insights"),
-		DashboardBody: stack.ToJsonString(map[string]any{"widgets": widgets}, nil),
-	})
+	if dashboard {
+		awscloudwatch.NewCfnDashboard(stack, jsii.String("InsightsDashboard"), &awscloudwatch.CfnDashboardProps{
+			DashboardName: jsii.String(prefix + "-insights"),
+			DashboardBody: stack.ToJsonString(map[string]any{"widgets": widgets}, nil),
+		})
+	}
 	statsFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("ReadDecisionInsights"),
 		Actions:   jsii.Strings("cloudwatch:GetInsightRuleReport"),

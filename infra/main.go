@@ -44,7 +44,7 @@ func run(app awscdk.App) error {
 // contextFlags are the context keys the app reads, each with the
 // StackProps field it sets (docs/deploy.md has a row for each: TestDeployDocFlags).
 var contextFlags = []string{
-	"stackName", "assetRoot", "nag",
+	"stackName", "profile", "assetRoot", "nag",
 	"vpcId", "securityGroupIds", "natGateways", "vpcEndpoints", "localstack",
 	"redisUrl", "redisMode", "redisAuthSecretArn", "serverlessRedis", "redisEngine", "redisEngineVersion", "redisNodeType",
 	"databaseUrl", "databaseSecretArn", "databaseHost", "databaseDeletionProtection", "databaseBackupRetentionDays",
@@ -96,6 +96,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 				Region:  envOrNil("CDK_DEFAULT_REGION"),
 			},
 		},
+		Profile:                       get("profile"),
 		AssetRoot:                     get("assetRoot"),
 		RedisURL:                      get("redisUrl"),
 		RedisMode:                     get("redisMode"),

@@ -15,6 +15,10 @@ type network struct {
 	vpc     awsec2.IVpc // nil: outside any VPC (NoVpc)
 	subnets *awsec2.SubnetSelection
 	groups  []awsec2.ISecurityGroup
+	// dbOnly are the groups of the functions that reach the database
+	// alone (the rule and plan reads, migrate): one of their own, which
+	// Redis does not admit, when groups are the stack's; groups otherwise.
+	dbOnly []awsec2.ISecurityGroup
 	// created says the VPC is the stack's own.
 	created bool
 	// needs are what the migration's Delete needs until it has run: the
@@ -83,6 +87,14 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 			Description:      jsii.String("Sluice Lambdas"),
 			AllowAllOutbound: jsii.Bool(true),
 		})}
+		n.dbOnly = []awsec2.ISecurityGroup{awsec2.NewSecurityGroup(stack, jsii.String("DatabaseOnlySg"), &awsec2.SecurityGroupProps{
+			Vpc:              n.vpc,
+			Description:      jsii.String("Sluice Lambdas that reach the database alone"),
+			AllowAllOutbound: jsii.Bool(true),
+		})}
+	}
+	if n.dbOnly == nil {
+		n.dbOnly = n.groups
 	}
 
 	// Isolated subnets reach AWS APIs through interface endpoints only.
@@ -109,7 +121,16 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 			if n.created && p.NatGateways > 0 && svc.id != "SecretsManagerEndpoint" {
 				continue // the NAT gateway routes it
 			}
-			n.needs = append(n.needs, newEndpoint(n.vpc, n.subnets, svc))
+			at := n.subnets
+			if p.small() && n.created {
+				// One AZ: an interface endpoint bills per AZ-hour (7.30 USD
+				// a month each), and the Lambdas of the other AZ reach
+				// this one's address all the same. Losing that AZ stops
+				// cold starts from reading their secrets (warm ones hold
+				// them): the small profile's trade.
+				at = &awsec2.SubnetSelection{SubnetType: n.subnets.SubnetType, AvailabilityZones: &[]*string{(*n.vpc.AvailabilityZones())[0]}}
+			}
+			n.needs = append(n.needs, newEndpoint(n.vpc, at, svc))
 		}
 	}
 	return n, nil

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/infra/sluice"
+	"github.com/sluicehq/sluice/internal/admin"
 )
 
 // A template shows whether a function can reach what it calls: its subnets'
@@ -171,6 +179,12 @@ func (r *reach) dependencies(fn string) []dependency {
 		case k == "DATABASE_URL":
 			deps = append(deps, r.endpointDep("the database", v, 5432))
 		case k == "DB_SECRET_ARN" && vars["DB_HOST"] == nil:
+			if c := r.attachedCluster(v); c != "" {
+				// A secret of the template attached to its cluster: the
+				// cluster's endpoint, directly (no proxy).
+				deps = append(deps, dependency{what: "the database (" + c + ")", kind: depTarget, target: c, ports: []int{5432}})
+				break
+			}
 			deps = append(deps, dependency{what: "the database (the secret's host)", kind: depHost, host: "db-secret", ports: []int{5432}})
 		case k == "UPSTREAM_AUTHORIZER", k == "USER_ON_EVENT_FUNCTION_ARN":
 			deps = append(deps, dependency{what: "Lambda (" + k + ")", kind: depAWS, service: "lambda", ports: []int{443}})
@@ -189,6 +203,19 @@ func (r *reach) dependencies(fn string) []dependency {
 		}
 	}
 	return deps
+}
+
+// attachedCluster returns the DBCluster the secret v names is attached
+// to (a SecretTargetAttachment of the template), or "".
+func (r *reach) attachedCluster(v any) string {
+	id := refID(v)
+	if r.typ(id) != "AWS::SecretsManager::SecretTargetAttachment" {
+		return ""
+	}
+	if c := refID(r.props(id)["TargetId"]); r.typ(c) == "AWS::RDS::DBCluster" {
+		return c
+	}
+	return ""
 }
 
 // endpointDep is a Redis or database at v: a URL or host, literal, or
@@ -396,6 +423,9 @@ func (r *reach) vpcOfTarget(id string) string {
 		return r.vpcOfSubnets(list(ps["SubnetIds"]))
 	case "AWS::RDS::DBProxy":
 		return r.vpcOfSubnets(list(ps["VpcSubnetIds"]))
+	case "AWS::RDS::DBCluster":
+		group := refID(ps["DBSubnetGroupName"])
+		return r.vpcOfSubnets(list(r.props(group)["SubnetIds"]))
 	}
 	return ""
 }
@@ -407,7 +437,7 @@ func (r *reach) targetGroups(id string) []string {
 	switch r.typ(id) {
 	case "AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache":
 		raw = list(ps["SecurityGroupIds"])
-	case "AWS::RDS::DBProxy":
+	case "AWS::RDS::DBProxy", "AWS::RDS::DBCluster":
 		raw = list(ps["VpcSecurityGroupIds"])
 	}
 	var out []string
@@ -584,9 +614,359 @@ func TestReachabilityWalk(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"secretsmanager", "lambda", "monitoring", "internet", "host",
-		"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBProxy"} {
+		"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBProxy", "AWS::RDS::DBCluster"} {
 		if !seen[want] {
 			t.Errorf("no variant has a dependency on %s: the walk misreads the template (seen %v)", want, seen)
+		}
+	}
+}
+
+// What a function holds, read from the template: the grant kinds
+// overGranted compares with what the function may use.
+const (
+	holdsRedis       = "Redis (REDIS_URL, or admitted by its security group)"
+	holdsRedisAuth   = "Redis's AUTH token"
+	holdsSubjectKey  = "the subject hash key"
+	holdsDBOwner     = "the database's owner login"
+	holdsDBReader    = "the database's read-only login"
+	holdsDBShared    = "the database brought along (its one login)"
+	holdsDBNetwork   = "the database (admitted by its security group)"
+	holdsReaderLogin = "the read-only role's login to set (DB_READER_SECRET_ARN)"
+	holdsCloudWatch  = "CloudWatch"
+	holdsLambda      = "Lambda invoke (an upstream authorizer)"
+	holdsVpc         = "a VPC"
+)
+
+// allowedHoldings is what a function with access a may hold; name is the
+// function's (the authorizer alone may invoke an upstream, migrate alone
+// sets the read-only role's login).
+func allowedHoldings(name string, a access) map[string]bool {
+	ok := map[string]bool{}
+	if a.stats {
+		ok[holdsCloudWatch] = true
+		return ok // and no VPC: the CloudWatch API is outside it
+	}
+	ok[holdsVpc], ok[holdsDBNetwork], ok[holdsDBShared] = true, true, true
+	if a.write {
+		ok[holdsDBOwner] = true
+	} else {
+		ok[holdsDBReader] = true
+	}
+	if a.redis {
+		ok[holdsRedis], ok[holdsRedisAuth], ok[holdsSubjectKey] = true, true, true
+	}
+	switch name {
+	case "authorizer":
+		ok[holdsLambda] = true
+	case "migrate":
+		ok[holdsReaderLogin], ok[holdsDBReader] = true, true
+	}
+	return ok
+}
+
+// secretKind names the secret v refers to (a logical id, or an ARN of a
+// secret brought along), as a holds* kind, or "" when it is none of
+// Sluice's.
+func (r *reach) secretKind(v any, p *StackProps) string {
+	for _, id := range refs(v) {
+		switch {
+		case strings.HasPrefix(id, "DbReaderSecret"):
+			return holdsDBReader
+		case strings.HasPrefix(id, "DbSecret"):
+			return holdsDBOwner
+		case strings.HasPrefix(id, "RedisAuthToken"):
+			return holdsRedisAuth
+		case strings.HasPrefix(id, "SubjectHmacKey"):
+			return holdsSubjectKey
+		}
+	}
+	s := fmt.Sprint(v) // a literal ARN, or Fn::Join's parts printed
+	switch {
+	case p.RedisAuthSecretArn != "" && strings.Contains(s, p.RedisAuthSecretArn):
+		return holdsRedisAuth
+	case p.DatabaseSecretArn != "" && strings.Contains(s, p.DatabaseSecretArn):
+		return holdsDBShared
+	}
+	return ""
+}
+
+// holdings returns what fn holds in the template: its environment's
+// settings, the secrets and APIs its role's policies grant, its VPC, and
+// the data stores whose security groups admit its own.
+func (r *reach) holdings(fn string, p *StackProps) map[string]bool {
+	has := map[string]bool{}
+	env, _ := r.props(fn)["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	for k, v := range vars {
+		switch k {
+		case "REDIS_URL":
+			has[holdsRedis] = true
+		case "SUBJECT_HMAC_KEY_SECRET_ARN":
+			has[holdsSubjectKey] = true
+		case "REDIS_AUTH_SECRET_ARN":
+			has[holdsRedisAuth] = true
+		case "DB_SECRET_ARN":
+			if kind := r.secretKind(v, p); kind != "" {
+				has[kind] = true
+			} else {
+				has["an unknown database secret "+fmt.Sprint(v)] = true
+			}
+		case "DATABASE_URL":
+			has[holdsDBShared] = true
+		case "DB_READER_SECRET_ARN":
+			has[holdsReaderLogin] = true
+		case "INSIGHTS_RULE_PREFIX":
+			has[holdsCloudWatch] = true
+		case "UPSTREAM_AUTHORIZER":
+			has[holdsLambda] = true
+		}
+	}
+	role := refID(r.props(fn)["Role"])
+	for _, pol := range r.ofType("AWS::IAM::Policy") {
+		attached := false
+		for _, ro := range list(r.props(pol)["Roles"]) {
+			attached = attached || refID(ro) == role
+		}
+		if !attached {
+			continue
+		}
+		doc, _ := r.props(pol)["PolicyDocument"].(map[string]any)
+		for _, st := range list(doc["Statement"]) {
+			stm, _ := st.(map[string]any)
+			var actions []string
+			switch a := stm["Action"].(type) {
+			case string:
+				actions = []string{a}
+			case []any:
+				for _, x := range a {
+					actions = append(actions, fmt.Sprint(x))
+				}
+			}
+			resList := list(stm["Resource"])
+			if resList == nil {
+				resList = []any{stm["Resource"]}
+			}
+			for _, act := range actions {
+				switch service, _, _ := strings.Cut(act, ":"); service {
+				case "secretsmanager":
+					for _, res := range resList {
+						if kind := r.secretKind(res, p); kind != "" {
+							has[kind] = true
+						} else {
+							has["secretsmanager on "+fmt.Sprint(res)] = true
+						}
+					}
+				case "cloudwatch":
+					has[holdsCloudWatch] = true
+				case "lambda":
+					has[holdsLambda] = true
+				case "kms":
+					// Decrypting the secrets it reads (CDK grants with them).
+				default:
+					has["IAM "+act] = true
+				}
+			}
+		}
+	}
+	pl := r.placement(fn)
+	if pl.vpc == "" {
+		return has
+	}
+	has[holdsVpc] = true
+	var groups []string
+	for _, g := range pl.groups {
+		if id := refID(g); id != "" {
+			groups = append(groups, id)
+		}
+	}
+	admits := func(targets ...string) bool {
+		for _, t := range targets {
+			for _, tg := range r.targetGroups(t) {
+				for _, ru := range r.rules(tg, false) {
+					if slices.Contains(groups, ru.peerGroup) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	if admits(append(r.ofType("AWS::ElastiCache::ReplicationGroup"), r.ofType("AWS::ElastiCache::ServerlessCache")...)...) {
+		has[holdsRedis] = true
+	}
+	if admits(append(r.ofType("AWS::RDS::DBProxy"), r.ofType("AWS::RDS::DBCluster")...)...) {
+		has[holdsDBNetwork] = true
+	}
+	return has
+}
+
+// overGranted returns one line per thing a Sluice function holds in the
+// template that its access (functionAccess) does not need.
+func overGranted(js map[string]any, p *StackProps) []string {
+	r := newReach(js, netFacts{})
+	var problems []string
+	for _, fn := range r.ofType("AWS::Lambda::Function") {
+		if r.props(fn)["Handler"] != "bootstrap" {
+			continue // the provider framework's
+		}
+		name := strings.TrimPrefix(fmt.Sprint(r.props(fn)["Description"]), "Sluice ")
+		a, ok := functionAccess[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s (%s): no entry in functionAccess", fn, name))
+			continue
+		}
+		allowed := allowedHoldings(name, a)
+		for _, h := range slices.Sorted(maps.Keys(r.holdings(fn, p))) {
+			if !allowed[h] {
+				problems = append(problems, fmt.Sprintf("%s holds %s, which its routes do not need", name, h))
+			}
+		}
+	}
+	return problems
+}
+
+// TestLeastPrivilege: in every variant, no function holds what its code
+// does not use: the rule and plan reads have the database's read-only
+// login alone (no Redis, not admitted by Redis's security group), only
+// the rule and plan writes and migrate have the owner's login, GET /stats
+// is outside the VPC with CloudWatch alone, and only the authorizer may
+// invoke an upstream.
+func TestLeastPrivilege(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		for _, p := range overGranted(js, variantProps(v)) {
+			t.Errorf("%s: %s", v, p)
+		}
+	}
+}
+
+// TestLeastPrivilegeWalk checks the walk on the full variant: it sees the
+// read-only login of a read function, and each grant or setting added to
+// one that it does not need is reported.
+func TestLeastPrivilegeWalk(t *testing.T) {
+	_, js := synth(t, full)
+	r := newReach(js, netFacts{})
+	var get, create string
+	for _, fn := range r.ofType("AWS::Lambda::Function") {
+		switch r.props(fn)["Description"] {
+		case "Sluice admin-rules-get":
+			get = fn
+		case "Sluice admin-rules-create":
+			create = fn
+		}
+	}
+	if get == "" || create == "" {
+		t.Fatal("no admin-rules-get or admin-rules-create function in the full template")
+	}
+	if h := r.holdings(get, variantProps(full)); !h[holdsDBReader] || h[holdsDBOwner] || h[holdsRedis] {
+		t.Fatalf("admin-rules-get holds %v, want the read-only login and neither Redis nor the owner's", h)
+	}
+	if h := r.holdings(create, variantProps(full)); !h[holdsDBOwner] || !h[holdsRedis] || !h[holdsSubjectKey] {
+		t.Fatalf("admin-rules-create holds %v, want the owner's login, Redis and the subject hash key", h)
+	}
+	// The owner's login as the functions name it: its attachment.
+	ownerSecret := ""
+	for _, id := range r.ofType("AWS::SecretsManager::SecretTargetAttachment") {
+		if strings.HasPrefix(id, "DbSecret") {
+			ownerSecret = id
+		}
+	}
+	if ownerSecret == "" {
+		t.Fatal("no DbSecret attachment in the full template")
+	}
+	createGroups := r.props(create)["VpcConfig"].(map[string]any)["SecurityGroupIds"]
+	for _, tc := range []struct {
+		name   string
+		mutate func(js map[string]any)
+		want   string
+	}{
+		{"REDIS_URL", func(js map[string]any) {
+			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["REDIS_URL"] = "rediss://x:6379"
+		}, holdsRedis},
+		{"the owner's secret", func(js map[string]any) {
+			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["DB_SECRET_ARN"] = map[string]any{"Ref": ownerSecret}
+		}, holdsDBOwner},
+		{"a grant on the owner's secret", func(js map[string]any) {
+			role := refID(fnProps(js, get)["Role"])
+			js["Resources"].(map[string]any)["ExtraPolicy"] = map[string]any{"Type": "AWS::IAM::Policy", "Properties": map[string]any{
+				"Roles": []any{map[string]any{"Ref": role}},
+				"PolicyDocument": map[string]any{"Statement": []any{map[string]any{
+					"Action": []any{"secretsmanager:GetSecretValue"}, "Effect": "Allow", "Resource": map[string]any{"Ref": ownerSecret}}}},
+			}}
+		}, holdsDBOwner},
+		{"the security group Redis admits", func(js map[string]any) {
+			fnProps(js, get)["VpcConfig"].(map[string]any)["SecurityGroupIds"] = createGroups
+		}, holdsRedis},
+	} {
+		var mutated map[string]any
+		b, _ := json.Marshal(js)
+		if err := json.Unmarshal(b, &mutated); err != nil {
+			t.Fatal(err)
+		}
+		tc.mutate(mutated)
+		want := "admin-rules-get holds " + tc.want
+		if got := overGranted(mutated, variantProps(full)); !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
+			t.Errorf("admin-rules-get given %s: overGranted = %q, want %q", tc.name, got, want)
+		}
+	}
+}
+
+// fnProps returns the Properties of the resource id of a template.
+func fnProps(js map[string]any, id string) map[string]any {
+	return js["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)
+}
+
+// TestAccessMatchesMains ties functionAccess to the code: what each main
+// builds (the internal/app parts it names) bounds what it can use, so its
+// access must say the same. app.Read dials no Redis and may run on the
+// read-only role; app.Stats reaches CloudWatch alone; app.Administer and
+// app.Decide use Redis and the subject hash key; app.Migrate owns the
+// schema. Among the admin routes, exactly the rule and plan writes take
+// the owner's login (internal/app's TestReaderRole runs every other route
+// on the read-only role).
+func TestAccessMatchesMains(t *testing.T) {
+	parts := regexp.MustCompile(`app\.(Read|Stats|Administer|Decide|Migrate)\b`)
+	for _, name := range sluice.Functions {
+		a, ok := functionAccess[name]
+		if !ok {
+			t.Errorf("function %s has no entry in functionAccess (adminAccess for an admin route)", name)
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(functionsDir, name, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, m := range parts.FindAllStringSubmatch(string(src), -1) {
+			got[m[1]] = true
+		}
+		var want access
+		switch {
+		case got["Read"]:
+		case got["Stats"]:
+			want.stats = true
+		case got["Administer"], got["Decide"]:
+			want.redis = true
+		case got["Migrate"]:
+			want.write = true
+		default:
+			t.Errorf("functions/%s/main.go names no app part", name)
+			continue
+		}
+		want.write = want.write || a.write // checked against the routes below
+		if a != want {
+			t.Errorf("%s: functionAccess %+v, but its main builds %v: want %+v", name, a, slices.Sorted(maps.Keys(got)), want)
+		}
+	}
+	for _, r := range admin.Routes() {
+		a, ok := adminAccess[r.Name]
+		if !ok {
+			t.Errorf("route %q has no entry in adminAccess", r.Name)
+			continue
+		}
+		writes := r.Method != "GET" && (strings.HasPrefix(r.Resource, "/rules") || strings.HasPrefix(r.Resource, "/plans"))
+		if a.write != writes {
+			t.Errorf("route %q: adminAccess write = %v, want %v (only rule and plan writes take the owner's login)", r.Name, a.write, writes)
 		}
 	}
 }

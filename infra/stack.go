@@ -39,6 +39,18 @@ import (
 type StackProps struct {
 	awscdk.StackProps
 
+	// Profile is "production" (the default: Multi-AZ Redis nodes, Aurora
+	// at 0.5 ACU or more behind an RDS Proxy, dashboards) or "small": a
+	// team's first API at about a tenth of the idle cost, with every
+	// guarantee kept (docs/cost.md, docs/deploy.md#profiles). Small sets
+	// defaults the other fields may still override: ElastiCache
+	// Serverless Valkey, Aurora scaling to 0 ACU (paused when idle) with
+	// no proxy, admin functions capped at 2 concurrent executions each,
+	// a 256 MiB authorizer, the Secrets Manager endpoint in one AZ,
+	// Lambda's platform log lines at WARN (no START, END and REPORT line
+	// per invocation), the rules backstop reload daily, no dashboards.
+	Profile string
+
 	// AssetRoot holds one directory per function with its `bootstrap`.
 	// Default: sluice.DefaultAssetRoot ("build/arm64", `make build` output).
 	AssetRoot string
@@ -181,11 +193,49 @@ type StackProps struct {
 	NoAPIGatewayAccount bool
 }
 
+// small reports whether the props ask for the small profile.
+func (p *StackProps) small() bool { return p.Profile == "small" }
+
+// withProfile returns a copy of p with the defaults of its profile filled
+// in where p leaves them unset.
+func (p *StackProps) withProfile() *StackProps {
+	c := *p
+	if !c.small() {
+		return &c
+	}
+	if c.RedisURL == "" {
+		c.ServerlessRedis = true
+	}
+	c.AdminReservedConcurrency = cmp.Or(c.AdminReservedConcurrency, smallAdminConcurrency)
+	c.AuthorizerMemory = cmp.Or(c.AuthorizerMemory, smallAuthorizerMemory)
+	return &c
+}
+
+// The small profile's defaults.
+const (
+	// smallAdminConcurrency caps each admin function: with no RDS Proxy,
+	// 16 functions × 2 executions × 2 connections (config's pool) = 64
+	// connections at most, well under Aurora's limit at 4 ACU.
+	smallAdminConcurrency = 2
+	// smallAuthorizerMemory is the authorizer's memory: a decision is a
+	// Redis round trip and about 100 µs of one core (BenchmarkInvoke's
+	// p50 on 2 shared cores, docs/cost.md), so more memory (CPU) buys
+	// little and costs per millisecond.
+	smallAuthorizerMemory = 256
+	// smallRulesRefresh is RULES_REFRESH: the backstop reload from the
+	// database, which would keep Aurora from pausing; the snapshot and
+	// its version carry every change in between.
+	smallRulesRefresh = "24h"
+)
+
 // byoDatabase reports whether the props name an existing database.
 func (p *StackProps) byoDatabase() bool { return p.DatabaseURL != "" || p.DatabaseSecretArn != "" }
 
 func (p *StackProps) validate() error {
 	var errs []error
+	if p.Profile != "" && p.Profile != "production" && p.Profile != "small" {
+		errs = append(errs, fmt.Errorf("Profile %q: want production or small", p.Profile))
+	}
 	if p.NoVpc && p.RedisURL == "" {
 		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))
 	}
@@ -350,6 +400,50 @@ var adminRoutes = func() []adminRoute {
 	return append(rs, adminRoute{"POST", "/check", "check"})
 }()
 
+// access is what one function may use: each gets what its code calls and
+// nothing else, so that a function (its code, or a caller who found a flaw
+// in it) cannot do what its routes do not.
+type access struct {
+	// write: the database's owner login (rules and plans are written, or
+	// the schema migrated); else the read-only role's (migration 00006).
+	write bool
+	// redis: Redis, its AUTH token and the subject hash key (buckets
+	// read, reset or charged; the rules snapshot published).
+	redis bool
+	// stats: CloudWatch (Contributor Insights) alone: no database, no
+	// Redis, no VPC.
+	stats bool
+}
+
+// adminAccess says what the function of each admin route may use. Rules
+// and plans are read on the read-only role alone; their writes take the
+// owner's login and Redis, to publish the snapshot; the subject and usage
+// routes read rules (read-only role) and work on buckets (Redis). A
+// route missing here fails the synth.
+var adminAccess = map[string]access{
+	admin.RouteListRules: {}, admin.RouteGetRule: {}, admin.RouteRuleHistory: {},
+	admin.RouteListPlans: {}, admin.RouteGetPlan: {}, admin.RoutePlanHistory: {},
+	admin.RouteCreateRule: {write: true, redis: true}, admin.RouteUpdateRule: {write: true, redis: true},
+	admin.RouteDeleteRule: {write: true, redis: true},
+	admin.RouteCreatePlan: {write: true, redis: true}, admin.RouteUpdatePlan: {write: true, redis: true},
+	admin.RouteDeletePlan:    {write: true, redis: true},
+	admin.RouteSubjectLimits: {redis: true}, admin.RouteResetSubject: {redis: true}, admin.RouteUsage: {redis: true},
+	admin.RouteStats: {stats: true},
+}
+
+// functionAccess is what every function may use, by function name: the
+// decision functions read rules and decide on Redis, migrate owns the
+// schema, and each admin function has its route's adminAccess.
+var functionAccess = func() map[string]access {
+	m := map[string]access{"authorizer": {redis: true}, "check": {redis: true}, "migrate": {write: true}}
+	for _, r := range admin.Routes() {
+		if a, ok := adminAccess[r.Name]; ok {
+			m[r.Function] = a
+		}
+	}
+	return m
+}()
+
 // redis is what the Lambdas need to reach Redis and what the alarms watch.
 type redis struct {
 	url, mode  string
@@ -359,8 +453,15 @@ type redis struct {
 
 // database is what the Lambdas need to reach PostgreSQL.
 type database struct {
+	// env and secret connect as the owner of the schema: the migrate
+	// function and the admin functions that write rules and plans.
 	env    map[string]string
 	secret awssecretsmanager.ISecret
+	// readerEnv and readerSecret connect as the read-only role
+	// sluice_reader (migration 00006): every other function. The same as
+	// env and secret for a database brought along.
+	readerEnv    map[string]string
+	readerSecret awssecretsmanager.ISecret
 	// dependable is what the migration must wait for (nil for BYO).
 	dependable constructs.IConstruct
 }
@@ -373,6 +474,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
 	}
+	p = p.withProfile()
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
 
@@ -386,7 +488,13 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	}
 
 	rd := newRedis(stack, p, vpc, subnets, fnSGs)
-	db := newDatabase(stack, p, vpc, subnets, fnSGs)
+	// The database admits every function's group; Redis, above, not the
+	// group of those that reach the database alone.
+	dbClients := fnSGs
+	if vpc != nil && net.dbOnly[0] != net.groups[0] {
+		dbClients = append(slices.Clone(fnSGs), net.dbOnly...)
+	}
+	db := newDatabase(stack, p, vpc, subnets, dbClients)
 
 	common := map[string]string{"LOG_LEVEL": cmp.Or(p.LogLevel, "info")}
 	redisEnv := map[string]string{"REDIS_URL": rd.url, "REDIS_MODE": rd.mode}
@@ -406,27 +514,43 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 				merged[k] = v
 			}
 		}
-		return &sluice.FunctionProps{
+		fp := &sluice.FunctionProps{
 			Name: name, AssetDir: sluice.AssetDir(p.AssetRoot, name), Environment: merged,
 			MemorySize: memory, ReservedConcurrency: reserved,
 			Vpc: vpc, VpcSubnets: subnets, SecurityGroups: fnSGs,
 		}
+		if p.small() {
+			// No START, END and REPORT line per invocation: about 0.15 USD
+			// per million decisions of log ingestion (docs/cost.md).
+			fp.SystemLogLevel = "WARN"
+		}
+		return fp
 	}
-	grant := func(fn awslambda.Function, redisToo bool) {
-		if redisToo && rd.authSecret != nil {
+	// grant lets fn read the secrets of what it may use: Redis's AUTH
+	// token and the subject hash key with redisToo, the database's owner
+	// login with write, else its read-only login.
+	grant := func(fn awslambda.Function, a access) {
+		if a.redis && rd.authSecret != nil {
 			rd.authSecret.GrantRead(fn, nil)
 		}
-		if redisToo {
+		if a.redis {
 			subjectKey.GrantRead(fn, nil)
 		}
-		if db.secret != nil {
+		switch {
+		case a.write && db.secret != nil:
 			db.secret.GrantRead(fn, nil)
+		case !a.write && db.readerSecret != nil:
+			db.readerSecret.GrantRead(fn, nil)
 		}
 	}
 
 	authEnv := map[string]string{}
 	if p.DefaultLimit != "" {
 		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
+	}
+	decideEnv := map[string]string{}
+	if p.small() {
+		decideEnv["RULES_REFRESH"] = smallRulesRefresh
 	}
 	checkEnv := map[string]string{}
 	if p.RateLimitHeaders != "" {
@@ -438,9 +562,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if p.UpstreamAuthorizerArn != "" {
 		upstream = awslambda.Function_FromFunctionArn(stack, jsii.String("UpstreamAuthorizer"), jsii.String(p.UpstreamAuthorizerArn))
 	}
+	// The authorizer and check read rules (the Redis snapshot first, the
+	// database when it is missing): the read-only login.
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
-			redisEnv, db.env, authEnv),
+			redisEnv, db.readerEnv, authEnv, decideEnv),
 		SubjectSources:   p.SubjectSources,
 		RateLimitHeaders: p.RateLimitHeaders,
 		Upstream:         upstream,
@@ -451,21 +577,33 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		NoRequestAuthorizer: p.NoDemoAPI,
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
-	grant(s.Authorizer.Function, true)
+	grant(s.Authorizer.Function, functionAccess["authorizer"])
 
 	for _, name := range sluice.Functions {
 		if name == "authorizer" {
 			continue
 		}
+		a, ok := functionAccess[name]
+		if !ok {
+			return nil, fmt.Errorf("sluice stack %s: function %s has no entry in adminAccess: say what its route may use", id, name)
+		}
 		var fp *sluice.FunctionProps
 		switch {
 		case name == "migrate":
-			// Only PostgreSQL; long enough for a slow migration.
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, db.env)
+			// Only PostgreSQL, as the owner, and the read-only role's
+			// login to set; long enough for a slow migration.
+			env := maps.Clone(db.env)
+			if db.readsOnly() {
+				env["DB_READER_SECRET_ARN"] = *db.readerSecret.SecretArn()
+			}
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, env)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
+			if vpc != nil {
+				fp.SecurityGroups = net.dbOnly
+			}
 		case name == "check":
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.env, authEnv, checkEnv)
-		case name == statsFunction:
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv)
+		case a.stats:
 			// GET /stats reads Contributor Insights and nothing else: no
 			// Redis, no database, so no VPC (which has no route to the
 			// CloudWatch API).
@@ -474,14 +612,30 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp.Vpc, fp.VpcSubnets, fp.SecurityGroups = nil, nil, nil
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29))
 		default:
-			// The admin functions get DEFAULT_LIMIT too, so the subject limits
-			// view shows the default bucket and a reset clears it.
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, db.env, authEnv)
+			dbEnv := db.readerEnv
+			if a.write {
+				dbEnv = db.env
+			}
+			if a.redis {
+				// DEFAULT_LIMIT too, so the subject limits view shows the
+				// default bucket and a reset clears it.
+				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, dbEnv, authEnv)
+			} else {
+				// Rules and plans read: the database's read-only login
+				// alone, in the security group Redis does not admit.
+				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, dbEnv)
+				if vpc != nil {
+					fp.SecurityGroups = net.dbOnly
+				}
+			}
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
-		if name != statsFunction {
-			grant(fn, name != "migrate")
+		if !a.stats {
+			grant(fn, a)
+		}
+		if name == "migrate" && db.readsOnly() {
+			db.readerSecret.GrantRead(fn, nil)
 		}
 		s.Functions[name] = fn
 	}
@@ -495,7 +649,16 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
 
-	newMigration(stack, s.Functions["migrate"], db, net.needs...)
+	migration := newMigration(stack, s.Functions["migrate"], db, net.needs...)
+	if db.readsOnly() {
+		// The read-only login works once migrate has set it: the functions
+		// that use it are created (or switched to it) after the migration.
+		for name, fn := range s.Functions {
+			if a := functionAccess[name]; !a.write && !a.stats {
+				fn.Node().AddDependency(migration)
+			}
+		}
+	}
 	var apiAccount awsapigateway.CfnAccount
 	if !p.NoAPIGatewayAccount {
 		apiAccount = newAPIGatewayAccount(stack)
@@ -515,7 +678,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], api))
 	}
 	newMonitoring(stack, p, s, rd)
-	newInsights(stack, s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
+	newInsights(stack, !p.small(), s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
 	newOutputs(stack, s, net, rd, db, subjectKey)
 	return s, nil
 }
@@ -694,21 +857,34 @@ func mathExpression(expr, label string, metrics map[string]awscloudwatch.IMetric
 func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec2.SubnetSelection, fnSGs []awsec2.ISecurityGroup) database {
 	switch {
 	case p.DatabaseURL != "":
-		return database{env: map[string]string{"DATABASE_URL": p.DatabaseURL}}
+		env := map[string]string{"DATABASE_URL": p.DatabaseURL}
+		return database{env: env, readerEnv: env}
 	case p.DatabaseSecretArn != "":
+		// The read-only role needs a password only this database's owner
+		// can set: a database brought along is used with its one secret.
 		secret := importSecret(stack, "DbSecret", p.DatabaseSecretArn)
 		env := map[string]string{"DB_SECRET_ARN": p.DatabaseSecretArn}
 		if p.DatabaseHost != "" {
 			env["DB_HOST"] = p.DatabaseHost
 		}
-		return database{env: env, secret: secret}
+		return database{env: env, secret: secret, readerEnv: env, readerSecret: secret}
+	}
+	// The small profile's cluster scales to 0 ACU, paused after 5 idle
+	// minutes (only the admin functions connect, and the authorizers when
+	// the Redis snapshot is missing): storage alone is billed then, and
+	// the first query after a pause waits about 15 s for it to resume.
+	minACU := 0.5
+	var pause awscdk.Duration
+	if p.small() {
+		minACU, pause = 0, awscdk.Duration_Minutes(jsii.Number(5))
 	}
 	cluster := awsrds.NewDatabaseCluster(stack, jsii.String("Db"), &awsrds.DatabaseClusterProps{
+		ServerlessV2AutoPauseDuration: pause,
 		Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
 			Version: awsrds.AuroraPostgresEngineVersion_VER_16_9(),
 		}),
 		Writer:                  awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), nil),
-		ServerlessV2MinCapacity: jsii.Number(0.5),
+		ServerlessV2MinCapacity: jsii.Number(minACU),
 		ServerlessV2MaxCapacity: jsii.Number(4),
 		Credentials:             awsrds.Credentials_FromGeneratedSecret(jsii.String("sluice"), nil),
 		DefaultDatabaseName:     jsii.String("sluice"),
@@ -730,6 +906,33 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
 	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
 		"and keep them, so a rotation would lock warm functions out of the proxy until they restart")
+	// The read-only role's login (migration 00006): the migrate function
+	// sets the role's password from it, every function that only reads
+	// connects with it. Attached to the cluster, it names the host and port.
+	readerSecret := awsrds.NewDatabaseSecret(stack, jsii.String("DbReaderSecret"), &awsrds.DatabaseSecretProps{
+		Username: jsii.String(readerRole),
+		Dbname:   jsii.String("sluice"),
+	})
+	reader := readerSecret.Attach(cluster)
+	suppress(readerSecret, "AwsSolutions-SMG4", "the functions read the read-only role's credentials once per cold start "+
+		"and keep them, and the migrate function sets the role's password from this secret at each migration: "+
+		"a rotation would lock warm functions out until the next deploy")
+	if p.small() {
+		// No RDS Proxy (8 ACU minimum, 88 USD a month): the functions
+		// connect to the cluster, their number bounded by the admin
+		// functions' reserved concurrency and the authorizers reading the
+		// snapshot first.
+		for _, fnSG := range fnSGs {
+			cluster.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
+		}
+		return database{
+			env:          map[string]string{"DB_SECRET_ARN": *cluster.Secret().SecretArn()},
+			secret:       cluster.Secret(),
+			readerEnv:    map[string]string{"DB_SECRET_ARN": *reader.SecretArn()},
+			readerSecret: reader,
+			dependable:   cluster,
+		}
+	}
 	// Lambdas connect through the proxy: it pools connections across
 	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
 	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
@@ -740,7 +943,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		DbProxyName: jsii.String(proxyName(stack)),
 		Vpc:         vpc,
 		VpcSubnets:  subnets,
-		Secrets:     &[]awssecretsmanager.ISecret{cluster.Secret()},
+		Secrets:     &[]awssecretsmanager.ISecret{cluster.Secret(), reader},
 		RequireTLS:  jsii.Bool(true),
 	})
 	for _, fnSG := range fnSGs {
@@ -751,10 +954,21 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 			"DB_SECRET_ARN": *cluster.Secret().SecretArn(),
 			"DB_HOST":       *proxy.Endpoint(),
 		},
-		secret:     cluster.Secret(),
-		dependable: cluster,
+		secret: cluster.Secret(),
+		readerEnv: map[string]string{
+			"DB_SECRET_ARN": *reader.SecretArn(),
+			"DB_HOST":       *proxy.Endpoint(),
+		},
+		readerSecret: reader,
+		dependable:   cluster,
 	}
 }
+
+// readerRole is the read-only database role migration 00006 creates.
+const readerRole = "sluice_reader"
+
+// readsOnly reports whether the database has a read-only login of its own.
+func (d database) readsOnly() bool { return d.readerSecret != nil && d.readerSecret != d.secret }
 
 // proxyName is the RDS Proxy's name: letters, digits and single hyphens,
 // starting with a letter, at most 60 characters, from the stack name.
@@ -781,7 +995,7 @@ func proxyName(stack awscdk.Stack) string {
 // CloudFormation deletes in reverse dependency order, and the Delete event
 // then runs while the endpoint is still there rather than hanging on
 // Secrets Manager until it times out.
-func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs ...constructs.IDependable) {
+func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs ...constructs.IDependable) awscdk.CustomResource {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 		// The framework function's log group, with an expiry (Lambda
@@ -805,6 +1019,7 @@ func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs 
 	if len(needs) > 0 {
 		cr.Node().AddDependency(needs...)
 	}
+	return cr
 }
 
 // accessLogFormat is one JSON line per request in the APIs' access logs: who
@@ -1018,6 +1233,9 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, s *Stack, rd redis) {
 		}
 	}
 
+	if p.small() {
+		return // no dashboards: 3 USD a month each beyond an account's first three
+	}
 	authorizer := s.Authorizer.Function
 	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(*stack.StackName() + "-sluice"),

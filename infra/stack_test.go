@@ -96,6 +96,7 @@ const (
 	jwt         variant = "jwt"         // jwt:sub behind Cognito, a NAT gateway for the JWKS
 	lean        variant = "lean"        // no demo API, no account logging role, a topic of one's own, APIs elsewhere
 	localstack  variant = "localstack"  // what `make localstack-deploy` synthesizes
+	small       variant = "small"       // the small profile (-c profile=small): docs/cost.md
 )
 
 // Looked-up VPCs (the CLI's VPC lookup answers, here in the context).
@@ -183,6 +184,9 @@ func variantProps(v variant) *StackProps {
 		p.DatabaseDeletionProtection = true
 		p.DatabaseBackupRetentionDays = 14
 		p.RedisNodeType = "cache.r7g.large"
+	case small:
+		p.Profile = "small"
+		p.AlarmEmail = "oncall@example.com"
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
@@ -329,7 +333,7 @@ func envOf(r resource) map[string]any {
 }
 
 func allVariants() []variant {
-	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack}
+	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack, small}
 }
 
 func TestAuthorizerResultCacheIsOff(t *testing.T) {
@@ -517,9 +521,10 @@ func TestLambdas(t *testing.T) {
 			if env["LOG_LEVEL"] == nil {
 				t.Errorf("%s: %s has no LOG_LEVEL", v, r.ID)
 			}
-			isMigrate := strings.HasPrefix(r.ID, "Migrate")
-			if _, ok := env["REDIS_URL"]; ok == isMigrate {
-				t.Errorf("%s: %s has REDIS_URL = %v, want %v", v, r.ID, ok, !isMigrate)
+			// Redis only where the function's access says (TestLeastPrivilege).
+			wantRedis := functionAccess[strings.TrimPrefix(fmt.Sprint(r.Props["Description"]), "Sluice ")].redis
+			if _, ok := env["REDIS_URL"]; ok != wantRedis {
+				t.Errorf("%s: %s has REDIS_URL = %v, want %v", v, r.ID, ok, wantRedis)
 			}
 			_, url := env["DATABASE_URL"]
 			_, secret := env["DB_SECRET_ARN"]
@@ -563,7 +568,7 @@ func TestFullStackEnvironment(t *testing.T) {
 	}
 	b, _ := json.Marshal(env)
 	s := string(b)
-	for _, want := range []string{`"rediss://"`, `PrimaryEndPoint.Address`, `"REDIS_AUTH_SECRET_ARN":{"Ref":"RedisAuthToken`, `"DB_HOST":{"Fn::GetAtt":["DbProxy`, `"DB_SECRET_ARN":{"Ref":"DbSecretAttachment`} {
+	for _, want := range []string{`"rediss://"`, `PrimaryEndPoint.Address`, `"REDIS_AUTH_SECRET_ARN":{"Ref":"RedisAuthToken`, `"DB_HOST":{"Fn::GetAtt":["DbProxy`, `"DB_SECRET_ARN":{"Ref":"DbReaderSecretAttachment`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("authorizer environment = %s, want %s in it", s, want)
 		}
@@ -594,9 +599,10 @@ func TestSubjectKeySecret(t *testing.T) {
 	for _, r := range sluiceFunctions(js) {
 		b, _ := json.Marshal(envOf(r)["SUBJECT_HMAC_KEY_SECRET_ARN"])
 		has := strings.Contains(string(b), keyID)
-		// The migrations and GET /stats hash no subject (the stats read
-		// hashes the authorizers' log lines already carry): no key.
-		none := strings.Contains(r.ID, "Migrate") || strings.Contains(r.ID, "AdminStats")
+		// The migrations, GET /stats (which reads hashes the authorizers'
+		// log lines already carry) and the rule and plan reads hash no
+		// subject: no key.
+		none := !functionAccess[strings.TrimPrefix(fmt.Sprint(r.Props["Description"]), "Sluice ")].redis
 		if has == none {
 			t.Errorf("%s SUBJECT_HMAC_KEY_SECRET_ARN = %s (needs none: %v)", r.ID, b, none)
 		}

@@ -21,7 +21,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "admin-rules-get: configuration: %v\n", err)
 		os.Exit(1)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Read, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "admin-rules-get: %v\n", err)
 		os.Exit(1)

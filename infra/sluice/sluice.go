@@ -78,6 +78,15 @@ type FunctionProps struct {
 	SecurityGroups []awsec2.ISecurityGroup
 	// LogRetention of the function's log group. Default: one month.
 	LogRetention awslogs.RetentionDays
+	// SystemLogLevel, when set ("WARN"), turns on Lambda's advanced
+	// logging controls: JSON log format, Lambda's own lines at this level
+	// and above ("WARN" drops the START, END and REPORT lines of every
+	// invocation, about 300 bytes of log ingestion each), and every line
+	// the function writes kept (application level TRACE: LOG_LEVEL
+	// decides). The function's lines are JSON already and pass as written,
+	// so its Embedded Metric Format lines still become metrics. Default:
+	// empty, Text format with every platform line.
+	SystemLogLevel string
 }
 
 // NewFunction creates a Sluice Lambda: the `bootstrap` binary of
@@ -127,13 +136,18 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 		MemorySize:   jsii.Number(memory),
 		Timeout:      timeout,
 		Environment:  &env,
-		// The log format stays Text: the functions already write JSON lines
-		// (slog) and Embedded Metric Format lines, which must reach the log
-		// stream as written to become metrics.
+		// The log format stays Text unless SystemLogLevel is set: the
+		// functions already write JSON lines (slog) and Embedded Metric
+		// Format lines, which reach the log stream as written either way.
 		LogGroup: logs,
 	}
 	if p.ReservedConcurrency > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(p.ReservedConcurrency)
+	}
+	if p.SystemLogLevel != "" {
+		props.LoggingFormat = awslambda.LoggingFormat_JSON
+		props.SystemLogLevelV2 = awslambda.SystemLogLevel(strings.ToUpper(p.SystemLogLevel))
+		props.ApplicationLogLevelV2 = awslambda.ApplicationLogLevel_TRACE
 	}
 	if p.Vpc != nil {
 		props.Vpc = p.Vpc

@@ -65,6 +65,12 @@ const (
 	// Options.StatsReader (the admin-stats function passes the
 	// Contributor Insights reader): no Redis, no database.
 	Stats
+	// Read builds an admin Service over the store alone, for the admin
+	// functions whose routes only read rules and plans (GET /rules,
+	// /plans and their history): no Redis is dialled, no subject hash key
+	// read, nothing published. Those functions connect as the database's
+	// read-only role, so they could not write the rules if they tried.
+	Read
 )
 
 // Options say what New builds and where it writes. The zero value builds
@@ -135,6 +141,9 @@ type App struct {
 	// Migrator applies the database migrations (Migrate).
 	Migrator *Migrator
 
+	// pool is the database's, when New built one.
+	pool *pgxpool.Pool
+
 	closers []func()
 }
 
@@ -166,11 +175,12 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	}()
 
 	var pool *pgxpool.Pool
-	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer) != 0 {
+	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer|Read) != 0 {
 		if pool, err = config.Postgres(ctx, cfg); err != nil {
 			return nil, err
 		}
 		a.onClose(pool.Close)
+		a.pool = pool
 	}
 	a.Store = o.Store
 	if a.Store == nil && pool != nil {
@@ -180,9 +190,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		db := stdlib.OpenDBFromPool(pool)
 		a.onClose(func() { db.Close() })
 		a.Migrator = &Migrator{db: db, log: a.Log}
+		if a.Migrator.reader, err = config.ReaderCredentials(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
 		a.statsOnly(cfg, o.StatsReader)
+	}
+	if o.Parts&Read != 0 && o.Parts&Administer == 0 {
+		a.Admin = admin.New(a.Store, nil, nil, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("readOnly", true))
 	}
 	if o.Parts&(Decide|Administer) == 0 {
 		return a, nil
@@ -358,7 +375,22 @@ func (a *App) AdminHandler(route string) func(context.Context, events.APIGateway
 		o.Routes = []string{route}
 		_, resource, _ = strings.Cut(route, " ")
 	}
-	return lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	proxy := lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	pool := a.pool
+	if pool == nil {
+		return proxy
+	}
+	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		resp, err := proxy(ctx, ev)
+		// An admin function holds no database connection between
+		// invocations: Lambda freezes the process with the connection
+		// open for as long as it keeps the environment, which keeps an
+		// Aurora Serverless cluster at 0 ACU from pausing and, with no
+		// RDS Proxy, counts against its connection limit. The next call
+		// connects again (tens of ms; an admin call can afford them).
+		pool.Reset()
+		return resp, err
+	}
 }
 
 // Close stops the rules cache's background work and closes the clients the

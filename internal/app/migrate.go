@@ -4,12 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -79,6 +84,9 @@ type MigrateResult struct {
 type Migrator struct {
 	db  *sql.DB
 	log *slog.Logger
+	// reader is the read-only role's login (DB_READER_SECRET_ARN), set
+	// after every migration run; nil leaves the role as it is.
+	reader *config.Credentials
 }
 
 // onceTimeout bounds a migration run outside Lambda.
@@ -135,6 +143,10 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	}
 	log.InfoContext(ctx, "migrated", slog.Any("applied", res.Applied), slog.Int64("version", res.Version),
 		slog.Int64("durationMs", time.Since(start).Milliseconds()))
+	if err := m.setReaderLogin(ctx); err != nil {
+		log.ErrorContext(ctx, "read-only role not set up", slog.Any("error", err))
+		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
+	}
 	out := MigrateResult{Applied: res.Applied, Version: res.Version}
 	if ev.RequestType != "" {
 		out.PhysicalResourceID = MigrationsResourceID
@@ -142,3 +154,43 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	}
 	return out, nil
 }
+
+// setReaderLogin gives the read-only role (migration 00006) LOGIN and the
+// password of its secret, so that the read-only admin functions can
+// connect as it. It runs after every migration run, so a deploy that
+// replaces the secret also moves the password. The role must exist: a
+// database user without CREATEROLE skips it in the migration, and a stack
+// that then hands out the reader's secret would leave those functions
+// unable to connect, so the deploy fails here and says why.
+func (m *Migrator) setReaderLogin(ctx context.Context) error {
+	if m.reader == nil {
+		return nil
+	}
+	var exists bool
+	if err := m.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, m.reader.Username).Scan(&exists); err != nil {
+		return fmt.Errorf("look up role %q: %w", m.reader.Username, err)
+	}
+	if !exists {
+		return fmt.Errorf("role %q does not exist: the migrating user may not create roles (CREATEROLE); "+
+			"create it (CREATE ROLE %s NOLOGIN) and migrate again, or leave DB_READER_SECRET_ARN unset", m.reader.Username, m.reader.Username)
+	}
+	// ALTER ROLE takes no parameters: the name is quoted as an identifier
+	// and the password as a literal (standard_conforming_strings is on
+	// in every supported PostgreSQL, so only the quote needs doubling).
+	stmt := "ALTER ROLE " + quoteIdent(m.reader.Username) + " WITH LOGIN PASSWORD '" +
+		strings.ReplaceAll(string(m.reader.Password), "'", "''") + "'"
+	if _, err := m.db.ExecContext(ctx, stmt); err != nil {
+		// The statement holds the password: keep only the server's
+		// message and code, never the statement.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("set the login of role %q: %s (SQLSTATE %s)", m.reader.Username, pe.Message, pe.Code)
+		}
+		return fmt.Errorf("set the login of role %q failed", m.reader.Username)
+	}
+	m.log.InfoContext(ctx, "read-only role can log in", slog.String("role", m.reader.Username))
+	return nil
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -381,6 +381,36 @@ type rdsSecret struct {
 	DBName   string          `json:"dbname"`
 }
 
+// Credentials are a database user and its password.
+type Credentials struct {
+	Username string
+	Password Secret
+}
+
+// ReaderCredentials returns the read-only role's user and password from
+// the secret DBReaderSecretARN names (JSON "username", "password", as an
+// RDS secret); nil when it is not set.
+func ReaderCredentials(ctx context.Context, cfg Config) (*Credentials, error) {
+	sm, err := secretsIfNeeded(ctx, cfg.DBReaderSecretARN)
+	if err != nil || sm == nil {
+		return nil, err
+	}
+	return readerCredentials(ctx, sm, cfg.DBReaderSecretARN)
+}
+
+func readerCredentials(ctx context.Context, sm secretGetter, arn string) (*Credentials, error) {
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return nil, fmt.Errorf("reader credentials: %w", err)
+	}
+	var sec rdsSecret
+	if err := json.Unmarshal([]byte(s), &sec); err != nil || sec.Username == "" || sec.Password == "" {
+		// The error may quote the secret: say only where it failed.
+		return nil, fmt.Errorf("reader credentials: secret %s is not JSON with a username and a password", arn)
+	}
+	return &Credentials{Username: sec.Username, Password: sec.Password}, nil
+}
+
 // Postgres returns a connection pool for cfg, from DatabaseURL as given or
 // from the RDS secret DBSecretARN (DBHost replacing its host, DBSSLMode
 // its sslmode, DBSSLRootCert its sslrootcert). A connection that verifies

@@ -341,3 +341,26 @@ func TestUpstreamInvoker(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderCredentials reads the read-only role's login from its secret
+// and refuses a secret without both fields, without quoting it.
+func TestReaderCredentials(t *testing.T) {
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:reader"
+	sm := fakeSecrets{
+		arn:           `{"username":"sluice_reader","password":"p4ss"}`,
+		arn + "-nopw": `{"username":"sluice_reader"}`,
+		arn + "-text": `hunter2`,
+	}
+	c, err := readerCredentials(t.Context(), sm, arn)
+	if err != nil || c.Username != "sluice_reader" || c.Password != "p4ss" {
+		t.Fatalf("readerCredentials = %+v, %v; want sluice_reader with its password", c, err)
+	}
+	for _, bad := range []string{arn + "-nopw", arn + "-text", arn + "-gone"} {
+		c, err := readerCredentials(t.Context(), sm, bad)
+		if err == nil {
+			t.Errorf("readerCredentials(%s) = %+v, want an error", bad, c)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("readerCredentials(%s): %v quotes the secret", bad, err)
+		}
+	}
+}

@@ -106,6 +106,12 @@ type Config struct {
 	// DBHost is DB_HOST: replaces the secret's host, typically with an RDS
 	// Proxy endpoint. Only with DBSecretARN.
 	DBHost string
+	// DBReaderSecretARN is DB_READER_SECRET_ARN, read by the migrate
+	// function alone: a Secrets Manager secret with the "username" and
+	// "password" of the read-only role (migration 00006, sluice_reader),
+	// which migrate gives LOGIN and that password after migrating. The
+	// read-only admin functions connect with it as their DB_SECRET_ARN.
+	DBReaderSecretARN string
 	// DBSSLMode is DB_SSLMODE: the sslmode used with DBSecretARN. Default
 	// verify-full: the server's certificate must chain to the system roots
 	// (RDS Proxy's, from Amazon Trust Services) or to the RDS CA bundle
@@ -247,6 +253,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
+		slog.String("dbReaderSecretArn", c.DBReaderSecretARN),
 		slog.String("dbSslMode", c.DBSSLMode),
 		slog.String("dbSslRootCert", c.DBSSLRootCert),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
@@ -409,6 +416,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("DB_SECRET_ARN", "set DATABASE_URL or DB_SECRET_ARN, not both")
 	}
 	c.DBHost = get("DB_HOST")
+	c.DBReaderSecretARN = get("DB_READER_SECRET_ARN")
+	if v := c.DBReaderSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("DB_READER_SECRET_ARN", "%q is not an ARN", v)
+	}
 	if c.DBHost != "" && c.DBSecretARN == "" {
 		fail("DB_HOST", "only applies with DB_SECRET_ARN")
 	}

@@ -70,6 +70,10 @@ var Vars = []Var{
 	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,
 		Summary: "database host, such as an RDS Proxy",
 		Doc:     "replaces the secret's host, typically with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
+	{Name: "DB_READER_SECRET_ARN", DefaultDoc: "—", Functions: []string{"migrate"},
+		Summary: "read-only role's secret (migrate)",
+		Doc: "a Secrets Manager secret with the `username` and `password` of the read-only role `sluice_reader`: after migrating, migrate gives the role LOGIN and that password. " +
+			"The read-only admin functions connect with it ([deploy](deploy.md#admin-functions))"},
 	{Name: "DB_SSLMODE", Default: "verify-full", Functions: withStore,
 		Summary: "TLS to the database",
 		Doc: "the libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` checks the certificate against the system roots and the RDS CA bundle built in; " +

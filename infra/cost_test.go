@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The cost model: docs/cost.md holds the price table (each price with its
+// source and date) between <!-- prices:begin --> and <!-- prices:end -->;
+// this file reads it, prices every variant's synthesized template from the
+// resources it finds, and checks the small profile against its targets.
+// The model table of docs/cost.md (<!-- model:begin --> ... end) is what
+// it computes: go test ./infra -run TestCostModel -update-cost rewrites it.
+
+var updateCost = flag.Bool("update-cost", false, "rewrite docs/cost.md's model table from the synthesized templates")
+
+const costDoc = "../docs/cost.md"
+
+// The small profile's targets (issue 26).
+const (
+	smallIdleTarget    = 20.0 // USD a month with no traffic
+	smallPerMillTarget = 0.25 // USD per million decisions
+)
+
+// hoursPerMonth is AWS's billing month: 730 hours.
+const hoursPerMonth = 730
+
+// prices are the rows of docs/cost.md's price table, by key.
+type prices map[string]float64
+
+// readPrices parses the price table: | `key` | USD | unit | source | date |.
+func readPrices(t *testing.T) prices {
+	t.Helper()
+	doc, err := os.ReadFile(costDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := between(t, doc, "prices")
+	p := prices{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 7 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		usd, err := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64)
+		if err != nil {
+			t.Fatalf("docs/cost.md price %s: %q is not a number", key, cells[2])
+		}
+		if src, date := strings.TrimSpace(cells[4]), strings.TrimSpace(cells[5]); src == "" || date == "" {
+			t.Errorf("docs/cost.md price %s has no source or date", key)
+		}
+		if _, dup := p[key]; dup {
+			t.Errorf("docs/cost.md price %s twice", key)
+		}
+		p[key] = usd
+	}
+	if len(p) == 0 {
+		t.Fatal("docs/cost.md has no price rows")
+	}
+	return p
+}
+
+// between returns the text between <!-- name:begin --> and <!-- name:end -->.
+func between(t *testing.T, doc []byte, name string) string {
+	t.Helper()
+	begin, end := []byte("<!-- "+name+":begin -->"), []byte("<!-- "+name+":end -->")
+	i, j := bytes.Index(doc, begin), bytes.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/cost.md has no %s … %s", begin, end)
+	}
+	return string(doc[i+len(begin) : j])
+}
+
+// price returns the price of key, recording a missing one.
+func (p prices) price(key string, missing map[string]bool) float64 {
+	v, ok := p[key]
+	if !ok {
+		missing[key] = true
+	}
+	return v
+}
+
+// costLine is one priced resource.
+type costLine struct {
+	what string
+	usd  float64 // a month at idle
+}
+
+// estimate is a variant's cost from its template.
+type estimate struct {
+	idle    []costLine
+	perMill []costLine // USD per million decisions (authorizer invocations)
+	missing map[string]bool
+}
+
+func (e *estimate) idleTotal() float64    { return sum(e.idle) }
+func (e *estimate) perMillTotal() float64 { return sum(e.perMill) }
+
+func sum(ls []costLine) float64 {
+	var s float64
+	for _, l := range ls {
+		s += l.usd
+	}
+	return s
+}
+
+// costOf prices a template. Every resource type must have a row, priced
+// or free ("AWS::IAM::Role", 0): a resource of a new type cannot slip in
+// unpriced.
+func costOf(js map[string]any, p prices) *estimate {
+	r := newReach(js, netFacts{})
+	e := &estimate{missing: map[string]bool{}}
+	add := func(what string, usd float64) {
+		if usd != 0 {
+			e.idle = append(e.idle, costLine{what, usd})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(r.res)) {
+		typ, ps := r.typ(id), r.props(id)
+		switch typ {
+		case "AWS::ElastiCache::ReplicationGroup":
+			nodes, _ := toInt(ps["NumCacheClusters"])
+			if nodes == 0 {
+				groups, _ := toInt(ps["NumNodeGroups"])
+				replicas, _ := toInt(ps["ReplicasPerNodeGroup"])
+				nodes = max(groups, 1) * (replicas + 1)
+			}
+			node := fmt.Sprintf("%s:%v/%v", typ, ps["CacheNodeType"], ps["Engine"])
+			add(fmt.Sprintf("%d × %v %v", nodes, ps["CacheNodeType"], ps["Engine"]), float64(nodes)*p.price(node, e.missing)*hoursPerMonth)
+		case "AWS::ElastiCache::ServerlessCache":
+			engine := fmt.Sprint(ps["Engine"])
+			gb := p.price(typ+":"+engine+"/min-gb", e.missing)
+			add("ElastiCache Serverless "+engine+" (minimum storage)", gb*p.price(typ+":"+engine+"/gb-hour", e.missing)*hoursPerMonth)
+			e.perMill = append(e.perMill, costLine{"ElastiCache Serverless ECPUs",
+				p.price("assume:ecpu-per-decision", e.missing) * p.price(typ+":"+engine+"/million-ecpu", e.missing)})
+		case "AWS::RDS::DBInstance":
+			if ps["DBInstanceClass"] != "db.serverless" {
+				e.missing[typ+":"+fmt.Sprint(ps["DBInstanceClass"])] = true
+				continue
+			}
+			cluster := r.props(refID(ps["DBClusterIdentifier"]))
+			sc, _ := cluster["ServerlessV2ScalingConfiguration"].(map[string]any)
+			acu, _ := sc["MinCapacity"].(float64)
+			// Listed at 0 too: a cluster that pauses is a line of the model.
+			e.idle = append(e.idle, costLine{fmt.Sprintf("Aurora Serverless v2 writer, %v ACU minimum", acu),
+				acu * p.price(typ+":db.serverless/acu-hour", e.missing) * hoursPerMonth})
+		case "AWS::RDS::DBCluster":
+			add("Aurora storage", p.price("assume:db-storage-gb", e.missing)*p.price(typ+":storage/gb-month", e.missing))
+		case "AWS::RDS::DBProxy":
+			add("RDS Proxy (minimum ACU for an Aurora Serverless v2 target)",
+				p.price(typ+":min-acu", e.missing)*p.price(typ+":acu-hour", e.missing)*hoursPerMonth)
+		case "AWS::EC2::VPCEndpoint":
+			if ps["VpcEndpointType"] == "Interface" {
+				azs := len(list(ps["SubnetIds"]))
+				add(fmt.Sprintf("interface endpoint %s × %d AZ", id, azs), float64(azs)*p.price(typ+":interface/az-hour", e.missing)*hoursPerMonth)
+			} else {
+				add(id, p.price(typ+":gateway", e.missing))
+			}
+		case "AWS::EC2::NatGateway", "AWS::EC2::EIP":
+			add(id, p.price(typ+":hour", e.missing)*hoursPerMonth)
+		case "AWS::SecretsManager::Secret":
+			add("secret "+id, p.price(typ+":month", e.missing))
+		case "AWS::CloudWatch::Alarm":
+			metrics := 1
+			if ms := list(ps["Metrics"]); ms != nil {
+				metrics = 0
+				for _, m := range ms {
+					if mm, _ := m.(map[string]any); mm["MetricStat"] != nil {
+						metrics++
+					}
+				}
+			}
+			add("alarm "+id, float64(metrics)*p.price(typ+":metric-month", e.missing))
+		case "AWS::CloudWatch::Dashboard":
+			add("dashboard "+id, p.price(typ+":month", e.missing))
+		case "AWS::CloudWatch::InsightRule":
+			add("Contributor Insights rule "+id, p.price(typ+":month", e.missing))
+		case "AWS::Lambda::Function":
+			if ps["Handler"] != "bootstrap" || !strings.HasPrefix(fmt.Sprint(ps["Description"]), "Sluice authorizer") {
+				p.price(typ+":idle", e.missing)
+				continue
+			}
+			// A decision is one authorizer invocation.
+			memGB := ps["MemorySize"].(float64) / 1024
+			e.perMill = append(e.perMill,
+				costLine{"Lambda requests", p.price(typ+":million-requests", e.missing)},
+				costLine{fmt.Sprintf("Lambda duration (%v MiB arm64)", ps["MemorySize"]),
+					memGB * p.price("assume:authorizer-ms", e.missing) / 1000 * 1e6 * p.price(typ+":arm-gb-second", e.missing)})
+			lc, _ := ps["LoggingConfig"].(map[string]any)
+			if lc["SystemLogLevel"] != "WARN" && lc["SystemLogLevel"] != "ERROR" && lc["SystemLogLevel"] != "FATAL" {
+				e.perMill = append(e.perMill, costLine{"START, END and REPORT log lines",
+					p.price("assume:platform-log-bytes", e.missing) * 1e6 / 1e9 * p.price("AWS::Logs::LogGroup:ingest-gb", e.missing)})
+			}
+		default:
+			// A type with no idle cost of its own: its row says so (0).
+			p.price(typ, e.missing)
+		}
+	}
+	return e
+}
+
+// waf is an AWS WAF web ACL with one rate-based rule: a month and per
+// million requests.
+func waf(p prices, missing map[string]bool) (float64, float64) {
+	return p.price("waf:web-acl-month", missing) + p.price("waf:rule-month", missing), p.price("waf:million-requests", missing)
+}
+
+// breakEven is the monthly volume, in millions of decisions, above which
+// the variant costs less than the WAF rule; +Inf when never.
+func breakEven(e *estimate, wafMonth, wafPerMill float64) float64 {
+	if e.perMillTotal() >= wafPerMill {
+		return math.Inf(1)
+	}
+	return math.Max(0, (e.idleTotal()-wafMonth)/(wafPerMill-e.perMillTotal()))
+}
+
+// TestCostModel prices every variant from its template: every resource
+// type has a price row, the small profile is within its targets, and
+// docs/cost.md's model table is what the templates say.
+func TestCostModel(t *testing.T) {
+	p := readPrices(t)
+	missing := map[string]bool{}
+	wafMonth, wafPerMill := waf(p, missing)
+	var model strings.Builder
+	model.WriteString("\n| variant | idle USD/month | USD per million decisions | cheaper than a WAF rate rule above |\n| --- | ---: | ---: | ---: |\n")
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		e := costOf(js, p)
+		for k := range e.missing {
+			missing[k] = true
+		}
+		be := "never"
+		if b := breakEven(e, wafMonth, wafPerMill); !math.IsInf(b, 1) {
+			be = fmt.Sprintf("%.0f million a month", b)
+		}
+		fmt.Fprintf(&model, "| %s | %.2f | %.3f | %s |\n", v, e.idleTotal(), e.perMillTotal(), be)
+		if testing.Verbose() {
+			for _, l := range e.idle {
+				t.Logf("%s idle: %-70s %8.2f", v, l.what, l.usd)
+			}
+			for _, l := range e.perMill {
+				t.Logf("%s per million: %-63s %8.3f", v, l.what, l.usd)
+			}
+		}
+		if v == small {
+			if got := e.idleTotal(); got > smallIdleTarget {
+				t.Errorf("small profile: %.2f USD a month at idle, want at most %.2f", got, smallIdleTarget)
+			}
+			if got := e.perMillTotal(); got > smallPerMillTarget {
+				t.Errorf("small profile: %.3f USD per million decisions, want at most %.2f", got, smallPerMillTarget)
+			}
+		}
+	}
+	fmt.Fprintf(&model, "| WAF rate-based rule | %.2f | %.3f | — |\n", wafMonth, wafPerMill)
+	model.WriteString("| API Gateway usage plans | 0.00 | 0.000 | — |\n\n")
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range missing {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Errorf("docs/cost.md has no price row %q: a resource of the template would go unpriced", k)
+	}
+	doc, err := os.ReadFile(costDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := between(t, doc, "model"); got != model.String() {
+		if *updateCost {
+			at := bytes.Index(doc, []byte("<!-- model:begin -->")) + len("<!-- model:begin -->")
+			doc = append(append(doc[:at:at], model.String()...), doc[at+len(got):]...)
+			if err := os.WriteFile(costDoc, doc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/cost.md's model table differs from the templates; run go test ./infra -run TestCostModel -update-cost\ngot:%s\nwant:%s", got, model.String())
+	}
+}
+
+// TestCostModelCounts checks the model's reading of the templates: the
+// production stack pays for the proxy, two nodes and the endpoint in two
+// AZs, and the platform log lines; the small one for none of them.
+func TestCostModelCounts(t *testing.T) {
+	p := readPrices(t)
+	has := func(e *estimate, prefix string) bool {
+		return slices.ContainsFunc(append(slices.Clone(e.idle), e.perMill...), func(l costLine) bool { return strings.HasPrefix(l.what, prefix) })
+	}
+	_, fullJS := synth(t, full)
+	_, smallJS := synth(t, small)
+	prod, sm := costOf(fullJS, p), costOf(smallJS, p)
+	for _, want := range []string{"RDS Proxy", "2 × cache.", "START, END and REPORT", "dashboard "} {
+		if !has(prod, want) {
+			t.Errorf("full: no cost line %q", want)
+		}
+		if has(sm, want) {
+			t.Errorf("small: a cost line %q", want)
+		}
+	}
+	for _, want := range []string{"ElastiCache Serverless valkey", "Aurora Serverless v2 writer, 0 ACU", "Lambda requests"} {
+		if !has(sm, want) {
+			t.Errorf("small: no cost line %q (has %v)", want, sm.idle)
+		}
+	}
+	if sm.idleTotal() >= prod.idleTotal()/5 {
+		t.Errorf("small idle %.2f is not a fifth of production's %.2f", sm.idleTotal(), prod.idleTotal())
+	}
+}
+
+// TestSmallProfile: -c profile=small changes what docs/deploy.md's
+// profile table says it changes, and keeps what it says it keeps: the
+// same alarms, each notifying the topic, and AWS_IAM on every admin
+// method.
+func TestSmallProfile(t *testing.T) {
+	_, fullJS := synth(t, full)
+	_, js := synth(t, small)
+	count := func(js map[string]any, typ string) int { return len(resources(js, typ)) }
+	for _, typ := range []string{"AWS::RDS::DBProxy", "AWS::ElastiCache::ReplicationGroup", "AWS::CloudWatch::Dashboard"} {
+		if n := count(js, typ); n != 0 {
+			t.Errorf("small: %d %s, want none", n, typ)
+		}
+	}
+	caches := resources(js, "AWS::ElastiCache::ServerlessCache")
+	if len(caches) != 1 || caches[0].Props["Engine"] != "valkey" {
+		t.Errorf("small: ServerlessCache %v, want one, valkey", caches)
+	}
+	for _, c := range resources(js, "AWS::RDS::DBCluster") {
+		sc, _ := c.Props["ServerlessV2ScalingConfiguration"].(map[string]any)
+		if sc["MinCapacity"] != 0.0 || sc["SecondsUntilAutoPause"] != 300.0 {
+			t.Errorf("small: cluster scaling %v, want MinCapacity 0, SecondsUntilAutoPause 300", sc)
+		}
+	}
+	for _, ep := range resources(js, "AWS::EC2::VPCEndpoint") {
+		if n := len(list(ep.Props["SubnetIds"])); n != 1 {
+			t.Errorf("small: endpoint %s in %d subnets, want 1", ep.ID, n)
+		}
+	}
+	for _, fn := range sluiceFunctions(js) {
+		name := strings.TrimPrefix(fmt.Sprint(fn.Props["Description"]), "Sluice ")
+		lc, _ := fn.Props["LoggingConfig"].(map[string]any)
+		if lc["LogFormat"] != "JSON" || lc["SystemLogLevel"] != "WARN" || lc["ApplicationLogLevel"] != "TRACE" {
+			t.Errorf("small: %s LoggingConfig %v, want JSON, system WARN, application TRACE", name, lc)
+		}
+		reserved := fn.Props["ReservedConcurrentExecutions"]
+		if wantCap := strings.HasPrefix(name, "admin-"); (reserved == 2.0) != wantCap {
+			t.Errorf("small: %s ReservedConcurrentExecutions %v (admin: %v)", name, reserved, wantCap)
+		}
+		env := envOf(fn)
+		if _, hasHost := env["DB_HOST"]; hasHost {
+			t.Errorf("small: %s has DB_HOST: no proxy, the secret's host", name)
+		}
+		if name == "authorizer" || name == "check" {
+			if env["RULES_REFRESH"] != smallRulesRefresh {
+				t.Errorf("small: %s RULES_REFRESH = %v, want %s", name, env["RULES_REFRESH"], smallRulesRefresh)
+			}
+		}
+		if name == "authorizer" && fn.Props["MemorySize"] != 256.0 {
+			t.Errorf("small: authorizer MemorySize %v, want 256", fn.Props["MemorySize"])
+		}
+	}
+	// Kept: every alarm, each with the topic as its action, and IAM.
+	if a, b := count(js, "AWS::CloudWatch::Alarm"), count(fullJS, "AWS::CloudWatch::Alarm"); a != b || a == 0 {
+		t.Errorf("small: %d alarms, full %d: want the same", a, b)
+	}
+	for _, al := range resources(js, "AWS::CloudWatch::Alarm") {
+		if len(list(al.Props["AlarmActions"])) == 0 {
+			t.Errorf("small: alarm %s notifies nobody", al.ID)
+		}
+	}
+	methods := 0
+	for _, m := range resources(js, "AWS::ApiGateway::Method") {
+		if m.Props["AuthorizationType"] == "AWS_IAM" {
+			methods++
+		}
+	}
+	if want := len(adminRoutes); methods != want {
+		t.Errorf("small: %d AWS_IAM methods, want %d (every admin route and POST /check)", methods, want)
+	}
+}
