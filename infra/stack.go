@@ -405,7 +405,7 @@ var adminRoutes = func() []adminRoute {
 // in it) cannot do what its routes do not.
 type access struct {
 	// write: the database's owner login (rules and plans are written, or
-	// the schema migrated); else the read-only role's (migration 00006).
+	// the schema migrated); else the read-only role's (migration 00007).
 	write bool
 	// redis: Redis, its AUTH token and the subject hash key (buckets
 	// read, reset or charged; the rules snapshot published).
@@ -458,7 +458,7 @@ type database struct {
 	env    map[string]string
 	secret awssecretsmanager.ISecret
 	// readerEnv and readerSecret connect as the read-only role
-	// sluice_reader (migration 00006): every other function. The same as
+	// sluice_reader (migration 00007): every other function. The same as
 	// env and secret for a database brought along.
 	readerEnv    map[string]string
 	readerSecret awssecretsmanager.ISecret
@@ -906,7 +906,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
 	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
 		"and keep them, so a rotation would lock warm functions out of the proxy until they restart")
-	// The read-only role's login (migration 00006): the migrate function
+	// The read-only role's login (migration 00007): the migrate function
 	// sets the role's password from it, every function that only reads
 	// connects with it. Attached to the cluster, it names the host and port.
 	readerSecret := awsrds.NewDatabaseSecret(stack, jsii.String("DbReaderSecret"), &awsrds.DatabaseSecretProps{
@@ -964,7 +964,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	}
 }
 
-// readerRole is the read-only database role migration 00006 creates.
+// readerRole is the read-only database role migration 00007 creates.
 const readerRole = "sluice_reader"
 
 // readsOnly reports whether the database has a read-only login of its own.

@@ -155,7 +155,7 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	return out, nil
 }
 
-// setReaderLogin gives the read-only role (migration 00006) LOGIN and the
+// setReaderLogin gives the read-only role (migration 00007) LOGIN and the
 // password of its secret, so that the read-only admin functions can
 // connect as it. It runs after every migration run, so a deploy that
 // replaces the secret also moves the password. The role must exist: a

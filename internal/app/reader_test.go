@@ -49,7 +49,7 @@ var readerRoutes = []struct {
 }
 
 // TestReaderRole: the migrate function gives the read-only role of
-// migration 00006 its login (DB_READER_SECRET_ARN); every admin route the
+// migration 00007 its login (DB_READER_SECRET_ARN); every admin route the
 // stack puts on that role answers as it should when its function connects
 // as it (app.Read, or app.Administer for the bucket routes); and the role
 // can write nothing: a rule write through it fails, and so does SQL.

@@ -108,7 +108,7 @@ type Config struct {
 	DBHost string
 	// DBReaderSecretARN is DB_READER_SECRET_ARN, read by the migrate
 	// function alone: a Secrets Manager secret with the "username" and
-	// "password" of the read-only role (migration 00006, sluice_reader),
+	// "password" of the read-only role (migration 00007, sluice_reader),
 	// which migrate gives LOGIN and that password after migrating. The
 	// read-only admin functions connect with it as their DB_SECRET_ARN.
 	DBReaderSecretARN string
