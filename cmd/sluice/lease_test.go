@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/load"
+
+	"github.com/sluicehq/sluice/internal/local"
+
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -39,7 +43,7 @@ func TestLocalLeaseLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sluice load --strict: %v\n%s\nsluice local:\n%s", err, out, p.out)
 	}
-	var rep loadReport
+	var rep load.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("decode the load report: %v\n%s", err, out)
 	}
@@ -53,7 +57,7 @@ func TestLocalLeaseLoad(t *testing.T) {
 	}
 
 	resp, body := p.adminGet(t, "/admin/debug/vars")
-	var v debugVars
+	var v local.DebugVars
 	if resp.StatusCode != 200 || json.Unmarshal(body, &v) != nil {
 		t.Fatalf("GET /admin/debug/vars = %d %s", resp.StatusCode, body)
 	}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/local"
+
+	"github.com/sluicehq/sluice/internal/load"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -558,8 +562,8 @@ func testCLI(t *testing.T, p *localProc) {
 		t.Fatalf("rules history = %d entries, want 3 (create, 2 updates)", len(history))
 	}
 	for _, h := range history {
-		if h.Actor != adminActor {
-			t.Errorf("rules history entry %s by %q, want %q", h.Action, h.Actor, adminActor)
+		if h.Actor != local.AdminActor {
+			t.Errorf("rules history entry %s by %q, want %q", h.Action, h.Actor, local.AdminActor)
 		}
 	}
 
@@ -706,7 +710,7 @@ func testLoad(t *testing.T, p *localProc) {
 	if code != 0 {
 		t.Fatalf("sluice load --strict = exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	var rep loadReport
+	var rep load.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decode load report: %v\n%s", err, stdout)
 	}
@@ -731,7 +735,7 @@ func testLoad(t *testing.T, p *localProc) {
 	if code != 0 {
 		t.Fatalf("sluice load --strict /search = exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	rep = loadReport{}
+	rep = load.Report{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decode load report: %v\n%s", err, stdout)
 	}

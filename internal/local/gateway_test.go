@@ -1,4 +1,4 @@
-package main
+package local
 
 import (
 	"bytes"
@@ -228,7 +228,7 @@ func TestGatewayHeaderDialects(t *testing.T) {
 
 func TestRequireToken(t *testing.T) {
 	t.Parallel()
-	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	h := RequireToken("s3cret", "a test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	tests := []struct {
 		auth string
 		want int
@@ -244,13 +244,13 @@ func TestRequireToken(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != tt.want {
-			t.Errorf("requireToken(Authorization %q) = %d, want %d", tt.auth, w.Code, tt.want)
+			t.Errorf("RequireToken(Authorization %q) = %d, want %d", tt.auth, w.Code, tt.want)
 		}
 	}
 }
 
 // The built-in seed is a copy of examples/rules.json (go:embed cannot reach
-// outside cmd/sluice); this keeps them equal.
+// outside internal/local); this keeps them equal.
 func TestEmbeddedSeedMatchesExamples(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../../examples/rules.json")
@@ -258,7 +258,7 @@ func TestEmbeddedSeedMatchesExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b, embeddedSeed) {
-		t.Errorf("cmd/sluice/seed_rules.json differs from examples/rules.json: cp examples/rules.json cmd/sluice/seed_rules.json")
+		t.Errorf("internal/local/seed_rules.json differs from examples/rules.json: cp examples/rules.json internal/local/seed_rules.json")
 	}
 }
 
@@ -267,7 +267,7 @@ func TestSeedTwice(t *testing.T) {
 	t.Parallel()
 	st := memory.New()
 	ctx := context.Background()
-	c := localConfig{Seed: "../../examples/rules.json", SeedSet: true}
+	c := Config{Seed: "../../examples/rules.json", SeedSet: true}
 	if _, err := seed(ctx, st, c); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
@@ -294,10 +294,10 @@ func TestSeedTwice(t *testing.T) {
 	}
 	// A missing default seed falls back to the embedded copy; a missing
 	// --seed file is an error.
-	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json"}); err != nil {
+	if _, err := seed(ctx, memory.New(), Config{Seed: "nope.json"}); err != nil {
 		t.Errorf("seed(default path missing) = %v, want the embedded copy", err)
 	}
-	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json", SeedSet: true}); err == nil {
+	if _, err := seed(ctx, memory.New(), Config{Seed: "nope.json", SeedSet: true}); err == nil {
 		t.Errorf("seed(--seed nope.json) = nil, want an error")
 	}
 }
