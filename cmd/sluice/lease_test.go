@@ -7,7 +7,6 @@ import (
 
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -37,14 +36,13 @@ func TestLocalLeaseLoad(t *testing.T) {
 	// against a bound of 1,006). This test is of the leases' exactness.
 	p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t), "REDIS_TIMEOUT=2s"}, "--seed", seed, "--redis-prefix", prefix)
 
-	cmd := exec.Command(sluiceBin, "load", "--strict", "--quiet", "-o", "json", "--rate", "0", "--concurrency", "32",
+	out, stderr, code := p.cli(t, "load", "--strict", "--quiet", "-o", "json", "--rate", "0", "--concurrency", "32",
 		"--duration", "3s", "--subjects", "1", "--limit", "200", "--burst", "400", "--period", "1s", p.base+"/hello")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sluice load --strict: %v\n%s\nsluice local:\n%s", err, out, p.out)
+	if code != 0 {
+		t.Fatalf("sluice load --strict: exit %d\n%s%s\nsluice local:\n%s", code, out, stderr, p.out)
 	}
 	var rep load.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("decode the load report: %v\n%s", err, out)
 	}
 	s := rep.Subjects[0]

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
 
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/local"
@@ -62,13 +61,13 @@ func (cmd *localCmd) Run(e *env) error {
 	}
 	c := local.Config{
 		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
-		Token:    os.Getenv("SLUICE_ADMIN_TOKEN"),
-		StateDir: os.Getenv("SLUICE_STATE_DIR"),
+		Token:    e.env("SLUICE_ADMIN_TOKEN"),
+		StateDir: e.env("SLUICE_STATE_DIR"),
 		Getenv: func(k string) string {
 			if v, ok := flags[k]; ok {
 				return v
 			}
-			return os.Getenv(k)
+			return e.env(k)
 		},
 	}
 	if cmd.Seed != nil {

@@ -52,7 +52,32 @@ type env struct {
 	ctx            context.Context
 	stdout, stderr io.Writer
 	stdin          io.Reader
-	output         string // -o: table or json
+	// getenv reads the environment; nil is os.Getenv. Tests give each
+	// command line its own.
+	getenv func(string) string
+	output string // -o: table or json
+}
+
+// env returns the variable k.
+func (e *env) env(k string) string {
+	if e.getenv == nil {
+		return os.Getenv(k)
+	}
+	return e.getenv(k)
+}
+
+// envResolver gives each flag with an env tag the value of its variable
+// as e reads it: kong itself reads os.Getenv, which a test running command
+// lines in parallel cannot set for one of them.
+func envResolver(e *env) kong.Resolver {
+	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, f *kong.Flag) (any, error) {
+		for _, name := range f.Tag.Envs {
+			if v := e.env(name); v != "" {
+				return v, nil
+			}
+		}
+		return nil, nil
+	})
 }
 
 // print writes v as JSON with -o json, else calls table.
@@ -109,6 +134,7 @@ func parser(e *env, c *cli) (*kong.Kong, error) {
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Vars{"default_endpoint": defaultEndpoint, "dimension_usage": dimensionUsage},
 		kong.Vars(localVars()),
+		kong.Resolvers(envResolver(e)),
 	)
 }
 
