@@ -302,3 +302,122 @@ func TestLoadStrict(t *testing.T) {
 		})
 	}
 }
+
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{-time.Second, "0s"},
+		{250 * time.Millisecond, "250ms"},
+		{1500 * time.Millisecond, "1.5s"},
+		{59 * time.Second, "59s"},
+		{4*time.Minute + 10*time.Second, "4m 10s"},
+		{5 * time.Minute, "5m"},
+		{2*time.Hour + 5*time.Minute + 20*time.Second, "2h 5m"},
+		{725*time.Hour + 21*time.Minute + 12114*time.Millisecond, "30d 5h"},
+		{48 * time.Hour, "2d"},
+	}
+	for _, tt := range tests {
+		if got := humanDuration(tt.d); got != tt.want {
+			t.Errorf("humanDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+// fakeAdmin answers each "METHOD /path" in routes with its JSON body and
+// records the bodies it was sent.
+func fakeAdmin(t *testing.T, routes map[string]string) (url string, bodies *[]string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(b))
+		mu.Unlock()
+		body, ok := routes[r.Method+" "+strings.TrimPrefix(r.URL.Path, "/admin")]
+		if !ok {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"title":"Not Found","status":404}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/admin", &got
+}
+
+// TestTables: what the tables print where a person reads them: a subject
+// no rule applies to says so (not an empty table); a quota's reset is a
+// date and a long reset reads "30d 5h"; plans show their kind, a quota no
+// burst.
+func TestTables(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := fakeAdmin(t, map[string]string{
+		"GET /subjects/nobody/limits": `{"subject":"nobody","api":"demo","limits":[]}`,
+		"GET /subjects/alice/limits": `{"subject":"alice","limits":[
+			{"rule":"r1","api":"demo","route":"*","subject":"*","limit":10,"period":"1m","burst":10,"cost":1,"failure_mode":"open","mode":"enforce","kind":"rate","remaining":7,"reset_ms":18000},
+			{"rule":"r2","api":"demo","route":"*","subject":"alice","limit":100000,"period":"1mo","burst":100000,"cost":1,"failure_mode":"open","mode":"enforce","kind":"quota","remaining":99990,"reset_ms":2611272114,"used":10,"resets_at":"2027-01-01T00:00:00Z"}]}`,
+		"GET /plans": `{"plans":[{"name":"gold","limit":1000,"period":"1m","burst":2000,"version":1},
+			{"name":"monthly","kind":"quota","limit":100000,"period":"1mo","version":2,"description":"per month"}]}`,
+	})
+	tests := []struct {
+		args []string
+		want []string
+		not  []string
+	}{
+		{[]string{"subjects", "limits", "nobody", "--api", "demo"},
+			[]string{"no rule applies to subject nobody on api demo"}, []string{"RULE"}},
+		{[]string{"subjects", "limits", "alice"},
+			[]string{"18s", "resets 2027-01-01 00:00 UTC", "30d 5h"}, []string{"725h", "18.000s"}},
+		{[]string{"plans", "ls"},
+			[]string{"KIND", "gold     rate   1000/1m     2000", "monthly  quota  100000/1mo  -"}, nil},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCLI(t, "", append(tt.args, "--endpoint", endpoint)...)
+		if code != 0 {
+			t.Fatalf("sluice %q = exit %d: %s", tt.args, code, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("sluice %q:\n%s\nwant %q", tt.args, stdout, w)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(stdout, n) {
+				t.Errorf("sluice %q:\n%s\nwant no %q", tt.args, stdout, n)
+			}
+		}
+	}
+}
+
+// TestSubjectsFind: `sluice subjects find SUBJECT` sends the subject in
+// the body of POST /subjects/find (never in the URL, which access logs
+// keep) and prints what the admin API answers, as a table or as JSON.
+func TestSubjectsFind(t *testing.T) {
+	t.Parallel()
+	answer := `{"subject_hash":"3f2a9c","in_top_offenders":true}`
+	endpoint, bodies := fakeAdmin(t, map[string]string{"POST /subjects/find": answer})
+	code, stdout, stderr := runCLI(t, "", "subjects", "find", "customer-42", "--endpoint", endpoint)
+	if code != 0 {
+		t.Fatalf("subjects find = exit %d: %s", code, stderr)
+	}
+	if want := "POST /admin/subjects/find " + `{"subject":"customer-42"}`; len(*bodies) != 1 || (*bodies)[0] != want {
+		t.Errorf("subjects find sent %q, want [%q]", *bodies, want)
+	}
+	for _, w := range []string{"subject_hash      3f2a9c", "in_top_offenders  true"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("subjects find printed:\n%s\nwant %q", stdout, w)
+		}
+	}
+	code, stdout, _ = runCLI(t, "", "-o", "json", "subjects", "find", "customer-42", "--endpoint", endpoint)
+	var got map[string]any
+	if code != 0 || json.Unmarshal([]byte(stdout), &got) != nil || got["subject_hash"] != "3f2a9c" || got["in_top_offenders"] != true {
+		t.Errorf("subjects find -o json = exit %d:\n%s\nwant the answer as JSON", code, stdout)
+	}
+}

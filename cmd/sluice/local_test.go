@@ -1005,3 +1005,29 @@ func localSubjectHash(t *testing.T, subject string) string {
 	}
 	return limiter.NewHasher([]byte(strings.TrimSpace(string(b)))).SubjectHash(subject)
 }
+
+// TestLocalRuleNeverMatches: `rules put` against sluice local warns of a
+// rule that can never match (a misspelt api, a path where the route names
+// a template) with what would match, and still writes it; a rule that can
+// match gets no warning.
+func TestLocalRuleNeverMatches(t *testing.T) {
+	t.Parallel()
+	p := startLocal(t, nil)
+	tests := []struct {
+		api, route string
+		want       string // "" for no warning
+	}{
+		{"demo", "GET /items/42", `sluice: rules put: warning: route "GET /items/42" is a path, not a resource of api "demo": did you mean "GET /items/{id}"?`},
+		{"dmeo", "*", `sluice: rules put: warning: api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
+		{"demo", "GET /items/{id}", ""},
+	}
+	for _, tt := range tests {
+		_, stderr, code := p.cli(t, "rules", "put", "--api", tt.api, "--route", tt.route, "--subject", "nm-"+testenv.Random(t), "--limit", "1", "--period", "1m")
+		if code != 0 {
+			t.Errorf("rules put --api %s --route %q = exit %d, want the rule written: %s", tt.api, tt.route, code, stderr)
+		}
+		if tt.want == "" && strings.Contains(stderr, "warning") || !strings.Contains(stderr, tt.want) {
+			t.Errorf("rules put --api %s --route %q stderr:\n%s\nwant %q", tt.api, tt.route, stderr, tt.want)
+		}
+	}
+}

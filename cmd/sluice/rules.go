@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
+	"github.com/sluicehq/sluice/internal/local"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -239,6 +241,7 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 	if err := cmd.apply(&out); err != nil {
 		return err
 	}
+	warnNeverMatches(e, c, out.API, out.Route)
 	// A field error names the flag when the rule came from flags.
 	named := func(err error) error {
 		if fromFile {
@@ -265,6 +268,25 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 		fmt.Fprintf(e.stderr, "updated rule %s to version %d\n", got.ID, got.Version)
 	}
 	return e.print(got, func() { printRules(e.stdout, []rules.Rule{got}) })
+}
+
+// warnNeverMatches warns, on stderr, of a rule sluice local can tell will
+// never match: an api it does not serve, a route that is a path and not a
+// resource template. The rule is written all the same (a rule may be
+// written before its API exists). A deployed stack's admin API does not
+// know the protected APIs' resources: nothing is checked there (see
+// docs/local.md).
+func warnNeverMatches(e *env, c *adminclient.Client, api, route string) {
+	if c.Signed() {
+		return
+	}
+	var rs local.Resources
+	if _, err := c.GetJSON(e.ctx, "/resources", nil, &rs); err != nil {
+		return // not sluice local, or an older one
+	}
+	for _, w := range rs.Warnings(api, route) {
+		fmt.Fprintf(e.stderr, "sluice: rules put: warning: %s\n", w)
+	}
 }
 
 // or is *p when p is set, else def.

@@ -12,6 +12,9 @@ import (
 // Endpoint is the admin API's URL, its credentials redacted.
 func (c *Client) Endpoint() string { return c.endpoint.Redacted() }
 
+// Signed reports whether requests are SigV4-signed (a deployed stack).
+func (c *Client) Signed() bool { return c.signer != nil }
+
 // Auth says how requests are authorised: "bearer token" or SigV4 with the
 // caller's AWS credentials and the region.
 func (c *Client) Auth() string {

@@ -311,3 +311,31 @@ func hdr(h http.Header, name string) string {
 	}
 	return ""
 }
+
+// TestWarnings: a rule the local stack can tell will never match is named
+// with the reason and what would match.
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	rs := Resources{APIs: []APIResources{{API: "demo", Stage: "local", Resources: demoResources}}}
+	tests := []struct {
+		api, route string
+		want       string // "" for none
+	}{
+		{"demo", "*", ""},
+		{"*", "*", ""},
+		{"demo", "GET /items/{id}", ""},
+		{"demo", "DELETE /search", ""},
+		{"*", "GET /hello", ""},
+		{"demo", "GET /items/42", `route "GET /items/42" is a path, not a resource of api "demo": did you mean "GET /items/{id}"?`},
+		{"demo", "GET /nope", `route "GET /nope" names no resource of api "demo" (it has / /hello /items /items/{id} /search)`},
+		{"*", "GET /items/42", `did you mean "GET /items/{id}"?`},
+		{"dmeo", "*", `api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
+		{"dmeo", "GET /items/42", `api "dmeo" is not an API of this stack`},
+	}
+	for _, tt := range tests {
+		got := strings.Join(rs.Warnings(tt.api, tt.route), "\n")
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("Warnings(%q, %q) = %q, want %q", tt.api, tt.route, got, tt.want)
+		}
+	}
+}

@@ -295,6 +295,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
 	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin/token", RequireToken(token, localTokenFrom, devTokenHandler(c.dev)))
+	mux.Handle("/admin/resources", RequireToken(token, localTokenFrom, resourcesHandler(c.API, c.Stage)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	// The console's files are public (they are in the repository); what
 	// it shows comes from /admin/, behind the token (see internal/console).
