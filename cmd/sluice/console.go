@@ -50,7 +50,7 @@ func (cmd *consoleCmd) Run(e *env, a *adminFlags) error {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
 	mux.Handle("/", http.RedirectHandler("/console/", http.StatusFound))
-	mux.Handle("/admin/", local.RequireToken(token, "the URL `sluice console` printed", http.StripPrefix("/admin", c.Proxy())))
+	mux.Handle("/admin/", local.RequireToken(token, "the token in the URL `sluice console` printed", http.StripPrefix("/admin", c.Proxy())))
 	ln, err := net.Listen("tcp", cmd.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cmd.Addr, err)

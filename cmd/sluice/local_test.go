@@ -910,6 +910,10 @@ func TestLocalDatabaseDown(t *testing.T) {
 		if out := p.out.String(); !strings.Contains(out, "database unreachable at start") || !strings.Contains(out, "unreachable at start: retrying") {
 			t.Errorf("want the database failure logged and shown in the banner; output:\n%s", out)
 		}
+		// The banner says what it enforces, not "rules not yet".
+		if want := "rules      enforcing the 3 rule(s) of the snapshot in Redis while the database is unreachable"; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the banner does not say %q; output:\n%s", want, p.out)
+		}
 		if resp, _ := p.adminGet(t, "/admin/rules"); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("GET /admin/rules with the database down = %d, want 503", resp.StatusCode)
 		}
@@ -922,6 +926,9 @@ func TestLocalDatabaseDown(t *testing.T) {
 		}
 		if !strings.Contains(p.out.String(), "no rules loaded") {
 			t.Errorf("want the no-rules state logged; output:\n%s", p.out)
+		}
+		if want := "rules      no rules: no snapshot in Redis and the database is unreachable, so the default limit (DEFAULT_LIMIT) applies"; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the banner does not say %q; output:\n%s", want, p.out)
 		}
 		proxy.Up(t)
 		start := time.Now()

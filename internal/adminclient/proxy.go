@@ -22,9 +22,9 @@ func (c *Client) Auth() string {
 		return "SigV4, your AWS credentials (" + c.region + ")"
 	}
 	if c.token == "" {
-		return "no credentials (no --token or SLUICE_ADMIN_TOKEN)"
+		return "no credentials: neither --token nor SLUICE_ADMIN_TOKEN is set, so sluice local will answer 401"
 	}
-	return "bearer token"
+	return "bearer token from --token or SLUICE_ADMIN_TOKEN"
 }
 
 // proxiedHeaders are the request and response headers the admin API uses;

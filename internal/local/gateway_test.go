@@ -283,6 +283,9 @@ func TestSeedTwice(t *testing.T) {
 	if len(rs) != 3 || len(ps) != 1 {
 		t.Errorf("after seeding twice: %d rules, %d plans, want 3 and 1 (%s)", len(rs), len(ps), desc)
 	}
+	if want := "1 plan(s) and 3 rule(s) from ../../examples/rules.json: 0 created, 4 already in the store from an earlier run (kept unchanged)"; desc != want {
+		t.Errorf("seeding again says %q, want %q", desc, want)
+	}
 	for _, r := range rs {
 		if err := r.Validate(); err != nil {
 			t.Errorf("seeded rule %+v: %v", r, err)
@@ -336,6 +339,28 @@ func TestWarnings(t *testing.T) {
 		got := strings.Join(rs.Warnings(tt.api, tt.route), "\n")
 		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
 			t.Errorf("Warnings(%q, %q) = %q, want %q", tt.api, tt.route, got, tt.want)
+		}
+	}
+}
+
+// TestBanner: a token the user chose is not printed, and the console line
+// says where it goes; a generated one is in the console URL.
+func TestBanner(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		generated bool
+		want      string
+	}{
+		{true, "console    http://127.0.0.1:1/console/#token=sl_abc\n"},
+		{false, "console    http://127.0.0.1:1/console/#token=<SLUICE_ADMIN_TOKEN>  (put your token after #token=; one you chose is not printed)\n"},
+	} {
+		var b strings.Builder
+		banner(&b, bannerInfo{base: "http://127.0.0.1:1", api: "demo", stage: "local", token: "sl_abc", generated: tt.generated})
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("banner (generated %v):\n%s\nwant %q", tt.generated, b.String(), tt.want)
+		}
+		if !tt.generated && strings.Contains(b.String(), "sl_abc") {
+			t.Errorf("banner prints the token the user chose:\n%s", b.String())
 		}
 	}
 }

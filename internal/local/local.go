@@ -238,7 +238,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 			mig.Log.Error("database unreachable at start: serving the rules snapshot in Redis, else the default limit; migrating and seeding once it answers",
 				slog.String("store", storeDesc), slog.Any("error", err))
 			storeDesc += " (unreachable at start: retrying in the background)"
-			seedDesc = "not yet: the database is unreachable"
+			seedDesc = "" // said below, once the authorizer has read what Redis holds
 		}
 	} else {
 		o.Store = memory.NewWithOptions(store.Options{MaxRules: cfg.MaxRules})
@@ -270,6 +270,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 			return fmt.Errorf("publish the rules to Redis: %w", err)
 		}
 	} else {
+		seedDesc = dbDownRules(ctx, a, c.Seed)
 		retryCtx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -337,7 +338,23 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 }
 
 // localTokenFrom says where sluice local's admin token is, for its 401s.
-const localTokenFrom = "`sluice local`, printed at start (or SLUICE_ADMIN_TOKEN)"
+const localTokenFrom = "the admin token `sluice local` printed at start (or SLUICE_ADMIN_TOKEN)"
+
+// dbDownRules says, for the banner, what sluice local enforces while the
+// database is unreachable: the rules snapshot an earlier run published to
+// Redis, else the default limit; the seed follows once it answers.
+func dbDownRules(ctx context.Context, a *app.App, seed string) string {
+	then := "; " + seed + " is seeded once the database answers"
+	if seed == "" {
+		then = ""
+	}
+	if a.Cache != nil {
+		if snap := a.Cache.Snapshot(ctx); snap != nil && snap.Len() > 0 {
+			return fmt.Sprintf("enforcing the %d rule(s) of the snapshot in Redis while the database is unreachable%s", snap.Len(), then)
+		}
+	}
+	return "no rules: no snapshot in Redis and the database is unreachable, so the default limit (DEFAULT_LIMIT) applies" + then
+}
 
 // jwksPattern is the development issuer's JWKS route.
 const jwksPattern = "GET /.well-known/jwks.json"
@@ -440,7 +457,7 @@ const miniredisTick = 20 * time.Millisecond
 
 // RequireToken guards the admin API with a bearer token, standing in for
 // the IAM authorization of the deployed Admin API; from says, in the 401,
-// where the token is found. The comparison is of SHA-256 digests in
+// which token and where it is found. The comparison is of SHA-256 digests in
 // constant time, so neither content nor length leaks.
 func RequireToken(token, from string, next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
@@ -450,7 +467,7 @@ func RequireToken(token, from string, next http.Handler) http.Handler {
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
 				Status: http.StatusUnauthorized,
-				Detail: "Send Authorization: Bearer <token>, the admin token of " + from + ".",
+				Detail: "Send Authorization: Bearer <token>, " + from + ".",
 				Header: http.Header{"Www-Authenticate": {`Bearer realm="sluice-admin"`}},
 			})
 			maps.Copy(w.Header(), h)
@@ -511,7 +528,7 @@ func seed(ctx context.Context, store store.Store, c Config) (string, error) {
 	}
 	desc := fmt.Sprintf("%d plan(s) and %d rule(s) from %s", len(sf.Plans), len(sf.Rules), from)
 	if kept > 0 {
-		desc += fmt.Sprintf(" (%d already there, left as they were)", kept)
+		desc += fmt.Sprintf(": %d created, %d already in the store from an earlier run (kept unchanged)", made, kept)
 	}
 	return desc, nil
 }
@@ -535,7 +552,7 @@ func banner(w io.Writer, b bannerInfo) {
 	if !b.generated {
 		shown, ref = maskToken(b.token), "$SLUICE_ADMIN_TOKEN"
 		note, export = "from SLUICE_ADMIN_TOKEN", ""
-		consoleURL = b.base + "/console/#token=<SLUICE_ADMIN_TOKEN>"
+		consoleURL = b.base + "/console/#token=<SLUICE_ADMIN_TOKEN>  (put your token after #token=; one you chose is not printed)"
 	}
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
