@@ -229,7 +229,7 @@ func TestAdminErrors(t *testing.T) {
 		w.Header().Set("Content-Type", "application/problem+json")
 		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/admin/stats") {
 			w.WriteHeader(http.StatusBadRequest)
-			w.Write([]byte(`{"type":"x","title":"Bad Request","status":400,"detail":"window \"1h\": at most 15m locally"}`))
+			w.Write([]byte(`{"type":"x","title":"Bad Request","status":400,"detail":"The request is invalid; see errors.","errors":[{"field":"window","reason":"must be a whole number of minutes from 1m to 15m"}]}`))
 			return
 		}
 		if r.Method == http.MethodGet {
@@ -248,7 +248,7 @@ func TestAdminErrors(t *testing.T) {
 			"sluice: rules put: create rule: 400 Bad Request: The request is invalid; see errors.\n  --api: is required\n  --min-remaining: must be at least 0\n"},
 		{[]string{"rules", "put", "-f", "-"},
 			"sluice: rules put: create rule: 400 Bad Request: The request is invalid; see errors.\n  api: is required\n  min_remaining: must be at least 0\n"},
-		{[]string{"stats", "--window", "1h"}, "sluice: stats: 400 Bad Request: window \"1h\": at most 15m locally\n"},
+		{[]string{"stats", "--window", "1h"}, "sluice: stats: 400 Bad Request: The request is invalid; see errors.\n  --window: must be a whole number of minutes from 1m to 15m\n"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runCLI(t, `{"route":"*","subject":"*","limit":1,"period":"1m","min_remaining":-1}`, append(tt.args, "--endpoint", srv.URL+"/admin", "--token", "tok")...)

@@ -31,7 +31,7 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 	var rep stats.Report
 	q := url.Values{"window": {cmd.Window}, "top": {strconv.Itoa(cmd.Top)}}
 	if _, err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {
-		return err
+		return nameFlags(err)
 	}
 	return e.print(rep, func() {
 		fmt.Fprintf(e.stdout, "%s to %s (%s, %s)\n\nTOP LIMITING RULES\n", rep.From.Format("15:04:05"), rep.To.Format("15:04:05"), rep.Window, rep.Source)

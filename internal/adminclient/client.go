@@ -145,6 +145,10 @@ func decodeAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
 	var p httpapi.Problem
 	if json.Unmarshal(body, &p) != nil || p.Status == 0 && p.Title == "" && p.Detail == "" {
+		var compact bytes.Buffer
+		if json.Compact(&compact, body) == nil {
+			body = compact.Bytes() // one line, not a proxy's indented JSON
+		}
 		e.Detail = strings.TrimSpace(string(body))
 		if len(e.Detail) > 200 {
 			e.Detail = e.Detail[:200] + "…"

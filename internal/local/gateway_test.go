@@ -334,6 +334,7 @@ func TestWarnings(t *testing.T) {
 		{"*", "GET /items/42", `did you mean "GET /items/{id}"?`},
 		{"dmeo", "*", `api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
 		{"dmeo", "GET /items/42", `api "dmeo" is not an API of this stack`},
+		{"", "GET /nope", ""}, // no api: the admin API says so
 	}
 	for _, tt := range tests {
 		got := strings.Join(rs.Warnings(tt.api, tt.route), "\n")

@@ -40,6 +40,9 @@ func resourcesHandler(api, stage string) http.Handler {
 // template is /items/{id}). Empty when it can match; api "*" and route
 // "*" always can.
 func (rs Resources) Warnings(api, route string) []string {
+	if api == "" {
+		return nil // no api at all: the admin API refuses it with its reason
+	}
 	var out []string
 	var ids []string
 	for _, a := range rs.APIs {
