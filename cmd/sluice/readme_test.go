@@ -83,4 +83,3 @@ func checkLines(t *testing.T, what string, want, got []string) {
 		}
 	}
 }
-
