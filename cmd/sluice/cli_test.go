@@ -421,3 +421,13 @@ func TestSubjectsFind(t *testing.T) {
 		t.Errorf("subjects find -o json = exit %d:\n%s\nwant the answer as JSON", code, stdout)
 	}
 }
+
+// TestNoFalseHint: "did you mean" names only a command that exists where
+// the mistake was made: `sluice list` has no ls to suggest.
+func TestNoFalseHint(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "", "list")
+	if code != 2 || strings.Contains(stderr, "did you mean") {
+		t.Errorf("sluice list = exit %d, stderr %q; want 2 and no suggestion", code, stderr)
+	}
+}

@@ -16,16 +16,17 @@ import (
 // TestLocalLeaseLoad runs `sluice load --strict` against `sluice local`
 // (real Redis, leasing on as the Lambdas have it by default) with one
 // subject at full speed: leases must take part, and nothing may be
-// over-admitted. The rule (200/s, burst 400) binds after the burst, so
+// over-admitted. The rule (50/s, burst 100) binds after the burst, so
 // the run covers both large leases (a full bucket) and none (a drained
-// one). It binds at any rate above 330 requests a second, which a loaded
-// 2-core machine still sends (1000/s did not: 766/s under make test at a
-// load average of 20 never reached the limit).
+// one). It binds at any rate above 84 requests a second over the 3 s run,
+// which a loaded 2-core machine still sends with the load generator and
+// the stack in one process under -race (180/s seen; 200/s, burst 400,
+// never bound there: 579 sent against a bound of 1,043).
 func TestLocalLeaseLoad(t *testing.T) {
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "rules.json")
 	if err := os.WriteFile(seed, []byte(`{"rules": [{"api": "demo", "route": "*", "subject": "*",
-		"limit": 200, "period": "1s", "burst": 400, "description": "lease load"}]}`), 0o600); err != nil {
+		"limit": 50, "period": "1s", "burst": 100, "description": "lease load"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	prefix := testenv.Prefix(t, "lease")
@@ -37,7 +38,7 @@ func TestLocalLeaseLoad(t *testing.T) {
 	p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t), "REDIS_TIMEOUT=2s"}, "--seed", seed, "--redis-prefix", prefix)
 
 	out, stderr, code := p.cli(t, "load", "--strict", "--quiet", "-o", "json", "--rate", "0", "--concurrency", "32",
-		"--duration", "3s", "--subjects", "1", "--limit", "200", "--burst", "400", "--period", "1s", p.base+"/hello")
+		"--duration", "3s", "--subjects", "1", "--limit", "50", "--burst", "100", "--period", "1s", p.base+"/hello")
 	if code != 0 {
 		t.Fatalf("sluice load --strict: exit %d\n%s%s\nsluice local:\n%s", code, out, stderr, p.out)
 	}

@@ -172,11 +172,14 @@ func run(ctx context.Context, e *env, args []string) (code int) {
 	kctx, err := k.Parse(shortValues(args))
 	if err != nil {
 		var pe *kong.ParseError
-		name := "sluice"
+		name, node := "sluice", k.Model.Node
 		if errors.As(err, &pe) && pe.Context != nil {
 			name = commandName(pe.Context)
+			if n := pe.Context.Selected(); n != nil {
+				node = n
+			}
 		}
-		fmt.Fprintf(e.stderr, "sluice: %s%s\nRun `%s --help` for usage.\n", prefix(name), explain(err, args), name)
+		fmt.Fprintf(e.stderr, "sluice: %s%s\nRun `%s --help` for usage.\n", prefix(name), explain(err, args, node), name)
 		return exitUsage
 	}
 	e.ctx, e.output = ctx, c.Output
@@ -269,15 +272,16 @@ var commonMistakes = map[string]string{
 }
 
 // explain words kong's parse errors for the mistakes people make: a
-// command under another name, a boolean flag's value after a space.
-func explain(err error, args []string) string {
+// command under another name (one node has), a boolean flag's value after
+// a space.
+func explain(err error, args []string, node *kong.Node) string {
 	msg := err.Error()
 	arg, ok := strings.CutPrefix(msg, "unexpected argument ")
 	if !ok {
 		return msg
 	}
 	arg, _, _ = strings.Cut(arg, ",")
-	if want, ok := commonMistakes[arg]; ok {
+	if want, ok := commonMistakes[arg]; ok && slices.ContainsFunc(node.Children, func(c *kong.Node) bool { return c.Name == want }) {
 		return fmt.Sprintf("unexpected argument %s, did you mean %q?", arg, want)
 	}
 	if arg == "true" || arg == "false" {
