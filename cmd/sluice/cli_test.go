@@ -431,3 +431,14 @@ func TestNoFalseHint(t *testing.T) {
 		t.Errorf("sluice list = exit %d, stderr %q; want 2 and no suggestion", code, stderr)
 	}
 }
+
+// TestEmptyEnvIsUnset: a variable set to "" is unset, as it was before the
+// CLI moved to kong: SLUICE_ENDPOINT= gives the default endpoint, not an
+// empty one.
+func TestEmptyEnvIsUnset(t *testing.T) {
+	t.Setenv("SLUICE_ENDPOINT", "")
+	code, _, stderr := runCLI(t, "", "rules", "ls", "--timeout", "1s")
+	if code != 1 || !strings.Contains(stderr, "http://127.0.0.1:8080/admin/rules") {
+		t.Errorf("SLUICE_ENDPOINT= sluice rules ls = exit %d, stderr %q; want the default endpoint tried", code, stderr)
+	}
+}

@@ -14,13 +14,13 @@ type localCmd struct {
 	API              string  `name:"api" default:"demo" help:"API id of the demo API (the rules' api)."`
 	Stage            string  `default:"local" help:"Stage name in the method ARN."`
 	Seed             *string `placeholder:"FILE" help:"Rules and plans to create at start ({\"plans\": [...], \"rules\": [...]}; default ${default_seed}); \"\" seeds nothing."`
-	RedisPrefix      string  `env:"REDIS_PREFIX" default:"${redis_prefix}" help:"Prefix of every Redis key (buckets, the rules snapshot and version)."`
-	RedisTimeout     string  `env:"REDIS_TIMEOUT" default:"${redis_timeout}" help:"Per-call Redis timeout of the limiter."`
-	Poll             string  `env:"RULES_VERSION_POLL" default:"${poll}" help:"How often the authorizer checks the rules version."`
-	Refresh          string  `env:"RULES_REFRESH" help:"Full rules reload interval (default 5m)."`
-	SubjectSources   string  `env:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)."`
-	RatelimitHeaders string  `name:"ratelimit-headers" env:"RATELIMIT_HEADERS" help:"Rate-limit header dialects, a comma list of ${header_names} (default draft11); Retry-After is always sent on a 429."`
-	DefaultLimit     string  `env:"DEFAULT_LIMIT" help:"Limit when no rule matches, such as \"100/1m\" or \"100/1m,burst=200\"; \"\" allows."`
+	RedisPrefix      string  `envvar:"REDIS_PREFIX" default:"${redis_prefix}" help:"Prefix of every Redis key (buckets, the rules snapshot and version)."`
+	RedisTimeout     string  `envvar:"REDIS_TIMEOUT" default:"${redis_timeout}" help:"Per-call Redis timeout of the limiter."`
+	Poll             string  `envvar:"RULES_VERSION_POLL" default:"${poll}" help:"How often the authorizer checks the rules version."`
+	Refresh          string  `envvar:"RULES_REFRESH" help:"Full rules reload interval (default 5m)."`
+	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)."`
+	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects, a comma list of ${header_names} (default draft11); Retry-After is always sent on a 429."`
+	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches, such as \"100/1m\" or \"100/1m,burst=200\"; \"\" allows."`
 }
 
 func (cmd *localCmd) Help() string {

@@ -66,18 +66,36 @@ func (e *env) env(k string) string {
 	return e.getenv(k)
 }
 
-// envResolver gives each flag with an env tag the value of its variable
-// as e reads it: kong itself reads os.Getenv, which a test running command
-// lines in parallel cannot set for one of them.
+// envResolver gives each flag tagged envvar:"NAME" the value of NAME as e
+// reads it, when not empty: a variable set to "" is unset, as before kong.
+// (Kong's own env tag reads os.Getenv, which a test running command lines
+// in parallel cannot set for one of them, and takes "" as a value.)
 func envResolver(e *env) kong.Resolver {
 	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, f *kong.Flag) (any, error) {
-		for _, name := range f.Tag.Envs {
+		if name := f.Tag.Get("envvar"); name != "" {
 			if v := e.env(name); v != "" {
 				return v, nil
 			}
 		}
 		return nil, nil
 	})
+}
+
+// showEnvVars adds "($NAME)" to the help of each flag tagged envvar, as
+// kong's own env tag does.
+func showEnvVars(k *kong.Kong) {
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if name := f.Tag.Get("envvar"); name != "" {
+				f.Help += " ($" + name + ")"
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(k.Model.Node)
 }
 
 // print writes v as JSON with -o json, else calls table.
@@ -126,7 +144,7 @@ type exited int
 
 // parser builds the kong parser writing to e's streams.
 func parser(e *env, c *cli) (*kong.Kong, error) {
-	return kong.New(c,
+	k, err := kong.New(c,
 		kong.Name("sluice"),
 		kong.Description("Sluice's developer tool: the local stack, the admin API's commands, a load generator and the console."),
 		kong.Writers(e.stdout, e.stderr),
@@ -136,6 +154,11 @@ func parser(e *env, c *cli) (*kong.Kong, error) {
 		kong.Vars(localVars()),
 		kong.Resolvers(envResolver(e)),
 	)
+	if err != nil {
+		return nil, err
+	}
+	showEnvVars(k)
+	return k, nil
 }
 
 // run executes one command line and returns the exit code. Every error is

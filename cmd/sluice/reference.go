@@ -70,10 +70,12 @@ func writeFlags(w io.Writer, flags []*kong.Flag) {
 		if f.HasDefault {
 			def = "`" + f.Default + "`"
 		}
-		for _, e := range f.Envs {
+		help := f.Help
+		if e := f.Tag.Get("envvar"); e != "" {
 			def = strings.TrimSpace(def + " env `" + e + "`")
+			help = strings.TrimSuffix(help, " ($"+e+")")
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", name, def, mdEscape(f.Help))
+		fmt.Fprintf(w, "| %s | %s | %s |\n", name, def, mdEscape(help))
 	}
 	fmt.Fprintln(w)
 }
