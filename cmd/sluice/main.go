@@ -139,16 +139,15 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// exited is how kong's exit (after --help) unwinds to run.
-type exited int
-
-// parser builds the kong parser writing to e's streams.
-func parser(e *env, c *cli) (*kong.Kong, error) {
+// parser builds the kong parser writing to e's streams. exit is called
+// with 0 once --help has printed the help; parsing goes on, and run then
+// stops.
+func parser(e *env, c *cli, exit func(int)) (*kong.Kong, error) {
 	k, err := kong.New(c,
 		kong.Name("sluice"),
 		kong.Description("Sluice's developer tool: the local stack, the admin API's commands, a load generator and the console."),
 		kong.Writers(e.stdout, e.stderr),
-		kong.Exit(func(code int) { panic(exited(code)) }),
+		kong.Exit(exit),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Vars{"default_endpoint": defaultEndpoint, "dimension_usage": dimensionUsage},
 		kong.Vars(localVars()),
@@ -163,36 +162,30 @@ func parser(e *env, c *cli) (*kong.Kong, error) {
 
 // run executes one command line and returns the exit code. Every error is
 // printed as "sluice: <command>: <what went wrong>".
-func run(ctx context.Context, e *env, args []string) (code int) {
+func run(ctx context.Context, e *env, args []string) int {
 	var c cli
-	k, err := parser(e, &c)
+	helped := false
+	k, err := parser(e, &c, func(int) { helped = true })
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice: %v\n", err)
 		return exitFailure
 	}
-	noArgs := false
-	defer func() {
-		if r := recover(); r != nil {
-			x, ok := r.(exited)
-			if !ok {
-				panic(r)
-			}
-			code = int(x)
-			if noArgs {
-				code = exitUsage
-			}
-		}
-	}()
+	noArgs := len(args) == 0
 	switch {
-	case len(args) == 0:
+	case noArgs:
 		// The usage, on stderr, and exit 2: nothing was asked.
 		k.Stdout = e.stderr
-		noArgs = true
 		args = []string{"--help"}
 	case args[0] == "help":
 		args = append([]string{"--help"}, args[1:]...)
 	}
 	kctx, err := k.Parse(shortValues(args))
+	switch {
+	case helped && noArgs:
+		return exitUsage
+	case helped:
+		return 0 // what follows --help (a missing argument) does not matter
+	}
 	if err != nil {
 		var pe *kong.ParseError
 		name, node := "sluice", k.Model.Node

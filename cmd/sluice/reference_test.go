@@ -19,7 +19,7 @@ const (
 // what the command tree says; -update rewrites it.
 func TestCLIReference(t *testing.T) {
 	var c cli
-	k, err := parser(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}, &c)
+	k, err := parser(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}, &c, func(int) {})
 	if err != nil {
 		t.Fatal(err)
 	}
