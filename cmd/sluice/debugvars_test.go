@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/local"
+
 	"encoding/json"
 	"io"
 	"net/http"
@@ -32,7 +34,7 @@ func TestLocalDebugVars(t *testing.T) {
 		t.Errorf("GET /admin/debug/vars without the token = %d %s, want 401", status, body)
 	}
 	status, body := get(p.token)
-	var v debugVars
+	var v local.DebugVars
 	if status != http.StatusOK || json.Unmarshal(body, &v) != nil || v.Goroutines < 2 || v.HeapAllocBytes == 0 || v.SysBytes == 0 {
 		t.Errorf("GET /admin/debug/vars = %d %s, want 200 with goroutines and heap", status, body)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestLocalSubjectHygiene: through the real binary, a doubled or oversized
+// TestLocalSubjectHygiene: through sluice local and the CLI, a doubled or oversized
 // x-api-key is 401, and `rules put --dimension ip` adds a per-IP floor that
 // holds whatever key is sent.
 func TestLocalSubjectHygiene(t *testing.T) {

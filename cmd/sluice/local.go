@@ -1,599 +1,81 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
-	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	_ "embed"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"io/fs"
-	"log/slog"
-	"maps"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/app"
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/headers"
-	"github.com/sluicehq/sluice/internal/httpapi"
-	"github.com/sluicehq/sluice/internal/identity"
-	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/store"
-	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/local"
 )
 
-// defaultSeed is where `make run` (run from the repository root) finds the
-// example rules. embeddedSeed is a copy of it, used when that file is not
-// there (a `go install`ed binary run elsewhere); a test keeps the two equal.
-const defaultSeed = "examples/rules.json"
-
-//go:embed seed_rules.json
-var embeddedSeed []byte
-
-// adminActor is who the audit log records for admin calls through the local
-// gateway, where a bearer token stands in for IAM.
-const adminActor = "local-admin"
-
-// localConfig is what `sluice local` runs: where it listens and what it
-// serves, beside the configuration the Lambdas read (config.Config).
-type localConfig struct {
-	Addr       string
-	API, Stage string
-	Seed       string
-	SeedSet    bool // --seed given: a missing file is an error
-	Prefix     string
-	Token      string
-
-	// ln, when set, is the listener already open on Addr (the development
-	// issuer's URL names its address); dev is that issuer.
-	ln  net.Listener
-	dev *identity.DevIssuer
+// localCmd's flags that stand for a variable the Lambdas read take it as
+// their default (kong's env tag), then local.Defaults; a flag given wins.
+type localCmd struct {
+	Addr             string  `default:"127.0.0.1:8080" help:"Listen address (port 0 picks a free one)."`
+	API              string  `name:"api" default:"demo" help:"API id of the demo API (the rules' api)."`
+	Stage            string  `default:"local" help:"Stage name in the method ARN."`
+	Seed             *string `placeholder:"FILE" help:"Rules and plans to create at start ({\"plans\": [...], \"rules\": [...]}; default ${default_seed}); \"\" seeds nothing."`
+	RedisPrefix      string  `envvar:"REDIS_PREFIX" default:"${redis_prefix}" help:"Prefix of every Redis key (buckets, the rules snapshot and version)."`
+	RedisTimeout     string  `envvar:"REDIS_TIMEOUT" default:"${redis_timeout}" help:"Per-call Redis timeout of the limiter."`
+	Poll             string  `envvar:"RULES_VERSION_POLL" default:"${poll}" help:"How often the authorizer checks the rules version."`
+	Refresh          string  `envvar:"RULES_REFRESH" help:"Full rules reload interval (default 5m)."`
+	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)."`
+	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects, a comma list of ${header_names} (default draft11); Retry-After is always sent on a 429."`
+	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches, such as \"100/1m\" or \"100/1m,burst=200\"; \"\" allows."`
 }
 
-// localDefaults are the settings `sluice local` uses where the Lambdas use
-// config's defaults: a laptop serves many requests at once over a slower,
-// shared loopback, and rule changes should show within a quarter second.
-var localDefaults = map[string]string{
-	"REDIS_PREFIX":       limiter.DefaultPrefix,
-	"REDIS_TIMEOUT":      "250ms",
-	"REDIS_POOL_SIZE":    "64",
-	"RULES_VERSION_POLL": "250ms",
-	"SUBJECT_SOURCES":    "header:x-api-key,query:api_key",
-}
-
-func runLocal(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "local", "", `Run the local stack: the demo API behind the real authorizer code path on
+func (cmd *localCmd) Help() string {
+	return `Runs the local stack: the demo API behind the real authorizer code path on
 --addr, the admin API and the check API under /admin/ (bearer token), Redis
 and the rules store, built by the same code as the Lambdas. REDIS_URL and
-DATABASE_URL select real servers (the database is migrated on start; when
-it is down, sluice starts anyway, as a cold Lambda does, on the rules
-snapshot in Redis or the default limit, and migrates once it answers);
-without them an in-process Redis (miniredis) and the in-memory store are
-used. Ctrl-C stops.
+DATABASE_URL select real servers (the database is migrated on start; when it
+is down, sluice starts anyway, as a cold Lambda does, on the rules snapshot
+in Redis or the default limit, and migrates once it answers); without them
+an in-process Redis (miniredis) and the in-memory store are used. Ctrl-C
+stops.
 
 Environment: every variable the Lambdas read (REDIS_URL, DATABASE_URL,
 SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; see
-docs/deploy.md), SLUICE_ADMIN_TOKEN (else one is generated and printed),
-and SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject
-hash key and the development JWT issuer's key are generated once and kept.
-A flag wins over its variable.`)
-	c := localConfig{Token: os.Getenv("SLUICE_ADMIN_TOKEN")}
-	envFlags := map[string]*string{}
-	envFlag := func(name, variable, usage string) {
-		v := cmp.Or(os.Getenv(variable), localDefaults[variable])
-		envFlags[variable] = &v
-		fs.StringVar(&v, name, v, usage+" (env "+variable+")")
-	}
-	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free one)")
-	fs.StringVar(&c.API, "api", "demo", "API id of the demo API (the rules' api)")
-	fs.StringVar(&c.Stage, "stage", "local", "stage name in the method ARN")
-	fs.StringVar(&c.Seed, "seed", defaultSeed, `rules and plans to create at start ({"plans": [...], "rules": [...]}); "" seeds nothing`)
-	envFlag("redis-prefix", "REDIS_PREFIX", "prefix of every Redis key (buckets, the rules snapshot and version)")
-	envFlag("redis-timeout", "REDIS_TIMEOUT", "per-call Redis timeout of the limiter")
-	envFlag("poll", "RULES_VERSION_POLL", "how often the authorizer checks the rules version")
-	envFlag("refresh", "RULES_REFRESH", "full rules reload interval (default 5m)")
-	envFlag("subject-sources", "SUBJECT_SOURCES", "where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)")
-	envFlag("ratelimit-headers", "RATELIMIT_HEADERS", "rate-limit header dialects, a comma list of "+headers.Names+
-		" (default draft11); Retry-After is always sent on a 429")
-	envFlag("default-limit", "DEFAULT_LIMIT", `limit when no rule matches, such as "100/1m" or "100/1m,burst=200"; "" allows`)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
-		return err
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "seed" {
-			c.SeedSet = true
-		}
-	})
-	overlay := map[string]string{}
-	if err := startDevIssuer(&c, *envFlags["SUBJECT_SOURCES"], overlay); err != nil {
-		return err
-	}
-	cfg, err := config.FromEnv(func(k string) string {
-		if v, ok := envFlags[k]; ok {
-			return *v
-		}
-		return cmp.Or(os.Getenv(k), overlay[k], localDefaults[k])
-	})
-	if err != nil {
-		if c.ln != nil {
-			c.ln.Close()
-		}
-		return usageErrorf("configuration: %v", err)
-	}
-	if c.dev != nil && (os.Getenv("JWT_AUDIENCE") != "" || os.Getenv("JWT_JWKS_URL") != "") {
-		c.ln.Close()
-		return usageErrorf("configuration: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer")
-	}
-	c.Prefix = cfg.RedisPrefix
-	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
-		// As the stack keeps one in Secrets Manager: generated once, kept,
-		// so a persistent REDIS_URL keeps its buckets across restarts.
-		key, err := localSecret("subject-hmac.key", 32)
-		if err != nil {
-			return err
-		}
-		cfg.SubjectHMACKey = config.Secret(key)
-	}
-	return serveLocal(ctx, c, cfg, e.stdout, e.stderr)
+docs/deploy.md), SLUICE_ADMIN_TOKEN (else one is generated and printed), and
+SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject hash
+key and the development JWT issuer's key are generated once and kept. A flag
+wins over its variable.`
 }
 
-// localStack is everything `sluice local` started, closed in reverse.
-type localStack struct {
-	closers []func()
-}
-
-func (s *localStack) onClose(f func()) { s.closers = append(s.closers, f) }
-
-func (s *localStack) close() {
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		s.closers[i]()
+// localVars are the defaults the local command's help and flags show.
+func localVars() map[string]string {
+	return map[string]string{
+		"default_seed":    local.DefaultSeed,
+		"redis_prefix":    local.Defaults["REDIS_PREFIX"],
+		"redis_timeout":   local.Defaults["REDIS_TIMEOUT"],
+		"poll":            local.Defaults["RULES_VERSION_POLL"],
+		"subject_sources": local.Defaults["SUBJECT_SOURCES"],
+		"header_names":    headers.Names,
 	}
 }
 
-// serveLocal builds the stack through internal/app, as the Lambdas are
-// built, with miniredis and the memory store injected when no server is
-// configured, and serves it until ctx ends.
-func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, stderr io.Writer) error {
-	var st localStack
-	defer st.close()
-	// One process decides and administers: GET /stats answers from the
-	// counts the authorizer keeps (app.Options.Stats).
-	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: c.Prefix}
-
-	// Serve from the start: the development issuer's JWKS must answer the
-	// authorizer's fetch at init. The other routes are added once built
-	// (ServeMux takes routes while it serves); until all are, every other
-	// request is answered 503 problem+json, never the mux's plain-text 404
-	// (startingGate). The banner comes last.
-	ln := c.ln
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", c.Addr); err != nil {
-			return fmt.Errorf("listen on %s: %w", c.Addr, err)
-		}
+func (cmd *localCmd) Run(e *env) error {
+	flags := map[string]string{
+		"REDIS_PREFIX": cmd.RedisPrefix, "REDIS_TIMEOUT": cmd.RedisTimeout, "RULES_VERSION_POLL": cmd.Poll,
+		"RULES_REFRESH": cmd.Refresh, "SUBJECT_SOURCES": cmd.SubjectSources, "RATELIMIT_HEADERS": cmd.RatelimitHeaders,
+		"DEFAULT_LIMIT": cmd.DefaultLimit,
 	}
-	mux := http.NewServeMux()
-	if c.dev != nil {
-		jwks := c.dev.JWKS()
-		mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(jwks) //nolint:errcheck // the client has gone
-		})
-	}
-	var mounted atomic.Bool
-	srv := &http.Server{
-		Handler:           startingGate(&mounted, mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	serving := true
-	defer func() {
-		if serving { // an error before the end: stop serving
-			srv.Close()
-			<-served
-		}
-	}()
-
-	redisDesc := config.Redact(string(cfg.RedisURL))
-	if cfg.RedisURL == "" {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("start embedded Redis: %w", err)
-		}
-		st.onClose(m.Close)
-		st.onClose(expireMiniredis(m))
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2, PoolSize: cfg.RedisPoolSize})
-		st.onClose(func() { rdb.Close() })
-		o.Redis, redisDesc = rdb, "embedded (miniredis on "+m.Addr()+")"
-	}
-
-	// The rules store: PostgreSQL, migrated and seeded through a Migrate
-	// app before the authorizer's first load, or memory.
-	var (
-		seedDesc string
-		mig      *app.App // set while the database still needs migrating
-	)
-	storeDesc := "embedded (in memory; gone when sluice stops)"
-	if cfg.DatabaseURL != "" {
-		storeDesc = "PostgreSQL " + config.Redact(string(cfg.DatabaseURL))
-		var err error
-		if mig, err = app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function}); err != nil {
-			return err
-		}
-		st.onClose(mig.Close)
-		if seedDesc, err = migrateAndSeed(ctx, mig, c, firstMigrateTimeout); err == nil {
-			mig = nil
-		} else if ctx.Err() != nil {
-			return ctx.Err()
-		} else {
-			// As a cold Lambda does: start on what Redis holds, and
-			// catch up once the database answers.
-			mig.Log.Error("database unreachable at start: serving the rules snapshot in Redis, else the default limit; migrating and seeding once it answers",
-				slog.String("store", storeDesc), slog.Any("error", err))
-			storeDesc += " (unreachable at start: retrying in the background)"
-			seedDesc = "not yet: the database is unreachable"
-		}
-	} else {
-		o.Store = memory.NewWithOptions(store.Options{MaxRules: cfg.MaxRules})
-		var err error
-		if seedDesc, err = seed(ctx, o.Store, c); err != nil {
-			return err
-		}
-	}
-
-	a, err := app.New(ctx, cfg, o)
-	if err != nil {
-		return err
-	}
-	st.onClose(a.Close)
-	// Give leased tokens back and flush the metrics aggregated since the
-	// last EMF line on the way out, as the Lambdas do on SIGTERM.
-	st.onClose(a.Shutdown)
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = a.Redis.Ping(pingCtx).Err()
-	cancel()
-	if err != nil {
-		return fmt.Errorf("connect to Redis %s: %w", redisDesc, err)
-	}
-	if mig == nil {
-		// Publish the seeded rules, so every authorizer sharing this
-		// Redis serves them, and the next cold start can without the
-		// database.
-		if _, err := a.PublishRules(ctx); err != nil {
-			return fmt.Errorf("publish the rules to Redis: %w", err)
-		}
-	} else {
-		retryCtx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			catchUp(retryCtx, mig, a, c)
-		}()
-		st.onClose(func() { stop(); <-done })
-	}
-
-	token, generated := c.Token, false
-	if token == "" {
-		var b [24]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return fmt.Errorf("generate admin token: %w", err)
-		}
-		token, generated = "sl_"+hex.EncodeToString(b[:]), true
-	}
-
-	// The admin and check Lambdas' own http.Handlers: the functions run
-	// them through internal/lambdahttp, local mounts them as they are.
-	adminHandler := a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return adminActor }})
-	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
-	mux.Handle("/admin/check", requireToken(token, a.Check))
-	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
-	mux.Handle("/admin/token", requireToken(token, devTokenHandler(c.dev)))
-	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
-	// The console's files are public (they are in the repository); what
-	// it shows comes from /admin/, behind the token (see internal/console).
-	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
-	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
-	gw.headers = cfg.RateLimitHeaders
-	mux.Handle("/", gw)
-	mounted.Store(true)
-
-	bi := bannerInfo{
-		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
-		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
-	}
-	if c.dev != nil {
-		bi.devToken, err = c.dev.Sign("alice", nil, 24*time.Hour, time.Now())
-		if err != nil {
-			return err
-		}
-		bi.jwtClaim = jwtClaim(cfg.SubjectSources)
-	}
-	banner(stdout, bi)
-
-	select {
-	case err := <-served:
-		serving = false
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	fmt.Fprintln(stdout, "\nshutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	serving = false
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	<-served
-	return nil
-}
-
-// jwksPattern is the development issuer's JWKS route.
-const jwksPattern = "GET /.well-known/jwks.json"
-
-// startingGate serves mux once mounted is true. Before, it serves only the
-// development issuer's JWKS, which the authorizer fetches while it is built,
-// and answers anything else 503 problem+json with Retry-After: a client
-// that connects early learns to retry, not that the route does not exist.
-func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mounted.Load() {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		if h, pattern := mux.Handler(r); pattern == jwksPattern {
-			h.ServeHTTP(w, r)
-			return
-		}
-		status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
-			Status: http.StatusServiceUnavailable,
-			Detail: "sluice local is starting: its routes are not mounted yet. Retry in a moment.",
-			Header: http.Header{"Retry-After": {"1"}},
-		})
-		maps.Copy(w.Header(), h)
-		w.WriteHeader(status)
-		w.Write(body) //nolint:errcheck // the client has gone
-	})
-}
-
-// firstMigrateTimeout bounds the migration at start: a database that does
-// not answer within it is retried in the background.
-const firstMigrateTimeout = 5 * time.Second
-
-// migrateAndSeed migrates the database and seeds it, within timeout.
-func migrateAndSeed(ctx context.Context, mig *app.App, c localConfig, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := mig.Migrator.Once(ctx, io.Discard); err != nil {
-		return "", err
-	}
-	return seed(ctx, mig.Store, c)
-}
-
-// catchUp retries migrateAndSeed with backoff, as the Lambdas retry their
-// rules load (1s doubling to 30s), until it succeeds or ctx ends; then it
-// publishes the rules, which the authorizer loads at its next version
-// check.
-func catchUp(ctx context.Context, mig *app.App, a *app.App, c localConfig) {
-	wait := time.Second
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		desc, err := migrateAndSeed(ctx, mig, c, 30*time.Second)
-		if err == nil {
-			if _, err = a.PublishRules(ctx); err == nil {
-				a.Log.Info("database reachable: migrated, seeded and published", slog.String("seed", desc))
-				return
+	c := local.Config{
+		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
+		Token:    e.env("SLUICE_ADMIN_TOKEN"),
+		StateDir: e.env("SLUICE_STATE_DIR"),
+		Getenv: func(k string) string {
+			if v, ok := flags[k]; ok {
+				return v
 			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		a.Log.Warn("database still unreachable; retrying", slog.Duration("in", min(2*wait, 30*time.Second)), slog.Any("error", err))
-		wait = min(2*wait, 30*time.Second)
+			return e.env(k)
+		},
 	}
-}
-
-// expireMiniredis makes the embedded Redis expire keys in real time, to
-// within miniredisTick: miniredis only moves TTLs when told, and idle
-// buckets should go away as they do on Redis. A quota's window end is its
-// key's expiry (PEXPIRETIME reads the now of the clock plus a TTL moved at
-// the last tick), so the tick also bounds how late a window's end reads.
-func expireMiniredis(m *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(miniredisTick)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				m.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-// miniredisTick is how often expireMiniredis moves the TTLs.
-const miniredisTick = 20 * time.Millisecond
-
-// requireToken guards the admin API with a bearer token, standing in for
-// the IAM authorization of the deployed Admin API. The comparison is of
-// SHA-256 digests in constant time, so neither content nor length leaks.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
-				Status: http.StatusUnauthorized,
-				Detail: "Send Authorization: Bearer <token>, the admin token `sluice local` printed at start (or SLUICE_ADMIN_TOKEN).",
-				Header: http.Header{"Www-Authenticate": {`Bearer realm="sluice-admin"`}},
-			})
-			maps.Copy(w.Header(), h)
-			w.WriteHeader(status)
-			w.Write(body) //nolint:errcheck // the client has gone
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// seedFile is the format of examples/rules.json.
-type seedFile struct {
-	Plans []rules.Plan `json:"plans"`
-	Rules []rules.Rule `json:"rules"`
-}
-
-// seed creates the seed file's plans and rules. What already exists (a
-// plan of that name, a rule on that scope — a database seeded before) is
-// left alone, so restarting against the same database is harmless.
-func seed(ctx context.Context, store store.Store, c localConfig) (string, error) {
-	if c.Seed == "" {
-		return "nothing seeded (--seed \"\")", nil
+	if cmd.Seed != nil {
+		c.Seed, c.SeedSet = *cmd.Seed, true
 	}
-	b, err := os.ReadFile(c.Seed)
-	from := c.Seed
-	if errors.Is(err, fs.ErrNotExist) && !c.SeedSet {
-		b, from = embeddedSeed, "the built-in copy of "+defaultSeed
-	} else if err != nil {
-		return "", fmt.Errorf("read seed rules: %w", err)
+	err := local.Run(e.ctx, c, e.stdout, e.stderr)
+	if errors.Is(err, local.ErrConfig) {
+		return &usageError{err.Error()}
 	}
-	var sf seedFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sf); err != nil {
-		return "", fmt.Errorf("read seed rules from %s: %w", from, err)
-	}
-	var made, kept int
-	for _, p := range sf.Plans {
-		p.Normalize()
-		if _, err := store.CreatePlan(ctx, p, "seed"); errors.Is(err, rules.ErrConflict) {
-			kept++
-		} else if err != nil {
-			return "", fmt.Errorf("seed plan %q from %s: %w", p.Name, from, err)
-		} else {
-			made++
-		}
-	}
-	for _, r := range sf.Rules {
-		r.Normalize()
-		if _, err := store.CreateRule(ctx, r, "seed"); errors.Is(err, rules.ErrConflict) {
-			kept++
-		} else if err != nil {
-			return "", fmt.Errorf("seed rule %s %q %s from %s: %w", r.API, r.Route, r.Subject, from, err)
-		} else {
-			made++
-		}
-	}
-	desc := fmt.Sprintf("%d plan(s) and %d rule(s) from %s", len(sf.Plans), len(sf.Rules), from)
-	if kept > 0 {
-		desc += fmt.Sprintf(" (%d already there, left as they were)", kept)
-	}
-	return desc, nil
-}
-
-type bannerInfo struct {
-	base, api, stage, redis, store, seed, token string
-	generated                                   bool
-	// devToken is a token of the development issuer, for the curl line;
-	// jwtClaim the claim the jwt: source reads. Empty without one.
-	devToken, jwtClaim string
-}
-
-// banner prints what is running and three commands to try.
-func banner(w io.Writer, b bannerInfo) {
-	// A generated token is printed: it exists nowhere else. A token the
-	// user chose is already in their environment, and terminals get shared
-	// and recorded: print it masked, and refer to the variable.
-	shown, ref := b.token, b.token
-	note, export := "generated; set SLUICE_ADMIN_TOKEN to choose one", "SLUICE_ADMIN_TOKEN="+b.token+" "
-	consoleURL := b.base + "/console/#token=" + url.QueryEscape(b.token)
-	if !b.generated {
-		shown, ref = maskToken(b.token), "$SLUICE_ADMIN_TOKEN"
-		note, export = "from SLUICE_ADMIN_TOKEN", ""
-		consoleURL = b.base + "/console/#token=<SLUICE_ADMIN_TOKEN>"
-	}
-	fmt.Fprintf(w, `Sluice local stack
-  demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
-  console    %[13]s
-  admin API  %[1]s/admin/
-  check API  %[1]s/admin/check  (POST {"subject", "api", "route"})
-  token      %[5]s  (%[6]s)
-  Redis      %[7]s
-  store      %[8]s
-  rules      %[9]s
-
-Try:
-%[12]s  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
-  curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
-    -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
-
-CLI:
-  export %[11]sSLUICE_ENDPOINT=%[1]s/admin
-  go run ./cmd/sluice rules ls
-
-Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL)
-}
-
-// tryLines are the banner's first curl lines: with the API key, or with a
-// development token when the subject is a JWT claim.
-func tryLines(b bannerInfo) string {
-	if b.devToken == "" {
-		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
-  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
-`, b.base)
-	}
-	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
-  # another token, after the CLI export below: go run ./cmd/sluice token --sub bob --claim custom:tenant=acme
-`, b.base, b.devToken, b.jwtClaim)
-}
-
-// maskToken shows enough of a token to tell which one it is, and no more:
-// its first three characters and its length.
-func maskToken(t string) string {
-	if len(t) <= 8 {
-		return fmt.Sprintf("******** (%d characters)", len(t))
-	}
-	return fmt.Sprintf("%s****** (%d characters)", t[:3], len(t))
+	return err
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/local"
+
+	"github.com/sluicehq/sluice/internal/load"
+
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,9 +30,14 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// sluiceBin is the sluice binary TestMain builds once; the end-to-end tests
-// run it as `sluice local` and as the CLI, as a person would.
+// sluiceBin is the sluice binary TestMain builds once, for the one test
+// of the built binary (TestBinary) and TestConsoleCommand; every other
+// test runs the command tree in process (run), `sluice local` included.
 var sluiceBin string
+
+// stateDir keeps the keys of every sluice the tests start, not the user's
+// config directory.
+var stateDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-bin-")
@@ -38,9 +46,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
-	// Every sluice the tests start keeps its keys here, not in the
-	// user's config directory.
-	os.Setenv("SLUICE_STATE_DIR", filepath.Join(dir, "state"))
+	stateDir = filepath.Join(dir, "state")
+	os.Setenv("SLUICE_STATE_DIR", stateDir) // for the binary's runs
 	build := exec.Command("go", "build", "-o", sluiceBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -53,40 +60,61 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// localProc is one `sluice local` subprocess.
+// localProc is one `sluice local`, run in process.
 type localProc struct {
 	base  string // http://127.0.0.1:<port>
 	token string
-	cmd   *exec.Cmd
 	out   *testenv.Buffer // stdout and stderr, for failure messages
-	// stop interrupts the process (Ctrl-C) and checks that it exits
-	// cleanly; it runs once, by itself when the test ends.
+	// stop interrupts it (as Ctrl-C does: its context ends) and checks
+	// that it exits cleanly; it runs once, by itself when the test ends.
 	stop func()
 }
 
 var demoLine = regexp.MustCompile(`demo API\s+(http://\S+)/\s`)
 
-// startLocal starts `sluice local` on a free port with env added to the
-// environment, waits for its banner, and stops it (SIGINT, exactly this
-// process) when the test ends, checking that it shuts down cleanly.
+// environ returns a getenv of the process environment with vars
+// ("K=V") over it.
+func environ(vars ...string) func(string) string {
+	m := map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return func(k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+}
+
+// runLocal runs `sluice local args...` in process with vars over the
+// environment; it returns the exit code once ctx ends or it fails.
+func runLocal(ctx context.Context, stdout, stderr io.Writer, vars []string, args ...string) int {
+	vars = append([]string{"SLUICE_STATE_DIR=" + stateDir}, vars...)
+	return run(ctx, &env{stdout: stdout, stderr: stderr, getenv: environ(vars...)}, append([]string{"local"}, args...))
+}
+
+// startLocal starts `sluice local` in process on a free port with env
+// added to the environment, waits for its banner, and stops it (its
+// context ends, as at Ctrl-C) when the test ends, checking that it shuts
+// down cleanly.
 func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	t.Helper()
 	p := &localProc{token: "test-" + testenv.Random(t), out: &testenv.Buffer{}}
-	cmd := exec.Command(sluiceBin, append([]string{"local", "--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
-	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn")
-	cmd.Env = append(cmd.Env, env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start sluice local: %v", err)
-	}
-	p.cmd = cmd
-	exited := make(chan error, 1)
-	ready := make(chan string, 1)
+	vars := append([]string{"SLUICE_ADMIN_TOKEN=" + p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn"}, env...)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, w := io.Pipe()
+	exited := make(chan int, 1)
 	go func() {
+		code := runLocal(ctx, w, p.out, vars, append([]string{"--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
+		w.Close()
+		exited <- code
+	}()
+	ready := make(chan string, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stdout)
 		sent, base := false, ""
 		for sc.Scan() {
@@ -102,31 +130,28 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 				sent = true
 			}
 		}
-		exited <- cmd.Wait()
+		io.Copy(io.Discard, stdout) //nolint:errcheck // a long line: keep the writer unblocked
 	}()
 	p.stop = sync.OnceFunc(func() {
-		if err := cmd.Process.Signal(os.Interrupt); err != nil {
-			t.Errorf("interrupt sluice local: %v", err)
-		}
+		cancel()
 		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("sluice local after Ctrl-C: %v, want a clean exit; output:\n%s", err, p.out)
+		case code := <-exited:
+			<-scanned
+			if code != 0 {
+				t.Errorf("sluice local after Ctrl-C: exit %d, want a clean exit; output:\n%s", code, p.out)
 			} else if !strings.Contains(p.out.String(), "shutting down") {
 				t.Errorf("sluice local exited without saying it was shutting down; output:\n%s", p.out)
 			}
 		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
 			t.Errorf("sluice local did not stop within 15s of Ctrl-C; output:\n%s", p.out)
 		}
 	})
 	t.Cleanup(p.stop)
 	select {
 	case p.base = <-ready:
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("sluice local exited before serving: %v; output:\n%s", err, p.out)
+	case code := <-exited:
+		exited <- code
+		t.Fatalf("sluice local exited before serving: exit %d; output:\n%s", code, p.out)
 	case <-time.After(60 * time.Second):
 		t.Fatalf("sluice local printed no banner within 60s; output:\n%s", p.out)
 	}
@@ -172,22 +197,12 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, b
 }
 
-// cli runs the sluice binary against p's admin API.
+// cli runs a sluice command line in process against p's admin API.
 func (p *localProc) cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, args...)
-	cmd.Env = append(os.Environ(), "SLUICE_ENDPOINT="+p.base+"/admin", "SLUICE_ADMIN_TOKEN="+p.token)
 	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run sluice %v: %v", args, err)
-	}
+	code = run(context.Background(), &env{stdout: &o, stderr: &e, stdin: strings.NewReader(""),
+		getenv: environ("SLUICE_ENDPOINT="+p.base+"/admin", "SLUICE_ADMIN_TOKEN="+p.token)}, args)
 	return o.String(), e.String(), code
 }
 
@@ -311,11 +326,10 @@ func TestLocalHeaderDialects(t *testing.T) {
 	}
 	t.Run("unknown dialect", func(t *testing.T) {
 		t.Parallel()
-		cmd := exec.Command(sluiceBin, "local", "--addr", "127.0.0.1:0", "--ratelimit-headers", "draft11,x-ratelimit")
-		cmd.Env = append(os.Environ(), "REDIS_URL=", "DATABASE_URL=")
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), `RATELIMIT_HEADERS: unknown dialect "x-ratelimit"`) {
-			t.Errorf("sluice local --ratelimit-headers draft11,x-ratelimit = %v:\n%s\nwant a start-up error naming RATELIMIT_HEADERS", err, out)
+		var out testenv.Buffer
+		code := runLocal(context.Background(), &out, &out, []string{"REDIS_URL=", "DATABASE_URL="}, "--addr", "127.0.0.1:0", "--ratelimit-headers", "draft11,x-ratelimit")
+		if code != 2 || !strings.Contains(out.String(), `RATELIMIT_HEADERS: unknown dialect "x-ratelimit"`) {
+			t.Errorf("sluice local --ratelimit-headers draft11,x-ratelimit = exit %d:\n%s\nwant exit 2 and a start-up error naming RATELIMIT_HEADERS", code, out.String())
 		}
 	})
 }
@@ -558,8 +572,8 @@ func testCLI(t *testing.T, p *localProc) {
 		t.Fatalf("rules history = %d entries, want 3 (create, 2 updates)", len(history))
 	}
 	for _, h := range history {
-		if h.Actor != adminActor {
-			t.Errorf("rules history entry %s by %q, want %q", h.Action, h.Actor, adminActor)
+		if h.Actor != local.AdminActor {
+			t.Errorf("rules history entry %s by %q, want %q", h.Action, h.Actor, local.AdminActor)
 		}
 	}
 
@@ -646,9 +660,8 @@ func testCLI(t *testing.T, p *localProc) {
 		t.Errorf("rules put with a bad route = exit %d, stderr %q, want exit 1, 400 naming route", code, stderr)
 	}
 	// A bad token is refused.
-	cmd := exec.Command(sluiceBin, "rules", "ls", "--endpoint", p.base+"/admin", "--token", "nope")
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "401") {
-		t.Errorf("rules ls with a bad token = %v %s, want a 401 failure", err, out)
+	if _, stderr, code := p.cli(t, "rules", "ls", "--endpoint", p.base+"/admin", "--token", "nope"); code != 1 || !strings.Contains(stderr, "401") {
+		t.Errorf("rules ls with a bad token = exit %d %s, want a 401 failure", code, stderr)
 	}
 }
 
@@ -706,7 +719,7 @@ func testLoad(t *testing.T, p *localProc) {
 	if code != 0 {
 		t.Fatalf("sluice load --strict = exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	var rep loadReport
+	var rep load.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decode load report: %v\n%s", err, stdout)
 	}
@@ -731,7 +744,7 @@ func testLoad(t *testing.T, p *localProc) {
 	if code != 0 {
 		t.Fatalf("sluice load --strict /search = exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	rep = loadReport{}
+	rep = load.Report{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decode load report: %v\n%s", err, stdout)
 	}
@@ -836,12 +849,11 @@ func TestLocalSecretsStaySecret(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, sluiceBin, "local", "--addr", "127.0.0.1:0", "--seed", "")
-			cmd.Env = append(os.Environ(), "REDIS_URL="+tc.redisURL, "DATABASE_URL="+tc.databaseURL, "SLUICE_ADMIN_TOKEN=")
-			out, _ := cmd.CombinedOutput()
+			var out testenv.Buffer
+			runLocal(ctx, &out, &out, []string{"REDIS_URL=" + tc.redisURL, "DATABASE_URL=" + tc.databaseURL, "SLUICE_ADMIN_TOKEN="}, "--addr", "127.0.0.1:0", "--seed", "")
 			for _, secret := range []string{"rsekrit", "sekrit", "sek rit"} {
-				if strings.Contains(string(out), secret) {
-					t.Errorf("output holds the password %q:\n%s", secret, out)
+				if strings.Contains(out.String(), secret) {
+					t.Errorf("output holds the password %q:\n%s", secret, out.String())
 				}
 			}
 		})
@@ -898,6 +910,10 @@ func TestLocalDatabaseDown(t *testing.T) {
 		if out := p.out.String(); !strings.Contains(out, "database unreachable at start") || !strings.Contains(out, "unreachable at start: retrying") {
 			t.Errorf("want the database failure logged and shown in the banner; output:\n%s", out)
 		}
+		// The banner says what it enforces, not "rules not yet".
+		if want := "rules      enforcing the 3 rule(s) of the snapshot in Redis while the database is unreachable"; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the banner does not say %q; output:\n%s", want, p.out)
+		}
 		if resp, _ := p.adminGet(t, "/admin/rules"); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("GET /admin/rules with the database down = %d, want 503", resp.StatusCode)
 		}
@@ -910,6 +926,9 @@ func TestLocalDatabaseDown(t *testing.T) {
 		}
 		if !strings.Contains(p.out.String(), "no rules loaded") {
 			t.Errorf("want the no-rules state logged; output:\n%s", p.out)
+		}
+		if want := "rules      no rules: no snapshot in Redis and the database is unreachable, so the default limit (DEFAULT_LIMIT) applies"; !strings.Contains(p.out.String(), want) {
+			t.Errorf("the banner does not say %q; output:\n%s", want, p.out)
 		}
 		proxy.Up(t)
 		start := time.Now()
@@ -992,4 +1011,30 @@ func localSubjectHash(t *testing.T, subject string) string {
 		t.Fatalf("read the local subject hash key: %v", err)
 	}
 	return limiter.NewHasher([]byte(strings.TrimSpace(string(b)))).SubjectHash(subject)
+}
+
+// TestLocalRuleNeverMatches: `rules put` against sluice local warns of a
+// rule that can never match (a misspelt api, a path where the route names
+// a template) with what would match, and still writes it; a rule that can
+// match gets no warning.
+func TestLocalRuleNeverMatches(t *testing.T) {
+	t.Parallel()
+	p := startLocal(t, nil)
+	tests := []struct {
+		api, route string
+		want       string // "" for no warning
+	}{
+		{"demo", "GET /items/42", `sluice: rules put: warning: route "GET /items/42" is a path, not a resource of api "demo": did you mean "GET /items/{id}"?`},
+		{"dmeo", "*", `sluice: rules put: warning: api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
+		{"demo", "GET /items/{id}", ""},
+	}
+	for _, tt := range tests {
+		_, stderr, code := p.cli(t, "rules", "put", "--api", tt.api, "--route", tt.route, "--subject", "nm-"+testenv.Random(t), "--limit", "1", "--period", "1m")
+		if code != 0 {
+			t.Errorf("rules put --api %s --route %q = exit %d, want the rule written: %s", tt.api, tt.route, code, stderr)
+		}
+		if tt.want == "" && strings.Contains(stderr, "warning") || !strings.Contains(stderr, tt.want) {
+			t.Errorf("rules put --api %s --route %q stderr:\n%s\nwant %q", tt.api, tt.route, stderr, tt.want)
+		}
+	}
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,123 +11,177 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-func plansCommands() []subcommand {
-	return []subcommand{
-		{"ls", "", "list plans", plansLs},
-		{"get", "NAME", "show one plan", getCommand("plan", "NAME", printPlan)},
-		{"put", "[-f FILE | --name N flags]", "create or update a plan (If-Match the current version)", plansPut},
-		{"rm", "NAME", "delete a plan (fails while a rule uses it)", rmCommand("plan", "NAME")},
-		{"history", "NAME", "show a plan's audit log", plansHistory},
-	}
+type plansCmd struct {
+	adminFlags `embed:""`
+
+	Ls      plansLsCmd      `cmd:"" help:"List plans."`
+	Get     plansGetCmd     `cmd:"" help:"Show one plan."`
+	Put     plansPutCmd     `cmd:"" help:"Create or update a plan (If-Match the current version)."`
+	Rm      plansRmCmd      `cmd:"" help:"Delete a plan (fails while a rule uses it)."`
+	History plansHistoryCmd `cmd:"" help:"Show a plan's audit log."`
 }
 
-func plansLs(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans ls", "", "List plans.")
-	a := addAdminFlags(fs)
-	_, c, err := a.connect(ctx, fs, args, 0)
+type plansLsCmd struct{}
+
+func (cmd *plansLsCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
 	var l admin.ListPlansResponse
-	if _, err := c.getJSON(ctx, "/plans", nil, &l); err != nil {
+	if _, err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
 		return fmt.Errorf("list plans: %w", err)
 	}
-	return a.print(e.stdout, l.Plans, func() { printPlans(e.stdout, l.Plans) })
+	return e.print(l.Plans, func() { printPlans(e.stdout, l.Plans) })
 }
 
 func printPlans(w io.Writer, ps []rules.Plan) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLIMIT\tBURST\tVERSION\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tKIND\tLIMIT\tBURST\tVERSION\tDESCRIPTION")
 	for _, p := range ps {
-		burst := p.Limit
-		if p.Burst != nil {
-			burst = *p.Burst
-		}
-		fmt.Fprintf(tw, "%s\t%d/%s\t%d\t%d\t%s\n", p.Name, p.Limit, p.Period, burst, p.Version, p.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%d\t%s\n", p.Name, orDefault(string(p.Kind), string(rules.Rate)), p.Limit, p.Period, planBurst(p), p.Version, p.Description)
 	}
 	tw.Flush()
 }
 
-func printPlan(w io.Writer, p rules.Plan) { printPlans(w, []rules.Plan{p}) }
+// planBurst is a rate plan's bucket capacity; a quota has none (its
+// window holds exactly the limit).
+func planBurst(p rules.Plan) string {
+	switch {
+	case p.Kind == rules.Quota:
+		return "-"
+	case p.Burst != nil:
+		return fmt.Sprint(*p.Burst)
+	}
+	return fmt.Sprint(p.Limit)
+}
 
-func plansPut(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans put", "", `Create or update a plan.
+type plansGetCmd struct {
+	Name string `arg:"" help:"The plan's name."`
+}
 
-From a file: sluice plans put -f plan.json
-From flags:  sluice plans put --name gold --limit 1000 --period 1m --burst 2000
-
-An existing plan of that name is updated with If-Match (--version, or the
-current version); on update only the flags given change it.`)
-	a := addAdminFlags(fs)
-	file := fs.String("f", "", "read the plan from this JSON file (- for stdin)")
-	name := fs.String("name", "", "plan name")
-	limit := fs.Int64("limit", 0, "tokens refilled per period (0 blocks)")
-	period := fs.String("period", "", "refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration")
-	burst := fs.Int64("burst", 0, "bucket capacity (default: limit)")
-	kind := fs.String("kind", "", "rate (the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)")
-	description := fs.String("description", "", "free text")
-	version := fs.Int64("version", 0, "If-Match this version (default: the current one)")
-	if _, err := a.parse(fs, args, 0); err != nil {
+func (cmd *plansGetCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	p, err := fetch[rules.Plan](e, c, "plan", cmd.Name)
+	if err != nil {
+		return err
+	}
+	return e.print(p, func() { printPlans(e.stdout, []rules.Plan{p}) })
+}
+
+type plansRmCmd struct {
+	Name    string `arg:"" help:"The plan's name."`
+	Version int64  `help:"If-Match this version (default: the current one)."`
+}
+
+func (cmd *plansRmCmd) Run(e *env, a *adminFlags) error {
+	return remove(e, a, "plan", cmd.Name, cmd.Version)
+}
+
+type plansHistoryCmd struct {
+	Name string `arg:"" help:"The plan's name."`
+}
+
+func (cmd *plansHistoryCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	var h admin.HistoryResponse
+	if _, err := c.GetJSON(e.ctx, "/plans/"+url.PathEscape(cmd.Name)+"/history", nil, &h); err != nil {
+		return fmt.Errorf("plan history %s: %w", cmd.Name, err)
+	}
+	return printHistory(e, h.Entries)
+}
+
+// plansPutCmd: a nil field was not given; on update only the flags given
+// change the plan.
+type plansPutCmd struct {
+	File        string  `short:"f" name:"f" placeholder:"FILE" help:"Read the plan from this JSON file (- for stdin)."`
+	Name        *string `help:"Plan name."`
+	Limit       *int64  `help:"Tokens refilled per period (0 blocks)."`
+	Period      *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
+	Burst       *int64  `help:"Bucket capacity (default: limit)."`
+	Kind        *string `help:"rate (the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)."`
+	Description *string `help:"Free text."`
+	Version     *int64  `help:"If-Match this version (default: the current one)."`
+}
+
+func (cmd *plansPutCmd) Help() string {
+	return `From a file, from flags:
+
+  sluice plans put -f plan.json
+  sluice plans put --name gold --limit 1000 --period 1m --burst 2000
+
+An existing plan of that name is updated with If-Match (--version, or the
+current version); on update only the flags given change it.`
+}
+
+func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 	var in rules.Plan
-	if *file != "" {
-		p, err := readJSON[rules.Plan](e, "plan", *file)
+	if cmd.File != "" {
+		p, err := readJSON[rules.Plan](e, "plan", cmd.File)
 		if err != nil {
 			return err
 		}
 		in = p
 	}
-	if set["name"] {
-		in.Name = *name
+	if cmd.Name != nil {
+		in.Name = *cmd.Name
 	}
-	if set["version"] {
-		in.Version = *version
+	if cmd.Version != nil {
+		in.Version = *cmd.Version
 	}
 	if in.Name == "" {
-		fs.Usage()
-		return usageErrorf("plans put: --name (or name in the file) is required")
+		return usageErrorf("--name (or name in the file) is required")
 	}
-	c, err := newAdminClient(ctx, a.client)
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
 	var cur *rules.Plan
-	if p, err := fetch[rules.Plan](ctx, c, "plan", in.Name); err == nil {
+	if p, err := fetch[rules.Plan](e, c, "plan", in.Name); err == nil {
 		cur = &p
-	} else if ae := (*apiError)(nil); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	} else if !isNotFound(err) {
 		return err
 	}
 	out := in
-	if cur != nil && *file == "" {
+	if cur != nil && cmd.File == "" {
 		out = *cur
 	}
-	if set["limit"] {
-		out.Limit = *limit
+	if cmd.Limit != nil {
+		out.Limit = *cmd.Limit
 	}
-	if set["period"] {
-		p, err := rules.ParsePeriod(*period)
+	if cmd.Period != nil {
+		p, err := rules.ParsePeriod(*cmd.Period)
 		if err != nil {
-			return usageErrorf("--period %q: %v", *period, err)
+			return usageErrorf("--period %q: %v", *cmd.Period, err)
 		}
 		out.Period = p
 	}
-	if set["burst"] {
-		out.Burst = new(*burst)
+	if cmd.Burst != nil {
+		out.Burst = new(*cmd.Burst)
 	}
-	if set["kind"] {
-		out.Kind = rules.Kind(*kind)
+	if cmd.Kind != nil {
+		out.Kind = rules.Kind(*cmd.Kind)
 	}
-	if set["description"] {
-		out.Description = *description
+	if cmd.Description != nil {
+		out.Description = *cmd.Description
+	}
+	named := func(err error) error {
+		if cmd.File != "" {
+			return err
+		}
+		return nameFlags(err)
 	}
 	var got rules.Plan
 	if cur == nil {
 		out.Version = 0
-		if err := c.sendJSON(ctx, http.MethodPost, "/plans", out, 0, &got); err != nil {
-			return fmt.Errorf("create plan %s: %w", in.Name, err)
+		if err := c.SendJSON(e.ctx, http.MethodPost, "/plans", out, 0, &got); err != nil {
+			return fmt.Errorf("create plan %s: %w", in.Name, named(err))
 		}
 		fmt.Fprintf(e.stderr, "created plan %s\n", got.Name)
 	} else {
@@ -138,24 +189,10 @@ current version); on update only the flags given change it.`)
 		if in.Version > 0 {
 			ifMatch = in.Version
 		}
-		if err := c.sendJSON(ctx, http.MethodPut, "/plans/"+url.PathEscape(in.Name), out, ifMatch, &got); err != nil {
-			return fmt.Errorf("update plan %s (If-Match %d): %w", in.Name, ifMatch, err)
+		if err := c.SendJSON(e.ctx, http.MethodPut, "/plans/"+url.PathEscape(in.Name), out, ifMatch, &got); err != nil {
+			return fmt.Errorf("update plan %s (If-Match %d): %w", in.Name, ifMatch, named(err))
 		}
 		fmt.Fprintf(e.stderr, "updated plan %s to version %d\n", got.Name, got.Version)
 	}
-	return a.print(e.stdout, got, func() { printPlan(e.stdout, got) })
-}
-
-func plansHistory(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "plans history", "NAME", "Show a plan's audit log, oldest first.")
-	a := addAdminFlags(fs)
-	pos, c, err := a.connect(ctx, fs, args, 1)
-	if err != nil {
-		return err
-	}
-	var h admin.HistoryResponse
-	if _, err := c.getJSON(ctx, "/plans/"+url.PathEscape(pos[0])+"/history", nil, &h); err != nil {
-		return fmt.Errorf("plan history %s: %w", pos[0], err)
-	}
-	return printHistory(e.stdout, a.output, h.Entries)
+	return e.print(got, func() { printPlans(e.stdout, []rules.Plan{got}) })
 }

@@ -1,73 +1,92 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
+	"github.com/sluicehq/sluice/internal/local"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-func rulesCommands() []subcommand {
-	return []subcommand{
-		{"ls", "", "list rules (all pages)", rulesLs},
-		{"get", "ID", "show one rule", getCommand("rule", "ID", printRule)},
-		{"put", "[-f FILE | flags]", "create a rule, or update it (by --id or by its scope) with If-Match", rulesPut},
-		{"rm", "ID", "delete a rule (If-Match the current version)", rmCommand("rule", "ID")},
-		{"history", "ID", "show a rule's audit log", rulesHistory},
-	}
+type rulesCmd struct {
+	adminFlags `embed:""`
+
+	Ls      rulesLsCmd      `cmd:"" help:"List rules (all pages)."`
+	Get     rulesGetCmd     `cmd:"" help:"Show one rule."`
+	Put     rulesPutCmd     `cmd:"" help:"Create a rule, or update it (by --id or by its scope) with If-Match."`
+	Rm      rulesRmCmd      `cmd:"" help:"Delete a rule (If-Match the current version)."`
+	History rulesHistoryCmd `cmd:"" help:"Show a rule's audit log."`
 }
 
-func rulesLs(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "rules ls", "", "List rules, following every page.")
-	a := addAdminFlags(fs)
-	var f rules.Filter
-	fs.StringVar(&f.API, "api", "", "only rules of this API id")
-	fs.StringVar(&f.Route, "route", "", "only rules of this route")
-	fs.StringVar(&f.Subject, "subject", "", "only rules of this subject")
-	fs.StringVar(&f.Plan, "plan", "", "only rules naming this plan")
-	_, c, err := a.connect(ctx, fs, args, 0)
+type rulesLsCmd struct {
+	API     string `name:"api" help:"Only rules of this API id."`
+	Route   string `help:"Only rules of this route."`
+	Subject string `help:"Only rules of this subject."`
+	Plan    string `help:"Only rules naming this plan."`
+}
+
+func (cmd *rulesLsCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
-	all, err := listRules(ctx, c, f)
+	all, err := listRules(e, c, rules.Filter{API: cmd.API, Route: cmd.Route, Subject: cmd.Subject, Plan: cmd.Plan})
 	if err != nil {
 		return err
 	}
-	return a.print(e.stdout, all, func() { printRules(e.stdout, all) })
+	return e.print(all, func() { printRules(e.stdout, all) })
 }
 
-// listRules fetches every page of the rule list.
-func listRules(ctx context.Context, c *adminClient, f rules.Filter) ([]rules.Rule, error) {
-	all := []rules.Rule{}
-	q := url.Values{}
-	for k, v := range map[string]string{"api": f.API, "route": f.Route, "subject": f.Subject, "plan": f.Plan} {
-		if v != "" {
-			q.Set(k, v)
-		}
+type rulesGetCmd struct {
+	ID string `arg:"" name:"id" help:"The rule's id."`
+}
+
+func (cmd *rulesGetCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
 	}
-	for range 10000 {
-		var p rules.Page
-		if _, err := c.getJSON(ctx, "/rules", q, &p); err != nil {
-			return nil, fmt.Errorf("list rules: %w", err)
-		}
-		all = append(all, p.Rules...)
-		if p.NextCursor == "" || p.NextCursor == q.Get("cursor") {
-			return all, nil
-		}
-		q.Set("cursor", p.NextCursor)
+	r, err := fetch[rules.Rule](e, c, "rule", cmd.ID)
+	if err != nil {
+		return err
 	}
-	return all, errors.New("list rules: too many pages")
+	return e.print(r, func() { printRule(e.stdout, r) })
+}
+
+type rulesRmCmd struct {
+	ID      string `arg:"" name:"id" help:"The rule's id."`
+	Version int64  `help:"If-Match this version (default: the current one)."`
+}
+
+func (cmd *rulesRmCmd) Run(e *env, a *adminFlags) error {
+	return remove(e, a, "rule", cmd.ID, cmd.Version)
+}
+
+type rulesHistoryCmd struct {
+	ID string `arg:"" name:"id" help:"The rule's id."`
+}
+
+func (cmd *rulesHistoryCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	var h admin.HistoryResponse
+	if _, err := c.GetJSON(e.ctx, "/rules/"+url.PathEscape(cmd.ID)+"/history", nil, &h); err != nil {
+		return fmt.Errorf("rule history %s: %w", cmd.ID, err)
+	}
+	return printHistory(e, h.Entries)
 }
 
 func printRules(w io.Writer, rs []rules.Rule) {
@@ -127,76 +146,61 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// ruleFlags are the fields `rules put` can set from flags; only the flags
-// given change an existing rule.
-type ruleFlags struct {
-	id, file                       string
-	api, route, subject, plan      string
-	limit, burst, cost             int64
-	period                         string
-	failureMode, mode, description string
-	dimension                      string
-	enabled                        bool
-	version                        int64
-	kind, anchor                   string
-	minRemaining                   int64
+// rulesPutCmd sets from flags the fields of a rule: a nil field was not
+// given, and on update only the flags given change the rule.
+type rulesPutCmd struct {
+	File         string  `short:"f" name:"f" placeholder:"FILE" help:"Read the rule from this JSON file (- for stdin)."`
+	ID           *string `name:"id" help:"Id of the rule to update."`
+	API          *string `name:"api" help:"API id, or * for every API."`
+	Route        *string `help:"Route: * (whole API) or 'METHOD /resource/{param}'."`
+	Subject      *string `help:"Subject, or * (every subject gets its own bucket)."`
+	Plan         *string `help:"Plan name instead of inline numbers."`
+	Limit        *int64  `help:"Tokens refilled per period (0 blocks)."`
+	Period       *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
+	Burst        *int64  `help:"Bucket capacity (default: limit)."`
+	Cost         *int64  `help:"Tokens per request (default 1)."`
+	Kind         *string `help:"rate (a token bucket, the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)."`
+	Anchor       *string `help:"A quota's windows repeat from this RFC 3339 time (default: UTC calendar alignment; \"\" clears)."`
+	MinRemaining *int64  `name:"min-remaining" help:"Admit only while at least this many tokens are left after the request."`
+	FailureMode  *string `name:"failure-mode" help:"open or closed: what happens when Redis is down."`
+	Mode         *string `help:"enforce or shadow."`
+	Enabled      *bool   `help:"Whether the rule takes part in matching (--enabled=false turns it off)."`
+	Description  *string `help:"Free text."`
+	Dimension    *string `help:"The dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one."`
+	Version      *int64  `help:"If-Match this version (default: the current one)."`
 }
 
-func rulesPut(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "rules put", "", `Create or update a rule.
+func (cmd *rulesPutCmd) Help() string {
+	return `From a file (a Rule as JSON; "-" reads stdin), from flags, a quota:
 
-From a file: sluice rules put -f rule.json (a Rule as JSON; "-" reads stdin).
-From flags:  sluice rules put --api demo --route 'GET /search' --subject '*' --limit 10 --period 1m
-A quota:     sluice rules put --api demo --route '*' --subject '*' --kind quota --limit 100000 --period 1mo
+  sluice rules put -f rule.json
+  sluice rules put --api demo --route 'GET /search' --subject '*' --limit 10 --period 1m
+  sluice rules put --api demo --route '*' --subject '*' --kind quota --limit 100000 --period 1mo
 
 A rule with an id (--id, or "id" in the file) is updated; otherwise the rule
-holding the same scope (api, route, subject, kind, dimension) is updated when there is one,
-else a new rule is created. Updates send If-Match with the version given
-(--version, or "version" in the file), else with the current one. On update
-only the flags given change the rule.`)
-	a := addAdminFlags(fs)
-	var rf ruleFlags
-	fs.StringVar(&rf.file, "f", "", "read the rule from this JSON file (- for stdin)")
-	fs.StringVar(&rf.id, "id", "", "id of the rule to update")
-	fs.StringVar(&rf.api, "api", "", "API id, or * for every API")
-	fs.StringVar(&rf.route, "route", "", "route: * (whole API) or 'METHOD /resource/{param}'")
-	fs.StringVar(&rf.subject, "subject", "", "subject, or * (every subject gets its own bucket)")
-	fs.StringVar(&rf.plan, "plan", "", "plan name instead of inline numbers")
-	fs.Int64Var(&rf.limit, "limit", 0, "tokens refilled per period (0 blocks)")
-	fs.StringVar(&rf.period, "period", "", "refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration")
-	fs.Int64Var(&rf.burst, "burst", 0, "bucket capacity (default: limit)")
-	fs.Int64Var(&rf.cost, "cost", 0, "tokens per request (default 1)")
-	fs.StringVar(&rf.kind, "kind", "", "rate (a token bucket, the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)")
-	fs.StringVar(&rf.anchor, "anchor", "", "a quota's windows repeat from this RFC 3339 time (default: UTC calendar alignment; \"\" clears)")
-	fs.Int64Var(&rf.minRemaining, "min-remaining", 0, "admit only while at least this many tokens are left after the request")
-	fs.StringVar(&rf.failureMode, "failure-mode", "", "open or closed: what happens when Redis is down")
-	fs.StringVar(&rf.mode, "mode", "", "enforce or shadow")
-	fs.BoolVar(&rf.enabled, "enabled", true, "whether the rule takes part in matching")
-	fs.StringVar(&rf.description, "description", "", "free text")
-	fs.StringVar(&rf.dimension, "dimension", "", "the dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one")
-	fs.Int64Var(&rf.version, "version", 0, "If-Match this version (default: the current one)")
-	if _, err := a.parse(fs, args, 0); err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+holding the same scope (api, route, subject, kind, dimension) is updated when
+there is one, else a new rule is created. Updates send If-Match with the
+version given (--version, or "version" in the file), else with the current
+one. On update only the flags given change the rule.`
+}
 
+func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 	var in rules.Rule
-	fromFile := rf.file != ""
+	fromFile := cmd.File != ""
 	if fromFile {
-		r, err := readJSON[rules.Rule](e, "rule", rf.file)
+		r, err := readJSON[rules.Rule](e, "rule", cmd.File)
 		if err != nil {
 			return err
 		}
 		in = r
 	}
-	if set["id"] {
-		in.ID = rf.id
+	if cmd.ID != nil {
+		in.ID = *cmd.ID
 	}
-	if set["version"] {
-		in.Version = rf.version
+	if cmd.Version != nil {
+		in.Version = *cmd.Version
 	}
-	c, err := newAdminClient(ctx, a.client)
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
@@ -204,35 +208,20 @@ only the flags given change the rule.`)
 	// Find the rule to update: by id, else by scope.
 	var cur *rules.Rule
 	if in.ID != "" {
-		r, err := fetch[rules.Rule](ctx, c, "rule", in.ID)
+		r, err := fetch[rules.Rule](e, c, "rule", in.ID)
 		if err != nil {
 			return err
 		}
 		cur = &r
 	} else {
-		api, route, subject, kind := in.API, in.Route, in.Subject, in.Kind
-		if set["kind"] {
-			kind = rules.Kind(rf.kind)
-		}
+		api, route, subject := or(cmd.API, in.API), or(cmd.Route, in.Route), or(cmd.Subject, in.Subject)
+		kind := rules.Kind(or(cmd.Kind, string(in.Kind)))
 		if kind == "" {
 			kind = rules.Rate
 		}
-		if set["api"] {
-			api = rf.api
-		}
-		if set["route"] {
-			route = rf.route
-		}
-		if set["subject"] {
-			subject = rf.subject
-		}
-		dim := in.Dimension
-		if set["dimension"] {
-			dim = rf.dimension
-		}
-		dim = rules.NormalizeDimension(dim)
+		dim := rules.NormalizeDimension(or(cmd.Dimension, in.Dimension))
 		if api != "" && route != "" && subject != "" {
-			rs, err := listRules(ctx, c, rules.Filter{API: api, Route: route, Subject: subject})
+			rs, err := listRules(e, c, rules.Filter{API: api, Route: route, Subject: subject})
 			if err != nil {
 				return err
 			}
@@ -249,14 +238,22 @@ only the flags given change the rule.`)
 	if cur != nil && !fromFile {
 		out = *cur // flags change only what they name
 	}
-	if err := applyRuleFlags(&out, rf, set); err != nil {
+	if err := cmd.apply(&out); err != nil {
 		return err
+	}
+	warnNeverMatches(e, c, out.API, out.Route)
+	// A field error names the flag when the rule came from flags.
+	named := func(err error) error {
+		if fromFile {
+			return err
+		}
+		return nameFlags(err)
 	}
 	var got rules.Rule
 	if cur == nil {
 		out.ID, out.Version = "", 0
-		if err := c.sendJSON(ctx, http.MethodPost, "/rules", out, 0, &got); err != nil {
-			return fmt.Errorf("create rule: %w", err)
+		if err := c.SendJSON(e.ctx, http.MethodPost, "/rules", out, 0, &got); err != nil {
+			return fmt.Errorf("create rule: %w", named(err))
 		}
 		fmt.Fprintf(e.stderr, "created rule %s\n", got.ID)
 	} else {
@@ -265,95 +262,102 @@ only the flags given change the rule.`)
 			ifMatch = in.Version
 		}
 		out.ID = cur.ID
-		if err := c.sendJSON(ctx, http.MethodPut, "/rules/"+url.PathEscape(cur.ID), out, ifMatch, &got); err != nil {
-			return fmt.Errorf("update rule %s (If-Match %d): %w", cur.ID, ifMatch, err)
+		if err := c.SendJSON(e.ctx, http.MethodPut, "/rules/"+url.PathEscape(cur.ID), out, ifMatch, &got); err != nil {
+			return fmt.Errorf("update rule %s (If-Match %d): %w", cur.ID, ifMatch, named(err))
 		}
 		fmt.Fprintf(e.stderr, "updated rule %s to version %d\n", got.ID, got.Version)
 	}
-	return a.print(e.stdout, got, func() { printRules(e.stdout, []rules.Rule{got}) })
+	return e.print(got, func() { printRules(e.stdout, []rules.Rule{got}) })
 }
 
-func applyRuleFlags(r *rules.Rule, rf ruleFlags, set map[string]bool) error {
-	if set["api"] {
-		r.API = rf.api
+// warnNeverMatches warns, on stderr, of a rule sluice local can tell will
+// never match: an api it does not serve, a route that is a path and not a
+// resource template. The rule is written all the same (a rule may be
+// written before its API exists). A deployed stack's admin API does not
+// know the protected APIs' resources: nothing is checked there (see
+// docs/local.md).
+func warnNeverMatches(e *env, c *adminclient.Client, api, route string) {
+	if c.Signed() {
+		return
 	}
-	if set["route"] {
-		r.Route = rf.route
+	var rs local.Resources
+	if _, err := c.GetJSON(e.ctx, "/resources", nil, &rs); err != nil {
+		return // not sluice local, or an older one
 	}
-	if set["subject"] {
-		r.Subject = rf.subject
+	for _, w := range rs.Warnings(api, route) {
+		fmt.Fprintf(e.stderr, "sluice: rules put: warning: %s\n", w)
 	}
-	if set["plan"] {
-		r.Plan = rf.plan
-		if rf.plan != "" && !set["limit"] && !set["period"] {
+}
+
+// or is *p when p is set, else def.
+func or(p *string, def string) string {
+	if p != nil {
+		return *p
+	}
+	return def
+}
+
+// apply sets the fields whose flags were given.
+func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
+	set := func(dst *string, p *string) {
+		if p != nil {
+			*dst = *p
+		}
+	}
+	set(&r.API, cmd.API)
+	set(&r.Route, cmd.Route)
+	set(&r.Subject, cmd.Subject)
+	if cmd.Plan != nil {
+		r.Plan = *cmd.Plan
+		if *cmd.Plan != "" && cmd.Limit == nil && cmd.Period == nil {
 			r.Limit, r.Period, r.Burst = nil, 0, nil // the plan brings its numbers
 		}
 	}
-	if set["limit"] {
-		r.Limit = new(rf.limit)
-		if !set["plan"] {
+	if cmd.Limit != nil {
+		r.Limit = new(*cmd.Limit)
+		if cmd.Plan == nil {
 			r.Plan = ""
 		}
 	}
-	if set["period"] {
-		p, err := rules.ParsePeriod(rf.period)
+	if cmd.Period != nil {
+		p, err := rules.ParsePeriod(*cmd.Period)
 		if err != nil {
-			return usageErrorf("--period %q: %v", rf.period, err)
+			return usageErrorf("--period %q: %v", *cmd.Period, err)
 		}
 		r.Period = p
 	}
-	if set["burst"] {
-		r.Burst = new(rf.burst)
+	if cmd.Burst != nil {
+		r.Burst = new(*cmd.Burst)
 	}
-	if set["cost"] {
-		r.Cost = new(rf.cost)
+	if cmd.Cost != nil {
+		r.Cost = new(*cmd.Cost)
 	}
-	if set["kind"] {
-		r.Kind = rules.Kind(rf.kind)
+	if cmd.Kind != nil {
+		r.Kind = rules.Kind(*cmd.Kind)
 	}
-	if set["anchor"] {
-		r.Anchor = rf.anchor
+	set(&r.Anchor, cmd.Anchor)
+	if cmd.MinRemaining != nil {
+		r.MinRemaining = new(*cmd.MinRemaining)
 	}
-	if set["min-remaining"] {
-		r.MinRemaining = new(rf.minRemaining)
+	if cmd.FailureMode != nil {
+		r.FailureMode = rules.FailureMode(*cmd.FailureMode)
 	}
-	if set["failure-mode"] {
-		r.FailureMode = rules.FailureMode(rf.failureMode)
+	if cmd.Mode != nil {
+		r.Mode = rules.Mode(*cmd.Mode)
 	}
-	if set["mode"] {
-		r.Mode = rules.Mode(rf.mode)
+	if cmd.Enabled != nil {
+		r.Enabled = new(*cmd.Enabled)
 	}
-	if set["enabled"] {
-		r.Enabled = new(rf.enabled)
-	}
-	if set["description"] {
-		r.Description = rf.description
-	}
-	if set["dimension"] {
-		r.Dimension = rf.dimension
-	}
+	set(&r.Description, cmd.Description)
+	set(&r.Dimension, cmd.Dimension)
 	return nil
 }
 
-func rulesHistory(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "rules history", "ID", "Show a rule's audit log, oldest first.")
-	a := addAdminFlags(fs)
-	pos, c, err := a.connect(ctx, fs, args, 1)
-	if err != nil {
-		return err
+func printHistory(e *env, es []rules.AuditEntry) error {
+	if e.output == "json" {
+		return printJSON(e.stdout, es)
 	}
-	var h admin.HistoryResponse
-	if _, err := c.getJSON(ctx, "/rules/"+url.PathEscape(pos[0])+"/history", nil, &h); err != nil {
-		return fmt.Errorf("rule history %s: %w", pos[0], err)
-	}
-	return printHistory(e.stdout, a.output, h.Entries)
-}
-
-func printHistory(w io.Writer, output string, es []rules.AuditEntry) error {
-	if output == "json" {
-		return printJSON(w, es)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tACTION\tACTOR\tCHANGE")
 	for _, en := range es {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", en.At.UTC().Format(time.RFC3339), en.Action, en.Actor, diffSummary(en.Before, en.After))
@@ -385,7 +389,7 @@ func diffSummary(before, after json.RawMessage) string {
 		keys[k] = true
 	}
 	var parts []string
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if skip[k] {
 			continue
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -10,24 +9,31 @@ import (
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
-// runStats prints GET /stats: the top limiting rules and denied subjects.
-func runStats(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "stats", "", `Show the top limiting rules and the top denied subjects (as hashes) over
-the last --window: from sluice local's in-process counts, or from the
-deployed stack's Contributor Insights rules.`)
-	a := addAdminFlags(fs)
-	window := fs.String("window", "5m", "how far back, in whole minutes (at most 15m locally, 24h on AWS)")
-	top := fs.Int("top", 10, "how many rules and subjects (1 to 100)")
-	_, c, err := a.connect(ctx, fs, args, 0)
+type statsCmd struct {
+	adminFlags `embed:""`
+
+	Window string `default:"5m" help:"How far back, in whole minutes (at most 15m locally, 24h on AWS)."`
+	Top    int    `default:"10" help:"How many rules and subjects (1 to 100)."`
+}
+
+func (cmd *statsCmd) Help() string {
+	return `Shows the top limiting rules and the top denied subjects (as hashes) over the
+last --window: from sluice local's in-process counts, or from the deployed
+stack's Contributor Insights rules.`
+}
+
+// Run prints GET /stats: the top limiting rules and denied subjects.
+func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
 	var rep stats.Report
-	q := url.Values{"window": {*window}, "top": {strconv.Itoa(*top)}}
-	if _, err := c.getJSON(ctx, "/stats", q, &rep); err != nil {
-		return fmt.Errorf("stats: %w", err)
+	q := url.Values{"window": {cmd.Window}, "top": {strconv.Itoa(cmd.Top)}}
+	if _, err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {
+		return nameFlags(err)
 	}
-	return a.print(e.stdout, rep, func() {
+	return e.print(rep, func() {
 		fmt.Fprintf(e.stdout, "%s to %s (%s, %s)\n\nTOP LIMITING RULES\n", rep.From.Format("15:04:05"), rep.To.Format("15:04:05"), rep.Window, rep.Source)
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RULE\tAPI\tDENIED\tSHADOW-DENIED\tFAIL-OPEN\tALLOWED")

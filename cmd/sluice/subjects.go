@@ -1,23 +1,29 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
 )
 
-func subjectsCommands() []subcommand {
-	return []subcommand{
-		{"limits", "SUBJECT", "show the rules that apply to a subject and its remaining tokens", subjectsLimits},
-		{"reset", "SUBJECT", "delete a subject's buckets (unblock it)", subjectsReset},
-	}
+type subjectsCmd struct {
+	adminFlags `embed:""`
+
+	Limits subjectsLimitsCmd `cmd:"" help:"Show the rules that apply to a subject and its remaining tokens."`
+	Reset  subjectsResetCmd  `cmd:"" help:"Delete a subject's buckets (unblock it)."`
+	Find   subjectsFindCmd   `cmd:"" help:"Compute a subject's keyed hash and say whether it is among the top offenders."`
 }
+
+const dimensionUsage = "The dimension whose rules the subject is looked up in (one of DIMENSIONS, such as ip for an IP's floor); default: the default one."
 
 func subjectQuery(api, route, dimension string) url.Values {
 	q := url.Values{}
@@ -33,23 +39,41 @@ func subjectQuery(api, route, dimension string) url.Values {
 	return q
 }
 
-const dimensionUsage = "the dimension whose rules the subject is looked up in (one of DIMENSIONS, such as ip for an IP's floor); default: the default one"
+type subjectsLimitsCmd struct {
+	Subject   string `arg:"" help:"The subject, as sent (an API key, a user id)."`
+	API       string `name:"api" help:"API id (default: every API)."`
+	Route     string `help:"Route such as 'GET /items/{id}' (default: every route)."`
+	Dimension string `help:"${dimension_usage}"`
+}
 
-func subjectsLimits(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "subjects limits", "SUBJECT", "Show the rules that apply to a subject and its buckets' state.")
-	a := addAdminFlags(fs)
-	api := fs.String("api", "", "API id (default: every API)")
-	route := fs.String("route", "", "route such as 'GET /items/{id}' (default: every route)")
-	dim := fs.String("dimension", "", dimensionUsage)
-	pos, c, err := a.connect(ctx, fs, args, 1)
+func (cmd *subjectsLimitsCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
 	var l admin.SubjectLimitsResponse
-	if _, err := c.getJSON(ctx, "/subjects/"+url.PathEscape(pos[0])+"/limits", subjectQuery(*api, *route, *dim), &l); err != nil {
-		return fmt.Errorf("limits of subject %s: %w", pos[0], err)
+	if _, err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", subjectQuery(cmd.API, cmd.Route, cmd.Dimension), &l); err != nil {
+		return fmt.Errorf("limits of subject %s: %w", cmd.Subject, err)
 	}
-	return a.print(e.stdout, l, func() { printLimits(e.stdout, l.Limits) })
+	return e.print(l, func() {
+		if len(l.Limits) == 0 {
+			fmt.Fprintf(e.stdout, "no rule applies to subject %s%s: its requests are not limited (or only by DEFAULT_LIMIT)\n", cmd.Subject, scopeText(cmd.API, cmd.Route))
+			return
+		}
+		printLimits(e.stdout, l.Limits)
+	})
+}
+
+// scopeText is " on api X route Y", or "" for every API and route.
+func scopeText(api, route string) string {
+	var b strings.Builder
+	if api != "" {
+		fmt.Fprintf(&b, " on api %s", api)
+	}
+	if route != "" {
+		fmt.Fprintf(&b, " route %q", route)
+	}
+	return b.String()
 }
 
 func printLimits(w io.Writer, ls []admin.BucketLimit) {
@@ -60,29 +84,110 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 		if l.Plan != "" {
 			limit += " (plan " + l.Plan + ")"
 		}
+		burst := fmt.Sprint(l.Burst)
 		if l.Used != nil && l.ResetsAt != nil {
-			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.Format(time.RFC3339))
+			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.UTC().Format("2006-01-02 15:04 UTC"))
+			burst = "-" // a quota's window holds exactly its limit
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", l.Rule, l.API, l.Route, l.Subject,
-			limit, l.Burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, time.Duration(l.ResetMs)*time.Millisecond)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", l.Rule, l.API, l.Route, l.Subject,
+			limit, burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, humanDuration(time.Duration(l.ResetMs)*time.Millisecond))
 	}
 	tw.Flush()
 }
 
-func subjectsReset(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet(e, "subjects reset", "SUBJECT", "Delete a subject's buckets, giving it full buckets again.")
-	a := addAdminFlags(fs)
-	api := fs.String("api", "", "API id (default: every API)")
-	dim := fs.String("dimension", "", dimensionUsage)
-	pos, c, err := a.connect(ctx, fs, args, 1)
+// humanDuration writes d as a person reads it, to its two largest units:
+// "30d 5h", "2h 5m", "4m 10s", "1.5s", "250ms"; 0 is "0s".
+func humanDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	two := func(a time.Duration, an string, b time.Duration, bn string) string {
+		if b == 0 {
+			return fmt.Sprintf("%d%s", a, an)
+		}
+		return fmt.Sprintf("%d%s %d%s", a, an, b, bn)
+	}
+	switch {
+	case d >= day:
+		d = d.Round(time.Hour)
+		return two(d/day, "d", (d%day)/time.Hour, "h")
+	case d >= time.Hour:
+		d = d.Round(time.Minute)
+		return two(d/time.Hour, "h", (d%time.Hour)/time.Minute, "m")
+	default:
+		d = d.Round(time.Second)
+		return two(d/time.Minute, "m", (d%time.Minute)/time.Second, "s")
+	}
+}
+
+type subjectsResetCmd struct {
+	Subject   string `arg:"" help:"The subject, as sent."`
+	API       string `name:"api" help:"API id (default: every API)."`
+	Dimension string `help:"${dimension_usage}"`
+}
+
+func (cmd *subjectsResetCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
 	if err != nil {
 		return err
 	}
 	// 204, no body.
-	if _, err := c.do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(pos[0])+"/buckets", subjectQuery(*api, "", *dim), nil, 0); err != nil {
-		return fmt.Errorf("reset subject %s: %w", pos[0], err)
+	if _, err := c.Do(e.ctx, http.MethodDelete, "/subjects/"+url.PathEscape(cmd.Subject)+"/buckets", subjectQuery(cmd.API, "", cmd.Dimension), nil, 0); err != nil {
+		return fmt.Errorf("reset subject %s: %w", cmd.Subject, err)
 	}
-	return a.print(e.stdout, map[string]any{"reset": pos[0]}, func() {
-		fmt.Fprintf(e.stdout, "reset the buckets of subject %s\n", pos[0])
+	return e.print(map[string]any{"reset": cmd.Subject}, func() {
+		fmt.Fprintf(e.stdout, "reset the buckets of subject %s\n", cmd.Subject)
 	})
+}
+
+// subjectsFindCmd calls POST /subjects/find: the subject travels in the
+// body, not the URL, so it stays out of access logs.
+type subjectsFindCmd struct {
+	Subject string `arg:"" help:"The subject, as sent (such as customer-42)."`
+}
+
+func (cmd *subjectsFindCmd) Help() string {
+	return `The top-offender lists (sluice stats, the console) show subjects as keyed
+hashes. This asks the admin API for the hash of SUBJECT and whether it is in
+those lists, so you can tell whether customer-42 is the one being limited.`
+}
+
+func (cmd *subjectsFindCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	var out map[string]json.RawMessage
+	if err := c.SendJSON(e.ctx, http.MethodPost, "/subjects/find", map[string]string{"subject": cmd.Subject}, 0, &out); err != nil {
+		return fmt.Errorf("find subject %s: %w", cmd.Subject, err)
+	}
+	return e.print(out, func() {
+		// The answer's fields, one a line, as the admin API names them.
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		for _, k := range slices.Sorted(maps.Keys(out)) {
+			fmt.Fprintf(tw, "%s\t%s\n", k, plainJSON(out[k]))
+		}
+		tw.Flush()
+	})
+}
+
+// plainJSON shows a JSON value for a table: a string without quotes,
+// anything else compact.
+func plainJSON(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return string(v)
+	}
+	b, _ := json.Marshal(x)
+	return string(b)
 }

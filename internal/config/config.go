@@ -8,6 +8,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,6 +239,10 @@ func (Secret) GoString() string { return redacted }
 // LogValue implements slog.LogValuer.
 func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 
+// defaultMaxRules is store.DefaultMaxRules, what a MaxRules of 0 means,
+// for the log line (config does not import the store).
+const defaultMaxRules = 10_000
+
 // LogValue implements slog.LogValuer: the settings with secrets redacted,
 // for a start-up log line.
 func (c Config) LogValue() slog.Value {
@@ -249,7 +254,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("redisTimeout", c.RedisTimeout),
 		slog.Int("redisPoolSize", c.RedisPoolSize),
 		slog.String("redisPrefix", c.RedisPrefix),
-		slog.Int("maxRules", c.MaxRules),
+		slog.Int("maxRules", cmp.Or(c.MaxRules, defaultMaxRules)), // the effective value, not 0
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),

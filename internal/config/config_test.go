@@ -425,3 +425,22 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// TestLogValueMaxRules: the start-up log line shows the effective rule cap,
+// not 0 when MAX_RULES is unset.
+func TestLogValueMaxRules(t *testing.T) {
+	for _, tt := range []struct {
+		set  int
+		want int64
+	}{{0, 10_000}, {500, 500}} {
+		var got int64
+		for _, a := range (Config{MaxRules: tt.set}).LogValue().Group() {
+			if a.Key == "maxRules" {
+				got = a.Value.Int64()
+			}
+		}
+		if got != tt.want {
+			t.Errorf("Config{MaxRules: %d}.LogValue() maxRules = %d, want %d", tt.set, got, tt.want)
+		}
+	}
+}

@@ -1,4 +1,8 @@
-package main
+// Package adminclient talks to Sluice's admin API: `sluice local`'s
+// /admin/ with a bearer token, or a deployed Admin REST API with
+// SigV4-signed requests. The CLI's admin commands and `sluice console`'s
+// proxy use it.
+package adminclient
 
 import (
 	"bytes"
@@ -13,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,15 +28,15 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// defaultEndpoint is the admin API of `sluice local` on its default address.
-const defaultEndpoint = "http://127.0.0.1:8080/admin"
+// DefaultEndpoint is the admin API of `sluice local` on its default address.
+const DefaultEndpoint = "http://127.0.0.1:8080/admin"
 
-// maxResponse bounds what the client reads from the admin API.
-const maxResponse = 16 << 20
+// MaxResponse bounds what the client reads from the admin API.
+const MaxResponse = 16 << 20
 
-// adminClient talks to the admin API: the local gateway's /admin/ with a
+// Client talks to the admin API: the local gateway's /admin/ with a
 // bearer token, or a deployed Admin REST API with SigV4-signed requests.
-type adminClient struct {
+type Client struct {
 	endpoint *url.URL // without a trailing slash
 	token    string   // bearer token; empty when signing
 	http     *http.Client
@@ -42,29 +47,35 @@ type adminClient struct {
 	region string
 }
 
-// clientOptions are the settings shared by every admin subcommand.
-type clientOptions struct {
+// Options are the settings shared by every admin command.
+type Options struct {
+	// Endpoint is the admin API's URL, such as DefaultEndpoint or
+	// https://<id>.execute-api.<region>.amazonaws.com/prod.
 	Endpoint string
-	Token    string
-	SigV4    bool
-	Region   string
-	Timeout  time.Duration
+	// Token is the bearer token of sluice local; unused when signing.
+	Token string
+	// SigV4 signs requests even when Endpoint is not an execute-api URL.
+	SigV4 bool
+	// Region for SigV4; default: from the endpoint, then AWS_REGION.
+	Region string
+	// Timeout of each HTTP request; default 30s.
+	Timeout time.Duration
 }
 
-// newAdminClient builds the client. It signs requests when o.SigV4 is set or
+// New builds the client. It signs requests when o.SigV4 is set or
 // the endpoint is an execute-api URL, loading credentials and the region
 // through the AWS SDK's default chain.
-func newAdminClient(ctx context.Context, o clientOptions) (*adminClient, error) {
+func New(ctx context.Context, o Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(o.Endpoint, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("endpoint %q: want an http(s) URL such as %s", o.Endpoint, defaultEndpoint)
+		return nil, fmt.Errorf("endpoint %q: want an http(s) URL such as %s", o.Endpoint, DefaultEndpoint)
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	c := &adminClient{endpoint: u, token: o.Token, http: &http.Client{Timeout: timeout}}
-	apiRegion, isAPI := executeAPIRegion(u.Hostname())
+	c := &Client{endpoint: u, token: o.Token, http: &http.Client{Timeout: timeout}}
+	apiRegion, isAPI := ExecuteAPIRegion(u.Hostname())
 	if !o.SigV4 && !isAPI {
 		return c, nil
 	}
@@ -88,9 +99,9 @@ func newAdminClient(ctx context.Context, o clientOptions) (*adminClient, error) 
 	return c, nil
 }
 
-// executeAPIRegion returns the region of an API Gateway default endpoint
+// ExecuteAPIRegion returns the region of an API Gateway default endpoint
 // host (<id>.execute-api.<region>.amazonaws.com) and whether host is one.
-func executeAPIRegion(host string) (string, bool) {
+func ExecuteAPIRegion(host string) (string, bool) {
 	parts := strings.Split(strings.ToLower(host), ".")
 	if len(parts) < 5 || parts[1] != "execute-api" || parts[3] != "amazonaws" {
 		return "", false
@@ -98,16 +109,19 @@ func executeAPIRegion(host string) (string, bool) {
 	return parts[2], true
 }
 
-// apiError is a non-2xx answer of the admin API, decoded from its
+// APIError is a non-2xx answer of the admin API, decoded from its
 // problem+json body (httpapi.Problem) when there is one.
-type apiError struct {
+type APIError struct {
 	Status int
 	Title  string
 	Detail string
 	Fields []rules.FieldError
+	// Hint says what is likely wrong on the caller's side, such as an
+	// endpoint without /admin; empty when nothing is.
+	Hint string
 }
 
-func (e *apiError) Error() string {
+func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", e.Status, http.StatusText(e.Status))
 	if e.Title != "" && e.Title != http.StatusText(e.Status) {
@@ -119,15 +133,22 @@ func (e *apiError) Error() string {
 	for _, f := range e.Fields {
 		fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
 	}
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "\n%s", e.Hint)
+	}
 	return b.String()
 }
 
 // decodeAPIError reads a problem+json body; any other body (a proxy's
 // error page) is shown as text, cut short.
-func decodeAPIError(status int, body []byte) *apiError {
-	e := &apiError{Status: status}
+func decodeAPIError(status int, body []byte) *APIError {
+	e := &APIError{Status: status}
 	var p httpapi.Problem
-	if json.Unmarshal(body, &p) != nil {
+	if json.Unmarshal(body, &p) != nil || p.Status == 0 && p.Title == "" && p.Detail == "" {
+		var compact bytes.Buffer
+		if json.Compact(&compact, body) == nil {
+			body = compact.Bytes() // one line, not a proxy's indented JSON
+		}
 		e.Detail = strings.TrimSpace(string(body))
 		if len(e.Detail) > 200 {
 			e.Detail = e.Detail[:200] + "…"
@@ -138,17 +159,17 @@ func decodeAPIError(status int, body []byte) *apiError {
 	return e
 }
 
-// response is a 2xx answer.
-type response struct {
+// Response is a 2xx answer.
+type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
-// do sends one request to endpoint+path (path escaped by the caller). in, when not nil, is sent as JSON;
+// Do sends one request to endpoint+path (path escaped by the caller). in, when not nil, is sent as JSON;
 // ifMatch > 0 sets If-Match to the quoted version. A non-2xx answer is an
-// *apiError.
-func (c *adminClient) do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) (response, error) {
+// *APIError.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) (Response, error) {
 	// path is already escaped by the caller (url.PathEscape on each id).
 	target := c.endpoint.String() + path
 	if len(query) > 0 {
@@ -156,18 +177,18 @@ func (c *adminClient) do(ctx context.Context, method, path string, query url.Val
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return response{}, fmt.Errorf("encode request: %w", err)
+			return Response{}, fmt.Errorf("encode request: %w", err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	if in != nil {
@@ -181,25 +202,39 @@ func (c *adminClient) do(ctx context.Context, method, path string, query url.Val
 	}
 	if c.signer != nil {
 		if err := c.sign(ctx, req, body); err != nil {
-			return response{}, err
+			return Response{}, err
 		}
 	}
 	resp, err := c.http.Do(req)
-	if err != nil {
-		return response{}, err // a *url.Error: it names the method and URL
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return Response{}, fmt.Errorf("%w (is sluice local running, and --endpoint or SLUICE_ENDPOINT right?)", err)
+	} else if err != nil {
+		return Response{}, err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if err != nil {
-		return response{}, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
+		return Response{}, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return response{}, decodeAPIError(resp.StatusCode, rb)
+		ae := decodeAPIError(resp.StatusCode, rb)
+		ae.Hint = c.hint(resp.StatusCode)
+		return Response{}, ae
 	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: rb}, nil
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: rb}, nil
 }
 
-func (c *adminClient) sign(ctx context.Context, req *http.Request, body []byte) error {
+// hint explains a 404 from an unsigned endpoint whose path does not end in
+// /admin: the usual mistake is sluice local's address without /admin,
+// which reaches the demo API, not the admin API.
+func (c *Client) hint(status int) string {
+	if status != http.StatusNotFound || c.signer != nil || strings.HasSuffix(c.endpoint.Path, "/admin") {
+		return ""
+	}
+	return fmt.Sprintf("--endpoint %s has no /admin: sluice local's admin API is %s/admin", c.endpoint.Redacted(), c.endpoint.Redacted())
+}
+
+func (c *Client) sign(ctx context.Context, req *http.Request, body []byte) error {
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieve AWS credentials: %w", err)
@@ -211,9 +246,9 @@ func (c *adminClient) sign(ctx context.Context, req *http.Request, body []byte) 
 	return nil
 }
 
-// getJSON fetches path and decodes the answer into out.
-func (c *adminClient) getJSON(ctx context.Context, path string, query url.Values, out any) (response, error) {
-	r, err := c.do(ctx, http.MethodGet, path, query, nil, 0)
+// GetJSON fetches path and decodes the answer into out.
+func (c *Client) GetJSON(ctx context.Context, path string, query url.Values, out any) (Response, error) {
+	r, err := c.Do(ctx, http.MethodGet, path, query, nil, 0)
 	if err != nil {
 		return r, err
 	}
@@ -223,10 +258,10 @@ func (c *adminClient) getJSON(ctx context.Context, path string, query url.Values
 	return r, nil
 }
 
-// sendJSON sends in with method and decodes the answer into out (when out
+// SendJSON sends in with method and decodes the answer into out (when out
 // is not nil and the answer has a body).
-func (c *adminClient) sendJSON(ctx context.Context, method, path string, in any, ifMatch int64, out any) error {
-	r, err := c.do(ctx, method, path, nil, in, ifMatch)
+func (c *Client) SendJSON(ctx context.Context, method, path string, in any, ifMatch int64, out any) error {
+	r, err := c.Do(ctx, method, path, nil, in, ifMatch)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package local
 
 import (
 	"bytes"
@@ -19,10 +19,10 @@ import (
 // stateDir is where `sluice local` keeps what must survive a restart: the
 // subject hash key (so buckets in a persistent Redis keep their names) and
 // the development JWT issuer's signing key (so tokens stay valid).
-// SLUICE_STATE_DIR, else <user config dir>/sluice.
-func stateDir() (string, error) {
-	if d := os.Getenv("SLUICE_STATE_DIR"); d != "" {
-		return d, nil
+// dir when given (SLUICE_STATE_DIR), else <user config dir>/sluice.
+func stateDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
 	}
 	base, err := os.UserConfigDir()
 	if err != nil {
@@ -33,8 +33,8 @@ func stateDir() (string, error) {
 
 // localSecret returns the hex secret of n random bytes kept in file name
 // of the state directory, creating it on first use.
-func localSecret(name string, n int) (string, error) {
-	b, err := localFile(name, func() ([]byte, error) {
+func localSecret(dir, name string, n int) (string, error) {
+	b, err := localFile(dir, name, func() ([]byte, error) {
 		raw := make([]byte, n)
 		if _, err := rand.Read(raw); err != nil {
 			return nil, fmt.Errorf("generate %s: %w", name, err)
@@ -46,8 +46,8 @@ func localSecret(name string, n int) (string, error) {
 
 // localFile returns the content of file name in the state directory,
 // creating it (mode 0600, directory 0700) with gen on first use.
-func localFile(name string, gen func() ([]byte, error)) ([]byte, error) {
-	dir, err := stateDir()
+func localFile(dir, name string, gen func() ([]byte, error)) ([]byte, error) {
+	dir, err := stateDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -87,18 +87,18 @@ func localFile(name string, gen func() ([]byte, error)) ([]byte, error) {
 // now (the JWKS URL names its address), loads or makes the signing
 // key in the state directory, and sets JWT_ISSUER and JWT_AUDIENCE in
 // overlay for the configuration (JWT_JWKS_URL too).
-func startDevIssuer(c *localConfig, sources string, overlay map[string]string) error {
-	srcs, err := identity.ParseSources(sources)
+func startDevIssuer(c *Config, getenv func(string) string, overlay map[string]string) error {
+	srcs, err := identity.ParseSources(cmp.Or(getenv("SUBJECT_SOURCES"), Defaults["SUBJECT_SOURCES"]))
 	jwt := err == nil && identity.HasKind(srcs, identity.SourceJWT)
-	if dims, err := identity.ParseDimensions(os.Getenv("DIMENSIONS")); err == nil {
+	if dims, err := identity.ParseDimensions(getenv("DIMENSIONS")); err == nil {
 		for _, d := range dims {
 			jwt = jwt || identity.HasKind(d.Sources, identity.SourceJWT)
 		}
 	}
-	if !jwt || os.Getenv("JWT_ISSUER") != "" {
+	if !jwt || getenv("JWT_ISSUER") != "" {
 		return nil // a bad SUBJECT_SOURCES or DIMENSIONS is reported by FromEnv
 	}
-	pemKey, err := localFile("dev-issuer.pem", identity.NewDevKey)
+	pemKey, err := localFile(c.StateDir, "dev-issuer.pem", identity.NewDevKey)
 	if err != nil {
 		return err
 	}

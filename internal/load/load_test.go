@@ -1,7 +1,6 @@
-package main
+package load
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -39,27 +38,6 @@ func TestParseRateLimitPolicy(t *testing.T) {
 	}
 }
 
-func TestExecuteAPIRegion(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		host   string
-		region string
-		ok     bool
-	}{
-		{"abc123.execute-api.eu-west-1.amazonaws.com", "eu-west-1", true},
-		{"ABC.EXECUTE-API.us-east-1.amazonaws.com", "us-east-1", true},
-		{"127.0.0.1", "", false},
-		{"example.com", "", false},
-		{"execute-api.us-east-1.amazonaws.com", "", false},
-	}
-	for _, tt := range tests {
-		region, ok := executeAPIRegion(tt.host)
-		if region != tt.region || ok != tt.ok {
-			t.Errorf("executeAPIRegion(%q) = %q, %v, want %q, %v", tt.host, region, ok, tt.region, tt.ok)
-		}
-	}
-}
-
 func TestCheckSubject(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -68,18 +46,18 @@ func TestCheckSubject(t *testing.T) {
 		allowed int64
 		window  time.Duration
 		header  string
-		cfg     loadConfig
+		cfg     Config
 		checked bool
 		over    bool
 		wantBnd float64
 	}{
-		{"within burst", 10, 0, "10;w=60", loadConfig{}, true, false, 10},
-		{"one over", 11, 0, "10;w=60", loadConfig{}, true, true, 10},
-		{"refill counted", 15, 30 * time.Second, "10;w=60", loadConfig{}, true, false, 15},
-		{"tightest policy", 6, 0, `"a";q=100;w=60, "r";q=5;w=60`, loadConfig{}, true, true, 5},
-		{"policies seen on different responses", 6, 0, `"a";q=100;w=60|"r";q=5;w=60`, loadConfig{}, true, true, 5},
-		{"flags override", 11, 0, "10;w=60", loadConfig{Limit: 10, Burst: 20, Period: time.Minute}, true, false, 20},
-		{"no policy", 1000, 0, "", loadConfig{}, false, false, 0},
+		{"within burst", 10, 0, "10;w=60", Config{}, true, false, 10},
+		{"one over", 11, 0, "10;w=60", Config{}, true, true, 10},
+		{"refill counted", 15, 30 * time.Second, "10;w=60", Config{}, true, false, 15},
+		{"tightest policy", 6, 0, `"a";q=100;w=60, "r";q=5;w=60`, Config{}, true, true, 5},
+		{"policies seen on different responses", 6, 0, `"a";q=100;w=60|"r";q=5;w=60`, Config{}, true, true, 5},
+		{"flags override", 11, 0, "10;w=60", Config{Limit: 10, Burst: 20, Period: time.Minute}, true, false, 20},
+		{"no policy", 1000, 0, "", Config{}, false, false, 0},
 	}
 	for _, tt := range tests {
 		s := &subjectStats{allowed: tt.allowed, first: t0, lastAllowed: t0.Add(tt.window)}
@@ -157,50 +135,20 @@ func TestGenerateLoad(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(fakeLimiter(5, 5, time.Second, tt.leak))
 			defer srv.Close()
-			c := loadConfig{URL: srv.URL, Method: http.MethodGet, Rate: 400, Concurrency: 8, Duration: 700 * time.Millisecond,
-				Subjects: 3, SubjectHeader: "x-api-key", SubjectPrefix: "load-", Timeout: time.Second, Output: "table"}
-			rep, err := generateLoad(context.Background(), c, nil, false)
+			c := Config{URL: srv.URL, Method: http.MethodGet, Rate: 400, Concurrency: 8, Duration: 700 * time.Millisecond,
+				Subjects: 3, SubjectHeader: "x-api-key", SubjectPrefix: "load-", Timeout: time.Second}
+			rep, err := Run(context.Background(), c, nil, false)
 			if err != nil {
-				t.Fatalf("generateLoad: %v", err)
+				t.Fatalf("Run: %v", err)
 			}
 			if rep.Errors != 0 || rep.Allowed == 0 || rep.Denied == 0 {
-				t.Fatalf("generateLoad = allowed %d denied %d errors %d, want some allowed, some denied, no errors", rep.Allowed, rep.Denied, rep.Errors)
+				t.Fatalf("Run = allowed %d denied %d errors %d, want some allowed, some denied, no errors", rep.Allowed, rep.Denied, rep.Errors)
 			}
 			if got := rep.OverAdmitted > 0; got != tt.over {
-				t.Errorf("generateLoad over-admitted = %d subjects, want over-admission %v; subjects %+v", rep.OverAdmitted, tt.over, rep.Subjects)
+				t.Errorf("Run over-admitted = %d subjects, want over-admission %v; subjects %+v", rep.OverAdmitted, tt.over, rep.Subjects)
 			}
 			if len(rep.Subjects) != 3 {
-				t.Errorf("generateLoad subjects = %d, want 3", len(rep.Subjects))
-			}
-		})
-	}
-}
-
-// TestLoadStrict: `load --strict` exits 3 when a subject was over-admitted,
-// 0 when none was.
-func TestLoadStrict(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		leak bool
-		code int
-	}{
-		{"exact limiter", false, 0},
-		{"leaky limiter", true, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			srv := httptest.NewServer(fakeLimiter(5, 5, time.Second, tt.leak))
-			defer srv.Close()
-			var out, errb bytes.Buffer
-			code := run(context.Background(), env{stdout: &out, stderr: &errb},
-				[]string{"load", "--strict", "--quiet", "--rate", "400", "--duration", "700ms", "--subjects", "3", srv.URL})
-			if code != tt.code {
-				t.Errorf("sluice load --strict = exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, tt.code, out.String(), errb.String())
-			}
-			if tt.code == 3 && !strings.Contains(errb.String(), "over-admitted") {
-				t.Errorf("sluice load --strict stderr = %q, want it to say over-admitted", errb.String())
+				t.Errorf("Run subjects = %d, want 3", len(rep.Subjects))
 			}
 		})
 	}
@@ -210,21 +158,21 @@ func TestGenerateLoadRequestBound(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
-	c := loadConfig{URL: srv.URL, Method: http.MethodGet, Concurrency: 4, Duration: 10 * time.Second, Requests: 37,
+	c := Config{URL: srv.URL, Method: http.MethodGet, Concurrency: 4, Duration: 10 * time.Second, Requests: 37,
 		Subjects: 2, SubjectHeader: "x-api-key", Timeout: time.Second}
 	start := time.Now()
-	rep, err := generateLoad(context.Background(), c, nil, false)
+	rep, err := Run(context.Background(), c, nil, false)
 	if err != nil {
-		t.Fatalf("generateLoad: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	if rep.Sent != 37 || rep.Allowed != 37 {
-		t.Errorf("generateLoad(requests 37) = sent %d allowed %d, want 37 37", rep.Sent, rep.Allowed)
+		t.Errorf("Run(requests 37) = sent %d allowed %d, want 37 37", rep.Sent, rep.Allowed)
 	}
 	if time.Since(start) > 5*time.Second {
-		t.Errorf("generateLoad(requests 37) took %v, want it to stop at the count", time.Since(start))
+		t.Errorf("Run(requests 37) took %v, want it to stop at the count", time.Since(start))
 	}
 	if rep.Unchecked != 2 {
-		t.Errorf("generateLoad without policy: unchecked = %d, want 2", rep.Unchecked)
+		t.Errorf("Run without policy: unchecked = %d, want 2", rep.Unchecked)
 	}
 }
 

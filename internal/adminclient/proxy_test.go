@@ -1,4 +1,4 @@
-package main
+package adminclient
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestConsoleProxySigns(t *testing.T) {
 		io.WriteString(w, `{"type":"about:blank","title":"Precondition Failed","status":412}`)
 	}))
 	defer api.Close()
-	c, err := newAdminClient(context.Background(), clientOptions{Endpoint: api.URL + "/prod", SigV4: true, Region: "eu-west-1"})
+	c, err := New(context.Background(), Options{Endpoint: api.URL + "/prod", SigV4: true, Region: "eu-west-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestConsoleProxySigns(t *testing.T) {
 	req.Header.Set("If-Match", `"3"`)
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	proxyAdmin(c).ServeHTTP(rec, req)
+	c.Proxy().ServeHTTP(rec, req)
 
 	if got == nil {
 		t.Fatal("the admin API got no request")
@@ -76,7 +76,7 @@ func TestConsoleProxySigns(t *testing.T) {
 	// An admin API that cannot be reached is a 502 problem, not a hang.
 	api.Close()
 	rec = httptest.NewRecorder()
-	proxyAdmin(c).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/rules", nil))
+	c.Proxy().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/rules", nil))
 	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), `"status":502`) {
 		t.Errorf("unreachable API = %d %s, want a 502 problem", rec.Code, rec.Body)
 	}

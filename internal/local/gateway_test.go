@@ -1,4 +1,4 @@
-package main
+package local
 
 import (
 	"bytes"
@@ -228,7 +228,7 @@ func TestGatewayHeaderDialects(t *testing.T) {
 
 func TestRequireToken(t *testing.T) {
 	t.Parallel()
-	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	h := RequireToken("s3cret", "a test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	tests := []struct {
 		auth string
 		want int
@@ -244,13 +244,13 @@ func TestRequireToken(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != tt.want {
-			t.Errorf("requireToken(Authorization %q) = %d, want %d", tt.auth, w.Code, tt.want)
+			t.Errorf("RequireToken(Authorization %q) = %d, want %d", tt.auth, w.Code, tt.want)
 		}
 	}
 }
 
 // The built-in seed is a copy of examples/rules.json (go:embed cannot reach
-// outside cmd/sluice); this keeps them equal.
+// outside internal/local); this keeps them equal.
 func TestEmbeddedSeedMatchesExamples(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../../examples/rules.json")
@@ -258,7 +258,7 @@ func TestEmbeddedSeedMatchesExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b, embeddedSeed) {
-		t.Errorf("cmd/sluice/seed_rules.json differs from examples/rules.json: cp examples/rules.json cmd/sluice/seed_rules.json")
+		t.Errorf("internal/local/seed_rules.json differs from examples/rules.json: cp examples/rules.json internal/local/seed_rules.json")
 	}
 }
 
@@ -267,7 +267,7 @@ func TestSeedTwice(t *testing.T) {
 	t.Parallel()
 	st := memory.New()
 	ctx := context.Background()
-	c := localConfig{Seed: "../../examples/rules.json", SeedSet: true}
+	c := Config{Seed: "../../examples/rules.json", SeedSet: true}
 	if _, err := seed(ctx, st, c); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
@@ -283,6 +283,9 @@ func TestSeedTwice(t *testing.T) {
 	if len(rs) != 3 || len(ps) != 1 {
 		t.Errorf("after seeding twice: %d rules, %d plans, want 3 and 1 (%s)", len(rs), len(ps), desc)
 	}
+	if want := "1 plan(s) and 3 rule(s) from ../../examples/rules.json: 0 created, 4 already in the store from an earlier run (kept unchanged)"; desc != want {
+		t.Errorf("seeding again says %q, want %q", desc, want)
+	}
 	for _, r := range rs {
 		if err := r.Validate(); err != nil {
 			t.Errorf("seeded rule %+v: %v", r, err)
@@ -294,10 +297,10 @@ func TestSeedTwice(t *testing.T) {
 	}
 	// A missing default seed falls back to the embedded copy; a missing
 	// --seed file is an error.
-	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json"}); err != nil {
+	if _, err := seed(ctx, memory.New(), Config{Seed: "nope.json"}); err != nil {
 		t.Errorf("seed(default path missing) = %v, want the embedded copy", err)
 	}
-	if _, err := seed(ctx, memory.New(), localConfig{Seed: "nope.json", SeedSet: true}); err == nil {
+	if _, err := seed(ctx, memory.New(), Config{Seed: "nope.json", SeedSet: true}); err == nil {
 		t.Errorf("seed(--seed nope.json) = nil, want an error")
 	}
 }
@@ -310,4 +313,55 @@ func hdr(h http.Header, name string) string {
 		return v[0]
 	}
 	return ""
+}
+
+// TestWarnings: a rule the local stack can tell will never match is named
+// with the reason and what would match.
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	rs := Resources{APIs: []APIResources{{API: "demo", Stage: "local", Resources: demoResources}}}
+	tests := []struct {
+		api, route string
+		want       string // "" for none
+	}{
+		{"demo", "*", ""},
+		{"*", "*", ""},
+		{"demo", "GET /items/{id}", ""},
+		{"demo", "DELETE /search", ""},
+		{"*", "GET /hello", ""},
+		{"demo", "GET /items/42", `route "GET /items/42" is a path, not a resource of api "demo": did you mean "GET /items/{id}"?`},
+		{"demo", "GET /nope", `route "GET /nope" names no resource of api "demo" (it has / /hello /items /items/{id} /search)`},
+		{"*", "GET /items/42", `did you mean "GET /items/{id}"?`},
+		{"dmeo", "*", `api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
+		{"dmeo", "GET /items/42", `api "dmeo" is not an API of this stack`},
+		{"", "GET /nope", ""}, // no api: the admin API says so
+	}
+	for _, tt := range tests {
+		got := strings.Join(rs.Warnings(tt.api, tt.route), "\n")
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("Warnings(%q, %q) = %q, want %q", tt.api, tt.route, got, tt.want)
+		}
+	}
+}
+
+// TestBanner: a token the user chose is not printed, and the console line
+// says where it goes; a generated one is in the console URL.
+func TestBanner(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		generated bool
+		want      string
+	}{
+		{true, "console    http://127.0.0.1:1/console/#token=sl_abc\n"},
+		{false, "console    http://127.0.0.1:1/console/#token=<SLUICE_ADMIN_TOKEN>  (put your token after #token=; one you chose is not printed)\n"},
+	} {
+		var b strings.Builder
+		banner(&b, bannerInfo{base: "http://127.0.0.1:1", api: "demo", stage: "local", token: "sl_abc", generated: tt.generated})
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("banner (generated %v):\n%s\nwant %q", tt.generated, b.String(), tt.want)
+		}
+		if !tt.generated && strings.Contains(b.String(), "sl_abc") {
+			t.Errorf("banner prints the token the user chose:\n%s", b.String())
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package local
 
 import (
 	"encoding/json"
@@ -8,10 +8,10 @@ import (
 	"github.com/sluicehq/sluice/internal/limiter"
 )
 
-// debugVars are the process's vital signs, served by `sluice local` at
+// DebugVars are the process's vital signs, served by `sluice local` at
 // /admin/debug/vars (behind the admin token) for `make soak`, which samples
 // them to show that goroutines and memory stay flat under load.
-type debugVars struct {
+type DebugVars struct {
 	// Goroutines is runtime.NumGoroutine().
 	Goroutines int `json:"goroutines"`
 	// HeapAllocBytes and HeapObjects are the live Go heap
@@ -31,7 +31,7 @@ type debugVars struct {
 	LeaseTokensHeld     int64  `json:"lease_tokens_held"`
 }
 
-// debugVarsHandler answers GET with the current debugVars as JSON. Reading
+// debugVarsHandler answers GET with the current DebugVars as JSON. Reading
 // the memory statistics stops the world for a few microseconds: a sampler
 // every few seconds costs nothing measurable.
 func debugVarsHandler(lim *limiter.Limiter) http.Handler {
@@ -45,7 +45,7 @@ func debugVarsHandler(lim *limiter.Limiter) http.Handler {
 		runtime.ReadMemStats(&m)
 		ls := lim.Stats()
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(debugVars{ //nolint:errcheck // the client has gone
+		json.NewEncoder(w).Encode(DebugVars{ //nolint:errcheck // the client has gone
 			Goroutines:          runtime.NumGoroutine(),
 			HeapAllocBytes:      m.HeapAlloc,
 			HeapObjects:         m.HeapObjects,

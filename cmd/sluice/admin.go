@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/adminclient"
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+const defaultEndpoint = adminclient.DefaultEndpoint
+
+// adminFlags are the flags of every command that calls the admin API,
+// given anywhere after the command group (`sluice rules --endpoint X ls`
+// and `sluice rules ls --endpoint X` are the same).
+type adminFlags struct {
+	Endpoint string        `envvar:"SLUICE_ENDPOINT" default:"${default_endpoint}" help:"Admin API URL; an execute-api URL turns on SigV4."`
+	Token    string        `envvar:"SLUICE_ADMIN_TOKEN" help:"Bearer token of the local admin API."`
+	SigV4    bool          `name:"sigv4" help:"Sign requests with SigV4 (service execute-api, default AWS credential chain)."`
+	Region   string        `help:"AWS region for SigV4 (default: from the endpoint, then AWS_REGION)."`
+	Timeout  time.Duration `default:"30s" help:"Timeout of each HTTP request."`
+}
+
+func (a *adminFlags) admin() *adminFlags { return a }
+
+// connect builds the admin client.
+func (a *adminFlags) connect(e *env) (*adminclient.Client, error) {
+	return adminclient.New(e.ctx, adminclient.Options{
+		Endpoint: a.Endpoint, Token: a.Token, SigV4: a.SigV4, Region: a.Region, Timeout: a.Timeout,
+	})
+}
+
+// printJSON writes v indented, for scripts.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ---- shared by rules and plans ----
+
+// fetch reads one rule or plan: kind is "rule" or "plan", key its id or
+// name.
+func fetch[T any](e *env, c *adminclient.Client, kind, key string) (T, error) {
+	var v T
+	if _, err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key), nil, &v); err != nil {
+		return v, fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	return v, nil
+}
+
+// isNotFound reports whether err is the admin API's 404.
+func isNotFound(err error) bool {
+	var ae *adminclient.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// remove is `rules rm` and `plans rm`: DELETE with If-Match version, or
+// the current version when version is 0.
+func remove(e *env, a *adminFlags, kind, key string, version int64) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	v := version
+	if v == 0 {
+		// Only the version is needed; the field is "version" in both.
+		cur, err := fetch[struct {
+			Version int64 `json:"version"`
+		}](e, c, kind, key)
+		if err != nil {
+			return err
+		}
+		v = cur.Version
+	}
+	if err := c.SendJSON(e.ctx, http.MethodDelete, "/"+kind+"s/"+url.PathEscape(key), nil, v, nil); err != nil {
+		return fmt.Errorf("delete %s %s (If-Match %d): %w", kind, key, v, err)
+	}
+	return e.print(map[string]any{"deleted": key, "version": v}, func() {
+		fmt.Fprintf(e.stdout, "deleted %s %s (version %d)\n", kind, key, v)
+	})
+}
+
+// readJSON decodes a rule or plan (kind) from file, "-" for stdin,
+// refusing fields the type does not have.
+func readJSON[T any](e *env, kind, file string) (T, error) {
+	var v T
+	var (
+		b   []byte
+		err error
+	)
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return v, fmt.Errorf("read %s: %w", file, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("read %s from %s: %w", kind, file, err)
+	}
+	return v, nil
+}
+
+// flagNames are the flags that set a rule's or plan's JSON fields, so an
+// error the admin API reports on a field names what the user typed.
+var flagNames = map[string]string{
+	"api": "--api", "route": "--route", "subject": "--subject", "plan": "--plan", "limit": "--limit",
+	"period": "--period", "burst": "--burst", "cost": "--cost", "kind": "--kind", "anchor": "--anchor",
+	"min_remaining": "--min-remaining", "failure_mode": "--failure-mode", "mode": "--mode",
+	"enabled": "--enabled", "description": "--description", "dimension": "--dimension", "name": "--name",
+	"id": "--id", "version": "--version", "window": "--window", "top": "--top",
+}
+
+// nameFlags rewrites the field names of a 400's field errors as the flags
+// that set them, when the input came from flags (not a file).
+func nameFlags(err error) error {
+	var ae *adminclient.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	for i, f := range ae.Fields {
+		if flag, ok := flagNames[f.Field]; ok {
+			ae.Fields[i].Field = flag
+		}
+	}
+	return err
+}
+
+// listRules fetches every page of the rule list.
+func listRules(e *env, c *adminclient.Client, f rules.Filter) ([]rules.Rule, error) {
+	all := []rules.Rule{}
+	q := url.Values{}
+	for k, v := range map[string]string{"api": f.API, "route": f.Route, "subject": f.Subject, "plan": f.Plan} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for range 10000 {
+		var p rules.Page
+		if _, err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {
+			return nil, fmt.Errorf("list rules: %w", err)
+		}
+		all = append(all, p.Rules...)
+		if p.NextCursor == "" || p.NextCursor == q.Get("cursor") {
+			return all, nil
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+	return all, errors.New("list rules: too many pages")
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/alecthomas/kong"
+)
+
+// writeReference writes the command reference of docs/local.md from the
+// command tree itself: every command, its arguments and its flags, with
+// defaults and variables, so the docs cannot drift from the CLI
+// (TestCLIReference).
+func writeReference(w io.Writer, k *kong.Kong) {
+	root := k.Model.Node
+	fmt.Fprintf(w, "Flags of every command: %s.\n\n", flagList(root.Flags))
+	for _, n := range root.Children {
+		if n.Hidden {
+			continue
+		}
+		writeNode(w, n)
+	}
+}
+
+func writeNode(w io.Writer, n *kong.Node) {
+	leaf := len(n.Children) == 0
+	if leaf || len(n.Flags) > 0 {
+		usage := "sluice " + n.Path()
+		if !leaf {
+			usage += " <command>"
+		}
+		for _, p := range n.Positional {
+			usage += " " + p.Summary()
+		}
+		fmt.Fprintf(w, "#### `%s`\n\n%s\n\n", usage, mdEscape(n.Help))
+		if !leaf {
+			fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
+		}
+		writeFlags(w, n.Flags)
+	}
+	for _, c := range n.Children {
+		if !c.Hidden {
+			writeNode(w, c)
+		}
+	}
+}
+
+func writeFlags(w io.Writer, flags []*kong.Flag) {
+	var shown []*kong.Flag
+	for _, f := range flags {
+		if !f.Hidden && f.Name != "help" {
+			shown = append(shown, f)
+		}
+	}
+	if len(shown) == 0 {
+		return
+	}
+	fmt.Fprint(w, "| flag | default | |\n| --- | --- | --- |\n")
+	for _, f := range shown {
+		name := "`--" + f.Name
+		if !f.IsBool() {
+			name += "=" + placeholder(f)
+		}
+		name += "`"
+		if f.Short != 0 {
+			name = fmt.Sprintf("`-%c`, %s", f.Short, name)
+		}
+		def := ""
+		if f.HasDefault {
+			def = "`" + f.Default + "`"
+		}
+		help := f.Help
+		if e := f.Tag.Get("envvar"); e != "" {
+			def = strings.TrimSpace(def + " env `" + e + "`")
+			help = strings.TrimSuffix(help, " ($"+e+")")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", name, def, mdEscape(help))
+	}
+	fmt.Fprintln(w)
+}
+
+// flagList names flags inline: `-o`, `--output=table|json`.
+func flagList(flags []*kong.Flag) string {
+	var out []string
+	for _, f := range flags {
+		s := "`--" + f.Name
+		if !f.IsBool() {
+			s += "=" + placeholder(f)
+		}
+		s += "`"
+		if f.Short != 0 {
+			s = fmt.Sprintf("`-%c`/%s", f.Short, s)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// placeholder is the flag's value as the reference writes it: its
+// placeholder tag, else its name in capitals (the default has a column).
+func placeholder(f *kong.Flag) string {
+	if f.PlaceHolder != "" {
+		return f.PlaceHolder
+	}
+	return strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+}
+
+// mdEscape keeps help text literal in a Markdown table: pipes, stars and
+// angle brackets.
+var mdEscape = strings.NewReplacer("|", `\|`, "*", `\*`, "<", "&lt;").Replace
