@@ -328,7 +328,7 @@ func TestNoScriptRecovery(t *testing.T) {
 			t.Errorf("Allow after SCRIPT FLUSH = %+v, %v, want allowed with %d left", got, err, 9-i)
 		}
 	}
-	if ok, err := c.ScriptExists(ctx, bucketScript.Hash()).Result(); err != nil || !ok[0] {
+	if ok, err := c.ScriptExists(ctx, chargeScript.Hash()).Result(); err != nil || !ok[0] {
 		t.Errorf("SCRIPT EXISTS after recovery = %v, %v, want true", ok, err)
 	}
 	if s := l.Stats(); s.Errors != 0 {

@@ -13,17 +13,11 @@ import (
 )
 
 // calendarScript runs bucket.lua's window function alone, with a given
-// now: the one implementation, cut out of the script between its
-// "calendar" markers, so the table below tests exactly what runs.
+// now: the one implementation, as every script has it, so the table below
+// tests exactly what runs.
 func calendarScript(t *testing.T) *redis.Script {
 	t.Helper()
-	const begin, end = "-- calendar: begin", "-- calendar: end"
-	i, j := strings.Index(bucketLua, begin), strings.Index(bucketLua, end)
-	if i < 0 || j < i {
-		t.Fatalf("bucket.lua has no %q ... %q section", begin, end)
-	}
-	return redis.NewScript("local floor = math.floor\nlocal window\n" + bucketLua[i:j] +
-		"\nlocal s, e = window(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn string.format('%d %d', s, e)")
+	return redis.NewScript(bucketLua + "quotas()\nlocal s, e = window(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn string.format('%d %d', s, e)")
 }
 
 // us2024 is t in the script's time: microseconds since 2024-01-01 UTC.
