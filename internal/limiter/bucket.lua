@@ -28,7 +28,8 @@
 -- ARGV[1]        the operation's amount of tokens (see its file)
 -- ARGV[4i-2..4i+1], for bucket i (N = (#ARGV-1)/4 buckets):
 --   limit        tokens refilled per period (per window for a quota),
---                integer >= 0; 0 = blocked (never has a token, never written)
+--                integer >= 0 in canonical decimal; "0" = blocked (never
+--                has a token, never written)
 --   period       a token bucket's refill period in microseconds, integer >
 --                0; a quota's window, one letter: d (day), w (week), m
 --                (calendar month), y (calendar year). A first byte above '9'
@@ -127,9 +128,13 @@
 -- for a reason of ours (each says how), so a reply is an answer for all
 -- buckets or an error that changed nothing.
 --
--- Cost: a call pays for the closures its script creates, so what only
--- quotas use is made by quotas() at a call's first quota: token buckets
--- alone never create it.
+-- What the operations share, in the order it runs: the clock; every token
+-- bucket read (st below; a quota is read by the operation, as a charge
+-- charges it as it reads it); deny(), the wait of a bucket that denies;
+-- and, when the request has a quota, the quota functions. A call pays for
+-- every closure its script creates and every local a closure captures, so
+-- a request of token buckets alone creates one closure (deny), which
+-- captures nothing.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
@@ -150,87 +155,116 @@ local EPS = 1e-6
 local MAX_MS = 3153600000000
 local n = (#ARGV - 1) / 4
 
--- rate(key, limit, period, burst, limit_arg): token bucket key as it is now,
--- for the bucket's limit (a number), its period and burst arguments and
--- its limit argument: when it is full again (at, us since 2024; now when
--- it is full), the tokens it holds (h), the us per token (T), its burst,
--- and the PX its converted value is written with (a string; false when it
--- was not converted, see "A change of numbers").
-local function rate(key, limit, ps, bs, ls)
-	local T = tonumber(ps) / limit
-	-- tonumber is strtod, a few hundred instructions a call: a burst equal
-	-- to the limit (the same string, so the same interned Lua string) is
-	-- recognised without it.
-	local burst = limit
-	if bs ~= ls then
-		burst = tonumber(bs)
-	end
-	local at, px = now, false
-	-- No key, or a value that is not one of the two forms: full.
-	local v = redis.call('GET', key)
-	if v then
-		local tat, Ts, bu = tonumber(v), T, burst
-		if not tat then
+-- st: one table for all buckets (a script's cost is mostly allocations).
+-- st[4i-3] = when bucket i is full again (us since 2024; a quota's window
+-- end, false while not read), st[4i-2] = its tokens now, st[4i-1] = us per
+-- token (0 when blocked, -1 for a quota), st[4i] = the PX of its write (a
+-- string), false when it is not written: a token bucket converted to new
+-- numbers has one from here; the operations set the others. Presized for
+-- two buckets, or four.
+local st
+if n > 2 then
+	st = { 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false }
+else
+	st = { 0, 0, 0, false, 0, 0, 0, false }
+end
+-- Whether a bucket is a quota.
+local quotas = false
+
+-- Read every token bucket. A quota's period is a letter (ARGV above): it is
+-- left to the operation, with at = false and T = -1.
+-- (A limit of 0 is the string "0". tonumber is strtod, thousands of
+-- instructions for a long number: a quota's limit is parsed where it is
+-- used, once.)
+for i = 1, n do
+	local o = 4 * i - 2
+	local p = ARGV[o + 1]
+	local at, h, T, px = now, 0, 0, false
+	if ARGV[o] ~= '0' and byte(p) > 57 then
+		at, T, quotas = false, -1, true
+	elseif ARGV[o] ~= '0' then
+		local limit = tonumber(ARGV[o])
+		T = tonumber(p) / limit
+		-- A burst equal to the limit (the same string, so the same
+		-- interned Lua string) is recognised without a tonumber.
+		local burst = limit
+		if ARGV[o + 2] ~= ARGV[o] then
+			burst = tonumber(ARGV[o + 2])
+		end
+		-- No key, or a value that is not one of the two forms: full.
+		local v = redis.call('GET', KEYS[i])
+		if v then
+			-- The stored form first: a tonumber of the whole value would
+			-- read its first number before failing at the space (no value
+			-- of three fields is a number).
+			local tat, Ts, bs = nil, T, burst
 			local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
 			if a then
-				tat, Ts, bu = tonumber(a), tonumber(b), tonumber(c)
+				tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
+				-- Not a number (nil), NaN, 0, negative or inf: full.
+				if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
+					tat = nil
+				end
+			else
+				-- The previous version's "<tat>" (or anything else: full).
+				tat = tonumber(v)
 			end
-			-- Not a number (nil), NaN, 0, negative or inf: full.
-			if not (Ts and bu and Ts > 0 and Ts < HUGE and bu > 0 and bu < HUGE) then
-				tat = nil
+			-- Else full (tat nil or NaN, or in the past): TIME may even
+			-- have gone back (failover).
+			if tat and tat > at then
+				at = tat
+				if Ts ~= T or bs ~= burst then
+					-- New numbers: keep what was used (at most the new
+					-- burst), and write it back even on a deny.
+					local used = (at - now) / Ts
+					if used > burst then
+						used = burst
+					end
+					at = now + used * T
+					px = ceil((at - now) / 1000) + 1
+					if px > MAX_MS then
+						px = MAX_MS
+					end
+					px = format('%d', px)
+				end
 			end
 		end
-		-- Else full (tat nil or NaN, or in the past): TIME may even have
-		-- gone back (failover).
-		if tat and tat > at then
-			at = tat
-			if Ts ~= T or bu ~= burst then
-				-- New numbers: keep what was used (at most the new burst),
-				-- and write it back even on a deny.
-				local used = (at - now) / Ts
-				if used > burst then
-					used = burst
-				end
-				at = now + used * T
-				px = ceil((at - now) / 1000) + 1
-				if px > MAX_MS then
-					px = MAX_MS
-				end
-				px = format('%d', px)
-			end
-		end
+		h = (now - at) / T + burst
 	end
-	return at, (now - at) / T + burst, T, burst, px
+	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
 end
 
--- deny(lim, wait, i, at, T, limit, burst, need): bucket i, enforcing,
--- lacks need tokens (cost + floor): returns the limiting bucket and its
--- wait in ms (lim, wait: so far; -2 before any deny), the longest wait of
--- all, its first bucket. A wait is the time until bucket i holds need,
--- 1 to MAX_MS; -1, never, the longest of all, when need exceeds its burst
--- (a quota's limit) or it is blocked. at and T are as rate() or quota()
--- gave them (T = -1 for a quota, 0 when blocked).
-local function deny(lim, wait, i, at, T, limit, burst, need)
+-- deny(st, lim, wait, i, need, now): enforcing bucket i lacks need tokens
+-- (cost + floor); lim and wait are the limiting bucket and its wait (ms)
+-- so far (-2 before any deny). Returns them after bucket i: the longest
+-- wait of all, its first bucket. A bucket's wait is the time until it
+-- holds need, 1 to MAX_MS; -1, never (the longest of all), when need
+-- exceeds its burst (a quota's limit) or it is blocked. It reads st, so
+-- a quota's must hold its window's end. (Everything else is an argument
+-- or a global: a closure that captures nothing costs a call one
+-- allocation; the deny path can afford the lookups.)
+local function deny(st, lim, wait, i, need, now)
+	local at, T = st[4 * i - 3], st[4 * i - 1]
 	local w = -1
-	if T < 0 and need <= limit then
+	if T < 0 and need <= tonumber(ARGV[4 * i - 2]) then
 		-- A quota: until its window resets.
-		w = ceil((at - now) / 1000)
-	elseif T > 0 and need <= burst then
-		w = ceil((at + (need - burst) * T - now) / 1000)
+		w = math.ceil((at - now) / 1000)
+	elseif T > 0 and need <= tonumber(ARGV[4 * i]) then
+		w = math.ceil((at + (need - tonumber(ARGV[4 * i])) * T - now) / 1000)
 	end
 	if w ~= -1 then
 		if w < 1 then
 			w = 1
-		elseif w > MAX_MS then
-			w = MAX_MS
+		elseif w > 3153600000000 then
+			w = 3153600000000 -- MAX_MS
 		end
 	end
 	local a, b = w, wait
 	if a == -1 then
-		a = HUGE
+		a = math.huge
 	end
 	if b == -1 then
-		b = HUGE
+		b = math.huge
 	end
 	if a > b then
 		return i, w
@@ -238,28 +272,26 @@ local function deny(lim, wait, i, at, T, limit, burst, need)
 	return lim, wait
 end
 
--- The quota functions, made by quotas().
-local expiry, used_in, window, quota
-
--- quotas() makes the functions only quotas need (a call's first quota
--- calls it):
+-- The quota functions, made only for a request with a quota (three
+-- closures, each an allocation and a few upvalues):
 --   expiry(key)  the end of the window quota key holds, in us since 2024:
 --                1 ms after its expiry (see "Quotas"), or false when it has
 --                none (or there is no key). PEXPIRETIME (Redis 7.0+) is
 --                the PXAT written, exactly; before 7.0, the PTTL from now,
 --                to the millisecond.
---   used_in(key) what quota key holds, read with GET: used, or false when
---                there is nothing valid (a fresh window)
 --   window(unit, anchor, now)  the calendar window [start, stop) that
---                holds now (see below)
---   quota(key, used, read, unit, anchor)  the window quota key counts in,
---                given what it holds (used, false when nothing valid): its
---                used, its end (us since 2024; false when read is false:
---                not read) and false; or, when there is no valid used, or
---                (read only when read is set) no end or one TIME has
---                reached, a fresh window: 0, its end, and the PXAT that
---                ends its key (a string, Unix ms)
-local function quotas()
+--                holds now (below)
+--   quota(key, used, limit, need, unit, anchor)  the window quota key
+--                counts in. used is what the key holds (false: nothing
+--                valid; nil: read it with GET). The window's end is read
+--                only when the quota holds less than need tokens (need =
+--                HUGE: always). Returns its used, its end (us since 2024;
+--                false when not read) and false; or, when there is no valid
+--                used, or its end was read and there is none or TIME has
+--                reached it, a fresh window: 0, its end, and the PXAT that
+--                ends its key (a string, Unix ms).
+local expiry, window, quota
+if quotas then
 	expiry = function(key)
 		local e = redis.pcall('PEXPIRETIME', key)
 		if type(e) ~= 'number' then
@@ -274,55 +306,16 @@ local function quotas()
 		return (e + 1 - 1704067200000) * 1000
 	end
 
-	used_in = function(key)
-		local v = redis.call('GET', key)
-		-- What INCRBY reads: "0", or digits without a leading zero (at most
-		-- 15, so that the double is exact).
-		if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
-			return tonumber(v)
-		end
-		return false
-	end
-
 	-- window(unit, anchor, now): the calendar window [start, stop) that
 	-- holds now, in microseconds since 2024-01-01 UTC, of the windows
 	-- repeating from anchor: every day (d) or week (w), or every calendar
 	-- month (m) or year (y), a day 31 clamped to the month's end (Feb 29
 	-- to Feb 28), the anchor's time of day kept. Integer civil-date
-	-- arithmetic (days from 1970-01-01, H. Hinnant's days_from_civil), every
-	-- value an integer far below 2^53, so every double is exact.
-	local D = 86400000000
-	local function days(y, m, d)
-		if m <= 2 then
-			y = y - 1
-		end
-		local era = floor(y / 400)
-		local yoe = y - era * 400
-		local mp = m + 9
-		if m > 2 then
-			mp = m - 3
-		end
-		local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-		return era * 146097 + doe - 719468
-	end
-	local function civil(z)
-		z = z + 719468
-		local era = floor(z / 146097)
-		local doe = z - era * 146097
-		local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-		local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-		local mp = floor((5 * doy + 2) / 153)
-		local m = mp + 3
-		if mp >= 10 then
-			m = mp - 9
-		end
-		local y = yoe + era * 400
-		if m <= 2 then
-			y = y + 1
-		end
-		return y, m, doy - floor((153 * mp + 2) / 5) + 1
-	end
+	-- arithmetic (days from 1970-01-01, H. Hinnant's days_from_civil),
+	-- every value an integer far below 2^53, so every double is exact. Its
+	-- helpers are made by each call: it runs once per fresh window.
 	window = function(u, a, t)
+		local D = 86400000000
 		if u == 'd' or u == 'w' then
 			local len = D
 			if u == 'w' then
@@ -336,6 +329,36 @@ local function quotas()
 				s = s + len
 			end
 			return s, s + len
+		end
+		local function days(y, m, d)
+			if m <= 2 then
+				y = y - 1
+			end
+			local era = floor(y / 400)
+			local yoe = y - era * 400
+			local mp = m + 9
+			if m > 2 then
+				mp = m - 3
+			end
+			local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+			return era * 146097 + doe - 719468
+		end
+		local function civil(z)
+			z = z + 719468
+			local era = floor(z / 146097)
+			local doe = z - era * 146097
+			local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+			local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+			local mp = floor((5 * doy + 2) / 153)
+			local m = mp + 3
+			if mp >= 10 then
+				m = mp - 9
+			end
+			local y = yoe + era * 400
+			if m <= 2 then
+				y = y + 1
+			end
+			return y, m, doy - floor((153 * mp + 2) / 5) + 1
 		end
 		local ad = floor(a / D)
 		local tod = a - ad * D
@@ -368,8 +391,17 @@ local function quotas()
 		return s, start(k + step)
 	end
 
-	quota = function(key, used, read, u, a)
-		if used and read then
+	quota = function(key, used, limit, need, u, a)
+		if used == nil then
+			used = false
+			local v = redis.call('GET', key)
+			-- What INCRBY reads: "0", or digits without a leading zero (at
+			-- most 15, so that the double is exact).
+			if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+				used = tonumber(v)
+			end
+		end
+		if used and limit - used + EPS < need then
 			local stop = expiry(key)
 			-- No window, or the one that TIME says has just ended.
 			if stop and stop > now then

@@ -61,43 +61,24 @@ local cost = 1
 if cs ~= '1' then
 	cost = tonumber(cs)
 end
--- One table for all buckets (this script's cost is mostly allocations):
--- st[4i-3] = when bucket i is full again (us; a quota's window end, false
--- while not read), st[4i-2] = its tokens now, st[4i-1] = us per token (0
--- when blocked, -1 for a quota), st[4i] = the PX of its write (a string),
--- false when it is not written (a converted bucket has one from step 1, a
--- charged bucket gets one in step 2; a charged quota 1 or 2, see step 1).
--- Presized for two buckets, or four.
-local st
-if n > 2 then
-	st = { 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false }
-else
-	st = { 0, 0, 0, false, 0, 0, 0, false }
-end
 local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
 
--- 1. Read every bucket and decide, in order. A quota is charged as it is
--- read while every bucket before it admits (see above).
+-- 1. Decide every bucket, in order (bucket.lua read the token buckets). A
+-- quota is charged as it is read while every bucket before it admits (see
+-- above); st[4i] is then 1, or 2 for a key the charge made or replaced.
 local spec = false -- whether step 1 charged a quota
 for i = 1, n do
-	local o = 4 * i - 2
-	local p = ARGV[o + 1]
-	local limit = tonumber(ARGV[o])
-	local flags = ARGV[o + 3]
+	local flags = ARGV[4 * i + 1]
 	local shadow, need = flags == '1', cost
 	if flags ~= '0' and not shadow then
 		local sh, fl = match(flags, '^([01]) (%d+)$')
 		shadow, need = sh == '1', cost + tonumber(fl)
 	end
-	local at, h, T, burst, px = now, 0, 0, 0, false
-	-- A quota's period is a letter (bucket.lua, ARGV).
-	if limit > 0 and byte(p) > 57 then
-		if not quota then
-			quotas()
-		end
-		-- The key holds the window's used; an existing key is the current
-		-- window.
-		local used, made = false, false
+	if st[4 * i - 1] < 0 then
+		-- A quota: the key holds the window's used; an existing key is the
+		-- current window.
+		local limit = tonumber(ARGV[4 * i - 2])
+		local used, made, px = false, false, false
 		if allowed == 1 then
 			-- Every bucket so far admits: charge now (INCRBY keeps the
 			-- expiry); the undo after step 1 reverts it on a deny, or for a
@@ -106,19 +87,25 @@ for i = 1, n do
 			local r = redis.pcall('INCRBY', KEYS[i], cs)
 			if type(r) == 'number' then
 				px = 1
-				-- As used_in reads: 0 <= used < 10^15.
+				-- As quota reads a value: 0 <= used < 10^15.
 				if r >= cost and r < 1e15 then
 					-- Used 0: maybe no window yet (INCRBY made the key).
 					used, made = r - cost, r == cost
 				end
 			end
 		else
-			used = used_in(KEYS[i])
+			used = nil -- quota reads it
 		end
 		-- The window's end: for a deny's wait, and to tell a key INCRBY
-		-- made. A key without an expiry is no window.
-		local e
-		used, at, e = quota(KEYS[i], used, used and (made or every_end or limit - used + EPS < need), p, ARGV[o + 2])
+		-- made (a key without an expiry is no window); every one for a
+		-- lease.
+		local at, e = false, false
+		if made or every_end then
+			used, at, e = quota(KEYS[i], used, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
+		elseif not used or limit - used + EPS < need then
+			-- (Else, the usual charge, nothing to read: no call.)
+			used, at, e = quota(KEYS[i], used, limit, need, ARGV[4 * i - 1], ARGV[4 * i])
+		end
 		if e and made then
 			-- INCRBY made it (or found "0" without an expiry): it holds
 			-- cost, and now expires with its window. Undone by deleting
@@ -133,17 +120,14 @@ for i = 1, n do
 			px = 2
 		end
 		spec = spec or px
-		h, T = limit - used, -1
-	elseif limit > 0 then
-		at, h, T, burst, px = rate(KEYS[i], limit, p, ARGV[o + 2], ARGV[o])
+		st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, limit - used, px
 	end
-	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
-	if h + EPS < need then
+	if st[4 * i - 2] + EPS < need then
 		if shadow then
 			mask = mask + 2 ^ (i - 1)
 		else
 			allowed = 0
-			lim, wait = deny(lim, wait, i, at, T, limit, burst, need)
+			lim, wait = deny(st, lim, wait, i, need, now)
 		end
 	end
 end

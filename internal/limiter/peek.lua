@@ -15,39 +15,28 @@
 -- and the milliseconds until it is full (a quota: until its window ends;
 -- 0 when blocked), 0 to MAX_MS.
 
--- st as in charge.lua: per bucket its end (us), tokens and us per token.
-local st = {}
 local allowed, mask, lim, wait = 1, 0, 0, -2
 
--- Read every bucket and decide, as charge.lua does.
+-- Read every quota (bucket.lua read the token buckets) and decide, as
+-- charge.lua does.
 for i = 1, n do
-	local o = 4 * i - 2
-	local p = ARGV[o + 1]
-	local limit = tonumber(ARGV[o])
-	local flags = ARGV[o + 3]
+	local flags = ARGV[4 * i + 1]
 	local shadow, need = flags == '1', 1
 	if flags ~= '0' and not shadow then
 		local sh, fl = match(flags, '^([01]) (%d+)$')
 		shadow, need = sh == '1', 1 + tonumber(fl)
 	end
-	local at, h, T, burst = now, 0, 0, 0
-	if limit > 0 and byte(p) > 57 then
-		if not quota then
-			quotas()
-		end
-		local used
-		used, at = quota(KEYS[i], used_in(KEYS[i]), true, p, ARGV[o + 2])
-		h, T = limit - used, -1
-	elseif limit > 0 then
-		at, h, T, burst = rate(KEYS[i], limit, p, ARGV[o + 2], ARGV[o])
+	if st[4 * i - 1] < 0 then
+		local limit = tonumber(ARGV[4 * i - 2])
+		local used, at = quota(KEYS[i], nil, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
+		st[4 * i - 3], st[4 * i - 2] = at, limit - used
 	end
-	st[3 * i - 2], st[3 * i - 1], st[3 * i] = at, h, T
-	if h + EPS < need then
+	if st[4 * i - 2] + EPS < need then
 		if shadow then
 			mask = mask + 2 ^ (i - 1)
 		else
 			allowed = 0
-			lim, wait = deny(lim, wait, i, at, T, limit, burst, need)
+			lim, wait = deny(st, lim, wait, i, need, now)
 		end
 	end
 end
@@ -57,13 +46,13 @@ if allowed == 1 then
 	wait = 0
 	for i = 1, n do
 		local f = ARGV[4 * i + 1]
-		if (f == '0' or f ~= '1' and byte(f) == 48) and (lim == 0 or st[3 * i - 1] < st[3 * lim - 1]) then
+		if (f == '0' or f ~= '1' and byte(f) == 48) and (lim == 0 or st[4 * i - 2] < st[4 * lim - 2]) then
 			lim = i
 		end
 	end
 	if lim == 0 then
 		for i = 1, n do
-			if lim == 0 or st[3 * i - 1] < st[3 * lim - 1] then
+			if lim == 0 or st[4 * i - 2] < st[4 * lim - 2] then
 				lim = i
 			end
 		end
@@ -77,13 +66,13 @@ for i = 0, n do
 	if i == 0 then
 		b = lim
 	end
-	local r = floor(st[3 * b - 1] + EPS)
+	local r = floor(st[4 * b - 2] + EPS)
 	if r < 0 then
 		r = 0
 	end
 	local reset = 0
-	if st[3 * b] ~= 0 then
-		reset = ceil((st[3 * b - 2] - now) / 1000)
+	if st[4 * b - 1] ~= 0 then
+		reset = ceil((st[4 * b - 3] - now) / 1000)
 		if reset < 0 then
 			reset = 0
 		elseif reset > MAX_MS then

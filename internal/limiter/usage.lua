@@ -42,21 +42,17 @@ if idem and redis.call('EXISTS', idem) == 1 then
 	dup = 1
 end
 
--- Read every bucket and compute what the report makes of it; the writes
--- wait in sets until every bucket is computed.
+-- Read every quota (bucket.lua read the token buckets) and compute what
+-- the report makes of every bucket; the writes wait in sets until every
+-- bucket is computed.
 local out, sets = 'u ' .. dup, {}
 for i = 1, n do
-	local o = 4 * i - 2
-	local p = ARGV[o + 1]
-	local limit = tonumber(ARGV[o])
-	local at, h, T = now, 0, 0
-	if limit > 0 and byte(p) > 57 then
-		if not quota then
-			quotas()
-		end
+	local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
+	if T < 0 then
+		local limit = tonumber(ARGV[4 * i - 2])
 		local used, e
-		used, at, e = quota(KEYS[i], used_in(KEYS[i]), true, p, ARGV[o + 2])
-		h, T = limit - used, -1
+		used, at, e = quota(KEYS[i], nil, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
+		h = limit - used
 		if dup == 0 and cost ~= 0 then
 			used = limit - h + cost
 			if used < 0 then
@@ -64,18 +60,18 @@ for i = 1, n do
 			elseif used > 2 * limit then
 				used = 2 * limit
 			end
+			h = limit - used
 			-- A window that has a key keeps its expiry.
 			if e then
 				sets[#sets + 1] = { KEYS[i], format('%d', used), 'PXAT', e }
 			else
 				sets[#sets + 1] = { KEYS[i], format('%d', used), 'KEEPTTL' }
 			end
-			h = limit - used
 		end
-	elseif limit > 0 then
-		local burst, px
-		at, h, T, burst, px = rate(KEYS[i], limit, p, ARGV[o + 2], ARGV[o])
+	elseif T > 0 then
+		local px = st[4 * i]
 		if dup == 0 and cost ~= 0 then
+			local burst = tonumber(ARGV[4 * i])
 			at = at + cost * T
 			if at < now then
 				at = now
@@ -91,7 +87,7 @@ for i = 1, n do
 		end
 		if dup == 0 and px then
 			-- Charged, or only converted to new numbers (cost 0).
-			sets[#sets + 1] = { KEYS[i], format('%.17g %.17g %s', at, T, ARGV[o + 2]), 'PX', px }
+			sets[#sets + 1] = { KEYS[i], format('%.17g %.17g %s', at, T, ARGV[4 * i]), 'PX', px }
 		end
 	end
 	local reset = 0
