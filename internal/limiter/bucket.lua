@@ -128,13 +128,15 @@
 -- for a reason of ours (each says how), so a reply is an answer for all
 -- buckets or an error that changed nothing.
 --
--- What the operations share, in the order it runs: the clock; every token
--- bucket read (st below; a quota is read by the operation, as a charge
--- charges it as it reads it); deny(), the wait of a bucket that denies;
--- and, when the request has a quota, the quota functions. A call pays for
--- every closure its script creates and every local a closure captures, so
--- a request of token buckets alone creates one closure (deny), which
--- captures nothing.
+-- What the operations share, in the order it runs: the clock and the
+-- amount; every token bucket read and decided (st, and the decision so
+-- far, below); and, for a request with a quota, the quota functions. Each
+-- operation then reads and decides its quotas in its own way (a charge
+-- charges a quota as it reads it) and goes on from there. A Redis script
+-- pays most for the closures it creates (with every local they capture),
+-- its function calls and strtod (tonumber): a request of token buckets
+-- alone creates no closure and calls no function of ours; one with a quota
+-- creates three, and a charge calls quota() only off its usual path.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
@@ -154,6 +156,19 @@ local EPS = 1e-6
 -- MAX_MS bounds every millisecond count: 100 years of 365 days.
 local MAX_MS = 3153600000000
 local n = (#ARGV - 1) / 4
+-- cs and cost: the operation's amount, ARGV[1], as a string and a number
+-- (the usual 1 without a tonumber). A bucket is decided on whether it
+-- holds what the request needs of it: cost, at least 1 (a peek, cost 0,
+-- decides as a charge of 1 would), plus its floor.
+local cs = ARGV[1]
+local cost = 1
+if cs ~= '1' then
+	cost = tonumber(cs)
+end
+local need = cost
+if need < 1 then
+	need = 1
+end
 
 -- st: one table for all buckets (a script's cost is mostly allocations).
 -- st[4i-3] = when bucket i is full again (us since 2024; a quota's window
@@ -168,112 +183,113 @@ if n > 2 then
 else
 	st = { 0, 0, 0, false, 0, 0, 0, false }
 end
--- Whether a bucket is a quota.
-local quotas = false
+-- The decision so far: allowed, 1 or 0; mask, bit i-1 set when shadow
+-- bucket i lacks what it needs; lim, the enforcing bucket that denies with
+-- the longest wait (the first of them), and wait, that wait in ms (-1 =
+-- never, the longest of all; -2 before any deny); first, the first
+-- enforcing bucket that denies (n + 1: none), before which a charge
+-- charges quotas as it reads them; quotas, whether a bucket is a quota.
+local allowed, mask, lim, wait, first, quotas = 1, 0, 0, -2, n + 1, false
 
--- Read every token bucket. A quota's period is a letter (ARGV above): it is
--- left to the operation, with at = false and T = -1.
--- (A limit of 0 is the string "0". tonumber is strtod, thousands of
--- instructions for a long number: a quota's limit is parsed where it is
--- used, once.)
+-- Read every token bucket and decide it, in order. A quota's period is a
+-- letter (ARGV above): it is left to the operation, with at = false and T =
+-- -1. (A limit of 0 is the string "0"; a quota's limit is parsed where it is
+-- used.)
 for i = 1, n do
 	local o = 4 * i - 2
 	local p = ARGV[o + 1]
 	local at, h, T, px = now, 0, 0, false
 	if ARGV[o] ~= '0' and byte(p) > 57 then
 		at, T, quotas = false, -1, true
-	elseif ARGV[o] ~= '0' then
-		local limit = tonumber(ARGV[o])
-		T = tonumber(p) / limit
-		-- A burst equal to the limit (the same string, so the same
-		-- interned Lua string) is recognised without a tonumber.
-		local burst = limit
-		if ARGV[o + 2] ~= ARGV[o] then
-			burst = tonumber(ARGV[o + 2])
-		end
-		-- No key, or a value that is not one of the two forms: full.
-		local v = redis.call('GET', KEYS[i])
-		if v then
-			-- The stored form first: a tonumber of the whole value would
-			-- read its first number before failing at the space (no value
-			-- of three fields is a number).
-			local tat, Ts, bs = nil, T, burst
-			local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
-			if a then
-				tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
-				-- Not a number (nil), NaN, 0, negative or inf: full.
-				if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
-					tat = nil
+	else
+		local burst = 0
+		if ARGV[o] ~= '0' then
+			local limit = tonumber(ARGV[o])
+			T = tonumber(p) / limit
+			-- A burst equal to the limit (the same string, so the same
+			-- interned Lua string) is recognised without a tonumber.
+			burst = limit
+			if ARGV[o + 2] ~= ARGV[o] then
+				burst = tonumber(ARGV[o + 2])
+			end
+			-- No key, or a value that is not one of the two forms: full.
+			local v = redis.call('GET', KEYS[i])
+			if v then
+				-- The stored form first: a tonumber of the whole value would
+				-- read its first number before failing at the space (no value
+				-- of three fields is a number).
+				local tat, Ts, bs = nil, T, burst
+				local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
+				if a then
+					tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
+					-- Not a number (nil), NaN, 0, negative or inf: full.
+					if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
+						tat = nil
+					end
+				else
+					-- The previous version's "<tat>" (or anything else: full).
+					tat = tonumber(v)
 				end
+				-- Else full (tat nil or NaN, or in the past): TIME may even
+				-- have gone back (failover).
+				if tat and tat > at then
+					at = tat
+					if Ts ~= T or bs ~= burst then
+						-- New numbers: keep what was used (at most the new
+						-- burst), and write it back even on a deny.
+						local used = (at - now) / Ts
+						if used > burst then
+							used = burst
+						end
+						at = now + used * T
+						px = ceil((at - now) / 1000) + 1
+						if px > MAX_MS then
+							px = MAX_MS
+						end
+						px = format('%d', px)
+					end
+				end
+			end
+			h = (now - at) / T + burst
+		end
+		local flags = ARGV[o + 3]
+		local shadow, need_i = flags == '1', need
+		if flags ~= '0' and not shadow then
+			local sh, fl = match(flags, '^([01]) (%d+)$')
+			shadow, need_i = sh == '1', need + tonumber(fl)
+		end
+		if h + EPS < need_i then
+			if shadow then
+				mask = mask + 2 ^ (i - 1)
 			else
-				-- The previous version's "<tat>" (or anything else: full).
-				tat = tonumber(v)
-			end
-			-- Else full (tat nil or NaN, or in the past): TIME may even
-			-- have gone back (failover).
-			if tat and tat > at then
-				at = tat
-				if Ts ~= T or bs ~= burst then
-					-- New numbers: keep what was used (at most the new
-					-- burst), and write it back even on a deny.
-					local used = (at - now) / Ts
-					if used > burst then
-						used = burst
+				if allowed == 1 then
+					first = i
+				end
+				allowed = 0
+				-- Its wait: until it holds need_i; never beyond its burst,
+				-- or blocked (limit 0).
+				local w = -1
+				if T > 0 and need_i <= burst then
+					w = ceil((at + (need_i - burst) * T - now) / 1000)
+					if w < 1 then
+						w = 1
+					elseif w > MAX_MS then
+						w = MAX_MS
 					end
-					at = now + used * T
-					px = ceil((at - now) / 1000) + 1
-					if px > MAX_MS then
-						px = MAX_MS
-					end
-					px = format('%d', px)
+				end
+				-- The longest wait (-1, never, the longest of all), the
+				-- first bucket of it.
+				if wait ~= -1 and (w == -1 or w > wait) then
+					lim, wait = i, w
 				end
 			end
 		end
-		h = (now - at) / T + burst
 	end
 	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
 end
 
--- deny(st, lim, wait, i, need, now): enforcing bucket i lacks need tokens
--- (cost + floor); lim and wait are the limiting bucket and its wait (ms)
--- so far (-2 before any deny). Returns them after bucket i: the longest
--- wait of all, its first bucket. A bucket's wait is the time until it
--- holds need, 1 to MAX_MS; -1, never (the longest of all), when need
--- exceeds its burst (a quota's limit) or it is blocked. It reads st, so
--- a quota's must hold its window's end. (Everything else is an argument
--- or a global: a closure that captures nothing costs a call one
--- allocation; the deny path can afford the lookups.)
-local function deny(st, lim, wait, i, need, now)
-	local at, T = st[4 * i - 3], st[4 * i - 1]
-	local w = -1
-	if T < 0 and need <= tonumber(ARGV[4 * i - 2]) then
-		-- A quota: until its window resets.
-		w = math.ceil((at - now) / 1000)
-	elseif T > 0 and need <= tonumber(ARGV[4 * i]) then
-		w = math.ceil((at + (need - tonumber(ARGV[4 * i])) * T - now) / 1000)
-	end
-	if w ~= -1 then
-		if w < 1 then
-			w = 1
-		elseif w > 3153600000000 then
-			w = 3153600000000 -- MAX_MS
-		end
-	end
-	local a, b = w, wait
-	if a == -1 then
-		a = math.huge
-	end
-	if b == -1 then
-		b = math.huge
-	end
-	if a > b then
-		return i, w
-	end
-	return lim, wait
-end
-
--- The quota functions, made only for a request with a quota (three
--- closures, each an allocation and a few upvalues):
+-- The quota functions, made only for a request with a quota (each a
+-- closure):
 --   expiry(key)  the end of the window quota key holds, in us since 2024:
 --                1 ms after its expiry (see "Quotas"), or false when it has
 --                none (or there is no key). PEXPIRETIME (Redis 7.0+) is
@@ -281,15 +297,20 @@ end
 --                to the millisecond.
 --   window(unit, anchor, now)  the calendar window [start, stop) that
 --                holds now (below)
---   quota(key, used, limit, need, unit, anchor)  the window quota key
---                counts in. used is what the key holds (false: nothing
---                valid; nil: read it with GET). The window's end is read
---                only when the quota holds less than need tokens (need =
---                HUGE: always). Returns its used, its end (us since 2024;
---                false when not read) and false; or, when there is no valid
---                used, or its end was read and there is none or TIME has
---                reached it, a fresh window: 0, its end, and the PXAT that
---                ends its key (a string, Unix ms).
+--   quota(i, used, limit, always, need)  reads and decides quota bucket i
+--                (limit: its limit, a number). used is what its key holds
+--                (false: nothing valid; nil: read it with GET). The
+--                window's end is read when always is set, or when the
+--                quota holds less than it needs (below); without a valid
+--                used, or with an end read that is missing or that TIME has
+--                reached, the window is a fresh one. It sets st[4i-3] (the
+--                end, false when not read) and st[4i-2] (the tokens), and
+--                decides as the loop above decides a token bucket: when the
+--                quota holds less than need plus its floor (need 0: no
+--                decision, a usage report), it is set in mask (a shadow) or
+--                denies, until its window ends (never beyond its limit).
+--                Returns used, and for a fresh window the PXAT that ends
+--                its key (a string, Unix ms), else false.
 local expiry, window, quota
 if quotas then
 	expiry = function(key)
@@ -315,50 +336,50 @@ if quotas then
 	-- every value an integer far below 2^53, so every double is exact. Its
 	-- helpers are made by each call: it runs once per fresh window.
 	window = function(u, a, t)
-		local D = 86400000000
+		local floor, D = math.floor, 86400000000
 		if u == 'd' or u == 'w' then
-			local len = D
-			if u == 'w' then
-				len = 7 * D
-			end
-			local s = a + floor((t - a) / len) * len
-			-- The quotient is a double: correct a rounding at a boundary.
-			if s > t then
-				s = s - len
-			elseif s + len <= t then
-				s = s + len
-			end
-			return s, s + len
+		local len = D
+		if u == 'w' then
+			len = 7 * D
+		end
+		local s = a + floor((t - a) / len) * len
+		-- The quotient is a double: correct a rounding at a boundary.
+		if s > t then
+			s = s - len
+		elseif s + len <= t then
+			s = s + len
+		end
+		return s, s + len
 		end
 		local function days(y, m, d)
-			if m <= 2 then
-				y = y - 1
-			end
-			local era = floor(y / 400)
-			local yoe = y - era * 400
-			local mp = m + 9
-			if m > 2 then
-				mp = m - 3
-			end
-			local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-			return era * 146097 + doe - 719468
+		if m <= 2 then
+			y = y - 1
+		end
+		local era = floor(y / 400)
+		local yoe = y - era * 400
+		local mp = m + 9
+		if m > 2 then
+			mp = m - 3
+		end
+		local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+		return era * 146097 + doe - 719468
 		end
 		local function civil(z)
-			z = z + 719468
-			local era = floor(z / 146097)
-			local doe = z - era * 146097
-			local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-			local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-			local mp = floor((5 * doy + 2) / 153)
-			local m = mp + 3
-			if mp >= 10 then
-				m = mp - 9
-			end
-			local y = yoe + era * 400
-			if m <= 2 then
-				y = y + 1
-			end
-			return y, m, doy - floor((153 * mp + 2) / 5) + 1
+		z = z + 719468
+		local era = floor(z / 146097)
+		local doe = z - era * 146097
+		local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+		local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+		local mp = floor((5 * doy + 2) / 153)
+		local m = mp + 3
+		if mp >= 10 then
+			m = mp - 9
+		end
+		local y = yoe + era * 400
+		if m <= 2 then
+			y = y + 1
+		end
+		return y, m, doy - floor((153 * mp + 2) / 5) + 1
 		end
 		local ad = floor(a / D)
 		local tod = a - ad * D
@@ -366,51 +387,102 @@ if quotas then
 		local ny, nm = civil(floor(t / D) + 19723)
 		local step = 1
 		if u == 'y' then
-			step = 12
+		step = 12
 		end
 		-- start(k): k months from the anchor, the day clamped.
 		local function start(k)
-			local mi = am - 1 + k
-			local y = ay + floor(mi / 12)
-			local m = mi - floor(mi / 12) * 12 + 1
-			local d = aday
-			if d > 28 then
-				local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
-				if d > dim then
-					d = dim
-				end
+		local mi = am - 1 + k
+		local y = ay + floor(mi / 12)
+		local m = mi - floor(mi / 12) * 12 + 1
+		local d = aday
+		if d > 28 then
+			local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+			if d > dim then
+				d = dim
 			end
-			return (days(y, m, d) - 19723) * D + tod
+		end
+		return (days(y, m, d) - 19723) * D + tod
 		end
 		local k = floor(((ny - ay) * 12 + nm - am) / step) * step
 		local s = start(k)
 		if s > t then
-			k = k - step
-			s = start(k)
+		k = k - step
+		s = start(k)
 		end
 		return s, start(k + step)
 	end
 
-	quota = function(key, used, limit, need, u, a)
+	quota = function(i, used, limit, always, need)
+		-- Copies, not upvalues: every local a closure captures costs each
+		-- call that creates it an allocation, and a charge calls quota()
+		-- only off its usual path.
+		local EPS, MAX_MS, HUGE, match, format = 1e-6, 3153600000000, math.huge, string.match, string.format
+		local key = KEYS[i]
+		local shadow = false
+		if need > 0 then
+		local flags = ARGV[4 * i + 1]
+		shadow = flags == '1'
+		if flags ~= '0' and not shadow then
+			local sh, fl = match(flags, '^([01]) (%d+)$')
+			shadow, need = sh == '1', need + tonumber(fl)
+		end
+		end
 		if used == nil then
+		used = false
+		local v = redis.call('GET', key)
+		-- What INCRBY reads: "0", or digits without a leading zero (at
+		-- most 15, so that the double is exact).
+		if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+			used = tonumber(v)
+		end
+		end
+		local at, e = false, false
+		if used and (always or limit - used + EPS < need) then
+		at = expiry(key)
+		-- No window, or the one that TIME says has just ended.
+		if not at or at <= now then
 			used = false
-			local v = redis.call('GET', key)
-			-- What INCRBY reads: "0", or digits without a leading zero (at
-			-- most 15, so that the double is exact).
-			if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
-				used = tonumber(v)
+		end
+		end
+		if not used then
+		local _
+		_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
+		used, e = 0, format('%d', at / 1000 + 1704067199999)
+		end
+		local h = limit - used
+		st[4 * i - 3], st[4 * i - 2] = at, h
+		if need > 0 and h + EPS < need then
+			if shadow then
+				mask = mask + 2 ^ (i - 1)
+			else
+				allowed = 0
+				if i < first then
+					first = i
+				end
+				local w = -1
+				if need <= limit then
+					w = math.ceil((at - now) / 1000)
+					if w < 1 then
+						w = 1
+					elseif w > MAX_MS then
+						w = MAX_MS
+					end
+				end
+				-- The longest wait, the first bucket of it: the token
+				-- buckets were decided first, so an earlier bucket wins a
+				-- tie.
+				local a, b = w, wait
+				if a == -1 then
+					a = HUGE
+				end
+				if b == -1 then
+					b = HUGE
+				end
+				if a > b or a == b and i < lim then
+					lim, wait = i, w
+				end
 			end
 		end
-		if used and limit - used + EPS < need then
-			local stop = expiry(key)
-			-- No window, or the one that TIME says has just ended.
-			if stop and stop > now then
-				return used, stop, false
-			end
-		elseif used then
-			return used, false, false
-		end
-		local _, stop = window(u, tonumber(a), now)
-		return 0, stop, format('%d', stop / 1000 + 1704067199999)
+		return used, e
 	end
 end

@@ -17,12 +17,13 @@
 -- needs it (below); true for a lease (lease.lua), whose reply names every
 -- quota's window.
 --
--- A charge costs a quota one INCRBY, which keeps the expiry, and no read:
--- a quota is charged as it is read when every bucket before it admitted
--- (the buckets are read in order), and the charge is undone (DECRBY; a key
--- the charge made is deleted) when a later bucket denies, or for a shadow
--- quota without the tokens. (A charge that reads every token bucket first
--- would walk the buckets twice; charging first costs a deny by a later
+-- A charge costs a quota one INCRBY, which keeps the expiry, and no read.
+-- bucket.lua has read and decided every token bucket; the quotas are then
+-- read in order, and a quota before the first bucket that denies (token
+-- bucket or quota) is charged as it is read; the charge is undone (DECRBY;
+-- a key the charge made is deleted) when a later bucket denies, or for a
+-- shadow quota without the tokens. (Reading a quota before charging it
+-- would cost every charge a GET; charging first costs a deny by a later
 -- bucket an INCRBY and its undo, and a deny is the rarer call, mostly
 -- answered by the local deny cache anyway.) The result is exactly what
 -- reading first would give, all within one script, so no one sees the
@@ -54,36 +55,23 @@
 --                never (that exceeds a burst or a quota, or limit 0)
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
 
--- cs is the cost as a string, what a quota's INCRBY adds; the usual cost 1
--- is recognised without tonumber.
-local cs = ARGV[1]
-local cost = 1
-if cs ~= '1' then
-	cost = tonumber(cs)
-end
-local allowed, mask, lim, wait = 1, 0, 0, -2 -- wait: the denying bucket's, -1 = never
-
--- 1. Decide every bucket, in order (bucket.lua read the token buckets). A
--- quota is charged as it is read while every bucket before it admits (see
--- above); st[4i] is then 1, or 2 for a key the charge made or replaced.
+-- 1. Read and decide every quota, in order (bucket.lua read and decided
+-- every token bucket). A quota before the first bucket that denies is
+-- charged as it is read (see above); st[4i] is then 1, or 2 for a key the
+-- charge made or replaced.
 local spec = false -- whether step 1 charged a quota
 for i = 1, n do
-	local flags = ARGV[4 * i + 1]
-	local shadow, need = flags == '1', cost
-	if flags ~= '0' and not shadow then
-		local sh, fl = match(flags, '^([01]) (%d+)$')
-		shadow, need = sh == '1', cost + tonumber(fl)
-	end
 	if st[4 * i - 1] < 0 then
-		-- A quota: the key holds the window's used; an existing key is the
-		-- current window.
 		local limit = tonumber(ARGV[4 * i - 2])
-		local used, made, px = false, false, false
-		if allowed == 1 then
+		-- The key holds the window's used; an existing key is the current
+		-- window.
+		local charging, used, made, px = i < first, nil, false, false
+		if charging then
 			-- Every bucket so far admits: charge now (INCRBY keeps the
 			-- expiry); the undo after step 1 reverts it on a deny, or for a
 			-- shadow without the tokens. INCRBY refuses (and leaves) a value
 			-- that is not an integer: a fresh window.
+			used = false
 			local r = redis.pcall('INCRBY', KEYS[i], cs)
 			if type(r) == 'number' then
 				px = 1
@@ -93,18 +81,16 @@ for i = 1, n do
 					used, made = r - cost, r == cost
 				end
 			end
-		else
-			used = nil -- quota reads it
 		end
-		-- The window's end: for a deny's wait, and to tell a key INCRBY
-		-- made (a key without an expiry is no window); every one for a
-		-- lease.
-		local at, e = false, false
-		if made or every_end then
-			used, at, e = quota(KEYS[i], used, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
-		elseif not used or limit - used + EPS < need then
-			-- (Else, the usual charge, nothing to read: no call.)
-			used, at, e = quota(KEYS[i], used, limit, need, ARGV[4 * i - 1], ARGV[4 * i])
+		-- The usual charge (a window that has its key, the tokens, no floor)
+		-- needs nothing of quota(). Otherwise it reads the window's end
+		-- when it must: for a deny's wait, to tell a key INCRBY made (a key
+		-- without an expiry is no window), and for a lease every one.
+		local f, e = ARGV[4 * i + 1], false
+		if made or every_end or not used or f ~= '0' and f ~= '1' or limit - used + EPS < cost then
+			used, e = quota(i, used, limit, made or every_end, cost)
+		else
+			st[4 * i - 3], st[4 * i - 2] = false, limit - used
 		end
 		if e and made then
 			-- INCRBY made it (or found "0" without an expiry): it holds
@@ -112,23 +98,15 @@ for i = 1, n do
 			-- the key.
 			redis.call('PEXPIREAT', KEYS[i], e)
 			px = 2
-		elseif e and allowed == 1 then
+		elseif e and charging then
 			-- Charged here, as above (a value INCRBY refused or one out of
 			-- range, or one without an expiry); undone by deleting the
 			-- key.
 			redis.call('SET', KEYS[i], cs, 'PXAT', e)
 			px = 2
 		end
+		st[4 * i] = px
 		spec = spec or px
-		st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, limit - used, px
-	end
-	if st[4 * i - 2] + EPS < need then
-		if shadow then
-			mask = mask + 2 ^ (i - 1)
-		else
-			allowed = 0
-			lim, wait = deny(st, lim, wait, i, need, now)
-		end
 	end
 end
 
@@ -221,3 +199,5 @@ if allowed == 1 then
 else
 	out = format('0 %d %d %d %d %d', lim, r, reset, wait, mask)
 end
+-- The script returns out (script.go); a lease's first names its windows
+-- (lease.lua).

@@ -15,29 +15,11 @@
 -- and the milliseconds until it is full (a quota: until its window ends;
 -- 0 when blocked), 0 to MAX_MS.
 
-local allowed, mask, lim, wait = 1, 0, 0, -2
-
--- Read every quota (bucket.lua read the token buckets) and decide, as
--- charge.lua does.
+-- Read and decide every quota (bucket.lua read and decided every token
+-- bucket), every window's end read.
 for i = 1, n do
-	local flags = ARGV[4 * i + 1]
-	local shadow, need = flags == '1', 1
-	if flags ~= '0' and not shadow then
-		local sh, fl = match(flags, '^([01]) (%d+)$')
-		shadow, need = sh == '1', 1 + tonumber(fl)
-	end
 	if st[4 * i - 1] < 0 then
-		local limit = tonumber(ARGV[4 * i - 2])
-		local used, at = quota(KEYS[i], nil, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
-		st[4 * i - 3], st[4 * i - 2] = at, limit - used
-	end
-	if st[4 * i - 2] + EPS < need then
-		if shadow then
-			mask = mask + 2 ^ (i - 1)
-		else
-			allowed = 0
-			lim, wait = deny(st, lim, wait, i, need, now)
-		end
+		quota(i, nil, tonumber(ARGV[4 * i - 2]), true, 1)
 	end
 end
 

@@ -35,7 +35,6 @@
 --   reset        milliseconds until the bucket is full again (a quota:
 --                until its window ends; 0 when blocked), 0 to MAX_MS
 
-local cost = tonumber(ARGV[1])
 local dup = 0
 local idem = KEYS[n + 1]
 if idem and redis.call('EXISTS', idem) == 1 then
@@ -50,9 +49,8 @@ for i = 1, n do
 	local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
 	if T < 0 then
 		local limit = tonumber(ARGV[4 * i - 2])
-		local used, e
-		used, at, e = quota(KEYS[i], nil, limit, HUGE, ARGV[4 * i - 1], ARGV[4 * i])
-		h = limit - used
+		local used, e = quota(i, nil, limit, true, 0)
+		at, h = st[4 * i - 3], st[4 * i - 2]
 		if dup == 0 and cost ~= 0 then
 			used = limit - h + cost
 			if used < 0 then
