@@ -53,16 +53,17 @@ var mayImport = map[string][]string{
 		"github.com/redis/go-redis/v9", "github.com/jackc/pgx/v5", "github.com/aws/aws-sdk-go-v2/"},
 
 	// The domain: no Lambda, no AWS.
-	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity", "internal/bucket"},
+	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity"},
 	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
 	"internal/identity":         {"github.com/go-jose/go-jose/v4", "github.com/hashicorp/golang-lru/v2"},
 	"internal/headers":          {},
-	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/bucket", "internal/httpapi", "internal/stats", "internal/console"},
+	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/httpapi", "internal/stats", "internal/console"},
 	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
 	"internal/httpapi":          {"internal/rules"},
-	"internal/bucket":           {"internal/rules", "internal/limiter"},
 	"internal/rules":            {},
-	"internal/limiter":          {"github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
+	// An applied rule's bucket (BucketFor) is the limiter's, so its keys
+	// cannot drift apart between the authorizer and the admin API.
+	"internal/limiter": {"internal/rules", "github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
 	// The web console's embedded files: knows nothing of AWS or the API.
 	"internal/console": {},
 	// Rolling decision counts (sluice local's GET /stats): a leaf.
@@ -91,7 +92,7 @@ var mayImport = map[string][]string{
 // domain packages know nothing of Lambda or AWS, not even through what they
 // import (DESIGN.md): the same code serves the Lambdas, sluice local and
 // the benchmarks.
-var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/headers", "internal/bucket",
+var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/headers",
 	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi", "internal/stats"}
 
 type listed struct {

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -263,7 +262,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			if e == nil {
 				continue
 			}
-			bs[n] = bucket.For(e)
+			bs[n] = limiter.BucketFor(e)
 			bs[n].Subject = subject
 			effs[n] = e
 			n++
