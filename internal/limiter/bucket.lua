@@ -338,48 +338,48 @@ if quotas then
 	window = function(u, a, t)
 		local floor, D = math.floor, 86400000000
 		if u == 'd' or u == 'w' then
-		local len = D
-		if u == 'w' then
-			len = 7 * D
-		end
-		local s = a + floor((t - a) / len) * len
-		-- The quotient is a double: correct a rounding at a boundary.
-		if s > t then
-			s = s - len
-		elseif s + len <= t then
-			s = s + len
-		end
-		return s, s + len
+			local len = D
+			if u == 'w' then
+				len = 7 * D
+			end
+			local s = a + floor((t - a) / len) * len
+			-- The quotient is a double: correct a rounding at a boundary.
+			if s > t then
+				s = s - len
+			elseif s + len <= t then
+				s = s + len
+			end
+			return s, s + len
 		end
 		local function days(y, m, d)
-		if m <= 2 then
-			y = y - 1
-		end
-		local era = floor(y / 400)
-		local yoe = y - era * 400
-		local mp = m + 9
-		if m > 2 then
-			mp = m - 3
-		end
-		local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-		return era * 146097 + doe - 719468
+			if m <= 2 then
+				y = y - 1
+			end
+			local era = floor(y / 400)
+			local yoe = y - era * 400
+			local mp = m + 9
+			if m > 2 then
+				mp = m - 3
+			end
+			local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+			return era * 146097 + doe - 719468
 		end
 		local function civil(z)
-		z = z + 719468
-		local era = floor(z / 146097)
-		local doe = z - era * 146097
-		local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-		local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-		local mp = floor((5 * doy + 2) / 153)
-		local m = mp + 3
-		if mp >= 10 then
-			m = mp - 9
-		end
-		local y = yoe + era * 400
-		if m <= 2 then
-			y = y + 1
-		end
-		return y, m, doy - floor((153 * mp + 2) / 5) + 1
+			z = z + 719468
+			local era = floor(z / 146097)
+			local doe = z - era * 146097
+			local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+			local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+			local mp = floor((5 * doy + 2) / 153)
+			local m = mp + 3
+			if mp >= 10 then
+				m = mp - 9
+			end
+			local y = yoe + era * 400
+			if m <= 2 then
+				y = y + 1
+			end
+			return y, m, doy - floor((153 * mp + 2) / 5) + 1
 		end
 		local ad = floor(a / D)
 		local tod = a - ad * D
@@ -387,27 +387,27 @@ if quotas then
 		local ny, nm = civil(floor(t / D) + 19723)
 		local step = 1
 		if u == 'y' then
-		step = 12
+			step = 12
 		end
 		-- start(k): k months from the anchor, the day clamped.
 		local function start(k)
-		local mi = am - 1 + k
-		local y = ay + floor(mi / 12)
-		local m = mi - floor(mi / 12) * 12 + 1
-		local d = aday
-		if d > 28 then
-			local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
-			if d > dim then
-				d = dim
+			local mi = am - 1 + k
+			local y = ay + floor(mi / 12)
+			local m = mi - floor(mi / 12) * 12 + 1
+			local d = aday
+			if d > 28 then
+				local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+				if d > dim then
+					d = dim
+				end
 			end
-		end
-		return (days(y, m, d) - 19723) * D + tod
+			return (days(y, m, d) - 19723) * D + tod
 		end
 		local k = floor(((ny - ay) * 12 + nm - am) / step) * step
 		local s = start(k)
 		if s > t then
-		k = k - step
-		s = start(k)
+			k = k - step
+			s = start(k)
 		end
 		return s, start(k + step)
 	end
@@ -416,38 +416,39 @@ if quotas then
 		-- Copies, not upvalues: every local a closure captures costs each
 		-- call that creates it an allocation, and a charge calls quota()
 		-- only off its usual path.
-		local EPS, MAX_MS, HUGE, match, format = 1e-6, 3153600000000, math.huge, string.match, string.format
+		local EPS, MAX_MS, HUGE = 1e-6, 3153600000000, math.huge
+		local match, format = string.match, string.format
 		local key = KEYS[i]
 		local shadow = false
 		if need > 0 then
-		local flags = ARGV[4 * i + 1]
-		shadow = flags == '1'
-		if flags ~= '0' and not shadow then
-			local sh, fl = match(flags, '^([01]) (%d+)$')
-			shadow, need = sh == '1', need + tonumber(fl)
-		end
+			local flags = ARGV[4 * i + 1]
+			shadow = flags == '1'
+			if flags ~= '0' and not shadow then
+				local sh, fl = match(flags, '^([01]) (%d+)$')
+				shadow, need = sh == '1', need + tonumber(fl)
+			end
 		end
 		if used == nil then
-		used = false
-		local v = redis.call('GET', key)
-		-- What INCRBY reads: "0", or digits without a leading zero (at
-		-- most 15, so that the double is exact).
-		if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
-			used = tonumber(v)
-		end
+			used = false
+			local v = redis.call('GET', key)
+			-- What INCRBY reads: "0", or digits without a leading zero (at
+			-- most 15, so that the double is exact).
+			if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+				used = tonumber(v)
+			end
 		end
 		local at, e = false, false
 		if used and (always or limit - used + EPS < need) then
-		at = expiry(key)
-		-- No window, or the one that TIME says has just ended.
-		if not at or at <= now then
-			used = false
-		end
+			at = expiry(key)
+			-- No window, or the one that TIME says has just ended.
+			if not at or at <= now then
+				used = false
+			end
 		end
 		if not used then
-		local _
-		_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
-		used, e = 0, format('%d', at / 1000 + 1704067199999)
+			local _
+			_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
+			used, e = 0, format('%d', at / 1000 + 1704067199999)
 		end
 		local h = limit - used
 		st[4 * i - 3], st[4 * i - 2] = at, h
