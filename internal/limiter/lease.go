@@ -16,14 +16,14 @@ import (
 
 // Token leases.
 //
-// A subject that one Limiter sees often is served from a lease: one script
-// call (the charge script, charge.lua) charges k·Cost tokens from every bucket of
-// the request at once, all or nothing, and the Limiter then admits the next
-// k−1 requests of the same subject, bucket set and cost locally, without a
-// Redis call. Redis has charged every token a lease admits before it is
-// admitted, so leases never let more through than the buckets hold: they
-// only move a charge earlier than the request it pays for, by at most the
-// lease TTL.
+// A subject that one Limiter sees often is served from a lease: one charge
+// (charge.lua; lease.lua for a request with a quota) takes k·Cost tokens
+// from every bucket of the request at once, all or nothing, and the
+// Limiter then admits the next k−1 requests of the same subject, bucket set
+// and cost locally, without a Redis call. Redis has charged every token a
+// lease admits before it is admitted, so leases never let more through
+// than the buckets hold: they only move a charge earlier than the request
+// it pays for, by at most the lease TTL.
 //
 // k adapts:
 //   - to the subject's local demand: the requests of the same key this
