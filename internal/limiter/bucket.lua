@@ -128,15 +128,23 @@
 -- for a reason of ours (each says how), so a reply is an answer for all
 -- buckets or an error that changed nothing.
 --
--- What the operations share, in the order it runs: the clock and the
--- amount; every token bucket read and decided (st, and the decision so
--- far, below); and, for a request with a quota, the quota functions. Each
--- operation then reads and decides its quotas in its own way (a charge
--- charges a quota as it reads it) and goes on from there. A Redis script
--- pays most for the closures it creates (with every local they capture),
--- its function calls and strtod (tonumber): a request of token buckets
--- alone creates no closure and calls no function of ours; one with a quota
--- creates three, and a charge calls quota() only off its usual path.
+-- Step 1, which bucket.lua runs for every operation: read every bucket and
+-- decide, in order, as a request of the operation's amount (a peek: of 1).
+-- Two locals, set by the first line of each script (script.go), tell how:
+--   charging     true for a charge (and a lease): a quota before the first
+--                bucket that denies is charged as it is read (charge.lua
+--                undoes that on a deny); false for a peek and a usage
+--                report, which read it with GET
+--   every_end    true for a lease, a peek and a usage report: every
+--                quota's window end is read; false for a charge, which
+--                reads one only when it needs it: for a deny's wait, and to
+--                tell a key its INCRBY made (the reply reads the limiting
+--                quota's)
+-- A Redis script pays most for the closures it creates (with every local
+-- they capture), its function calls and strtod (tonumber): step 1 makes
+-- none for token buckets; a request with a quota makes expiry(), which
+-- captures now, and window() only at a call's first fresh window, as the
+-- script did before the split.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless
 -- told to replicate effects; since Redis 7 this call is a no-op.
@@ -175,8 +183,9 @@ end
 -- end, false while not read), st[4i-2] = its tokens now, st[4i-1] = us per
 -- token (0 when blocked, -1 for a quota), st[4i] = the PX of its write (a
 -- string), false when it is not written: a token bucket converted to new
--- numbers has one from here; the operations set the others. Presized for
--- two buckets, or four.
+-- numbers has one from step 1, a charged one gets one from charge.lua; a
+-- quota step 1 charged holds 1, or 2 when the charge made or replaced its
+-- key. Presized for two buckets, or four.
 local st
 if n > 2 then
 	st = { 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false, 0, 0, 0, false }
@@ -188,13 +197,17 @@ end
 -- the longest wait (the first of them), and wait, that wait in ms (-1 =
 -- never, the longest of all; -2 before any deny); first, the first
 -- enforcing bucket that denies (n + 1: none), before which a charge
--- charges quotas as it reads them; quotas, whether a bucket is a quota.
-local allowed, mask, lim, wait, first, quotas = 1, 0, 0, -2, n + 1, false
+-- charges quotas as it reads them; quotas, whether a bucket is a quota;
+-- spec, whether step 1 charged one; fresh[i], for a peek or a usage report,
+-- the PXAT (Unix ms) that would end quota i's key when its window starts
+-- with this call (nothing wrote it).
+local allowed, mask, lim, wait, first = 1, 0, 0, -2, n + 1
+local quotas, spec, fresh = false, false, nil
 
--- Read every token bucket and decide it, in order. A quota's period is a
--- letter (ARGV above): it is left to the operation, with at = false and T =
--- -1. (A limit of 0 is the string "0"; a quota's limit is parsed where it is
--- used.)
+-- 1. Read every token bucket and decide it, in order. A quota's period is
+-- a letter (ARGV above): it is read after them (below), with at = false
+-- and T = -1 until then. (A limit of 0 is the string "0"; a quota's limit
+-- is parsed where it is used.)
 for i = 1, n do
 	local o = 4 * i - 2
 	local p = ARGV[o + 1]
@@ -288,31 +301,15 @@ for i = 1, n do
 	st[4 * i - 3], st[4 * i - 2], st[4 * i - 1], st[4 * i] = at, h, T, px
 end
 
--- The quota functions, made only for a request with a quota (each a
--- closure):
---   expiry(key)  the end of the window quota key holds, in us since 2024:
---                1 ms after its expiry (see "Quotas"), or false when it has
---                none (or there is no key). PEXPIRETIME (Redis 7.0+) is
---                the PXAT written, exactly; before 7.0, the PTTL from now,
---                to the millisecond.
---   window(unit, anchor, now)  the calendar window [start, stop) that
---                holds now (below)
---   quota(i, used, limit, always, need)  reads and decides quota bucket i
---                (limit: its limit, a number). used is what its key holds
---                (false: nothing valid; nil: read it with GET). The
---                window's end is read when always is set, or when the
---                quota holds less than it needs (below); without a valid
---                used, or with an end read that is missing or that TIME has
---                reached, the window is a fresh one. It sets st[4i-3] (the
---                end, false when not read) and st[4i-2] (the tokens), and
---                decides as the loop above decides a token bucket: when the
---                quota holds less than need plus its floor (need 0: no
---                decision, a usage report), it is set in mask (a shadow) or
---                denies, until its window ends (never beyond its limit).
---                Returns used, and for a fresh window the PXAT that ends
---                its key (a string, Unix ms), else false.
-local expiry, window, quota
+-- Then every quota, in order (the token buckets are decided: first is the
+-- first of them that denies). A quota's key holds its window's used; an
+-- existing key is the current window.
+local expiry, window
 if quotas then
+	-- expiry(key): the end of the window quota key holds, in us since 2024:
+	-- 1 ms after its expiry (see "Quotas"), or false when it has none (or
+	-- there is no key). PEXPIRETIME (Redis 7.0+) is the PXAT written,
+	-- exactly; before 7.0, the PTTL from now, to the millisecond.
 	expiry = function(key)
 		local e = redis.pcall('PEXPIRETIME', key)
 		if type(e) ~= 'number' then
@@ -327,163 +324,200 @@ if quotas then
 		return (e + 1 - 1704067200000) * 1000
 	end
 
-	-- window(unit, anchor, now): the calendar window [start, stop) that
-	-- holds now, in microseconds since 2024-01-01 UTC, of the windows
-	-- repeating from anchor: every day (d) or week (w), or every calendar
-	-- month (m) or year (y), a day 31 clamped to the month's end (Feb 29
-	-- to Feb 28), the anchor's time of day kept. Integer civil-date
-	-- arithmetic (days from 1970-01-01, H. Hinnant's days_from_civil),
-	-- every value an integer far below 2^53, so every double is exact. Its
-	-- helpers are made by each call: it runs once per fresh window.
-	window = function(u, a, t)
-		local floor, D = math.floor, 86400000000
-		if u == 'd' or u == 'w' then
-			local len = D
-			if u == 'w' then
-				len = 7 * D
-			end
-			local s = a + floor((t - a) / len) * len
-			-- The quotient is a double: correct a rounding at a boundary.
-			if s > t then
-				s = s - len
-			elseif s + len <= t then
-				s = s + len
-			end
-			return s, s + len
-		end
-		local function days(y, m, d)
-			if m <= 2 then
-				y = y - 1
-			end
-			local era = floor(y / 400)
-			local yoe = y - era * 400
-			local mp = m + 9
-			if m > 2 then
-				mp = m - 3
-			end
-			local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
-			return era * 146097 + doe - 719468
-		end
-		local function civil(z)
-			z = z + 719468
-			local era = floor(z / 146097)
-			local doe = z - era * 146097
-			local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-			local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-			local mp = floor((5 * doy + 2) / 153)
-			local m = mp + 3
-			if mp >= 10 then
-				m = mp - 9
-			end
-			local y = yoe + era * 400
-			if m <= 2 then
-				y = y + 1
-			end
-			return y, m, doy - floor((153 * mp + 2) / 5) + 1
-		end
-		local ad = floor(a / D)
-		local tod = a - ad * D
-		local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
-		local ny, nm = civil(floor(t / D) + 19723)
-		local step = 1
-		if u == 'y' then
-			step = 12
-		end
-		-- start(k): k months from the anchor, the day clamped.
-		local function start(k)
-			local mi = am - 1 + k
-			local y = ay + floor(mi / 12)
-			local m = mi - floor(mi / 12) * 12 + 1
-			local d = aday
-			if d > 28 then
-				local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
-				if d > dim then
-					d = dim
-				end
-			end
-			return (days(y, m, d) - 19723) * D + tod
-		end
-		local k = floor(((ny - ay) * 12 + nm - am) / step) * step
-		local s = start(k)
-		if s > t then
-			k = k - step
-			s = start(k)
-		end
-		return s, start(k + step)
-	end
-
-	quota = function(i, used, limit, always, need)
-		-- Copies, not upvalues: every local a closure captures costs each
-		-- call that creates it an allocation, and a charge calls quota()
-		-- only off its usual path.
-		local EPS, MAX_MS, HUGE = 1e-6, 3153600000000, math.huge
-		local match, format = string.match, string.format
-		local key = KEYS[i]
-		local shadow = false
-		if need > 0 then
+	for i = 1, n do
+		if st[4 * i - 1] < 0 then
+			local limit = tonumber(ARGV[4 * i - 2])
 			local flags = ARGV[4 * i + 1]
-			shadow = flags == '1'
+			local shadow, need_i = flags == '1', need
 			if flags ~= '0' and not shadow then
 				local sh, fl = match(flags, '^([01]) (%d+)$')
-				shadow, need = sh == '1', need + tonumber(fl)
+				shadow, need_i = sh == '1', need + tonumber(fl)
 			end
-		end
-		if used == nil then
-			used = false
-			local v = redis.call('GET', key)
-			-- What INCRBY reads: "0", or digits without a leading zero (at
-			-- most 15, so that the double is exact).
-			if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
-				used = tonumber(v)
-			end
-		end
-		local at, e = false, false
-		if used and (always or limit - used + EPS < need) then
-			at = expiry(key)
-			-- No window, or the one that TIME says has just ended.
-			if not at or at <= now then
-				used = false
-			end
-		end
-		if not used then
-			local _
-			_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
-			used, e = 0, format('%d', at / 1000 + 1704067199999)
-		end
-		local h = limit - used
-		st[4 * i - 3], st[4 * i - 2] = at, h
-		if need > 0 and h + EPS < need then
-			if shadow then
-				mask = mask + 2 ^ (i - 1)
-			else
-				allowed = 0
-				if i < first then
-					first = i
-				end
-				local w = -1
-				if need <= limit then
-					w = math.ceil((at - now) / 1000)
-					if w < 1 then
-						w = 1
-					elseif w > MAX_MS then
-						w = MAX_MS
+			local now_charging = charging and i < first
+			local used, made, at, px = false, false, false, false
+			if now_charging then
+				-- Every bucket so far admits: charge now (INCRBY keeps the
+				-- expiry); charge.lua undoes it on a deny, or for a shadow
+				-- without the tokens. INCRBY refuses (and leaves) a value
+				-- that is not an integer: a fresh window.
+				local r = redis.pcall('INCRBY', KEYS[i], cs)
+				if type(r) == 'number' then
+					px = 1
+					-- As the GET below reads: 0 <= used < 10^15.
+					if r >= cost and r < 1e15 then
+						-- Used 0: maybe no window yet (INCRBY made the key).
+						used, made = r - cost, r == cost
 					end
 				end
-				-- The longest wait, the first bucket of it: the token
-				-- buckets were decided first, so an earlier bucket wins a
-				-- tie.
-				local a, b = w, wait
-				if a == -1 then
-					a = HUGE
+			else
+				local v = redis.call('GET', KEYS[i])
+				-- What INCRBY reads: "0", or digits without a leading zero
+				-- (at most 15, so that the double is exact).
+				if v and #v < 16 and (v == '0' or match(v, '^[1-9]%d*$')) then
+					used = tonumber(v)
 				end
-				if b == -1 then
-					b = HUGE
+			end
+			if used and (made or every_end or limit - used + EPS < need_i) then
+				-- The window's end. A key without an expiry is no window.
+				at = expiry(KEYS[i])
+				if not at or at <= now then
+					-- No window, or the one that TIME says has just ended.
+					used = false
 				end
-				if a > b or a == b and i < lim then
-					lim, wait = i, w
+			end
+			if not used then
+				-- A fresh window: its first charge writes cost, expiring at
+				-- its end.
+				if not window then
+					-- window(unit, anchor, now): the calendar window
+					-- [start, stop) that holds now, in us since 2024, of
+					-- the windows repeating from anchor: every day (d) or
+					-- week (w), or every calendar month (m) or year (y), a
+					-- day 31 clamped to the month's end (Feb 29 to Feb
+					-- 28), the anchor's time of day kept. Integer
+					-- civil-date arithmetic (days from 1970-01-01, H.
+					-- Hinnant's days_from_civil), every value an integer
+					-- far below 2^53, so every double is exact. Made at a
+					-- call's first fresh window (counting in a window that
+					-- has its key needs no calendar), so that no other call
+					-- pays for the closure; its helpers are made by each
+					-- call of it, once per fresh window.
+					window = function(u, a, t)
+						local floor, D = math.floor, 86400000000
+						if u == 'd' or u == 'w' then
+							local len = D
+							if u == 'w' then
+								len = 7 * D
+							end
+							local s = a + floor((t - a) / len) * len
+							-- The quotient is a double: correct a rounding
+							-- at a boundary.
+							if s > t then
+								s = s - len
+							elseif s + len <= t then
+								s = s + len
+							end
+							return s, s + len
+						end
+						local function days(y, m, d)
+							if m <= 2 then
+								y = y - 1
+							end
+							local era = floor(y / 400)
+							local yoe = y - era * 400
+							local mp = m + 9
+							if m > 2 then
+								mp = m - 3
+							end
+							local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) + d - 1
+							return era * 146097 + doe - 719468
+						end
+						local function civil(z)
+							z = z + 719468
+							local era = floor(z / 146097)
+							local doe = z - era * 146097
+							local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+							local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+							local mp = floor((5 * doy + 2) / 153)
+							local m = mp + 3
+							if mp >= 10 then
+								m = mp - 9
+							end
+							local y = yoe + era * 400
+							if m <= 2 then
+								y = y + 1
+							end
+							return y, m, doy - floor((153 * mp + 2) / 5) + 1
+						end
+						local ad = floor(a / D)
+						local tod = a - ad * D
+						local ay, am, aday = civil(ad + 19723) -- 2024-01-01 is day 19723
+						local ny, nm = civil(floor(t / D) + 19723)
+						local step = 1
+						if u == 'y' then
+							step = 12
+						end
+						-- start(k): k months from the anchor, the day clamped.
+						local function start(k)
+							local mi = am - 1 + k
+							local y = ay + floor(mi / 12)
+							local m = mi - floor(mi / 12) * 12 + 1
+							local d = aday
+							if d > 28 then
+								local dim = days(y + floor(m / 12), m % 12 + 1, 1) - days(y, m, 1)
+								if d > dim then
+									d = dim
+								end
+							end
+							return (days(y, m, d) - 19723) * D + tod
+						end
+						local k = floor(((ny - ay) * 12 + nm - am) / step) * step
+						local s = start(k)
+						if s > t then
+							k = k - step
+							s = start(k)
+						end
+						return s, start(k + step)
+					end
+				end
+				local _
+				_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
+				used = 0
+				local e = format('%d', at / 1000 + 1704067199999)
+				if made then
+					-- INCRBY made it (or found "0" without an expiry): it
+					-- holds cost, and now expires with its window. Undone
+					-- by deleting the key.
+					redis.call('PEXPIREAT', KEYS[i], e)
+					px = 2
+				elseif now_charging then
+					-- Charged here, as above (a value INCRBY refused or one
+					-- out of range, or one without an expiry); undone by
+					-- deleting the key.
+					redis.call('SET', KEYS[i], cs, 'PXAT', e)
+					px = 2
+				elseif not charging then
+					fresh = fresh or {}
+					fresh[i] = e
+				end
+			end
+			spec = spec or px
+			local h = limit - used
+			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, px
+			if h + EPS < need_i then
+				if shadow then
+					mask = mask + 2 ^ (i - 1)
+				else
+					allowed = 0
+					if i < first then
+						first = i
+					end
+					-- Its wait: until its window resets; never beyond its
+					-- limit.
+					local w = -1
+					if need_i <= limit then
+						w = ceil((at - now) / 1000)
+						if w < 1 then
+							w = 1
+						elseif w > MAX_MS then
+							w = MAX_MS
+						end
+					end
+					-- The longest wait, the first bucket of it: the token
+					-- buckets were decided first, so an earlier bucket wins
+					-- a tie.
+					local a, b = w, wait
+					if a == -1 then
+						a = HUGE
+					end
+					if b == -1 then
+						b = HUGE
+					end
+					if a > b or a == b and i < lim then
+						lim, wait = i, w
+					end
 				end
 			end
 		end
-		return used, e
 	end
 end

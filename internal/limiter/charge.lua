@@ -12,17 +12,17 @@
 -- ARGV[1]        cost: tokens to take from every bucket, integer >= 1
 -- ARGV[4i-2..4i+1]  bucket i's limit, period, burst and flags (bucket.lua)
 --
--- every_end, a local the script's assembly (script.go) sets before this
--- file: false for a charge, which reads a quota's window end only when it
--- needs it (below); true for a lease (lease.lua), whose reply names every
--- quota's window.
+-- bucket.lua's step 1 has read and decided every bucket (charging: true)
+-- and charged the quotas before the first that denies. A lease runs this
+-- file too, every quota's window end read (every_end: true), and
+-- lease.lua after it.
 --
 -- A charge costs a quota one INCRBY, which keeps the expiry, and no read.
--- bucket.lua has read and decided every token bucket; the quotas are then
--- read in order, and a quota before the first bucket that denies (token
--- bucket or quota) is charged as it is read; the charge is undone (DECRBY;
--- a key the charge made is deleted) when a later bucket denies, or for a
--- shadow quota without the tokens. (Reading a quota before charging it
+-- Step 1 reads and decides the token buckets, then the quotas in order,
+-- and a quota before the first bucket that denies (token bucket or quota)
+-- is charged as it is read; the charge is undone below (DECRBY; a key the
+-- charge made is deleted) when a later bucket denies, or for a shadow
+-- quota without the tokens. (Reading a quota before charging it
 -- would cost every charge a GET; charging first costs a deny by a later
 -- bucket an INCRBY and its undo, and a deny is the rarer call, mostly
 -- answered by the local deny cache anyway.) The result is exactly what
@@ -54,61 +54,6 @@
 --                what the request needs (cost + floor), 1 to MAX_MS; -1 when
 --                never (that exceeds a burst or a quota, or limit 0)
 --   shadow mask  bit i-1 set when shadow bucket i would have denied
-
--- 1. Read and decide every quota, in order (bucket.lua read and decided
--- every token bucket). A quota before the first bucket that denies is
--- charged as it is read (see above); st[4i] is then 1, or 2 for a key the
--- charge made or replaced.
-local spec = false -- whether step 1 charged a quota
-for i = 1, n do
-	if st[4 * i - 1] < 0 then
-		local limit = tonumber(ARGV[4 * i - 2])
-		-- The key holds the window's used; an existing key is the current
-		-- window.
-		local charging, used, made, px = i < first, nil, false, false
-		if charging then
-			-- Every bucket so far admits: charge now (INCRBY keeps the
-			-- expiry); the undo after step 1 reverts it on a deny, or for a
-			-- shadow without the tokens. INCRBY refuses (and leaves) a value
-			-- that is not an integer: a fresh window.
-			used = false
-			local r = redis.pcall('INCRBY', KEYS[i], cs)
-			if type(r) == 'number' then
-				px = 1
-				-- As quota reads a value: 0 <= used < 10^15.
-				if r >= cost and r < 1e15 then
-					-- Used 0: maybe no window yet (INCRBY made the key).
-					used, made = r - cost, r == cost
-				end
-			end
-		end
-		-- The usual charge (a window that has its key, the tokens, no floor)
-		-- needs nothing of quota(). Otherwise it reads the window's end
-		-- when it must: for a deny's wait, to tell a key INCRBY made (a key
-		-- without an expiry is no window), and for a lease every one.
-		local f, e = ARGV[4 * i + 1], false
-		if made or every_end or not used or f ~= '0' and f ~= '1' or limit - used + EPS < cost then
-			used, e = quota(i, used, limit, made or every_end, cost)
-		else
-			st[4 * i - 3], st[4 * i - 2] = false, limit - used
-		end
-		if e and made then
-			-- INCRBY made it (or found "0" without an expiry): it holds
-			-- cost, and now expires with its window. Undone by deleting
-			-- the key.
-			redis.call('PEXPIREAT', KEYS[i], e)
-			px = 2
-		elseif e and charging then
-			-- Charged here, as above (a value INCRBY refused or one out of
-			-- range, or one without an expiry); undone by deleting the
-			-- key.
-			redis.call('SET', KEYS[i], cs, 'PXAT', e)
-			px = 2
-		end
-		st[4 * i] = px
-		spec = spec or px
-	end
-end
 
 -- Undo what step 1 charged and the request does not: every quota on a deny,
 -- a shadow quota without the tokens (a shadow is charged only when it has

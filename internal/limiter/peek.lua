@@ -15,14 +15,6 @@
 -- and the milliseconds until it is full (a quota: until its window ends;
 -- 0 when blocked), 0 to MAX_MS.
 
--- Read and decide every quota (bucket.lua read and decided every token
--- bucket), every window's end read.
-for i = 1, n do
-	if st[4 * i - 1] < 0 then
-		quota(i, nil, tonumber(ARGV[4 * i - 2]), true, 1)
-	end
-end
-
 if allowed == 1 then
 	-- The limiting bucket: fewest tokens, enforcing buckets first.
 	wait = 0

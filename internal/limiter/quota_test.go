@@ -14,12 +14,12 @@ import (
 
 // calendarScript runs bucket.lua's window function alone, with a given
 // now: the one implementation, as every script has it, so the table below
-// tests exactly what runs. It is called as a request of one quota whose
-// amount, ARGV[1], is the now to compute at; bucket.lua reads no quota
-// key, so the key (KEYS[1]) is never touched.
+// tests exactly what runs. It is called as a peek of one quota whose
+// amount, ARGV[1], is the now to compute at; its key (KEYS[1]) is never
+// written (a peek writes nothing) and never exists.
 func calendarScript(t *testing.T) *redis.Script {
 	t.Helper()
-	return redis.NewScript(bucketLua + "local s, e = window(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[1]))\nreturn string.format('%d %d', s, e)")
+	return redis.NewScript("local charging, every_end = false, true\n" + bucketLua + "local s, e = window(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[1]))\nreturn string.format('%d %d', s, e)")
 }
 
 // us2024 is t in the script's time: microseconds since 2024-01-01 UTC.

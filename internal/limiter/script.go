@@ -13,11 +13,13 @@ import (
 )
 
 // The Lua scripts, one per operation. bucket.lua is what they share (the
-// clock, the token bucket, a quota's window); each script is bucket.lua
-// followed by its operation's file, so an allow's script holds the charge
-// and nothing of a peek, a usage report or a lease. Each is a redis.Script
-// (its own SHA): Run sends EVALSHA and falls back to EVAL, which also
-// loads it, on NOSCRIPT.
+// clock, reading and deciding every bucket: the token bucket, a quota's
+// window); each script is bucket.lua followed by its operation's file, so
+// an allow's script holds the charge and nothing of a peek, a usage report
+// or a lease. Its first line sets the two locals bucket.lua reads the
+// buckets by (charging, every_end: see bucket.lua). Each is a
+// redis.Script (its own SHA): Run sends EVALSHA and falls back to EVAL,
+// which also loads it, on NOSCRIPT.
 var (
 	//go:embed bucket.lua
 	bucketLua string
@@ -33,17 +35,17 @@ var (
 	leaseReturnLua string
 
 	// chargeScript checks and charges a request's buckets (Allow).
-	chargeScript = redis.NewScript(bucketLua + "local every_end = false\n" + chargeLua + "return out\n")
+	chargeScript = redis.NewScript("local charging, every_end = true, false\n" + bucketLua + chargeLua + "return out\n")
 	// peekScript reports them as a cost-1 request would see them,
 	// writing nothing (Peek, and Allow with cost 0).
-	peekScript = redis.NewScript(bucketLua + peekLua)
+	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + peekLua)
 	// usageScript charges or refunds usage known after a response
 	// (Charge).
-	usageScript = redis.NewScript(bucketLua + usageLua)
+	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + usageLua)
 	// leaseScript is the charge of a token lease of a request with a
 	// quota (lease.go): the charge, reading every quota's window end,
 	// whose reply goes on to name them (lease.lua).
-	leaseScript = redis.NewScript(bucketLua + "local every_end = true\n" + chargeLua + leaseLua)
+	leaseScript = redis.NewScript("local charging, every_end = true, true\n" + bucketLua + chargeLua + leaseLua)
 	// leaseReturnScript gives a lease's unused tokens back.
 	leaseReturnScript = redis.NewScript(leaseReturnLua)
 )

@@ -41,18 +41,16 @@ if idem and redis.call('EXISTS', idem) == 1 then
 	dup = 1
 end
 
--- Read every quota (bucket.lua read the token buckets) and compute what
--- the report makes of every bucket; the writes wait in sets until every
--- bucket is computed.
+-- What the report makes of every bucket (bucket.lua's step 1 read them,
+-- every window's end); the writes wait in sets until every bucket is
+-- computed.
 local out, sets = 'u ' .. dup, {}
 for i = 1, n do
 	local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
 	if T < 0 then
 		local limit = tonumber(ARGV[4 * i - 2])
-		local used, e = quota(i, nil, limit, true, 0)
-		at, h = st[4 * i - 3], st[4 * i - 2]
 		if dup == 0 and cost ~= 0 then
-			used = limit - h + cost
+			local used = limit - h + cost
 			if used < 0 then
 				used = 0
 			elseif used > 2 * limit then
@@ -60,8 +58,8 @@ for i = 1, n do
 			end
 			h = limit - used
 			-- A window that has a key keeps its expiry.
-			if e then
-				sets[#sets + 1] = { KEYS[i], format('%d', used), 'PXAT', e }
+			if fresh and fresh[i] then
+				sets[#sets + 1] = { KEYS[i], format('%d', used), 'PXAT', fresh[i] }
 			else
 				sets[#sets + 1] = { KEYS[i], format('%d', used), 'KEEPTTL' }
 			end
