@@ -72,7 +72,7 @@ func newHostile(t *testing.T) *hostile {
 	}
 	t.Cleanup(h.pool.Close)
 	// The admin API as sluice local serves it (net/http's limits included).
-	h.http = httptest.NewServer(h.app.Admin.HTTPHandler(func(*http.Request) string { return "hostile" }))
+	h.http = httptest.NewServer(h.app.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "hostile" }}))
 	t.Cleanup(h.http.Close)
 	return h
 }

@@ -1,29 +1,14 @@
 // Command infra is the Sluice CDK app: `npx cdk synth|diff|deploy` runs it
-// (cdk.json: "go run ./infra"). It deploys the reference stack; context
-// flags (-c key=value) select the bring-your-own and LocalStack variants:
-//
-//	vpcId=vpc-...          run in an existing VPC (looked up) instead of a new one
-//	securityGroupIds=sg-a,sg-b     security groups for the Lambdas in that VPC
-//	localstack=true        no VPC, no ElastiCache, no RDS (needs redisUrl and databaseUrl)
-//	redisUrl=rediss://...  an existing Redis instead of ElastiCache
-//	redisMode=cluster      REDIS_MODE for redisUrl: single (default), cluster or sentinel
-//	redisAuthSecretArn=... Secrets Manager secret with the AUTH token of redisUrl
-//	serverlessRedis=true   ElastiCache Serverless instead of a replication group
-//	redisEngineVersion=7.2 the replication group's engine version (pinned)
-//	databaseUrl=postgres://...     an existing PostgreSQL, in plain environment (dev only)
-//	databaseSecretArn=...  an existing RDS connection secret instead of Aurora
-//	databaseHost=...       host override for databaseSecretArn (e.g. an RDS Proxy)
-//	stackName=Sluice       the CloudFormation stack name
-//	assetRoot=build/arm64  where `make build` put the bootstraps
-//	subjectSources=..., defaultLimit=...   authorizer settings
-//	rateLimitHeaders=draft11,legacy        the 429's rate-limit fields (draft11, draft6, legacy)
-//	nag=true               check the stack with cdk-nag's AwsSolutions pack: an
-//	                       unsuppressed finding fails the synth (what TestNag checks)
+// (cdk.json: "go run ./infra"). It deploys the reference stack; the context
+// flags (-c key=value) are the fields of StackProps, listed with what each
+// creates and needs in docs/deploy.md (contextFlags below is the list).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -34,25 +19,74 @@ import (
 func main() {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	props, name := propsFromContext(app)
-	if _, err := NewStack(app, name, props); err != nil {
+	if err := run(app); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
-		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 	}
 	app.Synth(nil)
 }
 
-// propsFromContext reads the stack props from the CDK context.
-func propsFromContext(app awscdk.App) (*StackProps, string) {
+// run adds the stack the context describes to app.
+func run(app awscdk.App) error {
+	props, name, err := propsFromContext(app)
+	if err != nil {
+		return err
+	}
+	if _, err := NewStack(app, name, props); err != nil {
+		return err
+	}
+	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
+	}
+	return nil
+}
+
+// contextFlags are the context keys the app reads, each with the
+// StackProps field it sets (docs/deploy.md has a row for each: TestDeployDocFlags).
+var contextFlags = []string{
+	"stackName", "assetRoot", "nag",
+	"vpcId", "securityGroupIds", "natGateways", "vpcEndpoints", "localstack",
+	"redisUrl", "redisMode", "redisAuthSecretArn", "serverlessRedis", "redisEngine", "redisEngineVersion", "redisNodeType",
+	"databaseUrl", "databaseSecretArn", "databaseHost", "databaseDeletionProtection", "databaseBackupRetentionDays",
+	"subjectSources", "defaultLimit", "rateLimitHeaders", "upstreamAuthorizerArn",
+	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
+	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
+	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames",
+	"demoApi", "apiGatewayAccount",
+}
+
+// propsFromContext reads the stack props from the CDK context, reporting
+// every malformed value at once.
+func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 	get := func(key string) string {
 		v := app.Node().TryGetContext(jsii.String(key))
 		if v == nil {
 			return ""
 		}
 		return fmt.Sprint(v)
+	}
+	var errs []error
+	num := func(key string) float64 {
+		v := get(key)
+		if v == "" {
+			return 0
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			errs = append(errs, fmt.Errorf("-c %s=%s: want a number", key, v))
+		}
+		return f
+	}
+	boolean := func(key string, def bool) bool {
+		switch v := get(key); v {
+		case "":
+			return def
+		case "true", "false":
+			return v == "true"
+		default:
+			errs = append(errs, fmt.Errorf("-c %s=%s: want true or false", key, v))
+			return def
+		}
 	}
 	p := &StackProps{
 		StackProps: awscdk.StackProps{
@@ -62,30 +96,50 @@ func propsFromContext(app awscdk.App) (*StackProps, string) {
 				Region:  envOrNil("CDK_DEFAULT_REGION"),
 			},
 		},
-		AssetRoot:             get("assetRoot"),
-		RedisURL:              get("redisUrl"),
-		RedisMode:             get("redisMode"),
-		RedisAuthSecretArn:    get("redisAuthSecretArn"),
-		ServerlessRedis:       get("serverlessRedis") == "true",
-		RedisEngineVersion:    get("redisEngineVersion"),
-		DatabaseURL:           get("databaseUrl"),
-		DatabaseSecretArn:     get("databaseSecretArn"),
-		DatabaseHost:          get("databaseHost"),
-		SubjectSources:        get("subjectSources"),
-		DefaultLimit:          get("defaultLimit"),
-		UpstreamAuthorizerArn: get("upstreamAuthorizerArn"),
-		RateLimitHeaders:      get("rateLimitHeaders"),
-		NoVpc:                 get("localstack") == "true",
-		VpcID:                 get("vpcId"),
-		SecurityGroupIDs:      splitList(get("securityGroupIds")),
+		AssetRoot:                     get("assetRoot"),
+		RedisURL:                      get("redisUrl"),
+		RedisMode:                     get("redisMode"),
+		RedisAuthSecretArn:            get("redisAuthSecretArn"),
+		ServerlessRedis:               boolean("serverlessRedis", false),
+		RedisEngine:                   get("redisEngine"),
+		RedisEngineVersion:            get("redisEngineVersion"),
+		RedisNodeType:                 get("redisNodeType"),
+		DatabaseURL:                   get("databaseUrl"),
+		DatabaseSecretArn:             get("databaseSecretArn"),
+		DatabaseHost:                  get("databaseHost"),
+		DatabaseDeletionProtection:    boolean("databaseDeletionProtection", false),
+		DatabaseBackupRetentionDays:   int(num("databaseBackupRetentionDays")),
+		SubjectSources:                get("subjectSources"),
+		DefaultLimit:                  get("defaultLimit"),
+		UpstreamAuthorizerArn:         get("upstreamAuthorizerArn"),
+		RateLimitHeaders:              get("rateLimitHeaders"),
+		JWTIssuer:                     get("jwtIssuer"),
+		JWTAudience:                   get("jwtAudience"),
+		JWTTokenUse:                   get("jwtTokenUse"),
+		JWTJWKSURL:                    get("jwtJwksUrl"),
+		AuthorizerMemory:              num("authorizerMemory"),
+		AuthorizerReservedConcurrency: num("authorizerReservedConcurrency"),
+		FunctionMemory:                num("functionMemory"),
+		AdminReservedConcurrency:      num("adminReservedConcurrency"),
+		LogLevel:                      get("logLevel"),
+		AuthorizerP99Millis:           num("authorizerP99Millis"),
+		AlarmTopicArn:                 get("alarmTopicArn"),
+		AlarmEmail:                    get("alarmEmail"),
+		ProtectedAPINames:             splitList(get("protectedApiNames")),
+		NoDemoAPI:                     !boolean("demoApi", true),
+		NoAPIGatewayAccount:           !boolean("apiGatewayAccount", true),
+		NoVpc:                         boolean("localstack", false),
+		VpcID:                         get("vpcId"),
+		SecurityGroupIDs:              splitList(get("securityGroupIds")),
+		NatGateways:                   int(num("natGateways")),
+		VpcEndpoints:                  get("vpcEndpoints"),
 	}
 	name := get("stackName")
 	if name == "" {
 		name = "Sluice"
 	}
-	return p, name
+	return p, name, errors.Join(errs...)
 }
-
 func envOrNil(k string) *string {
 	if v := os.Getenv(k); v != "" {
 		return jsii.String(v)

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticache"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -20,12 +21,15 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // StackProps configures the reference Sluice stack. The zero value (plus
@@ -40,11 +44,28 @@ type StackProps struct {
 	AssetRoot string
 
 	// Vpc is an existing VPC to run in. Default: a new VPC over 2 AZs with
-	// isolated subnets only and a Secrets Manager endpoint.
+	// isolated subnets only (see NatGateways), an interface endpoint for
+	// Secrets Manager and, with UpstreamAuthorizerArn, one for Lambda.
 	Vpc awsec2.IVpc
 	// VpcSubnets selects the subnets of Vpc for the Lambdas and data stores.
-	// Default: the isolated subnets of the new VPC; CDK's default for Vpc.
+	// Default: the new VPC's isolated subnets (private with NatGateways); in
+	// Vpc or VpcID, its private subnets with egress, else its isolated ones.
 	VpcSubnets *awsec2.SubnetSelection
+	// NatGateways gives the new VPC public subnets, an internet gateway and
+	// this many NAT gateways (1 or 2), and puts the Lambdas in private
+	// subnets routed through them: the one way to reach a JWKS URL (the
+	// jwt: subject sources) from the new VPC. A NAT gateway costs about
+	// 0.045 USD an hour (33 USD a month) plus 0.045 USD per GB processed
+	// (us-east-1). Default 0: isolated subnets, AWS APIs through interface
+	// endpoints only.
+	NatGateways int
+	// VpcEndpoints says how isolated subnets of Vpc or VpcID (no NAT route)
+	// reach the AWS APIs the Lambdas call (Secrets Manager, and Lambda with
+	// UpstreamAuthorizerArn): "create" creates interface endpoints for them
+	// in that VPC, "existing" vouches that the VPC has them, with private
+	// DNS. Required when the Lambdas' subnets there are isolated; unused
+	// otherwise.
+	VpcEndpoints string
 	// SecurityGroups are given to every Lambda, e.g. the groups your own Redis
 	// and database admit. Default: one group created here.
 	SecurityGroups []awsec2.ISecurityGroup
@@ -72,7 +93,10 @@ type StackProps struct {
 	// ServerlessRedis creates ElastiCache Serverless instead of a replication
 	// group (only without RedisURL).
 	ServerlessRedis bool
-	// RedisNodeType of the replication group. Default: "cache.t4g.small".
+	// RedisNodeType of the replication group. Default: "cache.m7g.large",
+	// not burstable: Redis is on every request's path, and a burstable
+	// node that runs out of CPU credits slows every decision (or costs
+	// extra in unlimited mode). "cache.t4g.small" suits a trial.
 	RedisNodeType string
 	// RedisEngine is "valkey" or "redis". Default: "valkey".
 	RedisEngine string
@@ -93,6 +117,13 @@ type StackProps struct {
 	DatabaseSecretArn string
 	// DatabaseHost overrides the secret's host (DB_HOST), e.g. an RDS Proxy.
 	DatabaseHost string
+	// DatabaseDeletionProtection turns on the Aurora cluster's deletion
+	// protection: `cdk destroy` then fails on the cluster until it is
+	// turned off. Default: off (a final snapshot is kept either way).
+	DatabaseDeletionProtection bool
+	// DatabaseBackupRetentionDays of the Aurora cluster, 1 to 35.
+	// Default: 7.
+	DatabaseBackupRetentionDays int
 
 	// AuthorizerMemory in MiB. Default: 512 (more memory, more CPU: the
 	// authorizer is on every request's path).
@@ -116,16 +147,38 @@ type StackProps struct {
 	RateLimitHeaders string
 	// UpstreamAuthorizerArn is an existing Lambda authorizer the Sluice
 	// authorizer invokes first (UPSTREAM_AUTHORIZER), granted
-	// lambda:InvokeFunction on it. Default: none.
+	// lambda:InvokeFunction on it. The new VPC gets a Lambda interface
+	// endpoint for the invoke. Default: none.
 	UpstreamAuthorizerArn string
+	// JWTIssuer, JWTAudience (comma-separated), JWTTokenUse and JWTJWKSURL
+	// are the authorizer's JWT_* settings, which the jwt:<claim> subject
+	// sources require (issuer and audience). The authorizer fetches the
+	// JWKS over HTTPS: the new VPC then needs NatGateways. Default: none.
+	JWTIssuer, JWTAudience, JWTTokenUse, JWTJWKSURL string
 	// LogLevel is LOG_LEVEL of every function. Default: "info".
 	LogLevel string
 
 	// AuthorizerP99Millis is the p99 duration alarm threshold. Default: 50.
 	AuthorizerP99Millis float64
-	// MigrateNonce is passed to the migrate custom resource: a new value runs
-	// the migrations again. Default: the synth time, so every deploy migrates.
-	MigrateNonce string
+	// AlarmTopicArn is an existing SNS topic every alarm notifies.
+	// Default: a topic created here (output AlarmTopicArn).
+	AlarmTopicArn string
+	// AlarmEmail subscribes an e-mail address to the alarm topic (AWS
+	// sends a confirmation first). Default: none.
+	AlarmEmail string
+	// ProtectedAPINames are the names of APIs elsewhere that use this
+	// authorizer (output AuthorizerArn): each gets a 5XXError alarm, like
+	// the demo API. Default: none.
+	ProtectedAPINames []string
+
+	// NoDemoAPI leaves out the demo API. Default: created, throttled to
+	// demoRateLimit requests a second.
+	NoDemoAPI bool
+	// NoAPIGatewayAccount leaves API Gateway's account-wide CloudWatch
+	// role alone, for an account where it is managed centrally. The
+	// account must have one before the stack is deployed: a stage that
+	// logs is refused without it. Default: the stack sets it.
+	NoAPIGatewayAccount bool
 }
 
 // byoDatabase reports whether the props name an existing database.
@@ -144,6 +197,72 @@ func (p *StackProps) validate() error {
 	}
 	if p.DatabaseURL != "" && p.DatabaseSecretArn != "" {
 		errs = append(errs, errors.New("DatabaseURL and DatabaseSecretArn are exclusive"))
+	}
+	// The new VPC is isolated: nothing outside it is reachable, so a Redis
+	// or database brought along needs the VPC it lives in.
+	newVpc := !p.NoVpc && p.Vpc == nil && p.VpcID == ""
+	if newVpc && p.RedisURL != "" {
+		errs = append(errs, errors.New("RedisURL (redisUrl) needs VpcID (-c vpcId=<the VPC of that Redis>, with -c securityGroupIds=<a group it admits>): "+
+			"the new VPC has no route to an existing Redis, and every decision would fail open; "+
+			"-c localstack=true runs without a VPC, for a Redis reachable from anywhere"))
+	}
+	if newVpc && p.byoDatabase() {
+		errs = append(errs, errors.New("DatabaseSecretArn or DatabaseURL (databaseSecretArn, databaseUrl) needs VpcID (-c vpcId=<the VPC of that database>): "+
+			"the new VPC has no route to an existing database, the migration would time out and the deploy roll back"))
+	}
+	if p.NatGateways < 0 || p.NatGateways > 2 {
+		errs = append(errs, fmt.Errorf("NatGateways %d: want 0, 1 or 2 (the new VPC spans 2 AZs)", p.NatGateways))
+	}
+	if p.NatGateways > 0 && !newVpc {
+		errs = append(errs, errors.New("NatGateways (natGateways) applies to the VPC the stack creates, not to Vpc, VpcID or NoVpc"))
+	}
+	if p.VpcEndpoints != "" && p.VpcEndpoints != "create" && p.VpcEndpoints != "existing" {
+		errs = append(errs, fmt.Errorf("VpcEndpoints %q: want create or existing", p.VpcEndpoints))
+	}
+	if p.VpcEndpoints != "" && p.Vpc == nil && p.VpcID == "" {
+		errs = append(errs, errors.New("VpcEndpoints (vpcEndpoints) applies to Vpc or VpcID only"))
+	}
+	if sluice.HasJWTSource(p.SubjectSources) && (p.JWTIssuer == "" || p.JWTAudience == "") {
+		errs = append(errs, fmt.Errorf("SubjectSources %q reads a verified token: it needs JWTIssuer and JWTAudience "+
+			"(-c jwtIssuer=https://cognito-idp.<region>.amazonaws.com/<user pool id> -c jwtAudience=<app client id>), "+
+			"or the authorizer fails at every cold start", p.SubjectSources))
+	}
+	for _, f := range [...]struct{ field, url string }{{"JWTIssuer", p.JWTIssuer}, {"JWTJWKSURL", p.JWTJWKSURL}} {
+		if u, err := url.Parse(f.url); f.url != "" && (err != nil || u.Scheme != "https" || u.Host == "") {
+			errs = append(errs, fmt.Errorf("%s %q: want an https:// URL", f.field, f.url))
+		}
+	}
+	if p.JWTIssuer != "" && newVpc && p.NatGateways == 0 {
+		errs = append(errs, fmt.Errorf("JWTIssuer: the authorizer fetches the JWKS (%s) over HTTPS, and the new VPC has no route "+
+			"to it: add -c natGateways=1 (a NAT gateway, about 33 USD a month plus 0.045 USD per GB, us-east-1), "+
+			"or -c vpcId=<a VPC whose private subnets have a NAT route>", jwksURL(p)))
+	}
+	if p.AlarmTopicArn != "" && !snsTopicARN.MatchString(p.AlarmTopicArn) {
+		errs = append(errs, fmt.Errorf("AlarmTopicArn %q: want an SNS topic ARN, arn:aws:sns:<region>:<account>:<name>", p.AlarmTopicArn))
+	}
+	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
+		errs = append(errs, fmt.Errorf("AlarmEmail %q: want an e-mail address", p.AlarmEmail))
+	}
+	if d := p.DatabaseBackupRetentionDays; d < 0 || d > 35 {
+		errs = append(errs, fmt.Errorf("DatabaseBackupRetentionDays %d: want 1 to 35", d))
+	}
+	for _, f := range [...]struct {
+		field string
+		v     float64
+	}{
+		{"AuthorizerMemory", p.AuthorizerMemory}, {"FunctionMemory", p.FunctionMemory},
+		{"AuthorizerReservedConcurrency", p.AuthorizerReservedConcurrency}, {"AdminReservedConcurrency", p.AdminReservedConcurrency},
+		{"AuthorizerP99Millis", p.AuthorizerP99Millis},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: want a positive number", f.field, f.v))
+		}
+	}
+	if m := p.AuthorizerMemory; m != 0 && (m < 128 || m > 10240) {
+		errs = append(errs, fmt.Errorf("AuthorizerMemory %v: want 128 to 10240 MiB", m))
+	}
+	if m := p.FunctionMemory; m != 0 && (m < 128 || m > 10240) {
+		errs = append(errs, fmt.Errorf("FunctionMemory %v: want 128 to 10240 MiB", m))
 	}
 	if _, err := sluice.ResponseHeaders(p.RateLimitHeaders); err != nil {
 		errs = append(errs, fmt.Errorf("RateLimitHeaders: %w", err))
@@ -168,10 +287,20 @@ func (p *StackProps) validate() error {
 var (
 	// secretARN matches a Secrets Manager secret ARN, complete or partial.
 	secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[^:]+$`)
+	// snsTopicARN matches an SNS topic ARN.
+	snsTopicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]+$`)
 	// secretSuffix is the hyphen and 6 random letters or digits Secrets
 	// Manager appends to the name in a secret's complete ARN.
 	secretSuffix = regexp.MustCompile(`-[A-Za-z0-9]{6}$`)
 )
+
+// jwksURL is where the authorizer fetches the signing keys.
+func jwksURL(p *StackProps) string {
+	if p.JWTJWKSURL != "" {
+		return p.JWTJWKSURL
+	}
+	return strings.TrimSuffix(p.JWTIssuer, "/") + "/.well-known/jwks.json"
+}
 
 // importSecret imports an existing secret by its ARN. A complete ARN (the
 // name plus Secrets Manager's 6-character suffix) is granted as it is. A
@@ -199,7 +328,11 @@ type Stack struct {
 	Authorizer *sluice.Authorizer
 	Functions  map[string]awslambda.Function
 	AdminAPI   awsapigateway.RestApi
-	DemoAPI    awsapigateway.RestApi
+	// DemoAPI is nil with NoDemoAPI.
+	DemoAPI awsapigateway.RestApi
+	// AlarmTopic is nil with AlarmTopicArn.
+	AlarmTopic awssns.Topic
+	Alarms     *sluice.Alarms
 }
 
 // adminRoute is one admin API method and the function serving it.
@@ -243,34 +376,13 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
 
-	vpc, subnets := p.Vpc, p.VpcSubnets
-	if vpc == nil && p.VpcID != "" {
-		vpc = awsec2.Vpc_FromLookup(stack, jsii.String("Vpc"), &awsec2.VpcLookupOptions{VpcId: jsii.String(p.VpcID)})
+	net, err := newNetwork(stack, p)
+	if err != nil {
+		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
 	}
-	sgs := append([]awsec2.ISecurityGroup(nil), p.SecurityGroups...)
-	for i, id := range p.SecurityGroupIDs {
-		sgs = append(sgs, awsec2.SecurityGroup_FromSecurityGroupId(stack, jsii.String(fmt.Sprintf("FunctionsSg%d", i)), jsii.String(id), nil))
-	}
-	// What the migration's Delete needs until it has run: the Secrets
-	// Manager endpoint of the VPC created here (a VPC you bring keeps its
-	// own route to Secrets Manager).
-	var migrationNeeds []constructs.IDependable
-	if vpc == nil && !p.NoVpc {
-		var endpoint awsec2.InterfaceVpcEndpoint
-		vpc, endpoint = newVpc(stack)
-		migrationNeeds = append(migrationNeeds, endpoint)
-		subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
-	}
-	var fnSGs []awsec2.ISecurityGroup
-	if vpc != nil {
-		fnSGs = sgs
-		if len(fnSGs) == 0 {
-			fnSGs = []awsec2.ISecurityGroup{awsec2.NewSecurityGroup(stack, jsii.String("FunctionsSg"), &awsec2.SecurityGroupProps{
-				Vpc:              vpc,
-				Description:      jsii.String("Sluice Lambdas"),
-				AllowAllOutbound: jsii.Bool(true),
-			})}
-		}
+	vpc, subnets, fnSGs := net.vpc, net.subnets, net.groups
+	if vpc == nil {
+		fnSGs = nil
 	}
 
 	rd := newRedis(stack, p, vpc, subnets, fnSGs)
@@ -332,6 +444,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		SubjectSources:   p.SubjectSources,
 		RateLimitHeaders: p.RateLimitHeaders,
 		Upstream:         upstream,
+		JWT:              jwtProps(p),
+		// Without the demo API, no API of this stack uses the REQUEST
+		// authorizer (APIs elsewhere make their own from AuthorizerArn),
+		// and one attached to no API cannot be synthesized.
+		NoRequestAuthorizer: p.NoDemoAPI,
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
 	grant(s.Authorizer.Function, true)
@@ -378,61 +495,37 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
 
-	newMigration(stack, p, s.Functions["migrate"], db, migrationNeeds...)
-	apiAccount := newAPIGatewayAccount(stack)
-	s.AdminAPI = newAdminAPI(stack, s.Functions)
-	s.DemoAPI = newDemoAPI(stack, s.Authorizer)
-	for _, api := range []awsapigateway.RestApi{s.AdminAPI, s.DemoAPI} {
-		// A stage that logs is rejected until the account has the role.
-		api.DeploymentStage().Node().AddDependency(apiAccount)
+	newMigration(stack, s.Functions["migrate"], db, net.needs...)
+	var apiAccount awsapigateway.CfnAccount
+	if !p.NoAPIGatewayAccount {
+		apiAccount = newAPIGatewayAccount(stack)
 	}
-	newMonitoring(stack, p, s.Authorizer.Function, s.Functions["check"], s.DemoAPI, rd)
+	s.AdminAPI = newAdminAPI(stack, s.Functions)
+	apis := []awsapigateway.RestApi{s.AdminAPI}
+	if !p.NoDemoAPI {
+		s.DemoAPI = newDemoAPI(stack, s.Authorizer)
+		apis = append(apis, s.DemoAPI)
+	}
+	for i, api := range apis {
+		stage := api.DeploymentStage()
+		if apiAccount != nil {
+			// A stage that logs is rejected until the account has the role.
+			stage.Node().AddDependency(apiAccount)
+		}
+		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], api))
+	}
+	newMonitoring(stack, p, s, rd)
 	newInsights(stack, s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
-
-	awscdk.NewCfnOutput(stack, jsii.String("AdminApiUrl"), &awscdk.CfnOutputProps{
-		Value: s.AdminAPI.Url(), Description: jsii.String("Admin REST API (IAM-signed requests)"),
-	})
-	awscdk.NewCfnOutput(stack, jsii.String("DemoApiUrl"), &awscdk.CfnOutputProps{
-		Value: s.DemoAPI.Url(), Description: jsii.String("Demo REST API behind the Sluice authorizer"),
-	})
-	awscdk.NewCfnOutput(stack, jsii.String("AuthorizerArn"), &awscdk.CfnOutputProps{
-		Value: s.Authorizer.Function.FunctionArn(), Description: jsii.String("Sluice authorizer Lambda ARN"),
-	})
+	newOutputs(stack, s, net, rd, db, subjectKey)
 	return s, nil
 }
 
-// newVpc creates a VPC without NAT or internet gateway. The only AWS API the
-// Lambdas call is Secrets Manager, through the interface endpoint returned;
-// their logs need none (the Lambda service ships them).
-func newVpc(stack awscdk.Stack) (awsec2.Vpc, awsec2.InterfaceVpcEndpoint) {
-	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
-		MaxAzs:      jsii.Number(2),
-		NatGateways: jsii.Number(0),
-		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{{
-			Name:       jsii.String("isolated"),
-			SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED,
-			CidrMask:   jsii.Number(24),
-		}},
-	})
-	endpoint := vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
-		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
-		PrivateDnsEnabled: jsii.Bool(true),
-		Subnets:           &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
-	})
-	suppress(endpoint, "CdkNagValidationFailure", "the endpoint's group admits 443 from the VPC's own CIDR block, "+
-		"a Fn::GetAtt that AwsSolutions-EC23 cannot resolve; it is not open to the internet",
-		"/^AwsSolutions-EC23$/")
-	// Rejected connections only: that is where a missing security group
-	// rule shows (a Lambda dialing a port Redis does not admit), and all
-	// traffic would log every Redis round trip of every decision.
-	vpc.AddFlowLog(jsii.String("RejectedFlows"), &awsec2.FlowLogOptions{
-		TrafficType: awsec2.FlowLogTrafficType_REJECT,
-		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(awslogs.NewLogGroup(stack, jsii.String("VpcRejectedFlows"), &awslogs.LogGroupProps{
-			Retention:     awslogs.RetentionDays_ONE_MONTH,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		}), nil),
-	})
-	return vpc, endpoint
+// jwtProps are the authorizer's JWT settings, or nil.
+func jwtProps(p *StackProps) *sluice.JWT {
+	if p.JWTIssuer == "" {
+		return nil
+	}
+	return &sluice.JWT{Issuer: p.JWTIssuer, Audience: splitList(p.JWTAudience), TokenUse: p.JWTTokenUse, JWKSURL: p.JWTJWKSURL}
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -530,7 +623,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		ReplicationGroupDescription: jsii.String("Sluice token buckets"),
 		Engine:                      jsii.String(engine),
 		EngineVersion:               jsii.String(redisEngineVersion(engine, p.RedisEngineVersion)),
-		CacheNodeType:               jsii.String(cmp.Or(p.RedisNodeType, "cache.t4g.small")),
+		CacheNodeType:               jsii.String(cmp.Or(p.RedisNodeType, defaultRedisNodeType)),
 		NumCacheClusters:            jsii.Number(2), // a primary and a replica in the other AZ
 		AutomaticFailoverEnabled:    jsii.Bool(true),
 		MultiAzEnabled:              jsii.Bool(true),
@@ -557,6 +650,11 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
 	}
 }
+
+// defaultRedisNodeType is the replication group's node type: the smallest
+// Graviton node that is not burstable (2 vCPUs, 6.38 GiB). See
+// StackProps.RedisNodeType.
+const defaultRedisNodeType = "cache.m7g.large"
 
 // redisEngineVersion is the replication group's EngineVersion: version, or
 // the default of engine, the 7.x line the limiter's tests run on
@@ -618,9 +716,16 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		Vpc:                     vpc,
 		VpcSubnets:              subnets,
 		RemovalPolicy:           awscdk.RemovalPolicy_SNAPSHOT,
+		DeletionProtection:      jsii.Bool(p.DatabaseDeletionProtection),
+		Backup: &awsrds.BackupProps{
+			Retention: awscdk.Duration_Days(jsii.Number(float64(cmp.Or(p.DatabaseBackupRetentionDays, 7)))),
+		},
 	})
-	suppress(cluster, "AwsSolutions-RDS10", "RemovalPolicy SNAPSHOT keeps a final snapshot whenever "+
-		"CloudFormation deletes the cluster; deletion protection would only make `cdk destroy` fail")
+	if !p.DatabaseDeletionProtection {
+		suppress(cluster, "AwsSolutions-RDS10", "RemovalPolicy SNAPSHOT keeps a final snapshot whenever "+
+			"CloudFormation deletes the cluster; deletion protection (DatabaseDeletionProtection, off by default) "+
+			"would make `cdk destroy` fail")
+	}
 	suppress(cluster, "AwsSolutions-RDS6", "the functions reach the cluster only through the RDS Proxy, which "+
 		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
 	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
@@ -628,10 +733,15 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	// Lambdas connect through the proxy: it pools connections across
 	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
 	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
-		Vpc:        vpc,
-		VpcSubnets: subnets,
-		Secrets:    &[]awssecretsmanager.ISecret{cluster.Secret()},
-		RequireTLS: jsii.Bool(true),
+		// Unique per account and region, as the stack name is: CDK names
+		// the proxy "Proxy" otherwise (without the
+		// databaseProxyUniqueResourceName flag), and a second stack there
+		// (staging beside prod) fails to create.
+		DbProxyName: jsii.String(proxyName(stack)),
+		Vpc:         vpc,
+		VpcSubnets:  subnets,
+		Secrets:     &[]awssecretsmanager.ISecret{cluster.Secret()},
+		RequireTLS:  jsii.Bool(true),
 	})
 	for _, fnSG := range fnSGs {
 		proxy.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
@@ -646,31 +756,48 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	}
 }
 
-// newMigration runs the migrate function on every deploy through a custom
-// resource whose Nonce property changes at each synth. (A triggers.Trigger
-// would re-run only when the function's code changes.) The function receives
-// the CloudFormation event; it migrates on Create and Update and does not
-// touch the database on Delete (app.Migrator.Handle), so deleting the stack
-// never waits on PostgreSQL. A cold start still reads the database secret
-// before any event is handled (app.New), so the custom resource depends on
-// needs (the Secrets Manager endpoint): CloudFormation deletes in reverse
-// dependency order, and the Delete event then runs while the endpoint is
-// still there rather than hanging on Secrets Manager until it times out.
-func newMigration(stack awscdk.Stack, p *StackProps, fn awslambda.Function, db database, needs ...constructs.IDependable) {
+// proxyName is the RDS Proxy's name: letters, digits and single hyphens,
+// starting with a letter, at most 60 characters, from the stack name.
+func proxyName(stack awscdk.Stack) string {
+	name := resourceName(stack, "db-proxy")
+	name = regexp.MustCompile(`-{2,}`).ReplaceAllString(name, "-")
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		name = "s-" + name
+	}
+	return name
+}
+
+// newMigration runs the migrate function through a custom resource whose
+// Migrations property is the digest of the migrations the function carries
+// (migrations.Digest): CloudFormation sends Create on the first deploy and
+// Update when the migrations change, and an unchanged app shows no change
+// in `cdk diff`. (A triggers.Trigger would re-run on every code change.)
+// The function (app.Migrator.Handle) migrates on Create and on an Update to
+// its own set, and touches no database on Delete, on a rollback (an Update
+// back to another set) or on an Update to the same set, so neither deleting
+// the stack nor rolling it back waits on PostgreSQL. A cold start still
+// reads the database secret before any event is handled (app.New), so the
+// custom resource depends on needs (the interface endpoints):
+// CloudFormation deletes in reverse dependency order, and the Delete event
+// then runs while the endpoint is still there rather than hanging on
+// Secrets Manager until it times out.
+func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs ...constructs.IDependable) {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
+		// The framework function's log group, with an expiry (Lambda
+		// would create one that never expires, left behind on destroy).
+		LogGroup: awslogs.NewLogGroup(stack, jsii.String("MigrateProviderLogs"), &awslogs.LogGroupProps{
+			Retention:     awslogs.RetentionDays_ONE_MONTH,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		}),
 	})
 	suppress(provider, "AwsSolutions-IAM5", "the CDK Provider framework may invoke the migrate function's "+
 		"versions and aliases (<function ARN>:*), and nothing else",
 		`/^Resource::<Migrate[0-9A-F]{8}\.Arn>:\*$/`)
-	nonce := p.MigrateNonce
-	if nonce == "" {
-		nonce = time.Now().UTC().Format(time.RFC3339Nano)
-	}
 	cr := awscdk.NewCustomResource(stack, jsii.String("Migration"), &awscdk.CustomResourceProps{
 		ServiceToken: provider.ServiceToken(),
 		ResourceType: jsii.String("Custom::SluiceMigrate"),
-		Properties:   &map[string]interface{}{"Nonce": nonce},
+		Properties:   &map[string]interface{}{"Migrations": migrations.Digest()},
 	})
 	if db.dependable != nil {
 		cr.Node().AddDependency(db.dependable)
@@ -696,8 +823,9 @@ const accessLogFormat = `{"requestId":"$context.requestId","time":"$context.requ
 
 // stageLogging is the deployment stage of an API: access logs (one JSON line
 // per request, accessLogFormat) and execution logs of errors in log groups
-// kept a month. Execution logging stays at ERROR without data tracing: full
-// request logging would write the callers' API keys to the log.
+// kept a month (newExecutionLogs). Execution logging stays at ERROR without
+// data tracing: full request logging would write the callers' API keys to
+// the log.
 func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
 	logs := awslogs.NewLogGroup(stack, jsii.String(id+"AccessLogs"), &awslogs.LogGroupProps{
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
@@ -710,6 +838,31 @@ func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
 		DataTraceEnabled:     jsii.Bool(false),
 	}
 }
+
+// newExecutionLogs creates the log group API Gateway writes the execution
+// logs of api's deployment stage to, API-Gateway-Execution-Logs_<id>/<stage>,
+// before the stage exists: left to API Gateway, the group never expires and
+// outlives the stack. The stage must depend on it.
+func newExecutionLogs(stack awscdk.Stack, id string, api awsapigateway.RestApi) awslogs.LogGroup {
+	return awslogs.NewLogGroup(stack, jsii.String(id+"ExecutionLogs"), &awslogs.LogGroupProps{
+		LogGroupName: awscdk.Fn_Join(jsii.String(""), &[]*string{
+			jsii.String("API-Gateway-Execution-Logs_"), api.RestApiId(), jsii.String("/"), jsii.String(stageName),
+		}),
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+}
+
+// stageName is the deployment stage of both APIs (CDK's default).
+const stageName = "prod"
+
+// The demo API's stage throttle: enough to try the limiter by hand, little
+// for a flood of a public URL to cost (every request invokes the
+// authorizer).
+const (
+	demoRateLimit  = 10 // requests a second, steady
+	demoBurstLimit = 20
+)
 
 // newAPIGatewayAccount sets the role API Gateway writes logs with, which a
 // stage that logs requires. It is one setting per account and region: this
@@ -779,11 +932,14 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 // newDemoAPI is a RestApi behind the authorizer, with a mock echo, to try
 // the limiter without an application of your own.
 func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi {
+	deploy := stageLogging(stack, "DemoApi")
+	deploy.ThrottlingRateLimit = jsii.Number(demoRateLimit)
+	deploy.ThrottlingBurstLimit = jsii.Number(demoBurstLimit)
 	api := awsapigateway.NewRestApi(stack, jsii.String("DemoApi"), &awsapigateway.RestApiProps{
 		RestApiName:          jsii.String(*stack.StackName() + "-demo"),
 		Description:          jsii.String("Sluice demo: a mock echo behind the rate limiter"),
 		CloudWatchRole:       jsii.Bool(false), // newAPIGatewayAccount
-		DeployOptions:        stageLogging(stack, "DemoApi"),
+		DeployOptions:        deploy,
 		DefaultMethodOptions: a.MethodOptions(),
 	})
 	a.AddGatewayResponses(stack, "DemoApi", api)
@@ -812,71 +968,57 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	return api
 }
 
-// newMonitoring creates the alarms and the dashboard. api is the REST API
-// behind the authorizer.
-func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambda.Function, api awsapigateway.RestApi, rd redis) {
-	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	// The authorizer and check functions write Embedded Metric Format lines
-	// in namespace Sluice with dimension Function = the Lambda's name;
-	// "FailOpen" counts decisions allowed because Redis failed and the rule
-	// fails open. FILL keeps a quiet function from blanking the sum.
-	failOpenOf := func(fn awslambda.IFunction) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String("Sluice"), MetricName: jsii.String("FailOpen"),
-			DimensionsMap: &map[string]*string{"Function": fn.FunctionName()},
-			Statistic:     jsii.String("Sum"), Period: minute,
+// newMonitoring creates the alarm topic, the alarms and the dashboard.
+func newMonitoring(stack awscdk.Stack, p *StackProps, s *Stack, rd redis) {
+	var topic awssns.ITopic
+	if p.AlarmTopicArn != "" {
+		topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+	} else {
+		t := awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+			DisplayName: jsii.String("Sluice alarms"),
+			EnforceSSL:  jsii.Bool(true),
 		})
+		suppress(t, "AwsSolutions-SNS2", "CloudWatch alarms cannot publish to a topic encrypted with the AWS managed "+
+			"key (aws/sns), and the messages carry alarm names and metric values, no request data")
+		topic = t
+		s.AlarmTopic = t
 	}
-	failOpen := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("SUM([FILL(a, 0), FILL(c, 0)])"),
-		Label:      jsii.String("Fail-open decisions"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"a": failOpenOf(authorizer), "c": failOpenOf(check),
-		},
-		Period: minute,
+	if p.AlarmEmail != "" {
+		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(p.AlarmEmail), nil))
+	} else if p.AlarmTopicArn == "" {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("sluice:alarmTopicWithoutSubscriber"), jsii.String(
+			"the alarms notify the topic AlarmTopic, which has no subscriber: pass -c alarmEmail=<address> "+
+				"or subscribe to the AlarmTopicArn output"), nil)
+	}
+	var apis []awsapigateway.IRestApi
+	if s.DemoAPI != nil {
+		apis = append(apis, s.DemoAPI)
+	}
+	check := s.Functions["check"]
+	s.Alarms = s.Authorizer.NewAlarms(stack, "", &sluice.AlarmsProps{
+		Topic: topic, APIs: apis, APINames: p.ProtectedAPINames,
+		Deciders: []awslambda.IFunction{check}, P99Millis: p.AuthorizerP99Millis,
 	})
-	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold float64, periods float64) {
-		awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String(desc),
-			Metric:             m,
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(periods),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-	}
-	alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open)", failOpen, 0, 1)
-	// Authorizer failures: alarm on the API's 5XXError, not on the
-	// function's Errors. A REST authorizer can answer 401 only by failing
-	// with the error "Unauthorized", so Errors counts every request without
-	// a subject, and an alarm on it fires on any client that forgets its
-	// key. Subtracting the authorizer's EMF Decisions{Outcome=unauthorized}
-	// count is not exact either: the authorizer batches its EMF counts and
-	// writes them with an invocation at least 10 s after its last write
-	// (internal/authorizer/apigw.Metrics), so the 401 of a fresh instance
-	// reaches CloudWatch a minute late, or never when that instance is not
-	// invoked again, and `errors - unauthorized` would still fire on it.
-	// API Gateway counts 5XXError itself, per response, with no lag, and
-	// answers 500 when the authorizer fails, times out, returns a malformed
-	// policy or is throttled: the symptom itself. The demo API's integration
-	// is a mock, so its 5XX come from API Gateway alone. An API elsewhere
-	// using this authorizer (the AuthorizerArn output) wants the same alarm
-	// on its own 5XXError.
-	serverErrors := api.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
-	alarm("AuthorizerFailuresAlarm", "API Gateway answered 500: the Sluice authorizer failed, timed out or was throttled", serverErrors, 0, 1)
-	// A throttled authorizer is a 500 too (Lambda's Throttles count it on
-	// every API using the function); AuthorizerReservedConcurrency or the
-	// account's concurrency limit is what throttles it.
-	throttles := authorizer.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
-	alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)", throttles, 0, 1)
-	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
-	p99 := authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})
-	alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high", p99, cmp.Or(p.AuthorizerP99Millis, 50), 5)
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	if rd.cpu != nil {
-		alarm("RedisCpuAlarm", "Sluice Redis CPU is high", rd.cpu, 80, 5)
-		alarm("RedisMemoryAlarm", "Sluice Redis memory is high", rd.mem, 80, 5)
+		for _, a := range []struct {
+			id, desc string
+			m        awscloudwatch.IMetric
+		}{
+			{"RedisCpuAlarm", "Sluice Redis CPU is high", rd.cpu},
+			{"RedisMemoryAlarm", "Sluice Redis memory is high", rd.mem},
+		} {
+			al := awscloudwatch.NewAlarm(stack, jsii.String(a.id), &awscloudwatch.AlarmProps{
+				AlarmDescription: jsii.String(a.desc), Metric: a.m, Threshold: jsii.Number(80), EvaluationPeriods: jsii.Number(5),
+				ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+				TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			})
+			al.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+			al.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
+		}
 	}
 
+	authorizer := s.Authorizer.Function
 	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(*stack.StackName() + "-sluice"),
 	})
@@ -889,7 +1031,7 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 			dm[k] = jsii.String(v)
 		}
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String("Sluice"), MetricName: jsii.String(name), DimensionsMap: &dm,
+			Namespace: jsii.String(sluice.MetricsNamespace), MetricName: jsii.String(name), DimensionsMap: &dm,
 			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + strings.Join(slices.Collect(maps.Values(dims)), " ") + " " + stat)),
 		})
 	}
@@ -900,17 +1042,65 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, authorizer, check awslambd
 	dash.AddWidgets(
 		graph("Authorizer decisions", decisions...),
 		graph("Redis latency (ms)", sluiceMetric("RedisLatency", "p50", nil), sluiceMetric("RedisLatency", "p99", nil)),
-		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), sluiceMetric("BreakerOpen", "Maximum", nil)),
+		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), s.Alarms.BreakerOpenMetric),
 	)
+	// The authorizer's Errors include every 401 (a REST authorizer answers
+	// 401 by failing), so they are graphed, never alarmed on.
+	errs := authorizer.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	invocations := []awscloudwatch.IMetric{
+		authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs,
+		authorizer.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}),
+	}
 	dash.AddWidgets(
-		// Errors include every 401 (see the failures alarm above).
-		graph("Authorizer invocations, errors (incl. 401), throttles, API 5XX",
-			authorizer.MetricInvocations(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), errs, throttles, serverErrors),
+		graph("Authorizer invocations, errors (incl. 401), throttles, API 5XX", append(invocations, s.Alarms.ServerErrorMetrics...)...),
 		graph("Authorizer duration (ms)",
-			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Period: minute}), p99),
-		graph("Fail-open decisions", failOpen),
+			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Period: minute}),
+			authorizer.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute})),
+		graph("Fail-open and fail-closed decisions", s.Alarms.FailOpenMetric, s.Alarms.FailClosedMetric),
 	)
 	if rd.cpu != nil {
 		dash.AddWidgets(graph("Redis CPU %", rd.cpu), graph("Redis memory %", rd.mem))
+	}
+}
+
+// newOutputs writes the stack's outputs: the APIs, the authorizer, the alarm
+// topic, and what a function of another app needs to share this
+// deployment's Redis, database and subject hash key (the sluice.Output*
+// names, which sluice.ReadOutputs reads).
+func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret) {
+	out := func(key string, value *string, desc string) {
+		awscdk.NewCfnOutput(stack, jsii.String(key), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+	}
+	join := func(l *[]*string) *string { return awscdk.Fn_Join(jsii.String(","), l) }
+	out("AdminApiUrl", s.AdminAPI.Url(), "Admin REST API (IAM-signed requests)")
+	if s.DemoAPI != nil {
+		out("DemoApiUrl", s.DemoAPI.Url(), "Demo REST API behind the Sluice authorizer")
+	}
+	out("AuthorizerArn", s.Authorizer.Function.FunctionArn(), "Sluice authorizer Lambda ARN")
+	if s.AlarmTopic != nil {
+		out("AlarmTopicArn", s.AlarmTopic.TopicArn(), "SNS topic every alarm notifies: subscribe to it")
+	}
+	if net.vpc != nil {
+		selected := net.vpc.SelectSubnets(net.subnets)
+		var groups []*string
+		for _, g := range net.groups {
+			groups = append(groups, g.SecurityGroupId())
+		}
+		out(sluice.OutputVpcID, net.vpc.VpcId(), "VPC of the Lambdas, Redis and the database proxy")
+		out(sluice.OutputAvailabilityZones, join(selected.AvailabilityZones), "Availability zones of the subnets below")
+		out(sluice.OutputSubnetIDs, join(selected.SubnetIds), "Subnets of the Lambdas: a function here reaches Redis, the database proxy and Secrets Manager")
+		out(sluice.OutputSecurityGroupIDs, join(&groups), "Security groups of the Lambdas, which Redis and the database proxy admit")
+	}
+	out(sluice.OutputRedisURL, jsii.String(rd.url), "REDIS_URL")
+	out(sluice.OutputRedisMode, jsii.String(rd.mode), "REDIS_MODE")
+	if rd.authSecret != nil {
+		out(sluice.OutputRedisAuthSecretArn, rd.authSecret.SecretArn(), "REDIS_AUTH_SECRET_ARN: the Redis AUTH token")
+	}
+	out(sluice.OutputSubjectKeySecretArn, subjectKey.SecretArn(), "SUBJECT_HMAC_KEY_SECRET_ARN: the subject hash key, which names the buckets")
+	if v, ok := db.env["DB_SECRET_ARN"]; ok {
+		out(sluice.OutputDatabaseSecretArn, jsii.String(v), "DB_SECRET_ARN: the rules database's credentials")
+	}
+	if v, ok := db.env["DB_HOST"]; ok {
+		out(sluice.OutputDatabaseHost, jsii.String(v), "DB_HOST: the RDS Proxy endpoint the Lambdas connect to")
 	}
 }

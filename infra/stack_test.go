@@ -20,12 +20,41 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/infra/sluice"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // Each synth goes through jsii (a node process) and takes seconds, so every
 // variant is synthesized once and shared by the tests (read-only).
 
 var assetRoot string // dummy bootstraps, so synth needs no `make build`
+
+// cdkContext is the context of cdk.json, the feature flags among it, which
+// `cdk synth` gives the app: every test synthesizes with it.
+var cdkContext map[string]any
+
+func readCdkContext() (map[string]any, error) {
+	b, err := os.ReadFile("../cdk.json")
+	if err != nil {
+		return nil, err
+	}
+	var c struct{ Context map[string]any }
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("cdk.json: %w", err)
+	}
+	return c.Context, nil
+}
+
+// newApp is an app as `cdk synth` makes it: cdk.json's context, plus ctx.
+func newApp(ctx map[string]any) awscdk.App {
+	all := map[string]any{}
+	for k, v := range cdkContext {
+		all[k] = v
+	}
+	for k, v := range ctx {
+		all[k] = v
+	}
+	return awscdk.NewApp(&awscdk.AppProps{Context: &all})
+}
 
 func TestMain(m *testing.M) {
 	// jsii warns loudly on every run under Node 20; the tests do not care.
@@ -48,6 +77,10 @@ func TestMain(m *testing.M) {
 		}
 	}
 	assetRoot = dir
+	if cdkContext, err = readCdkContext(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -56,14 +89,60 @@ func TestMain(m *testing.M) {
 type variant string
 
 const (
-	full       variant = "full"       // everything created: VPC, replication group, Aurora
-	serverless variant = "serverless" // ElastiCache Serverless
-	byo        variant = "byo"        // existing VPC (looked up), Redis and database (secret)
-	localstack variant = "localstack" // what `make localstack-deploy` synthesizes
+	full        variant = "full"        // everything created: VPC, replication group, Aurora
+	serverless  variant = "serverless"  // ElastiCache Serverless, an upstream authorizer
+	byo         variant = "byo"         // existing VPC (looked up, private subnets with NAT), Redis and database (secret)
+	byoIsolated variant = "byoIsolated" // existing VPC with isolated subnets only, endpoints created there, an upstream
+	jwt         variant = "jwt"         // jwt:sub behind Cognito, a NAT gateway for the JWKS
+	lean        variant = "lean"        // no demo API, no account logging role, a topic of one's own, APIs elsewhere
+	localstack  variant = "localstack"  // what `make localstack-deploy` synthesizes
 )
 
+// Looked-up VPCs (the CLI's VPC lookup answers, here in the context).
+const (
+	byoAccount, byoRegion = "123456789012", "eu-west-1"
+	byoVpcID              = "vpc-0123456789abcdef0"
+	isolatedVpcID         = "vpc-0aaaaaaaaaaaaaaa1"
+	byoVpcCidr            = "10.10.0.0/16"
+	isolatedVpcCidr       = "10.20.0.0/16"
+	byoRedisHost          = "redis.internal.example"
+	cognitoIssuer         = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEfGhI"
+)
+
+// variantContext is each variant's context besides cdk.json's: the answer
+// of the VPC lookup of the variants that bring a VPC (what the CLI's lookup
+// would write to cdk.context.json).
+func variantContext(v variant) map[string]any {
+	subnet := func(id, cidr, az string) map[string]any {
+		return map[string]any{"subnetId": id, "cidr": cidr, "availabilityZone": az, "routeTableId": "rtb-" + id[7:]}
+	}
+	lookup := func(vpcID, cidr string, groups ...any) map[string]any {
+		key := "vpc-provider:account=" + byoAccount + ":filter.vpc-id=" + vpcID + ":region=" + byoRegion + ":returnAsymmetricSubnets=true"
+		return map[string]any{key: map[string]any{
+			"vpcId": vpcID, "vpcCidrBlock": cidr, "availabilityZones": []any{}, "subnetGroups": groups,
+		}}
+	}
+	switch v {
+	case byo:
+		// Private subnets: the lookup found a NAT route in their tables.
+		return lookup(byoVpcID, byoVpcCidr,
+			map[string]any{"name": "public", "type": "Public", "subnets": []any{
+				subnet("subnet-0pub0000000000001", "10.10.0.0/24", "eu-west-1a"), subnet("subnet-0pub0000000000002", "10.10.1.0/24", "eu-west-1b")}},
+			map[string]any{"name": "app", "type": "Private", "subnets": []any{
+				subnet(byoSubnets[0], "10.10.10.0/24", "eu-west-1a"), subnet(byoSubnets[1], "10.10.11.0/24", "eu-west-1b")}})
+	case byoIsolated:
+		return lookup(isolatedVpcID, isolatedVpcCidr,
+			map[string]any{"name": "data", "type": "Isolated", "subnets": []any{
+				subnet("subnet-0iso0000000000001", "10.20.1.0/24", "eu-west-1a"), subnet("subnet-0iso0000000000002", "10.20.2.0/24", "eu-west-1b")}})
+	}
+	return nil
+}
+
+// byoSubnets are the private subnets of the byo variant's VPC.
+var byoSubnets = []string{"subnet-0app0000000000001", "subnet-0app0000000000002"}
+
 func variantProps(v variant) *StackProps {
-	p := &StackProps{AssetRoot: assetRoot, MigrateNonce: "test"}
+	p := &StackProps{AssetRoot: assetRoot}
 	switch v {
 	case full:
 		p.AuthorizerMemory = 1024
@@ -73,14 +152,37 @@ func variantProps(v variant) *StackProps {
 		p.ServerlessRedis = true
 		p.UpstreamAuthorizerArn = "arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"
 	case byo:
-		p.Env = &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}
-		p.VpcID = "vpc-0123456789abcdef0"
+		p.Env = &awscdk.Environment{Account: jsii.String(byoAccount), Region: jsii.String(byoRegion)}
+		p.VpcID = byoVpcID
 		p.SecurityGroupIDs = []string{"sg-0123456789abcdef0"}
-		p.RedisURL = "rediss://redis.internal.example:6379"
+		p.RedisURL = "rediss://" + byoRedisHost + ":6379"
 		p.RedisAuthSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf"
 		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db" // partial: no suffix
 		p.DatabaseHost = "proxy.example.internal"
 		p.RateLimitHeaders = "draft11,legacy"
+	case byoIsolated:
+		p.Env = &awscdk.Environment{Account: jsii.String(byoAccount), Region: jsii.String(byoRegion)}
+		p.VpcID = isolatedVpcID
+		p.VpcEndpoints = "create"
+		p.RedisURL = "rediss://" + byoRedisHost + ":6379"
+		p.DatabaseSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db-AbCdEf"
+		p.UpstreamAuthorizerArn = "arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"
+		p.SubjectSources = "principal"
+	case jwt:
+		p.SubjectSources = "jwt:sub"
+		p.JWTIssuer = cognitoIssuer
+		p.JWTAudience = "4s3f0hm5c8b1example"
+		p.JWTTokenUse = "id"
+		p.NatGateways = 1
+		p.AlarmEmail = "oncall@example.com"
+	case lean:
+		p.NoDemoAPI = true
+		p.NoAPIGatewayAccount = true
+		p.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:platform-alarms"
+		p.ProtectedAPINames = []string{"shop-prod", "billing-prod"}
+		p.DatabaseDeletionProtection = true
+		p.DatabaseBackupRetentionDays = 14
+		p.RedisNodeType = "cache.r7g.large"
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
@@ -111,6 +213,9 @@ var (
 // synth returns the variant's template, synthesized once per test binary.
 func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("synthesizes the stack through jsii (node), minutes on 2 cores: skipped with -short (make check)")
+	}
 	synthMu.Lock()
 	s, ok := synths[v]
 	if !ok {
@@ -124,7 +229,7 @@ func synth(t *testing.T, v variant) (assertions.Template, map[string]any) {
 				s.err = fmt.Errorf("synth panicked: %v", r)
 			}
 		}()
-		app := awscdk.NewApp(nil)
+		app := newApp(variantContext(v))
 		st, err := NewStack(app, "Sluice", variantProps(v))
 		if err != nil {
 			s.err = err
@@ -223,13 +328,19 @@ func envOf(r resource) map[string]any {
 	return vars
 }
 
-func allVariants() []variant { return []variant{full, serverless, byo, localstack} }
+func allVariants() []variant {
+	return []variant{full, serverless, byo, byoIsolated, jwt, lean, localstack}
+}
 
 func TestAuthorizerResultCacheIsOff(t *testing.T) {
 	for _, v := range allVariants() {
 		tmpl, js := synth(t, v)
+		want := 1
+		if v == lean {
+			want = 0 // no demo API: APIs elsewhere make their own from AuthorizerArn
+		}
 		check(t, string(v), func() {
-			tmpl.ResourceCountIs(jsii.String("AWS::ApiGateway::Authorizer"), jsii.Number(1))
+			tmpl.ResourceCountIs(jsii.String("AWS::ApiGateway::Authorizer"), jsii.Number(want))
 		})
 		for _, r := range resources(js, "AWS::ApiGateway::Authorizer") {
 			if got := r.Props["AuthorizerResultTtlInSeconds"]; got != 0.0 {
@@ -745,40 +856,84 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	}
 }
 
+// TestOutputs: what a function of another app needs to share the
+// deployment (sluice.ReadOutputs) is an output of every variant that has
+// it: the VPC and its subnets and groups wherever there is a VPC, the
+// Redis AUTH secret wherever there is one, the database host with a proxy.
 func TestOutputs(t *testing.T) {
-	tmpl, _ := synth(t, full)
-	for _, o := range []string{"AdminApiUrl", "DemoApiUrl", "AuthorizerArn"} {
-		check(t, o, func() { tmpl.HasOutput(jsii.String(o), &map[string]any{}) })
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		outputs, _ := js["Outputs"].(map[string]any)
+		want := []string{"AdminApiUrl", "AuthorizerArn", sluice.OutputRedisURL, sluice.OutputRedisMode,
+			sluice.OutputSubjectKeySecretArn}
+		if v != lean {
+			want = append(want, "DemoApiUrl", "AlarmTopicArn")
+		}
+		if v != localstack {
+			want = append(want, sluice.OutputVpcID, sluice.OutputAvailabilityZones, sluice.OutputSubnetIDs,
+				sluice.OutputSecurityGroupIDs, sluice.OutputDatabaseSecretArn)
+		}
+		if v == full || v == lean || v == jwt || v == serverless {
+			want = append(want, sluice.OutputDatabaseHost)
+		}
+		if v == full || v == lean || v == jwt || v == byo {
+			want = append(want, sluice.OutputRedisAuthSecretArn)
+		}
+		for _, o := range want {
+			if _, ok := outputs[o]; !ok {
+				t.Errorf("%s: no output %s", v, o)
+			}
+		}
 	}
 }
 
-func TestMigrationRunsOnDeploy(t *testing.T) {
-	tmpl, _ := synth(t, full)
+// TestMigration: the custom resource names the migrations the function
+// carries by their digest, so CloudFormation updates it (and the function
+// migrates) only when they change, and a rollback sends the old digest,
+// which the function skips (internal/app TestHandleSkipsWithoutDatabase).
+func TestMigration(t *testing.T) {
+	tmpl, js := synth(t, full)
 	check(t, "migration", func() {
-		tmpl.HasResourceProperties(jsii.String("Custom::SluiceMigrate"), &map[string]any{
+		tmpl.HasResourceProperties(jsii.String("Custom::SluiceMigrate"), assertions.Match_ObjectEquals(&map[string]any{
 			"ServiceToken": assertions.Match_AnyValue(),
-			"Nonce":        "test",
-		})
+			"Migrations":   migrations.Digest(),
+		}))
 	})
 	// The migration depends on the Secrets Manager endpoint, so deleting
 	// the stack removes the endpoint only after the migrate function has
 	// answered the Delete event (a cold start reads the database secret).
 	// It also waits for the database on Create.
-	_, js := synth(t, full)
 	endpoint := logicalID(t, js, "AWS::EC2::VPCEndpoint", "VpcSecretsManagerEndpoint")
 	cluster := logicalID(t, js, "AWS::RDS::DBCluster", "Db")
-	migrations := resources(js, "Custom::SluiceMigrate")
-	if len(migrations) != 1 {
-		t.Fatalf("Custom::SluiceMigrate resources = %d, want 1", len(migrations))
+	ms := resources(js, "Custom::SluiceMigrate")
+	if len(ms) != 1 {
+		t.Fatalf("Custom::SluiceMigrate resources = %d, want 1", len(ms))
 	}
-	deps, _ := js["Resources"].(map[string]any)[migrations[0].ID].(map[string]any)["DependsOn"].([]any)
+	deps, _ := js["Resources"].(map[string]any)[ms[0].ID].(map[string]any)["DependsOn"].([]any)
 	for _, want := range []string{endpoint, cluster} {
 		if !slices.Contains(deps, any(want)) {
 			t.Errorf("migration DependsOn = %v, want %s in it", deps, want)
 		}
 	}
-	if (&StackProps{}).MigrateNonce != "" {
-		t.Fatal("MigrateNonce default must be empty so each synth gets a fresh one")
+}
+
+// TestSynthIsStable: two synths of an unchanged app give the same
+// template, so `cdk diff` shows no change and a deploy updates nothing
+// (the migration's property was the synth time, changed every time).
+func TestSynthIsStable(t *testing.T) {
+	_, want := synth(t, full)
+	app := newApp(nil)
+	st, err := NewStack(app, "Sluice", variantProps(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(app.Synth(nil).GetStackByName(st.StackName()).Template())
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("a second synth differs (-first +second):\n%s", diff)
 	}
 }
 
@@ -834,8 +989,16 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 	for _, r := range resources(js, "AWS::IAM::Policy") {
 		stmts, _ := r.Props["PolicyDocument"].(map[string]any)["Statement"].([]any)
 		for _, st := range stmts {
-			if res, ok := st.(map[string]any)["Resource"].(string); ok {
+			// One resource, or several (minimizePolicies merges statements).
+			switch res := st.(map[string]any)["Resource"].(type) {
+			case string:
 				grants[res]++
+			case []any:
+				for _, r := range res {
+					if s, ok := r.(string); ok {
+						grants[s]++
+					}
+				}
 			}
 		}
 	}
@@ -891,6 +1054,7 @@ func TestValidate(t *testing.T) {
 		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
 		{"bad mode", StackProps{RedisMode: "replica"}, []string{"single, cluster or sentinel"}},
 		{"partial secret arns", StackProps{
+			VpcID:              "vpc-1",
 			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
 			RedisURL:           "rediss://r:6379",
 			RedisAuthSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf",
@@ -954,11 +1118,15 @@ func TestAPILogging(t *testing.T) {
 		if als["Format"] != accessLogFormat {
 			t.Errorf("%s access log format = %v, want accessLogFormat", st.ID, als["Format"])
 		}
-		dest, _ := als["DestinationArn"].(map[string]any)["Fn::GetAtt"].([]any)
-		if len(dest) == 0 || !logGroups[fmt.Sprint(dest[0])] {
+		if dest := refs(als["DestinationArn"]); len(dest) != 1 || !logGroups[dest[0]] {
 			t.Errorf("%s access log destination = %v, want a log group of the stack", st.ID, als["DestinationArn"])
 		}
 		want := []any{map[string]any{"HttpMethod": "*", "ResourcePath": "/*", "LoggingLevel": "ERROR", "DataTraceEnabled": false}}
+		if strings.HasPrefix(st.ID, "DemoApi") {
+			// A public URL that invokes the authorizer on every request.
+			want[0].(map[string]any)["ThrottlingRateLimit"] = float64(demoRateLimit)
+			want[0].(map[string]any)["ThrottlingBurstLimit"] = float64(demoBurstLimit)
+		}
 		if diff := cmp.Diff(want, st.Props["MethodSettings"]); diff != "" {
 			t.Errorf("%s MethodSettings (-want +got):\n%s", st.ID, diff)
 		}

@@ -1,11 +1,16 @@
-// Package internal_test holds the one test of who may import what: the
-// "may import" column of the package table in DESIGN.md, as a table, in the
-// style of tailscale's tstest/deptest.
+// Package internal_test holds the one test of who may import what. Its
+// rules are not here: they are the package table of docs/ARCHITECTURE.md,
+// read at test time (in the spirit of tailscale's tstest/deptest, with the
+// map a reader sees being the map the test enforces).
 package internal_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,87 +18,112 @@ import (
 
 const module = "github.com/sluicehq/sluice/"
 
-// mayImport lists, for every package of the module (paths relative to the
-// module root, "functions/*" standing for every function), the module
-// packages and the outside modules (by prefix) it may import directly; the
-// standard library is always allowed. A package missing from the table, or
-// an entry naming no package, fails the test, so the table and the tree
-// move together.
-var mayImport = map[string][]string{
-	// Wiring: read the environment, build through app, start Lambda. The
-	// admin mains name their route constant.
-	"functions/*": {"internal/app", "internal/config", "internal/admin", "github.com/aws/aws-lambda-go/lambda",
-		// admin-stats builds its Contributor Insights reader itself, so
-		// no other function links the CloudWatch SDK.
-		"internal/stats/insights"},
-	// The CLI: app and below (a client of the admin API, sluice local).
-	"cmd/sluice": {"internal/app", "internal/admin", "internal/authorizer/apigw", "internal/config", "internal/headers", "internal/httpapi", "internal/identity",
-		"internal/limiter", "internal/rules", "internal/stats", "internal/store", "internal/store/memory", "internal/console",
-		"github.com/alicebob/miniredis/v2", "github.com/redis/go-redis/v9", "github.com/google/uuid",
-		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/"},
-	"e2e":      {},
-	"events":   {},
-	"internal": {}, // this test
+// archDoc is the map, relative to this file's directory.
+const archDoc = "../docs/ARCHITECTURE.md"
 
-	// The public package for embedding Sluice in a team's own Go
-	// authorizer: built through app like a Lambda, answering through the
-	// authorizer's apigw chaining.
-	"ratelimit": {"internal/app", "internal/authorizer/apigw", "internal/config", "internal/identity",
-		"github.com/aws/aws-lambda-go/events", "github.com/redis/go-redis/v9"},
-
-	// The composition root: everything below.
-	"internal/app": {"internal/admin", "internal/admin/apigw", "internal/authorizer", "internal/authorizer/apigw",
-		"internal/config", "internal/identity", "internal/limiter", "internal/rules", "internal/store",
-		"internal/store/postgres", "internal/store/redissnapshot", "internal/stats",
-		"github.com/aws/aws-lambda-go/", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9"},
-	// Environment → Config, and the clients. It parses SUBJECT_SOURCES and
-	// DEFAULT_LIMIT with the domain's own parsers, so it may import those
-	// two leaves.
-	"internal/config": {"internal/headers", "internal/identity", "internal/rules",
-		"github.com/redis/go-redis/v9", "github.com/jackc/pgx/v5", "github.com/aws/aws-sdk-go-v2/"},
-
-	// The domain: no Lambda, no AWS.
-	"internal/authorizer":       {"internal/rules", "internal/limiter", "internal/identity"},
-	"internal/authorizer/apigw": {"internal/authorizer", "internal/headers", "internal/identity", "internal/limiter", "internal/rules", "internal/httpapi", "internal/stats", "github.com/aws/aws-lambda-go/events"},
-	"internal/identity":         {"github.com/go-jose/go-jose/v4", "github.com/hashicorp/golang-lru/v2"},
-	"internal/headers":          {},
-	"internal/admin":            {"internal/rules", "internal/store", "internal/limiter", "internal/httpapi", "internal/stats", "internal/console"},
-	"internal/admin/apigw":      {"internal/admin", "internal/httpapi", "github.com/aws/aws-lambda-go/events"},
-	"internal/httpapi":          {"internal/rules"},
-	"internal/rules":            {},
-	// An applied rule's bucket (BucketFor) is the limiter's, so its keys
-	// cannot drift apart between the authorizer and the admin API.
-	"internal/limiter": {"internal/rules", "github.com/redis/go-redis/v9", "github.com/hashicorp/golang-lru/v2"},
-	// The web console's embedded files: knows nothing of AWS or the API.
-	"internal/console": {},
-	// Rolling decision counts (sluice local's GET /stats): a leaf.
-	"internal/stats": {},
-	// GET /stats on AWS: Contributor Insights reports, in stats' shape.
-	"internal/stats/insights": {"internal/stats", "github.com/aws/aws-sdk-go-v2/"},
-
-	// Stores.
-	"internal/store":                 {"internal/rules"},
-	"internal/store/input":           {"internal/rules", "github.com/google/uuid"},
-	"internal/store/memory":          {"internal/rules", "internal/store", "internal/store/input", "github.com/google/uuid"},
-	"internal/store/postgres":        {"internal/rules", "internal/store", "internal/store/input", "migrations", "github.com/jackc/pgx/v5", "github.com/pressly/goose/v3"},
-	"internal/store/postgres/pgtest": {"internal/store/postgres", "internal/testenv", "github.com/jackc/pgx/v5"},
-	"internal/store/redissnapshot":   {"internal/rules", "github.com/redis/go-redis/v9"},
-	"internal/store/storetest":       {"internal/rules", "internal/store", "github.com/google/go-cmp/", "github.com/google/uuid"},
-	"internal/testenv":               {"github.com/redis/go-redis/v9"},
-	"migrations":                     {},
-
-	// The CDK app and the construct derive the admin API from admin's
-	// route table (and the Contributor Insights rule names from insights). The app records its cdk-nag suppressions.
-	"infra": {"infra/sluice", "internal/admin", "internal/stats/insights", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go",
-		"github.com/cdklabs/cdk-nag-go/"},
-	"infra/sluice": {"internal/admin", "internal/headers", "github.com/aws/aws-cdk-go/", "github.com/aws/constructs-go/", "github.com/aws/jsii-runtime-go"},
+// row is one package of the table: what it may import, and whether it is
+// domain code, which must not depend on Lambda or AWS even indirectly.
+type row struct {
+	pkg     string   // module-relative path; "functions/*" stands for every function
+	allowed []string // module packages by exact path, outside modules by prefix
+	domain  bool
+	line    int // in archDoc, for messages
 }
 
-// domain packages know nothing of Lambda or AWS, not even through what they
-// import (DESIGN.md): the same code serves the Lambdas, sluice local and
-// the benchmarks.
-var domain = []string{"internal/rules", "internal/limiter", "internal/identity", "internal/headers",
-	"internal/authorizer", "internal/admin", "internal/store", "internal/httpapi", "internal/stats"}
+// readTable parses the rows between <!-- deps:begin --> and
+// <!-- deps:end --> of the document: markdown table rows
+//
+//	| `pkg` | what it holds | `a`, `b` or — | domain or empty |
+//
+// The third cell lists the allowed imports as code spans, nothing else
+// ("—" for none); the fourth is "domain" or empty. Anything else is an
+// error, so a typo cannot silently allow or forbid an import.
+func readTable(r *bufio.Scanner) ([]row, error) {
+	var (
+		rows   []row
+		inside bool
+		errs   []string
+		n      int
+		seen   = map[string]int{}
+	)
+	for r.Scan() {
+		n++
+		line := strings.TrimSpace(r.Text())
+		switch {
+		case line == "<!-- deps:begin -->":
+			inside = true
+			continue
+		case line == "<!-- deps:end -->":
+			inside = false
+			continue
+		case !inside || !strings.HasPrefix(line, "|"):
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) != 4 {
+			errs = append(errs, fmt.Sprintf("line %d: %d cells, want 4 (package, holds, may import, domain)", n, len(cells)))
+			continue
+		}
+		if cells[0] == "package" || strings.HasPrefix(cells[0], "---") {
+			continue // the header and its rule
+		}
+		pkg, ok := codeSpan(cells[0])
+		if !ok {
+			errs = append(errs, fmt.Sprintf("line %d: package cell %q is not one `path`", n, cells[0]))
+			continue
+		}
+		if prev, dup := seen[pkg]; dup {
+			errs = append(errs, fmt.Sprintf("line %d: %s already has a row at line %d", n, pkg, prev))
+			continue
+		}
+		seen[pkg] = n
+		rw := row{pkg: pkg, line: n}
+		if cells[2] != "—" {
+			for item := range strings.SplitSeq(cells[2], ",") {
+				a, ok := codeSpan(strings.TrimSpace(item))
+				if !ok {
+					errs = append(errs, fmt.Sprintf("line %d: may-import entry %q is not a `path`", n, strings.TrimSpace(item)))
+					continue
+				}
+				rw.allowed = append(rw.allowed, a)
+			}
+		}
+		switch cells[3] {
+		case "domain":
+			rw.domain = true
+		case "":
+		default:
+			errs = append(errs, fmt.Sprintf("line %d: last cell %q is neither \"domain\" nor empty", n, cells[3]))
+		}
+		rows = append(rows, rw)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		errs = append(errs, "no rows between <!-- deps:begin --> and <!-- deps:end -->")
+	}
+	if len(errs) > 0 {
+		return rows, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return rows, nil
+}
+
+// codeSpan returns s without its backquotes when s is exactly one code span.
+func codeSpan(s string) (string, bool) {
+	inner, ok := strings.CutPrefix(s, "`")
+	if !ok {
+		return "", false
+	}
+	inner, ok = strings.CutSuffix(inner, "`")
+	if !ok || inner == "" || strings.ContainsAny(inner, "` ") {
+		return "", false
+	}
+	return inner, true
+}
 
 type listed struct {
 	ImportPath string
@@ -104,6 +134,15 @@ type listed struct {
 
 func TestImports(t *testing.T) {
 	t.Parallel()
+	f, err := os.Open(filepath.FromSlash(archDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	table, err := readTable(bufio.NewScanner(f))
+	if err != nil {
+		t.Fatalf("%s: %v", archDoc, err)
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go command not found")
@@ -123,42 +162,75 @@ func TestImports(t *testing.T) {
 			pkgs[rel] = p
 		}
 	}
-	standard := func(path string) bool { return !hostPath(path) }
+	for _, msg := range check(table, pkgs) {
+		t.Error(msg)
+	}
+}
 
-	used := map[string]bool{}
-	for rel, p := range pkgs {
-		key := rel
+// check returns every way pkgs disagree with the table: a package without
+// a row, an import its row does not allow, a row naming no package, an
+// allowance no import of its package(s) uses, a domain package depending
+// on an AWS module.
+func check(table []row, pkgs map[string]listed) []string {
+	var msgs []string
+	rows := map[string]row{}
+	for _, r := range table {
+		rows[r.pkg] = r
+	}
+	key := func(rel string) string {
 		if strings.HasPrefix(rel, "functions/") {
-			key = "functions/*"
+			return "functions/*"
 		}
-		allowed, ok := mayImport[key]
+		return rel
+	}
+	used := map[string]map[string]bool{} // row → allowance → used
+	rels := make([]string, 0, len(pkgs))
+	for rel := range pkgs {
+		rels = append(rels, rel)
+	}
+	slices.Sort(rels)
+	for _, rel := range rels {
+		p := pkgs[rel]
+		r, ok := rows[key(rel)]
 		if !ok {
-			t.Errorf("%s is not in the table: add it with what it may import (and to DESIGN.md's table)", rel)
+			msgs = append(msgs, fmt.Sprintf("%s has no row in %s's package table: add one with what it holds and may import", rel, archDoc))
 			continue
 		}
-		used[key] = true
+		if used[r.pkg] == nil {
+			used[r.pkg] = map[string]bool{}
+		}
 		for _, imp := range p.Imports {
-			if standard(imp) || imp == p.ImportPath {
-				continue
+			if !hostPath(imp) && !strings.HasPrefix(imp, module) || imp == p.ImportPath {
+				continue // the standard library
 			}
 			target := strings.TrimPrefix(imp, module)
-			if !slices.ContainsFunc(allowed, func(a string) bool { return allows(a, target) }) {
-				t.Errorf("%s imports %s, which the table does not allow", rel, target)
+			i := slices.IndexFunc(r.allowed, func(a string) bool { return allows(a, target) })
+			if i < 0 {
+				msgs = append(msgs, fmt.Sprintf("%s imports %s, which its row (%s:%d) does not allow", rel, target, archDoc, r.line))
+				continue
+			}
+			used[r.pkg][r.allowed[i]] = true
+		}
+		if r.domain {
+			for _, dep := range p.Deps {
+				if strings.HasPrefix(dep, "github.com/aws/") {
+					msgs = append(msgs, fmt.Sprintf("%s depends on %s; it is domain code (%s:%d): Lambda and AWS belong in the adapters, app and functions", rel, dep, archDoc, r.line))
+				}
 			}
 		}
 	}
-	for key := range mayImport {
-		if !used[key] {
-			t.Errorf("the table names %s, which is no package of the module", key)
+	for _, r := range table {
+		if used[r.pkg] == nil {
+			msgs = append(msgs, fmt.Sprintf("%s:%d names %s, which is no package of the module", archDoc, r.line, r.pkg))
+			continue
 		}
-	}
-	for _, rel := range domain {
-		for _, dep := range pkgs[rel].Deps {
-			if strings.HasPrefix(dep, "github.com/aws/") {
-				t.Errorf("%s depends on %s; Lambda and AWS belong in the adapters (apigw), app and functions", rel, dep)
+		for _, a := range r.allowed {
+			if !used[r.pkg][a] {
+				msgs = append(msgs, fmt.Sprintf("%s:%d allows %s to import %s, which no import uses: remove the allowance", archDoc, r.line, r.pkg, a))
 			}
 		}
 	}
+	return msgs
 }
 
 // hostPath reports whether an import path starts with a host name, as
@@ -181,4 +253,56 @@ func allows(a, target string) bool {
 		return strings.HasPrefix(target, a)
 	}
 	return target == a || strings.HasPrefix(target, a+"/")
+}
+
+// TestCheck proves check fails each way it should, on a tiny made-up
+// module, so a broken check cannot pass the real tree by accident.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	doc := "intro\n<!-- deps:begin -->\n" +
+		"| package | holds | may import | domain |\n| --- | --- | --- | --- |\n" +
+		"| `functions/*` | mains | `internal/app`, `github.com/aws/aws-lambda-go/lambda` | |\n" +
+		"| `internal/app` | wiring | `internal/rules`, `internal/limiter` | |\n" +
+		"| `internal/rules` | rules | — | domain |\n" +
+		"| `internal/gone` | nothing | — | |\n" +
+		"<!-- deps:end -->\n| `outside` | ignored | — | |\n"
+	table, err := readTable(bufio.NewScanner(strings.NewReader(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string]listed{
+		"functions/a":    {ImportPath: module + "functions/a", Imports: []string{module + "internal/app", "github.com/aws/aws-lambda-go/lambda", "os"}},
+		"functions/b":    {ImportPath: module + "functions/b", Imports: []string{module + "internal/rules"}},
+		"internal/app":   {ImportPath: module + "internal/app", Imports: []string{module + "internal/rules"}},
+		"internal/rules": {ImportPath: module + "internal/rules", Deps: []string{"github.com/aws/smithy-go"}},
+		"internal/new":   {ImportPath: module + "internal/new"},
+	}
+	got := check(table, pkgs)
+	want := []string{
+		"functions/b imports internal/rules, which its row",
+		"internal/rules depends on github.com/aws/smithy-go",
+		"internal/new has no row",
+		"names internal/gone, which is no package",
+		"allows internal/app to import internal/limiter, which no import uses",
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, w) }) {
+			t.Errorf("check(...) misses %q; got:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("check(...) = %d messages, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+
+	for _, bad := range []string{
+		"| `a` | x | internal/b | |",           // an allowance without backquotes
+		"| a | x | — | |",                      // a package without backquotes
+		"| `a` | x | — | maybe |",              // an unknown last cell
+		"| `a` | x | — |",                      // a missing cell
+		"| `a` | x | — | |\n| `a` | y | — | |", // a duplicate row
+	} {
+		if _, err := readTable(bufio.NewScanner(strings.NewReader("<!-- deps:begin -->\n" + bad + "\n<!-- deps:end -->"))); err == nil {
+			t.Errorf("readTable(%q) = nil error, want one", bad)
+		}
+	}
 }

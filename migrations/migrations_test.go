@@ -31,3 +31,14 @@ func TestFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDigest: the digest is stable and names the whole set.
+func TestDigest(t *testing.T) {
+	d := Digest()
+	if len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+		t.Fatalf("Digest() = %q, want 64 hex digits", d)
+	}
+	if Digest() != d {
+		t.Error("Digest() differs between two calls")
+	}
+}

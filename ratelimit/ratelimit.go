@@ -5,13 +5,24 @@
 // same rules, Redis buckets, context values and 429 gateway responses as
 // Sluice's own authorizer Lambda. No second Lambda, no extra invoke.
 //
-//	rl, err := ratelimit.FromEnv(ctx) // REDIS_URL, DATABASE_URL, … as the Sluice authorizer reads them
+//	rl, err := ratelimit.FromEnv(ctx) // REDIS_URL, DATABASE_URL, SUBJECT_HMAC_KEY_SECRET_ARN, … as the Sluice authorizer reads them
 //	if err != nil { … }
 //	lambda.Start(rl.WrapREST(myAuthorizer))
 //
+// The Limiter must hash subjects with the deployment's subject hash key
+// (Options.SubjectKeySecretARN, SUBJECT_HMAC_KEY_SECRET_ARN): a subject's
+// buckets are named by that hash, and the admin API's reset, usage refund
+// and limits view act on the buckets of its own key. The first process to
+// name buckets under a key prefix records its key's id in Redis, next to
+// the rules snapshot; a Limiter whose key differs refuses to start (New and
+// FromEnv return the error), and the admin API refuses to act on buckets
+// (409) when the key recorded is not its own. Neither side charges or
+// resets a bucket the other cannot see.
+//
 // It is the in-process sibling of the authorizer's UPSTREAM_AUTHORIZER
-// setting, and both run one implementation: the wrapped handler's Deny,
-// Unauthorized or error passes through unchanged and never reaches Redis;
+// setting, and both run one implementation: the wrapped handler's error
+// passes through unchanged, and its Deny is the error "Unauthorized" (401,
+// never the 429 of a rate limit); neither reaches Redis;
 // an allowed caller over the limit gets a Deny of the method with Sluice's
 // context, which the construct's gateway responses (infra/sluice
 // AddGatewayResponses) turn into 429 with Retry-After and the RateLimit
@@ -36,8 +47,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -47,6 +60,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 // MaxSubjectLen is the longest subject, in bytes, that a Limiter charges:
@@ -86,6 +100,18 @@ type Options struct {
 	// Prefix is REDIS_PREFIX: what every Redis key starts with, the same
 	// as the Sluice deployment whose rules this Limiter obeys. "" is "sl:".
 	Prefix string
+	// SubjectKey is SUBJECT_HMAC_KEY: the key of the subject hash that
+	// names each subject's buckets, at least 16 bytes. It must be the
+	// deployment's own (its admin API resets, refunds and inspects the
+	// buckets of its key): set this or SubjectKeySecretARN, not both.
+	// Neither is an unkeyed hash, which a keyed deployment's record
+	// refuses (see the package documentation). Keep it out of logs.
+	SubjectKey string
+	// SubjectKeySecretARN is SUBJECT_HMAC_KEY_SECRET_ARN: the ARN of the
+	// Secrets Manager secret holding the subject hash key, the one the
+	// deployment's functions are given (the stack's "Sluice subject hash
+	// key" secret). The Lambda's role must be allowed to read it.
+	SubjectKeySecretARN string
 	// Timeout is REDIS_TIMEOUT: the budget of one Redis call, after which
 	// each rule's failure mode decides (open: allow; closed: deny). 0 is
 	// 25ms; at most 10s.
@@ -100,15 +126,27 @@ type Options struct {
 // invocations.
 type Limiter struct {
 	app *app.App
-	key string
+	// keyOK is set once the subject hash key was found to be the one
+	// recorded for the buckets (or was recorded as it); keyErr holds the
+	// mismatch once found, and every later call is refused with it.
+	keyOK  atomic.Bool
+	keyErr atomic.Pointer[error]
+	// keyNext is when, in Unix nanoseconds, the key may be checked again
+	// after a check Redis did not answer.
+	keyNext atomic.Int64
 }
 
-// New builds a Limiter from o: it dials Redis and loads the rules (from
-// the Redis snapshot, else the database) before returning, within about 4
-// seconds at most (1 s for Redis, 3 s for the rules). A Redis or database
-// that cannot be reached is not an error: it is logged, the rules' failure
-// modes and the default limit apply, and both are retried. New returns an
-// error for settings it cannot use, naming each.
+// New builds a Limiter from o: it dials Redis, loads the rules (from the
+// Redis snapshot, else the database) and checks its subject hash key
+// against the one recorded for the buckets before returning, within about
+// 4 seconds at most (1 s for Redis, 3 s for the rules, then REDIS_TIMEOUT
+// for the key).
+// A Redis or database that cannot be reached is not an error: it is
+// logged, the rules' failure modes and the default limit apply, and both
+// are retried (the key is checked at later requests, at most once a
+// second, until Redis answers). New returns an error for settings it
+// cannot use, naming each, and for a subject hash key other than the one
+// recorded for the buckets.
 func New(ctx context.Context, o Options) (*Limiter, error) {
 	env := map[string]string{
 		"REDIS_URL":         o.RedisURL,
@@ -116,6 +154,9 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		"DEFAULT_LIMIT":     o.DefaultLimit,
 		"RATELIMIT_HEADERS": o.Headers,
 		"REDIS_PREFIX":      o.Prefix,
+
+		"SUBJECT_HMAC_KEY":            o.SubjectKey,
+		"SUBJECT_HMAC_KEY_SECRET_ARN": o.SubjectKeySecretARN,
 	}
 	var kerr error
 	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
@@ -133,7 +174,8 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 
 // FromEnv builds a Limiter from the environment variables Sluice's
 // authorizer Lambda reads (REDIS_URL, REDIS_MODE, REDIS_AUTH_SECRET_ARN,
-// DATABASE_URL or DB_SECRET_ARN, DEFAULT_LIMIT, RATELIMIT_HEADERS,
+// DATABASE_URL or DB_SECRET_ARN, SUBJECT_HMAC_KEY or
+// SUBJECT_HMAC_KEY_SECRET_ARN, DEFAULT_LIMIT, RATELIMIT_HEADERS,
 // REDIS_PREFIX, REDIS_TIMEOUT, LOG_LEVEL, …), as New does from Options.
 // SUBJECT_SOURCES is "principal" (the default: the handler's principalId)
 // or "context:<key>" (Options.ContextKey). Every problem is reported at
@@ -167,6 +209,13 @@ func parseSubject(s string) (string, error) {
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
+	// The wrapped handler is the upstream authorizer, run in process: the
+	// subject is read of its answer by the sources the Lambda's
+	// UPSTREAM_AUTHORIZER chaining reads it with (one path, apigw's).
+	cfg.SubjectSources = []identity.Source{{Kind: identity.SourcePrincipal}}
+	if key != "" {
+		cfg.SubjectSources = []identity.Source{{Kind: identity.SourceContext, Name: key}}
+	}
 	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	if fn == "" {
 		fn = "ratelimit"
@@ -175,7 +224,49 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	return &Limiter{app: a, key: key}, nil
+	l := &Limiter{app: a}
+	if err := l.checkKey(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// keyRetry is the least time between two checks of the subject hash key
+// that Redis did not answer.
+const keyRetry = time.Second
+
+// checkKey checks the Limiter's subject hash key against the one recorded
+// for the buckets (limiter.ClaimSubjectKey), once: it returns the mismatch,
+// now and on every later call. A check Redis does not answer is logged and
+// tried again at a later call, at most once a keyRetry; until then the
+// Limiter decides as its rules' failure modes and Redis allow.
+func (l *Limiter) checkKey(ctx context.Context) error {
+	if l.keyOK.Load() {
+		return nil
+	}
+	if p := l.keyErr.Load(); p != nil {
+		return *p
+	}
+	now := time.Now().UnixNano()
+	next := l.keyNext.Load()
+	if now < next || !l.keyNext.CompareAndSwap(next, now+int64(keyRetry)) {
+		return nil // checked lately, or being checked
+	}
+	err := l.app.Limiter.ClaimSubjectKey(ctx)
+	switch {
+	case err == nil:
+		l.keyOK.Store(true)
+		return nil
+	case errors.Is(err, limiter.ErrSubjectKeyMismatch):
+		err = fmt.Errorf("ratelimit: %w: its admin API's resets, refunds and limits would act on other buckets than this Limiter charges; "+
+			"give it the deployment's key (Options.SubjectKeySecretARN or SubjectKey; SUBJECT_HMAC_KEY_SECRET_ARN or SUBJECT_HMAC_KEY)", err)
+		l.keyErr.Store(&err)
+		l.app.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
+		return err
+	}
+	l.app.Log.WarnContext(ctx, "subject hash key not checked yet: Redis did not answer; checked again at a later request", slog.Any("error", err))
+	return nil
 }
 
 // Close writes the metrics aggregated since the last EMF line and closes
@@ -201,57 +292,72 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 
 // WrapREST returns h with Sluice's limits after it. For each event:
 //
-//   - h's error, or an answer whose policy does not allow the event's
-//     methodArn, is returned unchanged; nothing reaches Redis.
+//   - h's error is returned unchanged; an answer whose policy does not
+//     allow the event's methodArn is the error "Unauthorized" (API Gateway
+//     answers 401: a client must never read an authorization failure as
+//     the 429 of a rate limit, with its Retry-After); nothing reaches
+//     Redis.
 //   - Otherwise the subject is h's principalId, or its context value under
 //     Options.ContextKey (a string, number or boolean; white space
 //     trimmed). A missing or empty one, one longer than MaxSubjectLen
 //     bytes or not valid UTF-8, is the error "Unauthorized" (API Gateway
 //     answers 401).
-//   - Within the limit, h's answer is returned with Sluice's context
-//     values (limit, remaining, reset, retryAfter, rateLimitPolicy,
-//     rateLimit, rule, failOpen; docs/authorizer.md) merged into its
-//     context. Over it, the same with the policy replaced by a Deny of the
-//     methodArn: the gateway's ACCESS_DENIED response, which
-//     AddGatewayResponses maps to 429 with Retry-After and the RateLimit
-//     fields.
+//   - Within the limit, the answer is an Allow of the methodArn with h's
+//     principalId and usage plan key, and Sluice's context values (limit,
+//     remaining, reset, retryAfter, rateLimitPolicy, rateLimit, rule,
+//     failOpen; docs/authorizer.md) merged into h's context. Over it, the
+//     same with a Deny of the methodArn: the gateway's ACCESS_DENIED
+//     response, which AddGatewayResponses maps to 429 with Retry-After and
+//     the RateLimit fields.
+//
+// A Limiter whose subject hash key turned out to differ from the one
+// recorded for the buckets (New could not reach Redis to check) answers
+// every event h allows with that error (API Gateway answers 500) instead
+// of charging buckets the admin API cannot see.
 //
 // In the merged context Sluice's keys win: h's values under those keys
 // are dropped (no handler can change what a 429 says); every other key of
-// h's reaches the backend unchanged. h's principalId and usage plan key
-// are kept. The authorizer's result cache must be off (TTL 0), as for
+// h's reaches the backend unchanged, but for a value API Gateway refuses in
+// a context (an object, an array, nil), which is dropped. h's principalId
+// (the subject's hash when it has none) and usage plan key are kept. The authorizer's result cache must be off (TTL 0), as for
 // Sluice's own authorizer: a cached Allow spends no tokens.
 func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
-	return wrap(h, l.app.Authorizer.ChainREST, l.key)
+	return wrap(l, h, l.app.Authorizer.ChainREST)
 }
 
 // WrapHTTP returns h with Sluice's limits after it, as WrapREST does, for
-// an HTTP API with simple responses: h's error or isAuthorized false
-// passes through; over the limit the answer is isAuthorized false with
+// an HTTP API with simple responses: h's error passes through, and
+// isAuthorized false is "Unauthorized" (401); over the limit the answer is isAuthorized false with
 // Sluice's context, which an HTTP API always answers with 403 (its
 // responses cannot be customised to 429). A simple response has no
 // principalId: Options.ContextKey must name the subject, or every request
 // h allows is "Unauthorized".
 func (l *Limiter) WrapHTTP(h HTTPHandler) HTTPHandler {
-	return wrap(h, l.app.Authorizer.ChainHTTP, l.key)
+	return wrap(l, h, l.app.Authorizer.ChainHTTP)
 }
 
 // WrapHTTPIAM returns h with Sluice's limits after it, as WrapREST does,
 // for an HTTP API with IAM policy responses: the policy is evaluated for
 // the event's routeArn, and over the limit replaced by a Deny of it (403).
 func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
-	return wrap(h, l.app.Authorizer.ChainHTTPIAM, l.key)
+	return wrap(l, h, l.app.Authorizer.ChainHTTPIAM)
 }
 
 // wrap returns h followed by chain (an apigw.Authorizer Chain method):
 // h's error passes through unchanged, else chain answers behind h's answer.
-func wrap[E, R any](h func(context.Context, E) (R, error), chain func(context.Context, E, R, string) (R, error), key string) func(context.Context, E) (R, error) {
+// A subject hash key found to differ from the recorded one (checkKey)
+// fails every request h allowed with that error: API Gateway answers 500.
+func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain func(context.Context, E, R) (R, error)) func(context.Context, E) (R, error) {
 	return func(ctx context.Context, ev E) (R, error) {
 		up, err := h(ctx, ev)
 		if err != nil {
 			return up, err
 		}
-		return chain(ctx, ev, up, key)
+		if err := l.checkKey(ctx); err != nil {
+			var zero R
+			return zero, err
+		}
+		return chain(ctx, ev, up)
 	}
 }
 

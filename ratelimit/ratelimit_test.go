@@ -1,10 +1,13 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -45,8 +48,7 @@ func newSetup(t *testing.T) setup {
 	}
 	defer adm.Close()
 	body, _ := json.Marshal(map[string]any{"api": "*", "route": "GET /orders/{id}", "subject": "*", "limit": 2, "period": "1m"})
-	resp := adm.Admin.Handle(context.Background(), admin.Request{Method: "POST", Path: "/rules",
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Actor: "ratelimit-test"})
+	resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test")
 	if resp.Status != http.StatusCreated {
 		t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
 	}
@@ -101,7 +103,8 @@ func restAnswer(effect, resource, principal string, ctxv map[string]any, err err
 
 // TestWrapREST runs the sample REST event through wrapped handlers: the
 // team's Allow within the limit, a Deny with Retry-After at it, the team's
-// Deny and errors passed through without a charge, refused subjects, and
+// Deny as Unauthorized and its errors passed through, without a charge,
+// refused subjects, and
 // the merged context.
 func TestWrapREST(t *testing.T) {
 	s := newSetup(t)
@@ -125,7 +128,7 @@ func TestWrapREST(t *testing.T) {
 			effect: "Allow", context: map[string]any{"remaining": int64(0)}},
 		{name: "denied at the limit", rl: byPrincipal, h: restAnswer("Allow", "", "bob", nil, nil), times: 3,
 			effect: "Deny", context: map[string]any{"limit": int64(2), "remaining": int64(0), "retryAfter": int64(30)}},
-		{name: "team deny passes through", rl: byPrincipal, h: restAnswer("Deny", "", "carol", map[string]any{"why": "suspended"}, nil), times: 5},
+		{name: "team deny is Unauthorized", rl: byPrincipal, h: restAnswer("Deny", "", "carol", map[string]any{"why": "suspended"}, nil), times: 5, wantErr: ratelimit.ErrUnauthorized},
 		{name: "team error passes through", rl: byPrincipal, h: restAnswer("Allow", "", "dave", nil, boom), times: 3, wantErr: boom},
 		{name: "team Unauthorized passes through", rl: byPrincipal, h: restAnswer("Allow", "", "", nil, unauthorized), times: 1, wantErr: unauthorized},
 		{name: "empty principal", rl: byPrincipal, h: restAnswer("Allow", "", " ", nil, nil), times: 1, wantErr: ratelimit.ErrUnauthorized},
@@ -264,11 +267,11 @@ func TestWrapHTTP(t *testing.T) {
 			t.Errorf("isAuthorized = %v, want [true true false]", got)
 		}
 	})
-	t.Run("simple team refusal passes through", func(t *testing.T) {
+	t.Run("simple team refusal is Unauthorized", func(t *testing.T) {
 		team := map[string]any{"tenant": "initech-2", "why": "expired"}
 		r, err := byTenant.WrapHTTP(simple(false, team))(context.Background(), ev)
-		if err != nil || r.IsAuthorized || !cmp.Equal(r.Context, team) {
-			t.Errorf("= %+v, %v; want the team's answer unchanged", r, err)
+		if !errors.Is(err, ratelimit.ErrUnauthorized) || r.IsAuthorized {
+			t.Errorf("= %+v, %v; want Unauthorized (401; an HTTP API's rate limit is its 403)", r, err)
 		}
 	})
 	t.Run("simple without a context key", func(t *testing.T) {
@@ -370,4 +373,27 @@ func TestOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// adminResponse is what the admin handler answered.
+type adminResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// serveAdmin sends one request to the admin http.Handler, in process, as
+// sluice local mounts it: a JSON body when body is not nil, actor recorded
+// in the audit log.
+func serveAdmin(svc *admin.Service, method, path string, query url.Values, body []byte, actor string) adminResponse {
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	svc.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return actor }}).ServeHTTP(w, r)
+	return adminResponse{Status: w.Code, Header: w.Header(), Body: w.Body.Bytes()}
 }

@@ -5,7 +5,8 @@
 #
 # It installs redis-server and PostgreSQL from Debian when they are missing
 # (and gcc for -race, Node.js for the CDK template tests under infra/,
-# chromium for the web console's browser tests),
+# chromium for the web console's browser tests, iproute2 and iptables for
+# the fault harness),
 # starts each from a fresh temp dir on a free loopback port, exports
 #   SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL, SLUICE_REQUIRE_INTEGRATION=1
 # runs the command, then stops exactly the processes it started (by pid) and
@@ -48,6 +49,11 @@ ensure_tools() {
 	# The web console's browser tests (cmd/sluice) drive Debian's chromium
 	# headless through chromedp.
 	command -v chromium >/dev/null || apt_install chromium
+	# The fault harness (internal/chaos: make chaos, and its short run in
+	# make test) builds network namespaces with ip and cuts links with
+	# iptables.
+	command -v ip >/dev/null || apt_install iproute2
+	command -v iptables >/dev/null || apt_install iptables
 	# The distribution's server already running as a service would collide with
 	# nothing (we use our own port) but wastes memory; we never start it.
 	find_pg_bin || { apt_install postgresql; find_pg_bin; }

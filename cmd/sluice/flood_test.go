@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -29,6 +31,9 @@ const floodSeed = `{"rules": [
 // write: the Redis keys stay at 50 keys + 1 floor, whatever the flood's
 // length. The figures are logged for docs/SECURITY.md.
 func TestLocalRandomKeyFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods sluice local with 2,000 requests: skipped with -short (make check)")
+	}
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	if err := os.WriteFile(seed, []byte(floodSeed), 0o600); err != nil {
@@ -48,7 +53,9 @@ func TestLocalRandomKeyFlood(t *testing.T) {
 			rdb := testenv.Redis(t)
 			prefix := testenv.Prefix(t, "flood")
 			t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
-			p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t), "DIMENSIONS=" + tc.dimensions},
+			// LOG_LEVEL=info: the denial lines, as the deployed stack's
+			// Contributor Insights rules read them.
+			p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t), "DIMENSIONS=" + tc.dimensions, "LOG_LEVEL=info"},
 				"--seed", seed, "--redis-prefix", prefix)
 			var allowed, denied, other atomic.Int64
 			var wg sync.WaitGroup
@@ -108,6 +115,43 @@ func TestLocalRandomKeyFlood(t *testing.T) {
 			if maxKeys := int64(tc.maxKeys) + most - int64(tc.allowed); int64(buckets) > maxKeys {
 				t.Errorf("%d Redis bucket keys, want at most %d (one per admitted key, and the floor)", buckets, maxKeys)
 			}
+			if tc.dimensions != "" {
+				checkFloodAttributed(t, p, denied.Load())
+			}
 		})
+	}
+}
+
+// checkFloodAttributed: the floor's denials are the flooding IP's doing,
+// and say so where an operator looks: every denial line's principalId is
+// the hash of the client's address (127.0.0.1), with dimension ip, and
+// GET /admin/stats lists that hash as the top denied subject, with every
+// denial; none of the one-off keys appears.
+func checkFloodAttributed(t *testing.T, p *localProc, denied int64) {
+	t.Helper()
+	ipHash := localSubjectHash(t, "127.0.0.1")
+	var lines int64
+	for line := range strings.SplitSeq(p.out.String(), "\n") {
+		var l struct{ Msg, PrincipalID, Dimension, RuleID string }
+		if !strings.Contains(line, `"rate limit denied"`) {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("decision line %q: %v", line, err)
+		}
+		if lines++; l.PrincipalID != ipHash || l.Dimension != "ip" {
+			t.Fatalf("denial line %s: principalId %s dimension %q, want the IP's hash %s, dimension ip", line, l.PrincipalID, l.Dimension, ipHash)
+		}
+	}
+	if lines != denied {
+		t.Errorf("%d denial lines, want one per denied request (%d)", lines, denied)
+	}
+	resp, body := p.adminGet(t, "/admin/stats?window=15m&top=10")
+	var rep stats.Report
+	if err := json.Unmarshal(body, &rep); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("GET /admin/stats = %d %s (%v)", resp.StatusCode, body, err)
+	}
+	if len(rep.Subjects) != 1 || rep.Subjects[0].Subject != ipHash || rep.Subjects[0].Denied != denied {
+		t.Errorf("stats top denied subjects = %+v, want only the IP's hash %s with all %d denials", rep.Subjects, ipHash, denied)
 	}
 }

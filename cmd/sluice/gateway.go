@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -31,28 +31,29 @@ const (
 // takes ANY method.
 var demoResources = []string{"/", "/hello", "/items", "/items/{id}", "/search"}
 
-// restAuthorizer is the authorizer's REST event handler
-// (internal/authorizer/apigw.Authorizer.REST).
-type restAuthorizer interface {
-	REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error)
+// lambdaHandler is the authorizer's Lambda entry, what the Lambda runtime
+// calls with the event's bytes (internal/authorizer/apigw.Authorizer.Invoke).
+type lambdaHandler interface {
+	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }
 
 // gateway plays API Gateway in front of the demo API: it builds the REQUEST
-// authorizer event API Gateway would, calls the authorizer's event handler,
-// evaluates the returned policy against the method ARN, and answers Deny
-// with the 429 the CDK gateway responses produce, "Unauthorized" with 401,
-// and Allow by calling the echo backend.
+// authorizer event API Gateway would, sends its JSON through the
+// authorizer function's Invoke (the entry the Lambda runtime calls, event
+// decoding included), evaluates the returned policy against the method
+// ARN, and answers Deny with the 429 the CDK gateway responses produce,
+// "Unauthorized" with 401, and Allow by calling the echo backend.
 type gateway struct {
 	apiID, stage string
 	resources    []resourceTemplate
-	auth         restAuthorizer
+	auth         lambdaHandler
 	log          *slog.Logger
 	// headers are the dialects of the rate-limit fields (RATELIMIT_HEADERS),
 	// as the construct's gateway responses map them; 0 is headers.Default.
 	headers headers.Dialects
 }
 
-func newGateway(apiID, stage string, resources []string, auth restAuthorizer, log *slog.Logger) *gateway {
+func newGateway(apiID, stage string, resources []string, auth lambdaHandler, log *slog.Logger) *gateway {
 	g := &gateway{apiID: apiID, stage: stage, auth: auth, log: log}
 	for _, r := range resources {
 		g.resources = append(g.resources, parseTemplate(r))
@@ -188,6 +189,24 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 	}
 }
 
+// authorize sends ev to the authorizer function as the Lambda runtime
+// does, as JSON through Invoke, and decodes its answer as API Gateway does.
+func (g *gateway) authorize(ctx context.Context, ev *events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+	var resp events.APIGatewayCustomAuthorizerResponse
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return resp, fmt.Errorf("encode the authorizer event: %w", err)
+	}
+	out, err := g.auth.Invoke(ctx, payload)
+	if err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return resp, fmt.Errorf("decode the authorizer's answer %.200q: %w", out, err)
+	}
+	return resp, nil
+}
+
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	requestID := uuid.NewString()
 	w.Header().Set("X-Amzn-Requestid", requestID)
@@ -199,11 +218,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, res, params, requestID)
-	resp, err := g.auth.REST(r.Context(), ev)
+	resp, err := g.authorize(r.Context(), &ev)
 	switch {
-	case errors.Is(err, authapigw.ErrUnauthorized):
+	case err != nil && err.Error() == authapigw.ErrUnauthorized.Error():
 		// API Gateway answers 401 when the authorizer fails with exactly
-		// "Unauthorized" (the CDK gateway response adds this body).
+		// the message "Unauthorized" (the CDK gateway response adds this
+		// body); it reads the message, not a Go error value.
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Unauthorized", "requestId": requestID})
 		return
 	case err != nil:

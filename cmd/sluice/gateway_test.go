@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -49,16 +50,25 @@ func TestGatewayRoute(t *testing.T) {
 	}
 }
 
-// fakeAuth answers with a canned policy and records the event.
+// fakeAuth is an authorizer function's Lambda entry: it records the event
+// bytes it is sent (and their decoding) and answers a canned policy as
+// JSON, as the Lambda runtime returns it.
 type fakeAuth struct {
-	ev   events.APIGatewayCustomAuthorizerRequestTypeRequest
-	resp events.APIGatewayCustomAuthorizerResponse
-	err  error
+	payload []byte
+	ev      events.APIGatewayCustomAuthorizerRequestTypeRequest
+	resp    events.APIGatewayCustomAuthorizerResponse
+	err     error
 }
 
-func (f *fakeAuth) REST(_ context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
-	f.ev = ev
-	return f.resp, f.err
+func (f *fakeAuth) Invoke(_ context.Context, payload []byte) ([]byte, error) {
+	f.payload = payload
+	if err := json.Unmarshal(payload, &f.ev); err != nil {
+		return nil, err
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return json.Marshal(f.resp)
 }
 
 func authResponse(effect, resource string) events.APIGatewayCustomAuthorizerResponse {
@@ -122,6 +132,21 @@ func TestGatewayEventAndPolicy(t *testing.T) {
 			}
 			if ev.Headers["X-Api-Key"] != "k" {
 				t.Errorf("event headers = %v, want X-Api-Key k", ev.Headers)
+			}
+			// The bytes are API Gateway's REQUEST event: its key names,
+			// which the authorizer's own decoder (authEvent) reads.
+			var raw map[string]any
+			if err := json.Unmarshal(fa.payload, &raw); err != nil {
+				t.Fatalf("event bytes %s: %v", fa.payload, err)
+			}
+			for _, key := range []string{"type", "methodArn", "resource", "path", "httpMethod", "headers", "multiValueHeaders",
+				"queryStringParameters", "multiValueQueryStringParameters", "pathParameters", "requestContext"} {
+				if _, ok := raw[key]; !ok {
+					t.Errorf("event bytes lack %q: %s", key, fa.payload)
+				}
+			}
+			if id, _ := raw["requestContext"].(map[string]any)["identity"].(map[string]any); id["sourceIp"] != "192.0.2.7" {
+				t.Errorf("event requestContext.identity = %v, want sourceIp 192.0.2.7", id)
 			}
 			if tt.status == 429 {
 				if got := w.Header().Get("Retry-After"); got != "7" {

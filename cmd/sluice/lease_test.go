@@ -13,22 +13,28 @@ import (
 // TestLocalLeaseLoad runs `sluice load --strict` against `sluice local`
 // (real Redis, leasing on as the Lambdas have it by default) with one
 // subject at full speed: leases must take part, and nothing may be
-// over-admitted. The rule (1000/s, burst 2000) binds after the burst, so
+// over-admitted. The rule (200/s, burst 400) binds after the burst, so
 // the run covers both large leases (a full bucket) and none (a drained
-// one).
+// one). It binds at any rate above 330 requests a second, which a loaded
+// 2-core machine still sends (1000/s did not: 766/s under make test at a
+// load average of 20 never reached the limit).
 func TestLocalLeaseLoad(t *testing.T) {
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "rules.json")
 	if err := os.WriteFile(seed, []byte(`{"rules": [{"api": "demo", "route": "*", "subject": "*",
-		"limit": 1000, "period": "1s", "burst": 2000, "description": "lease load"}]}`), 0o600); err != nil {
+		"limit": 200, "period": "1s", "burst": 400, "description": "lease load"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	prefix := testenv.Prefix(t, "lease")
 	testenv.DeleteKeys(t, testenv.Redis(t), prefix)
-	p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t)}, "--seed", seed, "--redis-prefix", prefix)
+	// A budget a loaded make test cannot exhaust: at the 25 ms default,
+	// decisions failed open (the rule's failure mode, allowed by design)
+	// and the load tool counted them as over-admitted (2,706 allowed
+	// against a bound of 1,006). This test is of the leases' exactness.
+	p := startLocal(t, []string{"REDIS_URL=" + testenv.RedisURL(t), "REDIS_TIMEOUT=2s"}, "--seed", seed, "--redis-prefix", prefix)
 
 	cmd := exec.Command(sluiceBin, "load", "--strict", "--quiet", "-o", "json", "--rate", "0", "--concurrency", "32",
-		"--duration", "3s", "--subjects", "1", "--limit", "1000", "--burst", "2000", "--period", "1s", p.base+"/hello")
+		"--duration", "3s", "--subjects", "1", "--limit", "200", "--burst", "400", "--period", "1s", p.base+"/hello")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("sluice load --strict: %v\n%s\nsluice local:\n%s", err, out, p.out)

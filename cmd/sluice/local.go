@@ -23,13 +23,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/headers"
@@ -185,7 +186,9 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 
 	// Serve from the start: the development issuer's JWKS must answer the
 	// authorizer's fetch at init. The other routes are added once built
-	// (ServeMux takes routes while it serves); the banner comes last.
+	// (ServeMux takes routes while it serves); until all are, every other
+	// request is answered 503 problem+json, never the mux's plain-text 404
+	// (startingGate). The banner comes last.
 	ln := c.ln
 	if ln == nil {
 		var err error
@@ -196,13 +199,14 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	mux := http.NewServeMux()
 	if c.dev != nil {
 		jwks := c.dev.JWKS()
-		mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(jwks) //nolint:errcheck // the client has gone
 		})
 	}
+	var mounted atomic.Bool
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           startingGate(&mounted, mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
 	}
@@ -303,9 +307,11 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 		token, generated = "sl_"+hex.EncodeToString(b[:]), true
 	}
 
-	adminHandler := a.Admin.HTTPHandler(func(*http.Request) string { return adminActor })
+	// The admin and check Lambdas' own http.Handlers: the functions run
+	// them through internal/lambdahttp, local mounts them as they are.
+	adminHandler := a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return adminActor }})
 	mux.Handle("/admin/", requireToken(token, http.StripPrefix("/admin", adminHandler)))
-	mux.Handle("/admin/check", requireToken(token, checkHandler(a.Check)))
+	mux.Handle("/admin/check", requireToken(token, a.Check))
 	mux.Handle("/admin/debug/vars", requireToken(token, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin/token", requireToken(token, devTokenHandler(c.dev)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
@@ -316,6 +322,7 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
+	mounted.Store(true)
 
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
@@ -345,6 +352,34 @@ func serveLocal(ctx context.Context, c localConfig, cfg config.Config, stdout, s
 	}
 	<-served
 	return nil
+}
+
+// jwksPattern is the development issuer's JWKS route.
+const jwksPattern = "GET /.well-known/jwks.json"
+
+// startingGate serves mux once mounted is true. Before, it serves only the
+// development issuer's JWKS, which the authorizer fetches while it is built,
+// and answers anything else 503 problem+json with Retry-After: a client
+// that connects early learns to retry, not that the route does not exist.
+func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mounted.Load() {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if h, pattern := mux.Handler(r); pattern == jwksPattern {
+			h.ServeHTTP(w, r)
+			return
+		}
+		status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
+			Status: http.StatusServiceUnavailable,
+			Detail: "sluice local is starting: its routes are not mounted yet. Retry in a moment.",
+			Header: http.Header{"Retry-After": {"1"}},
+		})
+		maps.Copy(w.Header(), h)
+		w.WriteHeader(status)
+		w.Write(body) //nolint:errcheck // the client has gone
+	})
 }
 
 // firstMigrateTimeout bounds the migration at start: a database that does
@@ -386,25 +421,6 @@ func catchUp(ctx context.Context, mig *app.App, a *app.App, c localConfig) {
 		a.Log.Warn("database still unreachable; retrying", slog.Duration("in", min(2*wait, 30*time.Second)), slog.Any("error", err))
 		wait = min(2*wait, 30*time.Second)
 	}
-}
-
-// checkHandler serves the check API (POST /check) over net/http with the
-// check Lambda's code: the body is read up to one byte past the limit, so
-// an oversized one still gets its 413-style problem from Serve.
-func checkHandler(check *authapigw.Check) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, authapigw.MaxCheckBody+1))
-		if err != nil {
-			http.Error(w, "the request body could not be read", http.StatusBadRequest)
-			return
-		}
-		status, hdr, out := check.Serve(r.Context(), r.Method, string(body), false)
-		for k, v := range hdr {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(status)
-		w.Write(out) //nolint:errcheck // the client has gone
-	})
 }
 
 // expireMiniredis makes the embedded Redis expire keys in real time, to

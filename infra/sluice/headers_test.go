@@ -19,6 +19,9 @@ import (
 // value (in one app: each synth is a node round trip) and checks the 429's
 // response parameters, exactly, and the authorizer's RATELIMIT_HEADERS.
 func TestGatewayResponseDialects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
+	}
 	draft11 := map[string]string{"RateLimit-Policy": "rateLimitPolicy", "RateLimit": "rateLimit"}
 	draft6 := map[string]string{"RateLimit-Limit": "limit", "RateLimit-Remaining": "remaining", "RateLimit-Reset": "reset"}
 	legacy := map[string]string{"X-RateLimit-Limit": "limit", "X-RateLimit-Remaining": "remaining", "X-RateLimit-Reset": "resetAt"}
@@ -91,6 +94,9 @@ func TestGatewayResponseDialects(t *testing.T) {
 }
 
 func TestAuthorizerUnknownDialect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
+	}
 	defer func() {
 		r := recover()
 		if msg := fmt.Sprint(r); r == nil || !strings.Contains(msg, "RateLimitHeaders") || !strings.Contains(msg, `"x-ratelimit"`) {

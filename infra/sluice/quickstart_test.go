@@ -52,6 +52,9 @@ func goBlocks(doc string) []quickstartBlock {
 // export data is in go's build cache from the package's other tests).
 // An error is reported at its line of the document.
 func TestQuickstartCompiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the guide's programs (tens of seconds): skipped with -short (make check)")
+	}
 	t.Parallel()
 	const docPath = "../../docs/quickstart.md"
 	doc, err := os.ReadFile(docPath)

@@ -169,9 +169,12 @@ type AuthorizerProps struct {
 	SubjectSources string
 	// Upstream is the API's existing Lambda authorizer, which Sluice invokes
 	// first with the same event (UPSTREAM_AUTHORIZER): its Deny and
-	// Unauthorized stand, its Allow names the caller (SUBJECT_SOURCES
+	// Unauthorized are a 401 (the UNAUTHORIZED gateway response, never the
+	// 429 of ACCESS_DENIED), its Allow names the caller (SUBJECT_SOURCES
 	// principal or context:<key>). The construct sets the variable to the
-	// function's ARN and grants the invoke. Default: none.
+	// function's ARN and grants the invoke. Its answers are cached only
+	// with UPSTREAM_IDENTITY_SOURCES in FunctionProps.Environment. Default:
+	// none.
 	Upstream awslambda.IFunction
 	// SubjectKey is the subject hash key's secret (NewSubjectKey): its ARN
 	// becomes SUBJECT_HMAC_KEY_SECRET_ARN and the function may read it.
@@ -184,6 +187,25 @@ type AuthorizerProps struct {
 	// query source when that is the only source; none otherwise (so that the
 	// "apikey" and "ip" fallbacks still reach the authorizer).
 	IdentitySources []*string
+	// JWT configures the verification of bearer tokens, which the jwt:<claim>
+	// subject sources require (JWT_ISSUER, JWT_AUDIENCE, JWT_TOKEN_USE,
+	// JWT_JWKS_URL). The function must reach the JWKS URL over HTTPS: in a
+	// VPC, through a NAT gateway. Default: none; with a jwt: source and no
+	// JWT_ISSUER or JWT_AUDIENCE in Environment, NewAuthorizer panics, as
+	// the authorizer would fail at every cold start.
+	JWT *JWT
+	// Deployment is a Sluice deployment to share (ImportDeployment): the
+	// function runs in its VPC, subnets and security groups (unless
+	// FunctionProps.Vpc is set), gets its Redis, database and subject hash
+	// key settings (Environment's own values win), and may read its
+	// secrets. Default: none.
+	Deployment *Deployment
+	// NoRequestAuthorizer creates the function alone, for APIs of other
+	// apps that make their REQUEST authorizer from its ARN: a REQUEST
+	// authorizer attached to no API of this app cannot be synthesized.
+	// [Authorizer.ForAPI] still makes one. Default: false, Authorizer is
+	// created.
+	NoRequestAuthorizer bool
 	// RateLimitHeaders chooses the rate-limit fields of the 429, a
 	// comma-separated list of dialects: "draft11" (RateLimit-Policy and
 	// RateLimit, the current IETF draft's syntax), "draft6"
@@ -196,6 +218,45 @@ type AuthorizerProps struct {
 	RateLimitHeaders string
 }
 
+// JWT configures the verification of bearer tokens (see the authorizer's
+// JWT_* settings).
+type JWT struct {
+	// Issuer is JWT_ISSUER, the tokens' "iss", such as
+	// https://cognito-idp.<region>.amazonaws.com/<user pool id>. Required.
+	Issuer string
+	// Audience is JWT_AUDIENCE: a token's "aud" (or a Cognito access
+	// token's "client_id") must be one of them. Required.
+	Audience []string
+	// TokenUse is JWT_TOKEN_USE: the "token_use" a token must carry
+	// (Cognito: id or access). Default: any.
+	TokenUse string
+	// JWKSURL is JWT_JWKS_URL. Default: <Issuer>/.well-known/jwks.json.
+	JWKSURL string
+}
+
+// environment returns the JWT_* variables of j.
+func (j *JWT) environment() map[string]string {
+	env := map[string]string{"JWT_ISSUER": j.Issuer, "JWT_AUDIENCE": strings.Join(j.Audience, ",")}
+	if j.TokenUse != "" {
+		env["JWT_TOKEN_USE"] = j.TokenUse
+	}
+	if j.JWKSURL != "" {
+		env["JWT_JWKS_URL"] = j.JWKSURL
+	}
+	return env
+}
+
+// HasJWTSource reports whether a SUBJECT_SOURCES value names a jwt:<claim>
+// source, which needs JWT_ISSUER and JWT_AUDIENCE.
+func HasJWTSource(subjectSources string) bool {
+	for _, s := range strings.Split(subjectSources, ",") {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), "jwt:") {
+			return true
+		}
+	}
+	return false
+}
+
 // Authorizer is the Sluice authorizer function with its API Gateway REQUEST
 // authorizer.
 type Authorizer struct {
@@ -203,12 +264,14 @@ type Authorizer struct {
 	Function awslambda.Function
 	// Authorizer is the REQUEST authorizer to set on methods
 	// (AuthorizationType CUSTOM). API Gateway binds an authorizer to one
-	// RestApi: for another API use [Authorizer.ForAPI].
+	// RestApi: for another API use [Authorizer.ForAPI]. Nil with
+	// AuthorizerProps.NoRequestAuthorizer.
 	Authorizer awsapigateway.RequestAuthorizer
 
 	scope           constructs.Construct
 	identitySources []*string
 	headers         headers.Dialects
+	apis            []awsapigateway.IRestApi // given to AddGatewayResponses: what NewAlarms watches
 }
 
 // NewAuthorizer creates the authorizer Lambda and its REQUEST authorizer.
@@ -220,6 +283,9 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	fp := p.FunctionProps
 	if fp.Name == "" {
 		fp.Name = "authorizer"
+	}
+	if p.Deployment != nil {
+		p.Deployment.Apply(&fp)
 	}
 	dialects, err := headers.Parse(p.RateLimitHeaders)
 	if err != nil {
@@ -240,6 +306,18 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	}
 	if p.SubjectKey != nil {
 		env["SUBJECT_HMAC_KEY_SECRET_ARN"] = *p.SubjectKey.SecretArn()
+	}
+	if p.JWT != nil {
+		if p.JWT.Issuer == "" || len(p.JWT.Audience) == 0 {
+			panic(fmt.Sprintf("sluice.NewAuthorizer %s: JWT needs Issuer and Audience (the authorizer refuses tokens it cannot check both of)", id))
+		}
+		for k, v := range p.JWT.environment() {
+			env[k] = v
+		}
+	}
+	if HasJWTSource(p.SubjectSources) && (env["JWT_ISSUER"] == "" || env["JWT_AUDIENCE"] == "") {
+		panic(fmt.Sprintf("sluice.NewAuthorizer %s: SubjectSources %q reads a verified token: set JWT (Issuer and Audience), "+
+			"or the authorizer fails at every cold start with JWT_ISSUER or JWT_AUDIENCE required", id, p.SubjectSources))
 	}
 	fp.Environment = env
 	construct := constructs.NewConstruct(scope, jsii.String(id))
@@ -262,10 +340,15 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if p.SubjectKey != nil {
 		p.SubjectKey.GrantRead(a.Function, nil)
 	}
+	if p.Deployment != nil {
+		p.Deployment.GrantRead(a.Function)
+	}
 	if a.identitySources == nil {
 		a.identitySources = IdentitySources(p.SubjectSources)
 	}
-	a.Authorizer = a.newRequestAuthorizer(construct, "Authorizer")
+	if !p.NoRequestAuthorizer {
+		a.Authorizer = a.newRequestAuthorizer(construct, "Authorizer")
+	}
 	return a
 }
 
@@ -379,6 +462,7 @@ const TooManyRequestsBody = `{"message":"Too Many Requests",` +
 // fields of the authorizer's RateLimitHeaders. See the package function for
 // what they do.
 func (a *Authorizer) AddGatewayResponses(scope constructs.Construct, id string, api awsapigateway.IRestApi) {
+	a.apis = append(a.apis, api)
 	addGatewayResponses(scope, id, api, a.headers)
 }
 
@@ -390,7 +474,9 @@ func (a *Authorizer) AddGatewayResponses(scope constructs.Construct, id string, 
 //   - ACCESS_DENIED, what API Gateway sends when the authorizer returns Deny,
 //     becomes 429 Too Many Requests with Retry-After, RateLimit-Policy and
 //     RateLimit headers and a JSON body carrying the same values;
-//   - UNAUTHORIZED (no subject found) stays a 401 with a JSON body.
+//   - UNAUTHORIZED (no subject found, or an upstream authorizer that did
+//     not allow) stays a 401 with a JSON body and no Retry-After: a client
+//     never reads an authorization failure as a rate limit.
 //
 // Install them only on APIs whose ACCESS_DENIED comes from Sluice: an IAM or
 // resource-policy denial on the same API would also become a 429. The ids

@@ -44,6 +44,9 @@ type bucketKeeper interface {
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
 	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
 	SubjectHash(subject string) string
+	// ClaimSubjectKey records the subject hash key's id for the buckets,
+	// or fails with limiter.ErrSubjectKeyMismatch when another is.
+	ClaimSubjectKey(ctx context.Context) error
 }
 
 // Options configure a Service. The zero value is usable; each field's
@@ -56,9 +59,11 @@ type Options struct {
 	// DefaultMaxBody (64 KiB).
 	MaxBody int
 	// PublishTimeout bounds the publish after a write: reading every rule
-	// back from the store and storing them in Redis; default 3s. It is
-	// detached from the request's context: a write that committed still
-	// announces itself when the caller has gone.
+	// back from the store and storing them in Redis, retried until it
+	// succeeds; default DefaultPublishTimeout (8s: a Sentinel failover
+	// fits, and the admin Lambdas' 10 s timeout still holds the write).
+	// It is detached from the request's context: a write that committed
+	// still announces itself when the caller has gone.
 	PublishTimeout time.Duration
 	// Default is the authorizers' configured default rule (their
 	// DEFAULT_LIMIT), shown by GET /subjects/{subject}/limits and reset with
@@ -69,6 +74,12 @@ type Options struct {
 	// stack; nil answers 503.
 	Stats StatsReader
 }
+
+// DefaultPublishTimeout is Options.PublishTimeout's default.
+const DefaultPublishTimeout = 8 * time.Second
+
+// publishRetry is the pause between two publish attempts.
+const publishRetry = 250 * time.Millisecond
 
 // Service runs the admin operations. It is safe for concurrent use; build
 // one at init and share it.
@@ -104,7 +115,7 @@ func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *
 		s.maxBody = DefaultMaxBody
 	}
 	if s.publishTimeout <= 0 {
-		s.publishTimeout = 3 * time.Second
+		s.publishTimeout = DefaultPublishTimeout
 	}
 	return s
 }
@@ -116,22 +127,41 @@ func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *
 // safe: the set read holds this write and every one committed before it,
 // and its version orders it against the sets other writes publish.
 //
-// A failure is logged and swallowed: the write stands, and authorizers pick
-// it up at their next full reload from the store at the latest.
+// A failure is retried every publishRetry until the publish budget
+// (PublishTimeout) runs out: a Redis failing over (Sentinel promotes a
+// replica within seconds) or a database blip does not leave a committed
+// change unannounced. What still fails is logged and swallowed: the write
+// stands, and authorizers pick it up at the next write's publish, or their
+// next full reload from the store at the latest.
 func (s *Service) publish(ctx context.Context, route string) {
 	if s.snapshots == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.publishTimeout)
 	defer cancel()
-	set, err := s.store.LoadAll(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
-			slog.String("route", route), slog.Any("error", err))
-		return
+	var (
+		set       rules.Set
+		published bool
+		loadErr   error
+		err       error
+	)
+	for {
+		if set, loadErr = s.store.LoadAll(ctx); loadErr == nil {
+			if published, err = s.snapshots.Publish(ctx, set); err == nil || published {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(publishRetry):
+			continue
+		}
+		break
 	}
-	published, err := s.snapshots.Publish(ctx, set)
 	switch {
+	case loadErr != nil:
+		s.log.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
+			slog.String("route", route), slog.Any("error", loadErr))
 	case err != nil && published:
 		// Too large to store: the version moved, authorizers load from
 		// the store.
@@ -143,5 +173,8 @@ func (s *Service) publish(ctx context.Context, route string) {
 	case !published:
 		s.log.DebugContext(ctx, "rules snapshot not published: Redis holds a newer one",
 			slog.String("route", route), slog.Int64("version", set.Version))
+	}
+	if err == nil {
+		s.claimKeyAfterPublish(ctx, route)
 	}
 }

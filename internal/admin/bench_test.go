@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
@@ -116,7 +115,7 @@ func BenchmarkSubjects(b *testing.B) {
 			prefix := testenv.Prefix(b, "admin")
 			testenv.DeleteKeys(b, rdb, prefix)
 			svc := admin.New(postgres.New(pool), nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{})
-			h := apigw.Handler(svc, "")
+			h := lambdaHandler(svc)
 			for _, c := range []struct {
 				name   string
 				route  string

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -30,7 +29,7 @@ func TestTooManyRules(t *testing.T) {
 			t.Parallel()
 			var logs strings.Builder
 			svc := admin.New(b.new(t, store.Options{MaxRules: 2}), nil, nil, admin.Options{Logger: newJSONLogger(&logs)})
-			e := &env{svc: svc, handle: apigw.Handler(svc, "")}
+			e := &env{svc: svc, handle: lambdaHandler(svc)}
 			body := func(i int) string {
 				return fmt.Sprintf(`{"api":"a1","route":"*","subject":"k%d","limit":1,"period":"1m"}`, i)
 			}

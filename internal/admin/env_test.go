@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -125,7 +124,7 @@ func newEnv(t testing.TB, b backend) *env {
 	testenv.DeleteKeys(t, rdb, prefix)
 	var logs strings.Builder
 	svc := admin.New(st, pub, lim, admin.Options{Logger: newJSONLogger(&logs)})
-	e := &env{svc: svc, handle: apigw.Handler(svc, ""), store: st, snapshots: snaps, lim: lim, logs: &logs}
+	e := &env{svc: svc, handle: lambdaHandler(svc), store: st, snapshots: snaps, lim: lim, logs: &logs}
 	e.count = func(t testing.TB) rowCounts {
 		r, p, a := counts(t)
 		set, err := st.LoadAll(context.Background())

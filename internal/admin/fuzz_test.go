@@ -1,9 +1,9 @@
 package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/admin"
@@ -26,24 +26,19 @@ func FuzzBodies(f *testing.F) {
 		f.Add(s)
 	}
 	svc := admin.New(memory.New(), nil, nil, admin.Options{})
-	ctx := context.Background()
+	jsonType := http.Header{"Content-Type": {"application/json"}}
 	// A plan and a rule for the PUT routes to find.
-	svc.Handle(ctx, admin.Request{Method: "POST", Resource: "/plans", Header: http.Header{"Content-Type": {"application/json"}},
-		Body: []byte(`{"name":"gold","limit":10,"period":"1m"}`)})
-	created := svc.Handle(ctx, admin.Request{Method: "POST", Resource: "/rules", Header: http.Header{"Content-Type": {"application/json"}},
-		Body: []byte(`{"api":"f","route":"*","subject":"*","limit":1,"period":"1s"}`)})
+	serve(svc, "POST", "/plans", jsonType, `{"name":"gold","limit":10,"period":"1m"}`)
+	created := serve(svc, "POST", "/rules", jsonType, `{"api":"f","route":"*","subject":"*","limit":1,"period":"1s"}`)
 	var r struct{ ID string }
 	if err := json.Unmarshal(created.Body, &r); err != nil || created.Status != 201 {
 		f.Fatalf("seed rule: %d %s", created.Status, created.Body)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, route := range []string{admin.RouteCreateRule, admin.RouteUpdateRule, admin.RouteCreatePlan, admin.RouteUpdatePlan} {
-			req := admin.Request{
-				Header:     http.Header{"Content-Type": {"application/json"}, "If-Match": {"*"}},
-				PathParams: map[string]string{"id": r.ID, "name": "gold"},
-				Body:       []byte(body),
-			}
-			resp := svc.HandleRoute(ctx, route, withMethod(req, route))
+			method, resource, _ := strings.Cut(route, " ")
+			path := strings.NewReplacer("{id}", r.ID, "{name}", "gold").Replace(resource)
+			resp := serve(svc, method, path, http.Header{"Content-Type": {"application/json"}, "If-Match": {"*"}}, body)
 			if resp.Status >= 500 || resp.Status < 200 {
 				t.Fatalf("%s %q = %d %s", route, body, resp.Status, resp.Body)
 			}
@@ -52,14 +47,4 @@ func FuzzBodies(f *testing.F) {
 			}
 		}
 	})
-}
-
-func withMethod(req admin.Request, route string) admin.Request {
-	for i := range route {
-		if route[i] == ' ' {
-			req.Method = route[:i]
-			break
-		}
-	}
-	return req
 }

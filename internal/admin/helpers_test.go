@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -56,6 +57,22 @@ type failingPublisher struct{}
 
 func (failingPublisher) Publish(context.Context, rules.Set) (bool, error) {
 	return false, errors.New("publish rules snapshot sl:{rules}:snapshot: connection refused")
+}
+
+// flakyPublisher refuses its first failures publishes, as a Redis failing
+// over does, then takes them.
+type flakyPublisher struct {
+	failures  int32
+	calls     atomic.Int32
+	published atomic.Int32
+}
+
+func (f *flakyPublisher) Publish(context.Context, rules.Set) (bool, error) {
+	if f.calls.Add(1) <= f.failures {
+		return false, errors.New("publish rules snapshot: dial tcp 10.0.0.7:6379: i/o timeout")
+	}
+	f.published.Add(1)
+	return true, nil
 }
 
 func newHTTPServer(t *testing.T, h http.Handler) *httptest.Server {

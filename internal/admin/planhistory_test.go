@@ -5,12 +5,11 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 )
 
 func TestPlanHistory(t *testing.T) {
 	t.Parallel()
-	h := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{}), "")
+	h := lambdaHandler(admin.New(mustMemory(), nil, nil, admin.Options{}))
 	ctx := context.Background()
 	resp, _ := h(ctx, event(admin.RouteCreatePlan, nil, `{"name":"gold","limit":10,"period":"1m"}`))
 	want(t, resp, 201, nil)

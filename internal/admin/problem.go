@@ -111,20 +111,9 @@ func conflictDetail(route string) string {
 	return "Another rule already holds this scope (api, route, subject)."
 }
 
-// Problem answers req with the problem response for err, logged like the
-// Service's own failures: adapters use it for what goes wrong before Handle
-// (an unreadable body, bad base64). Pass an *httpapi.Error to choose the status and
-// the client's detail; any other error is a 500 with a generic detail.
-func (s *Service) Problem(ctx context.Context, req Request, err error) Response {
-	return s.problem(ctx, &call{Request: &req}, err)
-}
-
-// MaxBody returns the largest request body the Service accepts, in bytes.
-func (s *Service) MaxBody() int { return s.maxBody }
-
 // problem turns err into a problem response (httpapi.Render) and logs it:
 // server failures at error level with the cause, client errors at info.
-func (s *Service) problem(ctx context.Context, c *call, err error) Response {
+func (s *Service) problem(ctx context.Context, w http.ResponseWriter, c *call, err error) {
 	e := classify(c.route, err)
 	status, h, body := httpapi.Render(httpapi.TypeBase, e)
 	attrs := []slog.Attr{
@@ -143,5 +132,5 @@ func (s *Service) problem(ctx context.Context, c *call, err error) Response {
 		level = slog.LevelError
 	}
 	s.log.LogAttrs(ctx, level, "admin request failed", attrs...)
-	return Response{Status: status, Header: h, Body: body}
+	writeProblem(w, status, h, body)
 }

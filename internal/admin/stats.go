@@ -25,6 +25,15 @@ type StatsReader interface {
 	TopContributors(ctx context.Context, window time.Duration, n int) (stats.Report, error)
 }
 
+// StatsResponse is the body of GET /stats: the report, and the longest
+// window this source answers, so that a client offers only those.
+type StatsResponse struct {
+	stats.Report
+	// MaxWindow is the longest window, such as "15m" (sluice local) or
+	// "24h" (Contributor Insights).
+	MaxWindow string `json:"max_window"`
+}
+
 // Query defaults and bounds of GET /stats.
 const (
 	DefaultStatsWindow = 5 * time.Minute
@@ -80,7 +89,7 @@ func (s *Service) stats(ctx context.Context, c *call) (reply, error) {
 		}
 		return reply{}, fmt.Errorf("read decision statistics: %w", err)
 	}
-	return reply{status: http.StatusOK, body: rep}, nil
+	return reply{status: http.StatusOK, body: StatsResponse{Report: rep, MaxWindow: shortDuration(maxWindow)}}, nil
 }
 
 // shortDuration prints 15m0s as 15m and 24h0m0s as 24h.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -17,7 +16,7 @@ func TestStatsRoute(t *testing.T) {
 		st.Record(stats.Decision{Rule: "r1", API: "demo", SubjectHash: "aa11"})
 	}
 	st.Record(stats.Decision{Rule: "r2", API: "demo", Allowed: true})
-	h := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: st}), admin.RouteStats)
+	h := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: st}), admin.RouteStats)
 	get := func(kv ...string) (int, []byte) {
 		t.Helper()
 		resp, err := h(context.Background(), withQuery(event(admin.RouteStats, nil, ""), kv...))
@@ -27,10 +26,10 @@ func TestStatsRoute(t *testing.T) {
 		return resp.StatusCode, []byte(resp.Body)
 	}
 
-	var rep stats.Report
+	var rep admin.StatsResponse
 	resp, _ := h(context.Background(), withQuery(event(admin.RouteStats, nil, ""), "window", "5m", "top", "1"))
 	want(t, resp, 200, &rep)
-	if rep.Source != "in-process" || rep.Window != "5m0s" || len(rep.Rules) != 1 || rep.Rules[0].Rule != "r1" || rep.Rules[0].Denied != 3 ||
+	if rep.Source != "in-process" || rep.Window != "5m0s" || rep.MaxWindow != "15m" || len(rep.Rules) != 1 || rep.Rules[0].Rule != "r1" || rep.Rules[0].Denied != 3 ||
 		len(rep.Subjects) != 1 || rep.Subjects[0].Subject != "aa11" || len(rep.Series) != 5 {
 		t.Errorf("GET /stats?window=5m&top=1 = %+v", rep)
 	}
@@ -67,7 +66,7 @@ func TestStatsRoute(t *testing.T) {
 	}
 
 	// Without a source: 503, but a bad window is still the client's 400.
-	none := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{}), admin.RouteStats)
+	none := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{}), admin.RouteStats)
 	resp, _ = none(context.Background(), event(admin.RouteStats, nil, ""))
 	wantProblem(t, resp, 503)
 	resp, _ = none(context.Background(), withQuery(event(admin.RouteStats, nil, ""), "window", "x"))
@@ -85,7 +84,7 @@ func (slowStats) TopContributors(ctx context.Context, _ time.Duration, _ int) (s
 
 func TestStatsSourceTimeout(t *testing.T) {
 	t.Parallel()
-	h := apigw.Handler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: slowStats{}}), admin.RouteStats)
+	h := pinnedHandler(admin.New(mustMemory(), nil, nil, admin.Options{Stats: slowStats{}}), admin.RouteStats)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	resp, _ := h(ctx, withQuery(event(admin.RouteStats, nil, ""), "window", "60m"))

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
@@ -66,11 +65,11 @@ type BucketLimit struct {
 // subjectLimits peeks (charges nothing) at the buckets of the rules that
 // apply to a subject.
 func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
-	subject := c.params["subject"]
-	api, route, err := subjectQuery(c, true)
+	t, err := subjectQuery(c, true)
 	if err != nil {
 		return reply{}, err
 	}
+	subject, api, route := t.Subject, t.API, t.Route
 	es, err := s.applicable(ctx, subject, api, route, rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
@@ -116,11 +115,11 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 // resetSubject deletes the subject's buckets (an admin unblock): they start
 // full again. It is idempotent: 204 also when no rule applies.
 func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
-	subject := c.params["subject"]
-	api, _, err := subjectQuery(c, false)
+	t, err := subjectQuery(c, false)
 	if err != nil {
 		return reply{}, err
 	}
+	subject, api := t.Subject, t.API
 	es, err := s.applicable(ctx, subject, api, "", rules.NormalizeDimension(c.Query.Get("dimension")))
 	if err != nil {
 		return reply{}, err
@@ -143,29 +142,37 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	return reply{status: http.StatusNoContent}, nil
 }
 
-// subjectQuery reads ?api= and, when allowed, ?route=.
-func subjectQuery(c *call, withRoute bool) (api, route string, err error) {
+// subjectQuery reads the path's subject, ?api= and, when allowed,
+// ?route=, normalized and checked as every entry does
+// (rules.NormalizeTarget: "/subjects/%20S%20/limits" is S's). An api or
+// route left out is every api, every route; one given empty is a 400.
+func subjectQuery(c *call, withRoute bool) (rules.Target, error) {
 	names := []string{"api", "dimension"}
 	if withRoute {
 		names = append(names, "route")
 	}
 	if err := onlyQuery(c.Query, names...); err != nil {
-		return "", "", err
+		return rules.Target{}, err
 	}
-	api, route = strings.TrimSpace(c.Query.Get("api")), strings.TrimSpace(c.Query.Get("route"))
-	if route != "" && route != rules.Wildcard {
-		method, path, ok := strings.Cut(route, " ")
-		if !ok || method == "" || !strings.HasPrefix(strings.TrimSpace(path), "/") {
-			return "", "", httpapi.BadRequest(httpapi.FieldError("route", `must be "*" or "METHOD /resource", such as "GET /pets/{id}"`))
-		}
+	given := rules.PartSubject
+	if c.Query.Has("api") {
+		given |= rules.PartAPI
+	}
+	if withRoute && c.Query.Has("route") {
+		given |= rules.PartRoute
+	}
+	t, err := rules.NormalizeTarget(rules.Target{Subject: c.params["subject"], API: c.Query.Get("api"), Route: c.Query.Get("route")}, given)
+	var fs []rules.FieldError
+	if ve := (*rules.ValidationError)(nil); errors.As(err, &ve) {
+		fs = ve.Fields
 	}
 	if d := rules.NormalizeDimension(c.Query.Get("dimension")); d != "" && !rules.ValidDimension(d) {
-		return "", "", httpapi.BadRequest(httpapi.FieldError("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter"))
+		fs = append(fs, httpapi.FieldError("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter"))
 	}
-	if s := c.params["subject"]; s != rules.Wildcard && strings.TrimSpace(s) != s {
-		return "", "", httpapi.BadRequest(httpapi.FieldError("subject", "must not start or end with white space"))
+	if len(fs) > 0 {
+		return rules.Target{}, httpapi.BadRequest(fs...)
 	}
-	return api, route, nil
+	return t, nil
 }
 
 // MaxSubjectRules bounds the rules one subjects call reads from the store:
@@ -186,6 +193,11 @@ func (s *Service) applicable(ctx context.Context, subject, api, route, dim strin
 	if s.buckets == nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "Bucket inspection is not configured.",
 			Err: fmt.Errorf("admin service built without a limiter")}
+	}
+	// Every caller goes on to read, reset or charge the subject's buckets:
+	// only under the key that names them.
+	if err := s.claimKey(ctx); err != nil {
+		return nil, err
 	}
 	rs, err := s.subjectRules(ctx, subject, api)
 	if err != nil {

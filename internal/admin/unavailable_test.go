@@ -51,8 +51,7 @@ func TestDatabaseUnavailable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := admin.New(erringStore{Store: mustMemory(), err: tc.err}, nil, nil, admin.Options{})
-			resp := svc.Handle(context.Background(), admin.Request{Method: "POST", Path: "/rules",
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(ruleBody)})
+			resp := serve(svc, "POST", "/rules", http.Header{"Content-Type": {"application/json"}}, ruleBody)
 			if resp.Status != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("POST /rules with %v = %d %s, want %d problem+json", tc.err, resp.Status, resp.Body, tc.want)
 			}

@@ -2,12 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
@@ -77,10 +75,9 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	in.API, in.Route = strings.TrimSpace(in.API), rules.NormalizeRoute(in.Route)
 	in.Dimension = rules.NormalizeDimension(in.Dimension)
 	key := c.Header.Get("Idempotency-Key")
-	if err := httpapi.WithValidation(problems, func() error { return validateUsage(in, c.Header) }); err != nil {
+	if err := httpapi.WithValidation(problems, func() error { return validateUsage(&in, c.Header) }); err != nil {
 		return reply{}, err
 	}
 	es, err := s.applicable(ctx, in.Subject, in.API, in.Route, in.Dimension)
@@ -113,31 +110,17 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 	return reply{status: http.StatusOK, body: out}, nil
 }
 
-// validateUsage reports every problem of a usage report, the
+// validateUsage normalizes the report's subject, api and route as every
+// entry does (rules.NormalizeTarget) and reports every problem of it, the
 // Idempotency-Key header included, as a *rules.ValidationError.
-func validateUsage(in UsageRequest, h http.Header) error {
+func validateUsage(in *UsageRequest, h http.Header) error {
+	t, err := rules.NormalizeTarget(rules.Target{Subject: in.Subject, API: in.API, Route: in.Route}, rules.PartSubject|rules.PartAPI|rules.PartRoute)
+	in.Subject, in.API, in.Route = t.Subject, t.API, t.Route
 	var fields []rules.FieldError
+	if ve := (*rules.ValidationError)(nil); errors.As(err, &ve) {
+		fields = ve.Fields
+	}
 	add := func(field, reason string) { fields = append(fields, rules.FieldError{Field: field, Reason: reason}) }
-	switch {
-	case in.API == "" || in.API == rules.Wildcard:
-		add("api", "is required: the request's API Gateway REST API id")
-	case len(in.API) > rules.MaxAPILen || strings.IndexFunc(in.API, func(r rune) bool { return !(r < utf8.RuneSelf && isIDRune(r)) }) >= 0:
-		add("api", "must be an API id of at most "+strconv.Itoa(rules.MaxAPILen)+" letters, digits, '-' and '_'")
-	}
-	if in.Route != rules.Wildcard {
-		method, path, ok := strings.Cut(in.Route, " ")
-		if !ok || method == "" || !strings.HasPrefix(path, "/") || len(in.Route) > rules.MaxRouteLen || !utf8.ValidString(in.Route) {
-			add("route", `must be "*" or "METHOD /resource", such as "POST /chat/{id}"`)
-		}
-	}
-	switch {
-	case in.Subject == "":
-		add("subject", "is required")
-	case len(in.Subject) > MaxUsageSubjectLen:
-		add("subject", "must be at most "+strconv.Itoa(MaxUsageSubjectLen)+" bytes")
-	case !utf8.ValidString(in.Subject) || strings.IndexFunc(in.Subject, unicode.IsControl) >= 0:
-		add("subject", "must be valid UTF-8 without control characters")
-	}
 	if in.Dimension != "" && !rules.ValidDimension(in.Dimension) {
 		add("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter")
 	}
@@ -151,8 +134,4 @@ func validateUsage(in UsageRequest, h http.Header) error {
 		return nil
 	}
 	return &rules.ValidationError{Fields: fields}
-}
-
-func isIDRune(r rune) bool {
-	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_'
 }

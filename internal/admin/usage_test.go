@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -34,12 +33,13 @@ func usageService(t *testing.T) *admin.Service {
 	return svc
 }
 
-func post(svc *admin.Service, route, body string, header ...string) admin.Response {
+func post(svc *admin.Service, route, body string, header ...string) response {
 	h := http.Header{"Content-Type": {"application/json"}}
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Add(header[i], header[i+1])
 	}
-	return svc.HandleRoute(context.Background(), route, admin.Request{Method: "POST", Header: h, Body: []byte(body)})
+	_, path, _ := strings.Cut(route, " ")
+	return serve(svc, "POST", path, h, body)
 }
 
 // TestUsage: POST /usage charges the subject's rate and quota buckets of
@@ -67,8 +67,7 @@ func TestUsage(t *testing.T) {
 	// The limits view shows the quota's use (the debt's denial and its
 	// wait are TestChargeDebtAndRefund's, in internal/limiter).
 	var lr admin.SubjectLimitsResponse
-	r = svc.HandleRoute(context.Background(), admin.RouteSubjectLimits, admin.Request{Method: "GET",
-		PathParams: map[string]string{"subject": "user:42"}, Query: map[string][]string{"api": {"a1"}, "route": {"POST /chat"}}})
+	r = serve(svc, "GET", "/subjects/user:42/limits?api=a1&route=POST+%2Fchat", nil, "")
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &lr) != nil || len(lr.Limits) != 2 {
 		t.Fatalf("GET limits = %d %s", r.Status, r.Body)
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,11 +23,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	adminapigw "github.com/sluicehq/sluice/internal/admin/apigw"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
@@ -278,11 +279,14 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
 	defer cancel()
 	cache, err := rules.NewCache(ictx, st, a.Snapshots, rules.CacheOptions{
-		Snapshots:   a.Snapshots,
-		Default:     cfg.DefaultLimit,
-		Refresh:     cfg.RulesRefresh,
-		Poll:        cfg.RulesVersionPoll,
-		LoadTimeout: InitLoadTimeout,
+		Snapshots: a.Snapshots,
+		Default:   cfg.DefaultLimit,
+		Refresh:   cfg.RulesRefresh,
+		Poll:      cfg.RulesVersionPoll,
+		// A request may wait for the version read: the Redis budget of
+		// one request bounds it, as it bounds the limiter's call.
+		VersionTimeout: cfg.RedisTimeout,
+		LoadTimeout:    InitLoadTimeout,
 		OnError: func(err error) {
 			log.Error("rules refresh failed", slog.Any("error", err))
 		},
@@ -319,12 +323,7 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	if up != nil {
-		ttl := cfg.UpstreamCacheTTL
-		if ttl == 0 {
-			ttl = -1 // UPSTREAM_CACHE_TTL=0: no cache
-		}
-		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: ttl})
-		ho.UpstreamIdentity = cfg.UpstreamIdentitySources
+		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),
@@ -341,14 +340,25 @@ func (a *App) statsOnly(cfg config.Config, src admin.StatsReader) {
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route
-// constant) for lambda.Start; route "" serves every route from one
-// function. It needs the Administer part.
+// constant) for lambda.Start: the admin http.Handler serving that route
+// alone, run through internal/lambdahttp. The path is built from the
+// route's own resource template and the event's path parameters, so the
+// function answers under any base path or resource name, and any other
+// method gets 405. The audit log names the IAM caller. route "" serves
+// every route from one function, routing on the event's resource. It
+// needs the Administer part.
 func (a *App) AdminHandler(route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	if a.Admin == nil {
 		// A main that forgot Administer: a bug, found at its first cold start.
 		panic("app: AdminHandler needs the Administer part")
 	}
-	return adminapigw.Handler(a.Admin, route)
+	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
+	var resource string
+	if route != "" {
+		o.Routes = []string{route}
+		_, resource, _ = strings.Cut(route, " ")
+	}
+	return lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
 }
 
 // Close stops the rules cache's background work and closes the clients the

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -80,18 +82,35 @@ func adminService(t *testing.T, dbURL, redisURL string) *admin.Service {
 
 // call makes one admin request and returns the response, failing the test
 // on an unexpected status.
-func call(t *testing.T, svc *admin.Service, method, path string, hdr http.Header, body any, want int) admin.Response {
+func call(t *testing.T, svc *admin.Service, method, path string, hdr http.Header, body any, want int) adminResponse {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	hdr.Set("Content-Type", "application/json")
-	resp := svc.Handle(context.Background(), admin.Request{Method: method, Path: path, Header: hdr, Body: b, Actor: "wiring-test"})
+	resp := serveAdmin(svc, method, path, hdr, b, "wiring-test")
 	if resp.Status != want {
 		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.Status, resp.Body, want)
 	}
 	return resp
+}
+
+// adminResponse is what the admin handler answered.
+type adminResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// serveAdmin sends one request to the admin http.Handler, in process, as
+// sluice local mounts it; actor is recorded in the audit log.
+func serveAdmin(svc *admin.Service, method, path string, hdr http.Header, body []byte, actor string) adminResponse {
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	maps.Copy(r.Header, hdr)
+	w := httptest.NewRecorder()
+	svc.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return actor }}).ServeHTTP(w, r)
+	return adminResponse{Status: w.Code, Header: w.Header(), Body: w.Body.Bytes()}
 }
 
 // createRule creates an API-wide rule of limit a minute for every subject

@@ -108,13 +108,13 @@ func probe(t *testing.T, a *app.App) authorizer.Result {
 
 // adminCall makes one admin request through the Service, as the admin
 // Lambdas do.
-func adminCall(svc *admin.Service, method, path string, hdr http.Header, body any) admin.Response {
+func adminCall(svc *admin.Service, method, path string, hdr http.Header, body any) adminResponse {
 	b, _ := json.Marshal(body)
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	hdr.Set("Content-Type", "application/json")
-	return svc.Handle(context.Background(), admin.Request{Method: method, Path: path, Header: hdr, Body: b, Actor: "failover-test"})
+	return serveAdmin(svc, method, path, hdr, b, "failover-test")
 }
 
 // TestFailoverPostgresRestart stops the rules database mid-load: decisions
@@ -122,6 +122,9 @@ func adminCall(svc *admin.Service, method, path string, hdr http.Header, body an
 // problem+json with Retry-After and leave nothing behind, and once the
 // database is back a write succeeds and reaches the authorizer.
 func TestFailoverPostgresRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops and restarts a private PostgreSQL under load: skipped with -short (make check)")
+	}
 	pg := pgtest.StartServer(t)
 	rURL := testenv.RedisURL(t)
 	prefix := testenv.Prefix(t, "failover")
@@ -304,6 +307,9 @@ func watchPromotion(t *testing.T, addr, name, want string, ld *load) <-chan time
 // promotion, decisions fail open (counted) during the gap and are answered
 // by the new primary after it.
 func TestFailoverSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel-watched pair and kills the primary: skipped with -short (make check)")
+	}
 	primary := testenv.StartRedis(t)
 	replica, sentinels := testenv.StartSentinel(t, primary, "sluice", 3)
 	url := "redis://" + sentinels[0].Addr + "/0?master_name=sluice&addr=" + sentinels[1].Addr + "&addr=" + sentinels[2].Addr
@@ -433,6 +439,9 @@ func subjectsInSlots(t *testing.T, c *redis.ClusterClient, n, maxSlot int) []str
 // to another master with redis-cli --cluster reshard: two-bucket decisions
 // follow MOVED and ASK, and no subject gets more than its buckets allow.
 func TestFailoverClusterReshard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-master Redis Cluster and reshards it under load: skipped with -short (make check)")
+	}
 	const (
 		moved      = 600 // slots 0..moved-1, which --cluster reshard takes first
 		fillerKeys = 300 // per subject

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // MigrationsResourceID is the physical id of the one CloudFormation custom
@@ -23,6 +24,18 @@ type migrateEvent struct {
 	// RequestType is Create, Update or Delete for CloudFormation custom
 	// resource events, empty otherwise.
 	RequestType string `json:"RequestType"`
+	// ResourceProperties are the custom resource's properties in the
+	// template being deployed (rolled back to, on a rollback), and
+	// OldResourceProperties those it replaces (Update only).
+	ResourceProperties    migrateProperties `json:"ResourceProperties"`
+	OldResourceProperties migrateProperties `json:"OldResourceProperties"`
+}
+
+// migrateProperties are the custom resource's properties the migrator reads.
+type migrateProperties struct {
+	// Migrations is the migrations.Digest of the set the template asks
+	// for (the stack sets it at synth).
+	Migrations string `json:"Migrations"`
 }
 
 // MigrateResult is the migrate function's reply. PhysicalResourceID and
@@ -33,7 +46,10 @@ type MigrateResult struct {
 	Applied []string `json:"applied"`
 	// Version is the schema version after the call.
 	Version int64 `json:"version"`
-	// Skipped says why nothing was done ("delete"), else empty.
+	// Skipped says why nothing was done, else empty: "delete" (a custom
+	// resource Delete), "unchanged" (an Update that asks for the set
+	// already asked for), "rollback" (an Update that asks for another set
+	// than this function carries: CloudFormation rolling back).
 	Skipped            string            `json:"skipped,omitempty"`
 	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
 	Data               map[string]string `json:"Data,omitempty"`
@@ -47,9 +63,19 @@ type MigrateResult struct {
 // CloudFormation custom resource behind the CDK Provider framework: the
 // framework answers CloudFormation's ResponseURL itself, so returning
 // normally reports success and returning an error reports failure (the
-// deploy then rolls back). For a custom resource Delete event it does
-// nothing: deleting the stack must not depend on the database. Running it
-// again applies nothing; concurrent runs serialise on an advisory lock.
+// deploy then rolls back). Running it again applies nothing; concurrent
+// runs serialise on an advisory lock.
+//
+// Only a Create, or an Update to the set of migrations this function
+// carries, touches the database. The custom resource's Migrations property
+// is the digest of the set (migrations.Digest), so CloudFormation sends an
+// Update only when it changes. Three custom resource events never reach
+// the database, so that no failing database can hold up a stack that is
+// leaving it: a Delete; an Update whose Migrations differ from this
+// function's, which is CloudFormation rolling back (it sends the previous
+// template's properties to the function that still runs the new code,
+// and migrations only go forward); and an Update that asks again for the
+// set it asked for before.
 type Migrator struct {
 	db  *sql.DB
 	log *slog.Logger
@@ -70,6 +96,23 @@ func (m *Migrator) Once(ctx context.Context, w io.Writer) error {
 	return json.NewEncoder(w).Encode(res)
 }
 
+// skipReason says why the event must not touch the database, or "".
+func skipReason(ev *migrateEvent) string {
+	switch {
+	case ev.RequestType == "Delete":
+		return "delete"
+	case ev.RequestType != "Update" || ev.ResourceProperties.Migrations == "":
+		// A resource without the property (not the stack's) migrates on
+		// every Update, as before the property existed.
+		return ""
+	case ev.ResourceProperties.Migrations != migrations.Digest():
+		return "rollback"
+	case ev.ResourceProperties.Migrations == ev.OldResourceProperties.Migrations:
+		return "unchanged"
+	}
+	return ""
+}
+
 // Handle migrates the database for one invocation.
 func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResult, error) {
 	log := m.log
@@ -78,9 +121,10 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	if ev.RequestType != "" {
 		log = log.With(slog.String("requestType", ev.RequestType))
 	}
-	if ev.RequestType == "Delete" {
-		log.InfoContext(ctx, "custom resource delete: nothing to do")
-		return MigrateResult{Applied: []string{}, Skipped: "delete", PhysicalResourceID: MigrationsResourceID}, nil
+	if skip := skipReason(&ev); skip != "" {
+		log.InfoContext(ctx, "custom resource event: nothing to do", slog.String("skipped", skip),
+			slog.String("migrations", ev.ResourceProperties.Migrations), slog.String("carried", migrations.Digest()))
+		return MigrateResult{Applied: []string{}, Skipped: skip, PhysicalResourceID: MigrationsResourceID}, nil
 	}
 
 	start := time.Now()

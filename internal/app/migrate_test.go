@@ -43,6 +43,7 @@ func TestHandle(t *testing.T) {
 	t.Cleanup(pool.Close)
 	m := &Migrator{db: stdlib.OpenDBFromPool(pool), log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 
+	digest := migrations.Digest()
 	cfnCreate := `{"RequestType":"Create","ServiceToken":"arn:aws:lambda:x","ResponseURL":"https://example.invalid/r",
 		"StackId":"arn:aws:cloudformation:x","RequestId":"r1","LogicalResourceId":"Migrations","ResourceType":"Custom::Migrations",
 		"ResourceProperties":{"ServiceToken":"arn:aws:lambda:x","Hash":"abc"}}`
@@ -55,6 +56,7 @@ func TestHandle(t *testing.T) {
 		{"not an object", `"hello"`, MigrateResult{Applied: []string{}, Version: last}},
 		{"custom resource create", cfnCreate, MigrateResult{Applied: []string{}, Version: last, PhysicalResourceID: MigrationsResourceID, Data: map[string]string{"Version": vs}}},
 		{"custom resource delete", `{"RequestType":"Delete","PhysicalResourceId":"sluice-migrations"}`, MigrateResult{Applied: []string{}, Skipped: "delete", PhysicalResourceID: MigrationsResourceID}},
+		{"update to this set", update(digest, "0ld"), MigrateResult{Applied: []string{}, Version: last, PhysicalResourceID: MigrationsResourceID, Data: map[string]string{"Version": vs}}},
 	}
 	for _, tc := range tests {
 		got, err := m.Handle(t.Context(), json.RawMessage(tc.event))
@@ -63,6 +65,52 @@ func TestHandle(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("handle(%s) mismatch (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// update is a CloudFormation custom resource Update event of the stack's
+// Migration resource, asking for the migrations digest now (was before).
+func update(now, was string) string {
+	return fmt.Sprintf(`{"RequestType":"Update","ServiceToken":"arn:aws:lambda:x","ResponseURL":"https://example.invalid/r",
+		"StackId":"arn:aws:cloudformation:x","RequestId":"r2","LogicalResourceId":"Migration","ResourceType":"Custom::SluiceMigrate",
+		"PhysicalResourceId":"sluice-migrations",
+		"ResourceProperties":{"ServiceToken":"arn:aws:lambda:x","Migrations":%q},
+		"OldResourceProperties":{"ServiceToken":"arn:aws:lambda:x","Migrations":%q}}`, now, was)
+}
+
+// TestHandleSkipsWithoutDatabase: the events that must never reach the
+// database succeed with it unreachable. A rollback (CloudFormation sends
+// the previous template's Migrations to the function that still carries
+// the new set) and an Update that asks for the same set again would
+// otherwise migrate, fail on the database, and leave the stack in
+// UPDATE_ROLLBACK_FAILED. An Update to this function's set, and a Create,
+// still migrate: with the database down they fail.
+func TestHandleSkipsWithoutDatabase(t *testing.T) {
+	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	pool.Close() // the database is unreachable now
+	m := &Migrator{db: db, log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	digest := migrations.Digest()
+	for _, tc := range []struct {
+		name, event, skipped string
+	}{
+		{"delete", `{"RequestType":"Delete","PhysicalResourceId":"sluice-migrations"}`, "delete"},
+		{"rollback to the previous set", update("0ld", digest), "rollback"},
+		{"update asking for the same set", update(digest, digest), "unchanged"},
+		{"create", `{"RequestType":"Create","ResourceProperties":{"Migrations":"` + digest + `"}}`, ""},
+		{"update to this set", update(digest, "0ld"), ""},
+		{"update without the property (not the stack's resource)", `{"RequestType":"Update","ResourceProperties":{"Nonce":"b"},"OldResourceProperties":{"Nonce":"a"}}`, ""},
+	} {
+		got, err := m.Handle(t.Context(), json.RawMessage(tc.event))
+		switch {
+		case tc.skipped == "" && err == nil:
+			t.Errorf("handle(%s) = %+v, nil; want the database's failure", tc.name, got)
+		case tc.skipped != "" && (err != nil || got.Skipped != tc.skipped || got.PhysicalResourceID != MigrationsResourceID):
+			t.Errorf("handle(%s) = %+v, %v; want skipped %q with physical id %s and no error", tc.name, got, err, tc.skipped, MigrationsResourceID)
 		}
 	}
 }

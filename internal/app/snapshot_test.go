@@ -114,10 +114,10 @@ func TestColdStartNeitherSource(t *testing.T) {
 
 			p.Up(t)
 			waitFor(t, 10*time.Second, "rules loaded once the database is up", func() bool {
-				a.Cache.Snapshot()
+				a.Cache.Snapshot(context.Background())
 				return a.Cache.Stats().Loaded
 			})
-			if got := a.Cache.Snapshot().Match("a1b2c3d4e5", "GET", "/", "k"); got.API == nil || got.API.ID != r.ID {
+			if got := a.Cache.Snapshot(context.Background()).Match("a1b2c3d4e5", "GET", "/", "k"); got.API == nil || got.API.ID != r.ID {
 				t.Errorf("rules after the database came back: %+v, want %s", got, r.ID)
 			}
 		})
@@ -230,7 +230,7 @@ func TestCorruptSnapshot(t *testing.T) {
 }
 
 // TestBurstOfWrites: a burst of admin writes makes each authorizer reload
-// about once per second (RULES_VERSION_POLL and the 1s debounce), each
+// at most once per RULES_VERSION_POLL (1s), each
 // reload one GET of the snapshot and no database query; the last write is
 // what it ends on.
 func TestBurstOfWrites(t *testing.T) {
@@ -250,7 +250,7 @@ func TestBurstOfWrites(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				a.Cache.Snapshot()
+				a.Cache.Snapshot(context.Background())
 				time.Sleep(time.Millisecond)
 			}
 		}
@@ -282,7 +282,7 @@ func TestBurstOfWrites(t *testing.T) {
 }
 
 func limitOf(a *app.App) int64 {
-	m := a.Cache.Snapshot().Match("a1b2c3d4e5", "GET", "/", "k")
+	m := a.Cache.Snapshot(context.Background()).Match("a1b2c3d4e5", "GET", "/", "k")
 	if m.API == nil {
 		return -1
 	}
@@ -304,7 +304,7 @@ func TestRedisEmptied(t *testing.T) {
 		t.Fatal(err)
 	}
 	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		a.Cache.Snapshot()
+		a.Cache.Snapshot(context.Background())
 	}
 	a.Cache.Wait()
 	if st := a.Cache.Stats(); st.Reloads != before.Reloads || st.Version != before.Version || limitOf(a) != 10 {
@@ -455,7 +455,7 @@ func TestReadsPerAdminWrite(t *testing.T) {
 		t.Cleanup(p.Close)
 		in.store = &countingLoader{Loader: postgres.New(p), statements: &in.stmts.n}
 		in.snaps = &sizedSnapshots{Snapshots: adm.Snapshots, rdb: adm.Redis}
-		o := rules.CacheOptions{Poll: 20 * time.Millisecond, Debounce: 20 * time.Millisecond, Refresh: time.Hour}
+		o := rules.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour}
 		if useSnapshots {
 			o.Snapshots = in.snaps
 		}
@@ -491,7 +491,7 @@ func TestReadsPerAdminWrite(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatalf("%s: version %d not loaded; stats %+v", in.name, want, in.cache.Stats())
 				}
-				in.cache.Snapshot()
+				in.cache.Snapshot(context.Background())
 				time.Sleep(2 * time.Millisecond)
 			}
 		}

@@ -40,10 +40,10 @@ type Request struct {
 	Query    map[string]string
 	APIKey   string
 	SourceIP string
-	// Upstream is what the upstream authorizer (UPSTREAM_AUTHORIZER) said of
-	// the caller, when it allowed the request: the principal and
-	// context:<key> sources read it, and its context is passed on. Nil
-	// without one.
+	// Upstream is what the upstream authorizer said of the caller, when it
+	// allowed the request (apigw: invoked as UPSTREAM_AUTHORIZER, or run
+	// in process by the ratelimit package): the principal and
+	// context:<key> sources read it. Nil without one.
 	Upstream *identity.UpstreamIdentity
 	// MultiHeaders and MultiQuery are REST APIs' multi-value maps: a
 	// subject header or parameter sent twice is refused (nil for HTTP
@@ -78,6 +78,16 @@ type Result struct {
 	Default bool
 	// Rule is the id of the limiting rule (Effective.ID).
 	Rule string
+	// Dimension is the limiting rule's dimension: identity.DefaultDimension,
+	// or the DIMENSIONS name whose bucket limits ("ip" for a per-IP floor);
+	// "" when no rule applied.
+	Dimension string
+	// DimensionSubject is the subject the limiting rule counts: Subject in
+	// the default dimension, else that dimension's (the caller's IP for a
+	// per-IP floor). A denial is that subject's doing: log lines and stats
+	// name its hash. Like Subject, it may be a secret. "" when no rule
+	// applied.
+	DimensionSubject string
 	// Limit is the limiting rule's tokens per period.
 	Limit int64
 	// Remaining is the whole tokens left in the limiting bucket.
@@ -96,10 +106,10 @@ type Result struct {
 	// Cached is set when the limiter's local deny cache denied without a
 	// Redis call.
 	Cached bool
-	// Context holds the verified identity the backend may use, as flat
-	// strings: the upstream authorizer's context, and the claims
-	// jwt:<claim> sources read (ClaimContextKey) over it. Nil when there is
-	// none.
+	// Context holds the verified claims the jwt:<claim> sources read, by
+	// their context keys (ClaimContextKey), for the backend. Nil when there
+	// are none. An upstream authorizer's context is not here: the adapter
+	// answers with it as the upstream gave it (apigw).
 	Context map[string]string
 	// LimiterTime is how long the limiter call took (Redis round trip
 	// included); 0 when there was none (the deny cache denied, or a token
@@ -115,7 +125,7 @@ type Result struct {
 
 // snapshots gives the current rules snapshot; *rules.Cache is one.
 type snapshots interface {
-	Snapshot() *rules.Snapshot
+	Snapshot(ctx context.Context) *rules.Snapshot
 }
 
 // Options configure an Authorizer.
@@ -226,27 +236,42 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		r.Upstream.Apply(&ir)
 	}
 	if subj == "" {
-		var ok bool
 		if a.jwt != nil {
-			// A token that is present must verify: a bad one is 401, never
-			// a fall back to a later source (an anonymous IP bucket).
-			if tok := identity.BearerToken(r.Headers); tok != "" {
-				claims, err := a.jwt.Verify(ctx, tok)
-				if err != nil {
-					return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
-				}
-				ir.Claims = claims
+			// An Authorization header that is present must be one bearer
+			// token that verifies: anything else is 401, never a fall back
+			// to a later source (an anonymous IP bucket), never the second
+			// of two tokens.
+			tok, err := identity.BearerToken(&ir)
+			if err == nil && tok != "" {
+				ir.Claims, err = a.jwt.Verify(ctx, tok)
+			}
+			if err != nil {
+				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 			}
 		}
-		if subj, _, ok = identity.Subject(a.sources, &ir); !ok {
+		var (
+			from identity.SourceKind
+			f    identity.Finding
+		)
+		if subj, from, f = identity.Find(a.sources, &ir); f != identity.Found {
+			if r.Upstream != nil {
+				// The upstream vouched for the caller: say what its
+				// answer lacks, for the log line of a 401 its owner reads.
+				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, a.upstreamMiss(r.Upstream, from, f))
+			}
 			return Result{}, ErrNoSubject
 		}
 		ctxv = a.verifiedContext(&ir)
 	}
-	if r.Upstream != nil {
-		ctxv = identity.MergeContext(r.Upstream.Context, ctxv)
+	// The one subject hygiene of every entry (the check API and the
+	// admin API's usage and subjects routes take theirs through it too):
+	// trimmed, bounded, valid UTF-8, no control characters.
+	t, err := rules.NormalizeTarget(rules.Target{Subject: subj}, rules.PartSubject)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 	}
-	snap := a.snaps.Snapshot()
+	subj = t.Subject
+	snap := a.snaps.Snapshot(ctx)
 
 	// Fixed arrays keep the buckets off the heap until the limiter needs
 	// them. The named dimensions come first: on Redis Cluster the limiter
@@ -254,10 +279,12 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	var (
 		bs   [limiter.MaxBuckets]limiter.Bucket
 		effs [limiter.MaxBuckets]*rules.Effective
+		dim  [limiter.MaxBuckets]int8 // each bucket's dimension: index in a.dims, -1 the default one
+		dsub [identity.MaxDimensions]string
 		n    int
 		cost int64
 	)
-	add := func(m rules.Match, subject string) {
+	add := func(m rules.Match, subject string, d int8) {
 		for _, e := range m.All() {
 			if e == nil {
 				continue
@@ -265,6 +292,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			bs[n] = limiter.BucketFor(e)
 			bs[n].Subject = subject
 			effs[n] = e
+			dim[n] = d
 			n++
 		}
 	}
@@ -279,13 +307,19 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		case identity.Refused:
 			return Result{}, fmt.Errorf("%w: dimension %s", ErrNoSubject, d.Name)
 		case identity.Found:
+			t, err := rules.NormalizeTarget(rules.Target{Subject: ds}, rules.PartSubject)
+			if err != nil {
+				return Result{}, fmt.Errorf("%w: dimension %s: %w", ErrNoSubject, d.Name, err)
+			}
+			ds = t.Subject
 			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
 			if m.Any() {
 				cost = m.Cost()
+				dsub[i] = ds
 				if ds == subj {
 					ds = "" // the request's own subject: one digest less
 				}
-				add(m, ds)
+				add(m, ds, int8(i))
 			}
 		}
 	}
@@ -294,7 +328,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		cost = m.Cost() // the default dimension's cost wins
 	}
 	own := n // bs[own:] are the default dimension's
-	add(m, "")
+	add(m, "", -1)
 	if n == 0 {
 		return Result{Allowed: true, Subject: subj, Context: ctxv}, nil
 	}
@@ -310,21 +344,26 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		i = 0
 	}
 	res := Result{
-		Allowed:      d.Allowed,
-		Subject:      subj,
-		Effective:    effs[i],
-		Default:      m.Default && i >= own,
-		Rule:         effs[i].ID,
-		Limit:        d.Limit,
-		Remaining:    d.Remaining,
-		Reset:        d.Reset,
-		RetryAfter:   d.RetryAfter,
-		Cost:         cost,
-		ShadowDenied: d.ShadowDenied != 0,
-		FailOpen:     d.FailOpen,
-		Cached:       d.Cached,
-		Context:      ctxv,
-		applied:      effs,
+		Allowed:          d.Allowed,
+		Subject:          subj,
+		Effective:        effs[i],
+		Default:          m.Default && i >= own,
+		Rule:             effs[i].ID,
+		Dimension:        identity.DefaultDimension,
+		DimensionSubject: subj,
+		Limit:            d.Limit,
+		Remaining:        d.Remaining,
+		Reset:            d.Reset,
+		RetryAfter:       d.RetryAfter,
+		Cost:             cost,
+		ShadowDenied:     d.ShadowDenied != 0,
+		FailOpen:         d.FailOpen,
+		Cached:           d.Cached,
+		Context:          ctxv,
+		applied:          effs,
+	}
+	if k := dim[i]; k >= 0 {
+		res.Dimension, res.DimensionSubject = a.dims[k].Name, dsub[k]
 	}
 	if !d.Cached && !d.Leased {
 		res.LimiterTime = took

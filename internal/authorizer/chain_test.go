@@ -8,47 +8,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// TestDecideFor limits the caller an upstream authorizer named, by its
-// principalId or a context key, with the subject hygiene of the sources:
-// a denied, missing, empty, oversized or non-UTF-8 subject never reaches
-// the limiter.
-func TestDecideFor(t *testing.T) {
+// TestDecideBehindUpstream limits the caller an upstream authorizer named
+// (Request.Upstream, as apigw sets it for an invoked or in-process
+// upstream's Allow), by its principalId or a context key, with the one
+// subject hygiene: a missing, empty, oversized or non-UTF-8 subject never
+// reaches the limiter, and the error says what the answer lacks without
+// its value. (An upstream that does not allow is apigw's: TestChainREST*,
+// TestUpstreamChain.)
+func TestDecideBehindUpstream(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOpts{rules: []rules.Rule{rule("orders", "a1b2c3", "GET /orders", "*", 2, time.Minute)}})
+	orders := []rules.Rule{rule("orders", "a1b2c3", "GET /orders", "*", 2, time.Minute)}
+	byPrincipal := newStack(t, stackOpts{rules: orders, sources: []identity.Source{{Kind: identity.SourcePrincipal}}})
+	byTenant := newStack(t, stackOpts{rules: orders, sources: []identity.Source{{Kind: identity.SourceContext, Name: "tenant"}}})
 	req := authorizer.Request{API: "a1b2c3", Method: "GET", Resource: "/orders",
 		// Never read: the upstream names the subject.
 		Headers: map[string]string{"x-api-key": "from-a-header"}}
 
 	tests := []struct {
-		name    string
-		up      authorizer.Upstream
-		key     string
-		times   int
-		want    bool // Allowed of the last request
-		wantErr error
-		subject string
+		name      string
+		s         stack
+		principal string
+		context   map[string]any
+		times     int
+		want      bool   // Allowed of the last request
+		wantErr   string // in the error, which wraps ErrNoSubject
+		subject   string
 	}{
-		{name: "principal allowed", up: authorizer.Upstream{Allowed: true, PrincipalID: " user-1 "}, times: 2, want: true, subject: "user-1"},
-		{name: "principal over the limit", up: authorizer.Upstream{Allowed: true, PrincipalID: "user-2"}, times: 3, want: false, subject: "user-2"},
-		{name: "context key", key: "tenant", up: authorizer.Upstream{Allowed: true, PrincipalID: "user-3", Context: map[string]any{"tenant": "acme"}}, times: 1, want: true, subject: "acme"},
-		{name: "context number from JSON", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": json.Number("42")}}, times: 1, want: true, subject: "42"},
-		{name: "context float64 from json.Unmarshal", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": float64(1234567)}}, times: 1, want: true, subject: "1234567"},
-		{name: "context bool", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": true}}, times: 1, want: true, subject: "true"},
-		{name: "context int", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": 7}}, times: 1, want: true, subject: "7"},
-		{name: "upstream denied", up: authorizer.Upstream{PrincipalID: "user-4"}, times: 1, wantErr: authorizer.ErrUpstreamDenied},
-		{name: "empty principal", up: authorizer.Upstream{Allowed: true, PrincipalID: "  "}, times: 1, wantErr: authorizer.ErrNoSubject},
-		{name: "oversized principal", up: authorizer.Upstream{Allowed: true, PrincipalID: strings.Repeat("x", identity.MaxSubjectLen+1)}, times: 1, wantErr: authorizer.ErrNoSubject},
-		{name: "principal at the bound", up: authorizer.Upstream{Allowed: true, PrincipalID: strings.Repeat("y", identity.MaxSubjectLen)}, times: 1, want: true, subject: strings.Repeat("y", identity.MaxSubjectLen)},
-		{name: "invalid UTF-8", up: authorizer.Upstream{Allowed: true, PrincipalID: "bad\xff"}, times: 1, wantErr: authorizer.ErrNoSubject},
-		{name: "context key missing", key: "tenant", up: authorizer.Upstream{Allowed: true, PrincipalID: "user-5", Context: map[string]any{"other": "x"}}, times: 1, wantErr: authorizer.ErrNoSubject},
-		{name: "context value not a scalar", key: "tenant", up: authorizer.Upstream{Allowed: true, Context: map[string]any{"tenant": []string{"a"}}}, times: 1, wantErr: authorizer.ErrNoSubject},
+		{name: "principal allowed", s: byPrincipal, principal: " user-1 ", times: 2, want: true, subject: "user-1"},
+		{name: "principal over the limit", s: byPrincipal, principal: "user-2", times: 3, want: false, subject: "user-2"},
+		{name: "context key", s: byTenant, principal: "user-3", context: map[string]any{"tenant": "acme"}, times: 1, want: true, subject: "acme"},
+		{name: "context number from JSON", s: byTenant, context: map[string]any{"tenant": json.Number("42")}, times: 1, want: true, subject: "42"},
+		{name: "context float64 from json.Unmarshal", s: byTenant, context: map[string]any{"tenant": float64(1234567)}, times: 1, want: true, subject: "1234567"},
+		{name: "context bool", s: byTenant, context: map[string]any{"tenant": true}, times: 1, want: true, subject: "true"},
+		{name: "context int", s: byTenant, context: map[string]any{"tenant": 7}, times: 1, want: true, subject: "7"},
+		{name: "empty principal", s: byPrincipal, principal: "  ", times: 1, wantErr: "gave no principalId"},
+		{name: "oversized principal", s: byPrincipal, principal: strings.Repeat("x", identity.MaxSubjectLen+1), times: 1, wantErr: "principalId: invalid subject: must be at most 256 bytes"},
+		{name: "principal at the bound", s: byPrincipal, principal: strings.Repeat("y", identity.MaxSubjectLen), times: 1, want: true, subject: strings.Repeat("y", identity.MaxSubjectLen)},
+		{name: "invalid UTF-8", s: byPrincipal, principal: "bad\xff", times: 1, wantErr: "principalId: invalid subject: must be valid UTF-8"},
+		{name: "control character", s: byPrincipal, principal: "bad\x00", times: 1, wantErr: "must not contain control characters"},
+		{name: "context key missing", s: byTenant, principal: "user-5", context: map[string]any{"other": "x"}, times: 1, wantErr: `gave no context key "tenant"`},
+		{name: "context value not a scalar", s: byTenant, context: map[string]any{"tenant": []string{"a"}}, times: 1, wantErr: `gave no context key "tenant" with a string, number or boolean value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,48 +61,35 @@ func TestDecideFor(t *testing.T) {
 				err error
 			)
 			for range tt.times {
-				res, err = s.a.DecideFor(context.Background(), &tt.up, tt.key, &req)
+				id := identity.NewUpstreamIdentity(tt.principal, tt.context)
+				r := req
+				r.Upstream = &id
+				res, err = tt.s.a.Decide(context.Background(), &r)
 			}
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("DecideFor = %v, want %v", err, tt.wantErr)
+			if tt.wantErr != "" {
+				if !errors.Is(err, authorizer.ErrNoSubject) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Decide = %v, want ErrNoSubject saying %q", err, tt.wantErr)
+				}
+				if p := strings.TrimSpace(tt.principal); p != "" && strings.Contains(err.Error(), p) {
+					t.Errorf("the error %q holds the subject", err)
 				}
 				if res.Effective != nil || res.LimiterTime != 0 {
-					t.Errorf("DecideFor charged a bucket on %v: %+v", err, res)
+					t.Errorf("Decide charged a bucket on %v: %+v", err, res)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("DecideFor: %v", err)
+				t.Fatalf("Decide: %v", err)
 			}
 			if res.Allowed != tt.want || res.Subject != tt.subject || res.Rule != "orders" {
-				t.Errorf("DecideFor = allowed %v subject %q rule %q, want %v %q orders", res.Allowed, res.Subject, res.Rule, tt.want, tt.subject)
+				t.Errorf("Decide = allowed %v subject %q rule %q, want %v %q orders", res.Allowed, res.Subject, res.Rule, tt.want, tt.subject)
 			}
 			if !tt.want && res.RetryAfter <= 0 {
 				t.Errorf("denied with RetryAfter %v, want > 0", res.RetryAfter)
 			}
+			if res.Context != nil {
+				t.Errorf("Result.Context = %v, want nil: the upstream's context is the adapter's to answer with", res.Context)
+			}
 		})
-	}
-	if req.Subject != "" {
-		t.Errorf("DecideFor modified the request: Subject %q", req.Subject)
-	}
-}
-
-// TestMergeContext: Sluice's keys win, every other upstream key passes, and
-// neither input changes.
-func TestMergeContext(t *testing.T) {
-	t.Parallel()
-	own := map[string]any{"limit": int64(10), "retryAfter": int64(3), "rateLimit": `"r";r=0;t=3`}
-	up := map[string]any{"limit": "forged", "retryAfter": 0, "tenant": "acme", "admin": true}
-	got := authorizer.MergeContext(own, up)
-	want := map[string]any{"limit": int64(10), "retryAfter": int64(3), "rateLimit": `"r";r=0;t=3`, "tenant": "acme", "admin": true}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("MergeContext (-want +got):\n%s", diff)
-	}
-	if up["limit"] != "forged" || len(own) != 3 {
-		t.Errorf("MergeContext modified its inputs: own %v upstream %v", own, up)
-	}
-	if got := authorizer.MergeContext(nil, nil); got == nil || len(got) != 0 {
-		t.Errorf("MergeContext(nil, nil) = %#v, want an empty map", got)
 	}
 }

@@ -47,8 +47,9 @@ func TestDecideDimensions(t *testing.T) {
 		if want := i < 3; res.Allowed != want {
 			t.Errorf("request %d with a fresh key = allowed %v, want %v", i, res.Allowed, want)
 		}
-		if i >= 3 && res.Rule != "floor" {
-			t.Errorf("request %d denied by rule %q, want the floor", i, res.Rule)
+		if i >= 3 && (res.Rule != "floor" || res.Dimension != "ip" || res.DimensionSubject != "198.51.100.1") {
+			t.Errorf("request %d denied by rule %q of dimension %q, subject %q; want the floor, ip, 198.51.100.1",
+				i, res.Rule, res.Dimension, res.DimensionSubject)
 		}
 	}
 	if res := decide("random-x", "198.51.100.2"); !res.Allowed {
@@ -56,8 +57,8 @@ func TestDecideDimensions(t *testing.T) {
 	}
 	decide("k", "198.51.100.3")
 	decide("k", "198.51.100.4")
-	if res := decide("k", "198.51.100.5"); res.Allowed || res.Rule != "key" {
-		t.Errorf("third request of one key from three IPs = %+v, want denied by the key rule", res)
+	if res := decide("k", "198.51.100.5"); res.Allowed || res.Rule != "key" || res.Dimension != identity.DefaultDimension || res.DimensionSubject != "k" {
+		t.Errorf("third request of one key from three IPs = %+v, want denied by the key rule, in the default dimension", res)
 	}
 	// Redis holds one bucket per key that got through (random-0..2,
 	// random-x, k) and one per IP that was charged (.1 to .4); the keys the
@@ -69,8 +70,8 @@ func TestDecideDimensions(t *testing.T) {
 }
 
 // TestDecideDimensionQuotaBehindUpstream: the features meet. A caller an
-// upstream authorizer named (DecideFor, as ratelimit.Wrap* and
-// UPSTREAM_AUTHORIZER do) is still held by the per-IP floor, and a
+// upstream authorizer named (Request.Upstream and the principal source,
+// as ratelimit.Wrap* and UPSTREAM_AUTHORIZER do) is still held by the per-IP floor, and a
 // dimension whose only rule is a quota (a tenant's daily budget, read
 // from the upstream's context) is charged: its match has no rate rule.
 func TestDecideDimensionQuotaBehindUpstream(t *testing.T) {
@@ -89,14 +90,14 @@ func TestDecideDimensionQuotaBehindUpstream(t *testing.T) {
 	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
 	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second, DenyCacheSize: -1})
 	snap := rules.NewSnapshot([]rules.Rule{floor, budget, perUser}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourcePrincipal}}, Dimensions: dims})
 	ctx := context.Background()
 	decide := func(user, tenant, ip string) authorizer.Result {
 		t.Helper()
-		up := authorizer.Upstream{Allowed: true, PrincipalID: user, Context: map[string]any{"tenant": tenant}}
-		res, err := a.DecideFor(ctx, &up, "", &authorizer.Request{API: "api", Method: "GET", Resource: "/", SourceIP: ip})
+		up := identity.NewUpstreamIdentity(user, map[string]any{"tenant": tenant})
+		res, err := a.Decide(ctx, &authorizer.Request{API: "api", Method: "GET", Resource: "/", SourceIP: ip, Upstream: &up})
 		if err != nil {
-			t.Fatalf("DecideFor(%s, %s, %s): %v", user, tenant, ip, err)
+			t.Fatalf("Decide(%s, %s, %s): %v", user, tenant, ip, err)
 		}
 		return res
 	}
@@ -109,9 +110,6 @@ func TestDecideDimensionQuotaBehindUpstream(t *testing.T) {
 	res := decide("u9", "acme", "192.0.2.9")
 	if res.Allowed || res.Rule != "budget" || res.RetryAfter <= time.Minute {
 		t.Errorf("4th request of acme = %+v, want denied by the tenant's daily budget until the day ends", res)
-	}
-	if res.Context["tenant"] != "acme" {
-		t.Errorf("Context = %v, want the upstream's tenant passed on", res.Context)
 	}
 	// Another tenant from one IP: its budget allows 3, then the floor (5
 	// a minute from 192.0.2.50) is what the 6th request of the IP meets.

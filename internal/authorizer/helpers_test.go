@@ -1,6 +1,7 @@
 package authorizer_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // snaps is a fixed snapshot source.
 type snaps struct{ s *rules.Snapshot }
 
-func (s snaps) Snapshot() *rules.Snapshot { return s.s }
+func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 
 // stack is an Authorizer over real Redis and a fixed rule set.
 type stack struct {

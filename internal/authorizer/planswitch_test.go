@@ -20,7 +20,7 @@ type swappable struct {
 	p atomic.Pointer[rules.Snapshot]
 }
 
-func (s *swappable) Snapshot() *rules.Snapshot { return s.p.Load() }
+func (s *swappable) Snapshot(context.Context) *rules.Snapshot { return s.p.Load() }
 
 // TestPlanSwitchKeepsUsed moves a subject's rule to another plan between
 // requests. The bucket id is the rule id, so the Redis key stays the same

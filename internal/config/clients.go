@@ -3,6 +3,9 @@ package config
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +41,69 @@ const (
 	pgConnectTimeout = 5 * time.Second
 	pgMaxIdle        = 5 * time.Minute
 )
+
+// RDSCABundle is Amazon RDS's global CA bundle (every commercial region's
+// root certificates: rds-ca-rsa2048-g1, rds-ca-rsa4096-g1,
+// rds-ca-ecc384-g1), as published at RDSCABundleURL, byte for byte: the
+// file rdsca/global-bundle.pem, embedded when the build has it (`make
+// rds-ca`, which `make deploy` runs, fetches it and checks its digest
+// against RDSCABundleDigests). Nil when the build lacked it: verifying
+// connections then trust the system roots alone, which hold RDS Proxy's
+// CA but not the RDS instances' (see docs/store.md). PostgreSQL
+// connections that verify the server trust it beside the system roots,
+// unless a root file is named (sslrootcert, DB_SSLROOTCERT).
+var RDSCABundle, _ = rdsCA.ReadFile("rdsca/global-bundle.pem")
+
+//go:embed rdsca
+var rdsCA embed.FS
+
+// RDSCABundleURL is where AWS publishes the bundle.
+const RDSCABundleURL = "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"
+
+// RDSCABundleDigests are the SHA-256 digests (hex) of published versions
+// of the bundle, each with its number of certificates: the build accepts
+// no other file. A new version (AWS adds the roots of each new region) is
+// reviewed and added here.
+var RDSCABundleDigests = map[string]int{
+	"05c6b4a9bf4daa95c888711481e19cc8e2e11aed4de8db759f51f4a6fce64917": 102,
+	"e5bb2084ccf45087bda1c9bffdea0eb15ee67f0b91646106e466714f9de3c7e3": 108,
+}
+
+// trustedRoots returns the system roots and the RDS CA bundle (when the
+// build has it), built once.
+var trustedRoots = sync.OnceValues(func() (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // none on this system: the bundle alone
+	}
+	if RDSCABundle != nil && !pool.AppendCertsFromPEM(RDSCABundle) {
+		return nil, errors.New("the built-in RDS CA bundle holds no certificate")
+	}
+	return pool, nil
+})
+
+// trustRDS makes every TLS configuration of pc that verifies the server
+// and names no roots of its own (no sslrootcert) trust trustedRoots: pgx
+// would use the system roots alone, which lack the RDS CAs.
+func trustRDS(pc *pgxpool.Config) error {
+	configs := []*tls.Config{pc.ConnConfig.TLSConfig}
+	for _, fb := range pc.ConnConfig.Fallbacks {
+		configs = append(configs, fb.TLSConfig)
+	}
+	for _, tc := range configs {
+		// verify-full verifies through crypto/tls; verify-ca through
+		// pgx's VerifyPeerCertificate, which reads RootCAs when called.
+		if tc == nil || tc.RootCAs != nil || tc.InsecureSkipVerify && tc.VerifyPeerCertificate == nil {
+			continue
+		}
+		roots, err := trustedRoots()
+		if err != nil {
+			return err
+		}
+		tc.RootCAs = roots
+	}
+	return nil
+}
 
 // secretGetter is the one Secrets Manager call this package makes.
 type secretGetter interface {
@@ -317,7 +383,9 @@ type rdsSecret struct {
 
 // Postgres returns a connection pool for cfg, from DatabaseURL as given or
 // from the RDS secret DBSecretARN (DBHost replacing its host, DBSSLMode
-// its sslmode). The pool holds at most 2 connections and does not connect
+// its sslmode, DBSSLRootCert its sslrootcert). A connection that verifies
+// the server and names no root file trusts the system roots and
+// RDSCABundle. The pool holds at most 2 connections and does not connect
 // until first used, so a Lambda starts while the database is down.
 func Postgres(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	sm, err := secretsIfNeeded(ctx, cfg.DBSecretARN)
@@ -354,6 +422,9 @@ func postgresConfig(ctx context.Context, cfg Config, sm secretGetter) (*pgxpool.
 	pc, err := pgxpool.ParseConfig(conn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
+	}
+	if err := trustRDS(pc); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	pc.MaxConns = pgMaxConns
 	pc.MinConns = 0
@@ -407,12 +478,16 @@ func rdsURL(s Secret, cfg Config) (string, error) {
 	if mode == "" {
 		mode = DefaultDBSSLMode
 	}
+	q := url.Values{"sslmode": {mode}}
+	if cfg.DBSSLRootCert != "" {
+		q.Set("sslrootcert", cfg.DBSSLRootCert)
+	}
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(sec.Username, string(sec.Password)),
 		Host:     net.JoinHostPort(host, strconv.Itoa(port)),
 		Path:     "/" + db,
-		RawQuery: url.Values{"sslmode": {mode}}.Encode(),
+		RawQuery: q.Encode(),
 	}
 	return u.String(), nil
 }

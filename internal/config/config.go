@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +51,9 @@ const (
 	DefaultLeaseMax         = 64
 	DefaultLeaseTTL         = 250 * time.Millisecond
 	DefaultDenyCacheMaxAge  = time.Second
-	DefaultDBSSLMode        = "require"
+	// DefaultDBSSLMode verifies the server's certificate and host name
+	// against the system roots and the RDS CA bundle (RDSCABundle).
+	DefaultDBSSLMode = "verify-full"
 	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
 	// bytes.
 	MinSubjectHMACKey = 16
@@ -106,8 +107,16 @@ type Config struct {
 	// Proxy endpoint. Only with DBSecretARN.
 	DBHost string
 	// DBSSLMode is DB_SSLMODE: the sslmode used with DBSecretARN. Default
-	// require; verify-full needs the RDS CA bundle in the image.
+	// verify-full: the server's certificate must chain to the system roots
+	// (RDS Proxy's, from Amazon Trust Services) or to the RDS CA bundle
+	// built in (RDSCABundle), or to DBSSLRootCert when set, and name the
+	// host. "require" encrypts without verifying anything: an explicit
+	// opt-out.
 	DBSSLMode string
+	// DBSSLRootCert is DB_SSLROOTCERT: a PEM file of the CA certificates
+	// to trust instead (libpq's sslrootcert), such as a newer RDS bundle
+	// for a region opened after this build. Only with DBSecretARN.
+	DBSSLRootCert string
 	// MaxRules is MAX_RULES: the most rules the store holds; a create
 	// beyond it is refused (409). 0, when unset, means the store's default
 	// (store.DefaultMaxRules, 10,000); at most 1,000,000.
@@ -128,12 +137,16 @@ type Config struct {
 	// (required by the principal and context:<key> sources).
 	UpstreamAuthorizer string
 	// UpstreamCacheTTL is UPSTREAM_CACHE_TTL: how long an upstream answer
-	// is reused per identity; default 300s, 0s to 1h (0 disables).
+	// is reused; 0s to 1h, 0 disables. Default 300s when
+	// UpstreamIdentitySources is set, else 0: the cache is off until the
+	// operator names what the upstream reads, and a TTL above 0 without
+	// them is an error.
 	UpstreamCacheTTL time.Duration
-	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES: the header or
-	// query sources whose values key the upstream cache, default
-	// header:authorization.
-	UpstreamIdentitySources []identity.Source
+	// UpstreamIdentitySources is UPSTREAM_IDENTITY_SOURCES parsed
+	// (identity.ParseUpstreamSources): every header, query value, route or
+	// stage variable the upstream authorizer reads, whose values key its
+	// cached answers. Empty: none named, no cache.
+	UpstreamIdentitySources []identity.UpstreamSource
 	// JWTIssuer is JWT_ISSUER: the "iss" of the bearer tokens the
 	// jwt:<claim> subject sources read (required by them), such as
 	// https://cognito-idp.<region>.amazonaws.com/<user pool id>.
@@ -166,8 +179,10 @@ type Config struct {
 	// RulesRefresh is RULES_REFRESH: the full reload period of the rules
 	// snapshot, the backstop behind the version poll. Default 5m.
 	RulesRefresh time.Duration
-	// RulesVersionPoll is RULES_VERSION_POLL: how often, at most, the
-	// authorizer reads the rules version from Redis. Default 1s.
+	// RulesVersionPoll is RULES_VERSION_POLL: the oldest the authorizer's
+	// last rules version check may be when it decides; a request finding
+	// it older waits for a new one. So a version read a poll, at most.
+	// Default 1s.
 	RulesVersionPoll time.Duration
 	// RateLimitHeaders is RATELIMIT_HEADERS parsed (headers.Parse), such as
 	// "draft11,legacy": the dialects of the rate-limit fields in the
@@ -232,12 +247,14 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("databaseUrlSet", c.DatabaseURL != ""),
 		slog.String("dbSecretArn", c.DBSecretARN),
 		slog.String("dbHost", c.DBHost),
+		slog.String("dbSslMode", c.DBSSLMode),
+		slog.String("dbSslRootCert", c.DBSSLRootCert),
 		slog.String("subjectSources", identity.FormatSources(c.SubjectSources)),
 		slog.String("dimensions", identity.FormatDimensions(c.Dimensions)),
 		slog.Bool("subjectHmacKeySet", c.SubjectHMACKey != ""),
 		slog.String("upstreamAuthorizer", c.UpstreamAuthorizer),
 		slog.Duration("upstreamCacheTtl", c.UpstreamCacheTTL),
-		slog.String("upstreamIdentitySources", identity.FormatSources(c.UpstreamIdentitySources)),
+		slog.String("upstreamIdentitySources", identity.FormatUpstreamSources(c.UpstreamIdentitySources)),
 		slog.String("jwtIssuer", c.JWTIssuer),
 		slog.Any("jwtAudience", c.JWTAudience),
 		slog.String("jwtTokenUse", c.JWTTokenUse),
@@ -258,19 +275,47 @@ func (c Config) LogValue() slog.Value {
 }
 
 // FromEnv reads the configuration through getenv (os.Getenv in mains, a
-// map in tests); an empty value counts as unset. It checks every variable
-// and returns all the problems joined (errors.Join), each naming its
-// variable, along with the settings that did parse.
+// map in tests); an empty value counts as unset. It reads only the
+// variables of Vars, with their defaults from there. It checks every
+// variable and returns all the problems joined (errors.Join), each naming
+// its variable, along with the settings that did parse.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var (
 		c    Config
 		errs []error
 	)
-	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 	fail := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
 	}
-	duration := func(name string, def, lo, hi time.Duration) time.Duration {
+	// get is the variable's value, "" when unset. A name without a row in
+	// Vars is a programming error every test of FromEnv reports, so the
+	// documented table cannot miss a variable the loader reads.
+	get := func(name string) string {
+		if lookupVar(name) == nil {
+			fail(name, "read by config.FromEnv but missing from config.Vars (a bug: add its row)")
+		}
+		return strings.TrimSpace(getenv(name))
+	}
+	// value is get, or the row's default when unset.
+	value := func(name string) string {
+		if v := get(name); v != "" {
+			return v
+		}
+		if row := lookupVar(name); row != nil {
+			return row.Default
+		}
+		return ""
+	}
+	// duration reads a duration from lo to hi; unset, the row's default
+	// (0 when it has none).
+	duration := func(name string, lo, hi time.Duration) time.Duration {
+		var def time.Duration
+		if row := lookupVar(name); row != nil && row.Default != "" {
+			var err error
+			if def, err = time.ParseDuration(row.Default); err != nil {
+				fail(name, "config.Vars default %q is not a duration (a bug)", row.Default)
+			}
+		}
 		v := get(name)
 		if v == "" {
 			return def
@@ -288,15 +333,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	c.LogLevel = slog.LevelInfo
-	if v := get("LOG_LEVEL"); v != "" {
+	if v := value("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			fail("LOG_LEVEL", "%q is not one of debug, info, warn, error", v)
 		}
 	}
 
 	c.RedisMode = RedisSingle
-	switch v := RedisMode(strings.ToLower(get("REDIS_MODE"))); v {
-	case "":
+	switch v := RedisMode(strings.ToLower(value("REDIS_MODE"))); v {
 	case RedisSingle, RedisCluster, RedisSentinel:
 		c.RedisMode = v
 	default:
@@ -325,9 +369,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := c.RedisAuthSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
 		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
 	}
-	c.RedisTimeout = duration("REDIS_TIMEOUT", DefaultRedisTimeout, time.Millisecond, 10*time.Second)
-	c.RedisPoolSize = DefaultRedisPoolSize
-	if v := get("REDIS_POOL_SIZE"); v != "" {
+	c.RedisTimeout = duration("REDIS_TIMEOUT", time.Millisecond, 10*time.Second)
+	if v := value("REDIS_POOL_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1024 {
 			fail("REDIS_POOL_SIZE", "%q is not a whole number from 1 to 1024", v)
@@ -369,8 +412,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.DBHost != "" && c.DBSecretARN == "" {
 		fail("DB_HOST", "only applies with DB_SECRET_ARN")
 	}
-	c.DBSSLMode = DefaultDBSSLMode
-	if v := get("DB_SSLMODE"); v != "" {
+	c.DBSSLRootCert = get("DB_SSLROOTCERT")
+	if c.DBSSLRootCert != "" && c.DBSecretARN == "" {
+		fail("DB_SSLROOTCERT", "only applies with DB_SECRET_ARN (with DATABASE_URL, put sslrootcert in the URL)")
+	}
+	if v := value("DB_SSLMODE"); v != "" {
 		switch v {
 		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
 			c.DBSSLMode = v
@@ -379,7 +425,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	sources, err := identity.ParseSources(get("SUBJECT_SOURCES"))
+	sources, err := identity.ParseSources(value("SUBJECT_SOURCES"))
 	if err != nil {
 		fail("SUBJECT_SOURCES", "%v", err)
 	}
@@ -393,21 +439,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
 		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
 	}
-	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", identity.DefaultUpstreamTTL, 0, identity.MaxUpstreamTTL)
-	if get("UPSTREAM_CACHE_TTL") == "0" {
-		c.UpstreamCacheTTL = 0 // "0" is a duration too
+	upSources := get("UPSTREAM_IDENTITY_SOURCES")
+	if srcs, err := identity.ParseUpstreamSources(upSources); err != nil {
+		fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
+	} else {
+		c.UpstreamIdentitySources = srcs
 	}
-	c.UpstreamIdentitySources = identity.DefaultUpstreamIdentity
-	if v := get("UPSTREAM_IDENTITY_SOURCES"); v != "" {
-		srcs, err := identity.ParseSources(v)
-		switch {
-		case err != nil:
-			fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
-		case slices.ContainsFunc(srcs, func(s identity.Source) bool { return s.Kind.Verified() }):
-			fail("UPSTREAM_IDENTITY_SOURCES", "%q: only header, query, apikey and ip sources key the cache", v)
-		default:
-			c.UpstreamIdentitySources = srcs
-		}
+	// No cache until the sources are named (the row has no default).
+	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", 0, identity.MaxUpstreamTTL)
+	if get("UPSTREAM_CACHE_TTL") == "" && strings.TrimSpace(upSources) != "" {
+		c.UpstreamCacheTTL = identity.DefaultUpstreamTTL
+	}
+	if c.UpstreamCacheTTL > 0 && strings.TrimSpace(upSources) == "" {
+		fail("UPSTREAM_CACHE_TTL", "%s caches the upstream authorizer's answers, which needs UPSTREAM_IDENTITY_SOURCES: "+
+			"an answer is reused for every request with the same values of the sources named there, so they must be every "+
+			"header, query value, route or stage variable the upstream reads (such as header:authorization,route), "+
+			"or one caller's answer reaches another; set them, or leave UPSTREAM_CACHE_TTL unset or 0", c.UpstreamCacheTTL)
 	}
 	if c.UpstreamAuthorizer == "" && (c.HasSource(identity.SourceContext) || c.HasSource(identity.SourcePrincipal)) {
 		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
@@ -453,15 +500,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.DefaultLimit = d
 	}
-	dialects, err := headers.Parse(get("RATELIMIT_HEADERS"))
+	dialects, err := headers.Parse(value("RATELIMIT_HEADERS"))
 	if err != nil {
 		fail("RATELIMIT_HEADERS", "%v", err)
 	}
 	c.RateLimitHeaders = dialects
-	c.RulesRefresh = duration("RULES_REFRESH", DefaultRulesRefresh, time.Second, 24*time.Hour)
-	c.RulesVersionPoll = duration("RULES_VERSION_POLL", DefaultRulesVersionPoll, 10*time.Millisecond, time.Hour)
-	c.LeaseMax = DefaultLeaseMax
-	if v := get("LEASE_MAX"); v != "" {
+	c.RulesRefresh = duration("RULES_REFRESH", time.Second, 24*time.Hour)
+	c.RulesVersionPoll = duration("RULES_VERSION_POLL", 10*time.Millisecond, time.Hour)
+	if v := value("LEASE_MAX"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
 			fail("LEASE_MAX", "%q is not a whole number from 1 (no leases) to 10000", v)
@@ -469,8 +515,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.LeaseMax = n
 		}
 	}
-	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL, 100*time.Millisecond, time.Second)
-	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", DefaultDenyCacheMaxAge, 100*time.Millisecond, time.Minute)
+	c.LeaseTTL = duration("LEASE_TTL", 100*time.Millisecond, time.Second)
+	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
 	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
 	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')

@@ -26,7 +26,7 @@ func defaults() Config {
 		RedisMode:        RedisSingle,
 		RedisTimeout:     25 * time.Millisecond,
 		RedisPoolSize:    4,
-		DBSSLMode:        "require",
+		DBSSLMode:        "verify-full",
 		RulesRefresh:     5 * time.Minute,
 		RulesVersionPoll: time.Second,
 		SubjectSources:   identity.DefaultSources,
@@ -34,9 +34,6 @@ func defaults() Config {
 		LeaseMax:         64,
 		LeaseTTL:         250 * time.Millisecond,
 		DenyCacheMaxAge:  time.Second,
-
-		UpstreamCacheTTL:        identity.DefaultUpstreamTTL,
-		UpstreamIdentitySources: identity.DefaultUpstreamIdentity,
 	}
 }
 
@@ -59,7 +56,8 @@ func TestFromEnv(t *testing.T) {
 			"REDIS_POOL_SIZE":       "16",
 			"DB_SECRET_ARN":         "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db",
 			"DB_HOST":               "proxy.proxy-abc.eu-west-1.rds.amazonaws.com",
-			"DB_SSLMODE":            "verify-full",
+			"DB_SSLMODE":            "require",
+			"DB_SSLROOTCERT":        "/etc/ssl/rds-2031.pem",
 			"SUBJECT_SOURCES":       " header:x-api-key , query:api_key,apikey,ip",
 			"DEFAULT_LIMIT":         "100/1m,burst=200",
 			"RULES_REFRESH":         "10m",
@@ -85,7 +83,8 @@ func TestFromEnv(t *testing.T) {
 			c.RedisPoolSize = 16
 			c.DBSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
 			c.DBHost = "proxy.proxy-abc.eu-west-1.rds.amazonaws.com"
-			c.DBSSLMode = "verify-full"
+			c.DBSSLMode = "require"
+			c.DBSSLRootCert = "/etc/ssl/rds-2031.pem"
 			c.SubjectSources = []identity.Source{identity.HeaderSource("x-api-key"),
 				{Kind: identity.SourceQuery, Name: "api_key"}, {Kind: identity.SourceAPIKey}, {Kind: identity.SourceIP}}
 			c.DefaultLimit = &rules.Effective{Limit: 100, Period: time.Minute, Burst: 200}
@@ -115,6 +114,22 @@ func TestFromEnv(t *testing.T) {
 		{"default without burst", map[string]string{"DEFAULT_LIMIT": " 5 / 1d "}, func(c *Config) {
 			c.DefaultLimit = &rules.Effective{Limit: 5, Period: 24 * time.Hour, Burst: 5}
 		}},
+		{"upstream identity sources: the cache at 300s", map[string]string{
+			"UPSTREAM_IDENTITY_SOURCES": "header:Authorization, query:tenant,route,stagevar:env,apikey,ip",
+		}, func(c *Config) {
+			c.UpstreamCacheTTL = identity.DefaultUpstreamTTL
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("Authorization")},
+				{Source: identity.Source{Kind: identity.SourceQuery, Name: "tenant"}}, {Route: true}, {StageVariable: "env"},
+				{Source: identity.Source{Kind: identity.SourceAPIKey}}, {Source: identity.Source{Kind: identity.SourceIP}}}
+		}},
+		{"upstream identity sources and a TTL", map[string]string{"UPSTREAM_IDENTITY_SOURCES": "header:x-api-key", "UPSTREAM_CACHE_TTL": "30s"}, func(c *Config) {
+			c.UpstreamCacheTTL = 30 * time.Second
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("x-api-key")}}
+		}},
+		{"upstream cache off", map[string]string{"UPSTREAM_IDENTITY_SOURCES": "header:x-api-key", "UPSTREAM_CACHE_TTL": "0"}, func(c *Config) {
+			c.UpstreamIdentitySources = []identity.UpstreamSource{{Source: identity.HeaderSource("x-api-key")}}
+		}},
+		{"upstream ttl 0 without sources", map[string]string{"UPSTREAM_CACHE_TTL": "0s"}, func(c *Config) {}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +172,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"both database settings", "DB_SECRET_ARN", "arn:aws:secretsmanager:x", map[string]string{"DATABASE_URL": "postgres://localhost/db"}},
 		{"db host alone", "DB_HOST", "proxy.example", nil},
 		{"ssl mode", "DB_SSLMODE", "always", nil},
+		{"ssl root cert alone", "DB_SSLROOTCERT", "/etc/rds.pem", nil},
 		{"source kind", "SUBJECT_SOURCES", "cookie:session", nil},
 		{"source without name", "SUBJECT_SOURCES", "header:", nil},
 		{"source with name", "SUBJECT_SOURCES", "ip:x", nil},
@@ -166,6 +182,11 @@ func TestFromEnvErrors(t *testing.T) {
 		{"context source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "context:tenant"}},
 		{"principal source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "principal"}},
 		{"upstream ttl over an hour", "UPSTREAM_CACHE_TTL", "2h", nil},
+		{"upstream ttl without identity sources", "UPSTREAM_CACHE_TTL", "300s", map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer"}},
+		{"upstream identity from the answer", "UPSTREAM_IDENTITY_SOURCES", "header:authorization,context:tenant", nil},
+		{"upstream identity route with a name", "UPSTREAM_IDENTITY_SOURCES", "route:GET", nil},
+		{"upstream identity stage variable", "UPSTREAM_IDENTITY_SOURCES", "stagevar:a-b", nil},
+		{"upstream identity kind", "UPSTREAM_IDENTITY_SOURCES", "cookie:session", nil},
 		{"upstream name", "UPSTREAM_AUTHORIZER", "my function", nil},
 		{"dimension default", "DIMENSIONS", "default=ip", nil},
 		{"dimension twice", "DIMENSIONS", "ip=ip;ip=header:x", nil},
@@ -209,11 +230,11 @@ func TestFromEnvErrors(t *testing.T) {
 		})
 	}
 
-	// Every problem at once, one line each. (DB_HOST is fine here: the
-	// bad DB_SECRET_ARN is set.)
+	// Every problem at once, one line each. (DB_HOST and DB_SSLROOTCERT
+	// are fine here: the bad DB_SECRET_ARN is set.)
 	all := map[string]string{}
 	for _, tc := range tests {
-		if tc.extra == nil && tc.key != "DB_HOST" {
+		if tc.extra == nil && tc.key != "DB_HOST" && tc.key != "DB_SSLROOTCERT" {
 			all[tc.key] = tc.value
 		}
 	}
@@ -228,6 +249,25 @@ func TestFromEnvErrors(t *testing.T) {
 	}
 	if n := len(strings.Split(err.Error(), "\n")); n < len(all) {
 		t.Errorf("FromEnv(every variable wrong) reported %d problems, want at least %d:\n%v", n, len(all), err)
+	}
+}
+
+// TestUpstreamCacheNeedsSources: a TTL above 0 without the identity
+// sources is refused, and the message says why (the defaults turn the
+// cache off, so this is only an explicit TTL).
+func TestUpstreamCacheNeedsSources(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer", "UPSTREAM_CACHE_TTL": "5m"}))
+	if err == nil {
+		t.Fatal("FromEnv(UPSTREAM_CACHE_TTL=5m, no UPSTREAM_IDENTITY_SOURCES) error = nil")
+	}
+	for _, want := range []string{"UPSTREAM_CACHE_TTL: 5m0s", "needs UPSTREAM_IDENTITY_SOURCES", "every header, query value, route or stage variable the upstream reads", "one caller's answer reaches another"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v\nwant it to say %q", err, want)
+		}
+	}
+	c, err := FromEnv(env(map[string]string{"UPSTREAM_AUTHORIZER": "team-authorizer"}))
+	if err != nil || c.UpstreamCacheTTL != 0 {
+		t.Errorf("FromEnv(UPSTREAM_AUTHORIZER alone) = TTL %v, %v; want 0, no cache", c.UpstreamCacheTTL, err)
 	}
 }
 

@@ -1,7 +1,9 @@
 package identity
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +40,6 @@ const (
 	DefaultJWKSTimeout = 3 * time.Second
 	maxJWKSBytes       = 1 << 20
 	wellKnownJWKSPath  = "/.well-known/jwks.json"
-	bearerPrefix       = "bearer "
 )
 
 // JWTOptions configure a Verifier.
@@ -202,18 +203,20 @@ func (v *Verifier) lookupLocked(kid string) *jose.JSONWebKey {
 	return nil
 }
 
-// Claims are a verified token's claims.
+// Claims are a verified token's claims. Numbers are json.Number: read
+// exactly, never through a float64.
 type Claims map[string]any
 
 // String returns claim name as a string: a string as is, a number in its
-// JSON form, a boolean as true/false. Other values (objects, arrays) and
-// absent claims give ok false: they are no subject.
+// exact decimal form (Number), a boolean as true/false. Other values
+// (objects, arrays, null), absent claims and numbers whose decimal form is
+// longer than MaxSubjectLen give ok false: they are no subject.
 func (c Claims) String(name string) (string, bool) {
 	switch v := c[name].(type) {
 	case string:
 		return v, true
 	case json.Number:
-		return v.String(), true
+		return Number(string(v))
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64), true
 	case bool:
@@ -222,25 +225,247 @@ func (c Claims) String(name string) (string, bool) {
 	return "", false
 }
 
-// BearerToken returns the token of an "Authorization: Bearer <token>"
-// header in headers (any case); "" when there is none.
-func BearerToken(headers map[string]string) string {
-	s := Source{Name: "authorization", lower: "authorization", canon: "Authorization"}
-	v := strings.TrimSpace(s.header(headers))
-	if len(v) < len(bearerPrefix) || !strings.EqualFold(v[:len(bearerPrefix)], bearerPrefix) {
-		return ""
+// has reports whether claim name is present and not null.
+func (c Claims) has(name string) bool { return c[name] != nil }
+
+// Number returns the decimal form of JSON number literal n: exact, and one
+// per value, so a number is one subject however the issuer wrote it. An
+// integer is its digits (9007199254740993 stays itself, where a float64
+// would make it …992); "1e3", "1000.0" and "1000" are all "1000"; "12.50"
+// is "12.5"; "-0" is "0". ok is false when n is no JSON number or the form
+// would be longer than MaxSubjectLen bytes (1e300). A plain integer does
+// not allocate.
+func Number(n string) (string, bool) {
+	digits, neg := n, false
+	if strings.HasPrefix(digits, "-") {
+		digits, neg = digits[1:], true
 	}
-	return strings.TrimSpace(v[len(bearerPrefix):])
+	if digits == "" {
+		return "", false
+	}
+	if isDigits(digits) && (digits[0] != '0' || digits == "0") {
+		switch {
+		case digits == "0":
+			return "0", true // -0 too
+		case len(n) > MaxSubjectLen:
+			return "", false
+		}
+		return n, true
+	}
+	mant, exp := digits, 0
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		e, negExp := mant[i+1:], false
+		if e != "" && (e[0] == '+' || e[0] == '-') {
+			e, negExp = e[1:], e[0] == '-'
+		}
+		if e == "" || !isDigits(e) {
+			return "", false
+		}
+		if e = strings.TrimLeft(e, "0"); len(e) > 6 {
+			e = "999999" // beyond any form MaxSubjectLen allows
+		}
+		if e != "" {
+			exp, _ = strconv.Atoi(e)
+		}
+		if negExp {
+			exp = -exp
+		}
+		mant = mant[:i]
+	}
+	whole, frac, hasPoint := strings.Cut(mant, ".")
+	if whole == "" || !isDigits(whole) || !isDigits(frac) || hasPoint && frac == "" || len(whole) > 1 && whole[0] == '0' {
+		return "", false
+	}
+	// The value is 0.ds × 10^point: strip the zeros that do not count.
+	ds := strings.TrimRight(whole+frac, "0")
+	point := len(whole)
+	for len(ds) > 0 && ds[0] == '0' {
+		ds, point = ds[1:], point-1
+	}
+	if ds == "" {
+		return "0", true
+	}
+	if exp > 2*MaxSubjectLen || exp < -2*MaxSubjectLen {
+		return "", false // far too long (and point+exp must not overflow)
+	}
+	point += exp
+	size := len(ds) + 1 // a decimal point
+	switch {
+	case point >= len(ds):
+		size = point
+	case point <= 0:
+		size = 2 - point + len(ds) // "0." and the zeros
+	}
+	if neg {
+		size++
+	}
+	if size > MaxSubjectLen {
+		return "", false
+	}
+	b := make([]byte, 0, size)
+	if neg {
+		b = append(b, '-')
+	}
+	switch {
+	case point >= len(ds):
+		b = append(b, ds...)
+		b = append(b, strings.Repeat("0", point-len(ds))...)
+	case point <= 0:
+		b = append(b, "0."...)
+		b = append(b, strings.Repeat("0", -point)...)
+		b = append(b, ds...)
+	default:
+		b = append(b, ds[:point]...)
+		b = append(b, '.')
+		b = append(b, ds[point:]...)
+	}
+	return string(b), true
+}
+
+// isDigits reports whether s holds only ASCII digits ("" does).
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// authorizationName is the header a bearer token comes in.
+const authorizationName = "authorization"
+
+// BearerToken returns the token of r's "Authorization: Bearer <token>"
+// header: "" and no error when r has no Authorization header. A header
+// that is there but is not exactly one bearer token is an error wrapping
+// ErrToken, for the caller to refuse (401) rather than to read a later
+// source: sent twice (two lines in REST's multiValueHeaders, two spellings
+// of the name, or an HTTP API's comma join), another scheme ("Basic …"),
+// no scheme, an empty token, or anything after it. A backend that reads
+// the first of two headers, or another scheme, must not see a request
+// Sluice charged to someone else, or to the caller's IP.
+//
+// The scheme is case-insensitive and may be followed by several spaces
+// (RFC 6750 §2.1); the token is RFC 6750's b64token. Verify then checks it
+// is a JWS in its one spelling.
+func BearerToken(r *Request) (string, error) {
+	v, n := authorization(r)
+	switch {
+	case n == 0:
+		return "", nil
+	case n > 1:
+		return "", fmt.Errorf("%w: %d Authorization headers, want one", ErrToken, n)
+	}
+	v = strings.Trim(v, " \t")
+	const scheme = "Bearer"
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) || v[len(scheme)] != ' ' {
+		return "", fmt.Errorf("%w: the Authorization header is not \"Bearer <token>\"", ErrToken)
+	}
+	tok := strings.TrimLeft(v[len(scheme):], " ")
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("%w: the Authorization header has no token", ErrToken)
+	case strings.IndexByte(tok, ',') >= 0:
+		return "", fmt.Errorf("%w: the Authorization header holds two values", ErrToken)
+	case !b64token(tok):
+		return "", fmt.Errorf("%w: the Authorization header is not \"Bearer <token>\": the token has a character outside RFC 6750's b64token", ErrToken)
+	}
+	return tok, nil
+}
+
+// authorization returns the value of r's Authorization header and how many
+// it has: every line of every spelling of the name in the multi-value map
+// (REST), else every spelling in the single-value map. A single value that
+// is not the multi-value map's one line counts as a second.
+func authorization(r *Request) (v string, n int) {
+	for k, vs := range r.MultiHeaders {
+		if len(vs) > 0 && strings.EqualFold(k, authorizationName) {
+			v, n = vs[0], n+len(vs)
+		}
+	}
+	multi := n
+	for k, s := range r.Headers {
+		if strings.EqualFold(k, authorizationName) {
+			switch {
+			case multi == 0:
+				v, n = s, n+1
+			case s != v:
+				n++
+			}
+		}
+	}
+	return v, n
+}
+
+// b64token reports whether s is an RFC 6750 b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func b64token(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// strictBase64URL decodes base64url without padding and refuses a last
+// character whose unused bits are not zero (RFC 4648 §3.5).
+var strictBase64URL = base64.RawURLEncoding.Strict()
+
+// canonicalJWS checks that token is a JWS compact serialization in the one
+// spelling RFC 7515 allows: three segments of base64url without padding,
+// each the encoding of its bytes. go-jose decodes each segment leniently,
+// ignoring a last character's unused bits and any CR or LF, and verifies
+// the signature over its own re-encoding of header and payload: without
+// this check one signed token has many spellings (16 for an ES256 or
+// RS256 signature's last character alone), each of which verifies.
+func canonicalJWS(token string) error {
+	n := 0
+	for seg := range strings.SplitSeq(token, ".") {
+		n++
+		if n > 3 {
+			break
+		}
+		if strings.ContainsAny(seg, "\r\n") {
+			return fmt.Errorf("segment %d holds a line break", n)
+		}
+		if _, err := strictBase64URL.DecodeString(seg); err != nil {
+			return fmt.Errorf("segment %d is not canonical base64url: %w", n, err)
+		}
+	}
+	if n != 3 {
+		return errors.New("a compact JWS has three segments")
+	}
+	return nil
+}
+
+// payload keeps a token's verified payload as it is, for a decoder that
+// keeps numbers exact: go-jose decodes a number into a float64.
+type payload []byte
+
+// UnmarshalJSON keeps a copy of b.
+func (p *payload) UnmarshalJSON(b []byte) error {
+	*p = append((*p)[:0], b...)
+	return nil
 }
 
 // Verify checks token and returns its claims. Every failure wraps
-// ErrToken: a malformed or oversized token, an algorithm outside
+// ErrToken: a malformed or oversized token, one not in its canonical
+// spelling (canonicalJWS), an algorithm outside
 // Algorithms (alg "none" included), an unknown key, a bad signature, the
 // wrong issuer, audience or token_use, an expired or not yet valid token,
 // or one without exp.
 func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if len(token) > MaxTokenLen {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrToken, len(token), MaxTokenLen)
+	}
+	if err := canonicalJWS(token); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrToken, err)
 	}
 	tok, err := jwt.ParseSigned(token, Algorithms)
 	if err != nil {
@@ -259,10 +484,16 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	}
 	var (
 		std jwt.Claims
+		raw payload
 		all map[string]any
 	)
-	if err := tok.Claims(key.Key, &std, &all); err != nil {
+	if err := tok.Claims(key.Key, &std, &raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrToken, err)
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&all); err != nil {
+		return nil, fmt.Errorf("%w: claims: %w", ErrToken, err)
 	}
 	if std.Expiry == nil {
 		return nil, fmt.Errorf("%w: no exp claim", ErrToken)

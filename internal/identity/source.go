@@ -270,9 +270,10 @@ type Request struct {
 // Subject returns the first non-empty value of sources in r (surrounding
 // white space trimmed), and the kind of source it came from; ok is false
 // when none has a value. ok is also false when that first value is longer
-// than MaxSubjectLen bytes, is not valid UTF-8, or was sent twice (see
-// multiValued): the request is refused, not charged to a later source (an
-// oversized or doubled key must not fall back to the caller's IP bucket).
+// than MaxSubjectLen bytes, is not valid UTF-8, was sent twice (see
+// multiValued), or is a claim with no string form (Claims.String): the
+// request is refused, not charged to a later source (an oversized or
+// doubled key must not fall back to the caller's IP bucket).
 // It does not allocate.
 func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
 	subject, from, f := Find(sources, r)
@@ -289,7 +290,9 @@ const (
 	// Found: the subject.
 	Found
 	// Refused: the first value is hostile (too long, not UTF-8, sent
-	// twice); the request must be refused, not charged elsewhere.
+	// twice) or is a claim with no string form (an object, an array, a
+	// number of more than MaxSubjectLen digits); the request must be
+	// refused, not charged elsewhere.
 	Refused
 )
 
@@ -315,12 +318,27 @@ func (s *Source) value(r *Request) string {
 	return ""
 }
 
+// unusable reports whether s's value in r is there but has no string form:
+// a claim that is an object, an array, or a number too long to be a
+// subject. Such a request is refused, not charged to a later source.
+func (s *Source) unusable(r *Request) bool {
+	if s.Kind != SourceJWT {
+		return false
+	}
+	_, ok := r.Claims.String(s.Name)
+	return !ok && r.Claims.has(s.Name)
+}
+
 // Find is Subject, telling an absent subject from a refused one. It does
 // not allocate.
 func Find(sources []Source, r *Request) (subject string, from SourceKind, f Finding) {
 	for i := range sources {
 		s := &sources[i]
-		if v := strings.TrimSpace(s.value(r)); v != "" {
+		v := strings.TrimSpace(s.value(r))
+		if v == "" && s.unusable(r) {
+			return "", s.Kind, Refused
+		}
+		if v != "" {
 			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
 				return "", s.Kind, Refused
 			}

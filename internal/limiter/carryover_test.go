@@ -25,7 +25,7 @@ import (
 func TestChangeOfNumbersKeepsUsed(t *testing.T) {
 	c := newClient(t, 4)
 	prefix := testPrefix(t, c)
-	l := New(c, Options{Prefix: prefix, DenyCacheSize: -1, BreakerThreshold: -1})
+	l := New(c, Options{Prefix: prefix, DenyCacheSize: -1, BreakerThreshold: -1, Timeout: time.Second})
 	const h, m = time.Hour, time.Minute
 	tests := []struct {
 		name          string
@@ -133,7 +133,7 @@ func TestChangeOfNumbersKeepsUsed(t *testing.T) {
 func TestPreviousVersionValue(t *testing.T) {
 	c := newClient(t, 2)
 	prefix := testPrefix(t, c)
-	l := New(c, Options{Prefix: prefix, DenyCacheSize: -1, BreakerThreshold: -1})
+	l := New(c, Options{Prefix: prefix, DenyCacheSize: -1, BreakerThreshold: -1, Timeout: time.Second})
 	ctx := context.Background()
 	b10 := Bucket{ID: "b", Limit: 10, Period: time.Minute}     // T = 6 s
 	b1000 := Bucket{ID: "b", Limit: 1000, Period: time.Minute} // T = 60 ms
@@ -198,7 +198,7 @@ func TestPreviousVersionValue(t *testing.T) {
 // bucket's numbers, so the new numbers miss it and Redis answers.
 func TestUpgradeBypassesDenyCache(t *testing.T) {
 	c := newClient(t, 2)
-	l := New(c, Options{Prefix: testPrefix(t, c)}) // default deny cache
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout}) // default deny cache
 	ctx := context.Background()
 	from := []Bucket{{ID: "b", Limit: 1, Period: time.Hour}}
 	to := []Bucket{{ID: "b", Limit: 100, Period: time.Hour}}

@@ -14,7 +14,7 @@ import (
 
 func TestDenyCache(t *testing.T) {
 	c := newClient(t, 2)
-	l := New(c, Options{Prefix: testPrefix(t, c)})
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout})
 	ctx := context.Background()
 	b := []Bucket{{ID: "a", Limit: 2, Period: time.Hour}}
 	req := Request{Subject: "s", Buckets: b, Cost: 1}
@@ -66,7 +66,7 @@ func TestDenyCache(t *testing.T) {
 // the cache stops denying before Redis's retry-after is over.
 func TestDenyCacheNeverOutlivesRedis(t *testing.T) {
 	c := newClient(t, 2)
-	l := New(c, Options{Prefix: testPrefix(t, c)})
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout})
 	ctx := context.Background()
 	// One token every 50ms.
 	req := Request{Subject: "s", Buckets: []Bucket{{ID: "f", Limit: 4, Period: 200 * time.Millisecond, Burst: 1}}, Cost: 1}
@@ -118,8 +118,8 @@ func TestDenyCacheMaxAge(t *testing.T) {
 	monthAgo := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second)
 	for _, lift := range []string{"refund", "reset"} {
 		t.Run(lift, func(t *testing.T) {
-			authz := New(c, Options{Prefix: prefix, DenyCacheMaxAge: maxAge})
-			admin := New(c, Options{Prefix: prefix, DenyCacheSize: -1})
+			authz := New(c, Options{Prefix: prefix, DenyCacheMaxAge: maxAge, Timeout: testTimeout})
+			admin := New(c, Options{Prefix: prefix, DenyCacheSize: -1, Timeout: testTimeout})
 			// Its month started a day ago: weeks to go, whatever the date.
 			b := []Bucket{{ID: "month", Limit: 2, Period: time.Hour, Window: Monthly, Anchor: monthAgo}}
 			req := Request{Subject: subject(t, 0), Buckets: b, Cost: 1}
@@ -170,7 +170,7 @@ func TestDenyCacheMaxAge(t *testing.T) {
 	}
 
 	// The default max age bounds a deny of weeks at one second.
-	l := New(c, Options{Prefix: prefix})
+	l := New(c, Options{Prefix: prefix, Timeout: testTimeout})
 	if got := l.cacheUntil(0, 30*24*time.Hour); got != int64(DefaultDenyCacheMaxAge) {
 		t.Errorf("cacheUntil(0, 30 days) = %v, want the default max age %v", time.Duration(got), DefaultDenyCacheMaxAge)
 	}
@@ -184,8 +184,8 @@ func TestDenyCacheBoundedAndOptional(t *testing.T) {
 	prefix := testPrefix(t, c)
 	ctx := context.Background()
 	b := []Bucket{{ID: "a", Limit: 1, Period: time.Hour}}
-	small := New(c, Options{Prefix: prefix, DenyCacheSize: 3})
-	off := New(c, Options{Prefix: prefix, DenyCacheSize: -1})
+	small := New(c, Options{Prefix: prefix, DenyCacheSize: 3, Timeout: testTimeout})
+	off := New(c, Options{Prefix: prefix, DenyCacheSize: -1, Timeout: testTimeout})
 	for i := range 10 {
 		req := Request{Subject: subject(t, i), Buckets: b, Cost: 1}
 		for range 3 {

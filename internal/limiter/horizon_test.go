@@ -110,7 +110,7 @@ func TestScriptIssueRuleNeverErrors(t *testing.T) {
 // open the breaker for every other subject. At MaxHorizon exactly it works.
 func TestAllowRefusesHorizonBeyondMax(t *testing.T) {
 	c := newClient(t, 2)
-	l := New(c, Options{Prefix: testPrefix(t, c)})
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout})
 	ctx := context.Background()
 	for i := range 2 * DefaultBreakerThreshold {
 		d, err := l.Allow(ctx, Request{Subject: "s", Buckets: issueBuckets, Cost: issueCost})

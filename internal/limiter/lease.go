@@ -265,7 +265,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 	sd := sub.id
 	var fl int64
 	for _, b := range req.Buckets {
-		if b.Shadow {
+		if b.Shadow || b.Durable {
 			return h, d, nil, false
 		}
 		fl = max(fl, b.MinRemaining)

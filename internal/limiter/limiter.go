@@ -93,6 +93,11 @@ type Bucket struct {
 	// keeps Cost + MinRemaining at most the capacity (Burst, or Limit for
 	// a quota), or no request passes.
 	MinRemaining int64
+	// Durable buckets (quotas that bill) are acknowledged only once a
+	// replica has the charge (WAIT 1 after the script; durable.go): an
+	// admission no replica acknowledged within the timeout is a Redis
+	// failure, decided by FailClosed. Requests with one are never leased.
+	Durable bool
 	// Subject, when not empty, is the subject this bucket counts instead of
 	// Request.Subject: another dimension of the request, such as the
 	// caller's IP beside its API key (see dimensions.go for what is atomic
@@ -301,6 +306,9 @@ type Stats struct {
 	FailOpen   uint64 // decisions allowed because Redis failed or the breaker was open
 	FailClosed uint64 // decisions denied because Redis failed or the breaker was open
 	Skipped    uint64 // calls that skipped Redis because the breaker was open
+	// NotReplicated counts durable admissions no replica acknowledged in
+	// time (decided by the failure mode; durable.go).
+	NotReplicated uint64
 
 	Breaker       BreakerState // the breaker's state now
 	BreakerOpened uint64       // transitions to open (from closed or half-open)
@@ -371,7 +379,7 @@ type Limiter struct {
 // counters back Stats.
 type counters struct {
 	calls, allowed, denied, cacheHits, blocked, redisCalls, errors,
-	failOpen, failClosed, skipped atomic.Uint64
+	failOpen, failClosed, skipped, notReplicated atomic.Uint64
 }
 
 // New returns a Limiter over c, which may be a single node, Sentinel or
@@ -486,8 +494,15 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 	r, err := l.run(ctx, &sub, req.Cost, req.Buckets)
 	if err != nil {
-		l.st.errors.Add(1)
-		l.breaker.done(l.now(), false, probe)
+		if errors.Is(err, ErrNotReplicated) {
+			// Redis answered: no fault of the connection, so none of the
+			// breaker's (durable.go).
+			l.st.notReplicated.Add(1)
+			l.breaker.done(0, true, probe)
+		} else {
+			l.st.errors.Add(1)
+			l.breaker.done(l.now(), false, probe)
+		}
 		return l.failure(req, err)
 	}
 	l.breaker.done(0, true, probe)
@@ -626,6 +641,7 @@ func (l *Limiter) Stats() Stats {
 		FailOpen:      l.st.failOpen.Load(),
 		FailClosed:    l.st.failClosed.Load(),
 		Skipped:       l.st.skipped.Load(),
+		NotReplicated: l.st.notReplicated.Load(),
 		Breaker:       l.breaker.state(),
 		BreakerOpened: l.breaker.opened.Load(),
 		BreakerClosed: l.breaker.closed.Load(),

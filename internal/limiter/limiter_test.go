@@ -221,7 +221,7 @@ func runScenario(t *testing.T, l *Limiter, sub string, sc scenario) {
 
 func TestBucketMath(t *testing.T) {
 	c := newClient(t, 4)
-	l := New(c, Options{Prefix: testPrefix(t, c), DenyCacheSize: -1})
+	l := New(c, Options{Prefix: testPrefix(t, c), DenyCacheSize: -1, Timeout: testTimeout})
 	for i, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			runScenario(t, l, subject(t, i), sc)
@@ -271,7 +271,7 @@ func TestInvalidRequest(t *testing.T) {
 func TestKeysExpireWhenFull(t *testing.T) {
 	c := newClient(t, 2)
 	prefix := testPrefix(t, c)
-	l := New(c, Options{Prefix: prefix})
+	l := New(c, Options{Prefix: prefix, Timeout: testTimeout})
 	ctx := context.Background()
 	b := []Bucket{{ID: "a", Limit: 10, Period: time.Hour}, {ID: "b", Limit: 100, Period: time.Second, Burst: 200}}
 
@@ -316,7 +316,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 func TestNoScriptRecovery(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	l := New(c, Options{Prefix: testPrefix(t, c)})
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: testTimeout})
 	ctx := context.Background()
 	req := Request{Subject: "s", Buckets: []Bucket{{ID: "a", Limit: 10, Period: time.Hour}}, Cost: 1}
 	for i := int64(0); i < 3; i++ {
@@ -437,7 +437,7 @@ func (h sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestNoRawSubjectInKeys(t *testing.T) {
 	c := newClient(t, 2)
 	prefix := testPrefix(t, c)
-	l := New(c, Options{Prefix: prefix})
+	l := New(c, Options{Prefix: prefix, Timeout: testTimeout})
 	ctx := context.Background()
 	subjects := []string{"sk_live_abc123", "user@example.com", "has space", "{tag}", "a:b:c", "ünïcödé", "*", ""}
 	b := []Bucket{{ID: "r1", Limit: 10, Period: time.Hour}, {ID: "r2", Limit: 10, Period: time.Hour}}

@@ -16,6 +16,7 @@ func BucketFor(e *rules.Effective) Bucket {
 		FailClosed:   e.FailureMode == rules.FailClosed,
 		Shadow:       e.Mode == rules.Shadow,
 		MinRemaining: e.MinRemaining,
+		Durable:      e.Durable,
 	}
 	if e.Kind == rules.Quota {
 		b.Window = windowOf(rules.Period(e.Period))

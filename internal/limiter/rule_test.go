@@ -54,3 +54,25 @@ func TestHorizonsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestForDurable: a durable quota reaches the limiter as a durable bucket,
+// through the snapshot the authorizer matches against; a quota without
+// the option does not.
+func TestForDurable(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		limit := int64(1000)
+		r := rules.Rule{ID: "q", API: "api", Route: rules.Wildcard, Subject: rules.Wildcard, Kind: rules.Quota,
+			Limit: &limit, Period: rules.Month, FailureMode: rules.FailClosed, Durable: durable, Enabled: new(true)}
+		r.Normalize()
+		snap := rules.NewSnapshot([]rules.Rule{r}, nil, rules.SnapshotOptions{})
+		var got []bool
+		for _, e := range snap.Match("api", "GET", "/x", "someone").All() {
+			if e != nil {
+				got = append(got, limiter.BucketFor(e).Durable)
+			}
+		}
+		if len(got) != 1 || got[0] != durable {
+			t.Errorf("durable %v: buckets' Durable = %v (skipped: %v), want [%v]", durable, got, snap.Skipped(), durable)
+		}
+	}
+}

@@ -35,7 +35,8 @@ var (
 	leaseReturnLua string
 
 	// chargeScript checks and charges a request's buckets (Allow).
-	chargeScript = redis.NewScript("local charging, every_end = true, false\n" + bucketLua + chargeLua + "return out\n")
+	chargeSrc    = "local charging, every_end = true, false\n" + bucketLua + chargeLua + "return out\n"
+	chargeScript = redis.NewScript(chargeSrc)
 	// peekScript reports them as a cost-1 request would see them,
 	// writing nothing (Peek, and Allow with cost 0).
 	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + peekLua)
@@ -64,20 +65,28 @@ func (l *Limiter) run(ctx context.Context, sub *subjects, cost int64, bs []Bucke
 	}
 	l.st.redisCalls.Add(1)
 	res, err := l.eval(ctx, script, sub, cost, bs)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return reply{}, err
 	}
 	rd := replyReader{s: res}
-	return parseReply(&rd, len(bs))
+	r, perr := parseReply(&rd, len(bs))
+	if perr != nil {
+		return reply{}, perr
+	}
+	return r, err // the reply, and ErrNotReplicated when a durable charge was not acknowledged
 }
 
 // eval runs script once over bs, with ARGV[1] = amount, within the
-// Limiter's timeout, and returns its reply.
+// Limiter's timeout, and returns its reply. A charge (amount > 0) of a
+// durable bucket waits for a replica (durable.go).
 func (l *Limiter) eval(ctx context.Context, script *redis.Script, sub *subjects, amount int64, bs []Bucket) (string, error) {
 	c := getCall()
 	defer putCall(c)
 	c.build(l.prefix, sub, amount, bs)
 	c.ctx.arm(ctx, l.timeout)
+	if script == chargeScript && amount > 0 && durable(bs) {
+		return l.chargeDurable(c)
+	}
 	return script.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
 }
 

@@ -76,7 +76,7 @@ func eventually(t *testing.T, c *rules.Cache, d time.Duration, what string, cond
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < d {
-		if cond(c.Snapshot()) {
+		if cond(c.Snapshot(context.Background())) {
 			return time.Since(start)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -89,7 +89,7 @@ func eventually(t *testing.T, c *rules.Cache, d time.Duration, what string, cond
 // the last check.
 func drive(c *rules.Cache, d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		c.Snapshot()
+		c.Snapshot(context.Background())
 		time.Sleep(time.Millisecond)
 	}
 	c.Wait()
@@ -101,11 +101,11 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 	st.put(7, one(10), nil)
 	ver := &fakeVersion{}
 	ver.v.Store(7)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 20 * time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour})
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
-	if got := limitOf(c.Snapshot()); got != 10 {
+	if got := limitOf(c.Snapshot(context.Background())); got != 10 {
 		t.Fatalf("limit after init = %d, want 10", got)
 	}
 	if s := c.Stats(); !s.Loaded || s.Version != 7 || s.Rules != 1 || s.Reloads != 1 || s.Origin != rules.FromStore {
@@ -116,7 +116,7 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 	loads := st.loads.Load()
 	time.Sleep(60 * time.Millisecond)
 	for range 10 {
-		c.Snapshot()
+		c.Snapshot(context.Background())
 		time.Sleep(5 * time.Millisecond)
 	}
 	c.Wait()
@@ -170,7 +170,7 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 	ver.v.Store(1)
 	var errs atomic.Int64
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Poll: 10 * time.Millisecond, Debounce: time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		Poll: 10 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		OnError: func(error) { errs.Add(1) },
 	})
 	if err != nil {
@@ -179,7 +179,7 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 	st.put(0, nil, errors.New("database is down"))
 	ver.v.Store(2)
 	eventually(t, c, 2*time.Second, "a failed reload", func(*rules.Snapshot) bool { return c.Stats().Failures > 0 })
-	if got := limitOf(c.Snapshot()); got != 10 {
+	if got := limitOf(c.Snapshot(context.Background())); got != 10 {
 		t.Fatalf("limit after a failed reload = %d, want the last snapshot's 10", got)
 	}
 	if s := c.Stats(); s.LastError == nil || !s.Loaded || errs.Load() == 0 {
@@ -193,7 +193,7 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 	ver.down.Store(true)
 	time.Sleep(30 * time.Millisecond)
 	for range 5 {
-		if got := limitOf(c.Snapshot()); got != 40 {
+		if got := limitOf(c.Snapshot(context.Background())); got != 40 {
 			t.Fatalf("limit with the version source down = %d, want 40", got)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -214,7 +214,7 @@ func TestCacheColdStartDatabaseDown(t *testing.T) {
 	if c == nil {
 		t.Fatal("NewCache with the database down returned no cache")
 	}
-	m := c.Snapshot().Match("api", "GET", "/", "someone")
+	m := c.Snapshot(context.Background()).Match("api", "GET", "/", "someone")
 	if !m.Default || m.API == nil || m.API.Limit != 5 {
 		t.Fatalf("Match on a cold cache = %+v, want the default rule", m)
 	}
@@ -255,7 +255,7 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 					return
 				default:
 				}
-				if l := limitOf(c.Snapshot()); l < 1 {
+				if l := limitOf(c.Snapshot(context.Background())); l < 1 {
 					t.Errorf("limit = %d mid-reload, want a whole snapshot", l)
 					return
 				}
@@ -267,7 +267,7 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 		if err := c.Refresh(context.Background(), true); err != nil {
 			t.Errorf("Refresh: %v", err)
 		}
-		if got := limitOf(c.Snapshot()); got != i {
+		if got := limitOf(c.Snapshot(context.Background())); got != i {
 			t.Errorf("limit after Refresh = %d, want %d", got, i)
 		}
 	}
@@ -285,7 +285,7 @@ func TestCacheSnapshotFirst(t *testing.T) {
 	ver.v.Store(100)
 	var reloads []string
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Snapshots: snaps, Poll: 5 * time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+		Snapshots: snaps, Poll: 5 * time.Millisecond, Refresh: time.Hour,
 		OnReload: func(v int64, from rules.Origin, _ *rules.Snapshot) {
 			reloads = append(reloads, fmt.Sprint(v, " ", from))
 		},
@@ -293,7 +293,7 @@ func TestCacheSnapshotFirst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewCache with the snapshot up, the database down: %v", err)
 	}
-	if got, s := limitOf(c.Snapshot()), c.Stats(); got != 10 || s.Origin != rules.FromSnapshot || s.Version != 100 {
+	if got, s := limitOf(c.Snapshot(context.Background())), c.Stats(); got != 10 || s.Origin != rules.FromSnapshot || s.Version != 100 {
 		t.Fatalf("after a cold start with the database down: limit %d, stats %+v; want the snapshot's 10, version 100", got, s)
 	}
 
@@ -335,7 +335,7 @@ func TestCacheSnapshotFallbacks(t *testing.T) {
 			var errs []string
 			var mu sync.Mutex
 			c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-				Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+				Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 				OnError: func(err error) { mu.Lock(); errs = append(errs, err.Error()); mu.Unlock() },
 			})
 			if err != nil {
@@ -368,7 +368,7 @@ func TestCacheVersionGoesBack(t *testing.T) {
 	snaps.put(50, one(50), nil)
 	ver.v.Store(50)
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+		Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestCacheVersionGoesBack(t *testing.T) {
 		ver.v.Store(back)
 		before := snaps.loads.Load() + st.loads.Load()
 		drive(c, 50*time.Millisecond)
-		if got := limitOf(c.Snapshot()); got != 50 {
+		if got := limitOf(c.Snapshot(context.Background())); got != 50 {
 			t.Errorf("version back to %d: limit %d, want the held 50", back, got)
 		}
 		if n := snaps.loads.Load() + st.loads.Load() - before; n != 0 {
@@ -399,7 +399,7 @@ func TestCacheStoreWins(t *testing.T) {
 	snaps.put(90, one(90), nil)
 	ver.v.Store(90)
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Snapshots: snaps, Poll: time.Millisecond, Debounce: time.Millisecond, Refresh: time.Hour,
+		Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -409,45 +409,260 @@ func TestCacheStoreWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	drive(c, 50*time.Millisecond)
-	if s := c.Stats(); limitOf(c.Snapshot()) != 70 || s.Origin != rules.FromStore || s.Version != 70 {
+	if s := c.Stats(); limitOf(c.Snapshot(context.Background())) != 70 || s.Origin != rules.FromStore || s.Version != 70 {
 		t.Errorf("after a full reload below the announced version: %+v, want the store's version 70 kept", s)
 	}
 }
 
-// TestCacheDebounce: a burst of writes, each announcing a new version,
-// makes about one reload per Debounce, and the last version is loaded.
-func TestCacheDebounce(t *testing.T) {
+// TestCacheBurstOfWrites: a burst of writes, each announcing a new version,
+// while requests keep arriving, makes at most one check and one reload per
+// Poll, each one snapshot read; the last version is what it ends on.
+func TestCacheBurstOfWrites(t *testing.T) {
 	t.Parallel()
+	const poll = 20 * time.Millisecond
 	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 	snaps.put(1, one(1), nil)
 	ver.v.Store(1)
 	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
-		Snapshots: snaps, Poll: time.Millisecond, Debounce: 100 * time.Millisecond, Refresh: time.Hour,
+		Snapshots: snaps, Poll: poll, Refresh: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(110 * time.Millisecond) // a quiet spell: the first change loads at once
 	start := time.Now()
 	for v := int64(2); v <= 200; v++ { // 199 writes in ~200ms
 		snaps.put(v, one(v), nil)
 		ver.v.Store(v)
-		c.Snapshot()
+		c.Snapshot(context.Background())
 		time.Sleep(time.Millisecond)
 	}
 	burst := time.Since(start)
-	eventually(t, c, 2*time.Second, "the last version", func(s *rules.Snapshot) bool { return limitOf(s) == 200 })
+	time.Sleep(poll)
+	if got := limitOf(c.Snapshot(context.Background())); got != 200 {
+		t.Fatalf("limit on the first request a Poll after the last write = %d, want 200", got)
+	}
 	s := c.Stats()
 	reloads := s.Reloads - 1
-	// One at the first change, then at most one per 100ms, plus the last.
-	most := uint64(burst/(100*time.Millisecond)) + 2
-	t.Logf("%d writes in %v: %d reloads, %d snapshot reads, %d store reads", 199, burst.Round(time.Millisecond), reloads, s.SnapshotLoads-1, s.StoreLoads)
-	if reloads < 2 || reloads > most {
-		t.Errorf("reloads for a burst of 199 writes over %v = %d, want 2..%d", burst, reloads, most)
+	most := uint64((burst+poll)/poll) + 2
+	t.Logf("%d writes in %v: %d version reads, %d reloads, %d snapshot reads, %d store reads", 199, burst.Round(time.Millisecond), s.VersionReads-1, reloads, s.SnapshotLoads-1, s.StoreLoads)
+	if reloads < 2 || reloads > most || s.VersionReads-1 > most {
+		t.Errorf("%d writes over %v at a %v poll: %d reloads, %d version reads; want 2..%d of each at most", 199, burst, poll, reloads, s.VersionReads-1, most)
 	}
 	if s.SnapshotLoads-1 != reloads || s.StoreLoads != 0 {
 		t.Errorf("snapshot reads %d, store reads %d for %d reloads; want one snapshot read a reload, no store read", s.SnapshotLoads-1, s.StoreLoads, reloads)
 	}
+}
+
+// TestCacheNextRequestSeesChange: after a quiet spell, the first request
+// decides on the rules published during it, and so does the first request
+// a Poll after a second write made right after the first: no debounce.
+func TestCacheNextRequestSeesChange(t *testing.T) {
+	t.Parallel()
+	const poll = 50 * time.Millisecond
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	snaps.put(1, one(10), nil)
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Snapshot(context.Background())
+	time.Sleep(3 * poll) // quiet
+	snaps.put(2, one(0), nil)
+	ver.v.Store(2)
+	if got := limitOf(c.Snapshot(context.Background())); got != 0 {
+		t.Fatalf("first request after a quiet spell and a write: limit %d, want the written 0", got)
+	}
+	// A second write right after: the first request a Poll later has it.
+	snaps.put(3, one(5), nil)
+	ver.v.Store(3)
+	time.Sleep(poll)
+	if got := limitOf(c.Snapshot(context.Background())); got != 5 {
+		t.Fatalf("first request a Poll after a second write: limit %d, want 5", got)
+	}
+	if s := c.Stats(); s.Reloads != 3 || s.StoreLoads != 0 {
+		t.Errorf("Stats() = %+v, want 3 reloads from the snapshot", s)
+	}
+}
+
+// TestCacheSecondWriteNotDebounced: of two writes in a row, the second
+// reaches a stream of requests within a Poll, as the first did (before, a
+// reload waited 1s after the previous one).
+func TestCacheSecondWriteNotDebounced(t *testing.T) {
+	t.Parallel()
+	const poll = 20 * time.Millisecond
+	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	snaps.put(1, one(1), nil)
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(2); v <= 3; v++ {
+		snaps.put(v, one(v), nil)
+		ver.v.Store(v)
+		took := eventually(t, c, 2*time.Second, fmt.Sprint("write ", v-1), func(s *rules.Snapshot) bool { return limitOf(s) == v })
+		if took > 10*poll {
+			t.Errorf("write %d reached the requests after %v, want within about a Poll (%v)", v-1, took, poll)
+		}
+	}
+}
+
+// slowVersion is a VersionSource whose reads wait for release (or their
+// context) before answering.
+type slowVersion struct {
+	fakeVersion
+	release chan struct{}
+}
+
+func (s *slowVersion) Version(ctx context.Context) (int64, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		s.reads.Add(1)
+		return 0, ctx.Err()
+	}
+	return s.fakeVersion.Version(ctx)
+}
+
+// TestCacheConcurrentRequestsShareOneCheck: requests arriving together at
+// a stale cache wait for one version read and one snapshot read, not one
+// each, and every one of them decides on the new rules.
+func TestCacheConcurrentRequestsShareOneCheck(t *testing.T) {
+	t.Parallel()
+	st, snaps := &fakeLoader{}, &fakeLoader{}
+	ver := &slowVersion{release: make(chan struct{})}
+	close(ver.release)
+	snaps.put(1, one(10), nil)
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: 20 * time.Millisecond, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver.release = make(chan struct{})
+	snaps.put(2, one(20), nil)
+	ver.v.Store(2)
+	time.Sleep(30 * time.Millisecond) // stale
+	before := c.Stats()
+
+	const requests = 64
+	var (
+		wg     sync.WaitGroup
+		ready  sync.WaitGroup
+		limits = make([]int64, requests)
+	)
+	ready.Add(requests)
+	for i := range requests {
+		wg.Go(func() {
+			ready.Done()
+			limits[i] = limitOf(c.Snapshot(context.Background()))
+		})
+	}
+	ready.Wait()
+	time.Sleep(10 * time.Millisecond) // every request is waiting
+	close(ver.release)
+	wg.Wait()
+	for i, l := range limits {
+		if l != 20 {
+			t.Errorf("request %d decided on limit %d, want the new 20", i, l)
+		}
+	}
+	after := c.Stats()
+	if n := after.VersionReads - before.VersionReads; n != 1 {
+		t.Errorf("%d concurrent requests at a stale cache made %d version reads, want 1", requests, n)
+	}
+	if n := after.SnapshotLoads - before.SnapshotLoads; n != 1 {
+		t.Errorf("%d concurrent requests at a stale cache made %d snapshot reads, want 1", requests, n)
+	}
+}
+
+// TestCacheVersionReadFails: when the version read fails or hangs, a
+// request waits at most VersionTimeout (or its own context) and decides on
+// the rules held; the next read is a Poll later, not one a request.
+func TestCacheVersionReadFails(t *testing.T) {
+	t.Parallel()
+	const poll, timeout = 200 * time.Millisecond, 30 * time.Millisecond
+	st := &fakeLoader{}
+	st.put(1, one(10), nil)
+	ver := &slowVersion{release: make(chan struct{})}
+	close(ver.release)
+	ver.v.Store(1)
+	var errs atomic.Int64
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: poll, VersionTimeout: timeout, Refresh: time.Hour,
+		OnError: func(error) { errs.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver.release = make(chan struct{}) // Redis hangs from now on
+	time.Sleep(poll)
+	start := time.Now()
+	if got := limitOf(c.Snapshot(context.Background())); got != 10 {
+		t.Errorf("limit with the version read hanging = %d, want the held 10", got)
+	}
+	if took := time.Since(start); took < timeout || took > timeout+150*time.Millisecond {
+		t.Errorf("request waited %v for a hanging version read, want about VersionTimeout (%v)", took, timeout)
+	}
+	reads := ver.reads.Load()
+	for range 20 {
+		c.Snapshot(context.Background())
+	}
+	if n := ver.reads.Load() - reads; n != 0 {
+		t.Errorf("20 requests within a Poll of a failed read made %d more reads, want none", n)
+	}
+	if s := c.Stats(); s.LastError == nil || errs.Load() != 1 {
+		t.Errorf("after a failed version read: LastError %v, OnError calls %d; want the error, once", s.LastError, errs.Load())
+	}
+
+	// A request's own deadline bounds its wait too.
+	time.Sleep(poll)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	c.Snapshot(ctx)
+	if took := time.Since(start); took > timeout {
+		t.Errorf("request with a 5ms deadline waited %v", took)
+	}
+	c.Wait()
+}
+
+// gatedLoader is a Loader whose loads wait for release.
+type gatedLoader struct {
+	fakeLoader
+	release chan struct{}
+}
+
+func (g *gatedLoader) LoadAll(ctx context.Context) (rules.Set, error) {
+	<-g.release
+	return g.fakeLoader.LoadAll(ctx)
+}
+
+// TestCacheStoreLoadInBackground: when the version moved and no snapshot
+// is published, requests do not wait for the store: they go on with the
+// rules held until its load lands.
+func TestCacheStoreLoadInBackground(t *testing.T) {
+	t.Parallel()
+	st := &gatedLoader{release: make(chan struct{})}
+	close(st.release)
+	st.put(1, one(10), nil)
+	ver := &fakeVersion{}
+	ver.v.Store(1)
+	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 5 * time.Millisecond, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.release = make(chan struct{})
+	st.put(2, one(20), nil)
+	ver.v.Store(2)
+	time.Sleep(10 * time.Millisecond)
+	start := time.Now()
+	if got := limitOf(c.Snapshot(context.Background())); got != 10 {
+		t.Errorf("limit while the store loads = %d, want the held 10", got)
+	}
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("request waited %v for a load from the store", took)
+	}
+	close(st.release)
+	eventually(t, c, 2*time.Second, "the store's set", func(s *rules.Snapshot) bool { return limitOf(s) == 20 })
 }
 
 // TestCacheRedisDownAtColdStart: when the version read fails, the first

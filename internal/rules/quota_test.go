@@ -41,6 +41,8 @@ func TestQuotaValidate(t *testing.T) {
 		{"anchor fraction", func(r *Rule) { r.Anchor = "2026-01-31T00:00:00.5Z" }, []fe{{"anchor", "must be a whole second"}}},
 		{"anchor 2100", func(r *Rule) { r.Anchor = "2100-01-01T00:00:00Z" }, []fe{{"anchor", "must be between 1970 and 2100"}}},
 		{"anchor on a rate rule", func(r *Rule) { r.Kind, r.Period = Rate, Period(time.Hour) }, []fe{{"anchor", "is for quota rules only"}}},
+		{"durable quota", func(r *Rule) { r.Durable = true }, nil},
+		{"durable rate rule", func(r *Rule) { r.Kind, r.Period, r.Anchor, r.Durable = Rate, Period(time.Hour), "", true }, []fe{{"durable", "is for quota rules only"}}},
 		{"cost over the quota", func(r *Rule) { r.Limit, r.Cost = new(int64(5)), new(int64(6)) }, []fe{{"cost", "must be at most the burst (5), or no request could pass"}}},
 		{"floor at the quota", func(r *Rule) { r.MinRemaining = new(int64(100_000)) }, []fe{{"min_remaining", "must be at most the burst minus the cost (99999), or no request could pass"}}},
 		{"negative floor", func(r *Rule) { r.MinRemaining = new(int64(-1)) }, []fe{{"min_remaining", "must be between 0 and 999999999"}}},

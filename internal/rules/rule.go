@@ -100,6 +100,14 @@ type Rule struct {
 	Cost *int64 `json:"cost,omitempty"`
 	// FailureMode applies when Redis cannot answer; empty means FailOpen.
 	FailureMode FailureMode `json:"failure_mode,omitempty"`
+	// Durable, for a quota only, acknowledges a charge only once a Redis
+	// replica has it (WAIT 1 after the script), so a failover or a split
+	// brain cannot lose it and re-admit the subject: for quotas that bill.
+	// An admission no replica acknowledges in time is a Redis failure,
+	// decided by FailureMode (use closed). It costs a replica's
+	// acknowledgement per request (one round trip carries both), and such
+	// requests are never leased. False by default.
+	Durable bool `json:"durable,omitempty"`
 	// Mode is Enforce or Shadow; empty means Enforce.
 	Mode Mode `json:"mode,omitempty"`
 	// Enabled rules take part in matching. Nil means true on create.

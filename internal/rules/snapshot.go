@@ -48,6 +48,8 @@ type Effective struct {
 	// MinRemaining is the admission floor: a request passes only when the
 	// bucket holds at least Cost + MinRemaining tokens.
 	MinRemaining int64
+	// Durable quotas acknowledge a charge only once a replica has it.
+	Durable bool
 	// PolicyName is the IETF RateLimit policy name: ID as a Structured
 	// Field string, quotes included, such as "\"default\"".
 	PolicyName string
@@ -414,7 +416,7 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	}
 	e := Effective{
 		ID: r.ID, API: r.API, Route: r.Route, Subject: r.Subject, Plan: r.Plan,
-		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind,
+		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind, Durable: r.Durable,
 	}
 	if r.Cost != nil {
 		e.Cost = *r.Cost

@@ -198,6 +198,9 @@ func (r Rule) Validate() error {
 	default:
 		v.add("failure_mode", `must be "open" or "closed"`)
 	}
+	if r.Durable && !quota && kindProblem(r.Kind) == "" {
+		v.add("durable", "is for quota rules only")
+	}
 	switch r.Mode {
 	case "", Enforce, Shadow:
 	default:

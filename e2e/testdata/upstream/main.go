@@ -1,9 +1,11 @@
 // Command upstream is a team's own Lambda REQUEST authorizer, as Sluice
 // chains it (UPSTREAM_AUTHORIZER) in the end-to-end test: "Authorization:
 // Bearer allow-<tenant>" is allowed as principal user-<tenant> with the
-// tenant and a plan in its context; "Bearer deny" gets a Deny policy;
-// anything else is Unauthorized. It prints one line per invocation, so the
-// test can count them (Sluice caches answers per identity).
+// tenant and a plan in its context and a usage plan key; "Bearer deny"
+// gets a Deny policy; anything else is Unauthorized. Its policies are
+// written as AWS's own authorizer examples write them, Action and Resource
+// as plain strings. It prints one line per invocation, so the test can
+// count them (Sluice caches answers per identity).
 package main
 
 import (
@@ -16,26 +18,27 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
-func handle(_ context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+func handle(_ context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (map[string]any, error) {
 	auth := ev.Headers["Authorization"]
 	fmt.Printf("upstream invoked: %s\n", auth)
-	policy := func(effect string) events.APIGatewayCustomAuthorizerPolicy {
-		return events.APIGatewayCustomAuthorizerPolicy{Version: "2012-10-17", Statement: []events.IAMPolicyStatement{
-			{Action: []string{"execute-api:Invoke"}, Effect: effect, Resource: []string{ev.MethodArn}},
+	policy := func(effect string) map[string]any {
+		return map[string]any{"Version": "2012-10-17", "Statement": []map[string]any{
+			{"Action": "execute-api:Invoke", "Effect": effect, "Resource": ev.MethodArn},
 		}}
 	}
 	switch tenant, ok := strings.CutPrefix(auth, "Bearer allow-"); {
 	case ok && tenant != "":
-		return events.APIGatewayCustomAuthorizerResponse{
-			PrincipalID:    "user-" + tenant,
-			PolicyDocument: policy("Allow"),
-			Context:        map[string]any{"tenant": tenant, "plan": "gold", "seats": 3},
+		return map[string]any{
+			"principalId":        "user-" + tenant,
+			"policyDocument":     policy("Allow"),
+			"context":            map[string]any{"tenant": tenant, "plan": "gold", "seats": 3},
+			"usageIdentifierKey": "plan-key-" + tenant,
 		}, nil
 	case auth == "Bearer deny":
-		return events.APIGatewayCustomAuthorizerResponse{PrincipalID: "denied", PolicyDocument: policy("Deny"),
-			Context: map[string]any{"reason": "suspended"}}, nil
+		return map[string]any{"principalId": "denied", "policyDocument": policy("Deny"),
+			"context": map[string]any{"reason": "suspended"}}, nil
 	}
-	return events.APIGatewayCustomAuthorizerResponse{}, errors.New("Unauthorized")
+	return nil, errors.New("Unauthorized")
 }
 
 func main() { lambda.Start(handle) }

@@ -69,14 +69,12 @@ type Options struct {
 	// subject (by hash), for the admin API's GET /stats (sluice local).
 	Stats *stats.Stats
 	// Upstream, when set, is the authorizer asked first
-	// (UPSTREAM_AUTHORIZER): its Deny or Unauthorized is the answer; its
-	// Allow names the caller (principal, context:<key> sources), and its
-	// principalId and context are passed on. Authorizer handlers only.
+	// (UPSTREAM_AUTHORIZER): its answer takes the path of an in-process
+	// authorizer's (the Chain methods): when it does not allow, the answer
+	// is Unauthorized (401); its Allow names the caller (principal,
+	// context:<key> sources), and its principalId, context and
+	// usageIdentifierKey are passed on. Authorizer handlers only.
 	Upstream *identity.Upstream
-	// UpstreamIdentity are the sources whose values key the upstream's
-	// cached answers; default identity.DefaultUpstreamIdentity (the
-	// Authorization header).
-	UpstreamIdentity []identity.Source
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -102,32 +100,62 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 // Authorizer answers API Gateway authorizer events.
 type Authorizer struct {
 	handler
-	up         *identity.Upstream // nil: no upstream authorizer
-	upIdentity []identity.Source
+	up *identity.Upstream // nil: no upstream authorizer
 }
 
 // NewAuthorizer returns the authorizer event handler around a.
 func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
-	h := &Authorizer{handler: newHandler(a, o), up: o.Upstream, upIdentity: o.UpstreamIdentity}
-	if len(h.upIdentity) == 0 {
-		h.upIdentity = identity.DefaultUpstreamIdentity
-	}
-	return h
+	return &Authorizer{handler: newHandler(a, o), up: o.Upstream}
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
 // for ev.MethodArn, principalId the subject hash, and the rate-limit context
-// values. It returns ErrUnauthorized when the request has no subject.
+// values. It returns ErrUnauthorized when the request has no subject, or
+// when the upstream authorizer did not allow it.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := restRequest(&ev)
-	if out, done, err := viaUpstream[events.APIGatewayCustomAuthorizerResponse](ctx, h, ev, ev.MethodArn, &req); done {
-		return out, err
+	up, err := h.ask(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
+	if err != nil {
+		return events.APIGatewayCustomAuthorizerResponse{}, err
 	}
-	res, ok := h.decide(ctx, &req)
+	return h.answerREST(ctx, &req, ev.MethodArn, up)
+}
+
+// answerREST decides on req, whose route is arn (a methodArn, or an HTTP
+// API's routeArn), behind up, the upstream authorizer's answer (nil
+// without one: behind), and answers with a policy (restResponse). It
+// returns ErrUnauthorized when up does not allow arn or req has no
+// subject. Every policy answer is made here: Sluice's own, and behind an
+// upstream, invoked or in process.
+func (h *handler) answerREST(ctx context.Context, req *authorizer.Request, arn string, up *upstreamAnswer) (events.APIGatewayCustomAuthorizerResponse, error) {
+	if up != nil {
+		if err := h.behind(ctx, up, arn, req); err != nil {
+			return events.APIGatewayCustomAuthorizerResponse{}, err
+		}
+	}
+	res, ok := h.decide(ctx, req)
 	if !ok {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
-	return h.restResponse(&res, &req, ev.MethodArn), nil
+	return h.restResponse(&res, req, arn, up), nil
+}
+
+// answerHTTP is answerREST for an HTTP API with simple responses
+// (simpleResponse): every simple answer is made here.
+func (h *handler) answerHTTP(ctx context.Context, req *authorizer.Request, routeARN string, up *upstreamAnswer) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	if up != nil {
+		if err := h.behind(ctx, up, routeARN, req); err != nil {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
+		}
+	}
+	res, ok := h.decide(ctx, req)
+	if !ok {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
+	}
+	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+		IsAuthorized: res.Allowed,
+		Context:      h.answerContext(&res, up),
+	}, nil
 }
 
 // restRequest is what the decision reads of a REST API REQUEST event.
@@ -158,18 +186,28 @@ func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer.Re
 	}
 }
 
-func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string) events.APIGatewayCustomAuthorizerResponse {
+// restResponse is the REST answer of res for methodARN: an Allow or Deny
+// of it. up is the upstream's answer that allowed the request, nil
+// without one: its principalId (the backend's contract; the subject hash
+// when it has none) and usageIdentifierKey (a usage plan's key,
+// apiKeySource AUTHORIZER) are kept, on allow and on Sluice's deny alike,
+// and its context merged (answerContext).
+func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string, up *upstreamAnswer) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
 	}
-	// The upstream's principalId is the backend's contract: keep it.
 	principal := h.a.SubjectHash(res.Subject)
-	if req.Upstream != nil && req.Upstream.Principal != "" {
-		principal = req.Upstream.Principal
+	var usageKey string
+	if up != nil {
+		if up.PrincipalID != "" {
+			principal = up.PrincipalID
+		}
+		usageKey = up.UsageIdentifierKey
 	}
 	return events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: principal,
+		UsageIdentifierKey: usageKey,
+		PrincipalID:        principal,
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -178,27 +216,22 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 				Resource: []string{methodARN},
 			}},
 		},
-		Context: h.contextValues(res),
+		Context: h.answerContext(res, up),
 	}
 }
 
 // HTTP answers an HTTP API (payload format 2.0) authorizer event with a
 // simple response. A deny is isAuthorized false, which the HTTP API always
 // answers with 403: it cannot send 429 or Retry-After. It returns
-// ErrUnauthorized (401) when the request has no subject.
+// ErrUnauthorized (401) when the request has no subject, or when the
+// upstream authorizer did not allow it.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := httpRequest(&ev)
-	if out, done, err := viaUpstream[events.APIGatewayV2CustomAuthorizerSimpleResponse](ctx, h, ev, ev.RouteArn, &req); done {
-		return out, err
+	up, err := h.ask(ctx, ev, &req, ev.RouteArn, ev.StageVariables)
+	if err != nil {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
-	res, ok := h.decide(ctx, &req)
-	if !ok {
-		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
-	}
-	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
-		IsAuthorized: res.Allowed,
-		Context:      h.contextValues(&res),
-	}, nil
+	return h.answerHTTP(ctx, &req, ev.RouteArn, up)
 }
 
 // httpRoute splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
@@ -230,6 +263,7 @@ type authEvent struct {
 	MultiHeaders   map[string][]string `json:"multiValueHeaders"`
 	Query          map[string]string   `json:"queryStringParameters"`
 	MultiQuery     map[string][]string `json:"multiValueQueryStringParameters"`
+	StageVariables map[string]string   `json:"stageVariables"`
 	RequestContext struct {
 		APIID        string `json:"apiId"`
 		HTTPMethod   string `json:"httpMethod"`
@@ -259,16 +293,15 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if ev.Version == "2.0" {
 		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
 		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
-		if h.up != nil {
-			if pass, err := h.chain(ctx, payload, ev.RouteArn, &req); err != nil || pass != nil {
-				return pass, err
-			}
+		up, err := h.ask(ctx, payload, &req, ev.RouteArn, ev.StageVariables)
+		if err != nil {
+			return nil, err
 		}
-		res, ok := h.decide(ctx, &req)
-		if !ok {
-			return nil, ErrUnauthorized
+		out, err := h.answerHTTP(ctx, &req, ev.RouteArn, up)
+		if err != nil {
+			return nil, err
 		}
-		return json.Marshal(events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: res.Allowed, Context: h.contextValues(&res)})
+		return json.Marshal(out)
 	}
 	if ev.Type != "" && ev.Type != "REQUEST" {
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
@@ -284,24 +317,30 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 		APIKey:       rc.Identity.APIKey,
 		SourceIP:     rc.Identity.SourceIP,
 	}
-	if h.up != nil {
-		if pass, err := h.chain(ctx, payload, ev.MethodArn, &req); err != nil || pass != nil {
-			return pass, err
-		}
+	up, err := h.ask(ctx, payload, &req, ev.MethodArn, ev.StageVariables)
+	if err != nil {
+		return nil, err
 	}
-	res, ok := h.decide(ctx, &req)
-	if !ok {
-		return nil, ErrUnauthorized
+	out, err := h.answerREST(ctx, &req, ev.MethodArn, up)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(h.restResponse(&res, &req, ev.MethodArn))
+	return json.Marshal(out)
 }
 
 // decide runs the decision, logs its error or fail-open, and records it;
-// ok is false when the request has no subject.
+// ok is false when the request has no subject. Behind an upstream
+// authorizer (req.Upstream) a missing subject is logged at warn, saying
+// what the answer lacks and never a value: the upstream vouched for the
+// caller, so its answer or SUBJECT_SOURCES is wrong.
 func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
 	res, err := h.a.Decide(ctx, req)
 	if errors.Is(err, authorizer.ErrNoSubject) {
 		h.m.Unauthorized()
+		if req.Upstream != nil {
+			h.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
+				slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
+		}
 		return res, false
 	}
 	h.record(ctx, req, &res, err)
@@ -309,15 +348,25 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 }
 
 // record logs a decision that was not a plain allow and counts every
-// decision in the metrics and the stats.
+// decision in the metrics and the stats. The log line and the stats name
+// the subject of the limiting rule's dimension (DimensionSubject): a
+// per-IP floor's denial is the IP's, not that of the one-off key the
+// request carried, so a random-key flood shows as one IP.
 func (h *handler) record(ctx context.Context, req *authorizer.Request, res *authorizer.Result, err error) {
 	var hash string
 	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
 		// Only these are hashed: an allowed request pays nothing more.
-		hash = h.a.SubjectHash(res.Subject)
+		subject := res.DimensionSubject
+		if subject == "" { // no rule applied
+			subject = res.Subject
+		}
+		hash = h.a.SubjectHash(subject)
 		logDecision(ctx, h.log, req, res, hash, err)
 	}
 	h.m.Record(res)
+	if err != nil && !res.FailOpen {
+		h.m.FailClosed()
+	}
 	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash,
 		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
 }
@@ -329,14 +378,17 @@ const (
 	DecisionShadowDeny = "shadow-deny" // a shadow rule would have denied; allowed
 	DecisionFailOpen   = "fail-open"   // Redis failed, the rule fails open; allowed
 	DecisionFailClosed = "fail-closed" // Redis failed, the rule fails closed; denied
+	// DecisionUpstreamDeny: the upstream authorizer did not allow, or
+	// answered what Sluice cannot read; 401, no limiter call.
+	DecisionUpstreamDeny = "upstream-deny"
 )
 
 // logDecision writes the one line of a decision that was not a plain
 // allow: a denial or shadow denial at info, a fail-open at warn, a failure
-// at error. Every line carries api, ruleId, principalId (the subject's
-// hash) and decision, which is what the deployed stack's Contributor
-// Insights rules count: it needs LOG_LEVEL info (the default) to see
-// denials. A denial served from the local deny cache is logged too, so
+// at error. Every line carries api, ruleId, dimension (the limiting
+// rule's), principalId (hash: that dimension's subject's) and decision,
+// which is what the deployed stack's Contributor Insights rules count: it
+// needs LOG_LEVEL info (the default) to see denials. A denial served from the local deny cache is logged too, so
 // the counts are of denied requests, not of Redis calls.
 func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash string, err error) {
 	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
@@ -357,6 +409,7 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 		slog.String("route", req.Method+" "+req.Resource),
 		slog.String("principalId", hash),
 		slog.String("ruleId", res.Rule),
+		slog.String("dimension", res.Dimension),
 		slog.Bool("allowed", res.Allowed),
 		slog.Bool("failOpen", res.FailOpen),
 	}
@@ -364,6 +417,17 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 		attrs = append(attrs, slog.Any("error", err))
 	}
 	log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// answerContext is the context of an authorizer answer of r: Sluice's
+// own values (contextValues), merged behind an upstream with the context
+// of its answer up (mergeContext); nil up: Sluice's alone.
+func (h *handler) answerContext(r *authorizer.Result, up *upstreamAnswer) map[string]any {
+	v := h.contextValues(r)
+	if up != nil {
+		v = mergeContext(v, up.Context)
+	}
+	return v
 }
 
 // contextValues are the authorizer context: strings, numbers and booleans
@@ -381,8 +445,8 @@ func (h *handler) contextValues(r *authorizer.Result) map[string]any {
 		KeyRule:            r.Rule,
 		KeyFailOpen:        r.FailOpen,
 	}
-	// The verified identity (claims, an upstream authorizer's context),
-	// without overwriting the rate-limit keys the gateway responses read.
+	// The verified claims, without overwriting the rate-limit keys the
+	// gateway responses read.
 	for k, x := range r.Context {
 		if _, taken := v[k]; !taken {
 			v[k] = x

@@ -30,7 +30,7 @@ import (
 
 type snaps struct{ s *rules.Snapshot }
 
-func (s snaps) Snapshot() *rules.Snapshot { return s.s }
+func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 
 // fixture is the adapters over real Redis with two rules on API a1b2c3: 100
 // a minute API-wide, 2 a minute on GET /orders/{id}.
@@ -41,17 +41,26 @@ type fixture struct {
 	emf   *bytes.Buffer
 	m     *apigw.Metrics
 	stats *stats.Stats
+	a     *authorizer.Authorizer // the decision auth and check share
+	lim   *limiter.Limiter
 }
 
 func newFixture(t *testing.T) fixture {
+	t.Helper()
+	return newFixtureWith(t, authorizer.Options{})
+}
+
+// newFixtureWith is newFixture with the decision's options ao (its subject
+// sources).
+func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 	t.Helper()
 	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: time.Second})
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
-	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}
+	a := authorizer.New(snaps{snap}, lim, ao)
+	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, a: a, lim: lim}
 	f.m = apigw.NewMetrics(apigw.MetricsOptions{W: f.emf, Function: "test", Interval: time.Hour})
 	f.stats = stats.New(stats.Options{})
 	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m, Stats: f.stats}
@@ -366,7 +375,14 @@ func TestParseCheckRequest(t *testing.T) {
 		{body: `{"subject":"` + strings.Repeat("s", identity.MaxSubjectLen+1) + `","api":"` + strings.Repeat("a", 129) + `","route":"*"}`,
 			wantErr: httpapi.BadRequest(
 				rules.FieldError{Field: "subject", Reason: "must be at most 256 bytes"},
-				rules.FieldError{Field: "api", Reason: "must be at most 128 bytes, without white space"})},
+				rules.FieldError{Field: "api", Reason: "must be an API id of at most 128 letters, digits, '-' and '_'"})},
+		// The same normalization as every entry (rules.NormalizeTarget).
+		{body: `{"subject":" svc ","api":" a1b2c3 ","route":"get /orders/{id}/"}`,
+			want: apigw.CheckRequest{Subject: "svc", API: "a1b2c3", Route: "GET /orders/{id}"}},
+		{body: `{"subject":"s\u0000","api":"*","route":"FROB /x"}`, wantErr: httpapi.BadRequest(
+			rules.FieldError{Field: "subject", Reason: "must not contain control characters"},
+			rules.FieldError{Field: "api", Reason: `must name one API: "*" (every API) is for rules`},
+			rules.FieldError{Field: "route", Reason: "method must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS, ANY"})},
 		{body: `{"subject":"s","api":"a","route":"*"}x`,
 			wantErr: &httpapi.Error{Status: 400, Detail: "The request body has data after the JSON object."}},
 		{body: strings.Repeat(" ", apigw.MaxCheckBody+1),
@@ -570,7 +586,7 @@ func TestDecisionLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"level": "INFO", "decision": apigw.DecisionDeny, "api": "a1b2c3", "route": "GET /orders/{id}",
-		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "allowed": false, "failOpen": false}
+		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "dimension": "default", "allowed": false, "failOpen": false}
 	for k, w := range want {
 		if v[k] != w {
 			t.Errorf("decision line %s = %v, want %v", k, v[k], w)

@@ -2,113 +2,53 @@ package apigw
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/sluicehq/sluice/internal/authorizer"
 )
 
-// The Chain methods answer behind an upstream authorizer: the team's own,
-// run first (in process by the public ratelimit package, or invoked as a
-// Lambda). Its answer is up; key is the context key to limit by, "" for
-// its principalId (authorizer.DecideFor). They share one rule:
+// The Chain methods answer behind an upstream authorizer run in process
+// (the public ratelimit package's Wrap*): up is its answer to ev. Its
+// answer takes the one path of an invoked upstream's (UPSTREAM_AUTHORIZER
+// through REST, HTTP and Invoke): behind, the decision, the answer
+// (answerREST, answerHTTP). So:
 //
-//   - an upstream that does not allow the request is answered as it
-//     answered, unchanged, and nothing reaches Redis;
-//   - an allowed request whose subject is missing or fails the hygiene
-//     checks is ErrUnauthorized (401);
-//   - otherwise Sluice decides. The upstream's answer is returned with the
-//     contexts merged (authorizer.MergeContext: Sluice's keys win); over the
-//     limit its policy becomes a Deny of the method (REST, HTTP IAM) or
-//     isAuthorized false (HTTP simple), so the gateway responses send 429
-//     with Retry-After and the RateLimit fields exactly as for Sluice's own
-//     authorizer. The upstream's principalId is kept.
+//   - an upstream that does not allow the request is answered with
+//     ErrUnauthorized (401, never the ACCESS_DENIED of a rate limit: see
+//     upstream.go), and nothing reaches Redis;
+//   - the subject sources (principal or context:<key>; an embedded
+//     limiter's SUBJECT_SOURCES) read the upstream's answer; an allowed
+//     request whose subject is missing or fails the subject hygiene is
+//     ErrUnauthorized (401), logged at warn;
+//   - otherwise Sluice decides: an Allow or Deny of the route (REST, HTTP
+//     IAM), or isAuthorized (HTTP simple), with the contexts merged
+//     (mergeContext: Sluice's keys win). Over the limit the gateway
+//     responses send 429 with Retry-After and the RateLimit fields exactly
+//     as for Sluice's own authorizer. The upstream's principalId and
+//     usageIdentifierKey are kept.
 
 // ChainREST answers a REST API REQUEST authorizer event behind up. up
-// allows when its policy allows ev.MethodArn (Evaluate).
-func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse, key string) (events.APIGatewayCustomAuthorizerResponse, error) {
+// allows when its policy allows ev.MethodArn (Policy.Allows).
+func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := restRequest(&ev)
-	return h.chainPolicy(ctx, up, key, &req, ev.MethodArn)
-}
-
-// chainPolicy answers req behind up, a policy answer: up allows when its
-// policy allows arn (Evaluate); over the limit the policy becomes a Deny
-// of arn. REST's response type carries the fields of HTTP's IAM one.
-func (h *handler) chainPolicy(ctx context.Context, up events.APIGatewayCustomAuthorizerResponse, key string, req *authorizer.Request, arn string) (events.APIGatewayCustomAuthorizerResponse, error) {
-	u := authorizer.Upstream{Allowed: Evaluate(up.PolicyDocument, arn), PrincipalID: up.PrincipalID, Context: up.Context}
-	res, err := h.decideFor(ctx, &u, key, req)
-	switch {
-	case errors.Is(err, authorizer.ErrUpstreamDenied):
-		return up, nil
-	case err != nil:
-		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
-	}
-	out := up
-	out.Context = authorizer.MergeContext(h.ownValues(&res), up.Context)
-	if !res.Allowed {
-		out.PolicyDocument = h.restResponse(&res, req, arn).PolicyDocument
-	}
-	return out, nil
+	return h.answerREST(ctx, &req, ev.MethodArn, restAnswer(&up))
 }
 
 // ChainHTTP answers an HTTP API (payload 2.0) authorizer event behind up,
-// a simple response, which has no principalId: key must name a context
-// key, or every allowed request is ErrUnauthorized.
-func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse, key string) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	u := authorizer.Upstream{Allowed: up.IsAuthorized, Context: up.Context}
+// a simple response, which has no principalId: the subject sources must
+// name a context key, or every allowed request is ErrUnauthorized.
+func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := httpRequest(&ev)
-	res, err := h.decideFor(ctx, &u, key, &req)
-	switch {
-	case errors.Is(err, authorizer.ErrUpstreamDenied):
-		return up, nil
-	case err != nil:
-		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUnauthorized
-	}
-	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
-		IsAuthorized: res.Allowed,
-		Context:      authorizer.MergeContext(h.ownValues(&res), up.Context),
-	}, nil
+	return h.answerHTTP(ctx, &req, ev.RouteArn, simpleAnswer(&up))
 }
 
 // ChainHTTPIAM answers an HTTP API (payload 2.0) authorizer event behind
 // up, an IAM policy response: up allows when its policy allows ev.RouteArn
-// (Evaluate); over the limit the policy becomes a Deny of ev.RouteArn.
-func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, key string) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
+// (Policy.Allows); the answer is an Allow or Deny of ev.RouteArn.
+func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
 	req := httpRequest(&ev)
-	out, err := h.chainPolicy(ctx, events.APIGatewayCustomAuthorizerResponse{PrincipalID: up.PrincipalID, PolicyDocument: up.PolicyDocument, Context: up.Context}, key, &req, ev.RouteArn)
+	out, err := h.answerREST(ctx, &req, ev.RouteArn, iamAnswer(&up))
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, err
 	}
 	return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{PrincipalID: out.PrincipalID, PolicyDocument: out.PolicyDocument, Context: out.Context}, nil
-}
-
-// decideFor is decide behind an upstream: ErrUpstreamDenied is neither
-// logged nor counted (the upstream's answer is not Sluice's decision); a
-// missing or refused subject is counted as unauthorized and logged at warn,
-// since the upstream vouched for the caller and so its answer or the
-// context key is wrong.
-func (h *handler) decideFor(ctx context.Context, up *authorizer.Upstream, key string, req *authorizer.Request) (authorizer.Result, error) {
-	res, err := h.a.DecideFor(ctx, up, key, req)
-	switch {
-	case errors.Is(err, authorizer.ErrUpstreamDenied):
-		return res, err
-	case errors.Is(err, authorizer.ErrNoSubject):
-		h.m.Unauthorized()
-		h.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
-			slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
-		return res, err
-	}
-	h.record(ctx, req, &res, err)
-	return res, nil
-}
-
-// ownValues are Sluice's own context values of res, without the
-// upstream's (res.Context, flattened to strings): MergeContext adds the
-// upstream's as it gave them, numbers and booleans kept.
-func (h *handler) ownValues(res *authorizer.Result) map[string]any {
-	own := *res
-	own.Context = nil
-	return h.contextValues(&own)
 }

@@ -2,9 +2,10 @@ package apigw
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/httpapi"
-	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -22,12 +23,15 @@ const MaxCheckBody = 8 << 10
 
 // CheckRequest is the body of POST /check.
 type CheckRequest struct {
-	// Subject is who is limited (an API key, a user id); required.
+	// Subject is who is limited (an API key, a user id); required, white
+	// space around it trimmed, as the authorizer trims a header (see
+	// rules.NormalizeTarget for these three fields).
 	Subject string `json:"subject"`
 	// API is the API id the rules name; required.
 	API string `json:"api"`
 	// Route is "METHOD /resource/{param}" as the rules name it, or "*"
-	// for the API-wide rules only; required.
+	// for the API-wide rules only; required. The method is one of API
+	// Gateway's (ANY included).
 	Route string `json:"route"`
 	// Cost is the number of tokens to spend; 0 or absent means the rules'
 	// cost (1 unless a rule says otherwise).
@@ -58,78 +62,68 @@ type CheckResponse struct {
 const CheckProblemTypeBase = httpapi.DocsBase + "authorizer.md#"
 
 // Check answers POST /check for services that are not behind API Gateway,
-// with the same decision code as the authorizer.
-type Check struct{ handler }
+// with the same decision code as the authorizer. It is an http.Handler,
+// which sluice local mounts; its Lambda entry (Invoke, Proxy, URL) runs
+// that same handler through internal/lambdahttp. It answers whatever the
+// path: the check function serves one route.
+type Check struct {
+	handler
+	lambda *lambdahttp.Adapter
+}
 
 // NewCheck returns the check handler around a.
 func NewCheck(a *authorizer.Authorizer, o Options) *Check {
-	return &Check{newHandler(a, o)}
+	c := &Check{handler: newHandler(a, o)}
+	c.lambda = lambdahttp.New(c, lambdahttp.Options{ProblemType: CheckProblemTypeBase})
+	return c
 }
 
 // Proxy answers a REST API (or HTTP API payload 1.0) proxy event.
 func (h *Check) Proxy(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	status, hdr, body := h.Serve(ctx, ev.HTTPMethod, ev.Body, ev.IsBase64Encoded)
-	return events.APIGatewayProxyResponse{StatusCode: status, Headers: hdr, Body: string(body)}, nil
+	return h.lambda.Proxy(ctx, ev)
 }
 
 // URL answers a Lambda Function URL event (also the shape of an HTTP API
 // payload 2.0 event).
 func (h *Check) URL(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-	status, hdr, body := h.Serve(ctx, ev.RequestContext.HTTP.Method, ev.Body, ev.IsBase64Encoded)
-	return events.LambdaFunctionURLResponse{StatusCode: status, Headers: hdr, Body: string(body)}, nil
+	return h.lambda.URL(ctx, ev)
 }
 
 // Invoke makes Check a lambda.Handler taking either event: "version": "2.0"
 // is a Function URL (or HTTP API) event, anything else a proxy event.
 func (h *Check) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	var probe struct {
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal(payload, &probe); err != nil {
-		return nil, fmt.Errorf("decode check event: %w", err)
-	}
-	if probe.Version == "2.0" {
-		var ev events.LambdaFunctionURLRequest
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, fmt.Errorf("decode Function URL event: %w", err)
-		}
-		resp, _ := h.URL(ctx, ev)
-		return json.Marshal(resp)
-	}
-	var ev events.APIGatewayProxyRequest
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return nil, fmt.Errorf("decode proxy event: %w", err)
-	}
-	resp, _ := h.Proxy(ctx, ev)
-	return json.Marshal(resp)
+	return h.lambda.Invoke(ctx, payload)
 }
 
-// Serve answers one check request given its method and body (base64 when
-// b64): the status, the headers and the JSON body. The local gateway calls
-// it directly.
-func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, map[string]string, []byte) {
-	if method != http.MethodPost {
-		return problem(&httpapi.Error{Status: http.StatusMethodNotAllowed, Detail: "This resource accepts only POST.",
+// ServeHTTP answers one check request: 200 or 429 with a CheckResponse,
+// else a problem+json 4xx.
+func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeProblem(w, &httpapi.Error{Status: http.StatusMethodNotAllowed, Detail: "This resource accepts only POST.",
 			Header: http.Header{"Allow": {http.MethodPost}}})
+		return
 	}
-	raw := []byte(body)
-	if b64 {
-		var err error
-		if raw, err = base64.StdEncoding.DecodeString(body); err != nil {
-			return problem(&httpapi.Error{Status: http.StatusBadRequest,
-				Detail: "The request body is marked base64-encoded but is not valid base64.", Err: err})
+	// One byte past the limit: ParseCheckRequest then says it is too long.
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxCheckBody+1))
+	if err != nil {
+		var he *httpapi.Error
+		if !errors.As(err, &he) { // else a body the adapter could not decode
+			he = &httpapi.Error{Status: http.StatusBadRequest, Detail: "The request body could not be read.", Err: err}
 		}
+		writeProblem(w, he)
+		return
 	}
 	req, err := ParseCheckRequest(raw)
 	if err != nil {
-		return problem(err)
+		writeProblem(w, err)
+		return
 	}
 	ar := authorizer.Request{API: req.API, Subject: req.Subject, Cost: req.Cost}
 	if req.Route != rules.Wildcard {
 		ar.Method, ar.Resource, _ = strings.Cut(req.Route, " ")
 	}
 	// The subject is given, so decide never reports a missing one.
-	res, _ := h.decide(ctx, &ar)
+	res, _ := h.decide(r.Context(), &ar)
 
 	out, _ := json.Marshal(CheckResponse{
 		Allowed:    res.Allowed,
@@ -140,20 +134,25 @@ func (h *Check) Serve(ctx context.Context, method, body string, b64 bool) (int, 
 		Rule:       res.Rule,
 		FailOpen:   res.FailOpen,
 	})
-	hdr := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "no-store")
 	if res.Effective != nil {
 		// The fields of the chosen dialects, from the values an authorizer
-		// puts in its context, so that both say the same.
+		// puts in its context, so that both say the same. Assigned, not
+		// Set: Set would canonicalise RateLimit to Ratelimit.
 		ctxv := h.contextValues(&res)
 		for _, f := range h.headers.Fields() {
-			hdr[f.Name] = fmt.Sprint(ctxv[f.Key])
+			hdr[f.Name] = []string{fmt.Sprint(ctxv[f.Key])}
 		}
 	}
+	status := http.StatusOK
 	if !res.Allowed {
-		hdr["Retry-After"] = strconv.FormatInt(authorizer.Seconds(res.RetryAfter), 10)
-		return http.StatusTooManyRequests, hdr, out
+		hdr.Set("Retry-After", strconv.FormatInt(authorizer.Seconds(res.RetryAfter), 10))
+		status = http.StatusTooManyRequests
 	}
-	return http.StatusOK, hdr, out
+	w.WriteHeader(status)
+	w.Write(out) //nolint:errcheck // the client has gone
 }
 
 // ParseCheckRequest decodes and validates a check body: a JSON object with
@@ -178,23 +177,16 @@ func ParseCheckRequest(body []byte) (CheckRequest, error) {
 	return r, nil
 }
 
-// validate says what is wrong with each field, as a *rules.ValidationError.
+// validate normalizes the subject, api and route as every entry does
+// (rules.NormalizeTarget: " S " is the subject S, "get /x/" the route
+// "GET /x") and says what is wrong with each field, as a
+// *rules.ValidationError.
 func (r *CheckRequest) validate() error {
+	t, err := rules.NormalizeTarget(rules.Target{Subject: r.Subject, API: r.API, Route: r.Route}, rules.PartSubject|rules.PartAPI|rules.PartRoute)
+	r.Subject, r.API, r.Route = t.Subject, t.API, t.Route
 	var fs []rules.FieldError
-	switch {
-	case strings.TrimSpace(r.Subject) == "":
-		fs = append(fs, httpapi.FieldError("subject", "is required"))
-	case len(r.Subject) > identity.MaxSubjectLen:
-		fs = append(fs, httpapi.FieldError("subject", fmt.Sprintf("must be at most %d bytes", identity.MaxSubjectLen)))
-	}
-	switch {
-	case r.API == "":
-		fs = append(fs, httpapi.FieldError("api", "is required"))
-	case len(r.API) > 128 || strings.ContainsAny(r.API, " \t\r\n"):
-		fs = append(fs, httpapi.FieldError("api", "must be at most 128 bytes, without white space"))
-	}
-	if reason := rules.RouteProblem(r.Route); reason != "" {
-		fs = append(fs, httpapi.FieldError("route", reason))
+	if ve := (*rules.ValidationError)(nil); errors.As(err, &ve) {
+		fs = ve.Fields
 	}
 	if r.Cost < 0 || r.Cost > rules.MaxCost {
 		fs = append(fs, httpapi.FieldError("cost", fmt.Sprintf("must be between 1 and %d, or absent", rules.MaxCost)))
@@ -205,13 +197,13 @@ func (r *CheckRequest) validate() error {
 	return nil
 }
 
-// problem answers err (an *httpapi.Error, else a 500) with a problem+json
-// document, headers flattened for API Gateway.
-func problem(err error) (int, map[string]string, []byte) {
+// writeProblem answers err (an *httpapi.Error, else a 500) with a
+// problem+json document.
+func writeProblem(w http.ResponseWriter, err error) {
 	status, h, body := httpapi.Render(CheckProblemTypeBase, err)
-	hdr := make(map[string]string, len(h))
 	for k, v := range h {
-		hdr[k] = strings.Join(v, ", ")
+		w.Header()[k] = v
 	}
-	return status, hdr, body
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // the client has gone
 }

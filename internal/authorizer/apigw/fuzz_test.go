@@ -192,3 +192,50 @@ func FuzzInvokeHTTP(f *testing.F) {
 		sameAnswer(t, payload, resp, typedErr, out, err)
 	})
 }
+
+// FuzzUpstreamAnswer sends the sample REST event through Invoke behind an
+// upstream answering the fuzzed bytes: whatever it answers, Sluice answers
+// with a policy or Unauthorized (401), never another error (500) or a
+// panic; an answer with no Allow in it never gets an Allow.
+func FuzzUpstreamAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"principalId":"u","policyDocument":{"Version":"2012-10-17","Statement":[{"Action":"execute-api:Invoke","Effect":"Allow","Resource":"*"}]}}`,
+		`{"principalId":"u","policyDocument":{"Statement":{"Action":["execute-api:*"],"Effect":"Deny","NotResource":"arn:*"}},"usageIdentifierKey":"k"}`,
+		`{"isAuthorized":true,"context":{"tenant":"acme"}}`,
+		`{"isAuthorized":false}`, `{"principalId":"u"}`, `null`, `[]`, `"Allow"`,
+	} {
+		f.Add([]byte(s))
+	}
+	payload, err := os.ReadFile("../../../events/authorizer-rest.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	lim := limiter.New(downRedis(f), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
+	snap := rules.NewSnapshot(nil, nil, rules.SnapshotOptions{})
+	sources, _ := identity.ParseSources("principal")
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Upstream: identity.NewUpstream(rawAuthorizer(answer), identity.UpstreamOptions{})})
+		out, err := h.Invoke(context.Background(), payload)
+		if err != nil {
+			if !errors.Is(err, apigw.ErrUnauthorized) {
+				t.Fatalf("Invoke behind %q: error %v, want a policy or Unauthorized", answer, err)
+			}
+			return
+		}
+		var resp events.APIGatewayCustomAuthorizerResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("Invoke behind %q = %s: %v", answer, out, err)
+		}
+		canon := answer // escapes such as \u0041 resolved
+		var v any
+		if json.Unmarshal(answer, &v) == nil {
+			canon, _ = json.Marshal(v)
+		}
+		if !bytes.Contains(bytes.ToLower(canon), []byte("allow")) && !bytes.Contains(canon, []byte("true")) &&
+			apigw.Evaluate(resp.PolicyDocument, "arn:aws:execute-api:eu-west-1:123456789012:a1b2c3d4e5/prod/GET/orders/42") {
+			t.Fatalf("Invoke behind %q = %s: an Allow the upstream never gave", answer, out)
+		}
+	})
+}

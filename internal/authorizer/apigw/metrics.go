@@ -49,7 +49,8 @@ type LeaseCounts struct {
 
 // Metrics aggregates decisions into CloudWatch Embedded Metric Format lines
 // in namespace Sluice: Decisions (dimension Outcome: allow, deny,
-// shadowDeny, unauthorized), FailOpen, DenyCacheHits, RedisLatency (ms,
+// shadowDeny, unauthorized), FailOpen, FailClosed (only when not zero),
+// DenyCacheHits, RedisLatency (ms,
 // a uniform sample of up to 100 per flush), BreakerOpen (0 or 1),
 // SnapshotAgeSeconds, and with leasing LeasedAdmissions, LeasesTaken and
 // LeaseTokensReturned.
@@ -59,6 +60,7 @@ type Metrics struct {
 	epoch time.Time
 
 	allow, deny, shadowDeny, unauthorized, failOpen, cacheHits atomic.Uint64
+	failClosed                                                 atomic.Uint64
 	nLat                                                       atomic.Uint64
 	lat                                                        [latencySamples]atomic.Uint64 // float64 bits, ms
 	next                                                       atomic.Int64                  // next flush, ns since epoch
@@ -115,6 +117,18 @@ func (m *Metrics) Record(r *authorizer.Result) {
 		}
 	}
 	m.maybeFlush()
+}
+
+// FailClosed counts a decision denied because Redis failed and the rule
+// fails closed (the error that Decide returns with a Deny). It is written
+// as FailClosed (namespace Sluice, dimension Function) on the flush's line
+// when not zero: a Redis outage on failure_mode closed rules is otherwise
+// only more 429s, which no alarm can tell from callers over their limits.
+func (m *Metrics) FailClosed() {
+	if m == nil {
+		return
+	}
+	m.failClosed.Add(1)
 }
 
 // Unauthorized counts a request rejected for having no subject.
@@ -178,6 +192,12 @@ func (m *Metrics) flushLocked() {
 	if m.o.Gauges != nil {
 		decl += `,{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}`
 	}
+	// Left out at zero, so the line is unchanged in the usual case; the
+	// stack's alarm fills a missing minute with 0.
+	failClosed := m.failClosed.Swap(0)
+	if failClosed > 0 {
+		decl += `,{"Name":"FailClosed","Unit":"Count"}`
+	}
 	var lc LeaseCounts
 	if m.o.Leases != nil {
 		decl += `,{"Name":"LeasedAdmissions","Unit":"Count"},{"Name":"LeasesTaken","Unit":"Count"},{"Name":"LeaseTokensReturned","Unit":"Count"}`
@@ -188,6 +208,10 @@ func (m *Metrics) flushLocked() {
 	b = strconv.AppendUint(b, m.failOpen.Swap(0), 10)
 	b = append(b, `,"DenyCacheHits":`...)
 	b = strconv.AppendUint(b, m.cacheHits.Swap(0), 10)
+	if failClosed > 0 {
+		b = append(b, `,"FailClosed":`...)
+		b = strconv.AppendUint(b, failClosed, 10)
+	}
 	if n > 0 {
 		b = append(b, `,"RedisLatency":[`...)
 		for i := range n {

@@ -1,15 +1,16 @@
 package apigw_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
@@ -58,9 +59,11 @@ func TestUpstreamChain(t *testing.T) {
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
+	upSources, _ := identity.ParseUpstreamSources("header:x-team")
+	logs := &bytes.Buffer{}
 	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), apigw.Options{
-		Upstream:         identity.NewUpstream(teamAuthorizer{}, identity.UpstreamOptions{}),
-		UpstreamIdentity: []identity.Source{identity.HeaderSource("x-team")},
+		Upstream: identity.NewUpstream(teamAuthorizer{}, identity.UpstreamOptions{Sources: upSources, TTL: identity.DefaultUpstreamTTL}),
+		Logger:   slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	ctx := context.Background()
 	ev := func(team string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
@@ -78,30 +81,33 @@ func TestUpstreamChain(t *testing.T) {
 	if resp, _ := h.REST(ctx, ev("red")); resp.PolicyDocument.Statement[0].Effect != "Deny" || resp.Context["rule"] != "r-api" {
 		t.Errorf("REST(red) #2 = %+v, want Sluice's Deny (1 a minute per team)", resp)
 	}
+	// The upstream's Deny and Unauthorized are both 401 (ErrUnauthorized),
+	// never the Deny (429) of a rate limit, and never reach Redis.
 	calls := lim.Stats().Calls
-	blocked, err := h.REST(ctx, ev("blocked"))
-	want, _ := teamAuthorizer{}.Invoke(ctx, mustJSON(t, ev("blocked")))
-	var wantResp events.APIGatewayCustomAuthorizerResponse
-	json.Unmarshal(want, &wantResp)
-	if err != nil || !cmp.Equal(blocked, wantResp) {
-		t.Errorf("REST(blocked) = %+v, %v; want the upstream's Deny unchanged %+v", blocked, err, wantResp)
+	if blocked, err := h.REST(ctx, ev("blocked")); !errors.Is(err, apigw.ErrUnauthorized) {
+		t.Errorf("REST(blocked) = %+v, %v; want Unauthorized for the upstream's Deny", blocked, err)
 	}
 	if _, err := h.REST(ctx, ev("")); !errors.Is(err, apigw.ErrUnauthorized) {
 		t.Errorf("REST(no team) error = %v, want Unauthorized", err)
 	}
+	if raw, err := h.Invoke(ctx, mustJSON(t, ev("blocked"))); !errors.Is(err, apigw.ErrUnauthorized) {
+		t.Errorf("Invoke(blocked) = %s, %v; want Unauthorized", raw, err)
+	}
+	// HTTP API simple answers: isAuthorized false is 401 too (an HTTP
+	// API's rate limit is its 403).
+	hev := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", RouteKey: "GET /x", Headers: map[string]string{"x-team": "blocked"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{APIID: "a1b2c3"}}
+	if hr, err := h.HTTP(ctx, hev); !errors.Is(err, apigw.ErrUnauthorized) {
+		t.Errorf("HTTP(blocked) = %+v, %v; want Unauthorized for the upstream's isAuthorized false", hr, err)
+	}
 	if lim.Stats().Calls != calls {
 		t.Error("the limiter was called for an upstream Deny or Unauthorized")
 	}
-	// Invoke passes the upstream's answer through byte for byte.
-	raw, err := h.Invoke(ctx, mustJSON(t, ev("blocked")))
-	if err != nil || !strings.Contains(string(raw), `"principalId":"p-blocked"`) {
-		t.Errorf("Invoke(blocked) = %s, %v", raw, err)
+	if n := strings.Count(logs.String(), `"msg":"upstream authorizer denied","decision":"upstream-deny","api":"a1b2c3"`); n != 3 {
+		t.Errorf("%d upstream-deny log lines, want 3 (REST, Invoke, HTTP):\n%s", n, logs)
 	}
-	// HTTP API simple answers: isAuthorized false passes through.
-	hev := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", RouteKey: "GET /x", Headers: map[string]string{"x-team": "blocked"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{APIID: "a1b2c3"}}
-	if hr, err := h.HTTP(ctx, hev); err != nil || hr.IsAuthorized || hr.Context["team"] != "blocked" {
-		t.Errorf("HTTP(blocked) = %+v, %v; want the upstream's isAuthorized false", hr, err)
+	if strings.Contains(logs.String(), "blocked") {
+		t.Errorf("the upstream's principal or context reached the logs:\n%s", logs)
 	}
 	hev.Headers["x-team"] = "blue"
 	if hr, err := h.HTTP(ctx, hev); err != nil || !hr.IsAuthorized || hr.Context["team"] != "blue" || hr.Context["rule"] != "r-api" {

@@ -49,9 +49,14 @@ function flash(kind, text) {
   f.replaceChildren(text ? h('div', { class: kind, 'data-flash': kind }, text) : '');
 }
 
-let timers = [];
+// A page's timers and window listeners end when the next page renders.
+let timers = [], listeners = [];
 function every(ms, f) { timers.push(setInterval(f, ms)); }
-function stopTimers() { timers.forEach(clearInterval); timers = []; }
+function onWindow(event, f) { window.addEventListener(event, f); listeners.push([event, f]); }
+function stopTimers() {
+  timers.forEach(clearInterval); timers = [];
+  listeners.forEach(([e, f]) => window.removeEventListener(e, f)); listeners = [];
+}
 
 // ---- the API ----
 
@@ -105,6 +110,7 @@ const RULE_FIELDS = [
   { name: 'api', label: 'API', hint: 'REST API id, or * for every API' },
   { name: 'route', label: 'Route', hint: 'GET /items/{id}, ANY /items, or * for the whole API' },
   { name: 'subject', label: 'Subject', hint: '* (each subject its own bucket) or one subject' },
+  { name: 'dimension', label: 'Dimension', hint: 'empty for the default subject, or one of the authorizer\'s DIMENSIONS, such as ip' },
   { name: 'plan', label: 'Plan', hint: 'a plan\'s name instead of limit/period/burst' },
   { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window)' },
   { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period' },
@@ -121,9 +127,10 @@ const RULE_FIELDS = [
 
 const PLAN_FIELDS = [
   { name: 'name', label: 'Name', hint: 'rules name it in their plan field' },
-  { name: 'limit', label: 'Limit', type: 'int' },
-  { name: 'period', label: 'Period', hint: 'such as 1m, 1h, 30d' },
-  { name: 'burst', label: 'Burst', type: 'int', hint: 'default the limit' },
+  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window); its rules have its kind' },
+  { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period (per window for a quota)' },
+  { name: 'period', label: 'Period', hint: 'such as 1m, 1h; a quota: 1d, 1w, 1mo or 1y' },
+  { name: 'burst', label: 'Burst', type: 'int', hint: 'bucket capacity (rate; default the limit)' },
   { name: 'description', label: 'Description', type: 'textarea' },
 ];
 
@@ -189,11 +196,11 @@ function showFieldErrors(form, err) {
 
 const routes = [
   [/^#\/rules$/, rulesPage],
-  [/^#\/rules\/new$/, () => ruleForm(null)],
-  [/^#\/rules\/([^/]+)$/, m => ruleForm(decodeURIComponent(m[1]))],
+  [/^#\/rules\/new$/, () => editor(RULE, null)],
+  [/^#\/rules\/([^/]+)$/, m => editor(RULE, decodeURIComponent(m[1]))],
   [/^#\/plans$/, plansPage],
-  [/^#\/plans\/new$/, () => planForm(null)],
-  [/^#\/plans\/([^/]+)$/, m => planForm(decodeURIComponent(m[1]))],
+  [/^#\/plans\/new$/, () => editor(PLAN, null)],
+  [/^#\/plans\/([^/]+)$/, m => editor(PLAN, decodeURIComponent(m[1]))],
   [/^#\/history\/(rule|plan)\/([^/]+)$/, m => historyPage(m[1], decodeURIComponent(m[2]))],
   [/^#\/subject$/, subjectPage],
   [/^#\/stats$/, statsPage],
@@ -236,14 +243,84 @@ window.addEventListener('DOMContentLoaded', () => {
 
 // ---- rules ----
 
-function limitText(r) {
-  const s = r.plan ? 'plan ' + r.plan : (r.limit ?? '?') + ' / ' + (r.period || '?');
-  return r.kind && r.kind !== 'rate' ? s + ' (' + r.kind + ')' : s;
+// numbers returns what limits a rule or plan: limit, period, burst (the
+// bucket's capacity, the limit when unset; none for a quota) and kind. A
+// rule naming a plan takes the plan's, from plans (name → plan).
+function numbers(r, plans) {
+  // A subject's limits carry their plan's numbers; a rule only its name.
+  const src = r.plan && r.limit === undefined ? plans && plans.get(r.plan) : r;
+  if (!src) return null;
+  const quota = (src.kind || r.kind) === 'quota';
+  return { limit: src.limit, period: src.period, burst: quota ? null : src.burst ?? src.limit, quota };
+}
+
+// limitText is "10 / 1m", "1000 / 1mo quota", "plan gold: 100 / 1m", or
+// "plan gold" when the plan's numbers are not known.
+function limitText(r, plans) {
+  const n = numbers(r, plans);
+  const s = n ? n.limit + ' / ' + n.period + (n.quota ? ' quota' : '') : '?';
+  return r.plan ? 'plan ' + r.plan + (n ? ': ' + s : '') : s;
+}
+
+function burstText(r, plans) {
+  const n = numbers(r, plans);
+  return !n ? '?' : n.quota ? '—' : String(n.burst);
+}
+
+// loadPlans returns every plan by name (GET /plans has no pages).
+async function loadPlans() {
+  const data = await api('GET', '/plans');
+  return new Map(data.plans.map(p => [p.name, p]));
+}
+
+// labelled gives each cell of row the name of its column (heads), which
+// narrow screens show beside it once the rows become cards.
+function labelled(row, heads) {
+  [...row.children].forEach((td, i) => { if (heads[i]) td.dataset.label = heads[i]; });
+  return row;
+}
+
+// table is a table of rows under heads (empty: the text for no rows),
+// which scrolls inside itself when too wide and becomes a list of cards
+// on a narrow screen.
+function table(attrs, heads, rows, empty) {
+  const body = rows.length ? rows.map(r => labelled(r, heads)) : [h('tr', { class: 'empty' }, h('td', { colspan: heads.length, class: 'muted' }, empty))];
+  return h('div', { class: 'scroll' }, h('table', { ...attrs, class: ((attrs.class || '') + ' cards').trim() },
+    h('thead', {}, h('tr', {}, heads.map(t => h('th', {}, t)))), h('tbody', {}, body)));
+}
+
+const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Version', ''];
+
+// RULES_PAGE is the page size the list asks for: the API's largest, so
+// that a list of up to that many rules is one page, sorted whole.
+const RULES_PAGE = 1000;
+
+// byScope orders rules by api, route, subject, then kind, dimension and
+// id, comparing UTF-16 code units (the same order as bytes for all but
+// the astral planes).
+function byScope(a, b) {
+  for (const k of ['api', 'route', 'subject', 'kind', 'dimension', 'id']) {
+    const x = a[k] || '', y = b[k] || '';
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+function ruleRow(r, plans) {
+  return labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
+    h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
+    h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
+    h('td', { class: 'desc' }, r.description || ''),
+    h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
+    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'),
+    h('td', { class: 'num' }, r.version),
+    h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
+      h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS);
 }
 
 async function rulesPage() {
   const p = params();
-  const filters = ['api', 'subject', 'route', 'plan'];
+  const filters = ['api', 'route', 'subject', 'plan'];
   const form = h('form', { class: 'toolbar', id: 'filters', onsubmit: e => {
     e.preventDefault();
     const q = new URLSearchParams();
@@ -253,195 +330,447 @@ async function rulesPage() {
   filters.map(f => h('label', {}, f, h('input', { name: f, value: p.get(f) || '', size: 14 }))),
   h('button', { type: 'submit', class: 'secondary', id: 'filter' }, 'Filter'),
   h('a', { class: 'button', href: '#/rules/new', id: 'new-rule' }, 'New rule'));
-  const tbody = h('tbody');
   const more = h('button', { class: 'secondary', hidden: true, id: 'more' }, 'More');
+  const status = h('span', { class: 'muted', id: 'shown' });
+  const plans = await loadPlans();
+  const list = table({ id: 'rules' }, RULE_HEADS, [], 'No rules match.');
+  const tbody = list.querySelector('tbody');
   render(h('h1', {}, 'Rules'), form,
-    h('table', { id: 'rules' }, h('thead', {}, h('tr', {}, ['API', 'Route', 'Subject', 'Limit', 'Burst', 'Mode', 'Failure', 'Enabled', 'Version', ''].map(t => h('th', {}, t)))), tbody),
-    h('p', {}, more));
-  let cursor = '';
+    h('p', { class: 'muted' }, 'Sorted by API, route and subject. Filters match exactly; * is a value like any other.'),
+    list, h('p', { class: 'toolbar' }, more, status));
+  // cursor continues the list; '' once the last page is shown (More is
+  // then hidden, and a click that still arrives fetches nothing). The API
+  // pages in its own order (by id): the rows loaded are shown sorted by
+  // scope, which is the whole list unless it has more than a page.
+  let cursor = '', loading = false;
+  const loaded = [];
   async function page() {
-    const q = { limit: 100, cursor };
+    if (loading) return;
+    loading = more.disabled = true;
+    const q = { limit: RULES_PAGE, cursor };
     for (const f of filters) q[f] = p.get(f) || '';
-    const data = await api('GET', '/rules', { query: q });
-    for (const r of data.rules) {
-      tbody.append(h('tr', { 'data-id': r.id },
-        h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route), h('td', { class: 'mono' }, r.subject),
-        h('td', {}, limitText(r)), h('td', { class: 'num' }, r.burst ?? ''), h('td', {}, r.mode || 'enforce'),
-        h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'), h('td', { class: 'num' }, r.version),
-        h('td', {}, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
-          h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))));
+    let data;
+    try {
+      data = await api('GET', '/rules', { query: q });
+    } finally {
+      loading = more.disabled = false;
     }
-    if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'No rules match.')));
-    cursor = data.next_cursor || '';
+    loaded.push(...data.rules);
+    loaded.sort(byScope);
+    if (loaded.length) tbody.replaceChildren(...loaded.map(r => ruleRow(r, plans)));
+    cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
+    status.textContent = !loaded.length ? '' : cursor
+      ? `${loaded.length} rules loaded, sorted among themselves; More loads the next ${RULES_PAGE}.`
+      : `${loaded.length} rules.`;
   }
-  more.addEventListener('click', () => page().catch(showError));
+  more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
-}
-
-// conflictPanel shows, after a 412, what someone else changed since the
-// form was loaded (base → current) and what the operator is about to
-// send, and offers to reapply the operator's values on the current version.
-function conflictPanel(kind, base, current, mine, onReapply, onReload) {
-  const keys = [...new Set([...Object.keys(base), ...Object.keys(current), ...Object.keys(mine)])]
-    .filter(k => !['version', 'created_at', 'updated_at', 'id'].includes(k));
-  const show = v => v === undefined ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  const rows = keys.filter(k => show(base[k]) !== show(current[k]) || show(mine[k]) !== show(current[k]))
-    .map(k => h('tr', { 'data-field': k }, h('td', { class: 'mono' }, k), h('td', {}, show(base[k])),
-      h('td', { class: show(base[k]) !== show(current[k]) ? 'after' : '' }, show(current[k])), h('td', {}, show(mine[k]))));
-  return h('div', { class: 'panel conflict', id: 'conflict' },
-    h('h2', {}, 'Changed by someone else'),
-    h('p', {}, `This ${kind} was updated to version ${current.version} after you opened it (version ${base.version}). `,
-      'Review the differences, then reapply your values on top of the current version, or reload it.'),
-    h('table', { class: 'diff' }, h('thead', {}, h('tr', {}, ['field', `you loaded (v${base.version})`, `now (v${current.version})`, 'yours'].map(t => h('th', {}, t)))),
-      h('tbody', {}, rows)),
-    h('p', { class: 'actions' }, h('button', { id: 'reapply', onclick: onReapply }, 'Reapply my changes'),
-      h('button', { class: 'secondary', id: 'reload', onclick: onReload }, 'Discard mine, load current')));
-}
-
-async function ruleForm(id) {
-  const rule = id ? await api('GET', '/rules/' + enc(id)) : { api: '', route: '*', subject: '*', enabled: true };
-  let base = rule;
-  const conflictSlot = h('div');
-  const form = h('form', { class: 'grid', id: 'rule-form', novalidate: true },
-    formFields(RULE_FIELDS, rule),
-    h('div', { class: 'actions' },
-      h('button', { type: 'submit', id: 'save' }, id ? 'Save' : 'Create'),
-      id && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del() }, 'Delete'),
-      id && h('a', { class: 'button secondary', href: '#/history/rule/' + enc(id) }, 'History'),
-      h('a', { class: 'button secondary', href: '#/rules' }, 'Back')));
-  async function save(version) {
-    const body = readForm(form, RULE_FIELDS);
-    try {
-      if (!id) {
-        const created = await api('POST', '/rules', { body });
-        go('#/rules/' + enc(created.id), 'Created rule ' + created.id + '.');
-        return;
-      }
-      const updated = await api('PUT', '/rules/' + enc(id), { body, ifMatch: version });
-      go('#/rules/' + enc(id), 'Saved: version ' + updated.version + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
-      if (err instanceof ApiError && err.status === 412) {
-        const current = await api('GET', '/rules/' + enc(id));
-        flash('error', 'Not saved: the rule changed since you opened it.');
-        conflictSlot.replaceChildren(conflictPanel('rule', base, current, body,
-          () => { conflictSlot.replaceChildren(); save(current.version); },
-          () => go('#/rules/' + enc(id), 'Loaded version ' + current.version + '.')));
-        return;
-      }
-      showError(err);
-    }
-  }
-  async function del() {
-    if (!confirm('Delete rule ' + id + '?')) return;
-    try {
-      await api('DELETE', '/rules/' + enc(id), { ifMatch: base.version });
-      go('#/rules', 'Deleted rule ' + id + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 412) flash('error', 'Not deleted: the rule changed since you opened it; reload and check it.');
-      else showError(err);
-    }
-  }
-  form.addEventListener('submit', e => { e.preventDefault(); clearErrors(form); save(base.version); });
-  render(h('h1', {}, id ? 'Rule ' : 'New rule', id && h('code', {}, id), id && h('span', { class: 'muted', id: 'version' }, ' version ' + rule.version)),
-    conflictSlot, form);
 }
 
 // ---- plans ----
 
+const PLAN_HEADS = ['Name', 'Limit', 'Burst', 'Description', 'Version', ''];
+
 async function plansPage() {
   const data = await api('GET', '/plans');
   const rows = data.plans.map(p => h('tr', { 'data-name': p.name },
-    h('td', { class: 'mono' }, p.name), h('td', {}, p.limit + ' / ' + p.period), h('td', { class: 'num' }, p.burst ?? ''),
-    h('td', {}, p.description || ''), h('td', { class: 'num' }, p.version),
-    h('td', {}, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
+    h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p)), h('td', { class: 'num' }, burstText(p)),
+    h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'num' }, p.version),
+    h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
       ' · ', h('a', { href: '#/rules?plan=' + enc(p.name) }, 'rules'))));
   render(h('h1', {}, 'Plans'), h('p', { class: 'toolbar' }, h('a', { class: 'button', href: '#/plans/new', id: 'new-plan' }, 'New plan')),
-    h('table', { id: 'plans' }, h('thead', {}, h('tr', {}, ['Name', 'Limit', 'Burst', 'Description', 'Version', ''].map(t => h('th', {}, t)))),
-      h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No plans.')))));
+    table({ id: 'plans' }, PLAN_HEADS, rows, 'No plans.'));
 }
 
-async function planForm(name) {
-  const plan = name ? await api('GET', '/plans/' + enc(name)) : {};
-  const base = plan;
-  const conflictSlot = h('div');
-  const form = h('form', { class: 'grid', id: 'plan-form', novalidate: true },
-    formFields(PLAN_FIELDS, plan, name ? ['name'] : []),
-    h('div', { class: 'actions' },
-      h('button', { type: 'submit', id: 'save' }, name ? 'Save' : 'Create'),
-      name && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del() }, 'Delete'),
-      name && h('a', { class: 'button secondary', href: '#/history/plan/' + enc(name) }, 'History'),
-      h('a', { class: 'button secondary', href: '#/plans' }, 'Back')));
-  async function save(version) {
-    const body = readForm(form, PLAN_FIELDS);
+// ---- editing a rule or a plan ----
+
+// A kind of record the editor edits: its form's fields, its URLs in the
+// API and in the console, its key, and what a new one starts with.
+const RULE = {
+  kind: 'rule', title: 'Rule', fields: RULE_FIELDS, collection: '/rules', list: '#/rules',
+  path: id => '/rules/' + enc(id), page: id => '#/rules/' + enc(id), history: id => '#/history/rule/' + enc(id),
+  keyOf: r => r.id, blank: { api: '', route: '*', subject: '*', enabled: true }, fixed: [],
+};
+const PLAN = {
+  kind: 'plan', title: 'Plan', fields: PLAN_FIELDS, collection: '/plans', list: '#/plans',
+  path: n => '/plans/' + enc(n), page: n => '#/plans/' + enc(n), history: n => '#/history/plan/' + enc(n),
+  keyOf: p => p.name, blank: {}, fixed: ['name'],
+};
+
+// The fields the server owns: never compared, never sent back.
+const SERVER_FIELDS = ['id', 'version', 'created_at', 'updated_at'];
+
+// same says whether two values of a field mean the same to the API:
+// absent, null and "" are all "not set".
+function same(a, b) { return canon(a) === canon(b); }
+function canon(v) { return v === undefined || v === null || v === '' ? '' : JSON.stringify(v); }
+function showValue(v) { return canon(v) === '' ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v); }
+
+// formValues is what a form showing obj reads back (readForm), without the
+// operator touching it: the yardstick for what they changed.
+function formValues(fields, obj) {
+  return readForm(h('form', {}, formFields(fields, obj)), fields);
+}
+
+// edits returns the fields whose value in now differs from initial (both
+// as readForm reads them), as a Map of field to new value (undefined: cleared).
+function edits(fields, initial, now) {
+  const m = new Map();
+  for (const f of fields) if (!same(initial[f.name], now[f.name])) m.set(f.name, now[f.name]);
+  return m;
+}
+
+// withEdits is record, less the server's fields, with changes applied: the
+// body of a PUT. Fields the form does not show (a newer API's) go back as
+// they were read, so a save never drops them.
+function withEdits(record, changes) {
+  const out = {};
+  for (const [k, v] of Object.entries(record)) if (!SERVER_FIELDS.includes(k)) out[k] = v;
+  for (const [k, v] of changes) {
+    if (v === undefined) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
+// merge is the three-way merge after a 412: base is the version the
+// operator's changes were made on, current the one stored now. Each field
+// either side changed is one of
+//   mine      changed only by the operator: reapplied on current
+//   theirs    changed only by someone else: kept
+//   agreed    changed by both to the same value
+//   conflict  changed by both to different values: never reapplied
+function merge(base, current, changes) {
+  const keys = [...new Set([...Object.keys(base), ...Object.keys(current)])].filter(k => !SERVER_FIELDS.includes(k));
+  const rows = [];
+  for (const k of keys) {
+    if (!changes.has(k) && !same(base[k], current[k])) rows.push({ field: k, outcome: 'theirs' });
+  }
+  for (const [k, v] of changes) {
+    const outcome = same(base[k], current[k]) ? 'mine' : same(v, current[k]) ? 'agreed' : 'conflict';
+    rows.push({ field: k, outcome, mine: v });
+  }
+  const of = o => rows.filter(r => r.outcome === o).map(r => r.field);
+  return { rows, mine: of('mine'), theirs: of('theirs'), conflicts: of('conflict') };
+}
+
+const OUTCOMES = {
+  mine: 'yours: reapplied', theirs: 'theirs: kept', agreed: 'both, the same', conflict: 'both changed it: not reapplied',
+};
+
+// conflictPanel shows, after a 412, what the operator loaded, what is
+// stored now and what they changed, field by field with the merge's
+// outcome, and the actions that fit: reapply when nothing conflicts,
+// otherwise editing on the current version.
+function conflictPanel(spec, base, current, m, actions, what) {
+  const fieldLabel = k => (spec.fields.find(f => f.name === k) || { label: k }).label;
+  const rows = m.rows.map(r => h('tr', { 'data-field': r.field, 'data-outcome': r.outcome, class: r.outcome },
+    h('td', { 'data-label': 'field' }, fieldLabel(r.field)),
+    h('td', { 'data-label': `you loaded (v${base.version})` }, showValue(base[r.field])),
+    h('td', { 'data-label': `now (v${current.version})`, class: r.outcome === 'mine' ? '' : 'theirs' }, showValue(current[r.field])),
+    h('td', { 'data-label': 'yours', class: r.outcome === 'theirs' ? '' : 'mine' }, r.outcome === 'theirs' ? '' : showValue(r.mine)),
+    h('td', { 'data-label': 'outcome' }, r.outcome === 'mine' && m.conflicts.length ? 'yours: carried over' : OUTCOMES[r.outcome])));
+  const names = fs => fs.map(fieldLabel).join(', ');
+  let advice;
+  if (what === 'delete') {
+    advice = 'Check what changed before deleting it.';
+  } else if (m.conflicts.length) {
+    advice = `You and someone else both changed ${names(m.conflicts)}: nothing was saved. ` +
+      `Edit on version ${current.version} to decide; your other changes${m.mine.length ? ' (' + names(m.mine) + ')' : ''} are carried over.`;
+  } else if (m.mine.length) {
+    advice = `Reapplying saves only what you changed (${names(m.mine)}) on top of version ${current.version}` +
+      (m.theirs.length ? `, keeping theirs (${names(m.theirs)}).` : '.');
+  } else {
+    advice = 'Everything you changed is already stored.';
+  }
+  return h('div', { class: 'panel conflict', id: 'conflict' },
+    h('h2', {}, 'Changed by someone else'),
+    h('p', {}, `This ${spec.kind} was updated to version ${current.version} after you opened version ${base.version}. `, advice),
+    h('div', { class: 'scroll' }, h('table', { class: 'diff cards' },
+      h('thead', {}, h('tr', {}, ['field', `you loaded (v${base.version})`, `now (v${current.version})`, 'yours', ''].map(t => h('th', {}, t)))),
+      h('tbody', {}, rows))),
+    h('p', { class: 'actions' }, actions));
+}
+
+// gone shows that a record does not exist (deleted, or never created),
+// with the way to its history, which outlives it.
+function gone(spec, key) {
+  render(h('h1', {}, spec.title + ' ', h('code', {}, key)),
+    h('p', { id: 'gone' }, `There is no ${spec.kind} ${key}: it was deleted, or never existed. `,
+      h('a', { href: spec.history(key), id: 'gone-history' }, 'Its history'), ' lists every write to it.'),
+    h('p', {}, h('a', { class: 'button secondary', href: spec.list }, 'Back')));
+}
+
+// deletedFlash is the flash after a delete: the history stays reachable.
+function deletedFlash(spec, key) {
+  return [`Deleted ${spec.kind} ${key}. `, h('a', { href: spec.history(key), id: 'deleted-history' }, 'Its history'), ' remains.'];
+}
+
+// editor shows the form of the rule or plan key (a new one when null) and
+// saves it. A save sends If-Match with the version the form shows and
+// only changes the fields the operator changed; on a 412 it merges
+// (merge) rather than overwriting what someone else saved meanwhile.
+async function editor(spec, key) {
+  let loaded = null;
+  if (key) {
     try {
-      if (!name) {
-        const created = await api('POST', '/plans', { body });
-        go('#/plans/' + enc(created.name), 'Created plan ' + created.name + '.');
+      loaded = await api('GET', spec.path(key));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return gone(spec, key);
+      throw err;
+    }
+  }
+  show(loaded, loaded || spec.blank, new Map());
+
+  // show renders the form for base (null: a new record) holding values;
+  // notes are field → text shown under the field.
+  function show(base, values, notes) {
+    const slot = h('div');
+    const form = h('form', { class: 'grid', id: spec.kind + '-form', novalidate: true },
+      formFields(spec.fields, values, base ? spec.fixed : []),
+      h('div', { class: 'actions' },
+        h('button', { type: 'submit', id: 'save' }, base ? 'Save' : 'Create'),
+        base && h('button', { type: 'button', class: 'danger', id: 'delete', onclick: () => del(base) }, 'Delete'),
+        base && h('a', { class: 'button secondary', href: spec.history(key) }, 'History'),
+        h('a', { class: 'button secondary', href: spec.list }, 'Back')));
+    for (const [k, text] of notes) {
+      const slot_ = form.querySelector('[data-error-for="' + CSS.escape(k) + '"]');
+      slot_.after(h('div', { class: 'field-note', 'data-note-for': k }, text));
+    }
+    const initial = base && formValues(spec.fields, base);
+    form.addEventListener('submit', e => { e.preventDefault(); save(); });
+
+    async function save() {
+      clearErrors(form);
+      const mine = readForm(form, spec.fields);
+      if (!base) {
+        try {
+          const created = await api('POST', spec.collection, { body: mine });
+          go(spec.page(spec.keyOf(created)), `Created ${spec.kind} ${spec.keyOf(created)}.`);
+        } catch (err) { failed(err); }
         return;
       }
-      const updated = await api('PUT', '/plans/' + enc(name), { body, ifMatch: version });
-      go('#/plans/' + enc(name), 'Saved: version ' + updated.version + '.');
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
-      if (err instanceof ApiError && err.status === 412) {
-        const current = await api('GET', '/plans/' + enc(name));
-        flash('error', 'Not saved: the plan changed since you opened it.');
-        conflictSlot.replaceChildren(conflictPanel('plan', base, current, body,
-          () => { conflictSlot.replaceChildren(); save(current.version); },
-          () => go('#/plans/' + enc(name), 'Loaded version ' + current.version + '.')));
+      const changes = edits(spec.fields, initial, mine);
+      if (!changes.size) {
+        flash('ok', 'Nothing changed: nothing to save.');
         return;
+      }
+      await put(base, changes);
+    }
+
+    // put saves changes on top of on, the version they are applied to.
+    async function put(on, changes) {
+      try {
+        const updated = await api('PUT', spec.path(key), { body: withEdits(on, changes), ifMatch: on.version });
+        const reapplied = [...changes].filter(([k, v]) => !same(on[k], v)).map(([k]) => k);
+        go(spec.page(key), 'Saved: version ' + updated.version + '.' +
+          (on === base ? '' : ' Reapplied ' + reapplied.join(', ') + ' on version ' + on.version + '.'));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 412) return conflict(on, changes);
+        failed(err);
+      }
+    }
+
+    async function conflict(on, changes) {
+      let current;
+      try {
+        current = await api('GET', spec.path(key));
+      } catch (err) { return failed(err); }
+      const m = merge(on, current, changes);
+      flash('error', `Not saved: the ${spec.kind} changed since you opened it.`);
+      const actions = [];
+      if (!m.conflicts.length && m.mine.length) {
+        actions.push(h('button', { id: 'reapply', onclick: () => { slot.replaceChildren(); put(current, changes); } },
+          'Reapply my changes on version ' + current.version));
+      }
+      if (m.conflicts.length) {
+        const keep = new Map([...changes].filter(([k]) => !m.conflicts.includes(k)));
+        const notes = new Map(m.conflicts.map(k => [k, 'Yours was ' + showValue(changes.get(k)) + '; this is version ' + current.version + '\'s. Set the value you mean.']));
+        actions.push(h('button', { id: 'edit-current', onclick: () => { flash(); show(current, formValuesOf(current, keep), notes); } },
+          'Edit on version ' + current.version));
+      }
+      actions.push(h('button', { class: 'secondary', id: 'reload', onclick: () => go(spec.page(key), 'Loaded version ' + current.version + '.') },
+        'Discard mine, load version ' + current.version));
+      slot.replaceChildren(conflictPanel(spec, on, current, m, actions));
+    }
+
+    // formValuesOf is record with changes, as the form should show it.
+    function formValuesOf(record, changes) {
+      const out = { ...record };
+      for (const [k, v] of changes) out[k] = v;
+      return out;
+    }
+
+    async function del(on) {
+      if (!confirm(`Delete ${spec.kind} ${key} (version ${on.version})?`)) return;
+      try {
+        await api('DELETE', spec.path(key), { ifMatch: on.version });
+        go(spec.list, deletedFlash(spec, key));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 412) {
+          let current;
+          try { current = await api('GET', spec.path(key)); } catch (e) { return failed(e); }
+          flash('error', `Not deleted: the ${spec.kind} changed since you opened it.`);
+          slot.replaceChildren(conflictPanel(spec, on, current, merge(on, current, new Map()), [
+            h('button', { class: 'danger', id: 'delete-current', onclick: () => del(current) }, 'Delete version ' + current.version),
+            h('button', { class: 'secondary', id: 'reload', onclick: () => go(spec.page(key), 'Loaded version ' + current.version + '.') },
+              'Load version ' + current.version)], 'delete'));
+          return;
+        }
+        failed(err);
+      }
+    }
+
+    // failed shows an error: a 400's field errors next to their fields, a
+    // 404 (deleted meanwhile) with the way to the history; the form keeps
+    // the operator's values either way.
+    function failed(err) {
+      if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
+      if (err instanceof ApiError && err.status === 404 && base) {
+        slot.replaceChildren();
+        return flash('error', [`Not saved: the ${spec.kind} was deleted since you opened it; your values are still in the form. `,
+          h('a', { href: spec.history(key) }, 'Its history'), ' shows who deleted it.']);
       }
       showError(err);
     }
+
+    render(h('h1', {}, base ? spec.title + ' ' : 'New ' + spec.kind, base && h('code', {}, key),
+      base && h('span', { class: 'muted', id: 'version' }, ' version ' + base.version)),
+    slot, form);
   }
-  async function del() {
-    if (!confirm('Delete plan ' + name + '?')) return;
-    try {
-      await api('DELETE', '/plans/' + enc(name), { ifMatch: base.version });
-      go('#/plans', 'Deleted plan ' + name + '.');
-    } catch (err) { showError(err); }
-  }
-  form.addEventListener('submit', e => { e.preventDefault(); clearErrors(form); save(base.version); });
-  render(h('h1', {}, name ? 'Plan ' : 'New plan', name && h('code', {}, name), name && h('span', { class: 'muted', id: 'version' }, ' version ' + plan.version)),
-    conflictSlot, form);
 }
 
-// ---- audit history ----
+// ---- times ----
 
-async function historyPage(kind, id) {
-  const data = await api('GET', (kind === 'rule' ? '/rules/' : '/plans/') + enc(id) + '/history');
-  const show = v => v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  const entries = data.entries.slice().reverse().map(e => {
-    const before = e.before || {}, after = e.after || {};
-    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
-      .filter(k => !['updated_at', 'created_at'].includes(k) && show(before[k]) !== show(after[k]));
-    return h('div', { class: 'entry', 'data-action': e.action },
-      h('header', {}, h('span', { class: 'badge ' + e.action }, e.action), ' ', new Date(e.at).toLocaleString(), ' by ', h('code', {}, e.actor || 'unknown')),
-      h('table', { class: 'diff' }, h('thead', {}, h('tr', {}, h('th', {}, 'field'), h('th', {}, 'before'), h('th', {}, 'after'))),
-        h('tbody', {}, keys.map(k => h('tr', { 'data-field': k }, h('td', { class: 'mono' }, k),
-          h('td', { class: 'before' }, show(before[k])), h('td', { class: 'after' }, show(after[k])))))));
-  });
-  render(h('h1', {}, 'History of ', kind, ' ', h('code', {}, id)),
-    h('p', { class: 'muted' }, 'Newest first. Every write through the admin API, with who made it.'),
-    h('p', {}, h('a', { href: kind === 'rule' ? '#/rules/' + enc(id) : '#/plans/' + enc(id) }, 'Open the ' + kind)),
-    h('div', { id: 'history' }, entries.length ? entries : h('p', { class: 'muted' }, 'No entries.')));
+// utc is t as the CLI prints it: RFC 3339 in UTC, whole seconds.
+function utc(t) { return new Date(t).toISOString().replace(/\.\d+Z$/, 'Z'); }
+
+// utcMinute is "2027-01-01 00:00 UTC".
+function utcMinute(t) { return new Date(t).toISOString().slice(0, 16).replace('T', ' ') + ' UTC'; }
+
+// when is a <time> showing text (default utc(t)), with the local time on
+// hover.
+function when(t, text) {
+  const d = new Date(t);
+  return h('time', { datetime: d.toISOString(), title: d.toLocaleString() + ' (your time)' }, text ?? utc(d));
 }
 
-// ---- a subject ----
-
-const KNOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode', 'remaining', 'reset_ms'];
-
+// duration is a short length of time: 850 ms, 42 s, 12 min, 5 h, 3 d.
 function duration(ms) {
   if (ms < 1000) return ms + ' ms';
   const s = Math.round(ms / 1000);
   if (s < 120) return s + ' s';
   if (s < 7200) return Math.round(s / 60) + ' min';
-  return Math.round(s / 3600) + ' h';
+  if (s < 172800) return Math.round(s / 3600) + ' h';
+  return Math.round(s / 86400) + ' d';
+}
+
+// words turns a JSON key into a column name: min_remaining → Min remaining.
+function words(key) {
+  const s = key.replace(/_/g, ' ');
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+// ---- audit history ----
+
+async function historyPage(kind, id) {
+  const spec = kind === 'rule' ? RULE : PLAN;
+  const data = await api('GET', (kind === 'rule' ? '/rules/' : '/plans/') + enc(id) + '/history');
+  const label = k => (spec.fields.find(f => f.name === k) || { label: words(k) }).label;
+  const entries = data.entries.slice().reverse().map(e => {
+    const before = e.before || {}, after = e.after || {};
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+      .filter(k => !SERVER_FIELDS.includes(k) && !same(before[k], after[k]));
+    const version = e.action === 'update' ? `v${before.version} → v${after.version}` : `v${(e.after || e.before || {}).version ?? '?'}`;
+    // One tbody an entry in one table: every entry has the same columns.
+    return h('tbody', { class: 'entry', 'data-action': e.action },
+      h('tr', { class: 'entry-head' }, h('td', { colspan: 3 },
+        h('span', { class: 'badge ' + e.action }, e.action), ' ', version, ', ', when(e.at), ' by ', h('code', {}, e.actor || 'unknown'))),
+      keys.map(k => h('tr', { 'data-field': k }, h('td', {}, label(k)),
+        h('td', { class: 'before' }, showValue(before[k])), h('td', { class: 'after' }, showValue(after[k])))));
+  });
+  const last = data.entries[data.entries.length - 1];
+  const latest = last && (last.after || last.before) || {};
+  const deleted = last && last.action === 'delete';
+  const what = kind === 'rule' ? [latest.api, latest.route, latest.subject].filter(Boolean).join(' ') : '';
+  render(h('h1', {}, 'History of ', kind, ' ', h('code', {}, id)),
+    h('p', { id: 'history-of' }, what && h('span', { class: 'mono' }, what), what && latest.description && ': ', latest.description || ''),
+    h('p', { id: 'history-status' }, deleted
+      ? ['Deleted ', when(last.at), ' by ', h('code', {}, last.actor || 'unknown'), '; the history remains.']
+      : h('a', { href: spec.page(id) }, 'Open the ' + kind)),
+    h('p', { class: 'muted' }, 'Newest first. Every write through the admin API, with who made it. Times in UTC; hover for yours.'),
+    entries.length
+      ? h('table', { class: 'diff history', id: 'history' },
+        h('colgroup', {}, h('col', { class: 'c-field' }), h('col'), h('col')),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Field'), h('th', {}, 'Before'), h('th', {}, 'After'))), entries)
+      : h('p', { id: 'history', class: 'muted' }, 'No entries.'));
+}
+
+// ---- naming rules ----
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// ruleCache holds, per rule id, the promise of the rule (null when it
+// cannot be read; {deleted: true} when it is gone). A page clears it when
+// it opens; its refreshes reuse it.
+let ruleCache = new Map();
+
+function ruleInfo(id) {
+  if (!UUID.test(id)) return Promise.resolve(null);
+  if (!ruleCache.has(id)) {
+    ruleCache.set(id, api('GET', '/rules/' + enc(id)).catch(err => {
+      if (err instanceof ApiError && err.status === 404) return { deleted: true };
+      ruleCache.delete(id); // try again on the next refresh
+      return null;
+    }));
+  }
+  return ruleCache.get(id);
+}
+
+// ruleName names a rule for people: its api, route and subject, and its
+// description below, linked to the rule (to its history once deleted);
+// the id is on hover. "default" is the configured default limit, "(other)"
+// the rules past the statistics' cap.
+async function ruleName(id) {
+  if (id === 'default') return h('span', { class: 'rule-name' }, 'default limit');
+  if (id === '(other)') return h('span', { class: 'rule-name muted' }, 'other rules');
+  const r = await ruleInfo(id);
+  if (!r) return h('a', { href: '#/rules/' + enc(id), class: 'mono rule-name' }, id);
+  if (r.deleted) {
+    return h('span', { class: 'rule-name' }, h('a', { href: '#/history/rule/' + enc(id), title: id }, 'deleted rule'),
+      h('span', { class: 'muted' }, ' ' + id.slice(0, 8)));
+  }
+  return h('span', { class: 'rule-name', 'data-rule-name': id },
+    h('a', { href: '#/rules/' + enc(id), title: 'rule ' + id, class: 'mono' },
+      r.api + ' ' + r.route + (r.subject !== '*' ? ' ' + r.subject : '') + (r.dimension ? ' (' + r.dimension + ')' : '')),
+    r.description && h('span', { class: 'desc muted' }, r.description));
+}
+
+// ---- a subject ----
+
+// The fields of a subject's limits that have a column or a cell of
+// their own; any other field the API adds shows as a column named in words.
+const SHOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode',
+  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at'];
+
+const TWO_DAYS = 48 * 3600 * 1000;
+
+// refill says when a bucket is full again, or when a quota's window
+// resets: "full", "full in 42 s", "resets 2027-01-01 00:00 UTC (in 5 h)".
+function refill(l, now) {
+  if (l.kind === 'quota' || l.resets_at) {
+    const at = l.resets_at ? new Date(l.resets_at) : new Date(now + l.reset_ms);
+    return ['resets ', when(at, utcMinute(at)), l.reset_ms < TWO_DAYS ? ' (in ' + duration(l.reset_ms) + ')' : ''];
+  }
+  if (!l.reset_ms || l.remaining >= l.burst) return 'full';
+  const at = new Date(now + l.reset_ms);
+  if (l.reset_ms >= TWO_DAYS) return ['full ', when(at, utcMinute(at))];
+  return ['full in ', when(at, duration(l.reset_ms))];
 }
 
 async function subjectPage() {
+  ruleCache = new Map();
   const p = params();
   const form = h('form', { class: 'toolbar', id: 'subject-form', onsubmit: e => {
     e.preventDefault();
@@ -470,64 +799,98 @@ async function subjectPage() {
   } }, 'Reset buckets');
   async function load() {
     const data = await api('GET', '/subjects/' + enc(s) + '/limits', { query: { api: p.get('api') || '', route: p.get('route') || '' } });
-    // Columns the API adds (quota: used, resets_at, …) show as they come.
-    const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !KNOWN_LIMIT_KEYS.includes(k));
     const now = Date.now();
-    out.replaceChildren(h('table', {},
-      h('thead', {}, h('tr', {}, ['Rule', 'API', 'Route', 'Subject', 'Limit', 'Burst', 'Mode', 'Remaining', 'Full again in', ...extra].map(t => h('th', {}, t)))),
-      h('tbody', {}, data.limits.length ? data.limits.map(l => h('tr', { 'data-rule': l.rule },
-        h('td', {}, l.rule === 'default' ? 'default' : h('a', { href: '#/rules/' + enc(l.rule), class: 'mono' }, l.rule)),
-        h('td', { class: 'mono' }, l.api), h('td', { class: 'mono' }, l.route), h('td', { class: 'mono' }, l.subject),
-        h('td', {}, limitText(l)), h('td', { class: 'num' }, l.burst), h('td', {}, l.mode),
-        h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
-        h('td', { title: new Date(now + l.reset_ms).toLocaleTimeString() }, l.reset_ms ? duration(l.reset_ms) + ' (' + new Date(now + l.reset_ms).toLocaleTimeString() + ')' : 'full'),
-        extra.map(k => h('td', { 'data-extra': k }, typeof l[k] === 'object' ? JSON.stringify(l[k]) : l[k] ?? ''))))
-        : h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No rule applies to this subject.')))),
-    h('p', { class: 'muted' }, 'Updated ' + new Date().toLocaleTimeString() + '.'));
+    const quota = data.limits.some(l => l.used !== undefined);
+    const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !SHOWN_LIMIT_KEYS.includes(k));
+    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', ...(quota ? ['Used'] : []), 'Full or reset', ...extra.map(words)];
+    const names = await Promise.all(data.limits.map(l => ruleName(l.rule)));
+    const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule },
+      h('td', {}, names[i]),
+      h('td', {}, limitText(l), l.anchor && h('span', { class: 'muted' }, ', windows from ', when(l.anchor, utcMinute(l.anchor)))),
+      h('td', { class: 'num' }, l.kind === 'quota' ? '—' : l.burst),
+      h('td', {}, l.mode),
+      h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
+      quota && h('td', { class: 'num' }, l.used ?? ''),
+      h('td', { 'data-refill': '' }, refill(l, now)),
+      extra.map(k => h('td', { 'data-extra': k }, typeof l[k] === 'object' ? JSON.stringify(l[k]) : l[k] ?? ''))));
+    out.replaceChildren(table({ id: 'limits-table' }, heads, rows, 'No rule applies to this subject.'),
+      h('p', { class: 'muted' }, 'Updated ', when(now), '.'));
   }
   render(h('h1', {}, 'Subject ', h('code', {}, s)), form,
     h('p', { class: 'toolbar' }, reset, h('label', {}, h('span', {}, 'live (every 2 s)'), live)), out);
-  await load();
   every(2000, () => { if (live.checked) load().catch(showError); });
+  await load();
 }
 
 // ---- top offenders ----
 
+// WINDOWS are the windows offered, up to the source's max_window (locally
+// 15m; Contributor Insights 24h).
 const WINDOWS = ['1m', '5m', '15m', '1h', '6h', '24h'];
+const DEFAULT_WINDOW = '5m';
+
+// minutes reads "15m", "24h" or "5m0s" as minutes.
+function minutes(w) {
+  let n = 0;
+  for (const [, v, u] of String(w).matchAll(/(\d+)([hms])/g)) n += u === 'h' ? 60 * v : u === 'm' ? +v : v / 60;
+  return n;
+}
+
 // Presentation attributes do not resolve CSS variables: the colours of
 // console.css's --deny, --shadow and --failopen.
 const COLORS = [['denied', '#c8372d'], ['shadow_denied', '#e08a1e'], ['fail_open', '#7b3fc4']];
 
-function chart(series) {
-  const W = 720, H = 180, pad = 28;
+// hhmm is a time's UTC hour and minute.
+function hhmm(t) { return new Date(t).toISOString().slice(11, 16); }
+
+// chart draws the series as stacked bars, W user units wide: the width it
+// is shown at, so that its text is drawn at its size, not stretched (the
+// SVG scales uniformly should the page be resized).
+function chart(series, W) {
+  const H = 180, pad = 34, base = H - 20;
   const kinds = COLORS;
   const max = Math.max(1, ...series.map(p => kinds.reduce((a, [k]) => a + (p[k] || 0), 0)));
-  const bw = (W - pad - 8) / Math.max(1, series.length);
-  const svg = h('svg:svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'denials over the window', id: 'chart' });
-  svg.append(h('svg:line', { x1: pad, y1: H - 20, x2: W, y2: H - 20, stroke: '#d9dde5' }));
-  svg.append(h('svg:text', { x: 2, y: 12 }, String(max)), h('svg:text', { x: 2, y: H - 22 }, '0'));
+  const bw = (W - pad - 4) / Math.max(1, series.length);
+  const svg = h('svg:svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'denials over the window', id: 'chart' });
+  svg.append(h('svg:line', { x1: pad, y1: base, x2: W, y2: base, stroke: '#d9dde5' }));
+  svg.append(h('svg:text', { x: pad - 4, y: 12, 'text-anchor': 'end' }, String(max)),
+    h('svg:text', { x: pad - 4, y: base, 'text-anchor': 'end' }, '0'));
   series.forEach((p, i) => {
-    let y = H - 20;
+    let y = base;
     for (const [k, color] of kinds) {
       const v = p[k] || 0;
       if (!v) continue;
       const bh = (H - 40) * v / max;
       y -= bh;
       svg.append(h('svg:rect', { x: pad + i * bw + 1, y, width: Math.max(1, bw - 2), height: bh, fill: color, 'data-kind': k },
-        h('svg:title', {}, new Date(p.t).toLocaleTimeString() + ' ' + k.replace('_', ' ') + ': ' + v)));
-    }
-    if (i === 0 || i === series.length - 1 || (series.length > 6 && i === Math.floor(series.length / 2))) {
-      svg.append(h('svg:text', { x: pad + i * bw, y: H - 6 }, new Date(p.t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })));
+        h('svg:title', {}, utc(p.t) + ' ' + k.replace('_', ' ') + ': ' + v)));
     }
   });
-  return h('div', {}, svg, h('p', { class: 'legend' }, kinds.map(([k, c]) => h('span', {}, h('i', { class: 'sw-' + k }), k.replace('_', ' ')))));
+  // Time labels under the first, middle and last bars, inside the box.
+  const ticks = [...new Set([0, Math.floor((series.length - 1) / 2), series.length - 1])].filter(i => i >= 0);
+  for (const i of ticks) {
+    const anchor = i === 0 && ticks.length > 1 ? 'start' : i === series.length - 1 && i > 0 ? 'end' : 'middle';
+    const x = anchor === 'start' ? pad : anchor === 'end' ? W - 2 : pad + (i + 0.5) * bw;
+    svg.append(h('svg:text', { x, y: H - 5, 'text-anchor': anchor, 'data-tick': '' }, hhmm(series[i].t)));
+  }
+  return h('div', {}, svg, h('p', { class: 'legend' }, kinds.map(([k]) => h('span', {}, h('i', { class: 'sw-' + k }), k.replace('_', ' ')))));
 }
 
+const TOP_RULE_HEADS = ['Rule', 'API', 'Denied', 'Shadow-denied', 'Fail-open', 'Allowed'];
+const TOP_SUBJECT_HEADS = ['Subject (hash)', 'Rule', 'API', 'Denied'];
+
 async function statsPage() {
+  ruleCache = new Map();
   const p = params();
-  const window_ = p.get('window') || '5m';
-  const sel = h('select', { name: 'window', id: 'window', onchange: () => go('#/stats?window=' + sel.value) },
-    WINDOWS.map(w => h('option', { value: w, selected: w === window_ }, w)));
+  const window_ = p.get('window') || DEFAULT_WINDOW;
+  const sel = h('select', { name: 'window', id: 'window', onchange: () => go('#/stats?window=' + sel.value) });
+  // offer fills the window list with those the source answers.
+  function offer(maxWindow) {
+    const ok = WINDOWS.filter(w => minutes(w) <= minutes(maxWindow));
+    if (!ok.includes(window_)) ok.push(window_); // as asked, to show its error
+    sel.replaceChildren(...ok.map(w => h('option', { value: w, selected: w === window_ }, w)));
+  }
+  offer(DEFAULT_WINDOW);
   const out = h('div', { id: 'stats' });
   async function load() {
     let data;
@@ -537,39 +900,55 @@ async function statsPage() {
       if (err instanceof ApiError && err.status === 400) {
         const e = (err.problem.errors || [])[0];
         out.replaceChildren(h('p', { class: 'field-error', 'data-error-for': 'window' }, e ? e.field + ' ' + e.reason : err.message));
+        // Learn the windows there are from the default one.
+        const d = await api('GET', '/stats', { query: { top: 1 } }).catch(() => null);
+        if (d && d.max_window) offer(d.max_window);
         return;
       }
       throw err;
     }
+    if (data.max_window) offer(data.max_window);
+    await draw(data);
+  }
+  // draw shows data; again, at the new width, when the window is resized.
+  let last = null, resizing = 0;
+  async function draw(data) {
+    last = data;
     const sum = k => data.series.reduce((a, s) => a + (s[k] || 0), 0);
     const maxDenied = Math.max(1, ...data.rules.map(r => r.denied));
+    const [ruleNames, subjectRuleNames] = await Promise.all([
+      Promise.all(data.rules.map(r => ruleName(r.rule))), Promise.all(data.subjects.map(s => ruleName(s.rule)))]);
+    const width = Math.max(280, Math.round(out.getBoundingClientRect().width) || 720);
     out.replaceChildren(
-      h('div', { class: 'cards' },
+      h('div', { class: 'cards-row' },
         h('div', { class: 'card' }, h('b', { id: 'total-denied' }, sum('denied')), 'denied'),
         h('div', { class: 'card' }, h('b', {}, sum('shadow_denied')), 'shadow-denied'),
         h('div', { class: 'card' }, h('b', {}, sum('fail_open')), 'fail-open'),
         data.series.some(s => s.allowed !== undefined) && h('div', { class: 'card' }, h('b', {}, sum('allowed')), 'allowed')),
-      chart(data.series),
-      h('p', { class: 'muted' }, `${new Date(data.from).toLocaleTimeString()} to ${new Date(data.to).toLocaleTimeString()}, from ${data.source}, one bar per ${data.step}.`),
+      chart(data.series, width),
+      h('p', { class: 'muted' }, when(data.from), ' to ', when(data.to), ` (UTC; hover for yours), from ${data.source}, one bar per ${data.step.replace(/0s$/, '').replace(/(\D)0m$/, '$1')}.`),
       h('h2', {}, 'Top limiting rules'),
-      h('table', { id: 'top-rules' }, h('thead', {}, h('tr', {}, ['Rule', 'API', 'Denied', 'Shadow-denied', 'Fail-open', 'Allowed'].map(t => h('th', {}, t)))),
-        h('tbody', {}, data.rules.length ? data.rules.map(r => h('tr', { 'data-rule': r.rule },
-          h('td', {}, h('a', { href: '#/rules/' + enc(r.rule), class: 'mono' }, r.rule)), h('td', { class: 'mono' }, r.api),
-          h('td', { class: 'num' }, h('span', { class: 'bar', 'data-w': Math.round(100 * r.denied / maxDenied) }), r.denied),
-          h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—')))
-          : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing limited in this window.')))),
+      table({ id: 'top-rules' }, TOP_RULE_HEADS, data.rules.map((r, i) => h('tr', { 'data-rule': r.rule },
+        h('td', {}, ruleNames[i]), h('td', { class: 'mono' }, r.api),
+        h('td', { class: 'num' }, r.denied > 0 && h('span', { class: 'bar', 'data-w': Math.round(100 * r.denied / maxDenied) }), r.denied),
+        h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—'))),
+      'Nothing limited in this window.'),
       h('h2', {}, 'Top denied subjects'),
       h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key).'),
-      h('table', { id: 'top-subjects' }, h('thead', {}, h('tr', {}, ['Subject (hash)', 'Rule', 'API', 'Denied'].map(t => h('th', {}, t)))),
-        h('tbody', {}, data.subjects.length ? data.subjects.map(s => h('tr', { 'data-subject': s.subject },
-          h('td', { class: 'mono' }, s.subject), h('td', {}, h('a', { href: '#/rules/' + enc(s.rule), class: 'mono' }, s.rule)),
-          h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied)))
-          : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No subject denied in this window.')))));
+      table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', { 'data-subject': s.subject },
+        h('td', { class: 'mono hash' }, s.subject), h('td', {}, subjectRuleNames[i]),
+        h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
+      'No subject denied in this window.'));
     // Bar widths through the CSSOM: the page's CSP allows no inline styles.
     out.querySelectorAll('.bar').forEach(b => { b.style.width = (b.dataset.w * 0.8) + 'px'; });
     out.querySelectorAll('.legend i').forEach(i => { i.style.background = (COLORS.find(([k]) => 'sw-' + k === i.className) || [])[1]; });
   }
   render(h('h1', {}, 'Top offenders'), h('form', { class: 'toolbar' }, h('label', {}, 'window', sel)), out);
-  await load();
+  onWindow('resize', () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { if (last) draw(last).catch(showError); }, 150);
+  });
+  // Before the first load: a page left meanwhile stops it with its own.
   every(5000, () => load().catch(showError));
+  await load();
 }

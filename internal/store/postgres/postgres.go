@@ -74,7 +74,7 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 }
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
-	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension`
+	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension, durable`
 
 const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind`
 
@@ -104,8 +104,8 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 		}
 		row := tx.QueryRow(ctx, `INSERT INTO rules
 			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
-			 kind, anchor, min_remaining, dimension)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			 kind, anchor, min_remaining, dimension, durable)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 			RETURNING `+ruleColumns, ruleArgs(r)...)
 		var err error
 		if out, err = scanRule(row); err != nil {
@@ -167,9 +167,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		row := tx.QueryRow(ctx, `UPDATE rules SET
 			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
 			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
-			kind = $13, anchor = $14, min_remaining = $15, dimension = $16,
+			kind = $13, anchor = $14, min_remaining = $15, dimension = $16, durable = $17,
 			version = version + 1, updated_at = now()
-			WHERE id = $17::uuid AND version = $18
+			WHERE id = $18::uuid AND version = $19
 			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
@@ -600,7 +600,7 @@ func ruleArgs(r rules.Rule) []any {
 	}
 	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
 		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description,
-		string(r.Kind), anchor, r.MinRemaining, r.Dimension}
+		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable}
 }
 
 func scanRule(row pgx.Row) (rules.Rule, error) {
@@ -614,7 +614,7 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 		anchor   *time.Time
 	)
 	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
-		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension)
+		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable)
 	if err != nil {
 		return rules.Rule{}, err
 	}

@@ -225,6 +225,7 @@ func testRuleAllFields(t *testing.T, s store.Store) {
 		{
 			API: "api", Route: "*", Subject: "gold-customer", Kind: rules.Quota, Limit: new(int64(100_000)), Period: rules.Month,
 			Anchor: "2026-01-31T09:30:00Z", MinRemaining: new(int64(500)), Cost: new(int64(2)), FailureMode: rules.FailClosed, Mode: rules.Enforce, Enabled: new(true),
+			Durable: true,
 		},
 		{API: "api", Route: "GET /x", Subject: "*", Kind: rules.Quota, Limit: new(int64(5)), Period: rules.Period(rules.Year), FailureMode: rules.FailOpen, Mode: rules.Shadow, Enabled: new(true)},
 	} {

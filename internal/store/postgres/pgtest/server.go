@@ -30,6 +30,7 @@ type Server struct {
 
 	bin, dir string
 	port     int
+	settings []string // extra -c settings of postgres
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // runuser or postgres; nil while stopped
@@ -46,7 +47,9 @@ type Server struct {
 // Like every integration test it needs SLUICE_TEST_DATABASE_URL (see
 // testenv.Lookup); without the programs the test skips, or fails under
 // SLUICE_REQUIRE_INTEGRATION=1.
-func StartServer(tb testing.TB) *Server {
+//
+// Options add to it: WithTLS.
+func StartServer(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	testenv.DatabaseURL(tb)
 	bin := pgBin(tb)
@@ -66,11 +69,38 @@ func StartServer(tb testing.TB) *Server {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
+	for _, o := range opts {
+		o(tb, s)
+	}
+	s.chown(tb)
 	tb.Cleanup(s.Stop)
 	s.Start(tb)
 	migrate(tb, s.URL)
 	return s
 }
+
+// Option configures a Server before it starts.
+type Option func(tb testing.TB, s *Server)
+
+// WithTLS makes the server accept TLS connections with the certificate
+// chain and key given (PEM), beside plain ones (URL stays sslmode=disable).
+func WithTLS(certPEM, keyPEM []byte) Option {
+	return func(tb testing.TB, s *Server) {
+		tb.Helper()
+		cert, key := filepath.Join(s.dir, "server.crt"), filepath.Join(s.dir, "server.key")
+		if err := os.WriteFile(cert, certPEM, 0o644); err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+		// postgres refuses a key others can read.
+		if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+		s.settings = append(s.settings, "-c", "ssl=on", "-c", "ssl_cert_file="+cert, "-c", "ssl_key_file="+key)
+	}
+}
+
+// Port returns the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int { return s.port }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
@@ -97,9 +127,10 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 // returns once it accepts connections.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
-	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-p", strconv.Itoa(s.port), "-k", s.dir,
+	args := append([]string{"-D", s.data(), "-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off", "-c", "max_connections=50")
+		"-c", "full_page_writes=off", "-c", "max_connections=50"}, s.settings...)
+	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)

@@ -1,0 +1,592 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A template shows whether a function can reach what it calls: its subnets'
+// route tables, the NAT and internet gateways, the interface endpoints,
+// and the security groups of both ends. unreachable walks them, from each
+// function's VpcConfig, for every dependency the function's environment
+// names. What the template cannot show, the network of a VPC brought
+// along, is stated in netFacts.
+
+// netFacts are what the template cannot show: the parts of a VPC, its
+// security groups and its data stores that a variant brings along (their
+// ids are literals in the template).
+type netFacts struct {
+	// egressSubnets are literal subnet ids with a NAT route (what CDK's VPC
+	// lookup calls private subnets).
+	egressSubnets map[string]bool
+	// endpoints are the AWS APIs ("secretsmanager", "lambda") with an
+	// interface endpoint, private DNS on, in the VPC brought along.
+	endpoints map[string]bool
+	// groups are literal security group ids that allow all outbound and
+	// that the data stores brought along admit.
+	groups map[string]bool
+	// vpcHosts are hosts inside the VPC brought along (its Redis, its
+	// database, the host a database secret names: "db-secret").
+	vpcHosts map[string]bool
+	// publicHosts are hosts reachable from anywhere (LocalStack's).
+	publicHosts map[string]bool
+	// vpcCidr is the CIDR block of the VPC brought along.
+	vpcCidr string
+}
+
+// dependency is one thing a function calls.
+type dependency struct {
+	what    string // for messages
+	kind    depKind
+	service string // depAWS: the endpoint service name, such as "secretsmanager"
+	target  string // depTarget: the logical id of the resource
+	host    string // depHost
+	ports   []int
+}
+
+type depKind int
+
+const (
+	depAWS      depKind = iota // an AWS API, over HTTPS
+	depInternet                // a host on the internet, over HTTPS (a JWKS)
+	depTarget                  // a resource of the template in a VPC (Redis, an RDS Proxy)
+	depHost                    // a host the template does not create
+)
+
+// reach is the template, indexed.
+type reach struct {
+	res   map[string]map[string]any // logical id → resource
+	facts netFacts
+}
+
+func newReach(js map[string]any, f netFacts) *reach {
+	r := &reach{res: map[string]map[string]any{}, facts: f}
+	rs, _ := js["Resources"].(map[string]any)
+	for id, v := range rs {
+		r.res[id], _ = v.(map[string]any)
+	}
+	return r
+}
+
+func (r *reach) typ(id string) string {
+	t, _ := r.res[id]["Type"].(string)
+	return t
+}
+
+func (r *reach) props(id string) map[string]any {
+	p, _ := r.res[id]["Properties"].(map[string]any)
+	return p
+}
+
+// ofType returns the ids of the resources of typ, sorted.
+func (r *reach) ofType(typ string) []string {
+	var ids []string
+	for id := range r.res {
+		if r.typ(id) == typ {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// refID returns the logical id v refers to ({"Ref": id} or
+// {"Fn::GetAtt": [id, ...]}), or "".
+func refID(v any) string {
+	m, _ := v.(map[string]any)
+	if id, ok := m["Ref"].(string); ok {
+		return id
+	}
+	if a, ok := m["Fn::GetAtt"].([]any); ok && len(a) > 0 {
+		id, _ := a[0].(string)
+		return id
+	}
+	return ""
+}
+
+// refs returns every logical id referred to anywhere in v, pseudo
+// parameters (AWS::Region) left out.
+func refs(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case map[string]any:
+		if id := refID(x); id != "" && !strings.HasPrefix(id, "AWS::") { // not a pseudo parameter
+			out = append(out, id)
+		}
+		for _, e := range x {
+			out = append(out, refs(e)...)
+		}
+	case []any:
+		for _, e := range x {
+			out = append(out, refs(e)...)
+		}
+	}
+	return out
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// unreachable returns one line per dependency a function cannot reach,
+// and per dependency of a kind this walk does not know.
+func unreachable(js map[string]any, f netFacts) []string {
+	r := newReach(js, f)
+	var problems []string
+	for _, fn := range r.ofType("AWS::Lambda::Function") {
+		for _, d := range r.dependencies(fn) {
+			if why := r.check(fn, d); why != "" {
+				problems = append(problems, fmt.Sprintf("%s → %s: %s", fn, d.what, why))
+			}
+		}
+	}
+	return problems
+}
+
+// dependencies reads what fn calls from its environment.
+func (r *reach) dependencies(fn string) []dependency {
+	env, _ := r.props(fn)["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	var deps []dependency
+	secrets := false
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range vars {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		v := vars[k]
+		switch {
+		case k == "REDIS_URL":
+			deps = append(deps, r.endpointDep("Redis", v, 6379))
+		case k == "DB_HOST":
+			deps = append(deps, r.endpointDep("the database", v, 5432))
+		case k == "DATABASE_URL":
+			deps = append(deps, r.endpointDep("the database", v, 5432))
+		case k == "DB_SECRET_ARN" && vars["DB_HOST"] == nil:
+			deps = append(deps, dependency{what: "the database (the secret's host)", kind: depHost, host: "db-secret", ports: []int{5432}})
+		case k == "UPSTREAM_AUTHORIZER", k == "USER_ON_EVENT_FUNCTION_ARN":
+			deps = append(deps, dependency{what: "Lambda (" + k + ")", kind: depAWS, service: "lambda", ports: []int{443}})
+		case k == "INSIGHTS_RULE_PREFIX":
+			deps = append(deps, dependency{what: "CloudWatch (Contributor Insights)", kind: depAWS, service: "monitoring", ports: []int{443}})
+		case k == "JWT_ISSUER":
+			u := fmt.Sprint(v)
+			if j, ok := vars["JWT_JWKS_URL"].(string); ok {
+				u = j
+			}
+			deps = append(deps, dependency{what: "the JWKS of " + u, kind: depInternet, ports: []int{443}})
+		}
+		if strings.HasSuffix(k, "_SECRET_ARN") && !secrets {
+			secrets = true
+			deps = append(deps, dependency{what: "Secrets Manager", kind: depAWS, service: "secretsmanager", ports: []int{443}})
+		}
+	}
+	return deps
+}
+
+// endpointDep is a Redis or database at v: a URL or host, literal, or
+// built from a resource of the template.
+func (r *reach) endpointDep(what string, v any, port int) dependency {
+	if s, ok := v.(string); ok {
+		host, p := s, port
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			host = u.Hostname()
+			if n, err := strconv.Atoi(u.Port()); err == nil {
+				p = n
+			}
+		}
+		return dependency{what: what + " at " + host, kind: depHost, host: host, ports: []int{p}}
+	}
+	for _, id := range refs(v) {
+		switch r.typ(id) {
+		case "AWS::ElastiCache::ReplicationGroup", "AWS::RDS::DBProxy":
+			return dependency{what: what + " (" + id + ")", kind: depTarget, target: id, ports: []int{port}}
+		case "AWS::ElastiCache::ServerlessCache":
+			// Replica reads on 6380, advertised in the cluster topology.
+			return dependency{what: what + " (" + id + ")", kind: depTarget, target: id, ports: []int{6379, 6380}}
+		}
+	}
+	return dependency{what: what + " (unknown)", kind: depHost, host: fmt.Sprint(v), ports: []int{port}}
+}
+
+// fnVpc is where a function runs: vpc is the logical id of the template's
+// VPC, or "byo" for a VPC brought along; "" outside any VPC.
+type fnVpc struct {
+	vpc     string
+	subnets []any
+	groups  []any
+}
+
+func (r *reach) placement(fn string) fnVpc {
+	vc, _ := r.props(fn)["VpcConfig"].(map[string]any)
+	if vc == nil {
+		return fnVpc{}
+	}
+	p := fnVpc{subnets: list(vc["SubnetIds"]), groups: list(vc["SecurityGroupIds"])}
+	p.vpc = r.vpcOfSubnets(p.subnets)
+	return p
+}
+
+// vpcOfSubnets returns the VPC of the first subnet: its logical id, or
+// "byo" for a literal subnet id.
+func (r *reach) vpcOfSubnets(subnets []any) string {
+	for _, s := range subnets {
+		if id := refID(s); id != "" {
+			return refID(r.props(id)["VpcId"])
+		}
+		return "byo"
+	}
+	return ""
+}
+
+func (r *reach) check(fn string, d dependency) string {
+	p := r.placement(fn)
+	if p.vpc == "" {
+		switch d.kind {
+		case depAWS, depInternet:
+			return "" // Lambda's own network reaches AWS APIs and the internet
+		case depHost:
+			if r.facts.publicHosts[d.host] {
+				return ""
+			}
+			return "the function is outside any VPC, and " + d.host + " is not reachable from the internet"
+		default:
+			return "the function is outside any VPC, and " + d.target + " is in one"
+		}
+	}
+	if len(p.subnets) == 0 || len(p.groups) == 0 {
+		return "VpcConfig without subnets or security groups"
+	}
+	egress := true
+	for _, s := range p.subnets {
+		egress = egress && r.subnetHasNat(s)
+	}
+	switch d.kind {
+	case depInternet:
+		if !egress {
+			return "the function's subnets have no NAT route to the internet"
+		}
+		return r.egressAllows(p, 443, true)
+	case depAWS:
+		if egress {
+			return r.egressAllows(p, 443, true)
+		}
+		return r.viaEndpoint(p, d.service)
+	case depTarget:
+		if vpc := r.vpcOfTarget(d.target); vpc != p.vpc {
+			return fmt.Sprintf("%s is in VPC %q, the function in %q", d.target, vpc, p.vpc)
+		}
+		for _, port := range d.ports {
+			if why := r.egressAllows(p, port, false, r.targetGroups(d.target)...); why != "" {
+				return why
+			}
+			if why := r.ingressAllows(r.targetGroups(d.target), p, port); why != "" {
+				return why
+			}
+		}
+		return ""
+	default: // depHost
+		if p.vpc != "byo" || !r.facts.vpcHosts[d.host] {
+			return fmt.Sprintf("%s is not in the function's VPC (%s): the template creates no route to it", d.host, p.vpc)
+		}
+		for _, port := range d.ports {
+			if why := r.egressAllows(p, port, true); why != "" {
+				return why
+			}
+		}
+		return ""
+	}
+}
+
+// subnetHasNat reports whether the subnet's route table sends 0.0.0.0/0
+// to a NAT gateway in a subnet routed to an attached internet gateway.
+func (r *reach) subnetHasNat(subnet any) bool {
+	id := refID(subnet)
+	if id == "" {
+		s, _ := subnet.(string)
+		return r.facts.egressSubnets[s]
+	}
+	for _, nat := range r.defaultRoutes(id, "NatGatewayId") {
+		natSubnet := refID(r.props(nat)["SubnetId"])
+		for _, igw := range r.defaultRoutes(natSubnet, "GatewayId") {
+			if r.typ(igw) != "AWS::EC2::InternetGateway" {
+				continue
+			}
+			for _, att := range r.ofType("AWS::EC2::VPCGatewayAttachment") {
+				if refID(r.props(att)["InternetGatewayId"]) == igw {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// defaultRoutes returns the targets (by field, such as NatGatewayId) of
+// the 0.0.0.0/0 routes of the subnet's route table.
+func (r *reach) defaultRoutes(subnet, field string) []string {
+	var out []string
+	for _, a := range r.ofType("AWS::EC2::SubnetRouteTableAssociation") {
+		if refID(r.props(a)["SubnetId"]) != subnet {
+			continue
+		}
+		rt := refID(r.props(a)["RouteTableId"])
+		for _, route := range r.ofType("AWS::EC2::Route") {
+			rp := r.props(route)
+			if refID(rp["RouteTableId"]) == rt && rp["DestinationCidrBlock"] == "0.0.0.0/0" {
+				if t := refID(rp[field]); t != "" {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// viaEndpoint checks an interface endpoint for service in the function's
+// VPC, with private DNS, and the rules between the two.
+func (r *reach) viaEndpoint(p fnVpc, service string) string {
+	for _, ep := range r.ofType("AWS::EC2::VPCEndpoint") {
+		ps := r.props(ep)
+		name := fmt.Sprint(ps["ServiceName"])
+		// A literal name, or Fn::Join's, printed: com.amazonaws.<region>.<service>.
+		if ps["VpcEndpointType"] != "Interface" || !strings.HasSuffix(strings.TrimRight(name, "]"), "."+service) {
+			continue
+		}
+		vpc := refID(ps["VpcId"])
+		if _, literal := ps["VpcId"].(string); literal {
+			vpc = "byo"
+		}
+		if vpc != p.vpc {
+			continue
+		}
+		if ps["PrivateDnsEnabled"] != true {
+			return "the " + service + " endpoint " + ep + " has no private DNS: the SDK's host name does not resolve to it"
+		}
+		var groups []string
+		for _, g := range list(ps["SecurityGroupIds"]) {
+			groups = append(groups, refID(g))
+		}
+		if why := r.egressAllows(p, 443, false, groups...); why != "" {
+			return why
+		}
+		return r.ingressAllows(groups, p, 443)
+	}
+	if p.vpc == "byo" && r.facts.endpoints[service] {
+		return r.egressAllows(p, 443, true)
+	}
+	return "no NAT route and no " + service + " interface endpoint in the function's VPC"
+}
+
+// vpcOfTarget is the VPC of a data store of the template.
+func (r *reach) vpcOfTarget(id string) string {
+	ps := r.props(id)
+	switch r.typ(id) {
+	case "AWS::ElastiCache::ReplicationGroup":
+		group := refID(ps["CacheSubnetGroupName"])
+		return r.vpcOfSubnets(list(r.props(group)["SubnetIds"]))
+	case "AWS::ElastiCache::ServerlessCache":
+		return r.vpcOfSubnets(list(ps["SubnetIds"]))
+	case "AWS::RDS::DBProxy":
+		return r.vpcOfSubnets(list(ps["VpcSubnetIds"]))
+	}
+	return ""
+}
+
+// targetGroups are the security groups of a data store of the template.
+func (r *reach) targetGroups(id string) []string {
+	ps := r.props(id)
+	var raw []any
+	switch r.typ(id) {
+	case "AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache":
+		raw = list(ps["SecurityGroupIds"])
+	case "AWS::RDS::DBProxy":
+		raw = list(ps["VpcSecurityGroupIds"])
+	}
+	var out []string
+	for _, g := range raw {
+		out = append(out, refID(g))
+	}
+	return out
+}
+
+// rule is one security group rule, in or out.
+type rule struct {
+	proto     string
+	from, to  int
+	peerGroup string // logical id, or the literal id
+	cidr      string // "vpc" for the VPC's own block
+}
+
+func (ru rule) allows(port int) bool {
+	return ru.proto == "-1" || ru.proto == "tcp" && ru.from <= port && port <= ru.to
+}
+
+// rules returns the ingress or egress rules of group (a logical id), inline
+// and standalone.
+func (r *reach) rules(group string, egress bool) []rule {
+	inline, standalone, peerKey := "SecurityGroupIngress", "AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId"
+	if egress {
+		inline, standalone, peerKey = "SecurityGroupEgress", "AWS::EC2::SecurityGroupEgress", "DestinationSecurityGroupId"
+	}
+	parse := func(m map[string]any) rule {
+		ru := rule{proto: fmt.Sprint(m["IpProtocol"])}
+		ru.from, _ = toInt(m["FromPort"])
+		ru.to, _ = toInt(m["ToPort"])
+		if id := refID(m[peerKey]); id != "" {
+			ru.peerGroup = id
+		} else if s, ok := m[peerKey].(string); ok {
+			ru.peerGroup = s
+		}
+		switch c := m["CidrIp"].(type) {
+		case string:
+			ru.cidr = c
+		case map[string]any:
+			if a, ok := c["Fn::GetAtt"].([]any); ok && len(a) == 2 && a[1] == "CidrBlock" {
+				ru.cidr = "vpc"
+			}
+		}
+		return ru
+	}
+	var out []rule
+	for _, m := range list(r.props(group)[inline]) {
+		if mm, ok := m.(map[string]any); ok {
+			out = append(out, parse(mm))
+		}
+	}
+	for _, id := range r.ofType(standalone) {
+		if refID(r.props(id)["GroupId"]) == group {
+			out = append(out, parse(r.props(id)))
+		}
+	}
+	return out
+}
+
+func toInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case float64:
+		return int(x), true
+	case string:
+		n, err := strconv.Atoi(x)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// egressAllows checks that one of the function's groups lets it out on
+// port: to anywhere, or (internet false) to one of the peer groups or the
+// VPC's block.
+func (r *reach) egressAllows(p fnVpc, port int, internet bool, peers ...string) string {
+	for _, g := range p.groups {
+		id := refID(g)
+		if id == "" {
+			if s, _ := g.(string); r.facts.groups[s] {
+				return ""
+			}
+			continue
+		}
+		for _, ru := range r.rules(id, true) {
+			if !ru.allows(port) {
+				continue
+			}
+			if ru.cidr == "0.0.0.0/0" || !internet && (ru.cidr == "vpc" || ru.cidr == r.facts.vpcCidr && ru.cidr != "" ||
+				ru.peerGroup != "" && slices.Contains(peers, ru.peerGroup)) {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("no security group of the function (%v) allows it out on tcp/%d", p.groups, port)
+}
+
+// ingressAllows checks that one of groups admits the function on port:
+// from one of its groups, or from the VPC's block.
+func (r *reach) ingressAllows(groups []string, p fnVpc, port int) string {
+	var fnGroups []string
+	for _, g := range p.groups {
+		if id := refID(g); id != "" {
+			fnGroups = append(fnGroups, id)
+		} else if s, ok := g.(string); ok {
+			fnGroups = append(fnGroups, s)
+		}
+	}
+	for _, g := range groups {
+		for _, ru := range r.rules(g, false) {
+			if ru.allows(port) && (slices.Contains(fnGroups, ru.peerGroup) || ru.cidr == "vpc" ||
+				ru.cidr != "" && ru.cidr == r.facts.vpcCidr) {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("no group of the target (%v) admits the function's groups (%v) on tcp/%d", groups, fnGroups, port)
+}
+
+// variantFacts are what each variant brings along.
+func variantFacts(v variant) netFacts {
+	switch v {
+	case byo:
+		// Private subnets (a NAT route); the group given allows all out,
+		// Redis and the database admit it.
+		return netFacts{
+			egressSubnets: map[string]bool{byoSubnets[0]: true, byoSubnets[1]: true},
+			groups:        map[string]bool{"sg-0123456789abcdef0": true},
+			vpcHosts:      map[string]bool{byoRedisHost: true, "proxy.example.internal": true},
+		}
+	case byoIsolated:
+		return netFacts{vpcHosts: map[string]bool{byoRedisHost: true, "db-secret": true}, vpcCidr: isolatedVpcCidr}
+	case localstack:
+		return netFacts{publicHosts: map[string]bool{"host.docker.internal": true}}
+	}
+	return netFacts{}
+}
+
+// TestReachability: in every variant, every function reaches every
+// dependency its environment names (Redis, the database or its proxy,
+// Secrets Manager, Lambda, the JWKS, CloudWatch), through a route,
+// endpoint or public path from its subnets, with security group rules at
+// both ends.
+func TestReachability(t *testing.T) {
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		for _, p := range unreachable(js, variantFacts(v)) {
+			t.Errorf("%s: %s", v, p)
+		}
+	}
+}
+
+// TestReachabilityWalk checks the walk itself on the variants: it must
+// find each kind of dependency there, or it would pass on a template it
+// cannot read.
+func TestReachabilityWalk(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		r := newReach(js, variantFacts(v))
+		for _, fn := range r.ofType("AWS::Lambda::Function") {
+			for _, d := range r.dependencies(fn) {
+				key := d.service
+				switch d.kind {
+				case depTarget:
+					key = r.typ(d.target)
+				case depHost:
+					key = "host"
+				case depInternet:
+					key = "internet"
+				}
+				seen[key] = true
+			}
+		}
+	}
+	for _, want := range []string{"secretsmanager", "lambda", "monitoring", "internet", "host",
+		"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBProxy"} {
+		if !seen[want] {
+			t.Errorf("no variant has a dependency on %s: the walk misreads the template (seen %v)", want, seen)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
+)
+
+// The admin routes, as "METHOD /resource/{param}": the way API Gateway
+// names them, and a net/http.ServeMux pattern. Pass some in
+// HandlerOptions.Routes to serve only those operations.
+const (
+	RouteCreateRule    = "POST /rules"
+	RouteListRules     = "GET /rules"
+	RouteGetRule       = "GET /rules/{id}"
+	RouteUpdateRule    = "PUT /rules/{id}"
+	RouteDeleteRule    = "DELETE /rules/{id}"
+	RouteRuleHistory   = "GET /rules/{id}/history"
+	RouteCreatePlan    = "POST /plans"
+	RouteListPlans     = "GET /plans"
+	RouteGetPlan       = "GET /plans/{name}"
+	RouteUpdatePlan    = "PUT /plans/{name}"
+	RouteDeletePlan    = "DELETE /plans/{name}"
+	RoutePlanHistory   = "GET /plans/{name}/history"
+	RouteSubjectLimits = "GET /subjects/{subject}/limits"
+	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
+	RouteUsage         = "POST /usage"
+	RouteStats         = "GET /stats"
+)
+
+// call is one request on its way through a handler: what the handlers
+// read of the *http.Request, its decoded path parameters, and who makes it.
+type call struct {
+	route     string // the Route constant
+	Method    string
+	params    map[string]string // decoded path parameters, checked by badText
+	Query     url.Values
+	Header    http.Header
+	Body      []byte // nil for a route that takes no body
+	Actor     string // recorded in the audit log; "" is "unknown"
+	RequestID string // identifies the request in logs
+}
+
+// reply is a handler's successful outcome; Handle encodes it.
+type reply struct {
+	status int
+	header http.Header
+	body   any // JSON-encoded; nil means no body
+}
+
+type handler func(s *Service, ctx context.Context, c *call) (reply, error)
+
+// route is one admin operation.
+type route struct {
+	name     string // "GET /rules/{id}"
+	method   string
+	resource string   // "/rules/{id}"
+	params   []string // "id": the resource's path parameters
+	function string   // "admin-rules-get"
+	body     bool     // takes a JSON body
+	handle   handler
+}
+
+// routes is the one table of admin routes. Each entry names its Route
+// constant (which carries the method and resource template), the Lambda
+// function that serves it alone (see RouteInfo.Function), whether it takes
+// a JSON body, and its handler. The reference stack (infra/) derives the
+// admin API's resources, methods and functions from Routes, and its tests
+// fail until functions/<function>/main.go exists and names the constant.
+// So a new route is a constant, a handler, a line here and one main (and,
+// for the apigw tests, a sample event in events/).
+var routes = func() []*route {
+	table := []struct {
+		name     string
+		function string
+		body     bool
+		h        handler
+	}{
+		{RouteCreateRule, "admin-rules-create", true, (*Service).createRule},
+		{RouteListRules, "admin-rules-list", false, (*Service).listRules},
+		{RouteGetRule, "admin-rules-get", false, (*Service).getRule},
+		{RouteUpdateRule, "admin-rules-update", true, (*Service).updateRule},
+		{RouteDeleteRule, "admin-rules-delete", false, (*Service).deleteRule},
+		{RouteRuleHistory, "admin-rules-history", false, (*Service).ruleHistory},
+		{RouteCreatePlan, "admin-plans-create", true, (*Service).createPlan},
+		{RouteListPlans, "admin-plans-list", false, (*Service).listPlans},
+		{RouteGetPlan, "admin-plans-get", false, (*Service).getPlan},
+		{RouteUpdatePlan, "admin-plans-update", true, (*Service).updatePlan},
+		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
+		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
+		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
+		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
+		{RouteUsage, "admin-usage", true, (*Service).usage},
+		{RouteStats, "admin-stats", false, (*Service).stats},
+	}
+	rs := make([]*route, 0, len(table))
+	for _, t := range table {
+		method, resource, _ := strings.Cut(t.name, " ")
+		rs = append(rs, &route{
+			name: t.name, method: method, resource: resource,
+			params:   paramNames(resource),
+			function: t.function, body: t.body, handle: t.h,
+		})
+	}
+	return rs
+}()
+
+// RouteInfo describes one admin route to the code that deploys it.
+type RouteInfo struct {
+	// Name is the route's Route constant, such as RouteGetRule
+	// ("GET /rules/{id}"): what HandlerOptions.Routes takes.
+	Name string
+	// Method is the HTTP method, upper case: "GET".
+	Method string
+	// Resource is the API Gateway resource template: "/rules/{id}".
+	Resource string
+	// Function is the full name of the Lambda function that serves this
+	// route alone, "admin-" and then the noun and the verb:
+	// "admin-rules-get". It is also the function's directory under
+	// functions/ and its `make build` name.
+	Function string
+}
+
+// Routes describes every admin route, always in the same order. The slice
+// is the caller's own: changing it changes no route.
+func Routes() []RouteInfo {
+	infos := make([]RouteInfo, len(routes))
+	for i, r := range routes {
+		infos[i] = RouteInfo{Name: r.name, Method: r.method, Resource: r.resource, Function: r.function}
+	}
+	return infos
+}
+
+// paramNames lists the {parameters} of a resource template.
+func paramNames(resource string) []string {
+	var names []string
+	for _, seg := range strings.Split(resource, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			names = append(names, strings.TrimSuffix(name, "}"))
+		}
+	}
+	return names
+}
+
+func methodNotAllowed(allow ...string) *httpapi.Error {
+	slices.Sort(allow)
+	return &httpapi.Error{
+		Status: http.StatusMethodNotAllowed,
+		Detail: "This resource accepts only " + strings.Join(allow, ", ") + ".",
+		Header: http.Header{"Allow": {strings.Join(allow, ", ")}},
+	}
+}
+
+// checkContentType accepts application/json and any application/*+json,
+// with parameters.
+func checkContentType(ct string) error {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" ||
+		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &httpapi.Error{Status: http.StatusUnsupportedMediaType,
+		Detail: "The request body must be JSON: send Content-Type: application/json.",
+		Header: http.Header{"Accept-Post": {"application/json"}}}
+}
+
+// maxText bounds path and query values: nothing legitimate is longer, and
+// PostgreSQL indexes dislike megabyte keys.
+const maxText = 1024
+
+// badText says what is wrong with a path or query value, or "".
+func badText(v string) string {
+	switch {
+	case !utf8.ValidString(v):
+		return "must be valid UTF-8"
+	case strings.IndexByte(v, 0) >= 0:
+		return "must not contain NUL bytes"
+	case len(v) > maxText:
+		return fmt.Sprintf("must be at most %d bytes", maxText)
+	}
+	return ""
+}

@@ -1,0 +1,110 @@
+package apigw_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestInvokeDenialAttribution: a denial is logged and counted under the
+// subject whose bucket denied. REST events through Invoke, with
+// DIMENSIONS=ip=ip: a flood of one-off keys from one IP is denied by the
+// per-IP floor, and every denial line's principalId, and the stats' top
+// denied subject, is the IP's hash, not one of the keys'; a key over its
+// own limit is denied under the key's hash, from an IP whose floor holds.
+func TestInvokeDenialAttribution(t *testing.T) {
+	t.Parallel()
+	dims, err := identity.ParseDimensions("ip=ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-attr"), Timeout: time.Second})
+	snap := rules.NewSnapshot([]rules.Rule{
+		{ID: "per-key", API: "*", Route: "*", Subject: "*", Limit: new(int64(3)), Period: rules.Period(time.Minute)},
+		{ID: "ip-floor", API: "*", Route: "*", Subject: "*", Limit: new(int64(5)), Period: rules.Period(time.Minute), Dimension: "ip"},
+	}, nil, rules.SnapshotOptions{})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
+	var logs bytes.Buffer
+	st := stats.New(stats.Options{})
+	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+
+	event := func(key, ip string) []byte {
+		var ev map[string]any
+		if err := json.Unmarshal(restSample(t), &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev["headers"].(map[string]any)["X-Api-Key"] = key
+		ev["multiValueHeaders"].(map[string]any)["X-Api-Key"] = []string{key}
+		ev["requestContext"].(map[string]any)["identity"].(map[string]any)["sourceIp"] = ip
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	const flooder, keyIP, key = "198.51.100.66", "198.51.100.7", "key-over-its-limit"
+	var allowed, denied int
+	for i := range 40 {
+		_, effect, err := invokePrincipal(t, h, event("one-off-"+strconv.Itoa(i)+"-"+testenv.Random(t), flooder))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if effect == "Allow" {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	if allowed != 5 || denied != 35 {
+		t.Fatalf("flood of one-off keys: %d allowed, %d denied; want the floor's 5 allowed, 35 denied", allowed, denied)
+	}
+	for range 4 {
+		invokePrincipal(t, h, event(key, keyIP))
+	}
+
+	type line struct {
+		Decision, PrincipalID, RuleID, Dimension string
+	}
+	var lines []line
+	for raw := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var l struct {
+			Decision    string `json:"decision"`
+			PrincipalID string `json:"principalId"`
+			RuleID      string `json:"ruleId"`
+			Dimension   string `json:"dimension"`
+		}
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		lines = append(lines, line(l))
+	}
+	floorLine := line{apigw.DecisionDeny, limiter.SubjectHash(flooder), "ip-floor", "ip"}
+	keyLine := line{apigw.DecisionDeny, limiter.SubjectHash(key), "per-key", identity.DefaultDimension}
+	if len(lines) != 36 {
+		t.Fatalf("%d decision lines, want 36 (35 floor denials, 1 key denial): %s", len(lines), logs.String())
+	}
+	for i, l := range lines[:35] {
+		if l != floorLine {
+			t.Errorf("flood denial line %d = %+v, want %+v (the IP's hash, not the one-off key's)", i, l, floorLine)
+			break
+		}
+	}
+	if lines[35] != keyLine {
+		t.Errorf("key denial line = %+v, want %+v", lines[35], keyLine)
+	}
+
+	rep := st.Report(time.Minute, 10)
+	if len(rep.Subjects) != 2 || rep.Subjects[0].Subject != limiter.SubjectHash(flooder) || rep.Subjects[0].Denied != 35 ||
+		rep.Subjects[0].Rule != "ip-floor" || rep.Subjects[1].Subject != limiter.SubjectHash(key) || rep.Subjects[1].Denied != 1 {
+		t.Errorf("stats top denied subjects = %+v; want the flooding IP's hash (35, ip-floor), then the key's (1)", rep.Subjects)
+	}
+}

@@ -1,0 +1,80 @@
+package apigw_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// TestMetricsFailClosed: with Redis down, a request on a failure_mode
+// closed rule is denied and counted as FailClosed, one on a fail-open rule
+// as FailOpen, each on the flush's line, through Invoke (what the Lambda
+// runtime calls). Without the count, the outage shows only as 429s.
+func TestMetricsFailClosed(t *testing.T) {
+	t.Parallel()
+	lim := limiter.New(downRedis(t), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
+	snap := rules.NewSnapshot([]rules.Rule{
+		{ID: "r-api", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
+		{ID: "r-order", API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute),
+			FailureMode: rules.FailClosed},
+	}, nil, rules.SnapshotOptions{})
+	sources, err := identity.ParseSources("header:x-api-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emf bytes.Buffer
+	m := apigw.NewMetrics(apigw.MetricsOptions{W: &emf, Function: "fn", Interval: time.Hour,
+		Gauges: func() (bool, time.Duration) { return lim.Stats().Breaker != limiter.BreakerClosed, 0 }})
+	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}),
+		apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: m})
+
+	closed := restEvent("alice")
+	open := restEvent("alice")
+	open.Resource, open.Path, open.RequestContext.ResourcePath = "/hello", "/hello", "/hello"
+	open.MethodArn = strings.Replace(methodARN, "orders/42", "hello", 1)
+	for _, tc := range []struct {
+		name   string
+		ev     any
+		effect string
+	}{{"fail-closed rule", closed, "Deny"}, {"fail-open rule", open, "Allow"}} {
+		payload, _ := json.Marshal(tc.ev)
+		out, err := h.Invoke(t.Context(), payload)
+		if err != nil {
+			t.Fatalf("%s: Invoke error = %v", tc.name, err)
+		}
+		if !strings.Contains(string(out), `"Effect":"`+tc.effect+`"`) {
+			t.Errorf("%s: Invoke = %s, want Effect %s", tc.name, out, tc.effect)
+		}
+	}
+	m.Flush()
+	got := map[string]float64{}
+	for line := range strings.SplitSeq(strings.TrimSpace(emf.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		if !strings.Contains(line, `"Name":"FailClosed"`) && v["FailClosed"] != nil {
+			t.Errorf("EMF line %q carries FailClosed without declaring it", line)
+		}
+		for _, k := range []string{"FailClosed", "FailOpen"} {
+			if n, ok := v[k].(float64); ok {
+				got[k] += n
+			}
+		}
+	}
+	for k, want := range map[string]float64{"FailClosed": 1, "FailOpen": 1} {
+		if got[k] != want {
+			t.Errorf("EMF %s = %v, want %v (lines: %s)", k, got[k], want, emf.String())
+		}
+	}
+}

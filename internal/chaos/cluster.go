@@ -1,0 +1,535 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The hosts by role.
+var (
+	redisHosts    = []string{"r1", "r2", "r3"}
+	sentinelHosts = []string{"s1", "s2", "s3"}
+	decideHosts   = []string{"d1", "d2", "d3"}
+)
+
+// Ports inside the hosts (each host has its own address, so they repeat).
+const (
+	redisPort    = 6379
+	sentinelPort = 26379
+	pgPort       = 5432
+	decidePort   = 8080
+	masterName   = "chaos"
+)
+
+// SubjectKey is the subject-hash key every decision process shares, as
+// the Lambdas of one deployment share theirs.
+const SubjectKey = "chaos-harness-subject-key-0123456789"
+
+// RedisOptions configure the Redis tier of one scenario.
+type RedisOptions struct {
+	// DownAfter is Sentinel's down-after-milliseconds: how long the
+	// primary may not answer before it is subjectively down.
+	DownAfter time.Duration
+	// MinReplicas, when > 0, sets min-replicas-to-write on every data
+	// node, with MinReplicasMaxLag as min-replicas-max-lag: a primary
+	// that has not heard from that many replicas for the lag refuses
+	// writes (what bounds a split brain).
+	MinReplicas       int
+	MinReplicasMaxLag time.Duration
+}
+
+// Binaries are the programs the cluster runs.
+type Binaries struct {
+	// Self is the harness's own executable, re-run for the decide, load
+	// and nfqdelay roles (Role).
+	Self string
+	// RedisServer is redis-server (also run with --sentinel).
+	RedisServer string
+	// PGBin is PostgreSQL's bin directory (initdb, postgres).
+	PGBin string
+}
+
+// FindBinaries locates redis-server and PostgreSQL, and takes self as the
+// harness's executable.
+func FindBinaries(self string) (Binaries, error) {
+	b := Binaries{Self: self}
+	var errs []error
+	var err error
+	if b.RedisServer, err = exec.LookPath("redis-server"); err != nil {
+		errs = append(errs, fmt.Errorf("redis-server: %w", err))
+	}
+	for _, tool := range []string{"iptables", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", tool, err))
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
+			b.PGBin = dirs[i]
+			break
+		}
+	}
+	if b.PGBin == "" {
+		errs = append(errs, errors.New("PostgreSQL: no /usr/lib/postgresql/*/bin/initdb"))
+	}
+	return b, errors.Join(errs...)
+}
+
+// Cluster is every server of a run: Redis, its Sentinels, PostgreSQL and
+// the decision processes, each on its own host.
+type Cluster struct {
+	Net   *Net
+	Procs *Procs
+	bins  Binaries
+	dir   string
+
+	Redis     map[string]*Proc // r1..r3
+	Sentinels map[string]*Proc // s1..s3
+	PG        *Proc
+	Decide    map[string]*Proc // d1..d3
+
+	http  *http.Client
+	pgDir string // removed by Close
+}
+
+// NewCluster returns a Cluster on n writing under dir.
+func NewCluster(n *Net, bins Binaries, dir string) *Cluster {
+	c := &Cluster{Net: n, Procs: NewProcs(n, dir), bins: bins, dir: dir,
+		Redis: map[string]*Proc{}, Sentinels: map[string]*Proc{}, Decide: map[string]*Proc{}}
+	c.http = &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext:     c.ctlDial,
+			MaxIdleConns:    8,
+			IdleConnTimeout: 5 * time.Second,
+		},
+	}
+	return c
+}
+
+// ctlDial dials from the ctl host.
+func (c *Cluster) ctlDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.Net.DialContext(ctx, "ctl", network, addr)
+}
+
+// redisClient is a client of one Redis or Sentinel address, from ctl.
+func (c *Cluster) redisClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, Dialer: c.ctlDial, Protocol: 2, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 2})
+}
+
+func hostAddr(h *Host, port int) string { return net.JoinHostPort(h.IP, strconv.Itoa(port)) }
+
+// StartPostgres creates a database cluster (as the postgres user: initdb
+// refuses root) and runs it on the pg host, trusting the harness's subnet.
+func (c *Cluster) StartPostgres(ctx context.Context) error {
+	// Its own temporary directory: the postgres user must reach it, and
+	// the run's directory may sit under one only root can enter.
+	pgdir, err := os.MkdirTemp("", "sluice-chaos-pg-")
+	if err != nil {
+		return err
+	}
+	c.pgDir = pgdir
+	if err := os.Chmod(pgdir, 0o755); err != nil {
+		return err
+	}
+	var cred *syscall.Credential
+	owner := func() error { return nil }
+	if os.Getuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return fmt.Errorf("postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		owner = func() error {
+			return filepath.Walk(pgdir, func(p string, _ os.FileInfo, err error) error {
+				if err != nil {
+					return err
+				}
+				return os.Lchown(p, uid, gid)
+			})
+		}
+	}
+	if err := owner(); err != nil {
+		return err
+	}
+	data := filepath.Join(pgdir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(c.bins.PGBin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(hba, "host all all %s trust\n", Subnet)
+	hba.Close()
+	if err != nil {
+		return err
+	}
+	args := []string{}
+	if cred != nil {
+		// setpriv execs in place, so the pid stays the postmaster's.
+		args = append(args, "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups")
+	}
+	args = append(args, filepath.Join(c.bins.PGBin, "postgres"), "-D", data, "-p", strconv.Itoa(pgPort), "-k", pgdir,
+		"-c", "listen_addresses="+c.Net.Host("pg").IP, "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=100")
+	p, err := c.Procs.Start("pg", "pg-postgres", nil, args[0], args[1:]...)
+	if err != nil {
+		return err
+	}
+	c.PG = p
+	return c.waitTCP(ctx, hostAddr(c.Net.Host("pg"), pgPort), p, 30*time.Second)
+}
+
+// DatabaseURL is the decision processes' DATABASE_URL.
+func (c *Cluster) DatabaseURL() string {
+	return "postgres://postgres@" + hostAddr(c.Net.Host("pg"), pgPort) + "/postgres?sslmode=disable&connect_timeout=2"
+}
+
+// waitTCP waits until addr accepts a connection from ctl.
+func (c *Cluster) waitTCP(ctx context.Context, addr string, p *Proc, within time.Duration) error {
+	end := time.Now().Add(within)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		conn, err := c.ctlDial(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(2000))
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return fmt.Errorf("%s does not accept connections after %v: %w", addr, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StartRedis starts a fresh Redis tier: r1 primary, r2 and r3 its
+// replicas, s1..s3 Sentinels watching r1 (quorum 2), and returns once
+// every Sentinel knows both replicas and the two other Sentinels. Nothing
+// is persisted: every scenario starts empty.
+func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
+	primary := c.Net.Host("r1")
+	for _, h := range redisHosts {
+		dir := filepath.Join(c.dir, "redis-"+h)
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		conf := filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(conf, nil, 0o644); err != nil {
+			return err
+		}
+		args := []string{conf, "--port", strconv.Itoa(redisPort), "--bind", c.Net.Host(h).IP, "--protected-mode", "no",
+			"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no",
+			"--repl-diskless-sync-delay", "0", "--logfile", filepath.Join(dir, "redis.log")}
+		if o.MinReplicas > 0 {
+			args = append(args, "--min-replicas-to-write", strconv.Itoa(o.MinReplicas),
+				"--min-replicas-max-lag", strconv.Itoa(int(o.MinReplicasMaxLag/time.Second)))
+		}
+		if h != "r1" {
+			args = append(args, "--replicaof", primary.IP, strconv.Itoa(redisPort))
+		}
+		p, err := c.Procs.Start(h, h+"-redis", nil, c.bins.RedisServer, args...)
+		if err != nil {
+			return err
+		}
+		c.Redis[h] = p
+	}
+	for _, h := range redisHosts[1:] {
+		if err := c.waitRedis(ctx, hostAddr(c.Net.Host(h), redisPort), c.Redis[h], "master_link_status:up", "INFO", "replication"); err != nil {
+			return err
+		}
+	}
+	ids := map[string]string{"s1": strings.Repeat("1", 40), "s2": strings.Repeat("2", 40), "s3": strings.Repeat("3", 40)}
+	for _, h := range sentinelHosts {
+		dir := filepath.Join(c.dir, "sentinel-"+h)
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it
+		if err := os.WriteFile(conf, nil, 0o644); err != nil {
+			return err
+		}
+		args := []string{conf, "--sentinel", "--port", strconv.Itoa(sentinelPort), "--bind", c.Net.Host(h).IP,
+			"--protected-mode", "no", "--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "sentinel.log"),
+			"--sentinel", "myid", ids[h],
+			"--sentinel", "monitor", masterName, primary.IP, strconv.Itoa(redisPort), "2",
+			"--sentinel", "down-after-milliseconds", masterName, strconv.Itoa(int(o.DownAfter / time.Millisecond)),
+			"--sentinel", "failover-timeout", masterName, "10000",
+			"--sentinel", "parallel-syncs", masterName, "2"}
+		for _, r := range redisHosts[1:] {
+			args = append(args, "--sentinel", "known-replica", masterName, c.Net.Host(r).IP, strconv.Itoa(redisPort))
+		}
+		for _, o := range sentinelHosts {
+			if o != h {
+				args = append(args, "--sentinel", "known-sentinel", masterName, c.Net.Host(o).IP, strconv.Itoa(sentinelPort), ids[o])
+			}
+		}
+		p, err := c.Procs.Start(h, h+"-sentinel", nil, c.bins.RedisServer, args...)
+		if err != nil {
+			return err
+		}
+		c.Sentinels[h] = p
+	}
+	for _, h := range sentinelHosts {
+		if err := c.waitSentinel(ctx, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitRedis sends cmd to addr until its reply contains want.
+func (c *Cluster) waitRedis(ctx context.Context, addr string, p *Proc, want string, cmd ...any) error {
+	rc := c.redisClient(addr)
+	defer rc.Close()
+	var last string
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		v, err := rc.Do(ctx, cmd...).Text()
+		if err == nil && strings.Contains(v, want) {
+			return nil
+		}
+		last = fmt.Sprint(v, err)
+		if p.Exited() {
+			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(2000))
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %v never answered %q (last %q)", addr, cmd, want, last)
+		}
+	}
+}
+
+// waitSentinel waits until Sentinel h sees the primary with 2 replicas and
+// 2 other Sentinels.
+func (c *Cluster) waitSentinel(ctx context.Context, h string) error {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: hostAddr(c.Net.Host(h), sentinelPort), Dialer: c.ctlDial, Protocol: 2,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer sc.Close()
+	var last map[string]string
+	var err error
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		last, err = sc.Master(ctx, masterName).Result()
+		if err == nil && last["num-slaves"] == "2" && last["num-other-sentinels"] == "2" && last["flags"] == "master" {
+			return nil
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return fmt.Errorf("sentinel %s: not ready: %v %v\n%s", h, last, err, c.Sentinels[h].Tail(2000))
+		}
+	}
+}
+
+// SentinelMaster returns the host the majority of reachable Sentinels name
+// as the primary ("" when none answers).
+func (c *Cluster) SentinelMaster(ctx context.Context) string {
+	votes := map[string]int{}
+	for _, h := range sentinelHosts {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: hostAddr(c.Net.Host(h), sentinelPort), Dialer: c.ctlDial, Protocol: 2,
+			DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		addr, err := sc.GetMasterAddrByName(ctx, masterName).Result()
+		sc.Close()
+		if err == nil && len(addr) == 2 {
+			for _, r := range redisHosts {
+				if c.Net.Host(r).IP == addr[0] {
+					votes[r]++
+				}
+			}
+		}
+	}
+	best, n := "", 0
+	for h, v := range votes {
+		if v > n {
+			best, n = h, v
+		}
+	}
+	return best
+}
+
+// StopRedis kills the Redis tier (data nodes and Sentinels).
+func (c *Cluster) StopRedis() {
+	for _, m := range []map[string]*Proc{c.Sentinels, c.Redis} {
+		for h, p := range m {
+			p.Kill()
+			delete(m, h)
+		}
+	}
+	c.Procs.forget()
+}
+
+// DecideOptions configure the decision processes of a scenario.
+type DecideOptions struct {
+	// Env is added to the processes' environment (REDIS_TIMEOUT,
+	// LEASE_MAX, ...), over the harness's defaults.
+	Env map[string]string
+}
+
+// decideEnv is the configuration every decision process reads, as a
+// Lambda reads its environment.
+func (c *Cluster) decideEnv(h string, o DecideOptions) []string {
+	var sentinels []string
+	for _, s := range sentinelHosts {
+		sentinels = append(sentinels, hostAddr(c.Net.Host(s), sentinelPort))
+	}
+	url := "redis://" + sentinels[0] + "/0?master_name=" + masterName + "&addr=" + sentinels[1] + "&addr=" + sentinels[2]
+	env := map[string]string{
+		"REDIS_MODE":         "sentinel",
+		"REDIS_URL":          url,
+		"DATABASE_URL":       c.DatabaseURL(),
+		"SUBJECT_HMAC_KEY":   SubjectKey,
+		"REDIS_POOL_SIZE":    "32",
+		"LOG_LEVEL":          "warn",
+		roleVar:              roleDecide,
+		decideAddrVar:        hostAddr(c.Net.Host(h), decidePort),
+		decideNameVar:        h,
+		"RULES_VERSION_POLL": "1s",
+	}
+	if h == "d1" {
+		env[decideMigrateVar] = "1"
+	}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// StartDecide starts the three decision processes and waits until each
+// answers its health check.
+func (c *Cluster) StartDecide(ctx context.Context, o DecideOptions) error {
+	for _, h := range decideHosts {
+		p, err := c.Procs.Start(h, h+"-decide", c.decideEnv(h, o), c.bins.Self)
+		if err != nil {
+			return err
+		}
+		c.Decide[h] = p
+	}
+	for _, h := range decideHosts {
+		if err := c.waitHealthy(ctx, h, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StopDecide stops the decision processes (SIGTERM: leases go back).
+func (c *Cluster) StopDecide() {
+	for h, p := range c.Decide {
+		p.Stop(syscall.SIGTERM, 5*time.Second)
+		delete(c.Decide, h)
+	}
+	c.Procs.forget()
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context, h string, within time.Duration) error {
+	url := "http://" + hostAddr(c.Net.Host(h), decidePort) + "/healthz"
+	end := time.Now().Add(within)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := c.http.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained for reuse
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p := c.Decide[h]; p != nil && p.Exited() {
+			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(3000))
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return fmt.Errorf("%s not healthy after %v: %v\n%s", h, within, err, c.Decide[h].Tail(3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Admin sends one admin API request to host h (/admin/<path>) and decodes
+// a JSON answer into out (when not nil). It returns the status.
+func (c *Cluster) Admin(ctx context.Context, h, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/admin"+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPut {
+		req.Header.Set("If-Match", "*")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Check asks host h for one decision through its check API.
+func (c *Cluster) Check(ctx context.Context, h string, body CheckBody) (CheckAnswer, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/check", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return CheckAnswer{}, err
+	}
+	defer resp.Body.Close()
+	return readAnswer(resp)
+}
+
+// Close stops everything and deletes the namespaces.
+func (c *Cluster) Close() {
+	c.Procs.StopAll()
+	c.http.CloseIdleConnections()
+	if c.pgDir != "" {
+		os.RemoveAll(c.pgDir)
+	}
+}

@@ -1,0 +1,381 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options configure a harness run.
+type Options struct {
+	// Dir holds the run's files: logs of every process, each scenario's
+	// history (<name>.history.jsonl) and events. It is kept.
+	Dir string
+	// Self is the executable re-run for the roles (see IsRole).
+	Self string
+	// Scenarios are run in order.
+	Scenarios []Scenario
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Run builds the harness's network and servers, runs every scenario and
+// checks its history, and tears everything down, on failure too. A
+// scenario that cannot run (a server that does not start) ends the run
+// with an error; a scenario whose history breaks a bound is reported in
+// its Result's Problems.
+func Run(ctx context.Context, o Options) (results []Result, err error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	// Namespaces first: where they cannot be made (not root) the caller
+	// skips, whatever else is missing.
+	n, err := NewNet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer n.Close()
+	bins, err := FindBinaries(o.Self)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := NewCluster(n, bins, o.Dir)
+	defer c.Close()
+	logf(o.Log, "network: %d hosts on %s, namespaces %s-*", len(hostAddrs), Subnet, n.run)
+	if err := c.StartPostgres(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	for _, s := range o.Scenarios {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		start := time.Now()
+		logf(o.Log, "scenario %s: %s", s.Name, s.Fault)
+		res, err := runScenario(ctx, c, s, o)
+		if err != nil {
+			return results, fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		results = append(results, res)
+		logf(o.Log, "scenario %s: done in %v: %d decisions, %d fail-open, excess rate %d/%d quota %d/%d durable %d/%d, recovery %v, %d problems",
+			s.Name, time.Since(start).Round(time.Second), res.Decisions, res.FailOpen, res.Rate.Max, res.Rate.Bound,
+			res.Quota.Max, res.Quota.Bound, res.Durable.Max, res.Durable.Bound, res.Recovery.Round(time.Millisecond), len(res.Problems))
+		logf(o.Log, "  quota latency p50/p99: default %v/%v, durable %v/%v; gap %v",
+			res.QuotaP50.Round(10*time.Microsecond), res.QuotaP99.Round(10*time.Microsecond),
+			res.DurableP50.Round(10*time.Microsecond), res.DurableP99.Round(10*time.Microsecond), res.Gap.Round(time.Millisecond))
+		for _, p := range res.Problems {
+			logf(o.Log, "  problem: %s", p)
+		}
+	}
+	return results, nil
+}
+
+func logf(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "%s chaos: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// run is one scenario's state.
+type run struct {
+	s   Scenario
+	c   *Cluster
+	nem *Nemesis
+	api string
+
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *run) event(kind string) {
+	r.mu.Lock()
+	r.events = append(r.events, Event{Kind: kind, At: time.Now().UnixNano()})
+	r.mu.Unlock()
+}
+
+// at is the time of the first event of kind, 0 when there is none.
+func (r *run) at(kind string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if e.Kind == kind {
+			return e.At
+		}
+	}
+	return 0
+}
+
+func (r *run) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// watchPromotion records "promoted" when the Sentinels first name
+// another primary than r1; stop ends the watch.
+func (r *run) watchPromotion(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if m := r.c.SentinelMaster(ctx); m != "" && m != "r1" {
+				r.event("promoted")
+				return
+			}
+			r.sleep(ctx, 100*time.Millisecond)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// The rules of every scenario, and the subjects that load them.
+const (
+	apiRate, apiBurst       = 20, 40 // every route, per subject, per second
+	searchRate, searchBurst = 5, 5   // POST /search, changed during the fault to
+	searchRate2             = 2      // 2 per second, burst 2
+	billRate                = 5.0    // requests a second of each quota subject
+)
+
+// quotaShares place each quota subject's limit at a share of what it
+// sends over the run, so that some run out before the fault, and some
+// after it, where lost charges show as admissions beyond the limit.
+var quotaShares = []float64{0.35, 0.55, 0.75, 0.9}
+
+type ruleBody struct {
+	API         string `json:"api"`
+	Route       string `json:"route"`
+	Subject     string `json:"subject"`
+	Kind        string `json:"kind,omitempty"`
+	Limit       int64  `json:"limit"`
+	Period      string `json:"period"`
+	Burst       *int64 `json:"burst,omitempty"`
+	Anchor      string `json:"anchor,omitempty"`
+	FailureMode string `json:"failure_mode,omitempty"`
+	Durable     bool   `json:"durable,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// scenarioRules are the scenario's rules, named, with their bodies.
+func scenarioRules(api string, load time.Duration, durable bool) ([]RuleSpec, []ruleBody) {
+	anchor := time.Now().UTC().Add(-time.Hour).Truncate(time.Second).Format(time.RFC3339)
+	specs := []RuleSpec{
+		{Name: "api", Route: "*", Subject: "*", Versions: []Version{{Limit: apiRate, Burst: apiBurst, Period: time.Second}}},
+		{Name: "search", Route: "POST /search", Subject: "*", Versions: []Version{{Limit: searchRate, Burst: searchBurst, Period: time.Second}}},
+	}
+	bodies := []ruleBody{
+		{API: api, Route: "*", Subject: "*", Limit: apiRate, Period: "1s", Burst: ptr(int64(apiBurst))},
+		{API: api, Route: "POST /search", Subject: "*", Limit: searchRate, Period: "1s", Burst: ptr(int64(searchBurst))},
+	}
+	kinds := []struct {
+		prefix, route string
+		durable       bool
+	}{{"bill", "POST /bill", false}}
+	if durable {
+		kinds = append(kinds, struct {
+			prefix, route string
+			durable       bool
+		}{"billd", "POST /bill-durable", true})
+	}
+	for _, k := range kinds {
+		for i, share := range quotaShares {
+			subj := k.prefix + "-" + strconv.Itoa(i+1)
+			limit := int64(math.Floor(billRate * load.Seconds() * share))
+			specs = append(specs, RuleSpec{Name: subj, Quota: true, Durable: k.durable, Route: k.route, Subject: subj,
+				Versions: []Version{{Limit: limit, Period: 24 * time.Hour}}})
+			bodies = append(bodies, ruleBody{API: api, Route: k.route, Subject: subj, Kind: "quota", Limit: limit, Period: "1d",
+				Anchor: anchor, FailureMode: "closed", Durable: k.durable})
+		}
+	}
+	return specs, bodies
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// streams are the load: cold subjects (each request asks Redis), leased
+// subjects (below their rate: served from token leases), hot subjects
+// (above it), the changed rule's subjects, and the quota subjects.
+func streams(durable bool) []Stream {
+	var s []Stream
+	for i := range 30 {
+		s = append(s, Stream{Subject: "cold-" + strconv.Itoa(i+1), Route: "GET /items", Rate: 0.5})
+	}
+	for i := range 2 {
+		s = append(s, Stream{Subject: "leased-" + strconv.Itoa(i+1), Route: "GET /items", Rate: 16})
+		s = append(s, Stream{Subject: "hot-" + strconv.Itoa(i+1), Route: "GET /items", Rate: 30})
+	}
+	for i := range 3 {
+		s = append(s, Stream{Subject: "search-" + strconv.Itoa(i+1), Route: "POST /search", Rate: 8})
+	}
+	for i := range quotaShares {
+		s = append(s, Stream{Subject: "bill-" + strconv.Itoa(i+1), Route: "POST /bill", Rate: billRate})
+		if durable {
+			s = append(s, Stream{Subject: "billd-" + strconv.Itoa(i+1), Route: "POST /bill-durable", Rate: billRate})
+		}
+	}
+	return s
+}
+
+func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, error) {
+	r := &run{s: s, c: c, nem: NewNemesis(c), api: "chaos-" + s.Name}
+	defer func() {
+		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = r.nem.Heal(hctx)
+		cancel()
+		c.StopDecide()
+		c.StopRedis()
+	}()
+	if err := c.StartRedis(ctx, s.Redis); err != nil {
+		return Result{}, fmt.Errorf("redis: %w", err)
+	}
+	if err := c.StartDecide(ctx, DecideOptions{}); err != nil {
+		return Result{}, fmt.Errorf("decide: %w", err)
+	}
+	specs, bodies := scenarioRules(r.api, s.Load, s.Durable)
+	for i := range bodies {
+		var created struct {
+			ID string `json:"id"`
+		}
+		if _, err := c.Admin(ctx, "d1", http.MethodPost, "/rules", bodies[i], &created); err != nil {
+			return Result{}, fmt.Errorf("create rule %s: %w", specs[i].Name, err)
+		}
+		specs[i].ID = created.ID
+	}
+	if err := r.waitRules(ctx, specs[1].ID); err != nil {
+		return Result{}, err
+	}
+
+	var targets []Target
+	for _, h := range decideHosts {
+		targets = append(targets, Target{Host: h, URL: "http://" + hostAddr(c.Net.Host(h), decidePort) + "/check"})
+	}
+	st := streams(s.Durable)
+	total := 0.0
+	for _, x := range st {
+		total += x.Rate
+	}
+	hist := filepath.Join(o.Dir, s.Name+".history.jsonl")
+	lc := LoadConfig{Targets: targets, API: r.api, Streams: st, Duration: s.Load,
+		MaxOps: int64(total*s.Load.Seconds()*1.1) + 100, Timeout: 2 * time.Second, MaxInFlight: 512, Out: hist}
+	cfgPath := filepath.Join(o.Dir, s.Name+".load.json")
+	b, _ := json.Marshal(lc)
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return Result{}, err
+	}
+	load, err := c.Procs.Start("load", s.Name+"-load", []string{roleVar + "=" + roleLoad, loadConfigVar + "=" + cfgPath}, c.bins.Self)
+	if err != nil {
+		return Result{}, err
+	}
+	t0 := time.Now()
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var injectErr error
+	wg.Go(func() {
+		r.sleep(sctx, time.Until(t0.Add(s.At)))
+		injectErr = s.inject(sctx, r)
+	})
+	var changeSent, changeAck int64
+	wg.Go(func() {
+		r.sleep(sctx, time.Until(t0.Add(s.At+time.Second)))
+		changed := bodies[1]
+		changed.Limit, changed.Burst = searchRate2, ptr(int64(searchRate2))
+		changeSent = time.Now().UnixNano()
+		for sctx.Err() == nil && time.Since(t0) < s.Load-2*time.Second {
+			if _, err := c.Admin(sctx, "d2", http.MethodPut, "/rules/"+specs[1].ID, changed, nil); err == nil {
+				changeAck = time.Now().UnixNano()
+				r.event("change")
+				return
+			}
+			r.sleep(sctx, 250*time.Millisecond)
+		}
+	})
+
+	select {
+	case <-load.Done():
+	case <-time.After(s.Load + time.Minute):
+		load.Kill()
+		cancel()
+		wg.Wait()
+		return Result{}, errors.New("the load client did not finish")
+	case <-ctx.Done():
+		cancel()
+		wg.Wait()
+		return Result{}, ctx.Err()
+	}
+	cancel()
+	wg.Wait()
+	if injectErr != nil && !errors.Is(injectErr, context.Canceled) {
+		return Result{}, fmt.Errorf("fault: %w", injectErr)
+	}
+	if err := load.Err(); err != nil {
+		return Result{}, fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
+	}
+	ops, err := ReadHistory(hist)
+	if err != nil {
+		return Result{}, err
+	}
+	ev, _ := json.Marshal(r.events)
+	_ = os.WriteFile(filepath.Join(o.Dir, s.Name+".events.json"), ev, 0o644)
+
+	heal := r.at("heal")
+	fault := r.at("fault")
+	for _, e := range r.events {
+		logf(o.Log, "  %s at +%v", e.Kind, time.Duration(e.At-fault).Round(time.Millisecond))
+	}
+	var ch *Change
+	if changeAck > 0 {
+		ch = &Change{Rule: specs[1].ID, Q: searchRate2, Ready: max(changeAck, heal)}
+		// The old numbers hold until the last decision that carried them;
+		// the new ones from the write.
+		lastOld := int64(0)
+		for _, op := range ops {
+			if q, ok := policyQ(op.Policy, ch.Rule); ok && q != ch.Q {
+				lastOld = max(lastOld, op.Recv)
+			}
+		}
+		specs[1].Versions[0].Until = lastOld
+		specs[1].Versions = append(specs[1].Versions, Version{Limit: searchRate2, Burst: searchRate2, Period: time.Second, From: changeSent})
+	}
+	res := Check(s.Name, ops, specs, s.Bounds, heal, ch)
+	res.Fault = s.Fault
+	if changeAck == 0 {
+		res.Problems = append(res.Problems, "the rule change was never acknowledged")
+	}
+	return res, nil
+}
+
+// waitRules waits until every decision host serves the scenario's rules
+// (the search rule's policy in a probe's answer).
+func (r *run) waitRules(ctx context.Context, searchID string) error {
+	for _, h := range decideHosts {
+		var last string
+		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			a, err := r.c.Check(ctx, h, CheckBody{Subject: "probe-" + h, API: r.api, Route: "POST /search"})
+			if err == nil && strings.Contains(a.Policy, searchID) {
+				break
+			}
+			last = fmt.Sprint(a, err)
+			if time.Now().After(end) {
+				return fmt.Errorf("%s does not serve the scenario's rules: %s\n%s", h, last, r.c.Decide[h].Tail(2000))
+			}
+		}
+	}
+	return nil
+}
+
+// Stop signals for the harness's executable: stop the run cleanly.
+var Stop = []os.Signal{syscall.SIGINT, syscall.SIGTERM}

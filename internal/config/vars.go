@@ -1,0 +1,204 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Var is one environment variable Sluice reads. FromEnv reads only the
+// variables of Vars and takes their defaults from it; the tables in
+// README.md, docs/config.md and docs/deploy.md are rendered from it
+// (Markdown), and a test fails when they differ.
+type Var struct {
+	// Name is the variable, such as "REDIS_URL".
+	Name string
+	// Default is the value FromEnv uses when the variable is unset or
+	// empty, in the variable's own syntax; "" when unset has a meaning of
+	// its own, which DefaultDoc then says.
+	Default string
+	// DefaultDoc, when set, is what the tables show as the default
+	// instead of Default (markdown), for a default that is not a value.
+	DefaultDoc string
+	// Summary is a few words for the README's short table.
+	Summary string
+	// Doc is the full meaning (markdown, one paragraph, links relative to
+	// docs/).
+	Doc string
+	// Functions are the Lambda functions whose behaviour the variable
+	// changes ("admin" is every admin-* route but admin-stats). sluice
+	// local and the ratelimit package read every variable.
+	Functions []string
+}
+
+// Who reads what, for Var.Functions.
+var (
+	decide     = []string{"authorizer", "check"}
+	decideAdm  = []string{"authorizer", "check", "admin"}
+	everything = []string{"authorizer", "check", "admin", "admin-stats", "migrate"}
+	withStore  = []string{"authorizer", "check", "admin", "migrate"}
+)
+
+// Vars is every environment variable FromEnv reads, in the order the
+// tables list them.
+var Vars = []Var{
+	{Name: "REDIS_URL", DefaultDoc: "—", Functions: decideAdm,
+		Summary: "`redis://` or `rediss://` (TLS)",
+		Doc: "`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. In `cluster` mode `?addr=HOST:PORT` adds seed nodes; " +
+			"in `sentinel` mode the host is a sentinel's, `?master_name=NAME` (required) names the primary and `?addr=` adds sentinels " +
+			"([deploy](deploy.md#redis-sentinel))"},
+	{Name: "REDIS_MODE", Default: "single", Functions: decideAdm,
+		Summary: "`single`, `cluster` or `sentinel`",
+		Doc:     "`cluster` for Redis Cluster, ElastiCache cluster mode or Serverless; `sentinel` for a primary and replicas under Redis Sentinel"},
+	{Name: "REDIS_AUTH_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
+		Summary: "Redis AUTH token in Secrets Manager",
+		Doc:     "a Secrets Manager secret holding the Redis AUTH token (the bare token, or JSON with `password` and optionally `username`); it overrides a password in `REDIS_URL`"},
+	{Name: "REDIS_TIMEOUT", Default: "25ms", Functions: decideAdm,
+		Summary: "budget per Redis call",
+		Doc:     "the limiter's budget for one Redis call, at most `10s`; past it, each rule's failure mode decides"},
+	{Name: "REDIS_POOL_SIZE", Default: "4", Functions: decideAdm,
+		Summary: "connections per Redis node",
+		Doc:     "the most connections per Redis node, 1 to 1024 (a Lambda serves one request at a time; `sluice local` uses 64)"},
+	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
+		Summary: "start of every Redis key",
+		Doc:     "what every Redis key starts with; deployments sharing one Redis need one each. At most 64 printable ASCII characters, no space, `{` or `}`"},
+	{Name: "DATABASE_URL", DefaultDoc: "—", Functions: withStore,
+		Summary: "PostgreSQL URL (or `DB_SECRET_ARN`)",
+		Doc:     "the rules database as a PostgreSQL URL or keyword/value string, used as given; set it or `DB_SECRET_ARN`, not both"},
+	{Name: "DB_SECRET_ARN", DefaultDoc: "—", Functions: withStore,
+		Summary: "RDS-style database secret",
+		Doc:     "the rules database as a Secrets Manager secret in the RDS format (JSON `username`, `password`, `host`, `port`, `dbname`)"},
+	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,
+		Summary: "database host, such as an RDS Proxy",
+		Doc:     "replaces the secret's host, typically with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
+	{Name: "DB_SSLMODE", Default: "verify-full", Functions: withStore,
+		Summary: "TLS to the database",
+		Doc: "the libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` checks the certificate against the system roots and the RDS CA bundle built in; " +
+			"`require` encrypts without verifying, an explicit opt-out ([store](store.md#tls-to-postgresql))"},
+	{Name: "DB_SSLROOTCERT", DefaultDoc: "built in", Functions: withStore,
+		Summary: "CA certificates to trust instead",
+		Doc:     "a PEM file of CA certificates to trust instead of the built-in ones, such as a newer RDS bundle; only with `DB_SECRET_ARN`"},
+	{Name: "MAX_RULES", DefaultDoc: "`10000`", Functions: []string{"admin"},
+		Summary: "most rules the store holds",
+		Doc:     "the most rules the store holds, up to 1000000; a create beyond it answers 409"},
+	{Name: "SUBJECT_SOURCES", Default: "header:x-api-key", Functions: decide,
+		Summary: "where the subject is read, in order",
+		Doc: "where the authorizer reads the subject, in order: `header:NAME`, `query:NAME`, `apikey` (the API key API Gateway validated), `ip`, " +
+			"`jwt:CLAIM` (a verified bearer token), `principal` and `context:KEY` (the upstream authorizer's answer)"},
+	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
+		Summary: "more subjects per request",
+		Doc:     "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
+	{Name: "UPSTREAM_AUTHORIZER", DefaultDoc: "—", Functions: decide,
+		Summary: "an existing authorizer invoked first",
+		Doc: "a Lambda function name or ARN of an existing authorizer invoked first with the same event: its Deny or 401 is a 401, its `principalId` " +
+			"and context feed the `principal` and `context:KEY` sources (which require it)"},
+	{Name: "UPSTREAM_IDENTITY_SOURCES", DefaultDoc: "—", Functions: decide,
+		Summary: "what the upstream reads (cache key)",
+		Doc: "every request value the upstream authorizer reads (`header:NAME`, `query:NAME`, `apikey`, `ip`, `route`, `stagevar:NAME`): " +
+			"its answers are cached per those values, and only when they are named"},
+	{Name: "UPSTREAM_CACHE_TTL", DefaultDoc: "`300s` with the sources, else `0`", Functions: decide,
+		Summary: "how long an upstream answer is reused",
+		Doc:     "how long an upstream answer is reused, `0s` to `1h`; `0` turns the cache off; above 0 it needs `UPSTREAM_IDENTITY_SOURCES`"},
+	{Name: "JWT_ISSUER", DefaultDoc: "—", Functions: decide,
+		Summary: "issuer of `jwt:` bearer tokens",
+		Doc:     "the `iss` of the bearer tokens the `jwt:` sources verify (required by them), such as `https://cognito-idp.<region>.amazonaws.com/<pool id>`"},
+	{Name: "JWT_AUDIENCE", DefaultDoc: "—", Functions: decide,
+		Summary: "accepted audiences or client ids",
+		Doc:     "a comma list: a token's `aud` (or a Cognito access token's `client_id`) must be one of them; required with the `jwt:` sources"},
+	{Name: "JWT_TOKEN_USE", DefaultDoc: "—", Functions: decide,
+		Summary: "required Cognito `token_use`",
+		Doc:     "when set, the `token_use` a token must carry (Cognito: `id` or `access`)"},
+	{Name: "JWT_JWKS_URL", DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
+		Summary: "where the signing keys are",
+		Doc:     "where the issuer's signing keys are"},
+	{Name: "SUBJECT_HMAC_KEY_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
+		Summary: "subject-hash key in Secrets Manager",
+		Doc: "a Secrets Manager secret holding the per-deployment key of the subject hash (the reference stack creates it); " +
+			"set it or `SUBJECT_HMAC_KEY`, not both. Neither: the unkeyed hash, with a warning"},
+	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
+		Summary: "subject-hash key itself (development)",
+		Doc:     "the subject-hash key itself, at least 16 bytes: for development and `sluice local` (which generates and keeps one)"},
+	{Name: "DEFAULT_LIMIT", DefaultDoc: "allow", Functions: decideAdm,
+		Summary: "the limit when no rule matches",
+		Doc:     "the limit when no rule matches, such as `100/1m` or `100/1m,burst=200`; unset allows such requests"},
+	{Name: "RATELIMIT_HEADERS", Default: "draft11", Functions: decide,
+		Summary: "dialects of the 429's rate-limit fields",
+		Doc: "the rate-limit fields of a 429 and of the check API: a comma list of `draft11` (`RateLimit-Policy`, `RateLimit`), " +
+			"`draft6` (`RateLimit-Limit/Remaining/Reset`), `legacy` (`X-RateLimit-*`) ([dialects](authorizer.md#header-dialects)); " +
+			"`Retry-After` is always sent"},
+	{Name: "RULES_VERSION_POLL", Default: "1s", Functions: decide,
+		Summary: "oldest rules version check a decision uses",
+		Doc:     "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
+	{Name: "RULES_REFRESH", Default: "5m", Functions: decide,
+		Summary: "full rules reload period",
+		Doc:     "how often authorizers reload every rule regardless of the version, `1s` to `24h`: the backstop"},
+	{Name: "LEASE_MAX", Default: "64", Functions: decide,
+		Summary: "most requests one token lease admits",
+		Doc:     "the most requests one token lease admits without a Redis call, up to 10000; `1` turns leases off ([leases](authorizer.md#token-leases))"},
+	{Name: "LEASE_TTL", Default: "250ms", Functions: decide,
+		Summary: "life of an unrefilled lease",
+		Doc:     "how long an unrefilled lease lives before its unused tokens go back, `100ms` to `1s`"},
+	{Name: "DENY_CACHE_MAX_AGE", Default: "1s", Functions: decide,
+		Summary: "longest local deny",
+		Doc:     "how long a denial stays in an authorizer's local deny cache at most, `100ms` to `1m`: an admin reset or a usage refund reaches every warm instance within it"},
+	{Name: "INSIGHTS_RULE_PREFIX", DefaultDoc: "—", Functions: []string{"admin-stats"},
+		Summary: "Contributor Insights rules of `GET /stats`",
+		Doc:     "the prefix of the CloudWatch Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
+	{Name: "LOG_LEVEL", Default: "info", Functions: everything,
+		Summary: "`debug`, `info`, `warn` or `error`",
+		Doc:     "`debug`, `info`, `warn` or `error`"},
+}
+
+// lookupVar returns the row of name, or nil.
+func lookupVar(name string) *Var {
+	for i := range Vars {
+		if Vars[i].Name == name {
+			return &Vars[i]
+		}
+	}
+	return nil
+}
+
+// Table formats for Markdown.
+const (
+	// FormatFull is variable, default, meaning: docs/config.md.
+	FormatFull = "full"
+	// FormatShort is variable, default, summary: the README.
+	FormatShort = "short"
+	// FormatFunctions is variable, the functions it changes, default:
+	// docs/deploy.md.
+	FormatFunctions = "functions"
+)
+
+// Markdown renders Vars as a markdown table in format (FormatFull,
+// FormatShort or FormatFunctions). Doc's relative links resolve from docs/,
+// where the full table lives; the other formats have none.
+func Markdown(format string) (string, error) {
+	var b strings.Builder
+	switch format {
+	case FormatFull:
+		b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
+	case FormatShort:
+		b.WriteString("| variable | default | what |\n| --- | --- | --- |\n")
+	case FormatFunctions:
+		b.WriteString("| variable | changes | default |\n| --- | --- | --- |\n")
+	default:
+		return "", fmt.Errorf("unknown table format %q: want %s, %s or %s", format, FormatFull, FormatShort, FormatFunctions)
+	}
+	for _, v := range Vars {
+		def := v.DefaultDoc
+		if def == "" {
+			def = "`" + v.Default + "`"
+		}
+		var cells []string
+		switch format {
+		case FormatFull:
+			cells = []string{"`" + v.Name + "`", def, v.Doc}
+		case FormatShort:
+			cells = []string{"`" + v.Name + "`", def, v.Summary}
+		case FormatFunctions:
+			cells = []string{"`" + v.Name + "`", strings.Join(v.Functions, ", "), def}
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,202 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the environment tables of README.md and docs/ from config.Vars")
+
+// TestVarsAreWhatFromEnvReads proves the table and the loader name the same
+// variables: a row nothing reads, or a variable read without a row, fails.
+func TestVarsAreWhatFromEnvReads(t *testing.T) {
+	read := map[string]bool{}
+	if _, err := FromEnv(func(k string) string { read[k] = true; return "" }); err != nil {
+		t.Fatalf("FromEnv(empty) = %v", err)
+	}
+	seen := map[string]bool{}
+	for _, v := range Vars {
+		if seen[v.Name] {
+			t.Errorf("Vars lists %s twice", v.Name)
+		}
+		seen[v.Name] = true
+		if !read[v.Name] {
+			t.Errorf("Vars lists %s, which FromEnv never reads", v.Name)
+		}
+		if strings.Contains(v.Summary+v.Doc+v.DefaultDoc+v.Default, "|") {
+			t.Errorf("Vars row %s has a | in a cell, which splits the markdown table", v.Name)
+		}
+		if v.Summary == "" || v.Doc == "" || len(v.Functions) == 0 || v.Default == "" && v.DefaultDoc == "" {
+			t.Errorf("Vars row %s lacks a Summary, Doc, Functions, or a Default or DefaultDoc", v.Name)
+		}
+	}
+	for name := range read {
+		if !seen[name] {
+			t.Errorf("FromEnv reads %s, which has no row in Vars", name)
+		}
+	}
+}
+
+// TestFromEnvRefusesUnlistedVar proves the loader itself reports a variable
+// it reads that has no row: dropping a row makes FromEnv fail.
+func TestFromEnvRefusesUnlistedVar(t *testing.T) {
+	saved := Vars
+	defer func() { Vars = saved }()
+	i := slices.IndexFunc(Vars, func(v Var) bool { return v.Name == "LEASE_TTL" })
+	Vars = slices.Delete(slices.Clone(Vars), i, i+1)
+	_, err := FromEnv(env(nil))
+	if err == nil || !strings.Contains(err.Error(), "LEASE_TTL: read by config.FromEnv but missing from config.Vars") {
+		t.Errorf("FromEnv without LEASE_TTL's row = %v, want the missing row reported", err)
+	}
+}
+
+// TestVarsDefaultsAreTheConstants keeps the exported Default* constants,
+// which other packages use, and the table's defaults the same.
+func TestVarsDefaultsAreTheConstants(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"REDIS_TIMEOUT", c.RedisTimeout, DefaultRedisTimeout},
+		{"REDIS_POOL_SIZE", c.RedisPoolSize, DefaultRedisPoolSize},
+		{"RULES_REFRESH", c.RulesRefresh, DefaultRulesRefresh},
+		{"RULES_VERSION_POLL", c.RulesVersionPoll, DefaultRulesVersionPoll},
+		{"LEASE_MAX", c.LeaseMax, DefaultLeaseMax},
+		{"LEASE_TTL", c.LeaseTTL, DefaultLeaseTTL},
+		{"DENY_CACHE_MAX_AGE", c.DenyCacheMaxAge, DefaultDenyCacheMaxAge},
+		{"DB_SSLMODE", c.DBSSLMode, DefaultDBSSLMode},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s defaults to %v (Vars), want %v (the Default constant)", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// envDocs are the files with rendered tables, relative to this package.
+var envDocs = []string{"../../README.md", "../../docs/config.md", "../../docs/deploy.md"}
+
+const (
+	envBegin = "<!-- env:begin "
+	envEnd   = "<!-- env:end -->"
+)
+
+// renderEnvDocs returns doc with every block between "<!-- env:begin
+// FORMAT -->" and "<!-- env:end -->" replaced by Markdown(FORMAT), and how
+// many blocks it found.
+func renderEnvDocs(doc string) (string, int, error) {
+	var (
+		b strings.Builder
+		n int
+	)
+	for {
+		i := strings.Index(doc, envBegin)
+		if i < 0 {
+			b.WriteString(doc)
+			return b.String(), n, nil
+		}
+		format, _, ok := strings.Cut(doc[i+len(envBegin):], " -->")
+		if !ok {
+			return "", n, fmt.Errorf("unterminated %q", envBegin)
+		}
+		start := i + len(envBegin) + len(format) + len(" -->\n")
+		j := strings.Index(doc[i:], envEnd)
+		if j < 0 || i+j < start {
+			return "", n, fmt.Errorf("%s%s --> without %s on a line of its own after it", envBegin, format, envEnd)
+		}
+		table, err := Markdown(format)
+		if err != nil {
+			return "", n, err
+		}
+		b.WriteString(doc[:start])
+		b.WriteString(table)
+		doc = doc[i+j:]
+		n++
+	}
+}
+
+// TestEnvDocs fails when a table of environment variables in the docs is
+// not what config.Vars renders. Fix with
+//
+//	go test ./internal/config -run TestEnvDocs -update
+func TestEnvDocs(t *testing.T) {
+	for _, path := range envDocs {
+		raw, err := os.ReadFile(filepath.FromSlash(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, n, err := renderEnvDocs(string(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if n == 0 {
+			t.Errorf("%s has no %sFORMAT --> … %s table", path, envBegin, envEnd)
+			continue
+		}
+		if want == string(raw) {
+			continue
+		}
+		if *update {
+			if err := os.WriteFile(filepath.FromSlash(path), []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("rewrote %s", path)
+			continue
+		}
+		t.Errorf("%s's environment table differs from config.Vars (-file +Vars):\n%s\nrun: go test ./internal/config -run TestEnvDocs -update",
+			path, cmp.Diff(string(raw), want))
+	}
+}
+
+func TestRenderEnvDocs(t *testing.T) {
+	table, err := Markdown(FormatShort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, in, want string
+		n              int
+		bad            bool
+	}{
+		{"stale table replaced", "a\n<!-- env:begin short -->\n| old |\n<!-- env:end -->\nb\n",
+			"a\n<!-- env:begin short -->\n" + table + "<!-- env:end -->\nb\n", 1, false},
+		{"empty block filled", "<!-- env:begin short -->\n<!-- env:end -->\n",
+			"<!-- env:begin short -->\n" + table + "<!-- env:end -->\n", 1, false},
+		{"no block", "just text\n", "just text\n", 0, false},
+		{"unknown format", "<!-- env:begin wide -->\n<!-- env:end -->\n", "", 0, true},
+		{"no end", "<!-- env:begin short -->\n| x |\n", "", 0, true},
+	} {
+		got, n, err := renderEnvDocs(tc.in)
+		if (err != nil) != tc.bad {
+			t.Errorf("%s: renderEnvDocs error = %v, want error %v", tc.name, err, tc.bad)
+			continue
+		}
+		if !tc.bad && (got != tc.want || n != tc.n) {
+			t.Errorf("%s: renderEnvDocs = %d blocks, %q; want %d, %q", tc.name, n, got, tc.n, tc.want)
+		}
+	}
+	for _, f := range []string{FormatFull, FormatShort, FormatFunctions} {
+		out, err := Markdown(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := strings.Count(out, "\n") - 2; rows != len(Vars) {
+			t.Errorf("Markdown(%s) has %d rows, want %d", f, rows, len(Vars))
+		}
+		for _, v := range Vars {
+			if !strings.Contains(out, "| `"+v.Name+"` |") {
+				t.Errorf("Markdown(%s) misses %s", f, v.Name)
+			}
+		}
+	}
+}

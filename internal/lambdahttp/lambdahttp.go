@@ -1,0 +1,356 @@
+// Package lambdahttp serves an http.Handler to Lambda: an API Gateway REST
+// API proxy event (or HTTP API payload 1.0) or a Function URL event (the
+// shape of HTTP API payload 2.0) becomes an *http.Request, and what the
+// handler writes becomes the proxy response. The admin and check Lambdas
+// run their http.Handler through it, and sluice local mounts the same
+// handlers on its net/http server, so both run one path.
+//
+// It is the idea of awslabs/aws-lambda-go-api-proxy's httpadapter and
+// aws-lambda-go's lambdaurl, written small for what Sluice needs: the
+// path is built from the resource template and the raw path parameters
+// (so a custom domain's base path never reaches the router), a base64 body
+// is decoded as the handler reads it (so an oversized one costs only what
+// the handler's limit reads), and a malformed event answers a problem+json
+// 400 rather than a Lambda error the gateway turns into a bare 502.
+package lambdahttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
+)
+
+// Options configure an Adapter. The zero value is usable.
+type Options struct {
+	// Resource, when set, is the resource template ("/plans/{name}") the
+	// request path is built from, with the event's path parameters,
+	// whatever resource the event names: a function that serves one route
+	// so answers it under any base path or resource name. Default: the
+	// event's resource, else its path.
+	Resource string
+	// ProblemType is the problem type base of the 400 a malformed event
+	// gets (httpapi.Render); default httpapi.TypeBase.
+	ProblemType string
+}
+
+// Adapter runs an http.Handler for Lambda events. It is safe for
+// concurrent use.
+type Adapter struct {
+	h           http.Handler
+	resource    string
+	problemType string
+}
+
+// New returns the Adapter serving h.
+func New(h http.Handler, o Options) *Adapter {
+	if o.ProblemType == "" {
+		o.ProblemType = httpapi.TypeBase
+	}
+	return &Adapter{h: h, resource: o.Resource, problemType: o.ProblemType}
+}
+
+type ctxKey struct{}
+
+// ProxyRequestContext returns the request context of the proxy event a
+// request came from; false for a request that did not come through Proxy.
+func ProxyRequestContext(ctx context.Context) (events.APIGatewayProxyRequestContext, bool) {
+	rc, ok := ctx.Value(ctxKey{}).(*events.APIGatewayProxyRequestContext)
+	if !ok {
+		return events.APIGatewayProxyRequestContext{}, false
+	}
+	return *rc, true
+}
+
+// Caller names the IAM caller of a request that came through Proxy: the
+// identity's user ARN, else its caller, else "" (also for a request that
+// did not come through Proxy).
+func Caller(r *http.Request) string {
+	rc, ok := r.Context().Value(ctxKey{}).(*events.APIGatewayProxyRequestContext)
+	if !ok {
+		return ""
+	}
+	if rc.Identity.UserArn != "" {
+		return rc.Identity.UserArn
+	}
+	return rc.Identity.Caller
+}
+
+// RequestID is the gateway's request id of a request that came through
+// Proxy, else its X-Request-Id header.
+func RequestID(r *http.Request) string {
+	if rc, ok := r.Context().Value(ctxKey{}).(*events.APIGatewayProxyRequestContext); ok && rc.RequestID != "" {
+		return rc.RequestID
+	}
+	return r.Header.Get("X-Request-Id")
+}
+
+// Proxy answers a REST API (or HTTP API payload 1.0) proxy event. It never
+// returns an error: a malformed event is a 400 problem.
+func (a *Adapter) Proxy(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	r, err := a.proxyRequest(ctx, &ev)
+	w := newResponseWriter()
+	if err != nil {
+		w.problem(a.problemType, err)
+	} else {
+		a.h.ServeHTTP(w, r)
+	}
+	body, b64 := w.body()
+	return events.APIGatewayProxyResponse{StatusCode: w.status, Headers: w.flatHeader(), Body: body, IsBase64Encoded: b64}, nil
+}
+
+// URL answers a Lambda Function URL event (the shape of an HTTP API
+// payload 2.0 event). It never returns an error.
+func (a *Adapter) URL(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	r, err := a.urlRequest(ctx, &ev)
+	w := newResponseWriter()
+	if err != nil {
+		w.problem(a.problemType, err)
+	} else {
+		a.h.ServeHTTP(w, r)
+	}
+	var cookies []string
+	if c := w.header.Values("Set-Cookie"); len(c) > 0 {
+		cookies = c
+		w.header.Del("Set-Cookie")
+	}
+	body, b64 := w.body()
+	return events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: w.flatHeader(), Body: body, IsBase64Encoded: b64, Cookies: cookies}, nil
+}
+
+// Invoke makes the Adapter a lambda.Handler taking either event: a payload
+// with "version": "2.0" is a Function URL (or HTTP API 2.0) event,
+// anything else a proxy event. Only a payload that is not an event's JSON
+// fails.
+func (a *Adapter) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	var probe struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(payload, &probe); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	if probe.Version == "2.0" {
+		var ev events.LambdaFunctionURLRequest
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("decode Function URL event: %w", err)
+		}
+		resp, _ := a.URL(ctx, ev)
+		return json.Marshal(resp)
+	}
+	var ev events.APIGatewayProxyRequest
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("decode proxy event: %w", err)
+	}
+	resp, _ := a.Proxy(ctx, ev)
+	return json.Marshal(resp)
+}
+
+func (a *Adapter) proxyRequest(ctx context.Context, ev *events.APIGatewayProxyRequest) (*http.Request, error) {
+	u := &url.URL{}
+	tmpl := a.resource
+	if tmpl == "" {
+		tmpl = ev.Resource
+	}
+	if raw, ok, err := fillTemplate(tmpl, ev.PathParameters); err != nil {
+		return nil, err
+	} else if ok {
+		u.RawPath = raw
+		u.Path, _ = url.PathUnescape(raw) // checked by fillTemplate
+		if u.RawPath == u.Path {
+			u.RawPath = ""
+		}
+	} else {
+		u.Path = ev.Path
+	}
+	if !strings.HasPrefix(u.Path, "/") {
+		u.Path, u.RawPath = "/"+u.Path, ""
+	}
+	q := url.Values{}
+	for k, v := range ev.QueryStringParameters {
+		q.Set(k, v)
+	}
+	for k, vs := range ev.MultiValueQueryStringParameters {
+		q[k] = append([]string(nil), vs...)
+	}
+	u.RawQuery = q.Encode()
+
+	h := make(http.Header, len(ev.Headers)+len(ev.MultiValueHeaders))
+	for k, v := range ev.Headers {
+		h.Set(k, v)
+	}
+	// API Gateway fills both maps; the multi-value one is complete.
+	for k, vs := range ev.MultiValueHeaders {
+		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+	}
+	r := newRequest(ctx, strings.ToUpper(ev.HTTPMethod), u, h, ev.Body, ev.IsBase64Encoded)
+	r.RemoteAddr = ev.RequestContext.Identity.SourceIP
+	rc := ev.RequestContext
+	return r.WithContext(context.WithValue(ctx, ctxKey{}, &rc)), nil
+}
+
+func (a *Adapter) urlRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*http.Request, error) {
+	raw := ev.RawPath
+	if raw == "" {
+		raw = "/"
+	}
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil, &httpapi.Error{Status: http.StatusBadRequest, Detail: "The request path is not valid percent-encoding.", Err: err}
+	}
+	u := &url.URL{Path: p, RawPath: raw, RawQuery: ev.RawQueryString}
+	if u.RawPath == u.Path {
+		u.RawPath = ""
+	}
+	h := make(http.Header, len(ev.Headers)+1)
+	for k, v := range ev.Headers {
+		// Payload 2.0 joins repeated headers with commas.
+		h.Set(k, v)
+	}
+	if len(ev.Cookies) > 0 {
+		h.Set("Cookie", strings.Join(ev.Cookies, "; "))
+	}
+	r := newRequest(ctx, strings.ToUpper(ev.RequestContext.HTTP.Method), u, h, ev.Body, ev.IsBase64Encoded)
+	r.RemoteAddr = ev.RequestContext.HTTP.SourceIP
+	return r, nil
+}
+
+func newRequest(ctx context.Context, method string, u *url.URL, h http.Header, body string, b64 bool) *http.Request {
+	r := &http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Host:       h.Get("Host"),
+		RequestURI: u.RequestURI(),
+	}
+	switch {
+	case body == "":
+		r.Body = http.NoBody
+	case b64:
+		// Decoded as it is read: the handler's own limit bounds the work,
+		// and bad base64 surfaces as the read's error.
+		r.Body = io.NopCloser(&base64Body{d: base64.NewDecoder(base64.RawStdEncoding, strings.NewReader(strings.TrimRight(body, "=")))})
+		r.ContentLength = -1
+	default:
+		r.Body = io.NopCloser(strings.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	return r.WithContext(ctx)
+}
+
+// ErrBadBase64 is the error reading a body gives when the event marks it
+// base64-encoded and it is not: a 400 for the handler to answer.
+var ErrBadBase64 = &httpapi.Error{Status: http.StatusBadRequest,
+	Detail: "The request body is marked base64-encoded but is not valid base64."}
+
+type base64Body struct{ d io.Reader }
+
+func (b *base64Body) Read(p []byte) (int, error) {
+	n, err := b.d.Read(p)
+	if err != nil && err != io.EOF {
+		e := *ErrBadBase64
+		e.Err = err
+		return n, &e
+	}
+	return n, err
+}
+
+// fillTemplate puts the raw (percent-encoded, as API Gateway passes them)
+// path parameters into the resource template and returns the escaped
+// path; ok is false when tmpl is empty or names a parameter params lacks.
+// A greedy {name+} takes its value whole, slashes included.
+func fillTemplate(tmpl string, params map[string]string) (string, bool, error) {
+	if tmpl == "" {
+		return "", false, nil
+	}
+	var b strings.Builder
+	for i, seg := range strings.Split(tmpl, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		name, ok := strings.CutPrefix(seg, "{")
+		if !ok || !strings.HasSuffix(name, "}") {
+			b.WriteString(seg)
+			continue
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(name, "}"), "+")
+		v, ok := params[name]
+		if !ok {
+			return "", false, nil
+		}
+		if _, err := url.PathUnescape(v); err != nil {
+			return "", false, httpapi.BadRequest(httpapi.FieldError(name, "is not valid percent-encoding"))
+		}
+		if !strings.HasSuffix(seg, "+}") {
+			// One segment: a raw slash in it would split it.
+			v = strings.ReplaceAll(v, "/", "%2F")
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true, nil
+}
+
+// responseWriter collects what the handler writes.
+type responseWriter struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+	wrote  bool
+}
+
+func newResponseWriter() *responseWriter {
+	return &responseWriter{header: http.Header{}, status: http.StatusOK}
+}
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.status, w.wrote = status, true
+	}
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.buf.Write(p)
+}
+
+func (w *responseWriter) problem(typeBase string, err error) {
+	status, h, body := httpapi.Render(typeBase, err)
+	for k, v := range h {
+		w.header[k] = v
+	}
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // a buffer
+}
+
+// flatHeader joins each header's values with ", ", as API Gateway's
+// single-value headers map takes them.
+func (w *responseWriter) flatHeader() map[string]string {
+	h := make(map[string]string, len(w.header))
+	for k, v := range w.header {
+		h[k] = strings.Join(v, ", ")
+	}
+	return h
+}
+
+// body is the response body, base64-encoded when it is not UTF-8 text.
+func (w *responseWriter) body() (string, bool) {
+	b := w.buf.Bytes()
+	if utf8.Valid(b) {
+		return string(b), false
+	}
+	return base64.StdEncoding.EncodeToString(b), true
+}

@@ -1,0 +1,484 @@
+package ratelimit_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/app"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// target is one hostile input: the subject, api and route a caller names,
+// and whether it sends the subject or the api twice.
+type target struct {
+	subject, api, route string
+	dupSubject, dupAPI  bool
+}
+
+// goodRoute is the route of the sample events.
+const goodRoute = "GET /orders/{id}"
+
+// tg returns the target of subject on the sample API and route, changed
+// by opts.
+func tg(subject string, opts ...func(*target)) target {
+	in := target{subject: subject, api: sampleAPI, route: goodRoute}
+	for _, o := range opts {
+		o(&in)
+	}
+	return in
+}
+
+func api(a string) func(*target)   { return func(t *target) { t.api = a } }
+func route(r string) func(*target) { return func(t *target) { t.route = r } }
+func dupSubject(t *target)         { t.dupSubject = true }
+func dupAPI(t *target)             { t.dupAPI = true }
+
+// Outcomes of an entry: what it did with the target.
+const (
+	refused = "refused" // 400 or 401: nothing charged, reset or read
+	isS     = "S"       // acted on subject S's buckets (S is blocked on the API)
+	isNew   = "new"     // acted on another subject's buckets
+)
+
+// needs says what an input takes of an entry's encoding.
+type needs uint8
+
+const (
+	needAPI     needs = 1 << iota // the caller names the api
+	needRoute                     // the caller names the route
+	needRawUTF8                   // the subject's bytes are not UTF-8 and must reach the entry as they are
+	needDupSubj                   // the subject is sent twice
+	needDupAPI                    // the api is sent twice
+)
+
+// entry is one way into Sluice, entered as a user or AWS enters it.
+type entry struct {
+	name string
+	// takes is what the entry's request can carry. The authorizer and the
+	// ratelimit package get the api and route from API Gateway's event
+	// (the caller does not name them); JSON events cannot carry bytes that
+	// are not UTF-8 (Go's decoder turns them into U+FFFD before any check,
+	// and API Gateway sends valid JSON); a path parameter or an answer's
+	// principalId cannot be sent twice.
+	takes needs
+	enter func(t *testing.T, in target) string
+}
+
+// TestHostileTargets runs every entry (the authorizer's REST and HTTP
+// events through Invoke, POST /check through its Lambda handler, the admin
+// API's POST /usage and subjects routes through their API Gateway
+// handler, the ratelimit package's wrapped authorizer by principalId and
+// by context key) over the same hostile subjects, apis and routes, and
+// expects the same answer from each: one normalization
+// (rules.NormalizeTarget). The rules: subject S is blocked on the API
+// (limit 0, route *), every other subject gets 100 a minute; so an entry
+// that acts on S's buckets is told from one that acts on a new subject's.
+func TestHostileTargets(t *testing.T) {
+	const key = "hygiene-subject-key-0123456789"
+	e := newHygiene(t, key)
+	long := strings.Repeat("s", ratelimit.MaxSubjectLen)
+	rows := []struct {
+		name string
+		in   target
+		want string
+	}{
+		{"S", tg("S"), isS},
+		{"spaces around", tg(" S "), isS},
+		{"tab and NBSP around", tg("\tS\u00a0"), isS},
+		{"star is a subject", tg("*"), isNew},
+		{"256 bytes", tg(long), isNew},
+		{"256 bytes and spaces", tg("  " + long + "  "), isNew},
+		{"257 bytes", tg(long + "s"), refused},
+		{"empty", tg(""), refused},
+		{"blank", tg("   "), refused},
+		{"not UTF-8", tg("S\xff"), refused},
+		{"NUL", tg("S\x00"), refused},
+		{"escape inside", tg("S\x1bT"), refused},
+		{"subject twice", tg("S", dupSubject), refused},
+
+		{"api with spaces", tg("S", api(" "+sampleAPI+" ")), isS},
+		{"api empty", tg("S", api("")), refused},
+		{"api star", tg("S", api("*")), refused},
+		{"api with a slash", tg("S", api("a1b2/c3")), refused},
+		{"api twice", tg("S", dupAPI), refused},
+
+		{"route lower case, trailing slash", tg("S", route("get /orders/{id}/")), isS},
+		{"route star", tg("S", route("*")), isS},
+		{"route ANY", tg("S", route("ANY /orders/{id}")), isS},
+		{"unknown method", tg("S", route("FROB /orders/{id}")), refused},
+		{"route empty", tg("S", route("")), refused},
+		{"route without a path", tg("S", route("GET orders")), refused},
+		{"route with ..", tg("S", route("GET /orders/../admin")), refused},
+	}
+	entries := e.entries()
+	for _, row := range rows {
+		in := row.in
+		var need needs
+		if in.api != sampleAPI {
+			need |= needAPI
+		}
+		if in.route != goodRoute {
+			need |= needRoute
+		}
+		if in.dupSubject {
+			need |= needDupSubj
+		}
+		if in.dupAPI {
+			need |= needDupAPI
+		}
+		if !isUTF8(in.subject) {
+			need |= needRawUTF8
+		}
+		ran := 0
+		for _, en := range entries {
+			if en.takes&need != need {
+				continue
+			}
+			ran++
+			if got := en.enter(t, in); got != row.want {
+				t.Errorf("%s: %s answered %s, want %s", row.name, en.name, got, row.want)
+			}
+		}
+		if ran < 2 {
+			t.Errorf("%s: only %d entries take the input; want it compared across entries", row.name, ran)
+		}
+	}
+}
+
+// hygiene is a deployment's decision and admin graphs, and two embedded
+// limiters, on one Redis and database, under one subject hash key.
+type hygiene struct {
+	dec, adm           *app.App
+	admLog             *testenv.Buffer
+	byPrincipal, byCtx *ratelimit.Limiter
+	hashS              string // S's keyed hash
+}
+
+func newHygiene(t *testing.T, key string) *hygiene {
+	t.Helper()
+	redisURL, dbURL, prefix := testenv.RedisURL(t), pgtest.NewDatabase(t), testenv.Prefix(t, "hygiene")
+	testenv.DeleteKeys(t, testenv.Redis(t), prefix)
+	env := map[string]string{"REDIS_URL": redisURL, "DATABASE_URL": dbURL, "REDIS_PREFIX": prefix, "SUBJECT_HMAC_KEY": key,
+		"SUBJECT_SOURCES": "header:x-api-key,query:api_key"}
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &hygiene{admLog: &testenv.Buffer{}, hashS: limiter.NewHasher([]byte(key)).SubjectHash("S")}
+	if e.adm, err = app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Out: e.admLog}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.adm.Close)
+	for _, r := range []map[string]any{
+		{"api": sampleAPI, "route": "*", "subject": "S", "limit": 0, "period": "1m"},
+		{"api": sampleAPI, "route": "*", "subject": "*", "limit": 100, "period": "1m"},
+	} {
+		b, _ := json.Marshal(r)
+		resp := serveAdmin(e.adm.Admin, "POST", "/rules", nil, b, "")
+		if resp.Status != http.StatusCreated {
+			t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
+		}
+	}
+	// Built after the rules, so it starts with them.
+	if e.dec, err = app.New(context.Background(), cfg, app.Options{Parts: app.Decide, Out: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.dec.Close)
+	for _, l := range []struct {
+		rl  **ratelimit.Limiter
+		ctx string
+	}{{&e.byPrincipal, ""}, {&e.byCtx, "tenant"}} {
+		rl, err := ratelimit.New(context.Background(), ratelimit.Options{RedisURL: redisURL, DatabaseURL: dbURL, Prefix: prefix,
+			SubjectKey: key, ContextKey: l.ctx, Out: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rl.Close)
+		*l.rl = rl
+	}
+	return e
+}
+
+// entries are the ways in.
+func (e *hygiene) entries() []entry {
+	apiParts := needAPI | needRoute | needRawUTF8 | needDupSubj | needDupAPI
+	return []entry{
+		{"authorizer REST header", needDupSubj, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "headers") }},
+		{"authorizer REST query", needDupSubj, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "queryStringParameters") }},
+		{"authorizer HTTP header", needDupSubj, e.authorizerHTTP},
+		{"POST /check", apiParts, e.check},
+		{"POST /usage", apiParts, e.usage},
+		{"GET /subjects/{subject}/limits", needAPI | needRoute | needRawUTF8 | needDupAPI, e.limits},
+		{"DELETE /subjects/{subject}/buckets", needAPI | needRawUTF8 | needDupAPI, e.reset},
+		{"ratelimit principalId", needRawUTF8, func(t *testing.T, in target) string { return e.wrapped(t, e.byPrincipal, in.subject, nil) }},
+		{"ratelimit context:tenant", needRawUTF8, func(t *testing.T, in target) string {
+			return e.wrapped(t, e.byCtx, "alice", map[string]any{"tenant": in.subject})
+		}},
+	}
+}
+
+// authorizerREST sends a REST API REQUEST event with the subject in the
+// x-api-key header or the api_key query parameter (in (single and
+// multi-value maps, as API Gateway fills both) through Invoke.
+func (e *hygiene) authorizerREST(t *testing.T, in target, where string) string {
+	t.Helper()
+	name, multi := "x-api-key", "multiValueHeaders"
+	if where == "queryStringParameters" {
+		name, multi = "api_key", "multiValueQueryStringParameters"
+	}
+	values := rawJSON(in.subject)
+	if in.dupSubject {
+		values += "," + values
+	}
+	ev := fmt.Sprintf(`{"type":"REQUEST","methodArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/prod/GET/orders/42",
+		"resource":"/orders/{id}","path":"/orders/42","httpMethod":"GET",%q:{%q:%s},%q:{%q:[%s]},
+		"requestContext":{"apiId":%q,"identity":{"sourceIp":"203.0.113.7"}}}`,
+		sampleAPI, where, name, rawJSON(in.subject), multi, name, values, sampleAPI)
+	out, err := e.dec.Authorizer.Invoke(context.Background(), []byte(ev))
+	if err != nil {
+		if err.Error() != "Unauthorized" {
+			t.Fatalf("authorizer Invoke: %v", err)
+		}
+		return refused
+	}
+	var resp events.APIGatewayCustomAuthorizerResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	// The principalId is the keyed hash of the subject charged.
+	if resp.PrincipalID == e.hashS {
+		return isS
+	}
+	return isNew
+}
+
+// authorizerHTTP sends an HTTP API payload 2.0 event with the subject in
+// the x-api-key header (sent twice, API Gateway joins the values with a
+// comma) through Invoke.
+func (e *hygiene) authorizerHTTP(t *testing.T, in target) string {
+	t.Helper()
+	v := in.subject
+	if in.dupSubject {
+		v += "," + v
+	}
+	ev := fmt.Sprintf(`{"version":"2.0","type":"REQUEST","routeArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/$default/GET/orders/42",
+		"routeKey":"GET /orders/{id}","rawPath":"/orders/42","headers":{"x-api-key":%s},
+		"requestContext":{"apiId":%q,"http":{"method":"GET","path":"/orders/42","sourceIp":"203.0.113.7"}}}`, sampleAPI, rawJSON(v), sampleAPI)
+	out, err := e.dec.Authorizer.Invoke(context.Background(), []byte(ev))
+	if err != nil {
+		if err.Error() != "Unauthorized" {
+			t.Fatalf("authorizer Invoke: %v", err)
+		}
+		return refused
+	}
+	var resp events.APIGatewayV2CustomAuthorizerSimpleResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.IsAuthorized { // S is blocked
+		return isS
+	}
+	return isNew
+}
+
+// body is the JSON body of a check or usage request for in, its strings
+// written byte for byte (bytes that are not UTF-8 included).
+func body(in target, extra string) string {
+	b := `{"subject":` + rawJSON(in.subject)
+	if in.dupSubject {
+		b += `,"subject":` + rawJSON(in.subject)
+	}
+	b += `,"api":` + rawJSON(in.api)
+	if in.dupAPI {
+		b += `,"api":` + rawJSON(in.api)
+	}
+	return b + `,"route":` + rawJSON(in.route) + extra + "}"
+}
+
+// check sends POST /check as a REST proxy event (base64 body, as API
+// Gateway sends binary bodies) through the check Lambda's Invoke.
+func (e *hygiene) check(t *testing.T, in target) string {
+	t.Helper()
+	ev, _ := json.Marshal(events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/check", IsBase64Encoded: true,
+		Body: base64.StdEncoding.EncodeToString([]byte(body(in, "")))})
+	out, err := e.dec.Check.Invoke(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.APIGatewayProxyResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		return refused
+	case http.StatusTooManyRequests: // S is blocked
+		return isS
+	case http.StatusOK:
+		return isNew
+	}
+	t.Fatalf("check = %d %s", resp.StatusCode, resp.Body)
+	return ""
+}
+
+// admin sends one admin request as API Gateway's REST proxy event (the
+// body base64-encoded) through the admin Lambdas' handler.
+func (e *hygiene) admin(t *testing.T, method, resource string, subject *string, q url.Values, b string) events.APIGatewayProxyResponse {
+	t.Helper()
+	ev := events.APIGatewayProxyRequest{HTTPMethod: method, Resource: resource, Path: resource,
+		MultiValueQueryStringParameters: q, Body: base64.StdEncoding.EncodeToString([]byte(b)), IsBase64Encoded: true}
+	if subject != nil {
+		// A path parameter as it appears in the path, percent-encoded.
+		enc := url.PathEscape(*subject)
+		ev.Path = strings.Replace(resource, "{subject}", enc, 1)
+		ev.PathParameters = map[string]string{"subject": enc}
+	}
+	if b != "" {
+		ev.Headers = map[string]string{"Content-Type": "application/json"}
+	}
+	raw, _ := json.Marshal(ev)
+	var decoded events.APIGatewayProxyRequest
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.adm.AdminHandler("")(context.Background(), decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// usage sends POST /usage of cost 1.
+func (e *hygiene) usage(t *testing.T, in target) string {
+	t.Helper()
+	resp := e.admin(t, "POST", "/usage", nil, nil, body(in, `,"cost":1`))
+	if resp.StatusCode == http.StatusBadRequest {
+		return refused
+	}
+	var out admin.UsageResponse
+	if err := json.Unmarshal([]byte(resp.Body), &out); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("usage = %d %s", resp.StatusCode, resp.Body)
+	}
+	if out.Subject == "S" && len(out.Buckets) == 0 { // S's only bucket is blocked: nothing to charge
+		return isS
+	}
+	return isNew
+}
+
+// query is the subjects routes' query for in.
+func query(in target, withRoute bool) url.Values {
+	q := url.Values{"api": {in.api}}
+	if in.dupAPI {
+		q["api"] = append(q["api"], in.api)
+	}
+	if withRoute {
+		q.Set("route", in.route)
+	}
+	return q
+}
+
+// limits sends GET /subjects/{subject}/limits.
+func (e *hygiene) limits(t *testing.T, in target) string {
+	t.Helper()
+	resp := e.admin(t, "GET", "/subjects/{subject}/limits", &in.subject, query(in, true), "")
+	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound {
+		return refused
+	}
+	var out admin.SubjectLimitsResponse
+	if err := json.Unmarshal([]byte(resp.Body), &out); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("limits = %d %s", resp.StatusCode, resp.Body)
+	}
+	for _, l := range out.Limits {
+		if l.Subject == "S" && l.Limit == 0 && out.Subject == "S" {
+			return isS
+		}
+	}
+	return isNew
+}
+
+// reset sends DELETE /subjects/{subject}/buckets and reads which subject's
+// buckets it reset from its log line (the keyed hash).
+func (e *hygiene) reset(t *testing.T, in target) string {
+	t.Helper()
+	before := len(e.admLog.String())
+	resp := e.admin(t, "DELETE", "/subjects/{subject}/buckets", &in.subject, query(in, false), "")
+	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound {
+		return refused
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("reset = %d %s", resp.StatusCode, resp.Body)
+	}
+	sc := bufio.NewScanner(strings.NewReader(e.admLog.String()[before:]))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Message     string `json:"message"` // lambdacontext.ReplaceAttr's name for msg
+			SubjectHash string `json:"subjectHash"`
+			API         string `json:"api"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "subject buckets reset" {
+			if line.SubjectHash == e.hashS && line.API == sampleAPI {
+				return isS
+			}
+			return isNew
+		}
+	}
+	t.Fatalf("reset answered 204 without its log line")
+	return ""
+}
+
+// wrapped sends the sample REST event through a wrapped team authorizer
+// that allows it, naming principal and ctxv.
+func (e *hygiene) wrapped(t *testing.T, rl *ratelimit.Limiter, principal string, ctxv map[string]any) string {
+	t.Helper()
+	ev := sample[events.APIGatewayCustomAuthorizerRequestTypeRequest](t, "authorizer-rest.json")
+	r, err := rl.WrapREST(restAnswer("Allow", "", principal, ctxv, nil))(context.Background(), ev)
+	switch {
+	case errors.Is(err, ratelimit.ErrUnauthorized):
+		return refused
+	case err != nil:
+		t.Fatal(err)
+	case r.PolicyDocument.Statement[0].Effect == "Deny": // S is blocked
+		return isS
+	}
+	return isNew
+}
+
+// rawJSON writes s as a JSON string byte for byte: quotes, backslashes and
+// control characters escaped, every other byte as it is (so bytes that are
+// not UTF-8 reach a strict decoder).
+func rawJSON(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func isUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
