@@ -123,7 +123,7 @@ type Result struct {
 	applied [limiter.MaxBuckets]*rules.Effective
 }
 
-// snapshots gives the current rules snapshot; *rules.Cache is one.
+// snapshots gives the current rules snapshot; *rulesync.Cache is one.
 type snapshots interface {
 	Snapshot(ctx context.Context) *rules.Snapshot
 }
