@@ -48,6 +48,7 @@ import (
 //	deployed-leases-off  the same with LEASE_MAX=1
 //	floor      a script of TIME, GET and SET PX with constant values: what
 //	           any exact bucket on Redis's clock pays at least
+//	empty      a script that returns 1: the cost of EVALSHA itself
 func TestRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_REDIS_COST") != "1" {
 		t.Skip("SLUICE_REDIS_COST=1 runs it (minutes)")
@@ -94,6 +95,8 @@ func TestRedisCost(t *testing.T) {
 	// a GET and a SET with an expiry, constant values, in one script.
 	floor := redis.NewScript("local t = redis.call('TIME')\nlocal v = redis.call('GET', KEYS[1])\n" +
 		"redis.call('SET', KEYS[1], '94608000123456.5 1 1000000', 'PX', '1001')\nreturn '1 1 999999 1 0 0'")
+	// empty is what a script call costs before it runs a command.
+	empty := redis.NewScript("return 1")
 	reqs := make([]authorizer.Request, subjects)
 	for i := range reqs {
 		reqs[i] = authorizer.Request{API: "cost", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": names[i]}}
@@ -124,6 +127,9 @@ func TestRedisCost(t *testing.T) {
 		{"floor", "evalsha", func(ctx context.Context, i int) error {
 			return floor.Run(ctx, rdb, []string{"floor:" + names[i%subjects]}).Err()
 		}},
+		{"empty", "evalsha", func(ctx context.Context, i int) error {
+			return empty.Run(ctx, rdb, []string{"empty:" + names[i%subjects]}).Err()
+		}},
 	}
 
 	// Warm up: load the scripts, make every subject's keys, fill the
@@ -136,7 +142,7 @@ func TestRedisCost(t *testing.T) {
 
 	if only := os.Getenv("SLUICE_REDIS_COST_ONLY"); only != "" {
 		cs = slices.DeleteFunc(cs, func(c contender) bool {
-			return c.name != "ping" && c.name != "redis_rate" && c.name != "floor" && !slices.Contains(strings.Split(only, ","), c.name)
+			return c.name != "ping" && c.name != "redis_rate" && c.name != "floor" && c.name != "empty" && !slices.Contains(strings.Split(only, ","), c.name)
 		})
 	}
 	type sample struct{ cpu, usec, calls, extra float64 }
