@@ -511,7 +511,9 @@ func TestHostileManyRules(t *testing.T) {
 	}
 	total := created + copied
 
-	// Every page of 1,000, each rule exactly once, in id order.
+	// Every page of 1,000, each rule exactly once, in list order: api,
+	// route, subject, id, byte by byte (NUL, which no field holds, keeps
+	// the tuple order in one string).
 	seen := map[string]bool{}
 	var last string
 	cursor := ""
@@ -529,10 +531,11 @@ func TestHostileManyRules(t *testing.T) {
 			t.Fatalf("GET %s = %d %.300s", path, status, body)
 		}
 		for _, r := range page.Rules {
-			if seen[r.ID] || r.ID <= last {
+			key := r.API + "\x00" + r.Route + "\x00" + r.Subject + "\x00" + r.ID
+			if seen[r.ID] || key <= last {
 				t.Fatalf("rule %s listed twice or out of order", r.ID)
 			}
-			seen[r.ID], last = true, r.ID
+			seen[r.ID], last = true, key
 		}
 		if cursor = page.NextCursor; cursor == "" {
 			break

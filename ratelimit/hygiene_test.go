@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -230,7 +231,103 @@ func (e *hygiene) entries() []entry {
 		{"ratelimit context:tenant", needRawUTF8, func(t *testing.T, in target) string {
 			return e.wrapped(t, e.byCtx, "alice", map[string]any{"tenant": in.subject})
 		}},
+		{"ratelimit Handler header", needRawUTF8 | needDupSubj, e.middleware},
+		{"ratelimit LimitHTTPAPI header", needDupSubj, e.httpAPI},
+		{"ratelimit LimitProxy header", needDupSubj, e.proxy},
+		{"ratelimit LimitALB header", needDupSubj, e.alb},
 	}
+}
+
+// middleware sends GET /orders/42 with the subject in X-Api-Key (twice:
+// two header lines) to a ServeMux behind the net/http middleware, in
+// process, so its bytes reach the handler as they are.
+func (e *hygiene) middleware(t *testing.T, in target) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
+	r := httptest.NewRequest("GET", "/orders/42", nil)
+	r.Header["X-Api-Key"] = []string{in.subject}
+	if in.dupSubject {
+		r.Header.Add("X-Api-Key", in.subject)
+	}
+	w := httptest.NewRecorder()
+	e.byPrincipal.Handler(mux, ratelimit.HandlerOptions{API: sampleAPI}).ServeHTTP(w, r)
+	return integrationOutcome(t, w.Code, w.Body.String())
+}
+
+// integrationOutcome reads what a middleware or integration answer did:
+// 401 refused, 429 S's bucket (S is blocked), 200 another's.
+func integrationOutcome(t *testing.T, status int, body string) string {
+	t.Helper()
+	switch status {
+	case http.StatusUnauthorized:
+		return refused
+	case http.StatusTooManyRequests:
+		return isS
+	case http.StatusOK:
+		return isNew
+	}
+	t.Fatalf("answer = %d %s", status, body)
+	return ""
+}
+
+// httpAPI sends an HTTP API payload 2.0 integration event with the
+// subject in the x-api-key header (twice: joined with a comma, as API
+// Gateway joins them), decoded as the Lambda runtime decodes it.
+func (e *hygiene) httpAPI(t *testing.T, in target) string {
+	t.Helper()
+	v := in.subject
+	if in.dupSubject {
+		v += "," + v
+	}
+	ev := decode[events.APIGatewayV2HTTPRequest](t, []byte(fmt.Sprintf(`{"version":"2.0","routeKey":"GET /orders/{id}","rawPath":"/orders/42",
+		"headers":{"x-api-key":%s},"requestContext":{"apiId":%q,"http":{"method":"GET","path":"/orders/42","sourceIp":"203.0.113.7"}}}`, rawJSON(v), sampleAPI)))
+	r, err := e.byPrincipal.LimitHTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
+	}, ratelimit.HandlerOptions{})(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return integrationOutcome(t, r.StatusCode, r.Body)
+}
+
+// proxy sends a REST API proxy event with the subject in the x-api-key
+// header (twice: two values in multiValueHeaders).
+func (e *hygiene) proxy(t *testing.T, in target) string {
+	t.Helper()
+	values := rawJSON(in.subject)
+	if in.dupSubject {
+		values += "," + values
+	}
+	ev := decode[events.APIGatewayProxyRequest](t, []byte(fmt.Sprintf(`{"resource":"/orders/{id}","path":"/orders/42","httpMethod":"GET",
+		"headers":{"x-api-key":%s},"multiValueHeaders":{"x-api-key":[%s]},"requestContext":{"apiId":%q,"identity":{"sourceIp":"203.0.113.7"}}}`,
+		rawJSON(in.subject), values, sampleAPI)))
+	r, err := e.byPrincipal.LimitProxy(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		return events.APIGatewayProxyResponse{StatusCode: 200}, nil
+	}, ratelimit.HandlerOptions{})(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return integrationOutcome(t, r.StatusCode, r.Body)
+}
+
+// alb sends an ALB event of a multi-value target group with the subject
+// in the x-api-key header (twice: two values).
+func (e *hygiene) alb(t *testing.T, in target) string {
+	t.Helper()
+	values := rawJSON(in.subject)
+	if in.dupSubject {
+		values += "," + values
+	}
+	ev := decode[events.ALBTargetGroupRequest](t, []byte(fmt.Sprintf(`{"httpMethod":"GET","path":"/orders/42",
+		"multiValueHeaders":{"x-api-key":[%s],"x-forwarded-for":["203.0.113.7"]}}`, values)))
+	r, err := e.byPrincipal.LimitALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+		return events.ALBTargetGroupResponse{StatusCode: 200}, nil
+	}, ratelimit.HandlerOptions{API: sampleAPI, Resource: func(string, string) string { return "/orders/{id}" }})(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return integrationOutcome(t, r.StatusCode, r.Body)
 }
 
 // authorizerREST sends a REST API REQUEST event with the subject in the

@@ -29,12 +29,28 @@
 // fields; every answer's context is the handler's merged with Sluice's,
 // Sluice's keys winning (see WrapREST).
 //
+// # Real 429s: the middleware and the Lambda integration wrappers
+//
+// Where Go handles the request itself, the Limiter decides before the
+// handler runs, with the authorizer's decision (subject sources and
+// hygiene, rules, limiter, failure modes, shadow rules), and answers a
+// request over its limit with 429, Retry-After, the RateLimit fields and a
+// problem+json body: Handler for net/http (a service on ECS, EKS, EC2),
+// LimitHTTPAPI, LimitProxy and LimitALB for the Lambda integrations of an
+// HTTP API, a REST API and a load balancer (docs/middleware.md). The
+// subject is read by Options.Sources (SUBJECT_SOURCES):
+//
+//	rl, err := ratelimit.FromEnv(ctx) // SUBJECT_SOURCES=header:x-api-key, …
+//	if err != nil { … }
+//	http.ListenAndServe(":8080", rl.Handler(mux, ratelimit.HandlerOptions{API: "orders"}))
+//
 // # Stability
 //
 // Until Sluice's v1, this package follows the module's v0 versions, with
 // this promise: the names exported here (Options and its fields, New,
-// FromEnv, Limiter and its methods, the handler types, ErrUnauthorized,
-// MaxSubjectLen) keep their meaning and signatures across minor versions;
+// FromEnv, Limiter and its methods, the handler types, HandlerOptions,
+// Observer, Decision, Health, the Outcome and ProblemTypeBase constants,
+// ErrUnauthorized, MaxSubjectLen) keep their meaning and signatures across minor versions;
 // new Options fields and methods may be added. Its behaviour follows the
 // Sluice authorizer's: the environment variables, the rules, the Redis key
 // layout, the context keys (docs/authorizer.md) and MaxSubjectLen's value
@@ -48,7 +64,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -57,6 +76,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/app"
+	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/identity"
@@ -119,6 +139,24 @@ type Options struct {
 	// Out receives the JSON log lines and the CloudWatch EMF metric lines
 	// (decisions, fail-opens). nil is os.Stdout, a Lambda's log stream.
 	Out io.Writer
+
+	// Sources is SUBJECT_SOURCES of the requests the Limiter answers
+	// itself: the net/http middleware (Handler) and the Lambda integration
+	// wrappers (LimitHTTPAPI, LimitProxy, LimitALB). A comma list of
+	// header:<name>, query:<name>, apikey, ip and jwt:<claim>, the first
+	// with a value naming the caller (docs/authorizer.md). "" is
+	// header:x-api-key. The authorizer wrappers (WrapREST, …) read
+	// ContextKey instead.
+	Sources string
+	// LeaseMax is LEASE_MAX: the most requests one token lease of a
+	// subject this process sees often admits without a Redis call
+	// (docs/authorizer.md, token leases). 0 is 64; 1 turns leases off, so
+	// every decision is one Redis call.
+	LeaseMax int
+	// JWTIssuer, JWTAudience (a comma list) and JWTJWKSURL are JWT_ISSUER,
+	// JWT_AUDIENCE and JWT_JWKS_URL: how a jwt:<claim> source verifies
+	// the bearer token. The issuer and audience are required by one.
+	JWTIssuer, JWTAudience, JWTJWKSURL string
 }
 
 // Limiter limits the callers an authorizer handler lets through. It is
@@ -126,6 +164,16 @@ type Options struct {
 // invocations.
 type Limiter struct {
 	app *app.App
+	// chain decides behind the authorizer wrappers' handlers; guard
+	// decides the requests of the middleware and integration wrappers, by
+	// sources.
+	chain   *apigw.Authorizer
+	guard   *apigw.Guard
+	sources []identity.Source
+	// headers are the canonical names of the request headers the sources
+	// and dimensions read (Authorization with a jwt: source): the only
+	// ones a net/http request's single-value map is given.
+	headers []string
 	// keyOK is set once the subject hash key was found to be the one
 	// recorded for the buckets (or was recorded as it); keyErr holds the
 	// mismatch once found, and every later call is refused with it.
@@ -157,13 +205,25 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 
 		"SUBJECT_HMAC_KEY":            o.SubjectKey,
 		"SUBJECT_HMAC_KEY_SECRET_ARN": o.SubjectKeySecretARN,
+
+		"SUBJECT_SOURCES": o.Sources,
+		"JWT_ISSUER":      o.JWTIssuer,
+		"JWT_AUDIENCE":    o.JWTAudience,
+		"JWT_JWKS_URL":    o.JWTJWKSURL,
 	}
 	var kerr error
 	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
 		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey)
 	}
+	if src, err := identity.ParseSources(o.Sources); err == nil && (identity.HasKind(src, identity.SourcePrincipal) || identity.HasKind(src, identity.SourceContext)) {
+		kerr = errors.Join(kerr, fmt.Errorf("Sources %q: principal and context:<key> read an authorizer's answer: set ContextKey for the authorizer wrappers, and header, query, apikey, ip or jwt sources here", o.Sources))
+		env["SUBJECT_SOURCES"] = "" // said here; config would ask for an UPSTREAM_AUTHORIZER
+	}
 	if o.Timeout != 0 {
 		env["REDIS_TIMEOUT"] = o.Timeout.String()
+	}
+	if o.LeaseMax != 0 {
+		env["LEASE_MAX"] = strconv.Itoa(o.LeaseMax)
 	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err := errors.Join(kerr, err); err != nil {
@@ -177,14 +237,23 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 // DATABASE_URL or DB_SECRET_ARN, SUBJECT_HMAC_KEY or
 // SUBJECT_HMAC_KEY_SECRET_ARN, DEFAULT_LIMIT, RATELIMIT_HEADERS,
 // REDIS_PREFIX, REDIS_TIMEOUT, LOG_LEVEL, …), as New does from Options.
-// SUBJECT_SOURCES is "principal" (the default: the handler's principalId)
-// or "context:<key>" (Options.ContextKey). Every problem is reported at
-// once.
+// SUBJECT_SOURCES is either whom the authorizer wrappers limit, "principal"
+// (the default: the handler's principalId) or "context:<key>"
+// (Options.ContextKey), or the sources of the middleware and integration
+// wrappers (Options.Sources: header:<name>, query:<name>, apikey, ip,
+// jwt:<claim>, with JWT_ISSUER, JWT_AUDIENCE, JWT_JWKS_URL). Every problem
+// is reported at once.
 func FromEnv(ctx context.Context) (*Limiter, error) {
-	key, kerr := parseSubject(os.Getenv("SUBJECT_SOURCES"))
+	sources := os.Getenv("SUBJECT_SOURCES")
+	key, kerr := parseSubject(sources)
+	if kerr == nil {
+		sources = "" // the authorizer wrappers' subject; the middleware's default
+	} else if src, err := identity.ParseSources(sources); err == nil && !identity.HasKind(src, identity.SourcePrincipal) && !identity.HasKind(src, identity.SourceContext) {
+		kerr = nil // the middleware's sources
+	}
 	cfg, err := config.FromEnv(func(k string) string {
 		if k == "SUBJECT_SOURCES" {
-			return "" // read above: the subject is the handler's answer, not a header
+			return sources
 		}
 		return os.Getenv(k)
 	})
@@ -205,17 +274,13 @@ func parseSubject(s string) (string, error) {
 	case kind == "context" && identity.ValidKey(strings.TrimSpace(key)):
 		return strings.TrimSpace(key), nil
 	}
-	return "", fmt.Errorf("SUBJECT_SOURCES: %q: an embedded limiter limits whom the wrapped authorizer names: want principal or context:<key> (1 to 128 printable ASCII characters, no space, comma or semicolon)", s)
+	return "", fmt.Errorf("SUBJECT_SOURCES: %q: want principal or context:<key> (whom a wrapped authorizer names; a key of 1 to 128 printable ASCII characters, no space, comma or semicolon), "+
+		"or header:<name>, query:<name>, apikey, ip and jwt:<claim> sources (the middleware's), not both", s)
 }
 
 func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
-	// The wrapped handler is the upstream authorizer, run in process: the
-	// subject is read of its answer by the sources the Lambda's
-	// UPSTREAM_AUTHORIZER chaining reads it with (one path, apigw's).
-	cfg.SubjectSources = []identity.Source{{Kind: identity.SourcePrincipal}}
-	if key != "" {
-		cfg.SubjectSources = []identity.Source{{Kind: identity.SourceContext, Name: key}}
-	}
+	// The app's decision reads cfg.SubjectSources: the requests the
+	// middleware and the integration wrappers answer.
 	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	if fn == "" {
 		fn = "ratelimit"
@@ -224,12 +289,55 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := &Limiter{app: a}
+	// The authorizer wrappers' handler is the upstream authorizer, run in
+	// process: the subject is read of its answer by the sources the
+	// Lambda's UPSTREAM_AUTHORIZER chaining reads it with (one path,
+	// apigw's), over the same rules cache, limiter and metrics.
+	up := []identity.Source{{Kind: identity.SourcePrincipal}}
+	if key != "" {
+		up = []identity.Source{{Kind: identity.SourceContext, Name: key}}
+	}
+	var jwt *identity.Verifier
+	for _, d := range cfg.Dimensions {
+		if identity.HasKind(d.Sources, identity.SourceJWT) {
+			jwt = a.JWT // a dimension reads a verified claim
+		}
+	}
+	ho := apigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
+	l := &Limiter{
+		app:     a,
+		chain:   apigw.NewAuthorizer(authorizer.New(a.Cache, a.Limiter, authorizer.Options{Sources: up, Dimensions: cfg.Dimensions, JWT: jwt}), ho),
+		guard:   apigw.NewGuard(a.Decider, ho),
+		sources: a.Decider.Sources(),
+		headers: headerNames(cfg),
+	}
 	if err := l.checkKey(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// headerNames are the canonical names of the headers cfg's subject
+// sources and dimensions read.
+func headerNames(cfg config.Config) []string {
+	var names []string
+	add := func(src []identity.Source) {
+		for _, s := range src {
+			switch s.Kind {
+			case identity.SourceHeader:
+				names = append(names, http.CanonicalHeaderKey(s.Name))
+			case identity.SourceJWT:
+				names = append(names, "Authorization")
+			}
+		}
+	}
+	add(cfg.SubjectSources)
+	for _, d := range cfg.Dimensions {
+		add(d.Sources)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // keyRetry is the least time between two checks of the subject hash key
@@ -322,7 +430,7 @@ type HTTPIAMHandler func(context.Context, events.APIGatewayV2CustomAuthorizerV2R
 // (the subject's hash when it has none) and usage plan key are kept. The authorizer's result cache must be off (TTL 0), as for
 // Sluice's own authorizer: a cached Allow spends no tokens.
 func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
-	return wrap(l, h, l.app.Authorizer.ChainREST)
+	return wrap(l, h, l.chain.ChainREST)
 }
 
 // WrapHTTP returns h with Sluice's limits after it, as WrapREST does, for
@@ -333,14 +441,14 @@ func (l *Limiter) WrapREST(h RESTHandler) RESTHandler {
 // principalId: Options.ContextKey must name the subject, or every request
 // h allows is "Unauthorized".
 func (l *Limiter) WrapHTTP(h HTTPHandler) HTTPHandler {
-	return wrap(l, h, l.app.Authorizer.ChainHTTP)
+	return wrap(l, h, l.chain.ChainHTTP)
 }
 
 // WrapHTTPIAM returns h with Sluice's limits after it, as WrapREST does,
 // for an HTTP API with IAM policy responses: the policy is evaluated for
 // the event's routeArn, and over the limit replaced by a Deny of it (403).
 func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
-	return wrap(l, h, l.app.Authorizer.ChainHTTPIAM)
+	return wrap(l, h, l.chain.ChainHTTPIAM)
 }
 
 // wrap returns h followed by chain (an apigw.Authorizer Chain method):

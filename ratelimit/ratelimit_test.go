@@ -346,6 +346,8 @@ func TestOptions(t *testing.T) {
 		{"bad values", ratelimit.Options{RedisURL: "http://x", DefaultLimit: "lots", Headers: "draft99", ContextKey: "a b"},
 			[]string{"REDIS_URL", "DEFAULT_LIMIT", "RATELIMIT_HEADERS", "ContextKey"}},
 		{"no database", ratelimit.Options{RedisURL: redisURL}, []string{"DATABASE_URL"}},
+		{"authorizer sources", ratelimit.Options{RedisURL: redisURL, DatabaseURL: "postgres://x/y", Sources: "context:tenant"}, []string{"Sources", "ContextKey"}},
+		{"jwt without issuer", ratelimit.Options{RedisURL: redisURL, DatabaseURL: "postgres://x/y", Sources: "jwt:sub"}, []string{"JWT_ISSUER", "JWT_AUDIENCE"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ratelimit.New(context.Background(), tt.o)
@@ -357,7 +359,10 @@ func TestOptions(t *testing.T) {
 		})
 	}
 	for _, tt := range []struct{ sources, want string }{
-		{"header:x-api-key", "SUBJECT_SOURCES"},
+		{"header:x-api-key", ""}, // the middleware's sources
+		{"ip,jwt:sub", "JWT_ISSUER"},
+		{"principal,header:x-api-key", "SUBJECT_SOURCES"},
+		{"cookie:session", "SUBJECT_SOURCES"},
 		{"context:", "SUBJECT_SOURCES"},
 		{"principal", ""},
 		{"context:tenant", ""},

@@ -322,7 +322,11 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Navigate(p.base+"/console/#/stats?window=5m"),
 		chromedp.WaitVisible(css(`#top-subjects tr[data-subject="`+hash+`"]`)),
 		chromedp.WaitVisible(css(`#chart rect[data-kind="denied"]`)))
+	drive(t, ctx, "find a subject",
+		chromedp.SetValue(css(`#find-subject`), prefix+"0"), chromedp.Click(css(`#find`)),
+		chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"]`)))
 	shot(t, ctx, dir, "stats", "#stats")
+	shot(t, ctx, dir, "find", "#find-form")
 	// A window the in-process counts cannot answer (not offered, but a
 	// link may ask for it): the API's 400, shown.
 	drive(t, ctx, "stats window 1h",
@@ -465,6 +469,25 @@ func TestConsoleEdits(t *testing.T) {
 			chromedp.WaitVisible(css(`#gone-history`)))
 	})
 
+	t.Run("taken scope", func(t *testing.T) {
+		// A create on a scope another rule holds: the 409 names that rule,
+		// and the flash links to it.
+		r := newRule("the holder")
+		drive(t, ctx, "create on a taken scope",
+			chromedp.Navigate(p.base+"/console/#/rules/new"),
+			waitJS(`document.querySelector('h1').textContent === 'New rule'`),
+			setField("api", r.API), setField("route", r.Route), setField("subject", "*"),
+			setField("limit", "9"), setField("period", "1m"),
+			clearFlash, chromedp.Click(css(`#save`)),
+			chromedp.WaitVisible(css(`#scope-holder`)))
+		if href := js[string](t, ctx, `document.getElementById('scope-holder').getAttribute('href')`); href != "#/rules/"+r.ID {
+			t.Errorf("the taken scope's link = %q, want #/rules/%s", href, r.ID)
+		}
+		drive(t, ctx, "open the holder",
+			chromedp.Click(css(`#scope-holder`)),
+			waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(r.ID)))
+	})
+
 	t.Run("quota plan", func(t *testing.T) {
 		name := "q-" + testenv.Random(t)
 		p.adminJSON(t, http.MethodPost, "/admin/plans", map[string]any{"name": name, "kind": "quota", "limit": 1000, "period": "1mo"}, http.StatusCreated, nil)
@@ -495,30 +518,42 @@ func TestConsoleEdits(t *testing.T) {
 	})
 
 	t.Run("pages to the end", func(t *testing.T) {
-		// 1005 rules of one API: a page of 1000, then 5, then no More;
-		// every row once, sorted by route (their ids are in no order).
+		// 1005 rules of one API, made in a shuffled order: the server
+		// filters, sorts and pages, 100 at a time, so the first page is
+		// the first 100 routes (not 100 of the list sorted among
+		// themselves), More adds the next ones below, and the last page
+		// hides it.
 		rows := `document.querySelectorAll('#rules tbody tr[data-id]').length`
+		routesJS := `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.children[1].textContent)`
 		moreShown := `getComputedStyle(document.getElementById('more')).display !== 'none'`
 		drive(t, ctx, "first page",
 			chromedp.Navigate(p.base+"/console/#/rules?api="+pagesAPI),
-			waitJS(rows+` === 1000`))
-		if !js[bool](t, ctx, moreShown) {
-			t.Fatalf("More is not shown under the first page of %d rules", pageRules)
+			waitJS(rows+` === 100`))
+		var want []string
+		for i := range pageRules {
+			want = append(want, fmt.Sprintf("GET /p%04d", i))
 		}
-		drive(t, ctx, "second page", chromedp.Click(css(`#more`)), waitJS(rows+` === `+strconv.Itoa(pageRules)))
+		if got := js[[]string](t, ctx, routesJS); !slices.Equal(got, want[:100]) {
+			t.Errorf("first page = %q…, want the first 100 routes of the API in order, %q…", got[:min(len(got), 5)], want[:5])
+		}
+		for n := 100; n < pageRules; n = min(n+100, pageRules) {
+			if !js[bool](t, ctx, moreShown) {
+				t.Fatalf("More is not shown under %d of %d rules", n, pageRules)
+			}
+			drive(t, ctx, "next page", chromedp.Click(css(`#more`)), waitJS(rows+` === `+strconv.Itoa(min(n+100, pageRules))))
+		}
 		if js[bool](t, ctx, moreShown) {
 			t.Errorf("More is still shown after the last page")
 		}
 		// A click that still reaches it fetches nothing.
 		drive(t, ctx, "click the hidden More", evaluate(`document.getElementById('more').click()`), chromedp.Sleep(500*time.Millisecond))
-		routes := js[[]string](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.children[1].textContent)`)
-		ids := js[[]string](t, ctx, `[...document.querySelectorAll('#rules tbody tr[data-id]')].map(r => r.dataset.id)`)
-		if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); len(ids) != pageRules || distinct != pageRules {
-			t.Errorf("after the last page and a click on More: %d rows, %d distinct; want %d of %d", len(ids), distinct, pageRules, pageRules)
+		if got := js[[]string](t, ctx, routesJS); !slices.Equal(got, want) {
+			t.Errorf("after the last page and a click on More: %d rows, want the %d routes once each, in order", len(got), pageRules)
 		}
-		if !slices.IsSorted(routes) {
-			t.Errorf("rows are not sorted by route: %q…", routes[:min(len(routes), 8)])
-		}
+		// A filter is the server's too: one route of the many.
+		drive(t, ctx, "filtered",
+			chromedp.Navigate(p.base+"/console/#/rules?api="+pagesAPI+"&route="+url.QueryEscape("GET /p0777")),
+			waitJS(rows+` === 1`))
 		// A list that fits one page shows no More.
 		drive(t, ctx, "one page",
 			chromedp.Navigate(p.base+"/console/#/rules?api=demo"),
@@ -646,6 +681,32 @@ func TestConsoleViews(t *testing.T) {
 		drive(t, ctx, "narrow the window", chromedp.EmulateViewport(400, 800),
 			waitJSWithin(`Math.abs(document.getElementById('chart').viewBox.baseVal.width - document.getElementById('chart').getBoundingClientRect().width) <= 2`, 2*time.Second),
 			chromedp.EmulateViewport(1100, 720))
+		// Find a subject: its keyed hash (the server's, with the local
+		// key) is marked in the list, and the page says where it is. The
+		// subject stays out of the URL.
+		hash := localSubjectHash(t, denied)
+		drive(t, ctx, "find the denied subject",
+			chromedp.SetValue(css(`#find-subject`), denied), chromedp.Click(css(`#find`)),
+			chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"] [data-found]`)),
+			chromedp.WaitVisible(css(`#find-result[data-found="yes"]`)))
+		if got := js[string](t, ctx, `document.querySelector('#find-result').textContent`); !strings.Contains(got, denied) || !strings.Contains(got, "#") {
+			t.Errorf("find result = %q, want it to name %s and its rank", got, denied)
+		}
+		if loc := value(t, ctx, "location", chromedp.Location()); strings.Contains(loc, denied) {
+			t.Errorf("the subject found is in the URL: %s", loc)
+		}
+		if n := js[int](t, ctx, `document.querySelectorAll('#top-subjects tr.found').length`); n != 1 {
+			t.Errorf("%d rows marked, want 1", n)
+		}
+		// It stays marked across the 5 s refresh.
+		drive(t, ctx, "still marked after a refresh", chromedp.Sleep(5500*time.Millisecond),
+			chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"]`)))
+		drive(t, ctx, "find a subject never denied",
+			chromedp.SetValue(css(`#find-subject`), "never-denied-"+testenv.Random(t)), chromedp.Click(css(`#find`)),
+			chromedp.WaitVisible(css(`#find-result[data-found="no"]`)))
+		if n := js[int](t, ctx, `document.querySelectorAll('#top-subjects tr.found').length`); n != 0 {
+			t.Errorf("%d rows marked for a subject never denied, want 0", n)
+		}
 		drive(t, ctx, "a window past the backend's",
 			chromedp.Navigate(p.base+"/console/#/stats?window=1h"),
 			chromedp.WaitVisible(css(`[data-error-for="window"]`)),

@@ -40,6 +40,7 @@ var fixtures = []struct {
 	{"admin-rules-delete", admin.RouteDeleteRule, 404},
 	{"admin-subjects-limits", admin.RouteSubjectLimits, 200},
 	{"admin-subjects-reset", admin.RouteResetSubject, 204},
+	{"admin-subjects-find", admin.RouteFindSubject, 200},
 	{"admin-usage", admin.RouteUsage, 200},
 	{"admin-stats", admin.RouteStats, 200},
 	{"admin-plans-delete", admin.RouteDeletePlan, 204},

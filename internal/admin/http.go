@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
@@ -49,17 +50,26 @@ func (s *Service) Handler(o HandlerOptions) http.Handler {
 			a.unknown = append(a.unknown, name)
 		}
 	}
+	// Each resource's methods: a request for it with another method gets
+	// 405 and these in Allow, from a method-less pattern that the
+	// method's own patterns outrank.
+	allow := map[string][]string{}
 	for _, rt := range routes {
 		if len(o.Routes) > 0 && !slices.Contains(o.Routes, rt.name) {
 			continue
 		}
 		a.mux.Handle(rt.name, a.endpoint(rt))
-		if !slices.Contains(a.methods, rt.method) {
-			a.methods = append(a.methods, rt.method)
-		}
+		allow[rt.resource] = append(allow[rt.resource], rt.method)
 	}
-	// Whatever no route matches, whatever its method: 404 or 405 as
-	// problem+json, where the mux alone would answer plain text.
+	a.allow = allow
+	for resource, methods := range allow {
+		slices.Sort(methods)
+		a.mux.HandleFunc(resource, func(w http.ResponseWriter, r *http.Request) {
+			a.fail(w, r, "", methodNotAllowed(methods))
+		})
+	}
+	// Whatever no pattern matches: 404 as problem+json, where the mux
+	// alone would answer plain text.
 	a.mux.HandleFunc("/", a.miss)
 	return a
 }
@@ -70,8 +80,8 @@ type api struct {
 	mux       *http.ServeMux
 	actor     func(*http.Request) string
 	requestID func(*http.Request) string
-	methods   []string // the methods of the routes served, for Allow
-	unknown   []string // route names served that are no route
+	allow     map[string][]string // resource → the methods served, sorted: Allow
+	unknown   []string            // route names served that are no route
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -93,9 +103,8 @@ func notFound() error {
 	return &httpapi.Error{Status: http.StatusNotFound, Detail: "No such admin resource."}
 }
 
-// miss answers a request no route pattern matched: a path with a trailing
-// slash is served as without it, a path some route serves with another
-// method gets 405 and Allow, anything else 404.
+// miss answers a request no pattern matched: a path with a trailing slash
+// is served as without it, anything else is 404.
 func (a *api) miss(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		r2 := *r
@@ -108,18 +117,6 @@ func (a *api) miss(w http.ResponseWriter, r *http.Request) {
 		a.ServeHTTP(w, &r2)
 		return
 	}
-	var allow []string
-	for _, m := range a.methods {
-		probe := *r
-		probe.Method = m
-		if _, pattern := a.mux.Handler(&probe); pattern != "/" {
-			allow = append(allow, m)
-		}
-	}
-	if len(allow) > 0 {
-		a.fail(w, r, "", methodNotAllowed(allow...))
-		return
-	}
 	a.fail(w, r, "", notFound())
 }
 
@@ -129,7 +126,7 @@ func (a *api) endpoint(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != rt.method {
 			// HEAD, which the mux lets a GET pattern match.
-			a.miss(w, r)
+			a.fail(w, r, "", methodNotAllowed(a.allow[rt.resource]))
 			return
 		}
 		c := a.call(r, rt)
@@ -169,21 +166,26 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, route string, err err
 // prepare fills c from r, checking the path parameters, the query text and
 // the body.
 func (a *api) prepare(r *http.Request, rt *route, c *call) error {
-	c.params = make(map[string]string, len(rt.params))
+	c.req = r
 	for _, name := range rt.params {
 		v := r.PathValue(name)
 		if v == "" {
 			return httpapi.BadRequest(httpapi.FieldError(name, "must not be empty"))
 		}
-		if reason := badText(v); reason != "" {
+		if reason := badText(v, maxText); reason != "" {
 			return httpapi.BadRequest(httpapi.FieldError(name, reason))
 		}
-		c.params[name] = v
 	}
-	c.Query = r.URL.Query()
+	if r.URL.RawQuery != "" { // a nil url.Values reads as empty
+		c.Query = r.URL.Query()
+	}
 	for k, vs := range c.Query {
+		limit := maxText
+		if k == "cursor" {
+			limit = maxCursor
+		}
 		for _, v := range vs {
-			if reason := badText(k + v); reason != "" {
+			if reason := badText(k+v, limit); reason != "" {
 				return httpapi.BadRequest(httpapi.FieldError(httpapi.Truncate(k), reason))
 			}
 		}
@@ -226,17 +228,30 @@ func writeReply(w http.ResponseWriter, rep reply) error {
 	for k, v := range rep.header {
 		h[k] = v
 	}
-	h.Set("Cache-Control", "no-store")
+	if rep.version > 0 {
+		h["Etag"] = []string{`"` + strconv.FormatInt(rep.version, 10) + `"`}
+	}
+	// Shared, never modified: no header slice to allocate per response.
+	h["Cache-Control"] = noStore
 	if b != nil {
-		h.Set("Content-Type", "application/json")
-		h.Set("X-Content-Type-Options", "nosniff")
+		h["Content-Type"], h["X-Content-Type-Options"] = contentJSON, noSniff
 	}
 	w.WriteHeader(rep.status)
 	if b != nil {
-		w.Write(append(b, '\n')) //nolint:errcheck // the client has gone; nothing to do
+		w.Write(b)       //nolint:errcheck // the client has gone; nothing to do
+		w.Write(newline) //nolint:errcheck // as above
 	}
 	return nil
 }
+
+// The values of the headers every reply sets; callers of writeReply's
+// ResponseWriter read them and never write into them.
+var (
+	noStore     = []string{"no-store"}
+	contentJSON = []string{"application/json"}
+	noSniff     = []string{"nosniff"}
+	newline     = []byte{'\n'}
+)
 
 // write sends a problem response.
 func writeProblem(w http.ResponseWriter, status int, h http.Header, body []byte) {

@@ -25,23 +25,22 @@ func (s *Service) createPlan(ctx context.Context, c *call) (reply, error) {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)
-	h := etag(created.Version)
-	h.Set("Location", "/plans/"+url.PathEscape(created.Name))
-	return reply{status: http.StatusCreated, header: h, body: created}, nil
+	h := http.Header{"Location": {"/plans/" + url.PathEscape(created.Name)}}
+	return reply{status: http.StatusCreated, header: h, version: created.Version, body: created}, nil
 }
 
 func (s *Service) getPlan(ctx context.Context, c *call) (reply, error) {
-	p, err := s.store.GetPlan(ctx, c.params["name"])
+	p, err := s.store.GetPlan(ctx, c.param("name"))
 	if err != nil {
 		return reply{}, err
 	}
-	return reply{status: http.StatusOK, header: etag(p.Version), body: p}, nil
+	return reply{status: http.StatusOK, version: p.Version, body: p}, nil
 }
 
 // planHistory answers the plan's audit entries, oldest first; those of a
 // deleted plan remain readable.
 func (s *Service) planHistory(ctx context.Context, c *call) (reply, error) {
-	es, err := s.store.PlanHistory(ctx, c.params["name"]) // ErrNotFound when there is none
+	es, err := s.store.PlanHistory(ctx, c.param("name")) // ErrNotFound when there is none
 	if err != nil {
 		return reply{}, err
 	}
@@ -51,7 +50,7 @@ func (s *Service) planHistory(ctx context.Context, c *call) (reply, error) {
 // updatePlan replaces a plan; every rule naming it takes the new numbers at
 // the authorizers' next reload (the publish after the write triggers it).
 func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
-	name := c.params["name"]
+	name := c.param("name")
 	version, err := ifMatch(c.Header, true)
 	if err != nil {
 		return reply{}, err
@@ -64,8 +63,10 @@ func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.publish(ctx, c.route)
-	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
+	if updated.Version != version { // the same version: nothing changed, nothing to publish
+		s.publish(ctx, c.route)
+	}
+	return reply{status: http.StatusOK, version: updated.Version, body: updated}, nil
 }
 
 func (s *Service) deletePlan(ctx context.Context, c *call) (reply, error) {
@@ -73,7 +74,7 @@ func (s *Service) deletePlan(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if err := s.store.DeletePlan(ctx, c.params["name"], version, c.actor()); err != nil {
+	if err := s.store.DeletePlan(ctx, c.param("name"), version, c.actor()); err != nil {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)

@@ -3,15 +3,18 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // classify maps any error to the Error the client gets. It is the one place
@@ -30,6 +33,14 @@ func classify(route string, err error) *httpapi.Error {
 	var pc *rules.PlanConflictError
 	if errors.As(err, &pc) {
 		return &httpapi.Error{Status: http.StatusConflict, Detail: planConflictDetail(pc), Err: err}
+	}
+	var st *store.ScopeTakenError
+	if errors.As(err, &st) {
+		return &httpapi.Error{Status: http.StatusConflict, Detail: scopeTakenDetail(st), Err: err}
+	}
+	var pu *store.PlanInUseError
+	if errors.As(err, &pu) {
+		return &httpapi.Error{Status: http.StatusConflict, Detail: planInUseDetail(pu), Err: err}
 	}
 	noun := "rule"
 	if strings.Contains(route, "/plans") {
@@ -79,6 +90,43 @@ func planConflictDetail(pc *rules.PlanConflictError) string {
 		b.WriteString("rule " + r.ID + ", " + r.Reason)
 	}
 	b.WriteString(". Lower those rules' cost or move them to another plan first.")
+	return b.String()
+}
+
+// scopeTakenDetail names the rule in the way of a create or update: its
+// id, api and route (never the subject, which may be an API key).
+func scopeTakenDetail(st *store.ScopeTakenError) string {
+	scope := fmt.Sprintf("api %q, route %q", st.API, st.Route)
+	if st.Wildcard {
+		scope += `, subject "*"`
+	} else {
+		scope += ", this subject"
+	}
+	if st.Dimension != "" {
+		scope += fmt.Sprintf(", dimension %q", st.Dimension)
+	}
+	if st.Kind == rules.Quota {
+		scope += ", kind quota"
+	}
+	if st.ID == "" {
+		return "Another rule holds this scope (" + scope + "); list the rules of this api and route to find it."
+	}
+	return "Rule " + st.ID + " already holds this scope (" + scope + "): change that rule (GET /rules/" + st.ID + "), or give this one another scope."
+}
+
+// planInUseDetail names the rules that keep a plan from being deleted
+// (the first few, and how many), and how to list them all.
+func planInUseDetail(pu *store.PlanInUseError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan %q is used by %d rule(s)", pu.Plan, pu.Count)
+	if len(pu.Rules) > 0 {
+		b.WriteString(": " + strings.Join(pu.Rules, ", "))
+		if more := pu.Count - len(pu.Rules); more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
+	}
+	fmt.Fprintf(&b, ". Move them to another plan or delete them first; list them with GET /rules?plan=%s (sluice rules ls --plan %s).",
+		url.QueryEscape(pu.Plan), pu.Plan)
 	return b.String()
 }
 

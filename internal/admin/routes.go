@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -31,6 +30,7 @@ const (
 	RoutePlanHistory   = "GET /plans/{name}/history"
 	RouteSubjectLimits = "GET /subjects/{subject}/limits"
 	RouteResetSubject  = "DELETE /subjects/{subject}/buckets"
+	RouteFindSubject   = "POST /subjects/find"
 	RouteUsage         = "POST /usage"
 	RouteStats         = "GET /stats"
 )
@@ -40,19 +40,24 @@ const (
 type call struct {
 	route     string // the Route constant
 	Method    string
-	params    map[string]string // decoded path parameters, checked by badText
-	Query     url.Values
+	req       *http.Request // its PathValue holds the decoded path parameters, checked by badText
+	Query     url.Values    // nil without a query string
 	Header    http.Header
 	Body      []byte // nil for a route that takes no body
 	Actor     string // recorded in the audit log; "" is "unknown"
 	RequestID string // identifies the request in logs
 }
 
+// param is the decoded path parameter name ("id").
+func (c *call) param(name string) string { return c.req.PathValue(name) }
+
 // reply is a handler's successful outcome; Handle encodes it.
 type reply struct {
 	status int
 	header http.Header
-	body   any // JSON-encoded; nil means no body
+	// version, when > 0, is sent as the ETag ("<version>").
+	version int64
+	body    any // JSON-encoded; nil means no body
 }
 
 type handler func(s *Service, ctx context.Context, c *call) (reply, error)
@@ -97,6 +102,7 @@ var routes = func() []*route {
 		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
 		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
 		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
+		{RouteFindSubject, "admin-subjects-find", true, (*Service).findSubject},
 		{RouteUsage, "admin-usage", true, (*Service).usage},
 		{RouteStats, "admin-stats", false, (*Service).stats},
 	}
@@ -149,8 +155,9 @@ func paramNames(resource string) []string {
 	return names
 }
 
-func methodNotAllowed(allow ...string) *httpapi.Error {
-	slices.Sort(allow)
+// methodNotAllowed is the 405 of a resource served with the methods allow
+// (sorted).
+func methodNotAllowed(allow []string) *httpapi.Error {
 	return &httpapi.Error{
 		Status: http.StatusMethodNotAllowed,
 		Detail: "This resource accepts only " + strings.Join(allow, ", ") + ".",
@@ -172,18 +179,23 @@ func checkContentType(ct string) error {
 }
 
 // maxText bounds path and query values: nothing legitimate is longer, and
-// PostgreSQL indexes dislike megabyte keys.
-const maxText = 1024
+// PostgreSQL indexes dislike megabyte keys. A list cursor is longer: it
+// holds a rule's api, route and subject (up to 1,408 bytes) in base64.
+const (
+	maxText   = 1024
+	maxCursor = 4096
+)
 
-// badText says what is wrong with a path or query value, or "".
-func badText(v string) string {
+// badText says what is wrong with a path or query value, or "": text of at
+// most max bytes.
+func badText(v string, max int) string {
 	switch {
 	case !utf8.ValidString(v):
 		return "must be valid UTF-8"
 	case strings.IndexByte(v, 0) >= 0:
 		return "must not contain NUL bytes"
-	case len(v) > maxText:
-		return fmt.Sprintf("must be at most %d bytes", maxText)
+	case len(v) > max:
+		return fmt.Sprintf("must be at most %d bytes", max)
 	}
 	return ""
 }

@@ -35,21 +35,20 @@ func (s *Service) createRule(ctx context.Context, c *call) (reply, error) {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)
-	h := etag(created.Version)
-	h.Set("Location", "/rules/"+url.PathEscape(created.ID))
-	return reply{status: http.StatusCreated, header: h, body: created}, nil
+	h := http.Header{"Location": {"/rules/" + url.PathEscape(created.ID)}}
+	return reply{status: http.StatusCreated, header: h, version: created.Version, body: created}, nil
 }
 
 func (s *Service) getRule(ctx context.Context, c *call) (reply, error) {
-	r, err := s.store.GetRule(ctx, c.params["id"])
+	r, err := s.store.GetRule(ctx, c.param("id"))
 	if err != nil {
 		return reply{}, err
 	}
-	return reply{status: http.StatusOK, header: etag(r.Version), body: r}, nil
+	return reply{status: http.StatusOK, version: r.Version, body: r}, nil
 }
 
 func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
-	id := c.params["id"]
+	id := c.param("id")
 	version, err := ifMatch(c.Header, true)
 	if err != nil {
 		return reply{}, err
@@ -63,8 +62,10 @@ func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	s.publish(ctx, c.route)
-	return reply{status: http.StatusOK, header: etag(updated.Version), body: updated}, nil
+	if updated.Version != version { // the same version: nothing changed, nothing to publish
+		s.publish(ctx, c.route)
+	}
+	return reply{status: http.StatusOK, version: updated.Version, body: updated}, nil
 }
 
 func (s *Service) deleteRule(ctx context.Context, c *call) (reply, error) {
@@ -72,7 +73,7 @@ func (s *Service) deleteRule(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if err := s.store.DeleteRule(ctx, c.params["id"], version, c.actor()); err != nil {
+	if err := s.store.DeleteRule(ctx, c.param("id"), version, c.actor()); err != nil {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)
@@ -109,7 +110,7 @@ func (s *Service) listRules(ctx context.Context, c *call) (reply, error) {
 }
 
 func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
-	es, err := s.store.RuleHistory(ctx, c.params["id"]) // ErrNotFound when there is none
+	es, err := s.store.RuleHistory(ctx, c.param("id")) // ErrNotFound when there is none
 	if err != nil {
 		return reply{}, err
 	}
@@ -147,11 +148,6 @@ func (c *call) actor() string {
 		return "unknown"
 	}
 	return c.Actor
-}
-
-// etag returns a header holding the ETag of a version.
-func etag(version int64) http.Header {
-	return http.Header{"Etag": {`"` + strconv.FormatInt(version, 10) + `"`}}
 }
 
 // ifMatch reads the version in If-Match. "*" and an absent header (when not

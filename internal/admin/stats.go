@@ -44,31 +44,14 @@ const (
 // stats answers GET /stats?window=5m&top=10: the top limiting rules and
 // the top denied subjects over the window.
 func (s *Service) stats(ctx context.Context, c *call) (reply, error) {
-	var fields []rules.FieldError
-	window, top := DefaultStatsWindow, DefaultStatsTop
-	maxWindow := 15 * time.Minute
-	if s.statsSrc != nil {
-		maxWindow = s.statsSrc.MaxWindow()
-	}
-	if v := c.Query.Get("window"); v != "" {
-		d, err := time.ParseDuration(v)
-		switch {
-		case err != nil:
-			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("%q is not a duration such as 5m", httpapi.Truncate(v))))
-		case d < time.Minute || d > maxWindow || d%time.Minute != 0:
-			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("must be a whole number of minutes from 1m to %s", shortDuration(maxWindow))))
-		default:
-			window = d
-		}
-	}
+	top := 0 // the default
 	if v := c.Query.Get("top"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxStatsTop {
-			fields = append(fields, httpapi.FieldError("top", fmt.Sprintf("must be a whole number from 1 to %d", MaxStatsTop)))
-		} else {
+		top = -1 // out of range: statsParams says what is allowed
+		if n, err := strconv.Atoi(v); err == nil && n != 0 {
 			top = n
 		}
 	}
+	window, top, fields := s.statsParams(c.Query.Get("window"), top)
 	for k := range c.Query {
 		if k != "window" && k != "top" {
 			fields = append(fields, httpapi.FieldError(httpapi.Truncate(k), "is not a parameter of this route (window, top)"))
@@ -77,19 +60,61 @@ func (s *Service) stats(ctx context.Context, c *call) (reply, error) {
 	if len(fields) > 0 {
 		return reply{}, httpapi.BadRequest(fields...)
 	}
+	rep, err := s.topContributors(ctx, window, top)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, body: StatsResponse{Report: rep, MaxWindow: shortDuration(s.maxWindow())}}, nil
+}
+
+// maxWindow is the longest window GET /stats answers.
+func (s *Service) maxWindow() time.Duration {
+	if s.statsSrc != nil {
+		return s.statsSrc.MaxWindow()
+	}
+	return 15 * time.Minute
+}
+
+// statsParams checks a window ("" is DefaultStatsWindow) and a top (0 is
+// DefaultStatsTop), as GET /stats and POST /subjects/find take them.
+func (s *Service) statsParams(w string, top int) (time.Duration, int, []rules.FieldError) {
+	var fields []rules.FieldError
+	window, maxWindow := DefaultStatsWindow, s.maxWindow()
+	if w != "" {
+		d, err := time.ParseDuration(w)
+		switch {
+		case err != nil:
+			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("%q is not a duration such as 5m", httpapi.Truncate(w))))
+		case d < time.Minute || d > maxWindow || d%time.Minute != 0:
+			fields = append(fields, httpapi.FieldError("window", fmt.Sprintf("must be a whole number of minutes from 1m to %s", shortDuration(maxWindow))))
+		default:
+			window = d
+		}
+	}
+	switch {
+	case top == 0:
+		top = DefaultStatsTop
+	case top < 1 || top > MaxStatsTop:
+		fields = append(fields, httpapi.FieldError("top", fmt.Sprintf("must be a whole number from 1 to %d", MaxStatsTop)))
+	}
+	return window, top, fields
+}
+
+// topContributors reads the report of the window from the stats source.
+func (s *Service) topContributors(ctx context.Context, window time.Duration, top int) (stats.Report, error) {
 	if s.statsSrc == nil {
-		return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
+		return stats.Report{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
 			Detail: "Decision statistics are not configured here: sluice local keeps them in process; a deployed stack reads Contributor Insights (INSIGHTS_RULE_PREFIX)."}
 	}
 	rep, err := s.statsSrc.TopContributors(ctx, window, top)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "The statistics source did not answer in time; try again.",
+			return stats.Report{}, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "The statistics source did not answer in time; try again.",
 				Header: http.Header{"Retry-After": {"1"}}, Err: err}
 		}
-		return reply{}, fmt.Errorf("read decision statistics: %w", err)
+		return stats.Report{}, fmt.Errorf("read decision statistics: %w", err)
 	}
-	return reply{status: http.StatusOK, body: StatsResponse{Report: rep, MaxWindow: shortDuration(maxWindow)}}, nil
+	return rep, nil
 }
 
 // shortDuration prints 15m0s as 15m and 24h0m0s as 24h.

@@ -161,7 +161,7 @@ func subjectQuery(c *call, withRoute bool) (rules.Target, error) {
 	if withRoute && c.Query.Has("route") {
 		given |= rules.PartRoute
 	}
-	t, err := rules.NormalizeTarget(rules.Target{Subject: c.params["subject"], API: c.Query.Get("api"), Route: c.Query.Get("route")}, given)
+	t, err := rules.NormalizeTarget(rules.Target{Subject: c.param("subject"), API: c.Query.Get("api"), Route: c.Query.Get("route")}, given)
 	var fs []rules.FieldError
 	if ve := (*rules.ValidationError)(nil); errors.As(err, &ve) {
 		fs = ve.Fields

@@ -15,7 +15,6 @@
 package lambdahttp
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -175,27 +174,35 @@ func (a *Adapter) proxyRequest(ctx context.Context, ev *events.APIGatewayProxyRe
 	if !strings.HasPrefix(u.Path, "/") {
 		u.Path, u.RawPath = "/"+u.Path, ""
 	}
-	q := url.Values{}
-	for k, v := range ev.QueryStringParameters {
-		q.Set(k, v)
+	if len(ev.QueryStringParameters) > 0 || len(ev.MultiValueQueryStringParameters) > 0 {
+		q := url.Values{}
+		for k, v := range ev.QueryStringParameters {
+			q.Set(k, v)
+		}
+		for k, vs := range ev.MultiValueQueryStringParameters {
+			q[k] = vs
+		}
+		u.RawQuery = q.Encode()
 	}
-	for k, vs := range ev.MultiValueQueryStringParameters {
-		q[k] = append([]string(nil), vs...)
-	}
-	u.RawQuery = q.Encode()
 
-	h := make(http.Header, len(ev.Headers)+len(ev.MultiValueHeaders))
-	for k, v := range ev.Headers {
-		h.Set(k, v)
-	}
-	// API Gateway fills both maps; the multi-value one is complete.
+	// API Gateway fills both maps, and the multi-value one is complete:
+	// a single value is read only for a header it lacks. The event's
+	// value slices become the request's as they are (handlers read
+	// request headers, never write into them), so a header costs no
+	// allocation of its own.
+	h := make(http.Header, max(len(ev.MultiValueHeaders), len(ev.Headers)))
 	for k, vs := range ev.MultiValueHeaders {
-		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+		h[http.CanonicalHeaderKey(k)] = vs
 	}
-	r := newRequest(ctx, strings.ToUpper(ev.HTTPMethod), u, h, ev.Body, ev.IsBase64Encoded)
-	r.RemoteAddr = ev.RequestContext.Identity.SourceIP
+	for k, v := range ev.Headers {
+		if ck := http.CanonicalHeaderKey(k); h[ck] == nil {
+			h[ck] = []string{v}
+		}
+	}
 	rc := ev.RequestContext
-	return r.WithContext(context.WithValue(ctx, ctxKey{}, &rc)), nil
+	r := newRequest(context.WithValue(ctx, ctxKey{}, &rc), strings.ToUpper(ev.HTTPMethod), u, h, ev.Body, ev.IsBase64Encoded)
+	r.RemoteAddr = ev.RequestContext.Identity.SourceIP
+	return r, nil
 }
 
 func (a *Adapter) urlRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*http.Request, error) {
@@ -247,6 +254,7 @@ func newRequest(ctx context.Context, method string, u *url.URL, h http.Header, b
 		r.Body = io.NopCloser(strings.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
+	// The one way to set a request's context: ctx carries all it needs.
 	return r.WithContext(ctx)
 }
 
@@ -276,10 +284,17 @@ func fillTemplate(tmpl string, params map[string]string) (string, bool, error) {
 		return "", false, nil
 	}
 	var b strings.Builder
-	for i, seg := range strings.Split(tmpl, "/") {
-		if i > 0 {
+	n := len(tmpl)
+	for _, v := range params {
+		n += len(v)
+	}
+	b.Grow(n) // one allocation, unless a value has a slash to escape
+	first := true
+	for seg := range strings.SplitSeq(tmpl, "/") {
+		if !first {
 			b.WriteByte('/')
 		}
+		first = false
 		name, ok := strings.CutPrefix(seg, "{")
 		if !ok || !strings.HasSuffix(name, "}") {
 			b.WriteString(seg)
@@ -306,7 +321,7 @@ func fillTemplate(tmpl string, params map[string]string) (string, bool, error) {
 type responseWriter struct {
 	header http.Header
 	status int
-	buf    bytes.Buffer
+	buf    strings.Builder // its String is the response body without a copy
 	wrote  bool
 }
 
@@ -348,9 +363,9 @@ func (w *responseWriter) flatHeader() map[string]string {
 
 // body is the response body, base64-encoded when it is not UTF-8 text.
 func (w *responseWriter) body() (string, bool) {
-	b := w.buf.Bytes()
-	if utf8.Valid(b) {
-		return string(b), false
+	b := w.buf.String()
+	if utf8.ValidString(b) {
+		return b, false
 	}
-	return base64.StdEncoding.EncodeToString(b), true
+	return base64.StdEncoding.EncodeToString([]byte(b)), true
 }

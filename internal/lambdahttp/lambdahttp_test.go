@@ -126,7 +126,8 @@ func TestProxyRequest(t *testing.T) {
 		Resource:   "/subjects/{subject}/limits",
 		Path:       "/admin/subjects/x y/limits", // a custom domain's base path: not used
 		HTTPMethod: "post",
-		Headers:    map[string]string{"content-type": "application/json", "if-match": `"1"`},
+		// A hand-built event may name a header in one map only.
+		Headers: map[string]string{"content-type": "application/json", "if-match": `"1"`, "x-single": "only here", "x-multi": "b"},
 		MultiValueHeaders: map[string][]string{
 			"content-type": {"application/json"}, "if-match": {`"1"`}, "x-multi": {"a", "b"},
 		},
@@ -151,6 +152,7 @@ func TestProxyRequest(t *testing.T) {
 		{"path", got.Path, "/subjects/x y/z/limits"},
 		{"if-match", got.Header.Get("If-Match"), `"1"`},
 		{"multi header", strings.Join(got.Header.Values("X-Multi"), ","), "a,b"},
+		{"single-value-only header", strings.Join(got.Header.Values("X-Single"), ","), "only here"},
 		{"multi query", got.Query, "api=a&api=b"},
 		{"body", got.Body, `{"a":1}`},
 		{"caller", got.Caller, "AIDACALLER"},

@@ -11,6 +11,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -47,8 +49,9 @@ type Options struct {
 // it; 0 accepts any version.
 type Store interface {
 	// CreateRule stores r with a new UUID, Version 1 and timestamps, and
-	// returns the stored rule. Errors: rules.ErrConflict when another rule
-	// holds the scope (api, route, subject); rules.ErrTooManyRules when
+	// returns the stored rule. Errors: a *ScopeTakenError (rules.ErrConflict)
+	// naming the rule that holds the scope (api, route, subject, kind,
+	// dimension); rules.ErrTooManyRules when
 	// the store already holds Options.MaxRules rules (checked in the same
 	// transaction, so concurrent creates never exceed it);
 	// *rules.ValidationError for an unknown plan, a rule that does not fit
@@ -61,14 +64,19 @@ type Store interface {
 	// for an id that is not a UUID.
 	GetRule(ctx context.Context, id string) (rules.Rule, error)
 	// UpdateRule replaces the rule r.ID with r when its version is
-	// ifVersion, bumps Version and returns the stored rule. Errors:
-	// rules.ErrNotFound, rules.ErrStale, rules.ErrConflict (the new scope is
-	// taken), *rules.ValidationError as for CreateRule.
+	// ifVersion, bumps Version and returns the stored rule. An update that
+	// changes nothing as stored (a period of "1.5m" on a rule of "90s")
+	// writes nothing: it returns the rule as it is, same version, no audit
+	// entry, no new rules version. Errors: rules.ErrNotFound,
+	// rules.ErrStale, a *ScopeTakenError (the new scope is taken),
+	// *rules.ValidationError as for CreateRule.
 	UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error)
 	// DeleteRule deletes the rule with that id when its version is
 	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale.
 	DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error
-	// ListRules returns one page of the rules matching f, ordered by id;
+	// ListRules returns one page of the rules matching f, ordered by api,
+	// then route, then subject, then id, each compared byte by byte
+	// (input.Key);
 	// Page.Rules is empty but not nil when none match, and Page.NextCursor
 	// is "" on the last page. Errors: *rules.ValidationError on "limit" or
 	// "cursor" for a bad page size or cursor, and on a filter field not
@@ -87,7 +95,8 @@ type Store interface {
 	// GetPlan returns the plan with that name. Errors: rules.ErrNotFound.
 	GetPlan(ctx context.Context, name string) (rules.Plan, error)
 	// UpdatePlan replaces the plan p.Name with p when its version is
-	// ifVersion, bumps Version and returns the stored plan; rules naming the
+	// ifVersion, bumps Version and returns the stored plan (an update that
+	// changes nothing writes nothing, as for UpdateRule); rules naming the
 	// plan get its new numbers from the next LoadAll on. Errors:
 	// rules.ErrNotFound, rules.ErrStale, *rules.ValidationError as for
 	// CreatePlan, and a *rules.PlanConflictError (rules.ErrConflict) listing
@@ -95,8 +104,8 @@ type Store interface {
 	// its new numbers (rules.CheckPlanRules); nothing is written then.
 	UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error)
 	// DeletePlan deletes the plan with that name when its version is
-	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale, and
-	// rules.ErrConflict while a rule names the plan.
+	// ifVersion. Errors: rules.ErrNotFound, rules.ErrStale, and a
+	// *PlanInUseError (rules.ErrConflict) while rules name the plan.
 	DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error
 	// ListPlans returns every plan ordered by name; none is an empty result,
 	// not an error.
@@ -114,3 +123,57 @@ type Store interface {
 	// store's.
 	LoadAll(ctx context.Context) (rules.Set, error)
 }
+
+// ScopeTakenError is the rules.ErrConflict of a rule write whose scope (api,
+// route, subject, kind, dimension) another rule holds. It names that rule,
+// so that whoever is refused can look at it. It carries no subject: an
+// exact subject is often an API key, and this error reaches logs.
+type ScopeTakenError struct {
+	// ID, API and Route are the existing rule's. ID is "" when the rule
+	// that held the scope was deleted before it could be read.
+	ID, API, Route string
+	// Kind and Dimension are the scope's.
+	Kind      rules.Kind
+	Dimension string
+	// Wildcard reports whether the scope's subject is "*".
+	Wildcard bool
+}
+
+func (e *ScopeTakenError) Error() string {
+	subject := "an exact subject"
+	if e.Wildcard {
+		subject = `subject "*"`
+	}
+	dim := ""
+	if e.Dimension != "" {
+		dim = fmt.Sprintf(", dimension %q", e.Dimension)
+	}
+	holder := "another rule"
+	if e.ID != "" {
+		holder = "rule " + e.ID
+	}
+	return fmt.Sprintf("%s already holds the %s scope api %q, route %q, %s%s: %v", holder, e.Kind, e.API, e.Route, subject, dim, rules.ErrConflict)
+}
+
+func (e *ScopeTakenError) Unwrap() error { return rules.ErrConflict }
+
+// PlanInUseError is the rules.ErrConflict of DeletePlan while rules name
+// the plan.
+type PlanInUseError struct {
+	Plan string
+	// Count is how many rules name the plan.
+	Count int
+	// Rules are the ids of the first of them (at most MaxListed), ordered
+	// by id.
+	Rules []string
+}
+
+// MaxListed bounds PlanInUseError.Rules: a plan may have thousands of rules,
+// and an error names a few and says how to list the rest.
+const MaxListed = 5
+
+func (e *PlanInUseError) Error() string {
+	return fmt.Sprintf("plan %q is used by %d rule(s) (%s): %v", e.Plan, e.Count, strings.Join(e.Rules, ", "), rules.ErrConflict)
+}
+
+func (e *PlanInUseError) Unwrap() error { return rules.ErrConflict }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -137,18 +136,9 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "no-store")
-	if res.Effective != nil {
-		// The fields of the chosen dialects, from the values an authorizer
-		// puts in its context, so that both say the same. Assigned, not
-		// Set: Set would canonicalise RateLimit to Ratelimit.
-		ctxv := h.contextValues(&res)
-		for _, f := range h.headers.Fields() {
-			hdr[f.Name] = []string{fmt.Sprint(ctxv[f.Key])}
-		}
-	}
+	h.setFields(hdr, &res)
 	status := http.StatusOK
 	if !res.Allowed {
-		hdr.Set("Retry-After", strconv.FormatInt(authorizer.Seconds(res.RetryAfter), 10))
 		status = http.StatusTooManyRequests
 	}
 	w.WriteHeader(status)

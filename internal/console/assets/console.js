@@ -291,20 +291,9 @@ function table(attrs, heads, rows, empty) {
 
 const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Version', ''];
 
-// RULES_PAGE is the page size the list asks for: the API's largest, so
-// that a list of up to that many rules is one page, sorted whole.
-const RULES_PAGE = 1000;
-
-// byScope orders rules by api, route, subject, then kind, dimension and
-// id, comparing UTF-16 code units (the same order as bytes for all but
-// the astral planes).
-function byScope(a, b) {
-  for (const k of ['api', 'route', 'subject', 'kind', 'dimension', 'id']) {
-    const x = a[k] || '', y = b[k] || '';
-    if (x !== y) return x < y ? -1 : 1;
-  }
-  return 0;
-}
+// RULES_PAGE is the page size the list asks for. The API filters and
+// sorts (by api, route, subject), so each page continues the one above.
+const RULES_PAGE = 100;
 
 function ruleRow(r, plans) {
   return labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
@@ -340,10 +329,8 @@ async function rulesPage() {
     list, h('p', { class: 'toolbar' }, more, status));
   // cursor continues the list; '' once the last page is shown (More is
   // then hidden, and a click that still arrives fetches nothing). The API
-  // pages in its own order (by id): the rows loaded are shown sorted by
-  // scope, which is the whole list unless it has more than a page.
-  let cursor = '', loading = false;
-  const loaded = [];
+  // filters, sorts and pages: each page is appended as it comes.
+  let cursor = '', loading = false, shown = 0;
   async function page() {
     if (loading) return;
     loading = more.disabled = true;
@@ -355,14 +342,12 @@ async function rulesPage() {
     } finally {
       loading = more.disabled = false;
     }
-    loaded.push(...data.rules);
-    loaded.sort(byScope);
-    if (loaded.length) tbody.replaceChildren(...loaded.map(r => ruleRow(r, plans)));
+    if (!shown && data.rules.length) tbody.replaceChildren();
+    tbody.append(...data.rules.map(r => ruleRow(r, plans)));
+    shown += data.rules.length;
     cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
-    status.textContent = !loaded.length ? '' : cursor
-      ? `${loaded.length} rules loaded, sorted among themselves; More loads the next ${RULES_PAGE}.`
-      : `${loaded.length} rules.`;
+    status.textContent = !shown ? '' : cursor ? `${shown} rules shown; More shows the next ${RULES_PAGE}.` : `${shown} rules.`;
   }
   more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
@@ -627,6 +612,11 @@ async function editor(spec, key) {
     // the operator's values either way.
     function failed(err) {
       if (err instanceof ApiError && err.status === 400) return showFieldErrors(form, err);
+      // A taken scope: the 409 names the rule holding it; link to it.
+      const holder = err instanceof ApiError && err.status === 409 && spec === RULE && (err.message.match(/^Rule ([0-9a-f-]{36}) /) || [])[1];
+      if (holder) {
+        return flash('error', [err.message + ' ', h('a', { href: RULE.page(holder), id: 'scope-holder' }, 'Open rule ' + holder.slice(0, 8) + '…')]);
+      }
       if (err instanceof ApiError && err.status === 404 && base) {
         slot.replaceChildren();
         return flash('error', [`Not saved: the ${spec.kind} was deleted since you opened it; your values are still in the form. `,
@@ -934,14 +924,48 @@ async function statsPage() {
         h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—'))),
       'Nothing limited in this window.'),
       h('h2', {}, 'Top denied subjects'),
-      h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key).'),
-      table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', { 'data-subject': s.subject },
-        h('td', { class: 'mono hash' }, s.subject), h('td', {}, subjectRuleNames[i]),
-        h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
+      h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key). Find one to mark it.'),
+      findForm, findResult(data),
+      table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', {
+        'data-subject': s.subject, class: found && s.subject === found.hash ? 'found' : undefined },
+      h('td', { class: 'mono hash' }, s.subject, found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
+      h('td', {}, subjectRuleNames[i]),
+      h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
       'No subject denied in this window.'));
     // Bar widths through the CSSOM: the page's CSP allows no inline styles.
     out.querySelectorAll('.bar').forEach(b => { b.style.width = (b.dataset.w * 0.8) + 'px'; });
     out.querySelectorAll('.legend i').forEach(i => { i.style.background = (COLORS.find(([k]) => 'sw-' + k === i.className) || [])[1]; });
+  }
+  // found is the subject the operator looked for and its keyed hash
+  // (POST /subjects/find): its rows are marked on every refresh. It stays
+  // in this page only, never in the URL: a subject may be an API key.
+  let found = null;
+  const findInput = h('input', { name: 'subject', id: 'find-subject', size: 24, autocomplete: 'off', spellcheck: 'false', required: true });
+  const findForm = h('form', { class: 'toolbar', id: 'find-form', onsubmit: async e => {
+    e.preventDefault();
+    const subject = findInput.value.trim();
+    if (!subject) { found = null; if (last) await draw(last); return; }
+    try {
+      const r = await api('POST', '/subjects/find', { body: { subject, window: window_, top: 10 } });
+      found = { subject, hash: r.hash };
+      flash();
+      if (last) await draw(last);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 400) return showFieldErrors(findForm, err);
+      showError(err);
+    }
+  } },
+  h('label', {}, 'find a subject', findInput),
+  h('button', { type: 'submit', class: 'secondary', id: 'find' }, 'Find'),
+  h('div', { class: 'field-error', 'data-error-for': 'subject', hidden: true }));
+  // findResult says where the found subject is in data's lists.
+  function findResult(data) {
+    if (!found) return h('p', { id: 'find-result', hidden: true });
+    const at = data.subjects.map((s, i) => [s, i + 1]).filter(([s]) => s.subject === found.hash);
+    const who = [h('code', {}, found.subject), ' (hash ', h('code', { class: 'hash' }, found.hash), ')'];
+    return h('p', { id: 'find-result', 'data-found': at.length ? 'yes' : 'no' }, who, at.length
+      ? [' is ', at.map(([s, rank]) => `#${rank} (${s.denied} denied on ${s.api})`).join(' and '), ' of the top denied subjects.']
+      : ` is not among the top ${data.subjects.length < 10 ? 'denied subjects' : '10 denied subjects'} of the last ${window_}.`);
   }
   render(h('h1', {}, 'Top offenders'), h('form', { class: 'toolbar' }, h('label', {}, 'window', sel)), out);
   onWindow('resize', () => {

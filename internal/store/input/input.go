@@ -9,8 +9,11 @@ package input
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -24,8 +27,10 @@ const (
 	MaxPageSize     = 1000 // larger is a ValidationError on "limit"
 )
 
-// cursorPrefix versions the cursor format.
-const cursorPrefix = "r1:"
+// cursorPrefix versions the cursor format: "r2:" and the JSON array of
+// the last listed rule's api, route, subject and id. ("r1:" and an id was
+// the format of lists ordered by id alone.)
+const cursorPrefix = "r2:"
 
 // ID returns id in the canonical UUID form and whether it is a UUID at all.
 // A store answers rules.ErrNotFound for a non-UUID id, never a server error.
@@ -37,16 +42,43 @@ func ID(id string) (string, bool) {
 	return u.String(), true
 }
 
-// Cursor returns the opaque cursor (rules.Page.NextCursor) that continues a
-// list after the rule id.
-func Cursor(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
+// Key is where a rule sits in a list: lists are ordered by api, then
+// route, then subject, then id, each compared byte by byte (PostgreSQL's
+// COLLATE "C", Go's strings.Compare), so every store orders them the same
+// whatever the database's locale. The id makes the order total.
+type Key struct {
+	API, Route, Subject, ID string
 }
 
-// Page validates f's page size and cursor and returns the size and the id
-// to continue after ("" for the first page). Both problems are reported at
+// KeyOf returns r's place in a list.
+func KeyOf(r rules.Rule) Key { return Key{r.API, r.Route, r.Subject, r.ID} }
+
+// Compare orders keys as lists are: -1, 0 or +1.
+func (k Key) Compare(o Key) int {
+	if c := strings.Compare(k.API, o.API); c != 0 {
+		return c
+	}
+	if c := strings.Compare(k.Route, o.Route); c != 0 {
+		return c
+	}
+	if c := strings.Compare(k.Subject, o.Subject); c != 0 {
+		return c
+	}
+	return strings.Compare(k.ID, o.ID)
+}
+
+// Cursor returns the opaque cursor (rules.Page.NextCursor) that continues a
+// list after the rule r. It holds r's scope, so a list continues where it
+// was also when r is deleted meanwhile.
+func Cursor(r rules.Rule) string {
+	b, _ := json.Marshal([]string{r.API, r.Route, r.Subject, r.ID}) // strings always marshal
+	return base64.RawURLEncoding.EncodeToString(append([]byte(cursorPrefix), b...))
+}
+
+// Page validates f's page size and cursor and returns the size and the key
+// to continue after (nil for the first page). Both problems are reported at
 // once.
-func Page(f rules.Filter) (size int, after string, err error) {
+func Page(f rules.Filter) (size int, after *Key, err error) {
 	var fields []rules.FieldError
 	size = f.Limit
 	switch {
@@ -56,18 +88,49 @@ func Page(f rules.Filter) (size int, after string, err error) {
 		fields = append(fields, rules.FieldError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", MaxPageSize)})
 	}
 	if f.Cursor != "" {
-		b, decErr := base64.RawURLEncoding.DecodeString(f.Cursor)
-		id, hasPrefix := strings.CutPrefix(string(b), cursorPrefix)
-		u, parseErr := uuid.Parse(id)
-		if decErr != nil || !hasPrefix || parseErr != nil || u.String() != id {
-			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor"})
+		var ok bool
+		if after, ok = parseCursor(f.Cursor); !ok {
+			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor; pass the next_cursor of the previous page as it is"})
 		}
-		after = id
 	}
 	if fields != nil {
-		return 0, "", &rules.ValidationError{Fields: fields}
+		return 0, nil, &rules.ValidationError{Fields: fields}
 	}
 	return size, after, nil
+}
+
+func parseCursor(c string) (*Key, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, false
+	}
+	rest, ok := strings.CutPrefix(string(b), cursorPrefix)
+	var parts []string
+	if !ok || json.Unmarshal([]byte(rest), &parts) != nil || len(parts) != 4 {
+		return nil, false
+	}
+	k := Key{API: parts[0], Route: parts[1], Subject: parts[2], ID: parts[3]}
+	u, err := uuid.Parse(k.ID)
+	if err != nil || u.String() != k.ID || Text("api", k.API, "route", k.Route, "subject", k.Subject) != nil {
+		return nil, false
+	}
+	return &k, true
+}
+
+// SameRule reports whether two rules hold the same settings, whatever their
+// version and timestamps: an update to what is stored already changes
+// nothing, and stores answer it without a write.
+func SameRule(a, b rules.Rule) bool {
+	a.Version, a.CreatedAt, a.UpdatedAt = 0, time.Time{}, time.Time{}
+	b.Version, b.CreatedAt, b.UpdatedAt = 0, time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}
+
+// SamePlan is SameRule for plans.
+func SamePlan(a, b rules.Plan) bool {
+	a.Version, a.CreatedAt, a.UpdatedAt = 0, time.Time{}, time.Time{}
+	b.Version, b.CreatedAt, b.UpdatedAt = 0, time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
 
 // Storable reports whether PostgreSQL can hold s as text: valid UTF-8
@@ -110,23 +173,4 @@ func FilterText(f rules.Filter) error {
 // FieldError is a *rules.ValidationError with one field.
 func FieldError(field, reason string) error {
 	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}
-}
-
-// SubjectRef names a rule's subject in an error message without quoting
-// it: an exact subject is often an API key, and a conflict error reaches
-// logs. The wildcard is not a secret.
-func SubjectRef(subject string) string {
-	if subject == "*" {
-		return `subject "*"`
-	}
-	return fmt.Sprintf("this exact subject (%d bytes)", len(subject))
-}
-
-// DimensionRef is ", dimension <name>" for a rule of a named dimension, for
-// a conflict message; "" for the default dimension.
-func DimensionRef(dimension string) string {
-	if dimension == "" {
-		return ""
-	}
-	return fmt.Sprintf(", dimension %q", dimension)
 }

@@ -89,8 +89,8 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	if len(s.rules) >= s.maxRules {
 		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
 	}
-	if _, taken := s.scopes[sc]; taken {
-		return rules.Rule{}, scopeConflict(r)
+	if holder, taken := s.scopes[sc]; taken {
+		return rules.Rule{}, fmt.Errorf("create rule: %w", s.scopeTaken(holder))
 	}
 	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
@@ -146,12 +146,15 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	}
 	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension}, scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
-		return rules.Rule{}, scopeConflict(r)
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", id, s.scopeTaken(holder))
 	}
 	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
 	}
 	r.ID = id
+	if input.SameRule(old, r) {
+		return cloneRule(old), nil // changes nothing: no new version, no audit entry
+	}
 	r.Version = old.Version + 1
 	r.CreatedAt = old.CreatedAt
 	r.UpdatedAt = now()
@@ -184,8 +187,9 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 	return nil
 }
 
-// ListRules returns one page of the rules matching f, ordered by id. A bad
-// page size or cursor is a *rules.ValidationError.
+// ListRules returns one page of the rules matching f, ordered by api,
+// route, subject and id (input.Key). A bad page size or cursor is a
+// *rules.ValidationError.
 func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
 	if err := ctx.Err(); err != nil {
 		return rules.Page{}, err
@@ -199,20 +203,16 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.rules))
-	for id, r := range s.rules {
-		if id > after && matches(r, f) {
-			ids = append(ids, id)
+	page := rules.Page{Rules: []rules.Rule{}}
+	for _, r := range s.rules {
+		if (after == nil || input.KeyOf(r).Compare(*after) > 0) && matches(r, f) {
+			page.Rules = append(page.Rules, cloneRule(r))
 		}
 	}
-	slices.Sort(ids)
-	page := rules.Page{Rules: []rules.Rule{}}
-	if len(ids) > size {
-		ids = ids[:size]
-		page.NextCursor = input.Cursor(ids[size-1])
-	}
-	for _, id := range ids {
-		page.Rules = append(page.Rules, cloneRule(s.rules[id]))
+	slices.SortFunc(page.Rules, func(a, b rules.Rule) int { return input.KeyOf(a).Compare(input.KeyOf(b)) })
+	if len(page.Rules) > size {
+		page.Rules = page.Rules[:size]
+		page.NextCursor = input.Cursor(page.Rules[size-1])
 	}
 	return page, nil
 }
@@ -308,6 +308,9 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	if err := rules.CheckPlanRules(p, named); err != nil {
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
 	}
+	if input.SamePlan(old, p) {
+		return clonePlan(old), nil // changes nothing: no new version, no audit entry
+	}
 	p.Version = old.Version + 1
 	p.CreatedAt = old.CreatedAt
 	p.UpdatedAt = now()
@@ -332,14 +335,16 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 	if ifVersion != 0 && old.Version != ifVersion {
 		return fmt.Errorf("delete plan %q at version %d (current %d): %w", name, ifVersion, old.Version, rules.ErrStale)
 	}
-	n := 0
-	for _, r := range s.rules {
+	var named []string
+	for id, r := range s.rules {
 		if r.Plan == name {
-			n++
+			named = append(named, id)
 		}
 	}
-	if n > 0 {
-		return planInUse(name, n)
+	if len(named) > 0 {
+		slices.Sort(named)
+		return fmt.Errorf("delete plan %q: %w", name,
+			&store.PlanInUseError{Plan: name, Count: len(named), Rules: named[:min(len(named), store.MaxListed)]})
 	}
 	delete(s.plans, name)
 	s.record(rules.KindPlan, name, rules.ActionDelete, actor, now(), old, nil)
@@ -451,12 +456,10 @@ func toJSON(v any) json.RawMessage {
 	return b
 }
 
-func scopeConflict(r rules.Rule) error {
-	return fmt.Errorf("a %s rule for api %q, route %q and %s%s already exists: %w", r.Kind, r.API, r.Route, input.SubjectRef(r.Subject), input.DimensionRef(r.Dimension), rules.ErrConflict)
-}
-
-func planInUse(name string, n int) error {
-	return fmt.Errorf("delete plan %q: %d rule(s) still use it: %w", name, n, rules.ErrConflict)
+// scopeTaken names the rule holding a scope; called under s.mu.
+func (s *Store) scopeTaken(holder string) error {
+	h := s.rules[holder]
+	return &store.ScopeTakenError{ID: h.ID, API: h.API, Route: h.Route, Kind: h.Kind, Dimension: h.Dimension, Wildcard: h.Subject == rules.Wildcard}
 }
 
 // checkRule mirrors the PostgreSQL schema's CHECK constraints, the last line

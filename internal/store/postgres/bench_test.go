@@ -55,6 +55,7 @@ func BenchmarkStore(b *testing.B) {
 	run("Get", func(i int) error { _, err := s.GetRule(ctx, seed[i%len(seed)].ID); return err })
 	run("Update", func(i int) error {
 		r := seed[i%len(seed)]
+		r.Description = fmt.Sprint("v", i) // a change: an unchanged update writes nothing
 		_, err := s.UpdateRule(ctx, r, 0, "bench")
 		return err
 	})

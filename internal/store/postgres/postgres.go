@@ -117,7 +117,7 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 		return audit(ctx, tx, rules.KindRule, out.ID, rules.ActionCreate, actor, nil, out)
 	})
 	if err != nil {
-		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
+		return rules.Rule{}, fmt.Errorf("create rule: %w", s.nameHolder(ctx, err))
 	}
 	return out, nil
 }
@@ -174,13 +174,22 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		if out, err = scanRule(row); err != nil {
 			return ruleWriteError(err, r)
 		}
+		if input.SameRule(before, out) {
+			// Compared as stored, so "1.5m" equals "90s". The rollback
+			// undoes the version bumps: no new version, no audit entry.
+			out = before
+			return errUnchanged
+		}
 		if err := checkRulePlan(ctx, tx, out); err != nil {
 			return err
 		}
 		return audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
 	})
+	if errors.Is(err, errUnchanged) {
+		return out, nil
+	}
 	if err != nil {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", cid, err)
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", cid, s.nameHolder(ctx, err))
 	}
 	return out, nil
 }
@@ -250,9 +259,11 @@ func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules
 	return r, nil
 }
 
-// ListRules returns one page of the rules matching f, ordered by id (keyset
-// pagination: a page costs the same however deep it is). A bad page size or
-// cursor is a *rules.ValidationError.
+// ListRules returns one page of the rules matching f, ordered by api, route,
+// subject and id, byte by byte (COLLATE "C", as input.Key compares), with
+// keyset pagination from the cursor: rules_list_order_idx (migration 00006)
+// serves the order, so a page costs the same however deep it is. A bad
+// page size or cursor is a *rules.ValidationError.
 func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
 	size, after, err := input.Page(f)
 	if err != nil {
@@ -272,20 +283,26 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	for _, c := range []struct{ col, v string }{{"api", f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
+	// api compares in the list's collation (the same equality: both are
+	// deterministic), so that rules_list_order_idx serves an api's list in
+	// order; subject, route and plan keep theirs for their own indexes.
+	for _, c := range []struct{ col, v string }{{`api COLLATE "C"`, f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
 		if c.v != "" {
 			add(c.col+" = ?", c.v)
 		}
 	}
-	if after != "" {
-		add("id > ?::uuid", after)
+	if after != nil {
+		// A row comparison: the rules after the cursor's, in list order.
+		args = append(args, after.API, after.Route, after.Subject, after.ID)
+		n := len(args)
+		where = append(where, fmt.Sprintf(`(api COLLATE "C", route COLLATE "C", subject COLLATE "C", id) > ($%d, $%d, $%d, $%d::uuid)`, n-3, n-2, n-1, n))
 	}
 	q := `SELECT ` + ruleColumns + ` FROM rules`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	args = append(args, size+1)
-	q += ` ORDER BY id LIMIT $` + strconv.Itoa(len(args))
+	q += ` ORDER BY api COLLATE "C", route COLLATE "C", subject COLLATE "C", id LIMIT $` + strconv.Itoa(len(args))
 
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -298,7 +315,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	page := rules.Page{Rules: rs}
 	if len(rs) > size {
 		page.Rules = rs[:size]
-		page.NextCursor = input.Cursor(rs[size-1].ID)
+		page.NextCursor = input.Cursor(rs[size-1])
 	}
 	return page, nil
 }
@@ -391,6 +408,14 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 		if out, err = scanPlan(row); err != nil {
 			return planWriteError(err, p.Name)
 		}
+		if input.SamePlan(before, out) {
+			out = before
+			return errUnchanged // rolled back, as for a rule
+		}
+		if input.SamePlan(before, out) {
+			out = before
+			return errUnchanged // rolled back, as for a rule
+		}
 		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name)
 		if err != nil {
 			return err
@@ -404,6 +429,9 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 		}
 		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
 	})
+	if errors.Is(err, errUnchanged) {
+		return out, nil
+	}
 	if err != nil {
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
 	}
@@ -427,17 +455,13 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 		if err != nil {
 			return err
 		}
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules WHERE plan = $1`, name).Scan(&n); err != nil {
+		if err := planInUse(ctx, tx, name); err != nil {
 			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%d rule(s) still use it: %w", n, rules.ErrConflict)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE name = $1 AND version = $2`, name, before.Version); err != nil {
 			// A rule created meanwhile still trips the foreign key.
 			if pgCode(err) == codeForeignKeyViolation {
-				return fmt.Errorf("rules still use it: %w", rules.ErrConflict)
+				return &store.PlanInUseError{Plan: name, Count: 1}
 			}
 			return err
 		}
@@ -447,6 +471,54 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 		return fmt.Errorf("delete plan %q: %w", name, err)
 	}
 	return nil
+}
+
+// planInUse is a *store.PlanInUseError while rules name the plan, else nil.
+func planInUse(ctx context.Context, tx pgx.Tx, name string) error {
+	rows, err := tx.Query(ctx, `SELECT id::text, count(*) OVER () FROM rules WHERE plan = $1 ORDER BY id LIMIT $2`, name, store.MaxListed)
+	if err != nil {
+		return err
+	}
+	e := &store.PlanInUseError{Plan: name}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &e.Count}, func() error {
+		e.Rules = append(e.Rules, id)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if e.Count == 0 {
+		return nil
+	}
+	return e
+}
+
+// errUnchanged rolls back an update that would change nothing.
+var errUnchanged = errors.New("unchanged")
+
+// scopeTaken is the unique violation of a rule write, until nameHolder
+// has read who holds the scope.
+type scopeTaken struct{ r rules.Rule }
+
+func (e scopeTaken) Error() string { return "scope taken" }
+
+// nameHolder turns a scopeTaken (a write's unique violation, whose
+// transaction is aborted by then) into a *store.ScopeTakenError naming the
+// rule that holds the scope, read on its own; any other error it returns as
+// it is.
+func (s *Store) nameHolder(ctx context.Context, err error) error {
+	var st scopeTaken
+	if !errors.As(err, &st) {
+		return err
+	}
+	r := st.r
+	out := &store.ScopeTakenError{API: r.API, Route: r.Route, Kind: r.Kind, Dimension: r.Dimension, Wildcard: r.Subject == rules.Wildcard}
+	// No row (deleted meanwhile) or a failed read leaves ID empty: the
+	// error then says "another rule".
+	_ = s.pool.QueryRow(ctx, `SELECT id::text FROM rules
+		WHERE api = $1 AND route = $2 AND subject = $3 AND kind = $4 AND dimension = $5`,
+		r.API, r.Route, r.Subject, string(r.Kind), r.Dimension).Scan(&out.ID)
+	return out
 }
 
 // lockPlan reads the plan with the row lock lock (a constant) and checks its
@@ -658,7 +730,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 	}
 	switch pgErr.Code {
 	case codeUniqueViolation:
-		return fmt.Errorf("a %s rule for api %q, route %q and %s%s already exists: %w", r.Kind, r.API, r.Route, input.SubjectRef(r.Subject), input.DimensionRef(r.Dimension), rules.ErrConflict)
+		return scopeTaken{r}
 	case codeForeignKeyViolation:
 		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	case codeCheckViolation:

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RuleDimension", testRuleDimension},
 		{"RuleStale", testRuleStale},
 		{"RuleAudit", testRuleAudit},
+		{"NoOpUpdates", testNoOpUpdates},
 		{"RuleLastLineOfDefence", testRuleLastLineOfDefence},
 		{"PlanCRUD", testPlanCRUD},
 		{"PlanAudit", testPlanAudit},
@@ -53,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LoadAll", testLoadAll},
 		{"LoadAllVersion", testLoadAllVersion},
 		{"ListFilters", testListFilters},
+		{"ListOrder", testListOrder},
 		{"ListBadParams", testListBadParams},
 		{"Pagination", testPagination},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -300,10 +302,16 @@ func testRuleScopeConflict(t *testing.T, s store.Store) {
 	if strings.Contains(err.Error(), "key") {
 		t.Errorf("CreateRule(same scope) error = %q quotes the subject", err)
 	}
-	for _, part := range []string{`"api"`, `"GET /orders"`} {
+	for _, part := range []string{a.ID, `"api"`, `"GET /orders"`} {
 		if !strings.Contains(err.Error(), part) {
-			t.Errorf("CreateRule(same scope) error = %q, want it to name the scope part %s", err, part)
+			t.Errorf("CreateRule(same scope) error = %q, want it to name the holder and the scope part %s", err, part)
 		}
+	}
+	// The error names the rule in the way, for the 409 to show.
+	wantTaken := &store.ScopeTakenError{ID: a.ID, API: "api", Route: "GET /orders", Kind: rules.Rate}
+	var taken *store.ScopeTakenError
+	if !errors.As(err, &taken) || !cmp.Equal(taken, wantTaken) {
+		t.Errorf("CreateRule(same scope) error = %#v, want %#v", err, wantTaken)
 	}
 	// Scopes differing in one part are distinct.
 	b := mustCreateRule(t, s, inline("api", "GET /orders", "other", 10, time.Minute))
@@ -313,8 +321,9 @@ func testRuleScopeConflict(t *testing.T, s store.Store) {
 	// Moving b onto a's scope conflicts and changes nothing.
 	moved := b
 	moved.Subject = "key"
-	if _, err := s.UpdateRule(ctx, moved, b.Version, actor); !errors.Is(err, rules.ErrConflict) {
-		t.Errorf("UpdateRule(onto a taken scope) error = %v, want ErrConflict", err)
+	_, err = s.UpdateRule(ctx, moved, b.Version, actor)
+	if !errors.As(err, &taken) || !cmp.Equal(taken, wantTaken) {
+		t.Errorf("UpdateRule(onto a taken scope) error = %v, want a ScopeTakenError %+v", err, wantTaken)
 	}
 	if got, _ := s.GetRule(ctx, b.ID); !cmp.Equal(got, b) {
 		t.Errorf("GetRule() after a refused update = %+v, want unchanged %+v", got, b)
@@ -427,6 +436,7 @@ func testRuleStale(t *testing.T, s store.Store) {
 		t.Errorf("UpdateRule(version 1 again) error = %v, want ErrStale", err)
 	}
 	// Version 0 is unconditional.
+	upd.Limit = new(int64(30))
 	v3, err := s.UpdateRule(ctx, upd, 0, actor)
 	if err != nil || v3.Version != v2.Version+1 {
 		t.Errorf("UpdateRule(version 0) = version %d, %v; want %d, nil", v3.Version, err, v2.Version+1)
@@ -735,8 +745,31 @@ func testPlanInUse(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"})
-	if err := s.DeletePlan(ctx, "gold", 0, actor); !errors.Is(err, rules.ErrConflict) {
-		t.Fatalf("DeletePlan(in use) error = %v, want ErrConflict", err)
+	err := s.DeletePlan(ctx, "gold", 0, actor)
+	var inUse *store.PlanInUseError
+	if !errors.Is(err, rules.ErrConflict) || !errors.As(err, &inUse) {
+		t.Fatalf("DeletePlan(in use) error = %v, want a PlanInUseError (ErrConflict)", err)
+	}
+	if want := (&store.PlanInUseError{Plan: "gold", Count: 1, Rules: []string{r.ID}}); !cmp.Equal(inUse, want) {
+		t.Errorf("DeletePlan(in use) error = %+v, want %+v", inUse, want)
+	}
+	// Many rules: the count, and the first store.MaxListed by id.
+	var named []string
+	for i := range store.MaxListed + 2 {
+		named = append(named, mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: fmt.Sprintf("k%d", i), Plan: "gold"}).ID)
+	}
+	named = append(named, r.ID)
+	slices.Sort(named)
+	err = s.DeletePlan(ctx, "gold", 0, actor)
+	if want := (&store.PlanInUseError{Plan: "gold", Count: len(named), Rules: named[:store.MaxListed]}); !errors.As(err, &inUse) || !cmp.Equal(inUse, want) {
+		t.Errorf("DeletePlan(in use by %d) error = %v, want %+v", len(named), err, want)
+	}
+	for _, id := range named {
+		if id != r.ID {
+			if err := s.DeleteRule(ctx, id, 0, actor); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if _, err := s.GetPlan(ctx, "gold"); err != nil {
 		t.Errorf("GetPlan() after a refused delete error = %v", err)
@@ -1051,7 +1084,7 @@ func testListFilters(t *testing.T, s store.Store) {
 		f    rules.Filter
 		want []string
 	}{
-		{rules.Filter{}, []string{"a-all", "a-get-k1", "a-get-k2", "b-get-k1", "b-post-k1", "star-all"}},
+		{rules.Filter{}, []string{"star-all", "a-all", "a-get-k1", "a-get-k2", "b-get-k1", "b-post-k1"}},
 		{rules.Filter{API: "a"}, []string{"a-all", "a-get-k1", "a-get-k2"}},
 		{rules.Filter{API: "*"}, []string{"star-all"}},
 		{rules.Filter{Subject: "k1"}, []string{"a-get-k1", "b-get-k1", "b-post-k1"}},
@@ -1069,10 +1102,9 @@ func testListFilters(t *testing.T, s store.Store) {
 			continue
 		}
 		want := []string{}
-		for _, n := range tc.want {
+		for _, n := range tc.want { // in list order
 			want = append(want, byName[n].ID)
 		}
-		slices.Sort(want)
 		if diff := cmp.Diff(want, ids(page.Rules)); diff != "" {
 			t.Errorf("ListRules(%+v) ids mismatch (-want +got):\n%s", tc.f, diff)
 		}
@@ -1087,6 +1119,119 @@ func testListFilters(t *testing.T, s store.Store) {
 	}
 	if diff := cmp.Diff(byName["b-get-k1"], page.Rules[0]); diff != "" {
 		t.Errorf("ListRules(b, gold) rule mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// testNoOpUpdates: an update that changes nothing, such as a period of
+// "1.5m" on a rule of "90s", keeps the version, writes no audit entry and
+// leaves the rules version (LoadAll) where it was.
+func testNoOpUpdates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreatePlan(t, s, gold())
+	r := mustCreateRule(t, s, inline("api", "GET /x", "*", 10, 90*time.Second))
+	before, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := r
+	same.Period = rules.Period(1500 * time.Millisecond * 60) // 1.5m
+	same.Limit = new(int64(10))                              // another pointer
+	same.Route = "get /x/ "                                  // normalized to "GET /x"
+	got, err := s.UpdateRule(ctx, same, r.Version, actor)
+	if err != nil {
+		t.Fatalf("UpdateRule(unchanged) error = %v", err)
+	}
+	if diff := cmp.Diff(r, got); diff != "" {
+		t.Errorf("UpdateRule(unchanged) = a new rule (-want +got):\n%s", diff)
+	}
+	if hist, _ := s.RuleHistory(ctx, r.ID); len(hist) != 1 {
+		t.Errorf("RuleHistory() after an unchanged update has %d entries, want 1 (the create)", len(hist))
+	}
+	// A stale version is still refused: the caller did not see this rule.
+	if _, err := s.UpdateRule(ctx, same, r.Version+1, actor); !errors.Is(err, rules.ErrStale) {
+		t.Errorf("UpdateRule(unchanged, stale) error = %v, want ErrStale", err)
+	}
+
+	p, _ := s.GetPlan(ctx, "gold")
+	gotPlan, err := s.UpdatePlan(ctx, gold(), p.Version, actor)
+	if err != nil || gotPlan.Version != p.Version || !gotPlan.UpdatedAt.Equal(p.UpdatedAt) {
+		t.Errorf("UpdatePlan(unchanged) = v%d at %v, %v; want v%d at %v, nil", gotPlan.Version, gotPlan.UpdatedAt, err, p.Version, p.UpdatedAt)
+	}
+	if hist, _ := s.PlanHistory(ctx, "gold"); len(hist) != 1 {
+		t.Errorf("PlanHistory() after an unchanged update has %d entries, want 1", len(hist))
+	}
+	after, err := s.LoadAll(ctx)
+	if err != nil || after.Version != before.Version {
+		t.Errorf("LoadAll().Version after unchanged updates = %d, %v; want %d", after.Version, err, before.Version)
+	}
+
+	// One change is a write again.
+	changed := r
+	changed.Description = "now described"
+	if got, err := s.UpdateRule(ctx, changed, r.Version, actor); err != nil || got.Version != r.Version+1 {
+		t.Errorf("UpdateRule(description) = v%d, %v; want v%d", got.Version, err, r.Version+1)
+	}
+}
+
+// testListOrder: lists are ordered by api, route, subject and id, byte by
+// byte whatever the database's locale, and pages keep that order.
+func testListOrder(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	scopes := [][3]string{
+		{"shop", "POST /orders", "*"},
+		{"shop", "GET /orders", "k2"},
+		{"Shop", "*", "*"},
+		{"*", "*", "*"},
+		{"shop", "GET /orders", "*"},
+		{"shop", "GET /orders", "K1"},
+		{"admin", "GET /a", "*"},
+		{"shop", "*", "z"},
+		{"shop_b", "*", "*"},
+	}
+	for _, sc := range scopes {
+		mustCreateRule(t, s, inline(sc[0], sc[1], sc[2], 1, time.Second))
+	}
+	want := []string{
+		"* * *",
+		"Shop * *",
+		"admin GET /a *",
+		"shop * z",
+		"shop GET /orders *",
+		"shop GET /orders K1",
+		"shop GET /orders k2",
+		"shop POST /orders *",
+		"shop_b * *",
+	}
+	for _, limit := range []int{100, 1, 2, 4} {
+		var got []string
+		f := rules.Filter{Limit: limit}
+		for range len(scopes) + 1 {
+			page, err := s.ListRules(ctx, f)
+			if err != nil {
+				t.Fatalf("ListRules(%+v) error = %v", f, err)
+			}
+			for _, r := range page.Rules {
+				got = append(got, r.API+" "+r.Route+" "+r.Subject)
+			}
+			if f.Cursor = page.NextCursor; f.Cursor == "" {
+				break
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ListRules(limit %d) order mismatch (-want +got):\n%s", limit, diff)
+		}
+	}
+	// A filter keeps the order.
+	page, err := s.ListRules(ctx, rules.Filter{API: "shop", Route: "GET /orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, r := range page.Rules {
+		subjects = append(subjects, r.Subject)
+	}
+	if diff := cmp.Diff([]string{"*", "K1", "k2"}, subjects); diff != "" {
+		t.Errorf("ListRules(shop, GET /orders) subjects mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -1140,7 +1285,13 @@ func testPagination(t *testing.T, s store.Store) {
 		}
 		all = append(all, mustCreateRule(t, s, inline(api, "*", fmt.Sprintf("key-%03d", i), 1, time.Second)).ID)
 	}
-	slices.Sort(all)
+	// List order: api, then subject here (one route): every even key,
+	// then every odd one.
+	slices.SortStableFunc(all, func(a, b string) int {
+		ra, _ := s.GetRule(ctx, a)
+		rb, _ := s.GetRule(ctx, b)
+		return strings.Compare(ra.API+" "+ra.Subject, rb.API+" "+rb.Subject)
+	})
 
 	walk := func(f rules.Filter) (got []string, sizes []int) {
 		t.Helper()

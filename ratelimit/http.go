@@ -1,0 +1,222 @@
+package ratelimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/identity"
+)
+
+// ProblemTypeBase prefixes the type URI of the problem documents the
+// middleware and the integration wrappers answer with (429, 401, 500); the
+// fragment names the section of docs/middleware.md that explains it.
+const ProblemTypeBase = httpapi.DocsBase + "middleware.md#"
+
+// HandlerOptions configure the net/http middleware (Handler) and the Lambda
+// integration wrappers (LimitHTTPAPI, LimitProxy, LimitALB).
+type HandlerOptions struct {
+	// API is the api the rules name for these requests, such as "orders".
+	// The net/http middleware and LimitALB need it (a rule of api "*"
+	// matches any); for LimitHTTPAPI and LimitProxy "" is the event's API
+	// Gateway api id, as Sluice's authorizer reads it.
+	API string
+	// Resource names the route of a request that has none of its own, as
+	// the rules name it ("/orders/{id}"), from its method and path: a
+	// net/http request no ServeMux pattern matched (see Handler), and
+	// every ALB event. nil, or "", leaves such a request to the rules of
+	// route "*" and the default limit.
+	Resource func(method, path string) string
+	// Subject, when set, names the caller of a net/http request instead of
+	// the Limiter's subject sources (Options.Sources), after the caller's
+	// own authentication, say. The value passes the one subject hygiene
+	// (white space trimmed; at most MaxSubjectLen bytes of UTF-8 without
+	// control characters); "" or a refused one is answered with 401.
+	Subject func(r *http.Request) string
+	// SourceIP returns the address the ip source reads of a net/http
+	// request. nil is the host of r.RemoteAddr: behind a proxy or a load
+	// balancer, give the client address it appends to X-Forwarded-For.
+	SourceIP func(r *http.Request) string
+	// AllowHeaders sends the RateLimit fields of the Limiter's dialects
+	// (Options.Headers) on allowed requests too; a denied one always
+	// carries them. Off by default: an allowed request then costs no
+	// header formatting.
+	AllowHeaders bool
+	// Observer, when set, is told of every decision: the hook for
+	// Prometheus (package ratelimit/prommetrics) or any other metrics.
+	Observer Observer
+}
+
+// Handler returns next behind Sluice's limits: each request is decided on
+// before next sees it, with the decision of Sluice's authorizer (subject
+// sources and hygiene, rules, limiter, failure modes, shadow rules). A
+// denied request is answered with 429, Retry-After, the RateLimit fields
+// and a problem+json body, and next is not called; a request without a
+// usable subject with 401 and a problem+json body; an allowed one reaches
+// next, with the RateLimit fields when o.AllowHeaders is set.
+//
+// The rules see the request as api o.API, its method, and as route the
+// resource template of the ServeMux pattern that routes it: r.Pattern when
+// Handler wraps a handler the mux calls ("GET /orders/{id}" gives
+// "/orders/{id}"; a {name...} wildcard is API Gateway's {name+}), else,
+// when next is a *http.ServeMux, the pattern it will route r to; else
+// o.Resource. Redis failing, each rule's failure mode decides, and a
+// closed one denies with 429, as the authorizer does.
+func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
+	mux, _ := next.(*http.ServeMux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := l.netRequest(r, mux, &o)
+		status, body := l.judge(r.Context(), &req, w.Header(), &o)
+		if status == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		w.Write(body) //nolint:errcheck // the client has gone
+	})
+}
+
+// netRequest is what the decision reads of a net/http request.
+func (l *Limiter) netRequest(r *http.Request, mux *http.ServeMux, o *HandlerOptions) authorizer.Request {
+	req := authorizer.Request{
+		API:    o.API,
+		Method: r.Method,
+		// The sources look a header up by its canonical name too, and a
+		// header sent twice is refused, as for a REST API (MultiHeaders).
+		// The single-value map holds only the headers they read: a
+		// request's dozen headers are not copied.
+		MultiHeaders: r.Header,
+	}
+	for _, name := range l.headers {
+		if vs := r.Header[name]; len(vs) > 0 {
+			if req.Headers == nil {
+				req.Headers = make(map[string]string, len(l.headers))
+			}
+			req.Headers[name] = vs[0]
+		}
+	}
+	pattern := r.Pattern
+	if pattern == "" && mux != nil {
+		_, pattern = mux.Handler(r)
+	}
+	if pattern != "" {
+		req.Resource = patternResource(pattern)
+	} else if o.Resource != nil {
+		req.Resource = o.Resource(r.Method, r.URL.Path)
+	}
+	if r.URL.RawQuery != "" {
+		if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+			req.Query, req.MultiQuery = firstValues(q), q
+		}
+	}
+	if o.SourceIP != nil {
+		req.SourceIP = o.SourceIP(r)
+	} else if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		req.SourceIP = host
+	}
+	if o.Subject != nil {
+		req.Subject = o.Subject(r)
+		if req.Subject == "" {
+			// Decide would read the sources: a caller's "" is no subject.
+			req.Subject = noSubject
+		}
+	}
+	return req
+}
+
+// noSubject stands for the empty subject a Subject func returned: blank,
+// so the subject hygiene refuses it as it refuses "".
+const noSubject = " "
+
+// patternResource is the resource template of a ServeMux pattern as API
+// Gateway writes one: "[METHOD ][HOST]/PATH" gives /PATH, a trailing
+// {$} is dropped and {name...} is {name+}.
+func patternResource(p string) string {
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimLeft(p[i:], " \t")
+	}
+	if i := strings.IndexByte(p, '/'); i > 0 {
+		p = p[i:] // the host
+	}
+	p = strings.TrimSuffix(p, "{$}")
+	if strings.HasSuffix(p, "...}") {
+		p = strings.TrimSuffix(p, "...}") + "+}"
+	}
+	return p
+}
+
+// firstValues is m with each key's first value. Nil for an empty m.
+func firstValues(m map[string][]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, vs := range m {
+		if len(vs) > 0 {
+			out[k] = vs[0]
+		}
+	}
+	return out
+}
+
+// judge decides on req for the middleware and the integration wrappers,
+// and says how to answer: status 0 lets the request through, with the
+// RateLimit fields in hdr when o.AllowHeaders is set; else hdr holds the
+// answer's fields and body its problem document (429 denied, 401 no
+// usable subject, 500 a subject hash key other than the deployment's).
+func (l *Limiter) judge(ctx context.Context, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte) {
+	var start time.Time
+	if o.Observer != nil {
+		start = time.Now()
+	}
+	if err := l.checkKey(ctx); err != nil {
+		return render(hdr, httpapi.Internal(err))
+	}
+	res, err := l.guard.Decide(ctx, req)
+	if o.Observer != nil {
+		o.Observer.ObserveDecision(decision(req, &res, err, time.Since(start)))
+	}
+	switch {
+	case errors.Is(err, authorizer.ErrNoSubject):
+		e := &httpapi.Error{Status: http.StatusUnauthorized, Err: err,
+			Detail: "The request names no caller Sluice can limit: send " + identity.FormatSources(l.sources) + ", one value of at most " + strconv.Itoa(MaxSubjectLen) + " bytes."}
+		if identity.HasKind(l.sources, identity.SourceJWT) {
+			e.Header = http.Header{"Www-Authenticate": {"Bearer"}}
+		}
+		if req.Subject != "" {
+			e.Detail = "The request names no caller Sluice can limit."
+		}
+		return render(hdr, e)
+	case res.Allowed:
+		if o.AllowHeaders {
+			l.guard.SetFields(hdr, &res)
+		}
+		return 0, nil
+	}
+	l.guard.SetFields(hdr, &res)
+	hdr.Set("Content-Type", "application/problem+json")
+	hdr.Set("Cache-Control", "no-store")
+	secs := authorizer.Seconds(res.RetryAfter)
+	b, _ := json.Marshal(httpapi.Problem{Type: ProblemTypeBase + "too-many-requests", Title: http.StatusText(http.StatusTooManyRequests),
+		Status: http.StatusTooManyRequests, Detail: fmt.Sprintf("Rate limit exceeded: retry in %d s.", secs)})
+	return http.StatusTooManyRequests, append(b, '\n')
+}
+
+// render writes e's problem document's fields into hdr and returns its
+// status and body.
+func render(hdr http.Header, e *httpapi.Error) (int, []byte) {
+	status, h, body := httpapi.Render(ProblemTypeBase, e)
+	for k, v := range h {
+		hdr[k] = v
+	}
+	return status, body
+}

@@ -1,0 +1,80 @@
+package ratelimit
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/limiter"
+)
+
+// Outcome values of a Decision: those of the Decisions metric Sluice's
+// authorizer writes to CloudWatch (dimension Outcome).
+const (
+	OutcomeAllow        = "allow"        // within the limits, or no rule applied, or failed open
+	OutcomeDeny         = "deny"         // over a limit, or failed closed: 429
+	OutcomeShadowDeny   = "shadowDeny"   // a shadow rule would have denied; allowed
+	OutcomeUnauthorized = "unauthorized" // no usable subject: 401
+)
+
+// Decision is one decision of the middleware or an integration wrapper, as
+// an Observer is told of it. It never holds the subject.
+type Decision struct {
+	// API is the api the rules were matched with.
+	API string
+	// Rule is the limiting rule's id; "" when no rule applied, and for
+	// OutcomeUnauthorized.
+	Rule string
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// FailOpen: Redis failed and the rule's failure mode allowed.
+	FailOpen bool
+	// FailClosed: Redis failed and the rule's failure mode denied.
+	FailClosed bool
+	// Cached: the limiter's local deny cache denied without a Redis call.
+	Cached bool
+	// LimiterTime is the limiter call's time, its Redis round trip
+	// included; 0 when there was none (a deny cache hit, a token lease, no
+	// rule).
+	LimiterTime time.Duration
+	// Duration is the whole decision's time: subject, rules, limiter.
+	Duration time.Duration
+}
+
+// Observer is told of every decision of the handlers whose options name
+// it. ObserveDecision is called on the request's goroutine, before the
+// answer is written: it must be quick and safe for concurrent use.
+type Observer interface {
+	ObserveDecision(Decision)
+}
+
+// decision is what an Observer is told of res, err.
+func decision(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) Decision {
+	d := Decision{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took}
+	switch {
+	case errors.Is(err, authorizer.ErrNoSubject):
+		d.Outcome = OutcomeUnauthorized
+	case !res.Allowed:
+		d.Outcome = OutcomeDeny
+		d.FailClosed = err != nil
+	case res.ShadowDenied:
+		d.Outcome = OutcomeShadowDeny
+	default:
+		d.Outcome = OutcomeAllow
+	}
+	return d
+}
+
+// Health is the state of a Limiter's backends, for gauges.
+type Health struct {
+	// BreakerOpen is set while the Redis circuit breaker is open or half
+	// open: decisions take the rules' failure modes without calling Redis.
+	BreakerOpen bool
+	// SnapshotAge is the age of the rules snapshot in use.
+	SnapshotAge time.Duration
+}
+
+// Health returns the state of l's backends now.
+func (l *Limiter) Health() Health {
+	return Health{BreakerOpen: l.app.Limiter.Stats().Breaker != limiter.BreakerClosed, SnapshotAge: l.app.Cache.Age()}
+}
