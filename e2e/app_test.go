@@ -9,7 +9,7 @@ import (
 
 	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 )
 
 // app is what TestHandlers drives: the handlers of the authorizer, check
@@ -22,7 +22,7 @@ type app struct {
 	// admin serves every admin route (the route comes from the event).
 	admin func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 	// rules reports the authorizer's rules cache.
-	rules func() rules.CacheStats
+	rules func() rulesync.CacheStats
 }
 
 // wire builds the handlers from the environment env as their functions'

@@ -30,8 +30,8 @@ import (
 
 	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
-	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -513,7 +513,7 @@ func testMigrate(t *testing.T, dbURL string) {
 // authorizers load were published to Redis.
 func testAdmin(t *testing.T, env map[string]string) {
 	ctx := context.Background()
-	snaps := redissnapshot.New(testenv.Client(t, env["REDIS_URL"], nil), redissnapshot.Options{Prefix: env["REDIS_PREFIX"]})
+	snaps := rulesync.NewSnapshots(testenv.Client(t, env["REDIS_URL"], nil), rulesync.SnapshotsOptions{Prefix: env["REDIS_PREFIX"]})
 	before, err := snaps.Version(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/limiter"
 )
 
@@ -55,7 +54,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	if m.API == nil {
 		b.Fatal("no default rule")
 	}
-	bare := limiter.Request{Subject: "bench-user", Buckets: []limiter.Bucket{bucket.For(m.API)}, Cost: 1}
+	bare := limiter.Request{Subject: "bench-user", Buckets: []limiter.Bucket{limiter.BucketFor(m.API)}, Cost: 1}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
 	h := l.Handler(mux, HandlerOptions{API: "shop"})

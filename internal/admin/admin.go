@@ -31,7 +31,7 @@ import (
 const DefaultMaxBody = 64 << 10
 
 // publisher stores the committed rules where authorizers read them, and
-// moves the version they poll (internal/store/redissnapshot.Snapshots). It
+// moves the version they poll (internal/rulesync.Snapshots). It
 // reports false, nil when a newer set was already published.
 type publisher interface {
 	Publish(ctx context.Context, set rules.Set) (bool, error)

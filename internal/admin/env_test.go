@@ -15,9 +15,9 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ type env struct {
 	svc       *admin.Service
 	handle    func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 	store     store.Store // read behind the API's back
-	snapshots *redissnapshot.Snapshots
+	snapshots *rulesync.Snapshots
 	lim       *limiter.Limiter
 	logs      *strings.Builder
 	count     func(t testing.TB) rowCounts // counts rows behind the store's back
@@ -43,7 +43,7 @@ type rowCounts struct {
 
 // countingPublisher counts the sets published.
 type countingPublisher struct {
-	*redissnapshot.Snapshots
+	*rulesync.Snapshots
 	n atomic.Int64
 }
 
@@ -116,7 +116,7 @@ func newEnv(t testing.TB, b backend) *env {
 	rdb := testenv.Redis(t)
 	st, counts := b.new(t)
 	prefix := testenv.Prefix(t, "admin")
-	snaps := redissnapshot.New(rdb, redissnapshot.Options{Prefix: prefix})
+	snaps := rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: prefix})
 	pub := &countingPublisher{Snapshots: snaps}
 	// Peeks under -race on a shared 2-core machine need more than the
 	// authorizer's 25 ms.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -88,7 +87,7 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 			out.Limits[i].Anchor = e.Anchor.Format(time.RFC3339)
 		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
-			peek, at = append(peek, bucket.For(e)), append(at, i)
+			peek, at = append(peek, limiter.BucketFor(e)), append(at, i)
 		}
 	}
 	for start := 0; start < len(peek); start += limiter.MaxBuckets {
@@ -128,7 +127,7 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	bs := make([]limiter.Bucket, 0, len(es))
 	for _, e := range es {
 		if !e.Blocked() {
-			bs = append(bs, bucket.For(e))
+			bs = append(bs, limiter.BucketFor(e))
 		}
 	}
 	for start := 0; start < len(bs); start += limiter.MaxBuckets {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -89,7 +88,7 @@ func (s *Service) usage(ctx context.Context, c *call) (reply, error) {
 	var charged []*rules.Effective
 	for _, e := range es {
 		if !e.Blocked() { // a blocked bucket has nothing to charge
-			bs, charged = append(bs, bucket.For(e)), append(charged, e)
+			bs, charged = append(bs, limiter.BucketFor(e)), append(charged, e)
 		}
 	}
 	out := UsageResponse{Subject: in.Subject, API: in.API, Route: in.Route, Cost: in.Cost, Buckets: []UsageBucket{}}

@@ -30,10 +30,10 @@ import (
 	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
-	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 )
 
 // InitLoadTimeout bounds the first rules load at init: a cold start with
@@ -123,7 +123,7 @@ type App struct {
 	Store store.Store
 	// Snapshots is the copy of the rules in Redis the admin path publishes
 	// and the decision path reads first (Decide, Administer).
-	Snapshots *redissnapshot.Snapshots
+	Snapshots *rulesync.Snapshots
 
 	// The decision path (Decide).
 	Authorizer *authapigw.Authorizer
@@ -131,7 +131,7 @@ type App struct {
 	Decider    *authorizer.Authorizer
 	// JWT verifies bearer tokens; nil without a jwt: subject source.
 	JWT     *identity.Verifier
-	Cache   *rules.Cache
+	Cache   *rulesync.Cache
 	Limiter *limiter.Limiter
 	Metrics *authapigw.Metrics
 
@@ -224,7 +224,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 			return nil, err
 		}
 	}
-	a.Snapshots = redissnapshot.New(rdb, redissnapshot.Options{Prefix: o.Prefix})
+	a.Snapshots = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix})
 
 	if o.Parts&Decide != 0 {
 		a.decide(ctx, cfg, o, rdb, st, key, up)
@@ -295,7 +295,7 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 
 	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
 	defer cancel()
-	cache, err := rules.NewCache(ictx, st, a.Snapshots, rules.CacheOptions{
+	cache, err := rulesync.NewCache(ictx, st, a.Snapshots, rulesync.CacheOptions{
 		Snapshots: a.Snapshots,
 		Default:   cfg.DefaultLimit,
 		Refresh:   cfg.RulesRefresh,
@@ -446,11 +446,11 @@ func (a *App) PublishRules(ctx context.Context) (bool, error) {
 	return a.Snapshots.Publish(ctx, set)
 }
 
-// LogReload returns a rules.CacheOptions.OnReload that logs each load, and
+// LogReload returns a rulesync.CacheOptions.OnReload that logs each load, and
 // at warn each rule, plan or default the snapshot left out (invalid, or
 // naming an unknown plan): a skipped rule can loosen a limit unnoticed.
-func LogReload(log *slog.Logger) func(version int64, from rules.Origin, snap *rules.Snapshot) {
-	return func(version int64, from rules.Origin, snap *rules.Snapshot) {
+func LogReload(log *slog.Logger) func(version int64, from rulesync.Origin, snap *rules.Snapshot) {
+	return func(version int64, from rulesync.Origin, snap *rules.Snapshot) {
 		skipped := snap.Skipped()
 		log.Info("rules loaded", slog.Int64("version", version), slog.String("from", string(from)),
 			slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -225,7 +226,7 @@ func TestDatabaseDown(t *testing.T) {
 	app, logs := newApp(t, map[string]string{
 		"REDIS_URL": rURL, "DATABASE_URL": proxied, "REDIS_TIMEOUT": "1s", "DEFAULT_LIMIT": "3/1m", "RULES_REFRESH": "2s",
 	})
-	if st := app.Cache.Stats(); !st.Loaded || st.Origin != rules.FromSnapshot || st.StoreLoads != 0 {
+	if st := app.Cache.Stats(); !st.Loaded || st.Origin != rulesync.FromSnapshot || st.StoreLoads != 0 {
 		t.Fatalf("cache stats after a cold start with the database down = %+v, want loaded from the snapshot, no store load", st)
 	}
 	if res := decide(t, app, "db-key"); res.Default || res.Rule != r.ID || res.Limit != 50 {
@@ -253,7 +254,7 @@ func TestDatabaseDown(t *testing.T) {
 	waitFor(t, 40*time.Second, "a full reload from the database once it is back", func() bool {
 		decide(t, app, "db-key")
 		st := app.Cache.Stats()
-		return st.Origin == rules.FromStore && st.LastError == nil
+		return st.Origin == rulesync.FromStore && st.LastError == nil
 	})
 }
 
@@ -301,7 +302,7 @@ func TestLogReloadReportsSkippedRules(t *testing.T) {
 		{ID: "r-gold", API: "a", Route: "*", Subject: "vip", Plan: "gold"},
 	}, nil, rules.SnapshotOptions{})
 	var buf strings.Builder
-	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, rules.FromSnapshot, snap)
+	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, rulesync.FromSnapshot, snap)
 
 	var lines []map[string]any
 	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {

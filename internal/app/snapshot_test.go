@@ -20,9 +20,9 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
-	"github.com/sluicehq/sluice/internal/store/redissnapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -92,7 +92,7 @@ func TestColdStartNeitherSource(t *testing.T) {
 			}
 			p, proxied := viaProxy(t, dbURL)
 			a, logs := newApp(t, map[string]string{"REDIS_URL": rURL, "DATABASE_URL": proxied, "DEFAULT_LIMIT": tc.defLimit, "REDIS_TIMEOUT": "1s"})
-			if st := a.Cache.Stats(); st.Loaded || st.Origin != rules.FromNothing || st.LastError == nil {
+			if st := a.Cache.Stats(); st.Loaded || st.Origin != rulesync.FromNothing || st.LastError == nil {
 				t.Fatalf("cache stats with neither source = %+v, want nothing loaded and an error", st)
 			}
 			res, _ := a.Decider.Decide(context.Background(), &authorizer.Request{API: "a1b2c3d4e5", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "k"}})
@@ -139,7 +139,7 @@ func TestColdStartFailClosed(t *testing.T) {
 	rp.Up(t)
 	_, proxied := viaProxy(t, dbURL) // never up
 	a, _ := newApp(t, map[string]string{"REDIS_URL": "redis://" + rp.Addr(), "DATABASE_URL": proxied, "REDIS_TIMEOUT": "200ms"})
-	if st := a.Cache.Stats(); st.Origin != rules.FromSnapshot || st.Rules != 1 {
+	if st := a.Cache.Stats(); st.Origin != rulesync.FromSnapshot || st.Rules != 1 {
 		t.Fatalf("cache after a cold start with the database down = %+v, want the snapshot's rule", st)
 	}
 	key := "closed-" + testenv.Random(t)
@@ -186,7 +186,7 @@ func TestCorruptSnapshot(t *testing.T) {
 
 	// Cold start, database up.
 	a, logs := newApp(t, map[string]string{"REDIS_URL": rURL, "DATABASE_URL": dbURL, "REDIS_TIMEOUT": "1s", "RULES_VERSION_POLL": "50ms"})
-	if st := a.Cache.Stats(); st.Origin != rules.FromStore || st.Rules != 1 {
+	if st := a.Cache.Stats(); st.Origin != rulesync.FromStore || st.Rules != 1 {
 		t.Errorf("cold start on a corrupt snapshot = %+v, want the rule from the database", st)
 	}
 	if out := logs.String(); !strings.Contains(out, "rules refresh failed") || !strings.Contains(out, "checksum mismatch") {
@@ -198,7 +198,7 @@ func TestCorruptSnapshot(t *testing.T) {
 	call(t, adm.Admin, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 60, "period": "1m"}, http.StatusOK)
 	waitFor(t, 5*time.Second, "the update from the snapshot", func() bool { return decide(t, a, "k").Limit == 60 })
-	if st := a.Cache.Stats(); st.Origin != rules.FromSnapshot {
+	if st := a.Cache.Stats(); st.Origin != rulesync.FromSnapshot {
 		t.Errorf("after a good publish: %+v, want loaded from the snapshot", st)
 	}
 	stores := a.Cache.Stats().StoreLoads
@@ -211,7 +211,7 @@ func TestCorruptSnapshot(t *testing.T) {
 		decide(t, a, "k")
 		return a.Cache.Stats().StoreLoads > stores
 	})
-	if st := a.Cache.Stats(); st.Origin != rules.FromStore || st.Rules != 1 || decide(t, a, "k").Limit != 60 {
+	if st := a.Cache.Stats(); st.Origin != rulesync.FromStore || st.Rules != 1 || decide(t, a, "k").Limit != 60 {
 		t.Errorf("after a corrupt publish: %+v, want the rule (limit 60) from the database", st)
 	}
 
@@ -313,7 +313,7 @@ func TestRedisEmptied(t *testing.T) {
 	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 11, "period": "1m"}, http.StatusOK)
 	waitFor(t, 5*time.Second, "the next write", func() bool { return limitOf(a) == 11 })
-	if st := a.Cache.Stats(); st.Origin != rules.FromSnapshot || st.Version <= before.Version {
+	if st := a.Cache.Stats(); st.Origin != rulesync.FromSnapshot || st.Version <= before.Version {
 		t.Errorf("after the next write: %+v, want a newer version from the snapshot", st)
 	}
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
@@ -356,7 +356,7 @@ func TestConcurrentAdminWrites(t *testing.T) {
 // statements (through a pgx tracer on its pool) and bytes (the loaded set
 // as JSON, the size of the rows read).
 type countingLoader struct {
-	rules.Loader
+	rulesync.Loader
 	statements *atomic.Int64
 	loads      atomic.Int64
 	bytes      atomic.Int64
@@ -385,7 +385,7 @@ func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQu
 // sizedSnapshots counts the snapshot GETs an authorizer makes and their
 // bytes (the value's length when read).
 type sizedSnapshots struct {
-	*redissnapshot.Snapshots
+	*rulesync.Snapshots
 	rdb          redis.UniversalClient
 	reads, bytes atomic.Int64
 }
@@ -439,7 +439,7 @@ func TestReadsPerAdminWrite(t *testing.T) {
 		stmts *statementCounter
 		store *countingLoader
 		snaps *sizedSnapshots
-		cache *rules.Cache
+		cache *rulesync.Cache
 	}
 	newInstance := func(name string, useSnapshots bool) *instance {
 		cfg, err := pgxpool.ParseConfig(dbURL)
@@ -455,11 +455,11 @@ func TestReadsPerAdminWrite(t *testing.T) {
 		t.Cleanup(p.Close)
 		in.store = &countingLoader{Loader: postgres.New(p), statements: &in.stmts.n}
 		in.snaps = &sizedSnapshots{Snapshots: adm.Snapshots, rdb: adm.Redis}
-		o := rules.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour}
+		o := rulesync.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour}
 		if useSnapshots {
 			o.Snapshots = in.snaps
 		}
-		if in.cache, err = rules.NewCache(ctx, in.store, adm.Snapshots, o); err != nil {
+		if in.cache, err = rulesync.NewCache(ctx, in.store, adm.Snapshots, o); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(in.cache.Wait)

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -124,7 +123,7 @@ type Result struct {
 	applied [limiter.MaxBuckets]*rules.Effective
 }
 
-// snapshots gives the current rules snapshot; *rules.Cache is one.
+// snapshots gives the current rules snapshot; *rulesync.Cache is one.
 type snapshots interface {
 	Snapshot(ctx context.Context) *rules.Snapshot
 }
@@ -290,7 +289,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			if e == nil {
 				continue
 			}
-			bs[n] = bucket.For(e)
+			bs[n] = limiter.BucketFor(e)
 			bs[n].Subject = subject
 			effs[n] = e
 			dim[n] = d

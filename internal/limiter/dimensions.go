@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -23,101 +22,69 @@ import (
 // dimension (a per-IP floor) first, so a flood it stops writes nothing
 // further.
 
-// dimCall is the per-bucket digests of a request whose buckets name their
-// own subjects.
-type dimCall struct {
-	sds [MaxBuckets]subjectDigest
-	// all stands for the whole request in the deny cache: the digest of
-	// every bucket's subject digest, in order.
-	all subjectDigest
+// subjects are the digests that name a request's keys: its subject's, or,
+// when a bucket names a subject of its own, every bucket's.
+type subjects struct {
+	// id is what the deny cache and the leases know the request by: the
+	// subject's digest, or with several subjects the digest of every
+	// bucket's digest, in order.
+	id subjectDigest
+	// many is set when a bucket names a subject of its own; each then
+	// holds every bucket's digest.
+	many bool
+	each [MaxBuckets]subjectDigest
 }
 
-// ownSubjects reports whether a bucket of bs names a subject of its own.
-func ownSubjects(bs []Bucket) bool {
-	for i := range bs {
-		if bs[i].Subject != "" {
-			return true
-		}
+// of returns the digest of bucket i's subject.
+func (s *subjects) of(i int) subjectDigest {
+	if s.many {
+		return s.each[i]
 	}
-	return false
+	return s.id
 }
 
-// dims returns the digests of req's buckets; nil when none names its own
-// subject.
-func (l *Limiter) dims(req *Request) *dimCall {
-	if !ownSubjects(req.Buckets) {
-		return nil
-	}
-	d := &dimCall{}
-	main := l.hash.digest(req.Subject)
-	buf := make([]byte, 0, len(req.Buckets)*len(main))
-	for i, b := range req.Buckets {
-		d.sds[i] = main
-		if b.Subject != "" {
-			d.sds[i] = l.hash.digest(b.Subject)
-		}
-		buf = append(buf, d.sds[i][:]...)
-	}
-	d.all = l.hash.digest(string(buf))
-	return d
-}
-
-// run evaluates the script for bs and parses its reply: once, over every
-// bucket, unless the buckets span subjects on a Redis Cluster (runSplit).
-func (l *Limiter) run(ctx context.Context, sd subjectDigest, d *dimCall, cost int64, bs []Bucket) (reply, error) {
-	var (
-		res string
-		err error
-	)
-	switch {
-	case d == nil:
-		res, err = l.eval(ctx, sd, cost, bs)
-	case l.cluster && !sameSubject(d, len(bs)):
-		return l.runSplit(ctx, d, cost, bs)
-	default:
-		res, err = l.evalDims(ctx, d, cost, bs)
-	}
-	if err != nil && !errors.Is(err, ErrNotReplicated) {
-		return reply{}, err
-	}
-	rd := replyReader{s: res}
-	r, perr := parseReply(&rd, len(bs))
-	if perr != nil {
-		return reply{}, perr
-	}
-	return r, err
-}
-
-func sameSubject(d *dimCall, n int) bool {
+// sameSubject reports whether the first n buckets all count one subject.
+func (s *subjects) sameSubject(n int) bool {
 	for i := 1; i < n; i++ {
-		if d.sds[i] != d.sds[0] {
+		if s.of(i) != s.of(0) {
 			return false
 		}
 	}
 	return true
 }
 
-// evalDims runs the script once over buckets of several subjects: their
-// keys differ only in the hash tag.
-func (l *Limiter) evalDims(ctx context.Context, d *dimCall, cost int64, bs []Bucket) (string, error) {
-	c := getCall()
-	defer putCall(c)
-	c.build(l.prefix, d.sds[0], cost, bs)
-	for i := range bs {
-		if d.sds[i] != d.sds[0] {
-			key := appendSubjectHash(append([]byte(l.prefix), '{'), d.sds[i])
-			c.keys[i] = string(appendKeyID(append(key, "}:"...), bs[i]))
+// digests fills s with the digests of req's subjects.
+func (l *Limiter) digests(req *Request, s *subjects) {
+	s.id = l.hash.digest(req.Subject)
+	for i := range req.Buckets {
+		if req.Buckets[i].Subject != "" {
+			s.many = true
+			break
 		}
 	}
-	c.ctx.arm(ctx, l.timeout)
-	return l.script(c, cost, bs)
+	if !s.many {
+		return
+	}
+	var all [MaxBuckets * len(subjectDigest{})]byte
+	for i, b := range req.Buckets {
+		s.each[i] = s.id
+		if b.Subject != "" {
+			s.each[i] = l.hash.digest(b.Subject)
+		}
+		copy(all[i*len(s.id):], s.each[i][:])
+	}
+	s.id = hmacDigest(l.hash, all[:len(req.Buckets)*len(s.id)])
 }
 
 // runSplit charges the subjects one by one (Redis Cluster; see the top of
 // this file) and returns the reply for the whole request: the first deny,
 // with every earlier subject's shadow bits, or, when all allow, the
 // enforcing bucket with the fewest tokens left.
-func (l *Limiter) runSplit(ctx context.Context, d *dimCall, cost int64, bs []Bucket) (reply, error) {
+func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []Bucket) (reply, error) {
+	script := chargeScript
+	if cost == 0 {
+		script = peekScript
+	}
 	var (
 		out   reply
 		mask  uint16
@@ -130,18 +97,17 @@ func (l *Limiter) runSplit(ctx context.Context, d *dimCall, cost int64, bs []Buc
 		if done[first] {
 			continue
 		}
+		one := subjects{id: sub.of(first)}
 		n := 0
 		for i := first; i < len(bs); i++ {
-			if !done[i] && d.sds[i] == d.sds[first] {
+			if !done[i] && sub.of(i) == one.id {
 				done[i] = true
 				idx[n], group[n] = i, bs[i]
 				n++
 			}
 		}
-		if first > 0 {
-			l.st.redisCalls.Add(1)
-		}
-		res, err := l.eval(ctx, d.sds[first], cost, group[:n])
+		l.st.redisCalls.Add(1)
+		res, err := l.eval(ctx, script, &one, cost, group[:n])
 		if err != nil {
 			return reply{}, fmt.Errorf("subject %d of the request: %w", first, err)
 		}

@@ -37,18 +37,15 @@ import (
 // replica acknowledged a durable admission within the Limiter's timeout.
 var ErrNotReplicated = errors.New("limiter: no replica acknowledged the durable charge")
 
-// script runs c's script (built and armed), with WAIT when the call
-// charges (cost > 0) a durable bucket of bs; an admission no replica
-// acknowledged returns its reply with ErrNotReplicated.
-func (l *Limiter) script(c *call, cost int64, bs []Bucket) (string, error) {
-	if cost <= 0 || !durable(bs) {
-		return bucketScript.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
-	}
+// chargeDurable runs the charge script for c (built and armed) with WAIT;
+// an admission no replica acknowledged returns its reply with
+// ErrNotReplicated.
+func (l *Limiter) chargeDurable(c *call) (string, error) {
 	res, acks, err := l.evalDurable(c)
 	if err != nil {
 		return "", err
 	}
-	if acks < 1 && strings.HasPrefix(res, "1 ") { // the reply starts with allowed (bucket.lua)
+	if acks < 1 && strings.HasPrefix(res, "1 ") { // the reply starts with allowed (charge.lua)
 		return res, ErrNotReplicated
 	}
 	return res, nil
@@ -64,7 +61,7 @@ func durable(bs []Bucket) bool {
 	return false
 }
 
-// evalDurable runs c's script and WAIT 1 in one pipeline and returns the
+// evalDurable runs the charge script for c and WAIT 1 in one pipeline and returns the
 // script's reply and the number of replicas that acknowledged everything
 // the connection wrote before WAIT. c is built and armed. WAIT blocks for
 // at most three quarters of the call's budget; a WAIT still unanswered at
@@ -80,11 +77,11 @@ func (l *Limiter) evalDurable(c *call) (string, int64, error) {
 		p := pl.Pipeline()
 		var script *redis.Cmd
 		if sha {
-			script = p.EvalSha(ctx, bucketScript.Hash(), c.keys, c.args...)
+			script = p.EvalSha(ctx, chargeScript.Hash(), c.keys, c.args...)
 		} else {
 			// NOSCRIPT: EVAL sends the body and loads it, as
 			// redis.Script.Run falls back to.
-			script = p.Eval(ctx, bucketLua, c.keys, c.args...)
+			script = p.Eval(ctx, chargeSrc, c.keys, c.args...)
 		}
 		acks := p.Do(ctx, "wait", 1, wait.Milliseconds())
 		_, _ = p.Exec(ctx)

@@ -56,7 +56,11 @@ func (h *Hasher) SubjectHash(subject string) string {
 // digest returns HMAC-SHA256(key, subject)[:16] without allocating,
 // whatever the subject's length: []byte(subject) would copy a long subject
 // to the heap first, and crypto/hmac allocates its two hashes per call.
-func (h *Hasher) digest(subject string) subjectDigest {
+func (h *Hasher) digest(subject string) subjectDigest { return hmacDigest(h, subject) }
+
+// hmacDigest is digest of a string or of bytes (several subjects' digests,
+// dimensions.go), neither converted to the other: a conversion copies.
+func hmacDigest[T ~string | ~[]byte](h *Hasher, subject T) subjectDigest {
 	var (
 		sd  subjectDigest
 		sum [sha256.Size]byte

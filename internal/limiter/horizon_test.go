@@ -35,7 +35,7 @@ func TestScriptIssueRuleNeverErrors(t *testing.T) {
 	ctx := context.Background()
 	call := getCall()
 	defer putCall(call)
-	call.build(prefix, digestOf("issue-subject"), issueCost, issueBuckets)
+	call.build(prefix, &subjects{id: digestOf("issue-subject")}, issueCost, issueBuckets)
 	keys := append([]string(nil), call.keys...)
 	args := make([]any, len(call.args))
 	for i, a := range call.args {
@@ -56,7 +56,7 @@ func TestScriptIssueRuleNeverErrors(t *testing.T) {
 	allowed := 0
 	for i := range 12 {
 		before := read()
-		res, err := bucketScript.Run(ctx, c, keys, args...).Text()
+		res, err := chargeScript.Run(ctx, c, keys, args...).Text()
 		after := read()
 		if err != nil {
 			if before != after {

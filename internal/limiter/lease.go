@@ -12,20 +12,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Token leases.
 //
-// A subject that one Limiter sees often is served from a lease: one script
-// call (bucket.lua, unchanged) charges k·Cost tokens from every bucket of
-// the request at once, all or nothing, and the Limiter then admits the next
-// k−1 requests of the same subject, bucket set and cost locally, without a
-// Redis call. Redis has charged every token a lease admits before it is
-// admitted, so leases never let more through than the buckets hold: they
-// only move a charge earlier than the request it pays for, by at most the
-// lease TTL.
+// A subject that one Limiter sees often is served from a lease: one charge
+// (charge.lua; lease.lua for a request with a quota) takes k·Cost tokens
+// from every bucket of the request at once, all or nothing, and the
+// Limiter then admits the next k−1 requests of the same subject, bucket set
+// and cost locally, without a Redis call. Redis has charged every token a
+// lease admits before it is admitted, so leases never let more through
+// than the buckets hold: they only move a charge earlier than the request
+// it pays for, by at most the lease TTL.
 //
 // k adapts:
 //   - to the subject's local demand: the requests of the same key this
@@ -65,12 +63,6 @@ import (
 // subject stay usable until they run out or expire, at most LeaseTTL later,
 // so after a reset a subject gets at most what those leases held on top of
 // its fresh bucket (each such token is admitted or given back, not both).
-
-//go:embed lease_return.lua
-var leaseReturnLua string
-
-// leaseReturnScript gives a lease's unused tokens back (lease_return.lua).
-var leaseReturnScript = redis.NewScript(leaseReturnLua)
 
 const (
 	// DefaultLeaseTTL is Options.LeaseTTL's default.
@@ -167,11 +159,6 @@ func (h leaseHandle) observe(remaining int64) {
 	}
 }
 
-// buildCalls are calls used only to build keys and arguments, never armed:
-// putCall drops a call whose timer is not running (it cannot tell one that
-// fired), so these have a pool of their own.
-var buildCalls = sync.Pool{New: callPool.New}
-
 // slotKey returns the key of req's slot: a seeded hash of the subject's
 // digest, the cost and the bucket ids, without allocating. It names the
 // demand a request counts in; leases.key, which the lease held must match,
@@ -200,7 +187,7 @@ func (t *leases) slotKey(sd subjectDigest, req Request) uint64 {
 // with anything a call depends on. Never 0.
 func (t *leases) key(prefix string, sd subjectDigest, req Request) uint64 {
 	c := buildCalls.Get().(*call)
-	c.build(prefix, sd, req.Cost, req.Buckets)
+	c.build(prefix, &subjects{id: sd}, req.Cost, req.Buckets)
 	k := maphash.Bytes(t.seed, c.buf)
 	buildCalls.Put(c)
 	if k == 0 {
@@ -267,11 +254,15 @@ func (s *leaseSlot) admitted(now int64) Decision {
 // lease serves req from a lease when it can. It returns leased = true with
 // the decision when a lease admitted req, or a lease call answered it;
 // otherwise Allow continues on its own path, telling h what its call saw.
-func (l *Limiter) lease(ctx context.Context, sd subjectDigest, req Request) (h leaseHandle, d Decision, err error, leased bool) {
+// A request charging several subjects (dimensions.go) is never leased: a
+// lease's calls and its return name the buckets of one subject, and on
+// Redis Cluster its subjects are not one script's.
+func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leaseHandle, d Decision, err error, leased bool) {
 	t := l.leases
-	if t == nil || req.Cost <= 0 || t.closed.Load() {
+	if t == nil || req.Cost <= 0 || sub.many || t.closed.Load() {
 		return h, d, nil, false
 	}
+	sd := sub.id
 	var fl int64
 	for _, b := range req.Buckets {
 		if b.Shadow || b.Durable {
@@ -525,7 +516,7 @@ func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, ends []int64, cost, n 
 func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucket, ends []int64, n int64) ([]int64, error) {
 	c := buildCalls.Get().(*call)
 	defer buildCalls.Put(c)
-	c.build(l.prefix, sd, n, bs)
+	c.build(l.prefix, &subjects{id: sd}, n, bs)
 	args := c.args
 	if ends != nil {
 		args = make([]any, len(c.args), len(c.args)+len(ends))
@@ -551,23 +542,15 @@ func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucke
 	return out, nil
 }
 
-// evalLease runs bucket.lua for a lease of cost tokens: as eval, and for a
-// request with a quota as "l<cost>", whose reply also names every quota's
-// window (bucket.lua, "Leases"). A lease of token buckets only is the
-// plain call.
+// evalLease runs the charge of a lease of cost tokens: for a request with
+// a quota the lease script, whose reply also names every quota's window
+// (lease.lua); for token buckets only the plain charge.
 func (l *Limiter) evalLease(ctx context.Context, sd subjectDigest, cost int64, bs []Bucket) (string, error) {
-	if !hasQuota(bs) {
-		return l.eval(ctx, sd, cost, bs)
+	script := chargeScript
+	if hasQuota(bs) {
+		script = leaseScript
 	}
-	c := getCall()
-	defer putCall(c)
-	c.build(l.prefix, sd, cost, bs)
-	a0 := append(argBytes("l"), c.argv[0]...)
-	args := make([]any, len(c.args))
-	copy(args, c.args)
-	args[0] = &a0
-	c.ctx.arm(ctx, l.timeout)
-	return bucketScript.Run(&c.ctx, l.rdb, c.keys, args...).Text()
+	return l.eval(ctx, script, &subjects{id: sd}, cost, bs)
 }
 
 // hasQuota reports whether bs has a quota bucket.

@@ -1,13 +1,14 @@
 -- lease_return.lua: give the unused tokens of a lease back to its buckets.
 --
 -- A lease (lease.go) charged k*cost tokens from every bucket of a request
--- through bucket.lua and admitted some of those requests locally; this
--- script gives the tokens it did not use back, never above full, and never
--- to anything the lease did not charge. It reads and writes the stored
--- forms bucket.lua documents in its header and takes its clock from Redis
--- TIME as bucket.lua does.
+-- through charge.lua (or lease.lua) and admitted some of those requests
+-- locally; this script gives the tokens it did not use back, never above
+-- full, and never to anything the lease did not charge. It reads and
+-- writes the stored forms bucket.lua documents in its header and takes its
+-- clock from Redis TIME as bucket.lua does. It stands alone, not after
+-- bucket.lua: it reads those forms strictly and converts nothing.
 --
--- KEYS and ARGV[1..4N+1] are bucket.lua's, built by the same code
+-- KEYS and ARGV[1..4N+1] are the charge's, built by the same code
 -- (call.build), N = #KEYS:
 -- KEYS[i]        bucket i's key
 -- ARGV[1]        tokens to give back to every bucket, integer > 0
@@ -15,7 +16,7 @@
 --                arguments the lease was charged with (a quota's period
 --                is its window's letter).
 -- ARGV[4N+1+i]   bucket i's window end as the lease call's reply gave it
---                (bucket.lua, "Leases"): a quota's end in Unix ms, "0" for
+--                (lease.lua): a quota's end in Unix ms, "0" for
 --                a token bucket. Missing or "0" for a quota: nothing back.
 --
 -- A token bucket ("<tat> <T> <burst>"): nothing is given back (and nothing
@@ -27,12 +28,12 @@
 --     "<tat>" alone, a quota's value, anything else): it is not what the
 --     lease's charge wrote, so the tokens are not known to be in it;
 --   - the stored <T> or <burst> differ from this bucket's: the numbers
---     changed since the lease (bucket.lua converted the bucket), and what
+--     changed since the lease (a charge converted the bucket), and what
 --     the lease used is no longer expressed in them. Returning nothing
 --     never over-admits; guessing could.
 -- Otherwise <tat> moves back by tokens*T, not below now (full at most); a
 -- bucket that becomes full is deleted (a missing key is full), else it is
--- written back with the PX bucket.lua would give it (1 ms after full).
+-- written back with the PX a charge would give it (1 ms after full).
 --
 -- A quota (its key holds the window's used and expires with the window;
 -- the key names the unit and anchor): its used goes down by tokens, never
@@ -43,11 +44,11 @@
 -- end at least a day apart: an end within a second of it is that window.
 -- Any other key (it expired with its window and a later one began, no
 -- expiry, not an integer, missing) is a window the lease never charged:
--- nothing back. A change of the quota's limit keeps the window (bucket.lua
+-- nothing back. A change of the quota's limit keeps the window (a charge
 -- keeps used), so the tokens do go back: used counts tokens, whatever the
 -- limit. The write keeps the expiry (KEEPTTL).
 --
--- Why not bucket.lua's own refund ("u-<n>")? It would convert a token
+-- Why not a usage report's refund (usage.lua)? It would convert a token
 -- bucket to new numbers and then refund in them, and give a quota's
 -- tokens to whatever window is current: both over-admit after a change or
 -- a window's end. Its guards would be per-bucket arguments of its own.
@@ -99,7 +100,7 @@ for i = 1, #KEYS do
 			end
 		end
 	elseif n and n > 0 and limit and limit > 0 then
-		-- The same doubles bucket.lua computes and stores.
+		-- The same doubles a charge computes and stores (bucket.lua, rate).
 		local T = tonumber(ARGV[o + 1]) / limit
 		local burst = tonumber(ARGV[o + 2])
 		local v = redis.call('GET', KEYS[i])

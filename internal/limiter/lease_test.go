@@ -35,7 +35,7 @@ func newLeasing(t testing.TB, c redis.UniversalClient, prefix string, o Options)
 }
 
 // TestLeaseReturnScript runs lease_return.lua against buckets charged by
-// bucket.lua: tokens go back, never above full, and nothing goes back to a
+// charge.lua: tokens go back, never above full, and nothing goes back to a
 // bucket whose stored numbers are not the lease's.
 func TestLeaseReturnScript(t *testing.T) {
 	t.Parallel()

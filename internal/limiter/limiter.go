@@ -1,21 +1,24 @@
 // Package limiter is Sluice's token bucket and calendar quota over Redis.
 //
 // One call checks and charges all of a subject's buckets at once, inside one
-// Lua script (bucket.lua) that takes its clock from Redis TIME: either every
-// bucket has the tokens and all are charged, or none is charged. A quota
-// bucket (Bucket.Window) counts against a calendar window the script
-// computes from that clock. Charge reports usage known after a response
-// (into debt, or a refund), idempotently. A bucket
-// whose limit, burst or period changed keeps the tokens its subject used
-// (clamped to the new burst): the script re-expresses them under the new
-// numbers on its first call after the change, allowed or denied. The keys
-// are <prefix>{<subject hash>}:<bucket id> (a quota's followed by
-// ":q<window letter><anchor, ms since 2024>", its window's shape, so that a
-// change of it counts in a fresh key); the hash tag keeps a subject's
-// buckets in one cluster slot, so the script also runs on Redis Cluster. A
-// quota's key holds the window's count and expires when the window ends,
-// so a charge costs it one INCRBY. Redis 6.2 or later (7.0 reads a
-// window's end exactly; 6.2 to the millisecond).
+// Lua script that takes its clock from Redis TIME: either every bucket has
+// the tokens and all are charged, or none is charged. A quota bucket
+// (Bucket.Window) counts against a calendar window the script computes
+// from that clock. Charge reports usage known after a response (into debt,
+// or a refund), idempotently. A bucket whose limit, burst or period changed
+// keeps the tokens its subject used (clamped to the new burst): the script
+// re-expresses them under the new numbers on its first call after the
+// change, allowed or denied. The keys are <prefix>{<subject hash>}:<bucket
+// id> (a quota's followed by ":q<window letter><anchor, ms since 2024>",
+// its window's shape, so that a change of it counts in a fresh key); the
+// hash tag keeps a subject's buckets in one cluster slot, so the script
+// also runs on Redis Cluster. A quota's key holds the window's count and
+// expires when the window ends, so a charge costs it one INCRBY. Redis 6.2
+// or later (7.0 reads a window's end exactly; 6.2 to the millisecond).
+//
+// Each operation is its own script (script.go): bucket.lua, the token
+// bucket and calendar code they share, followed by charge.lua (Allow),
+// peek.lua (Peek), usage.lua (Charge) or lease.lua (a lease's charge).
 //
 // Around the script the Limiter keeps the request path fast and up: a local
 // cache denies a repeat offender until its retry-after without asking Redis,
@@ -45,7 +48,7 @@ const MaxBuckets = 16
 
 // MaxHorizon bounds a bucket's refill horizon, Burst·Period/Limit: the time
 // its empty bucket takes to fill up again. Ten years (of 365 days) keeps
-// every time bucket.lua computes, in microseconds, far below 2^53 (about
+// every time the scripts compute, in microseconds, far below 2^53 (about
 // 285 years), where its float arithmetic stops being exact, and every key
 // TTL well inside what SET PX accepts. rules.MaxHorizon is the same bound,
 // enforced on every rule and plan.
@@ -457,16 +460,16 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 			return Decision{Bucket: i, RetryAfter: b.Period}, nil
 		}
 	}
+	var sub subjects
+	l.digests(&req, &sub)
 
-	sd := l.hash.digest(req.Subject)
-	dims := l.dims(&req)
-	if dims != nil {
-		sd = dims.all
-	}
+	// 1. The deny cache: a request denied until its retry-after is denied
+	// again without a Redis call (denycache.go). A peek (cost 0) is
+	// never cached.
 	var ck denyKey
 	useCache := l.cache != nil && req.Cost > 0
 	if useCache {
-		ck = l.cache.key(sd, req.Buckets, req.Cost)
+		ck = l.cache.key(sub.id, req.Buckets, req.Cost)
 		if d, ok := l.cache.get(ck, l.now()); ok {
 			l.st.cacheHits.Add(1)
 			l.st.denied.Add(1)
@@ -474,30 +477,22 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 
-	// Token leases (lease.go): admitted from a lease, or by a lease call.
-	// A request charging several subjects (dimensions.go) is never
-	// leased: a lease's calls and its return name the buckets of one
-	// subject, and on Redis Cluster its subjects are not one script's.
-	var lh leaseHandle
-	if dims == nil {
-		var (
-			ld     Decision
-			lerr   error
-			leased bool
-		)
-		if lh, ld, lerr, leased = l.lease(ctx, sd, req); leased {
-			return ld, lerr
-		}
+	// 2. A token lease (lease.go): the request is admitted from one this
+	// Limiter holds, or answered by the call that takes one.
+	lh, d, err, leased := l.lease(ctx, &sub, req)
+	if leased {
+		return d, err
 	}
 
+	// 3. The script (script.go), behind the breaker: one call charges
+	// every bucket (one per subject on Redis Cluster, dimensions.go).
 	start := l.now()
 	ok, probe := l.breaker.enter(start)
 	if !ok {
 		l.st.skipped.Add(1)
 		return l.failure(req, ErrBreakerOpen)
 	}
-	l.st.redisCalls.Add(1)
-	r, err := l.run(ctx, sd, dims, req.Cost, req.Buckets)
+	r, err := l.run(ctx, &sub, req.Cost, req.Buckets)
 	if err != nil {
 		if errors.Is(err, ErrNotReplicated) {
 			// Redis answered: no fault of the connection, so none of the
@@ -513,8 +508,10 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	l.breaker.done(0, true, probe)
 	lh.observe(r.remaining)
 
+	// 4. The decision, from the limiting bucket; a deny is cached until
+	// its retry-after.
 	b := req.Buckets[r.index]
-	d := Decision{
+	d = Decision{
 		Allowed:      r.allowed,
 		Limit:        b.Limit,
 		Remaining:    r.remaining,
@@ -587,7 +584,7 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 	if err := validate(buckets, 0, true); err != nil {
 		return nil, err
 	}
-	res, err := l.eval(ctx, l.hash.digest(subject), 0, buckets)
+	res, err := l.eval(ctx, peekScript, &subjects{id: l.hash.digest(subject)}, 0, buckets)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: peek subject %s: %w", l.SubjectHash(subject), err)
 	}
@@ -620,9 +617,9 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 	if err := validate(buckets, 0, false); err != nil {
 		return err
 	}
-	c := getCall()
-	defer putCall(c)
-	c.build(l.prefix, l.hash.digest(subject), 0, buckets)
+	c := buildCalls.Get().(*call)
+	defer buildCalls.Put(c)
+	c.build(l.prefix, &subjects{id: sd}, 0, buckets)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.rdb.Del(ctx, c.keys...).Err(); err != nil {
@@ -703,14 +700,4 @@ func withinHorizon(b Bucket) bool {
 	hi, lo := bits.Mul64(uint64(c), uint64(periodMicros(b.Period)))
 	maxHi, maxLo := bits.Mul64(uint64(MaxHorizon/time.Microsecond), uint64(b.Limit))
 	return hi < maxHi || hi == maxHi && lo <= maxLo
-}
-
-// eval runs the script once, within the Limiter's timeout, and returns its
-// reply.
-func (l *Limiter) eval(ctx context.Context, sd subjectDigest, cost int64, bs []Bucket) (string, error) {
-	c := getCall()
-	defer putCall(c)
-	c.build(l.prefix, sd, cost, bs)
-	c.ctx.arm(ctx, l.timeout)
-	return l.script(c, cost, bs)
 }

@@ -328,11 +328,109 @@ func TestNoScriptRecovery(t *testing.T) {
 			t.Errorf("Allow after SCRIPT FLUSH = %+v, %v, want allowed with %d left", got, err, 9-i)
 		}
 	}
-	if ok, err := c.ScriptExists(ctx, bucketScript.Hash()).Result(); err != nil || !ok[0] {
+	if ok, err := c.ScriptExists(ctx, chargeScript.Hash()).Result(); err != nil || !ok[0] {
 		t.Errorf("SCRIPT EXISTS after recovery = %v, %v, want true", ok, err)
 	}
 	if s := l.Stats(); s.Errors != 0 {
 		t.Errorf("Stats().Errors = %d, want 0", s.Errors)
+	}
+}
+
+// TestScriptPerOperation runs each operation on a private Redis (the
+// shared test one has other users) whose script cache starts empty, and
+// checks which scripts it loaded: every operation is a script of its own,
+// and a decision loads and runs the charge alone, in one EVALSHA.
+func TestScriptPerOperation(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	l := New(c, Options{Prefix: testPrefix(t, c), Timeout: time.Second, DenyCacheSize: -1})
+	ctx := context.Background()
+	bs := []Bucket{{ID: "r", Limit: 1000, Period: time.Hour}, {ID: "q", Limit: 1000, Period: time.Hour, Window: Monthly}}
+	scripts := []struct {
+		name string
+		s    *redis.Script
+	}{{"charge", chargeScript}, {"peek", peekScript}, {"usage", usageScript}, {"lease", leaseScript}, {"lease return", leaseReturnScript}}
+	hashes := make([]string, len(scripts))
+	for i, sc := range scripts {
+		hashes[i] = sc.s.Hash()
+		for _, h := range hashes[:i] {
+			if h == hashes[i] {
+				t.Fatalf("the %s script is another operation's (SHA %s)", sc.name, h)
+			}
+		}
+	}
+	loaded := func() []string {
+		t.Helper()
+		ok, err := c.ScriptExists(ctx, hashes...).Result()
+		if err != nil {
+			t.Fatalf("SCRIPT EXISTS: %v", err)
+		}
+		var names []string
+		for i, in := range ok {
+			if in {
+				names = append(names, scripts[i].name)
+			}
+		}
+		return names
+	}
+	allow := func(cost int64) error {
+		_, err := l.Allow(ctx, Request{Subject: "s", Buckets: bs, Cost: cost})
+		return err
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want []string
+	}{
+		{"Allow", func() error { return allow(1) }, []string{"charge"}},
+		{"Allow, cost 0", func() error { return allow(0) }, []string{"charge", "peek"}},
+		{"Peek", func() error { _, err := l.Peek(ctx, "s", bs); return err }, []string{"charge", "peek"}},
+		{"Charge", func() error { _, err := l.Charge(ctx, "s", bs, 1, "scope", ""); return err }, []string{"charge", "peek", "usage"}},
+		{"a lease's charge", func() error { _, err := l.evalLease(ctx, digestOf("s"), 4, bs); return err }, []string{"charge", "peek", "usage", "lease"}},
+		{"a lease's return", func() error { _, err := l.returnTokens(ctx, digestOf("s"), bs, nil, 1); return err },
+			[]string{"charge", "peek", "usage", "lease", "lease return"}},
+	}
+	if got := loaded(); len(got) != 0 {
+		t.Fatalf("scripts loaded before any call: %v", got)
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if diff := cmp.Diff(st.want, loaded()); diff != "" {
+			t.Errorf("scripts loaded after %s (-want +got):\n%s", st.name, diff)
+		}
+	}
+
+	// With every script loaded, a decision sends one command: EVALSHA.
+	var sent []string
+	c.AddHook(sentHook{&sent})
+	if err := allow(1); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"evalsha"}; !cmp.Equal(sent, want) {
+		t.Errorf("commands sent by one Allow = %q, want %q", sent, want)
+	}
+}
+
+// sentHook records the name of every command a client sends.
+type sentHook struct{ names *[]string }
+
+func (h sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		*h.names = append(*h.names, cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (h sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			*h.names = append(*h.names, cmd.Name())
+		}
+		return next(ctx, cmds)
 	}
 }
 

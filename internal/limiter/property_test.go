@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -149,7 +148,7 @@ func (p *property) run(set int) {
 	p.firstUS = make([]int64, len(p.effs))
 	p.lastUS = make([]int64, len(p.effs))
 	for i := range p.effs {
-		p.bs[i] = bucket.For(&p.effs[i])
+		p.bs[i] = limiter.BucketFor(&p.effs[i])
 		p.keys[i] = p.key(p.bs[i])
 		p.firstUS[i] = -1
 		p.valid[i] = p.effs[i].Burst
@@ -186,7 +185,7 @@ func (p *property) run(set int) {
 			} else {
 				p.valid[j] = e.Burst
 			}
-			p.effs[j], p.bs[j] = e, bucket.For(&e)
+			p.effs[j], p.bs[j] = e, limiter.BucketFor(&e)
 			p.keys[j] = p.key(p.bs[j])
 			p.charged[j], p.firstUS[j] = 0, -1
 			p.changes++

@@ -13,17 +13,13 @@ import (
 )
 
 // calendarScript runs bucket.lua's window function alone, with a given
-// now: the one implementation, cut out of the script between its
-// "calendar" markers, so the table below tests exactly what runs.
+// now: the one implementation, as every script has it, so the table below
+// tests exactly what runs. It is called as a peek of one quota whose
+// amount, ARGV[1], is the now to compute at; its key (KEYS[1]) is never
+// written (a peek writes nothing) and never exists.
 func calendarScript(t *testing.T) *redis.Script {
 	t.Helper()
-	const begin, end = "-- calendar: begin", "-- calendar: end"
-	i, j := strings.Index(bucketLua, begin), strings.Index(bucketLua, end)
-	if i < 0 || j < i {
-		t.Fatalf("bucket.lua has no %q ... %q section", begin, end)
-	}
-	return redis.NewScript("local floor = math.floor\nlocal window\n" + bucketLua[i:j] +
-		"\nlocal s, e = window(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn string.format('%d %d', s, e)")
+	return redis.NewScript("local charging, every_end = false, true\n" + bucketLua + "local s, e = window(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[1]))\nreturn string.format('%d %d', s, e)")
 }
 
 // us2024 is t in the script's time: microseconds since 2024-01-01 UTC.
@@ -78,7 +74,7 @@ func TestCalendarWindows(t *testing.T) {
 		if tt.anchor != "" {
 			anchor = us2024(d(tt.anchor))
 		}
-		got, err := script.Run(context.Background(), c, nil, string(tt.unit), anchor, us2024(d(tt.now))).Text()
+		got, err := script.Run(context.Background(), c, []string{"calendar-test:{}:never-touched"}, us2024(d(tt.now)), 1, string(tt.unit), anchor, 0).Text()
 		if err != nil {
 			t.Fatalf("%s: window script error = %v", tt.name, err)
 		}

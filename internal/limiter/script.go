@@ -1,23 +1,97 @@
 package limiter
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed bucket.lua
-var bucketLua string
+// The Lua scripts, one per operation. bucket.lua is what they share (the
+// clock, reading and deciding every bucket: the token bucket, a quota's
+// window); each script is bucket.lua followed by its operation's file, so
+// an allow's script holds the charge and nothing of a peek, a usage report
+// or a lease. Its first line sets the two locals bucket.lua reads the
+// buckets by (charging, every_end: see bucket.lua). Each is a
+// redis.Script (its own SHA): Run sends EVALSHA and falls back to EVAL,
+// which also loads it, on NOSCRIPT.
+var (
+	//go:embed bucket.lua
+	bucketLua string
+	//go:embed charge.lua
+	chargeLua string
+	//go:embed peek.lua
+	peekLua string
+	//go:embed usage.lua
+	usageLua string
+	//go:embed lease.lua
+	leaseLua string
+	//go:embed lease_return.lua
+	leaseReturnLua string
 
-// bucketScript is the one script; redis.Script runs it with EVALSHA and
-// falls back to EVAL (which also loads it) on NOSCRIPT.
-var bucketScript = redis.NewScript(bucketLua)
+	// chargeScript checks and charges a request's buckets (Allow).
+	chargeSrc    = "local charging, every_end = true, false\n" + bucketLua + chargeLua + "return out\n"
+	chargeScript = redis.NewScript(chargeSrc)
+	// peekScript reports them as a cost-1 request would see them,
+	// writing nothing (Peek, and Allow with cost 0).
+	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + peekLua)
+	// usageScript charges or refunds usage known after a response
+	// (Charge).
+	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + usageLua)
+	// leaseScript is the charge of a token lease of a request with a
+	// quota (lease.go): the charge, reading every quota's window end,
+	// whose reply goes on to name them (lease.lua).
+	leaseScript = redis.NewScript("local charging, every_end = true, true\n" + bucketLua + chargeLua + leaseLua)
+	// leaseReturnScript gives a lease's unused tokens back.
+	leaseReturnScript = redis.NewScript(leaseReturnLua)
+)
 
-// reply is the script's answer for the limiting bucket (see bucket.lua).
+// run is the script step of Allow: it charges cost to every bucket of bs
+// (peeks when cost is 0) and parses the reply. That is one call over every
+// bucket, unless the buckets span subjects on a Redis Cluster (runSplit,
+// dimensions.go). It counts the script calls.
+func (l *Limiter) run(ctx context.Context, sub *subjects, cost int64, bs []Bucket) (reply, error) {
+	if l.cluster && sub.many && !sub.sameSubject(len(bs)) {
+		return l.runSplit(ctx, sub, cost, bs)
+	}
+	script := chargeScript
+	if cost == 0 {
+		script = peekScript
+	}
+	l.st.redisCalls.Add(1)
+	res, err := l.eval(ctx, script, sub, cost, bs)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return reply{}, err
+	}
+	rd := replyReader{s: res}
+	r, perr := parseReply(&rd, len(bs))
+	if perr != nil {
+		return reply{}, perr
+	}
+	return r, err // the reply, and ErrNotReplicated when a durable charge was not acknowledged
+}
+
+// eval runs script once over bs, with ARGV[1] = amount, within the
+// Limiter's timeout, and returns its reply. A charge (amount > 0) of a
+// durable bucket waits for a replica (durable.go).
+func (l *Limiter) eval(ctx context.Context, script *redis.Script, sub *subjects, amount int64, bs []Bucket) (string, error) {
+	c := getCall()
+	defer putCall(c)
+	c.build(l.prefix, sub, amount, bs)
+	c.ctx.arm(ctx, l.timeout)
+	if script == chargeScript && amount > 0 && durable(bs) {
+		return l.chargeDurable(c)
+	}
+	return script.Run(&c.ctx, l.rdb, c.keys, c.args...).Text()
+}
+
+// reply is the head of a reply of charge.lua or peek.lua: the limiting
+// bucket.
 type reply struct {
 	allowed   bool
 	index     int   // 0-based
@@ -30,7 +104,7 @@ type reply struct {
 // errBadReply wraps a script reply the Limiter cannot parse.
 var errBadReply = errors.New("unexpected script reply")
 
-// replyReader walks the script's space-separated integer reply without
+// replyReader walks a script's space-separated integer reply without
 // allocating.
 type replyReader struct {
 	s   string
@@ -57,8 +131,8 @@ func (r *replyReader) next() int64 {
 	return v
 }
 
-// parseReply reads the head of a script reply for a request of n buckets.
-// The rest (per-bucket states of a peek) stays in rd.
+// parseReply reads the head of a reply for a request of n buckets. The
+// rest (per-bucket states of a peek, the windows of a lease) stays in rd.
 func parseReply(rd *replyReader, n int) (reply, error) {
 	var r reply
 	r.allowed = rd.next() == 1
@@ -76,10 +150,105 @@ func parseReply(rd *replyReader, n int) (reply, error) {
 	return r, nil
 }
 
-// appendArgs appends the script's ARGV (see bucket.lua) to dst, each
-// followed by its end offset in ends.
-func appendArgs(dst []byte, ends []int, cost int64, bs []Bucket) ([]byte, []int) {
-	dst = strconv.AppendInt(dst, cost, 10)
+// The pool below, with the callCtx it carries (callctx.go), is there for
+// allocations: BenchmarkAllow in bench_test.go reports allocs/op. When this
+// was written a 1-bucket decision made 11 allocations (480 B) with the pool
+// and 18 (3.4 KB) without it; run that benchmark before changing it.
+
+// call is the per-call scratch space, pooled: the keys and the script
+// arguments are built in one buffer. The keys become substrings of one
+// string (one allocation for all of them); the arguments are handed to
+// go-redis as pointers to encoding.BinaryMarshalers over the buffer, boxed
+// once when the call is made (no allocation per call).
+type call struct {
+	buf    []byte
+	keys   []string
+	ends   []int
+	argv   [1 + 4*MaxBuckets]argBytes
+	boxed  [1 + 4*MaxBuckets]any // &argv[i]
+	args   []any                 // boxed[:1+4n]
+	ctx    callCtx
+	keyEnd [MaxBuckets]int
+}
+
+// argBytes is one script argument, written by go-redis without a copy.
+type argBytes []byte
+
+// MarshalBinary returns the bytes themselves.
+func (a *argBytes) MarshalBinary() ([]byte, error) { return *a, nil }
+
+var callPool = sync.Pool{New: func() any {
+	c := &call{
+		buf:  make([]byte, 0, 512),
+		keys: make([]string, 0, MaxBuckets),
+		ends: make([]int, 0, 1+4*MaxBuckets),
+	}
+	for i := range c.argv {
+		c.boxed[i] = &c.argv[i]
+	}
+	return c
+}}
+
+func getCall() *call { return callPool.Get().(*call) }
+
+func putCall(c *call) {
+	if c.ctx.timer != nil && !c.ctx.disarm() {
+		return // its timer fired: let it go
+	}
+	callPool.Put(c)
+}
+
+// buildCalls are calls used only to build keys and arguments, never armed:
+// putCall drops a call whose timer is not running (it cannot tell one that
+// fired), so these have a pool of their own.
+var buildCalls = sync.Pool{New: callPool.New}
+
+// build fills c.keys with the keys of bs, each named by its subject's
+// digest in sub, and c.args with the scripts' ARGV: amount, then every
+// bucket's four arguments (bucket.lua).
+func (c *call) build(prefix string, sub *subjects, amount int64, bs []Bucket) {
+	buf := append(c.buf[:0], prefix...)
+	buf = append(buf, '{')
+	buf = appendSubjectHash(buf, sub.of(0))
+	buf = append(buf, "}:"...)
+	head := len(buf)
+	for i, b := range bs {
+		switch {
+		case i > 0 && sub.of(i) != sub.of(0):
+			buf = append(buf, prefix...)
+			buf = append(buf, '{')
+			buf = appendSubjectHash(buf, sub.of(i))
+			buf = append(buf, "}:"...)
+		case i > 0:
+			buf = append(buf, buf[:head]...)
+		}
+		buf = appendKeyID(buf, b)
+		c.keyEnd[i] = len(buf)
+	}
+	keysEnd := len(buf)
+	buf, c.ends = appendArgs(buf, c.ends[:0], amount, bs)
+	c.buf = buf
+
+	s := string(buf[:keysEnd])
+	keys := c.keys[:0]
+	from := 0
+	for i := range bs {
+		keys = append(keys, s[from:c.keyEnd[i]])
+		from = c.keyEnd[i]
+	}
+	c.keys = keys
+	from = keysEnd
+	for i, end := range c.ends {
+		c.argv[i] = buf[from:end]
+		from = end
+	}
+	c.args = c.boxed[:len(c.ends)]
+}
+
+// appendArgs appends the scripts' ARGV (bucket.lua) to dst, each followed
+// by its end offset in ends.
+func appendArgs(dst []byte, ends []int, amount int64, bs []Bucket) ([]byte, []int) {
+	dst = strconv.AppendInt(dst, amount, 10)
 	ends = append(ends, len(dst))
 	for _, b := range bs {
 		dst = strconv.AppendInt(dst, b.Limit, 10)
@@ -114,14 +283,14 @@ func appendKeyID(dst []byte, b Bucket) []byte {
 	return strconv.AppendInt(dst, anchorMicros(b)/1000, 10)
 }
 
-// epoch2024 is the script's time origin, 2024-01-01T00:00:00Z, in
+// epoch2024 is the scripts' time origin, 2024-01-01T00:00:00Z, in
 // microseconds since 1970.
 const epoch2024 = 1704067200 * 1000000
 
-// windowUnits are the script's window letters, by Window.
+// windowUnits are the scripts' window letters, by Window.
 var windowUnits = [...]byte{NoWindow: 'r', Daily: 'd', Weekly: 'w', Monthly: 'm', Yearly: 'y'}
 
-// anchorMicros is a quota's anchor as the script takes it: microseconds
+// anchorMicros is a quota's anchor as the scripts take it: microseconds
 // since 2024-01-01 UTC, truncated to whole milliseconds (so that its
 // windows end on whole milliseconds, as a key's expiry does); 0 without an
 // anchor.
@@ -133,7 +302,7 @@ func anchorMicros(b Bucket) int64 {
 }
 
 // appendFlags appends bucket b's flags argument: "0" or "1" (shadow), and
-// " <floor>" after it when the bucket has one (see bucket.lua).
+// " <floor>" after it when the bucket has one (bucket.lua).
 func appendFlags(dst []byte, b Bucket) []byte {
 	shadow := byte('0')
 	if b.Shadow {

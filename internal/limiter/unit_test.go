@@ -75,7 +75,7 @@ func TestBuild(t *testing.T) {
 		{ID: "a", Limit: 10, Period: time.Minute},
 		{ID: "route-7", Limit: 3, Period: 1500 * time.Microsecond, Burst: 9, Shadow: true},
 	}
-	c.build("p:", digestOf("subject"), 2, bs)
+	c.build("p:", &subjects{id: digestOf("subject")}, 2, bs)
 	h := SubjectHash("subject")
 	if got, want := strings.Join(c.keys, ","), "p:{"+h+"}:a,p:{"+h+"}:route-7"; got != want {
 		t.Errorf("keys = %s, want %s", got, want)

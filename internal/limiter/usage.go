@@ -82,26 +82,20 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 		return Usage{}, ErrBadIdempotencyKey
 	}
 	sd := l.hash.digest(subject)
-	head := l.prefix + "{" + string(appendSubjectHash(nil, sd)) + "}:"
-	keys := make([]string, 0, len(buckets)+1)
-	for _, b := range buckets {
-		keys = append(keys, string(appendKeyID([]byte(head), b)))
-	}
+	c := buildCalls.Get().(*call)
+	defer buildCalls.Put(c)
+	c.build(l.prefix, &subjects{id: sd}, cost, buckets)
+	keys := c.keys
 	if idempotencyKey != "" {
 		// Hashed: the caller's key never reaches Redis as it is, and a
 		// bucket id (a rule's UUID, "default") never looks like this.
-		keys = append(keys, head+"idem:"+idemDigest(scope, idempotencyKey))
-	}
-	argv, ends := appendArgs([]byte("u"), nil, cost, buckets)
-	args := make([]any, len(ends))
-	from := 0
-	for i, end := range ends {
-		args[i] = string(argv[from:end])
-		from = end
+		// Appended to a copy: c.keys belongs to the pool.
+		head := l.prefix + "{" + string(appendSubjectHash(nil, sd)) + "}:"
+		keys = append(keys[:len(keys):len(keys)], head+"idem:"+idemDigest(scope, idempotencyKey))
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	res, err := bucketScript.Run(ctx, l.rdb, keys, args...).Text()
+	res, err := usageScript.Run(ctx, l.rdb, keys, c.args...).Text()
 	if err != nil {
 		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), err)
 	}

@@ -4,9 +4,9 @@
 // Its subpackages implement and check it: postgres is the store on
 // PostgreSQL in production, memory the in-process store behind `make run`,
 // storetest the contract suite both pass, input the checks of caller input
-// both share, and redissnapshot the copy of the rules the admin path
-// publishes to Redis after every write, which tells warm authorizers to
-// reload and lets a cold one start without the database.
+// both share. The copy of the rules the admin path publishes to Redis
+// after every write lives with the cache that reads it, in
+// internal/rulesync.
 package store
 
 import (

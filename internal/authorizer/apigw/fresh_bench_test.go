@@ -16,16 +16,17 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// staticSet is a rules.Loader of one set: the store in these benchmarks,
+// staticSet is a rulesync.Loader of one set: the store in these benchmarks,
 // read once.
 type staticSet rules.Set
 
 func (s staticSet) LoadAll(context.Context) (rules.Set, error) { return rules.Set(s), nil }
 
-// redisVersion reads the rules version as internal/store/redissnapshot
+// redisVersion reads the rules version as internal/rulesync
 // does: one GET of a short value.
 type redisVersion struct {
 	rdb redis.UniversalClient
@@ -41,7 +42,7 @@ func (v redisVersion) Version(ctx context.Context) (int64, error) {
 }
 
 // BenchmarkRulesFreshness is BenchmarkAuthorizer's REST path with the rules
-// from a rules.Cache whose version is read from the same Redis, to measure
+// from a rulesync.Cache whose version is read from the same Redis, to measure
 // what deciding on rules no older than RULES_VERSION_POLL costs:
 //
 //   - poll=1h: the version is never read (the rules held, as before at
@@ -72,7 +73,7 @@ func BenchmarkRulesFreshness(b *testing.B) {
 		name string
 		poll time.Duration
 	}{{"poll=1h", time.Hour}, {"poll=1s", time.Second}, {"every-request", time.Nanosecond}} {
-		cache, err := rules.NewCache(ctx, set, redisVersion{rdb, vkey}, rules.CacheOptions{Poll: mode.poll, VersionTimeout: time.Second, Refresh: time.Hour})
+		cache, err := rulesync.NewCache(ctx, set, redisVersion{rdb, vkey}, rulesync.CacheOptions{Poll: mode.poll, VersionTimeout: time.Second, Refresh: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package redissnapshot
+package rulesync
 
 import (
 	"context"
@@ -23,12 +23,12 @@ import (
 
 // newSnapshots returns Snapshots on the test Redis under a prefix of the
 // test's own, deleted when it ends.
-func newSnapshots(t *testing.T, o Options) (*Snapshots, *redis.Client) {
+func newSnapshots(t *testing.T, o SnapshotsOptions) (*Snapshots, *redis.Client) {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	o.Prefix = testenv.Prefix(t, "snapshot")
 	testenv.DeleteKeys(t, rdb, o.Prefix)
-	return New(rdb, o), rdb
+	return NewSnapshots(rdb, o), rdb
 }
 
 // sampleSet returns n rules as an admin would write them, with plans.
@@ -77,7 +77,7 @@ func stripped(set rules.Set) rules.Set {
 func TestPublishAndLoad(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, _ := newSnapshots(t, Options{})
+	s, _ := newSnapshots(t, SnapshotsOptions{})
 	if v, err := s.Version(ctx); v != 0 || err != nil {
 		t.Errorf("Version() before any publish = %d, %v; want 0, nil", v, err)
 	}
@@ -109,7 +109,7 @@ func TestPublishAndLoad(t *testing.T) {
 func TestPublishOutOfOrder(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, _ := newSnapshots(t, Options{})
+	s, _ := newSnapshots(t, SnapshotsOptions{})
 	if ok, err := s.Publish(ctx, sampleSet(20, 2)); !ok || err != nil {
 		t.Fatalf("Publish(20) = %v, %v", ok, err)
 	}
@@ -165,7 +165,7 @@ func TestCorrupt(t *testing.T) {
 		"bomb":              resum(gz(t, make([]byte, maxDecoded+10))),
 	}
 	ctx := t.Context()
-	s, rdb := newSnapshots(t, Options{})
+	s, rdb := newSnapshots(t, SnapshotsOptions{})
 	_, key := s.Keys()
 	for name, b := range tests {
 		if _, err := decode(b); !errors.Is(err, ErrCorrupt) {
@@ -186,7 +186,7 @@ func TestCorrupt(t *testing.T) {
 func TestTooLarge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, _ := newSnapshots(t, Options{MaxBytes: 1500})
+	s, _ := newSnapshots(t, SnapshotsOptions{MaxBytes: 1500})
 	if ok, err := s.Publish(ctx, sampleSet(10, 1)); !ok || err != nil {
 		t.Fatalf("Publish(small) = %v, %v", ok, err)
 	}
@@ -205,7 +205,7 @@ func TestTooLarge(t *testing.T) {
 // TestSize logs the published size of realistic rule sets (up to the
 // default cap, 10,000) and keeps the largest under DefaultMaxBytes.
 //
-//	go test -run TestSize -v ./internal/store/redissnapshot/
+//	go test -run TestSize -v ./internal/rulesync/
 func TestSize(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{100, 1000, 10_000} {
@@ -233,7 +233,7 @@ func TestCluster(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := t.Context()
-	s := New(rdb, Options{})
+	s := NewSnapshots(rdb, SnapshotsOptions{})
 	vk, sk := s.Keys()
 	a, errA := rdb.ClusterKeySlot(ctx, vk).Result()
 	b, errB := rdb.ClusterKeySlot(ctx, sk).Result()

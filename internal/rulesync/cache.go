@@ -1,4 +1,4 @@
-package rules
+package rulesync
 
 import (
 	"context"
@@ -8,18 +8,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // Loader loads every rule and plan with their version. The store
 // (PostgreSQL, the source of truth) is one; the snapshot the admin path
-// publishes to Redis (internal/store/redissnapshot) is another, which
-// returns an error wrapping ErrNotFound when none was published.
+// publishes to Redis (Snapshots, in this package) is another, which
+// returns an error wrapping rules.ErrNotFound when none was published.
 type Loader interface {
-	LoadAll(ctx context.Context) (Set, error)
+	LoadAll(ctx context.Context) (rules.Set, error)
 }
 
 // VersionSource reads the version of the latest published set: the admin
-// path moves it with every publish (internal/store/redissnapshot is one).
+// path moves it with every publish (Snapshots is one).
 // 0 means none was published.
 type VersionSource interface {
 	Version(ctx context.Context) (int64, error)
@@ -48,7 +50,7 @@ type CacheOptions struct {
 	// loads from the store. Nil: always the store.
 	Snapshots Loader
 	// Default is the rule applied when no rule matches; nil allows.
-	Default *Effective
+	Default *rules.Effective
 	// Refresh is the interval of full reloads from the store, whatever the
 	// version says: the backstop for a publish that never happened. Each
 	// instance picks its interval at random within ±10% so that instances
@@ -82,7 +84,7 @@ type CacheOptions struct {
 	// set's version, where it came from, and the new snapshot, whose
 	// Skipped lists the rules left out: a skipped rule can loosen a limit
 	// (requests fall to a broader rule), so callers should say so.
-	OnReload func(version int64, from Origin, snap *Snapshot)
+	OnReload func(version int64, from Origin, snap *rules.Snapshot)
 }
 
 // CacheStats describe a Cache's state.
@@ -115,7 +117,7 @@ type CacheStats struct {
 	LastError error
 }
 
-// Cache holds the current Snapshot and keeps it fresh. A request decides
+// Cache holds the current rules.Snapshot and keeps it fresh. A request decides
 // on rules checked against the published version at most Poll ago: while
 // the last version read is younger than Poll, Snapshot reads an atomic
 // pointer and a clock; when it is older, the request waits for a version
@@ -170,7 +172,7 @@ type Cache struct {
 
 // cacheState is one snapshot and where it came from; replaced as a whole.
 type cacheState struct {
-	snap     *Snapshot
+	snap     *rules.Snapshot
 	version  int64 // -1: nothing loaded
 	origin   Origin
 	loadedAt time.Time // zero: never loaded (default rule only)
@@ -212,7 +214,7 @@ func NewCache(ctx context.Context, store Loader, versions VersionSource, o Cache
 	}
 	c := &Cache{store: store, versions: versions, opt: o, epoch: time.Now(), seen: -1,
 		refresh: time.Duration(float64(o.Refresh) * (0.9 + 0.2*rand.Float64()))}
-	c.cur.Store(&cacheState{snap: NewSnapshot(nil, nil, SnapshotOptions{Default: o.Default}), version: -1, origin: FromNothing})
+	c.cur.Store(&cacheState{snap: rules.NewSnapshot(nil, nil, rules.SnapshotOptions{Default: o.Default}), version: -1, origin: FromNothing})
 	err := c.check(ctx, nil, false)
 	if c.cur.Load().origin != FromNothing {
 		err = nil
@@ -223,7 +225,7 @@ func NewCache(ctx context.Context, store Loader, versions VersionSource, o Cache
 // Snapshot returns the rules to decide a request on. When the last version
 // read is older than Poll it waits for a check (see Cache) before it
 // returns, or until ctx ends, and then returns what is held.
-func (c *Cache) Snapshot(ctx context.Context) *Snapshot {
+func (c *Cache) Snapshot(ctx context.Context) *rules.Snapshot {
 	if c.since() < c.freshUntil.Load() {
 		return c.cur.Load().snap
 	}
@@ -392,7 +394,7 @@ func (c *Cache) loadSnapshot(ctx context.Context, held *cacheState, target int64
 	cancel()
 	c.count(&c.snapLoads)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, rules.ErrNotFound):
 		// None published (a new deployment, Redis restarted empty, a set
 		// too large to publish): the store it is.
 		return false
@@ -475,8 +477,8 @@ func (c *Cache) loadStore(ctx context.Context, installs uint64) error {
 // announcement, even one of a higher version, such as a snapshot of a
 // database restored to an earlier point), except a newer set installed
 // while it loaded; a snapshot replaces only an older set.
-func (c *Cache) install(set Set, origin Origin, installs uint64) {
-	snap := NewSnapshot(set.Rules, set.Plans, SnapshotOptions{Default: c.opt.Default})
+func (c *Cache) install(set rules.Set, origin Origin, installs uint64) {
+	snap := rules.NewSnapshot(set.Rules, set.Plans, rules.SnapshotOptions{Default: c.opt.Default})
 	c.mu.Lock()
 	st := c.cur.Load()
 	loaded := st.origin != FromNothing

@@ -1,20 +1,4 @@
-// Package redissnapshot keeps a copy of the rules in Redis for the
-// authorizers: after every write the admin path publishes the committed
-// set (rules.Set) as one compact, versioned value, and moves the version
-// key every warm authorizer polls. An authorizer reloads from that value
-// (one GET) instead of the database, and a cold one starts from it while
-// the database is down. PostgreSQL stays the source of truth.
-//
-// Two keys, one hash tag, so one cluster slot:
-//
-//	<prefix>{rules}:version   the published version, in decimal
-//	<prefix>{rules}:snapshot  the encoded set (format.go): header with the
-//	                          version and a SHA-256, then gzip'd JSON
-//
-// A Lua script (publish.lua) writes both at once, and only when the set is
-// newer than what Redis holds, so two writes publishing out of order leave
-// the newer set.
-package redissnapshot
+package rulesync
 
 import (
 	"context"
@@ -28,18 +12,18 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// DefaultPrefix starts both keys unless Options say otherwise; it is the
+// DefaultPrefix starts both keys unless SnapshotsOptions say otherwise; it is the
 // limiter's default prefix too.
 const DefaultPrefix = "sl:"
 
-// DefaultMaxBytes is the largest encoded snapshot stored unless Options say
+// DefaultMaxBytes is the largest encoded snapshot stored unless SnapshotsOptions say
 // otherwise: 8 MiB, some 20 times the 10,000 rules store.DefaultMaxRules
 // allows. Redis takes values up to 512 MB; the bound is ours, because
 // every authorizer reads the whole value on every reload.
 const DefaultMaxBytes = 8 << 20
 
 // ErrTooLarge is returned by Publish when the encoded set exceeded
-// Options.MaxBytes: the version was published without a snapshot, so
+// SnapshotsOptions.MaxBytes: the version was published without a snapshot, so
 // authorizers load from the database.
 var ErrTooLarge = errors.New("rules snapshot too large to store")
 
@@ -48,9 +32,9 @@ var publishSource string
 
 var publishScript = redis.NewScript(publishSource)
 
-// Options configure Snapshots. The zero value is usable; each field's
+// SnapshotsOptions configure Snapshots. The zero value is usable; each field's
 // default is written on it.
-type Options struct {
+type SnapshotsOptions struct {
 	// Prefix starts both keys; default DefaultPrefix ("sl:"). It must not
 	// hold '{' or '}': the keys' own hash tag must be their first.
 	Prefix string
@@ -67,8 +51,8 @@ type Snapshots struct {
 	maxBytes            int
 }
 
-// New returns Snapshots on client configured by o.
-func New(client redis.UniversalClient, o Options) *Snapshots {
+// NewSnapshots returns Snapshots on client configured by o.
+func NewSnapshots(client redis.UniversalClient, o SnapshotsOptions) *Snapshots {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}

@@ -1,4 +1,4 @@
-package rules_test
+package rulesync_test
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 )
 
 // fakeLoader is a Loader whose set and failure the test sets: it stands for
 // the store, or for the published snapshot. The real ones (PostgreSQL,
-// Redis) are exercised in internal/app and internal/store/redissnapshot.
+// Redis) are exercised in internal/app and internal/rulesync.
 type fakeLoader struct {
 	mu    sync.Mutex
 	set   rules.Set
@@ -72,7 +73,7 @@ func limitOf(s *rules.Snapshot) int64 {
 }
 
 // eventually polls c.Snapshot until cond holds, failing after d.
-func eventually(t *testing.T, c *rules.Cache, d time.Duration, what string, cond func(*rules.Snapshot) bool) time.Duration {
+func eventually(t *testing.T, c *rulesync.Cache, d time.Duration, what string, cond func(*rules.Snapshot) bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < d {
@@ -87,7 +88,7 @@ func eventually(t *testing.T, c *rules.Cache, d time.Duration, what string, cond
 
 // drive calls c.Snapshot for d, as a stream of requests does, and waits for
 // the last check.
-func drive(c *rules.Cache, d time.Duration) {
+func drive(c *rulesync.Cache, d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		c.Snapshot(context.Background())
 		time.Sleep(time.Millisecond)
@@ -101,14 +102,14 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 	st.put(7, one(10), nil)
 	ver := &fakeVersion{}
 	ver.v.Store(7)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
 	if got := limitOf(c.Snapshot(context.Background())); got != 10 {
 		t.Fatalf("limit after init = %d, want 10", got)
 	}
-	if s := c.Stats(); !s.Loaded || s.Version != 7 || s.Rules != 1 || s.Reloads != 1 || s.Origin != rules.FromStore {
+	if s := c.Stats(); !s.Loaded || s.Version != 7 || s.Rules != 1 || s.Reloads != 1 || s.Origin != rulesync.FromStore {
 		t.Fatalf("Stats() after init = %+v, want loaded from the store, version 7, 1 rule, 1 reload", s)
 	}
 
@@ -144,17 +145,17 @@ func TestCacheFullRefresh(t *testing.T) {
 	snaps.put(1, one(10), nil)
 	ver := &fakeVersion{}
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
-	if s := c.Stats(); s.Origin != rules.FromSnapshot || st.loads.Load() != 0 {
+	if s := c.Stats(); s.Origin != rulesync.FromSnapshot || st.loads.Load() != 0 {
 		t.Fatalf("after init: %+v and %d store loads, want the snapshot and no store load", s, st.loads.Load())
 	}
 	// A write whose publish was lost: the version stays, the store moved.
 	st.put(2, one(30), nil)
 	eventually(t, c, 2*time.Second, "full refresh", func(s *rules.Snapshot) bool { return limitOf(s) == 30 })
-	if s := c.Stats(); s.Origin != rules.FromStore || s.Version != 2 {
+	if s := c.Stats(); s.Origin != rulesync.FromStore || s.Version != 2 {
 		t.Errorf("Stats() after the full refresh = %+v, want version 2 from the store", s)
 	}
 	if age := c.Age(); age > time.Second {
@@ -169,7 +170,7 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 	ver := &fakeVersion{}
 	ver.v.Store(1)
 	var errs atomic.Int64
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 		Poll: 10 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		OnError: func(error) { errs.Add(1) },
 	})
@@ -205,7 +206,7 @@ func TestCacheColdStartDatabaseDown(t *testing.T) {
 	st := &fakeLoader{}
 	st.put(0, nil, errors.New("dial tcp: connection refused"))
 	def := &rules.Effective{Limit: 5, Period: time.Minute}
-	c, err := rules.NewCache(context.Background(), st, &fakeVersion{}, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, &fakeVersion{}, rulesync.CacheOptions{
 		Default: def, Poll: 5 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 80 * time.Millisecond,
 	})
 	if err == nil {
@@ -218,7 +219,7 @@ func TestCacheColdStartDatabaseDown(t *testing.T) {
 	if !m.Default || m.API == nil || m.API.Limit != 5 {
 		t.Fatalf("Match on a cold cache = %+v, want the default rule", m)
 	}
-	if s := c.Stats(); s.Loaded || s.Origin != rules.FromNothing || s.Version != -1 {
+	if s := c.Stats(); s.Loaded || s.Origin != rulesync.FromNothing || s.Version != -1 {
 		t.Errorf("Stats() before any load succeeded = %+v, want not loaded, origin none, version -1", s)
 	}
 
@@ -241,7 +242,7 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 	st := &fakeLoader{}
 	st.put(1, one(1), nil)
 	ver := &fakeVersion{}
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: time.Millisecond})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: time.Millisecond})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
@@ -284,16 +285,16 @@ func TestCacheSnapshotFirst(t *testing.T) {
 	snaps.put(100, one(10), nil)
 	ver.v.Store(100)
 	var reloads []string
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 		Snapshots: snaps, Poll: 5 * time.Millisecond, Refresh: time.Hour,
-		OnReload: func(v int64, from rules.Origin, _ *rules.Snapshot) {
+		OnReload: func(v int64, from rulesync.Origin, _ *rules.Snapshot) {
 			reloads = append(reloads, fmt.Sprint(v, " ", from))
 		},
 	})
 	if err != nil {
 		t.Fatalf("NewCache with the snapshot up, the database down: %v", err)
 	}
-	if got, s := limitOf(c.Snapshot(context.Background())), c.Stats(); got != 10 || s.Origin != rules.FromSnapshot || s.Version != 100 {
+	if got, s := limitOf(c.Snapshot(context.Background())), c.Stats(); got != 10 || s.Origin != rulesync.FromSnapshot || s.Version != 100 {
 		t.Fatalf("after a cold start with the database down: limit %d, stats %+v; want the snapshot's 10, version 100", got, s)
 	}
 
@@ -334,7 +335,7 @@ func TestCacheSnapshotFallbacks(t *testing.T) {
 			ver.v.Store(10)
 			var errs []string
 			var mu sync.Mutex
-			c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+			c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 				Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 				OnError: func(err error) { mu.Lock(); errs = append(errs, err.Error()); mu.Unlock() },
 			})
@@ -345,7 +346,7 @@ func TestCacheSnapshotFallbacks(t *testing.T) {
 			st.put(tc.announce, one(tc.announce), nil)
 			ver.v.Store(tc.announce)
 			eventually(t, c, 2*time.Second, "reload from the store", func(s *rules.Snapshot) bool { return limitOf(s) == tc.announce })
-			if s := c.Stats(); s.Origin != rules.FromStore || s.Version != tc.announce {
+			if s := c.Stats(); s.Origin != rulesync.FromStore || s.Version != tc.announce {
 				t.Errorf("Stats() = %+v, want version %d from the store", s, tc.announce)
 			}
 			mu.Lock()
@@ -367,7 +368,7 @@ func TestCacheVersionGoesBack(t *testing.T) {
 	st.put(50, one(50), nil)
 	snaps.put(50, one(50), nil)
 	ver.v.Store(50)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 		Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 	})
 	if err != nil {
@@ -398,7 +399,7 @@ func TestCacheStoreWins(t *testing.T) {
 	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 	snaps.put(90, one(90), nil)
 	ver.v.Store(90)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 		Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 	})
 	if err != nil {
@@ -409,7 +410,7 @@ func TestCacheStoreWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	drive(c, 50*time.Millisecond)
-	if s := c.Stats(); limitOf(c.Snapshot(context.Background())) != 70 || s.Origin != rules.FromStore || s.Version != 70 {
+	if s := c.Stats(); limitOf(c.Snapshot(context.Background())) != 70 || s.Origin != rulesync.FromStore || s.Version != 70 {
 		t.Errorf("after a full reload below the announced version: %+v, want the store's version 70 kept", s)
 	}
 }
@@ -423,7 +424,7 @@ func TestCacheBurstOfWrites(t *testing.T) {
 	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 	snaps.put(1, one(1), nil)
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 		Snapshots: snaps, Poll: poll, Refresh: time.Hour,
 	})
 	if err != nil {
@@ -462,7 +463,7 @@ func TestCacheNextRequestSeesChange(t *testing.T) {
 	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 	snaps.put(1, one(10), nil)
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestCacheSecondWriteNotDebounced(t *testing.T) {
 	st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 	snaps.put(1, one(1), nil)
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +536,7 @@ func TestCacheConcurrentRequestsShareOneCheck(t *testing.T) {
 	close(ver.release)
 	snaps.put(1, one(10), nil)
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps, Poll: 20 * time.Millisecond, Refresh: time.Hour})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 20 * time.Millisecond, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +589,7 @@ func TestCacheVersionReadFails(t *testing.T) {
 	close(ver.release)
 	ver.v.Store(1)
 	var errs atomic.Int64
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: poll, VersionTimeout: timeout, Refresh: time.Hour,
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: poll, VersionTimeout: timeout, Refresh: time.Hour,
 		OnError: func(error) { errs.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -646,7 +647,7 @@ func TestCacheStoreLoadInBackground(t *testing.T) {
 	st.put(1, one(10), nil)
 	ver := &fakeVersion{}
 	ver.v.Store(1)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Poll: 5 * time.Millisecond, Refresh: time.Hour})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: 5 * time.Millisecond, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,11 +674,11 @@ func TestCacheRedisDownAtColdStart(t *testing.T) {
 	st.put(3, one(3), nil)
 	snaps.put(2, one(2), nil)
 	ver.down.Store(true)
-	c, err := rules.NewCache(context.Background(), st, ver, rules.CacheOptions{Snapshots: snaps})
+	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps})
 	if err != nil {
 		t.Fatalf("NewCache with Redis down, the store up: %v", err)
 	}
-	if s := c.Stats(); s.Origin != rules.FromStore || s.Version != 3 || snaps.loads.Load() != 0 {
+	if s := c.Stats(); s.Origin != rulesync.FromStore || s.Version != 3 || snaps.loads.Load() != 0 {
 		t.Errorf("Stats() = %+v after %d snapshot reads; want the store's version 3, no snapshot read", s, snaps.loads.Load())
 	}
 }

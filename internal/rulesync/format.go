@@ -1,4 +1,4 @@
-package redissnapshot
+package rulesync
 
 import (
 	"bytes"

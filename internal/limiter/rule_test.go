@@ -1,4 +1,4 @@
-package bucket_test
+package limiter_test
 
 import (
 	"errors"
@@ -8,14 +8,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
-// TestHorizonsAgree pins the one bound two packages that may not import
-// each other both hold: what rules validation accepts, the limiter takes,
-// and nothing beyond.
+// TestHorizonsAgree pins the one bound rules validation and the limiter
+// both hold: what rules validation accepts, the limiter takes (through
+// BucketFor), and nothing beyond.
 func TestHorizonsAgree(t *testing.T) {
 	if rules.MaxHorizon != limiter.MaxHorizon {
 		t.Fatalf("rules.MaxHorizon = %v, limiter.MaxHorizon = %v; want one bound", rules.MaxHorizon, limiter.MaxHorizon)
@@ -45,7 +44,7 @@ func TestHorizonsAgree(t *testing.T) {
 		{1, 315_360_001, time.Second},
 	} {
 		accepted := rules.WithinHorizon(tc.burst, tc.limit, tc.period)
-		b := bucket.For(&rules.Effective{ID: "r", Limit: tc.limit, Burst: tc.burst, Period: tc.period})
+		b := limiter.BucketFor(&rules.Effective{ID: "r", Limit: tc.limit, Burst: tc.burst, Period: tc.period})
 		_, err := l.Allow(t.Context(), limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1})
 		if err == nil {
 			t.Fatalf("Allow(%+v) with no Redis = nil error", b)
@@ -69,7 +68,7 @@ func TestForDurable(t *testing.T) {
 		var got []bool
 		for _, e := range snap.Match("api", "GET", "/x", "someone").All() {
 			if e != nil {
-				got = append(got, bucket.For(e).Durable)
+				got = append(got, limiter.BucketFor(e).Durable)
 			}
 		}
 		if len(got) != 1 || got[0] != durable {
