@@ -24,6 +24,10 @@ type Var struct {
 	// Doc is the full meaning (markdown, one paragraph, links relative to
 	// docs/).
 	Doc string
+	// Tuning marks a variable a first deployment leaves alone: the
+	// README's short table omits it (docs/config.md has every one), so
+	// that the README stays a newcomer's page.
+	Tuning bool
 	// Functions are the Lambda functions whose behaviour the variable
 	// changes ("admin" is every admin-* route but admin-stats). sluice
 	// local and the ratelimit package read every variable.
@@ -55,10 +59,10 @@ var Vars = []Var{
 	{Name: "REDIS_TIMEOUT", Default: "25ms", Functions: decideAdm,
 		Summary: "budget per Redis call",
 		Doc:     "the limiter's budget for one Redis call, at most `10s`; past it, each rule's failure mode decides"},
-	{Name: "REDIS_POOL_SIZE", Default: "4", Functions: decideAdm,
+	{Name: "REDIS_POOL_SIZE", Tuning: true, Default: "4", Functions: decideAdm,
 		Summary: "connections per Redis node",
 		Doc:     "the most connections per Redis node, 1 to 1024 (a Lambda serves one request at a time; `sluice local` uses 64)"},
-	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
+	{Name: "REDIS_PREFIX", Tuning: true, DefaultDoc: "`sl:`", Functions: decideAdm,
 		Summary: "start of every Redis key",
 		Doc:     "what every Redis key starts with; deployments sharing one Redis need one each. At most 64 printable ASCII characters, no space, `{` or `}`"},
 	{Name: "DATABASE_URL", DefaultDoc: "—", Functions: withStore,
@@ -67,10 +71,10 @@ var Vars = []Var{
 	{Name: "DB_SECRET_ARN", DefaultDoc: "—", Functions: withStore,
 		Summary: "RDS-style database secret",
 		Doc:     "the rules database as a Secrets Manager secret in the RDS format (JSON `username`, `password`, `host`, `port`, `dbname`)"},
-	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,
+	{Name: "DB_HOST", Tuning: true, DefaultDoc: "the secret's", Functions: withStore,
 		Summary: "database host, such as an RDS Proxy",
 		Doc:     "replaces the secret's host, typically with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
-	{Name: "DB_READER_SECRET_ARN", DefaultDoc: "—", Functions: []string{"migrate"},
+	{Name: "DB_READER_SECRET_ARN", Tuning: true, DefaultDoc: "—", Functions: []string{"migrate"},
 		Summary: "read-only role's secret (migrate)",
 		Doc: "a Secrets Manager secret with the `username` and `password` of the read-only role `sluice_reader`: after migrating, migrate gives the role LOGIN and that password. " +
 			"The read-only admin functions connect with it ([deploy](deploy.md#admin-functions))"},
@@ -78,10 +82,10 @@ var Vars = []Var{
 		Summary: "TLS to the database",
 		Doc: "the libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` checks the certificate against the system roots and the RDS CA bundle built in; " +
 			"`require` encrypts without verifying, an explicit opt-out ([store](store.md#tls-to-postgresql))"},
-	{Name: "DB_SSLROOTCERT", DefaultDoc: "built in", Functions: withStore,
+	{Name: "DB_SSLROOTCERT", Tuning: true, DefaultDoc: "built in", Functions: withStore,
 		Summary: "CA certificates to trust instead",
 		Doc:     "a PEM file of CA certificates to trust instead of the built-in ones, such as a newer RDS bundle; only with `DB_SECRET_ARN`"},
-	{Name: "MAX_RULES", DefaultDoc: "`10000`", Functions: []string{"admin"},
+	{Name: "MAX_RULES", Tuning: true, DefaultDoc: "`10000`", Functions: []string{"admin"},
 		Summary: "most rules the store holds",
 		Doc:     "the most rules the store holds, up to 1000000; a create beyond it answers 409"},
 	{Name: "SUBJECT_SOURCES", Default: "header:x-api-key", Functions: decide,
@@ -99,7 +103,7 @@ var Vars = []Var{
 		Summary: "what the upstream reads (cache key)",
 		Doc: "every request value the upstream authorizer reads (`header:NAME`, `query:NAME`, `apikey`, `ip`, `route`, `stagevar:NAME`): " +
 			"its answers are cached per those values, and only when they are named"},
-	{Name: "UPSTREAM_CACHE_TTL", DefaultDoc: "`300s` with the sources, else `0`", Functions: decide,
+	{Name: "UPSTREAM_CACHE_TTL", Tuning: true, DefaultDoc: "`300s` with the sources, else `0`", Functions: decide,
 		Summary: "how long an upstream answer is reused",
 		Doc:     "how long an upstream answer is reused, `0s` to `1h`; `0` turns the cache off; above 0 it needs `UPSTREAM_IDENTITY_SOURCES`"},
 	{Name: "JWT_ISSUER", DefaultDoc: "—", Functions: decide,
@@ -108,10 +112,10 @@ var Vars = []Var{
 	{Name: "JWT_AUDIENCE", DefaultDoc: "—", Functions: decide,
 		Summary: "accepted audiences or client ids",
 		Doc:     "a comma list: a token's `aud` (or a Cognito access token's `client_id`) must be one of them; required with the `jwt:` sources"},
-	{Name: "JWT_TOKEN_USE", DefaultDoc: "—", Functions: decide,
+	{Name: "JWT_TOKEN_USE", Tuning: true, DefaultDoc: "—", Functions: decide,
 		Summary: "required Cognito `token_use`",
 		Doc:     "when set, the `token_use` a token must carry (Cognito: `id` or `access`)"},
-	{Name: "JWT_JWKS_URL", DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
+	{Name: "JWT_JWKS_URL", Tuning: true, DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
 		Summary: "where the signing keys are",
 		Doc:     "where the issuer's signing keys are"},
 	{Name: "SUBJECT_HMAC_KEY_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
@@ -129,22 +133,22 @@ var Vars = []Var{
 		Doc: "the rate-limit fields of a 429 and of the check API: a comma list of `draft11` (`RateLimit-Policy`, `RateLimit`), " +
 			"`draft6` (`RateLimit-Limit/Remaining/Reset`), `legacy` (`X-RateLimit-*`) ([dialects](authorizer.md#header-dialects)); " +
 			"`Retry-After` is always sent"},
-	{Name: "RULES_VERSION_POLL", Default: "1s", Functions: decide,
+	{Name: "RULES_VERSION_POLL", Tuning: true, Default: "1s", Functions: decide,
 		Summary: "oldest rules version check a decision uses",
 		Doc:     "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
-	{Name: "RULES_REFRESH", Default: "5m", Functions: decide,
+	{Name: "RULES_REFRESH", Tuning: true, Default: "5m", Functions: decide,
 		Summary: "full rules reload period",
 		Doc:     "how often authorizers reload every rule regardless of the version, `1s` to `24h`: the backstop"},
-	{Name: "LEASE_MAX", Default: "64", Functions: decide,
+	{Name: "LEASE_MAX", Tuning: true, Default: "64", Functions: decide,
 		Summary: "most requests one token lease admits",
 		Doc:     "the most requests one token lease admits without a Redis call, up to 10000; `1` turns leases off ([leases](authorizer.md#token-leases))"},
-	{Name: "LEASE_TTL", Default: "250ms", Functions: decide,
+	{Name: "LEASE_TTL", Tuning: true, Default: "250ms", Functions: decide,
 		Summary: "life of an unrefilled lease",
 		Doc:     "how long an unrefilled lease lives before its unused tokens go back, `100ms` to `1s`"},
-	{Name: "DENY_CACHE_MAX_AGE", Default: "1s", Functions: decide,
+	{Name: "DENY_CACHE_MAX_AGE", Tuning: true, Default: "1s", Functions: decide,
 		Summary: "longest local deny",
 		Doc:     "how long a denial stays in an authorizer's local deny cache at most, `100ms` to `1m`: an admin reset or a usage refund reaches every warm instance within it"},
-	{Name: "INSIGHTS_RULE_PREFIX", DefaultDoc: "—", Functions: []string{"admin-stats"},
+	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats"},
 		Summary: "Contributor Insights rules of `GET /stats`",
 		Doc:     "the prefix of the CloudWatch Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
 	{Name: "LOG_LEVEL", Default: "info", Functions: everything,
@@ -198,6 +202,9 @@ func Markdown(format string) (string, error) {
 		case FormatFull:
 			cells = []string{"`" + v.Name + "`", def, v.Doc}
 		case FormatShort:
+			if v.Tuning {
+				continue
+			}
 			cells = []string{"`" + v.Name + "`", def, v.Summary}
 		case FormatFunctions:
 			cells = []string{"`" + v.Name + "`", strings.Join(v.Functions, ", "), def}
