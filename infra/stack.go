@@ -429,6 +429,10 @@ var adminAccess = map[string]access{
 	admin.RouteDeletePlan:    {write: true, redis: true},
 	admin.RouteSubjectLimits: {redis: true}, admin.RouteResetSubject: {redis: true}, admin.RouteUsage: {redis: true},
 	admin.RouteStats: {stats: true},
+	// The keyed hash needs the subject key, which comes with the limiter
+	// the Administer part builds; the search needs Contributor Insights
+	// (not granted yet: it answers searched:false on AWS).
+	admin.RouteFindSubject: {redis: true},
 }
 
 // functionAccess is what every function may use, by function name: the
