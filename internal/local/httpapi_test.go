@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -222,4 +224,97 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// fakeFn is a Lambda function's Invoke: it records the event bytes and
+// answers out, or err.
+type fakeFn struct {
+	got []byte
+	out string
+	err error
+}
+
+func (f *fakeFn) Invoke(_ context.Context, payload []byte) ([]byte, error) {
+	f.got = payload
+	return []byte(f.out), f.err
+}
+
+// TestHTTPAPIGateway turns integration answers into HTTP answers as API
+// Gateway does, and refuses what it cannot pass: a body over the payload
+// quota is 413 before any invoke, a failed or malformed integration 500.
+func TestHTTPAPIGateway(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		out        string
+		err        error
+		body       string
+		wantStatus int
+		wantHeader map[string]string
+		wantBody   string
+	}{
+		{name: "structured", out: `{"statusCode":201,"headers":{"RateLimit":"\"r\";r=1;t=2","X-A":"b"},"cookies":["c=1"],"body":"hi"}`,
+			wantStatus: 201, wantHeader: map[string]string{"RateLimit": `"r";r=1;t=2`, "X-A": "b", "Set-Cookie": "c=1"}, wantBody: "hi"},
+		{name: "base64 body", out: `{"statusCode":200,"isBase64Encoded":true,"body":"AAEC"}`, wantStatus: 200, wantBody: "\x00\x01\x02"},
+		{name: "no statusCode: the JSON is the body", out: `{"ok":true}`, wantStatus: 200,
+			wantHeader: map[string]string{"Content-Type": "application/json"}, wantBody: `{"ok":true}`},
+		{name: "function error", err: errors.New("boom"), wantStatus: 500, wantBody: "Internal Server Error"},
+		{name: "malformed base64", out: `{"statusCode":200,"isBase64Encoded":true,"body":"%%%"}`, wantStatus: 500, wantBody: "Internal Server Error"},
+		{name: "body over the quota", body: strings.Repeat("x", maxHTTPAPIBody+1), wantStatus: 413, wantBody: "Request Entity Too Large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fn := &fakeFn{out: tt.out, err: tt.err}
+			mux := http.NewServeMux()
+			(&httpAPIGateway{apiID: "api1", fn: fn, log: discardLogger()}).handle(mux)
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, httptest.NewRequest("POST", "/httpapi/items/7", strings.NewReader(tt.body)))
+			if w.Code != tt.wantStatus || !strings.Contains(w.Body.String(), tt.wantBody) {
+				t.Errorf("status, body = %d %q, want %d with %q", w.Code, w.Body, tt.wantStatus, tt.wantBody)
+			}
+			for k, v := range tt.wantHeader {
+				if got := w.Header()[k]; len(got) != 1 || got[0] != v {
+					t.Errorf("header %s = %q, want %q (name as the function wrote it)", k, got, v)
+				}
+			}
+			if tt.wantStatus == 413 && fn.got != nil {
+				t.Error("the function was invoked with a body over the quota")
+			}
+		})
+	}
+}
+
+// TestHTTPAPIEvent builds the payload 2.0 event as API Gateway does:
+// lower-case header names, repeated headers and parameters joined with
+// commas, cookies apart, a binary body in base64.
+func TestHTTPAPIEvent(t *testing.T) {
+	t.Parallel()
+	fn := &fakeFn{out: `{"statusCode":204}`}
+	mux := http.NewServeMux()
+	(&httpAPIGateway{apiID: "api1", fn: fn, log: discardLogger()}).handle(mux)
+	r := httptest.NewRequest("PUT", "/httpapi/items/7?a=1&a=2", strings.NewReader("\xff\x00"))
+	r.Header.Add("X-Api-Key", "k1")
+	r.Header.Add("X-Api-Key", "k2")
+	r.Header.Set("Cookie", "s=1; t=2")
+	mux.ServeHTTP(httptest.NewRecorder(), r)
+	var ev struct {
+		Version, RouteKey, RawPath, RawQueryString, Body string
+		Cookies                                          []string
+		Headers, QueryStringParameters, PathParameters   map[string]string
+		IsBase64Encoded                                  bool
+		RequestContext                                   struct {
+			APIID, Stage string
+			HTTP         struct{ Method, SourceIP string }
+		}
+	}
+	if err := json.Unmarshal(fn.got, &ev); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(ev.Version, "|", ev.RouteKey, "|", ev.RawPath, "|", ev.RawQueryString, "|", ev.Headers["x-api-key"], "|", ev.Headers["cookie"], "|", ev.Cookies, "|",
+		ev.QueryStringParameters, "|", ev.PathParameters, "|", ev.Body, ev.IsBase64Encoded, "|", ev.RequestContext.APIID, ev.RequestContext.Stage, ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.SourceIP)
+	want := "2.0|ANY /httpapi/items/{id}|/httpapi/items/7|a=1&a=2|k1,k2||[s=1 t=2]|map[a:1,2]|map[id:7]|/wA=true|api1$defaultPUT192.0.2.1"
+	if got != want {
+		t.Errorf("event:\n got %s\nwant %s", got, want)
+	}
 }
