@@ -65,12 +65,13 @@ type HandlerOptions struct {
 // next, with the RateLimit fields when o.AllowHeaders is set.
 //
 // The rules see the request as api o.API, its method, and as route the
-// resource template of the ServeMux pattern that routes it: r.Pattern when
-// Handler wraps a handler the mux calls ("GET /orders/{id}" gives
-// "/orders/{id}"; a {name...} wildcard is API Gateway's {name+}), else,
-// when next is a *http.ServeMux, the pattern it will route r to; else
-// o.Resource. Redis failing, each rule's failure mode decides, and a
-// closed one denies with 429, as the authorizer does.
+// resource template of the ServeMux pattern that routes it: when next is a
+// *http.ServeMux, the pattern it will route r to (even when another mux
+// routed r to Handler), else r.Pattern when Handler wraps a handler the
+// mux calls ("GET /orders/{id}" gives "/orders/{id}"; a {name...}
+// wildcard is API Gateway's {name+}), else o.Resource. Redis failing,
+// each rule's failure mode decides, and a closed one denies with 429, as
+// the authorizer does.
 func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
 	mux, _ := next.(*http.ServeMux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,8 +105,11 @@ func (l *Limiter) netRequest(r *http.Request, mux *http.ServeMux, o *HandlerOpti
 			req.Headers[name] = vs[0]
 		}
 	}
+	// The mux Handler wraps routes r, and knows its route better than a
+	// mux that routed r here: mounted under another mux, r.Pattern is the
+	// outer one's ("/api/"), the same for every route.
 	pattern := r.Pattern
-	if pattern == "" && mux != nil {
+	if mux != nil {
 		_, pattern = mux.Handler(r)
 	}
 	if pattern != "" {

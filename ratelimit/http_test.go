@@ -212,7 +212,13 @@ func TestHandlerRoutes(t *testing.T) {
 	for _, h := range []struct {
 		name string
 		h    http.Handler
-	}{{"inside the mux", inner}, {"around the mux", rl.Handler(outer, o)}} {
+	}{
+		{"inside the mux", inner},
+		{"around the mux", rl.Handler(outer, o)},
+		// A limited sub-mux mounted on another mux under a prefix: the
+		// outer mux sets r.Pattern ("/"), the inner one routes.
+		{"around a mounted mux", mounted(rl.Handler(outer, o))},
+	} {
 		for _, tt := range []struct {
 			method, path string
 			want         int
@@ -239,6 +245,15 @@ func TestHandlerRoutes(t *testing.T) {
 			t.Errorf("Resource func: GET %s = %d, want %d", path, w.Code, want)
 		}
 	}
+}
+
+// mounted is h mounted on a mux of its own under "/", as a service mounts
+// its limited API mux beside unlimited routes.
+func mounted(h http.Handler) http.Handler {
+	top := http.NewServeMux()
+	top.Handle("/", h)
+	top.Handle("GET /healthz", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	return top
 }
 
 // TestHandlerSubjectFunc limits by the subject a Subject func names (the

@@ -289,6 +289,23 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
+	l := fromApp(a, cfg, key, apigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders})
+	if err := l.checkKey(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func init() {
+	// sluice local's Limiter, over the App it built (see app.RateLimit).
+	app.RateLimit = func(a *app.App, cfg config.Config, o apigw.Options) any { return fromApp(a, cfg, "", o) }
+}
+
+// fromApp is the Limiter over a, an App built with the Decide part from
+// cfg; key is the authorizer wrappers' context key ("": the principalId)
+// and ho the options of their handler and of the guard.
+func fromApp(a *app.App, cfg config.Config, key string, ho apigw.Options) *Limiter {
 	// The authorizer wrappers' handler is the upstream authorizer, run in
 	// process: the subject is read of its answer by the sources the
 	// Lambda's UPSTREAM_AUTHORIZER chaining reads it with (one path,
@@ -303,19 +320,13 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 			jwt = a.JWT // a dimension reads a verified claim
 		}
 	}
-	ho := apigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
-	l := &Limiter{
+	return &Limiter{
 		app:     a,
 		chain:   apigw.NewAuthorizer(authorizer.New(a.Cache, a.Limiter, authorizer.Options{Sources: up, Dimensions: cfg.Dimensions, JWT: jwt}), ho),
 		guard:   apigw.NewGuard(a.Decider, ho),
 		sources: a.Decider.Sources(),
 		headers: headerNames(cfg),
 	}
-	if err := l.checkKey(ctx); err != nil {
-		a.Close()
-		return nil, err
-	}
-	return l, nil
 }
 
 // headerNames are the canonical names of the headers cfg's subject

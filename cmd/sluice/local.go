@@ -25,8 +25,11 @@ type localCmd struct {
 
 func (cmd *localCmd) Help() string {
 	return `Runs the local stack: the demo API behind the real authorizer code path on
---addr, the admin API and the check API under /admin/ (bearer token), Redis
-and the rules store, built by the same code as the Lambdas. REDIS_URL and
+--addr, an HTTP API (/httpapi/, a Lambda integration behind
+ratelimit.LimitHTTPAPI) and a net/http service (/service/, behind
+ratelimit's middleware) with Prometheus metrics on /metrics, the admin API
+and the check API under /admin/ (bearer token), Redis and the rules store,
+built by the same code as the Lambdas. REDIS_URL and
 DATABASE_URL select real servers (the database is migrated on start; when it
 is down, sluice starts anyway, as a cold Lambda does, on the rules snapshot
 in Redis or the default limit, and migrates once it answers); without them

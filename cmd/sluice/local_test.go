@@ -911,7 +911,7 @@ func TestLocalDatabaseDown(t *testing.T) {
 			t.Errorf("want the database failure logged and shown in the banner; output:\n%s", out)
 		}
 		// The banner says what it enforces, not "rules not yet".
-		if want := "rules      enforcing the 3 rule(s) of the snapshot in Redis while the database is unreachable"; !strings.Contains(p.out.String(), want) {
+		if want := "rules      enforcing the 7 rule(s) of the snapshot in Redis while the database is unreachable"; !strings.Contains(p.out.String(), want) {
 			t.Errorf("the banner does not say %q; output:\n%s", want, p.out)
 		}
 		if resp, _ := p.adminGet(t, "/admin/rules"); resp.StatusCode != http.StatusServiceUnavailable {
@@ -1025,7 +1025,9 @@ func TestLocalRuleNeverMatches(t *testing.T) {
 		want       string // "" for no warning
 	}{
 		{"demo", "GET /items/42", `sluice: rules put: warning: route "GET /items/42" is a path, not a resource of api "demo": did you mean "GET /items/{id}"?`},
-		{"dmeo", "*", `sluice: rules put: warning: api "dmeo" is not an API of this stack (it has "demo"): the rule will never match`},
+		{"dmeo", "*", `sluice: rules put: warning: api "dmeo" is not an API of this stack (it has "demo", "demo-http", "demo-service"): the rule will never match`},
+		{"demo-http", "GET /httpapi/items/42", `sluice: rules put: warning: route "GET /httpapi/items/42" is a path, not a resource of api "demo-http": did you mean "GET /httpapi/items/{id}"?`},
+		{"demo-service", "GET /service/items/{id}", ""},
 		{"demo", "GET /items/{id}", ""},
 	}
 	for _, tt := range tests {

@@ -53,8 +53,8 @@ func TestBinary(t *testing.T) {
 	cli.Env = append(os.Environ(), "SLUICE_ENDPOINT="+base+"/admin", "SLUICE_ADMIN_TOKEN="+token)
 	out, err := cli.Output()
 	var rs []rules.Rule
-	if err != nil || json.Unmarshal(out, &rs) != nil || len(rs) != 3 {
-		t.Errorf("sluice -o json rules ls = %v, %d rules:\n%s\nwant the 3 seeded rules", err, len(rs), out)
+	if err != nil || json.Unmarshal(out, &rs) != nil || len(rs) != 7 {
+		t.Errorf("sluice -o json rules ls = %v, %d rules:\n%s\nwant the 7 seeded rules", err, len(rs), out)
 	}
 	load := exec.Command(sluiceBin, "load", base+"/hello", "--strict", "--quiet", "--requests", "20", "--rate", "0", "--subjects", "2")
 	if out, err := load.CombinedOutput(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -40,6 +41,34 @@ func TestReadmeTour(t *testing.T) {
 	}
 	want = block(t, string(readme), "$ curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/search")
 	checkLines(t, "the 429", want, got)
+
+	// docs/local.md's tour of the HTTP API's and the service's real 429s.
+	localDoc, err := os.ReadFile("../../docs/local.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, line string }{
+		{"/httpapi/search", "$ curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/httpapi/search"},
+		{"/service/search", "$ curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/service/search   # after 3 more"},
+	} {
+		for range 3 {
+			p.get(t, tt.path, "alice")
+		}
+		resp, _ := p.get(t, tt.path, "alice")
+		checkLines(t, "docs/local.md: the 429 of "+tt.path, block(t, string(localDoc), tt.line), responseLines(resp))
+	}
+}
+
+// responseLines is resp's status line and header lines, as curl -i
+// prints them.
+func responseLines(resp *http.Response) []string {
+	got := []string{"HTTP/1.1 " + resp.Status}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			got = append(got, k+": "+v)
+		}
+	}
+	return got
 }
 
 // block returns the lines after the line start in the first console block
@@ -48,7 +77,7 @@ func block(t *testing.T, doc, start string) []string {
 	t.Helper()
 	i := strings.Index(doc, "\n"+start+"\n")
 	if i < 0 {
-		t.Fatalf("README has no line %q", start)
+		t.Fatalf("the document has no line %q", start)
 	}
 	var out []string
 	for _, l := range strings.Split(doc[i+len(start)+2:], "\n") {

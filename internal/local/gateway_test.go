@@ -280,10 +280,10 @@ func TestSeedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, ps := set.Rules, set.Plans
-	if len(rs) != 3 || len(ps) != 1 {
-		t.Errorf("after seeding twice: %d rules, %d plans, want 3 and 1 (%s)", len(rs), len(ps), desc)
+	if len(rs) != 7 || len(ps) != 1 {
+		t.Errorf("after seeding twice: %d rules, %d plans, want 7 and 1 (%s)", len(rs), len(ps), desc)
 	}
-	if want := "1 plan(s) and 3 rule(s) from ../../examples/rules.json: 0 created, 4 already in the store from an earlier run (kept unchanged)"; desc != want {
+	if want := "1 plan(s) and 7 rule(s) from ../../examples/rules.json: 0 created, 8 already in the store from an earlier run (kept unchanged)"; desc != want {
 		t.Errorf("seeding again says %q, want %q", desc, want)
 	}
 	for _, r := range rs {

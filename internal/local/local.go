@@ -30,18 +30,24 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
+	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/prommetrics"
 )
 
 // DefaultSeed is where `make run` (run from the repository root) finds the
@@ -163,7 +169,10 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	defer st.close()
 	// One process decides and administers: GET /stats answers from the
 	// counts the authorizer keeps (app.Options.Stats).
-	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: cfg.RedisPrefix}
+	// The stats are shared with the HTTP API's and the service's guard
+	// (limitedRoutes), so GET /stats and the console count theirs too.
+	counts := stats.New(stats.Options{})
+	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: cfg.RedisPrefix, Stats: counts}
 
 	// Serve from the start: the development issuer's JWKS must answer the
 	// authorizer's fetch at init. The other routes are added once built
@@ -305,6 +314,19 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
+	// The HTTP API and the service decide through the public package's
+	// Limiter over this App's decision path (its rules cache, limiter,
+	// EMF metrics and stats): one path, and the admin API's rules apply
+	// to them as to the REST API. Their decisions are also Prometheus
+	// metrics on /metrics.
+	rl := app.RateLimit(a, cfg, authapigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
+	reg := prometheus.NewRegistry()
+	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
+	if err != nil {
+		return fmt.Errorf("register the Prometheus metrics: %w", err)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	limitedRoutes(mux, rl, prom, a.Log)
 	mounted.Store(true)
 
 	bi := bannerInfo{
@@ -541,7 +563,7 @@ type bannerInfo struct {
 	devToken, jwtClaim string
 }
 
-// banner prints what is running and three commands to try.
+// banner prints what is running and commands to try.
 func banner(w io.Writer, b bannerInfo) {
 	// A generated token is printed: it exists nowhere else. A token the
 	// user chose is already in their environment, and terminals get shared
@@ -556,6 +578,9 @@ func banner(w io.Writer, b bannerInfo) {
 	}
 	fmt.Fprintf(w, `Sluice local stack
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
+  HTTP API   %[1]s/httpapi/  (api %[14]q: a Lambda integration behind ratelimit.LimitHTTPAPI; routes %[15]s)
+  service    %[1]s/service/  (api %[16]q: net/http behind ratelimit's middleware; routes %[17]s)
+  metrics    %[1]s/metrics  (Prometheus: the HTTP API's and the service's decisions)
   console    %[13]s
   admin API  %[1]s/admin/
   check API  %[1]s/admin/check  (POST {"subject", "api", "route"})
@@ -574,7 +599,8 @@ CLI:
   go run ./cmd/sluice rules ls
 
 Ctrl-C stops.
-`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL)
+`, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
+		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "))
 }
 
 // tryLines are the banner's first curl lines: with the API key, or with a
@@ -583,11 +609,16 @@ func tryLines(b bannerInfo) string {
 	if b.devToken == "" {
 		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
   curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
+  curl -i -H 'x-api-key: alice' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
+  curl -i -H 'x-api-key: alice' %[1]s/service/search   # and from the net/http middleware
+  curl -s %[1]s/metrics | grep sluice_decisions_total
 `, b.base)
 	}
 	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/service/search   # and from the net/http middleware
   # another token, after the CLI export below: go run ./cmd/sluice token --sub bob --claim custom:tenant=acme
 `, b.base, b.devToken, b.jwtClaim)
 }

@@ -17,13 +17,17 @@ type Resources struct {
 // templates, API Gateway style (/items/{id}); every one takes any method.
 type APIResources struct {
 	API       string   `json:"api"`
-	Stage     string   `json:"stage"`
+	Stage     string   `json:"stage,omitempty"` // none for the service
 	Resources []string `json:"resources"`
 }
 
 // resourcesHandler serves GET /admin/resources.
 func resourcesHandler(api, stage string) http.Handler {
-	body := Resources{APIs: []APIResources{{API: api, Stage: stage, Resources: demoResources}}}
+	body := Resources{APIs: []APIResources{
+		{API: api, Stage: stage, Resources: demoResources},
+		{API: HTTPAPIID, Stage: "$default", Resources: resources(httpAPIRoutes)},
+		{API: ServiceAPI, Resources: resources(serviceRoutes)},
+	}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
