@@ -112,9 +112,20 @@ end
 -- 3. Write every charged token bucket, and every one converted to new
 -- numbers (also on a deny). Only SETs of what was computed from here on:
 -- nothing after the first can fail for a reason of ours.
+-- A whole <tat> and <T> (T is whole when the limit divides the period in
+-- microseconds; tat then stays whole) are written with %d, which prints
+-- what %.17g prints for an integer of at most 16 digits, without the cost
+-- of printing a double: the same stored value. Beyond that (a bucket out
+-- of bucket.lua's bounds; %d would overflow) and for an infinite tat
+-- (x % 1 is NaN) it is %.17g.
 for i = 1, n do
-	if st[4 * i] and st[4 * i - 1] >= 0 then
-		redis.call('SET', KEYS[i], format('%.17g %.17g %s', st[4 * i - 3], st[4 * i - 1], ARGV[4 * i]), 'PX', st[4 * i])
+	local T = st[4 * i - 1]
+	if st[4 * i] and T >= 0 then
+		local at, f = st[4 * i - 3], '%.17g %.17g %s'
+		if at % 1 == 0 and T % 1 == 0 and at < 1e16 and at > -1e16 and T < 1e16 then
+			f = '%d %d %s'
+		end
+		redis.call('SET', KEYS[i], format(f, at, T, ARGV[4 * i]), 'PX', st[4 * i])
 	end
 end
 
