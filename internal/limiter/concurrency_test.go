@@ -32,6 +32,11 @@ func TestExactUnderConcurrency(t *testing.T) {
 	req := Request{Subject: "hot-subject", Buckets: bs, Cost: 1}
 
 	var admitted, denied, failed atomic.Int64
+	// The longest time no call was sent, across every worker: a bucket
+	// left alone longer than burst/rate fills past its burst and the
+	// excess is rightly lost, which a starved machine (a loaded make
+	// test) does; the lower bound holds only without such a gap.
+	var lastSent, maxGap atomic.Int64
 	var stop, first atomic.Bool
 	firstDone := make(chan struct{})
 	start := make(chan struct{})
@@ -50,6 +55,10 @@ func TestExactUnderConcurrency(t *testing.T) {
 				ready.Done()
 				<-start
 				for !stop.Load() {
+					now := time.Now().UnixNano()
+					if prev := lastSent.Swap(now); prev != 0 && now-prev > maxGap.Load() {
+						maxGap.Store(now - prev) // racy max: a rough gauge is enough
+					}
 					d, err := l.Allow(context.Background(), req)
 					switch {
 					case err != nil:
@@ -92,7 +101,9 @@ func TestExactUnderConcurrency(t *testing.T) {
 		t.Errorf("admitted %d > burst + rate×elapsed = %.2f: over-admitted", got, most)
 	}
 	// The token being refilled when the run stops is never admitted.
-	if float64(got) < least-1 {
+	if gap := time.Duration(maxGap.Load()); gap > time.Duration(burst)*time.Second/rate {
+		t.Logf("no call was sent for %v (more than burst/rate): the machine starved the workers, tokens past the burst were rightly lost; the lower bound is not checked", gap)
+	} else if float64(got) < least-1 {
 		t.Errorf("admitted %d < burst + rate×elapsed - 1 = %.2f: tokens lost", got, least-1)
 	}
 	if denied.Load() == 0 {
