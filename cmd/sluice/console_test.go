@@ -138,6 +138,16 @@ func evaluate(expr string) chromedp.Action[chromedp.Void] {
 // waitJS waits until the JavaScript expression is true.
 func waitJS(expr string) chromedp.Action[chromedp.Void] { return waitJSWithin(expr, stepTimeout) }
 
+// waitShown waits until an element matching the CSS selector is shown. A
+// list the console redraws on its refresh replaces its rows, and
+// chromedp.WaitVisible can hold a node that is gone by the time it asks
+// for its box ("Could not find node with given id"); a poll that queries
+// anew each time cannot.
+func waitShown(selector string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(selector)
+	return waitJS(`(e => e !== null && e.getClientRects().length > 0)(document.querySelector(` + string(q) + `))`)
+}
+
 // waitJSWithin waits at most d until the JavaScript expression is true.
 func waitJSWithin(expr string, d time.Duration) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
@@ -320,11 +330,11 @@ func TestConsoleBrowser(t *testing.T) {
 	hash := localSubjectHash(t, prefix+"0")
 	drive(t, ctx, "stats",
 		chromedp.Navigate(p.base+"/console/#/stats?window=5m"),
-		chromedp.WaitVisible(css(`#top-subjects tr[data-subject="`+hash+`"]`)),
+		waitShown(`#top-subjects tr[data-subject="`+hash+`"]`),
 		chromedp.WaitVisible(css(`#chart rect[data-kind="denied"]`)))
 	drive(t, ctx, "find a subject",
 		chromedp.SetValue(css(`#find-subject`), prefix+"0"), chromedp.Click(css(`#find`)),
-		chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"]`)))
+		waitShown(`#top-subjects tr.found[data-subject="`+hash+`"]`))
 	shot(t, ctx, dir, "stats", "#stats")
 	shot(t, ctx, dir, "find", "#find-form")
 	// A window the in-process counts cannot answer (not offered, but a
@@ -667,7 +677,7 @@ func TestConsoleViews(t *testing.T) {
 		search := p.ruleByRoute(t, "demo", "GET /search")
 		drive(t, ctx, "stats",
 			chromedp.Navigate(p.base+"/console/#/stats"),
-			chromedp.WaitVisible(css(`#top-rules tr[data-rule="`+search.ID+`"] [data-rule-name]`)))
+			waitShown(`#top-rules tr[data-rule="`+search.ID+`"] [data-rule-name]`))
 		name := js[string](t, ctx, `document.querySelector('#top-rules tr[data-rule="`+search.ID+`"] td').textContent`)
 		if want := "demo GET /search" + search.Description; name != want {
 			t.Errorf("top rule named %q, want %q", name, want)
@@ -687,8 +697,8 @@ func TestConsoleViews(t *testing.T) {
 		hash := localSubjectHash(t, denied)
 		drive(t, ctx, "find the denied subject",
 			chromedp.SetValue(css(`#find-subject`), denied), chromedp.Click(css(`#find`)),
-			chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"] [data-found]`)),
-			chromedp.WaitVisible(css(`#find-result[data-found="yes"]`)))
+			waitShown(`#top-subjects tr.found[data-subject="`+hash+`"] [data-found]`),
+			waitShown(`#find-result[data-found="yes"]`))
 		if got := js[string](t, ctx, `document.querySelector('#find-result').textContent`); !strings.Contains(got, denied) || !strings.Contains(got, "#") {
 			t.Errorf("find result = %q, want it to name %s and its rank", got, denied)
 		}
@@ -700,7 +710,7 @@ func TestConsoleViews(t *testing.T) {
 		}
 		// It stays marked across the 5 s refresh.
 		drive(t, ctx, "still marked after a refresh", chromedp.Sleep(5500*time.Millisecond),
-			chromedp.WaitVisible(css(`#top-subjects tr.found[data-subject="`+hash+`"]`)))
+			waitShown(`#top-subjects tr.found[data-subject="`+hash+`"]`))
 		drive(t, ctx, "find a subject never denied",
 			chromedp.SetValue(css(`#find-subject`), "never-denied-"+testenv.Random(t)), chromedp.Click(css(`#find`)),
 			chromedp.WaitVisible(css(`#find-result[data-found="no"]`)))

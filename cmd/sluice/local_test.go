@@ -102,7 +102,11 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, vars []string, args
 func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	t.Helper()
 	p := &localProc{token: "test-" + testenv.Random(t), out: &testenv.Buffer{}}
-	vars := append([]string{"SLUICE_ADMIN_TOKEN=" + p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn"}, env...)
+	// REDIS_TIMEOUT 1s unless a test sets its own: at the 25 ms default a
+	// loaded make test (-race, in process) failed decisions open, which
+	// the rules allow, and the load and check tests read them as
+	// over-admission.
+	vars := append([]string{"SLUICE_ADMIN_TOKEN=" + p.token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn", "REDIS_TIMEOUT=1s"}, env...)
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, w := io.Pipe()
 	exited := make(chan int, 1)
