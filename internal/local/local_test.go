@@ -21,7 +21,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r, w := io.Pipe()
 	done := make(chan error, 1)
-	env := map[string]string{"LOG_LEVEL": "warn"}
+	env := map[string]string{"LOG_LEVEL": "warn", "REDIS_TIMEOUT": "1s"} // a loaded make test fails 25 ms calls open
 	go func() {
 		done <- Run(ctx, Config{Addr: "127.0.0.1:0", API: "demo", Stage: "local", Seed: "../../examples/rules.json", SeedSet: true,
 			Token: "tok", StateDir: t.TempDir(), Getenv: func(k string) string { return env[k] }}, w, io.Discard)
