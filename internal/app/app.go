@@ -337,7 +337,8 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats,
+		ShowSubjects: cfg.SubjectShow}
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})

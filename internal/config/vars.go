@@ -88,6 +88,11 @@ var Vars = []Var{
 		Summary: "where the subject is read, in order",
 		Doc: "where the authorizer reads the subject, in order: `header:NAME`, `query:NAME`, `apikey` (the API key API Gateway validated), `ip`, " +
 			"`jwt:CLAIM` (a verified bearer token), `principal` and `context:KEY` (the upstream authorizer's answer)"},
+	{Name: "SUBJECT_SHOW", DefaultDoc: "—", Functions: decide,
+		Summary: "identity sources whose subjects are shown as sent",
+		Doc: "the kinds of subject source whose subjects the decision log line and the top offenders show as sent, beside the hash: " +
+			"a comma list of `jwt`, `context`, `principal`, `ip` (identities); `header`, `query` and `apikey` are credentials and are refused, " +
+			"their subjects stay hashed ([security](SECURITY.md#subjects-shown-as-sent)). Unset: every subject is a hash only"},
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
 		Summary: "more subjects per request",
 		Doc:     "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},

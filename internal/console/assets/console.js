@@ -924,11 +924,12 @@ async function statsPage() {
         h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—'))),
       'Nothing limited in this window.'),
       h('h2', {}, 'Top denied subjects'),
-      h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key). Find one to mark it.'),
+      h('p', { class: 'muted' }, 'Subjects are shown as their hash; an identity (a JWT claim, an upstream authorizer\'s answer, an IP) also as sent when SUBJECT_SHOW names its source. A credential (header, query, API key) never is. Find one to mark it.'),
       findForm, findResult(data),
       table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', {
         'data-subject': s.subject, class: found && s.subject === found.hash ? 'found' : undefined },
-      h('td', { class: 'mono hash' }, s.subject, found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
+      h('td', { class: 'mono hash' }, s.shown && h('span', { class: 'shown', 'data-shown': '' }, s.shown, ' '), s.shown ? h('span', { class: 'muted' }, s.subject) : s.subject,
+        found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
       h('td', {}, subjectRuleNames[i]),
       h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
       'No subject denied in this window.'));
