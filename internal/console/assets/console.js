@@ -85,6 +85,14 @@ async function api(method, path, opts = {}) {
     if ([...q].length) url += '?' + q;
   }
   const resp = await fetch(url, { method, headers, body, cache: 'no-store' });
+  // Served by `sluice console`: its proxy names the admin API it
+  // forwards to, so the operator sees which stack they act on.
+  const upstream = resp.headers.get('Sluice-Upstream');
+  if (upstream) {
+    const ep = document.getElementById('endpoint');
+    ep.textContent = 'admin API ' + upstream;
+    ep.dataset.upstream = upstream;
+  }
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text.slice(0, 200) }; }
