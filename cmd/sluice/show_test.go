@@ -45,6 +45,12 @@ func TestConsoleShownSubjects(t *testing.T) {
 		t.Errorf("GET /admin/stats holds the API key: %s", body)
 	}
 
+	// sluice stats adds an AS SENT column, the IP in it, the key not.
+	out, stderr, code := p.cli(t, "stats")
+	if code != 0 || !strings.Contains(out, "AS SENT") || !strings.Contains(out, ip) || strings.Contains(out, key) {
+		t.Errorf("sluice stats = exit %d\n%s%s\nwant an AS SENT column with %s, and no API key", code, out, stderr, ip)
+	}
+
 	ctx := browser(t, 60*time.Second)
 	drive(t, ctx, "top offenders",
 		chromedp.Navigate(p.base+"/console/#token="+p.token),
