@@ -7,19 +7,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/stats/insights"
 )
-
-// statsFunction serves GET /stats from the Contributor Insights rules.
-var statsFunction = func() string {
-	for _, r := range admin.Routes() {
-		if r.Name == admin.RouteStats {
-			return r.Function
-		}
-	}
-	panic("no admin route " + admin.RouteStats)
-}()
 
 // insightsPrefix starts the names of the stack's Contributor Insights
 // rules (unique per account and region, as the stack name is).
@@ -53,7 +42,7 @@ var insightRules = []insightRule{
 // subject) costs per metric per month whether anything is limited or not;
 // the decision lines exist anyway, and Contributor Insights charges per
 // rule and per matched line.
-func newInsights(stack awscdk.Stack, dashboard bool, statsFn awslambda.Function, deciders ...awslambda.Function) {
+func newInsights(stack awscdk.Stack, dashboard bool, readers []awslambda.Function, deciders ...awslambda.Function) {
 	var groups []*string
 	for _, fn := range deciders {
 		groups = append(groups, fn.LogGroup().LogGroupName())
@@ -98,9 +87,11 @@ func newInsights(stack awscdk.Stack, dashboard bool, statsFn awslambda.Function,
 			DashboardBody: stack.ToJsonString(map[string]any{"widgets": widgets}, nil),
 		})
 	}
-	statsFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("ReadDecisionInsights"),
-		Actions:   jsii.Strings("cloudwatch:GetInsightRuleReport"),
-		Resources: &arns,
-	}))
+	for _, fn := range readers { // GET /stats, POST /subjects/find
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ReadDecisionInsights"),
+			Actions:   jsii.Strings("cloudwatch:GetInsightRuleReport"),
+			Resources: &arns,
+		}))
+	}
 }

@@ -52,29 +52,40 @@ func TestContributorInsights(t *testing.T) {
 			}
 		}
 
-		// The stats function: the rule prefix, no VPC, no secret.
-		var fnID string
+		// The readers, GET /stats and POST /subjects/find: the rule
+		// prefix, no VPC, no Redis; the find function the subject hash key
+		// alone besides (TestLeastPrivilege).
+		readers := map[string]string{"AdminStats": "", "AdminSubjectsFind": ""}
 		for _, fn := range sluiceFunctions(js) {
-			if strings.HasPrefix(fn.ID, "AdminStats") {
-				fnID = fn.ID
+			for prefix := range readers {
+				if !strings.HasPrefix(fn.ID, prefix) {
+					continue
+				}
+				readers[prefix] = fn.ID
 				if got := envOf(fn)["INSIGHTS_RULE_PREFIX"]; got != "Sluice-sluice" {
-					t.Errorf("%s: INSIGHTS_RULE_PREFIX = %v", v, got)
+					t.Errorf("%s: %s INSIGHTS_RULE_PREFIX = %v", v, fn.ID, got)
 				}
 				if _, ok := fn.Props["VpcConfig"]; ok {
-					t.Errorf("%s: the stats function is in the VPC, which has no route to CloudWatch", v)
+					t.Errorf("%s: %s is in the VPC, which has no route to CloudWatch", v, fn.ID)
 				}
 				if _, ok := envOf(fn)["REDIS_URL"]; ok {
-					t.Errorf("%s: the stats function gets REDIS_URL; it needs none", v)
+					t.Errorf("%s: %s gets REDIS_URL; it needs none", v, fn.ID)
+				}
+				if _, ok := envOf(fn)["SUBJECT_HMAC_KEY_SECRET_ARN"]; ok != (prefix == "AdminSubjectsFind") {
+					t.Errorf("%s: %s has SUBJECT_HMAC_KEY_SECRET_ARN = %v; only the find function hashes a subject", v, fn.ID, ok)
 				}
 			}
 		}
-		if fnID == "" {
-			t.Fatalf("%s: no AdminStats function", v)
+		for prefix, id := range readers {
+			if id == "" {
+				t.Fatalf("%s: no %s function", v, prefix)
+			}
 		}
 
 		// The grant: GetInsightRuleReport on exactly the three rules, to
-		// the stats function's role, and to no one else.
+		// the readers' roles, and to no one else.
 		var grants int
+		granted := map[string]bool{}
 		for _, p := range resources(js, "AWS::IAM::Policy") {
 			doc, _ := json.Marshal(p.Props["PolicyDocument"])
 			if !strings.Contains(string(doc), "cloudwatch:GetInsightRuleReport") {
@@ -82,8 +93,13 @@ func TestContributorInsights(t *testing.T) {
 			}
 			grants++
 			roles, _ := json.Marshal(p.Props["Roles"])
-			if !strings.Contains(string(roles), `"Ref":"AdminStats`) {
-				t.Errorf("%s: %s grants GetInsightRuleReport to %s, want only the stats function's role", v, p.ID, roles)
+			switch {
+			case strings.Contains(string(roles), `"Ref":"AdminStats`):
+				granted["AdminStats"] = true
+			case strings.Contains(string(roles), `"Ref":"AdminSubjectsFind`):
+				granted["AdminSubjectsFind"] = true
+			default:
+				t.Errorf("%s: %s grants GetInsightRuleReport to %s, want only the readers' roles", v, p.ID, roles)
 			}
 			for _, st := range p.Props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
 				s := st.(map[string]any)
@@ -106,8 +122,8 @@ func TestContributorInsights(t *testing.T) {
 				}
 			}
 		}
-		if grants != 1 {
-			t.Errorf("%s: %d policies grant GetInsightRuleReport, want 1", v, grants)
+		if grants != 2 || len(granted) != 2 {
+			t.Errorf("%s: %d policies grant GetInsightRuleReport (to %v), want 2: the stats and find functions'", v, grants, granted)
 		}
 
 		// The dashboard: one widget per rule.

@@ -644,6 +644,7 @@ func allowedHoldings(name string, a access) map[string]bool {
 	ok := map[string]bool{}
 	if a.stats {
 		ok[holdsCloudWatch] = true
+		ok[holdsSubjectKey] = a.key
 		return ok // and no VPC: the CloudWatch API is outside it
 	}
 	ok[holdsVpc], ok[holdsDBNetwork], ok[holdsDBShared] = true, true, true
@@ -916,6 +917,17 @@ func fnProps(js map[string]any, id string) map[string]any {
 	return js["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)
 }
 
+// hashesSubject reports whether the admin function name serves a route
+// under /subjects, whose code hashes the subject it is given.
+func hashesSubject(name string) bool {
+	for _, r := range admin.Routes() {
+		if r.Function == name && strings.HasPrefix(r.Resource, "/subjects") {
+			return true
+		}
+	}
+	return false
+}
+
 // TestAccessMatchesMains ties functionAccess to the code: what each main
 // builds (the internal/app parts it names) bounds what it can use, so its
 // access must say the same. app.Read dials no Redis and may run on the
@@ -944,7 +956,9 @@ func TestAccessMatchesMains(t *testing.T) {
 		switch {
 		case got["Read"]:
 		case got["Stats"]:
-			want.stats = true
+			// With the subject hash key when its route hashes a subject
+			// (the Stats part reads it when configured).
+			want.stats, want.key = true, hashesSubject(name)
 		case got["Administer"], got["Decide"]:
 			want.redis = true
 		case got["Migrate"]:

@@ -413,6 +413,9 @@ type access struct {
 	// stats: CloudWatch (Contributor Insights) alone: no database, no
 	// Redis, no VPC.
 	stats bool
+	// key: with stats, the subject hash key too (POST /subjects/find
+	// hashes the subject it looks for in the top denied subjects).
+	key bool
 }
 
 // adminAccess says what the function of each admin route may use. Rules
@@ -428,11 +431,7 @@ var adminAccess = map[string]access{
 	admin.RouteCreatePlan: {write: true, redis: true}, admin.RouteUpdatePlan: {write: true, redis: true},
 	admin.RouteDeletePlan:    {write: true, redis: true},
 	admin.RouteSubjectLimits: {redis: true}, admin.RouteResetSubject: {redis: true}, admin.RouteUsage: {redis: true},
-	admin.RouteStats: {stats: true},
-	// The keyed hash needs the subject key, which comes with the limiter
-	// the Administer part builds; the search needs Contributor Insights
-	// (not granted yet: it answers searched:false on AWS).
-	admin.RouteFindSubject: {redis: true},
+	admin.RouteStats: {stats: true}, admin.RouteFindSubject: {stats: true, key: true},
 }
 
 // functionAccess is what every function may use, by function name: the
@@ -611,8 +610,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			// GET /stats reads Contributor Insights and nothing else: no
 			// Redis, no database, so no VPC (which has no route to the
 			// CloudWatch API).
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency,
-				map[string]string{"INSIGHTS_RULE_PREFIX": insightsPrefix(stack)})
+			env := map[string]string{"INSIGHTS_RULE_PREFIX": insightsPrefix(stack)}
+			if a.key {
+				env["SUBJECT_HMAC_KEY_SECRET_ARN"] = *subjectKey.SecretArn()
+			}
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, env)
 			fp.Vpc, fp.VpcSubnets, fp.SecurityGroups = nil, nil, nil
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29))
 		default:
@@ -635,8 +637,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
-		if !a.stats {
+		switch {
+		case !a.stats:
 			grant(fn, a)
+		case a.key:
+			subjectKey.GrantRead(fn, nil)
 		}
 		if name == "migrate" && db.readsOnly() {
 			db.readerSecret.GrantRead(fn, nil)
@@ -682,7 +687,13 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], api))
 	}
 	newMonitoring(stack, p, s, rd)
-	newInsights(stack, !p.small(), s.Functions[statsFunction], s.Authorizer.Function, s.Functions["check"])
+	var insightReaders []awslambda.Function
+	for _, name := range sluice.Functions {
+		if functionAccess[name].stats {
+			insightReaders = append(insightReaders, s.Functions[name])
+		}
+	}
+	newInsights(stack, !p.small(), insightReaders, s.Authorizer.Function, s.Functions["check"])
 	newOutputs(stack, s, net, rd, db, subjectKey)
 	return s, nil
 }

@@ -984,4 +984,10 @@ func TestConsoleCommand(t *testing.T) {
 	if len(rows) == 0 {
 		t.Errorf("the console through sluice console lists no rules")
 	}
+	// The header names the stack the operator acts on: the endpoint the
+	// proxy forwards to, not the console's own /admin.
+	drive(t, ctx, "the header shows the upstream", chromedp.WaitVisible(css(`#endpoint[data-upstream]`)))
+	if got, want := js[string](t, ctx, `document.getElementById('endpoint').textContent`), "admin API "+p.base+"/admin"; got != want {
+		t.Errorf("console header through sluice console = %q, want %q", got, want)
+	}
 }

@@ -559,21 +559,32 @@ func testCLI(t *testing.T, p *localProc) {
 	if updated.ID != created.ID || updated.Version != 3 || *updated.Burst != 6 || *updated.Limit != 4 {
 		t.Errorf("rules put by scope --burst 6 = %+v, want the same rule, version 3, burst 6, limit 4", updated)
 	}
+	// The same again changes nothing: the API answers version 3, and the
+	// CLI says unchanged, not "updated … to version 3".
+	out, stderr, code := p.cli(t, "rules", "put", "--id", created.ID, "--burst", "6")
+	if want := "rule " + created.ID + " unchanged (already so at version 3)"; code != 0 || !strings.Contains(stderr, want) ||
+		strings.Contains(stderr, "updated") || !strings.Contains(out, created.ID) {
+		t.Errorf("rules put --burst 6 again (a no-op) = exit %d, stderr %q, want exit 0 saying %q, the rule on stdout", code, stderr, want)
+	}
+	_, stderr, code = p.cli(t, "rules", "put", "--id", created.ID, "--limit", "4", "--burst", "7")
+	if want := "updated rule " + created.ID + " to version 4"; code != 0 || !strings.Contains(stderr, want) {
+		t.Errorf("rules put --burst 7 = exit %d, stderr %q, want %q", code, stderr, want)
+	}
 	// A stale version is refused (412) and changes nothing.
-	_, stderr, code := p.cli(t, "rules", "put", "--id", created.ID, "--limit", "5", "--version", "1")
+	_, stderr, code = p.cli(t, "rules", "put", "--id", created.ID, "--limit", "5", "--version", "1")
 	if code != 1 || !strings.Contains(stderr, "412") {
 		t.Errorf("rules put --version 1 (stale) = exit %d, stderr %q, want exit 1 with 412", code, stderr)
 	}
 	// A table for people lists it.
-	out, _, code := p.cli(t, "rules", "ls", "--route", route)
+	out, _, code = p.cli(t, "rules", "ls", "--route", route)
 	if code != 0 || !strings.Contains(out, created.ID) || !strings.Contains(out, "4/1m") {
 		t.Errorf("rules ls --route = exit %d:\n%s\nwant a table row with %s and 4/1m", code, out, created.ID)
 	}
 
 	var history []rules.AuditEntry
 	p.cliJSON(t, &history, "rules", "history", created.ID)
-	if len(history) != 3 {
-		t.Fatalf("rules history = %d entries, want 3 (create, 2 updates)", len(history))
+	if len(history) != 4 {
+		t.Fatalf("rules history = %d entries, want 4 (create, 3 updates; the no-op is not one)", len(history))
 	}
 	for _, h := range history {
 		if h.Actor != local.AdminActor {

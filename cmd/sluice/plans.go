@@ -192,7 +192,7 @@ func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 		if err := c.SendJSON(e.ctx, http.MethodPut, "/plans/"+url.PathEscape(in.Name), out, ifMatch, &got); err != nil {
 			return fmt.Errorf("update plan %s (If-Match %d): %w", in.Name, ifMatch, named(err))
 		}
-		fmt.Fprintf(e.stderr, "updated plan %s to version %d\n", got.Name, got.Version)
+		fmt.Fprintln(e.stderr, updatedLine("plan", got.Name, ifMatch, got.Version))
 	}
 	return e.print(got, func() { printPlans(e.stdout, []rules.Plan{got}) })
 }

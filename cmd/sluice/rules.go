@@ -265,9 +265,19 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 		if err := c.SendJSON(e.ctx, http.MethodPut, "/rules/"+url.PathEscape(cur.ID), out, ifMatch, &got); err != nil {
 			return fmt.Errorf("update rule %s (If-Match %d): %w", cur.ID, ifMatch, named(err))
 		}
-		fmt.Fprintf(e.stderr, "updated rule %s to version %d\n", got.ID, got.Version)
+		fmt.Fprintln(e.stderr, updatedLine("rule", got.ID, ifMatch, got.Version))
 	}
 	return e.print(got, func() { printRules(e.stdout, []rules.Rule{got}) })
+}
+
+// updatedLine is what an update says on stderr: the admin API answers a
+// write that changes nothing with the version it was at (no new version,
+// no audit entry), so the version equal to If-Match means unchanged.
+func updatedLine(what, id string, ifMatch, version int64) string {
+	if version == ifMatch {
+		return fmt.Sprintf("%s %s unchanged (already so at version %d)", what, id, version)
+	}
+	return fmt.Sprintf("updated %s %s to version %d", what, id, version)
 }
 
 // warnNeverMatches warns, on stderr, of a rule sluice local can tell will

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 
@@ -47,8 +49,19 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 		tw.Flush()
 		fmt.Fprintln(e.stdout, "\nTOP DENIED SUBJECTS (hash)")
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SUBJECT\tRULE\tAPI\tDENIED")
+		// AS SENT only when SUBJECT_SHOW showed one (an identity; a
+		// credential never is).
+		shown := slices.ContainsFunc(rep.Subjects, func(s stats.SubjectStat) bool { return s.Shown != "" })
+		if shown {
+			fmt.Fprintln(tw, "SUBJECT\tAS SENT\tRULE\tAPI\tDENIED")
+		} else {
+			fmt.Fprintln(tw, "SUBJECT\tRULE\tAPI\tDENIED")
+		}
 		for _, s := range rep.Subjects {
+			if shown {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", s.Subject, cmp.Or(s.Shown, "-"), s.Rule, s.API, s.Denied)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Subject, s.Rule, s.API, s.Denied)
 		}
 		tw.Flush()

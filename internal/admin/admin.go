@@ -73,6 +73,11 @@ type Options struct {
 	// records into, or the Contributor Insights reader of a deployed
 	// stack; nil answers 503.
 	Stats StatsReader
+	// SubjectHash hashes a subject for POST /subjects/find when the
+	// Service has no limiter: the admin-subjects-find function holds the
+	// subject hash key and the stats source, not Redis. Default: the
+	// limiter's (nil without one: the route answers 503).
+	SubjectHash func(subject string) string
 }
 
 // DefaultPublishTimeout is Options.PublishTimeout's default.
@@ -92,6 +97,7 @@ type Service struct {
 	publishTimeout time.Duration
 	def            *rules.Effective
 	statsSrc       StatsReader
+	hasher         func(string) string // nil: POST /subjects/find answers 503
 }
 
 // New returns a Service over st. snapshots may be nil (nothing published
@@ -107,6 +113,10 @@ func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *
 		publishTimeout: o.PublishTimeout,
 		def:            o.Default,
 		statsSrc:       o.Stats,
+		hasher:         o.SubjectHash,
+	}
+	if s.hasher == nil && buckets != nil {
+		s.hasher = buckets.SubjectHash
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(io.Discard, nil))

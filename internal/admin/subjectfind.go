@@ -65,11 +65,11 @@ func (s *Service) findSubject(ctx context.Context, c *call) (reply, error) {
 	if problems = append(problems, fs...); len(problems) > 0 {
 		return reply{}, httpapi.BadRequest(problems...)
 	}
-	if s.buckets == nil {
+	if s.hasher == nil {
 		return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
-			Detail: "Subject hashing is not configured here: the admin service has no limiter, so it has no subject hash key."}
+			Detail: "Subject hashing is not configured here: the admin service has no subject hash key."}
 	}
-	out := FindSubjectResponse{Hash: s.buckets.SubjectHash(t.Subject), Window: shortDuration(window), Matches: []SubjectMatch{}}
+	out := FindSubjectResponse{Hash: s.hasher(t.Subject), Window: shortDuration(window), Matches: []SubjectMatch{}}
 	if s.statsSrc == nil {
 		// The hash alone still answers "which of these hashes is it" in
 		// logs and in another view of the lists.

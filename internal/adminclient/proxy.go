@@ -34,12 +34,20 @@ var (
 	proxiedResponse = []string{"Content-Type", "Etag", "Location", "Allow", "Retry-After", "Cache-Control", "Accept-Post"}
 )
 
+// UpstreamHeader is the response header Proxy adds to every answer: the
+// admin API it forwards to (Endpoint, credentials redacted), which the
+// console shows in its header so that an operator sees which stack they
+// act on.
+const UpstreamHeader = "Sluice-Upstream"
+
 // Proxy forwards each request, path and query as they are, to the admin
 // API, authorised as every call of c is (signed, or with the bearer
 // token): `sluice console`'s browser calls go through it. The answer,
-// error statuses and problem documents included, goes back unchanged.
+// error statuses and problem documents included, goes back unchanged,
+// with UpstreamHeader added.
 func (c *Client) Proxy() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(UpstreamHeader, c.Endpoint())
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "read request body", http.StatusBadRequest)

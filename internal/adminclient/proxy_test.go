@@ -66,6 +66,7 @@ func TestConsoleProxySigns(t *testing.T) {
 		{"problem back", rec.Body.String(), `{"type":"about:blank","title":"Precondition Failed","status":412}`},
 		{"content type back", rec.Header().Get("Content-Type"), "application/problem+json"},
 		{"no cookie back", rec.Header().Get("Set-Cookie"), ""},
+		{"upstream named", rec.Header().Get("Sluice-Upstream"), api.URL + "/prod"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -79,5 +80,8 @@ func TestConsoleProxySigns(t *testing.T) {
 	c.Proxy().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/rules", nil))
 	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), `"status":502`) {
 		t.Errorf("unreachable API = %d %s, want a 502 problem", rec.Code, rec.Body)
+	}
+	if got := rec.Header().Get("Sluice-Upstream"); got != api.URL+"/prod" {
+		t.Errorf("unreachable API: %s = %q, want the endpoint", "Sluice-Upstream", got)
 	}
 }

@@ -63,7 +63,9 @@ const (
 	Migrate
 	// Stats builds an admin Service that answers only GET /stats, from
 	// Options.StatsReader (the admin-stats function passes the
-	// Contributor Insights reader): no Redis, no database.
+	// Contributor Insights reader), and POST /subjects/find when the
+	// subject hash key is configured (the admin-subjects-find function):
+	// no Redis, no database.
 	Stats
 	// Read builds an admin Service over the store alone, for the admin
 	// functions whose routes only read rules and plans (GET /rules,
@@ -195,7 +197,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 		}
 	}
 	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
-		a.statsOnly(cfg, o.StatsReader)
+		if err := a.statsOnly(ctx, cfg, o.StatsReader); err != nil {
+			return nil, err
+		}
 	}
 	if o.Parts&Read != 0 && o.Parts&Administer == 0 {
 		a.Admin = admin.New(a.Store, nil, nil, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
@@ -337,7 +341,8 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 		},
 	})
 	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats}
+	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats,
+		ShowSubjects: cfg.SubjectShow}
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
@@ -348,12 +353,22 @@ func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redi
 }
 
 // statsOnly builds the Stats part: an admin Service over no store, whose
-// only route is GET /stats.
-func (a *App) statsOnly(cfg config.Config, src admin.StatsReader) {
-	// No store: the Service is only ever asked GET /stats (the function
-	// is pinned to that route).
-	a.Admin = admin.New(nil, nil, nil, admin.Options{Logger: a.Log, Stats: src})
-	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", src != nil))
+// routes are GET /stats and, with the subject hash key configured
+// (SUBJECT_HMAC_KEY or its secret), POST /subjects/find.
+func (a *App) statsOnly(ctx context.Context, cfg config.Config, src admin.StatsReader) error {
+	// No store: the Service is only ever asked these routes (each
+	// function is pinned to its route).
+	ao := admin.Options{Logger: a.Log, Stats: src}
+	if cfg.SubjectHMACKey != "" || cfg.SubjectHMACKeySecretARN != "" {
+		key, err := config.SubjectKey(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		ao.SubjectHash = limiter.NewHasher(key).SubjectHash
+	}
+	a.Admin = admin.New(nil, nil, nil, ao)
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", src != nil), slog.Bool("subjectHash", ao.SubjectHash != nil))
+	return nil
 }
 
 // AdminHandler is the Lambda handler of one admin route (an admin.Route

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -38,6 +40,55 @@ func TestStatsPart(t *testing.T) {
 		resp, _ := a.AdminHandler(admin.RouteStats)(context.Background(), ev)
 		if resp.StatusCode != tt.want {
 			t.Errorf("GET /stats with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
+		}
+		a.Close()
+	}
+}
+
+// TestFindPart: the admin-subjects-find function builds the Stats part
+// with the subject hash key: no Redis, no database, and POST
+// /subjects/find answers the keyed hash (the data path's, with the same
+// key) and searches the reader's lists (searched: true); without the key
+// it answers 503, as it cannot hash.
+func TestFindPart(t *testing.T) {
+	const key = "deployment-key-0123456789abcdef"
+	hash := limiter.NewHasher([]byte(key)).SubjectHash("customer-42")
+	st := stats.New(stats.Options{})
+	st.Record(stats.Decision{Rule: "r1", API: "shop", SubjectHash: hash})
+	ev := events.APIGatewayProxyRequest{HTTPMethod: "POST", Resource: "/subjects/find", Path: "/subjects/find",
+		Body: `{"subject":"customer-42"}`, Headers: map[string]string{"Content-Type": "application/json"}}
+	for _, tt := range []struct {
+		name, key string
+		want      int
+	}{{"no key", "", http.StatusServiceUnavailable}, {"the key", key, http.StatusOK}} {
+		cfg, err := config.FromEnv(func(k string) string {
+			if k == "SUBJECT_HMAC_KEY" {
+				return tt.key
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Stats, Out: io.Discard, StatsReader: st})
+		if err != nil {
+			t.Fatalf("New(Stats) with %s = %v", tt.name, err)
+		}
+		if a.Redis != nil || a.Store != nil {
+			t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
+		}
+		resp, _ := a.AdminHandler(admin.RouteFindSubject)(context.Background(), ev)
+		if resp.StatusCode != tt.want {
+			t.Fatalf("POST /subjects/find with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
+		}
+		if tt.want == http.StatusOK {
+			var got admin.FindSubjectResponse
+			if err := json.Unmarshal([]byte(resp.Body), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Hash != hash || !got.Searched || !got.Found {
+				t.Errorf("POST /subjects/find = %+v, want hash %s searched and found", got, hash)
+			}
 		}
 		a.Close()
 	}

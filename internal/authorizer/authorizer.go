@@ -88,6 +88,11 @@ type Result struct {
 	// name its hash. Like Subject, it may be a secret. "" when no rule
 	// applied.
 	DimensionSubject string
+	// DimensionSource is the kind of source DimensionSubject was read
+	// from, so that the log and the stats may show an identity (a JWT
+	// claim, an upstream's answer) as sent and hash a credential; 0 when
+	// the subject was given as is (the check API) or no rule applied.
+	DimensionSource identity.SourceKind
 	// Limit is the limiting rule's tokens per period.
 	Limit int64
 	// Remaining is the whole tokens left in the limiting bucket.
@@ -230,6 +235,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	var (
 		ctxv map[string]string
 		ir   identity.Request
+		from identity.SourceKind // 0: the subject was given
 	)
 	ir = identity.Request{Headers: r.Headers, MultiHeaders: r.MultiHeaders, Query: r.Query, MultiQuery: r.MultiQuery, APIKey: r.APIKey, SourceIP: r.SourceIP}
 	if r.Upstream != nil {
@@ -249,10 +255,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 				return Result{}, fmt.Errorf("%w: %w", ErrNoSubject, err)
 			}
 		}
-		var (
-			from identity.SourceKind
-			f    identity.Finding
-		)
+		var f identity.Finding
 		if subj, from, f = identity.Find(a.sources, &ir); f != identity.Found {
 			if r.Upstream != nil {
 				// The upstream vouched for the caller: say what its
@@ -281,6 +284,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		effs [limiter.MaxBuckets]*rules.Effective
 		dim  [limiter.MaxBuckets]int8 // each bucket's dimension: index in a.dims, -1 the default one
 		dsub [identity.MaxDimensions]string
+		dsrc [identity.MaxDimensions]identity.SourceKind
 		n    int
 		cost int64
 	)
@@ -302,7 +306,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	// (the check API has no headers) finds nothing, and its rules wait.
 	for i := range a.dims {
 		d := &a.dims[i]
-		ds, _, f := identity.Find(d.Sources, &ir)
+		ds, kind, f := identity.Find(d.Sources, &ir)
 		switch f {
 		case identity.Refused:
 			return Result{}, fmt.Errorf("%w: dimension %s", ErrNoSubject, d.Name)
@@ -315,7 +319,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
 			if m.Any() {
 				cost = m.Cost()
-				dsub[i] = ds
+				dsub[i], dsrc[i] = ds, kind
 				if ds == subj {
 					ds = "" // the request's own subject: one digest less
 				}
@@ -351,6 +355,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		Rule:             effs[i].ID,
 		Dimension:        identity.DefaultDimension,
 		DimensionSubject: subj,
+		DimensionSource:  from,
 		Limit:            d.Limit,
 		Remaining:        d.Remaining,
 		Reset:            d.Reset,
@@ -363,7 +368,7 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		applied:          effs,
 	}
 	if k := dim[i]; k >= 0 {
-		res.Dimension, res.DimensionSubject = a.dims[k].Name, dsub[k]
+		res.Dimension, res.DimensionSubject, res.DimensionSource = a.dims[k].Name, dsub[k], dsrc[k]
 	}
 	if !d.Cached && !d.Leased {
 		res.LimiterTime = took

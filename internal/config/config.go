@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,10 @@ type Config struct {
 	// default one, each by the rules of its name (a rule's "dimension").
 	// Empty: none.
 	Dimensions []identity.Dimension
+	// SubjectShow is SUBJECT_SHOW parsed (ParseSubjectShow): the kinds of
+	// source whose subjects the decision log and the stats show as sent.
+	// Identities only (jwt, context, principal, ip); empty: none.
+	SubjectShow []identity.SourceKind
 	// UpstreamAuthorizer is UPSTREAM_AUTHORIZER: a Lambda function name or
 	// ARN of an existing authorizer invoked first with the same event
 	// (required by the principal and context:<key> sources).
@@ -451,6 +456,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("DIMENSIONS", "%v", err)
 	}
 	c.Dimensions = dims
+	show, err := ParseSubjectShow(get("SUBJECT_SHOW"))
+	if err != nil {
+		fail("SUBJECT_SHOW", "%v", err)
+	}
+	c.SubjectShow = show
 	c.UpstreamAuthorizer = get("UPSTREAM_AUTHORIZER")
 	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
 		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
@@ -541,6 +551,50 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	return c, errors.Join(errs...)
+}
+
+// showKinds are the source kinds SUBJECT_SHOW may name: identities, which
+// name a caller. credentialKinds are refused: their value lets a caller
+// in, so it is only ever hashed.
+var (
+	showKinds = map[string]identity.SourceKind{
+		"jwt": identity.SourceJWT, "context": identity.SourceContext,
+		"principal": identity.SourcePrincipal, "ip": identity.SourceIP,
+	}
+	credentialKinds = []string{"header", "query", "apikey"}
+)
+
+// ParseSubjectShow reads SUBJECT_SHOW, a comma list of source kinds such
+// as "jwt,principal": whose subjects may be shown as sent. A credential
+// kind (header, query, apikey) is refused with the reason; every problem
+// is reported. "" is none.
+func ParseSubjectShow(s string) ([]identity.SourceKind, error) {
+	var (
+		out  []identity.SourceKind
+		errs []error
+	)
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		kind, _, hasName := strings.Cut(item, ":")
+		switch k, ok := showKinds[kind]; {
+		case slices.Contains(credentialKinds, kind):
+			errs = append(errs, fmt.Errorf("%q is a credential source: its subjects stay hashed (only jwt, context, principal and ip may be shown)", item))
+		case ok && hasName:
+			errs = append(errs, fmt.Errorf("%q: name the kind only (%s), every %s: source is shown", item, kind, kind))
+		case ok:
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		case item == "":
+			errs = append(errs, errors.New("empty item"))
+		default:
+			errs = append(errs, fmt.Errorf("%q is not a source kind that may be shown (jwt, context, principal, ip)", item))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // HasSource reports whether SUBJECT_SOURCES or a dimension reads a source

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,11 @@ func TestFromEnvErrors(t *testing.T) {
 		{"empty source", "SUBJECT_SOURCES", "apikey,,ip", nil},
 		{"hmac key short", "SUBJECT_HMAC_KEY", "short", nil},
 		{"dimension syntax", "DIMENSIONS", "ip", nil},
+		{"show a header", "SUBJECT_SHOW", "jwt,header", nil},
+		{"show a query parameter", "SUBJECT_SHOW", "query:api_key", nil},
+		{"show the api key", "SUBJECT_SHOW", "apikey", nil},
+		{"show a claim by name", "SUBJECT_SHOW", "jwt:sub", nil},
+		{"show a kind", "SUBJECT_SHOW", "cookie", nil},
 		{"context source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "context:tenant"}},
 		{"principal source without upstream", "UPSTREAM_AUTHORIZER", "", map[string]string{"SUBJECT_SOURCES": "principal"}},
 		{"upstream ttl over an hour", "UPSTREAM_CACHE_TTL", "2h", nil},
@@ -441,6 +447,40 @@ func TestLogValueMaxRules(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("Config{MaxRules: %d}.LogValue() maxRules = %d, want %d", tt.set, got, tt.want)
+		}
+	}
+}
+
+// TestParseSubjectShow: SUBJECT_SHOW takes identity kinds and refuses a
+// credential with the reason, every problem at once.
+func TestParseSubjectShow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in      string
+		want    []identity.SourceKind
+		wantErr []string
+	}{
+		{"", nil, nil},
+		{" jwt , principal,context,ip,jwt", []identity.SourceKind{identity.SourceJWT, identity.SourcePrincipal, identity.SourceContext, identity.SourceIP}, nil},
+		{"header,query:k,apikey", nil, []string{`"header" is a credential source: its subjects stay hashed`, `"query:k" is a credential source`, `"apikey" is a credential source`}},
+		{"jwt:sub", nil, []string{`"jwt:sub": name the kind only (jwt)`}},
+		{"ip,,cookie", nil, []string{"empty item", `"cookie" is not a source kind`}},
+	} {
+		got, err := ParseSubjectShow(tc.in)
+		if tc.wantErr == nil {
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("ParseSubjectShow(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("ParseSubjectShow(%q) = %v, want an error", tc.in, got)
+			continue
+		}
+		for _, w := range tc.wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("ParseSubjectShow(%q) error %q does not say %q", tc.in, err, w)
+			}
 		}
 	}
 }

@@ -92,6 +92,11 @@ var Vars = []Var{
 		Summary: "where the subject is read, in order",
 		Doc: "where the authorizer reads the subject, in order: `header:NAME`, `query:NAME`, `apikey` (the API key API Gateway validated), `ip`, " +
 			"`jwt:CLAIM` (a verified bearer token), `principal` and `context:KEY` (the upstream authorizer's answer)"},
+	{Name: "SUBJECT_SHOW", Tuning: true, DefaultDoc: "—", Functions: decide,
+		Summary: "identity sources whose subjects are shown as sent",
+		Doc: "the kinds of subject source whose subjects the decision log line and the top offenders show as sent, beside the hash: " +
+			"a comma list of `jwt`, `context`, `principal`, `ip` (identities); `header`, `query` and `apikey` are credentials and are refused, " +
+			"their subjects stay hashed ([security](SECURITY.md#subjects-shown-as-sent)). Unset: every subject is a hash only"},
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
 		Summary: "more subjects per request",
 		Doc:     "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
@@ -148,7 +153,7 @@ var Vars = []Var{
 	{Name: "DENY_CACHE_MAX_AGE", Tuning: true, Default: "1s", Functions: decide,
 		Summary: "longest local deny",
 		Doc:     "how long a denial stays in an authorizer's local deny cache at most, `100ms` to `1m`: an admin reset or a usage refund reaches every warm instance within it"},
-	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats"},
+	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats", "admin-subjects-find"},
 		Summary: "Contributor Insights rules of `GET /stats`",
 		Doc:     "the prefix of the CloudWatch Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
 	{Name: "LOG_LEVEL", Default: "info", Functions: everything,

@@ -22,6 +22,7 @@ type spaceSaving struct {
 
 type ssEntry struct {
 	key   subjectKey
+	shown string // the subject as sent, when the authorizer shows it
 	count int64
 	pos   int // position in entries
 }
@@ -32,7 +33,7 @@ func (s *spaceSaving) reset(capacity int) {
 	clear(s.index)
 }
 
-func (s *spaceSaving) add(k subjectKey) {
+func (s *spaceSaving) add(k subjectKey, shown string) {
 	if s.index == nil {
 		s.index = make(map[subjectKey]*ssEntry)
 	}
@@ -45,7 +46,7 @@ func (s *spaceSaving) add(k subjectKey) {
 		return
 	}
 	if len(s.entries) < s.capacity {
-		e := &ssEntry{key: k, count: 1}
+		e := &ssEntry{key: k, shown: shown, count: 1}
 		s.index[k] = e
 		heap.Push((*ssHeap)(s), e)
 		return
@@ -54,7 +55,7 @@ func (s *spaceSaving) add(k subjectKey) {
 	// to that many times before, and was not counted.
 	e := s.entries[0]
 	delete(s.index, e.key)
-	e.key = k
+	e.key, e.shown = k, shown
 	e.count++
 	s.index[k] = e
 	heap.Fix((*ssHeap)(s), 0)

@@ -8,7 +8,9 @@
 //
 // Memory is bounded whatever the traffic: a fixed ring of time slots, a
 // cap on the rules counted per slot, and a Space-Saving summary of the
-// denied subjects per slot. Subjects are only ever seen as hashes.
+// denied subjects per slot. Subjects are seen as hashes, and beside one as
+// sent only when the authorizer chose to show it (an identity, by
+// SUBJECT_SHOW).
 package stats
 
 import (
@@ -41,6 +43,11 @@ type Decision struct {
 	// SubjectHash is the subject's hash (hex), never the subject: a
 	// subject may be an API key. Only read for denied decisions.
 	SubjectHash string
+	// Subject, when not "", is the subject as sent: only for an identity
+	// whose source SUBJECT_SHOW opted in (a JWT claim, an upstream's
+	// answer, an IP), never a credential; the authorizer decides. Only
+	// read for denied decisions.
+	Subject string
 	// Allowed, ShadowDenied and FailOpen are the decision's outcome, as in
 	// authorizer.Result: a decision is denied when !Allowed, else
 	// shadow-denied when ShadowDenied, else allowed; FailOpen is counted
@@ -160,7 +167,7 @@ func (s *Stats) Record(d Decision) {
 		}
 	}
 	if !d.Allowed {
-		sl.subjects.add(subjectKey{d.SubjectHash, d.Rule, d.API})
+		sl.subjects.add(subjectKey{d.SubjectHash, d.Rule, d.API}, d.Subject)
 	}
 }
 
@@ -201,10 +208,14 @@ type RuleStat struct {
 
 // SubjectStat is one subject's denials by one rule on one API.
 type SubjectStat struct {
-	// Subject is the subject's hash (hex), never the subject.
+	// Subject is the subject's hash (hex).
 	Subject string `json:"subject"`
-	Rule    string `json:"rule"`
-	API     string `json:"api"`
+	// Shown is the subject as sent, when its source is an identity that
+	// SUBJECT_SHOW opted in (jwt, context, principal, ip); absent for a
+	// credential (header, query, apikey), which is only ever a hash.
+	Shown string `json:"shown,omitempty"`
+	Rule  string `json:"rule"`
+	API   string `json:"api"`
 	// Denied is the number of denials; an upper bound, over by at most
 	// the window's denials divided by the summary's capacity.
 	Denied int64 `json:"denied"`
@@ -235,6 +246,7 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 	}
 	rulesSum := map[ruleKey]*counts{}
 	subj := map[subjectKey]int64{}
+	shown := map[string]string{} // hash → subject as sent, when shown
 
 	s.mu.Lock()
 	for idx := first; idx <= cur; idx++ {
@@ -251,6 +263,9 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 			}
 			for _, e := range sl.subjects.entries {
 				subj[e.key] += e.count
+				if e.shown != "" {
+					shown[e.key.subject] = e.shown
+				}
 			}
 			p.Denied, p.ShadowDenied, p.FailOpen = sl.total.denied, sl.total.shadowDenied, sl.total.failOpen
 			p.Allowed = ptr(sl.total.allowed)
@@ -267,7 +282,7 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 	}
 	SortRules(rep.Rules)
 	for key, c := range subj {
-		rep.Subjects = append(rep.Subjects, SubjectStat{Subject: key.subject, Rule: key.rule, API: key.api, Denied: c})
+		rep.Subjects = append(rep.Subjects, SubjectStat{Subject: key.subject, Shown: shown[key.subject], Rule: key.rule, API: key.api, Denied: c})
 	}
 	SortSubjects(rep.Subjects)
 	rep.Rules = rep.Rules[:min(n, len(rep.Rules))]

@@ -75,6 +75,21 @@ type Options struct {
 	// context:<key> sources), and its principalId, context and
 	// usageIdentifierKey are passed on. Authorizer handlers only.
 	Upstream *identity.Upstream
+	// ShowSubjects are the kinds of source whose subjects the decision log
+	// line and the stats carry as sent (SUBJECT_SHOW), beside the hash:
+	// identities only (identity.SourceJWT, SourceContext, SourcePrincipal,
+	// SourceIP). A credential kind (header, query, apikey) is ignored here
+	// whatever the caller passes: an API key is never logged. Default none:
+	// every subject is only a hash.
+	ShowSubjects []identity.SourceKind
+}
+
+// Showable reports whether subjects of kind may be shown as sent: they
+// name someone (a verified claim, an upstream authorizer's answer, an
+// address) rather than being a secret that lets one in (a header, a
+// query parameter, an API key).
+func Showable(kind identity.SourceKind) bool {
+	return kind.Verified() || kind == identity.SourceIP
 }
 
 // handler is what the authorizer and the check handlers share: the
@@ -85,6 +100,7 @@ type handler struct {
 	m       *Metrics
 	headers headers.Dialects
 	stats   *stats.Stats
+	show    uint32 // bit k: subjects of SourceKind k are shown (Showable kinds only)
 }
 
 func newHandler(a *authorizer.Authorizer, o Options) handler {
@@ -94,7 +110,23 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 	if o.Headers == 0 {
 		o.Headers = headers.Default
 	}
-	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats}
+	var show uint32
+	for _, k := range o.ShowSubjects {
+		if Showable(k) && k < 32 {
+			show |= 1 << k
+		}
+	}
+	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats, show: show}
+}
+
+// shown is what the log and the stats carry as subject beside its hash:
+// subject as sent when its source's kind was opted in and may be shown,
+// else "".
+func (h *handler) shown(kind identity.SourceKind, subject string) string {
+	if kind == 0 || kind >= 32 || h.show&(1<<kind) == 0 || !Showable(kind) {
+		return ""
+	}
+	return subject
 }
 
 // Authorizer answers API Gateway authorizer events.
@@ -353,21 +385,21 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 // per-IP floor's denial is the IP's, not that of the one-off key the
 // request carried, so a random-key flood shows as one IP.
 func (h *handler) record(ctx context.Context, req *authorizer.Request, res *authorizer.Result, err error) {
-	var hash string
+	var hash, shown string
 	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
 		// Only these are hashed: an allowed request pays nothing more.
-		subject := res.DimensionSubject
+		subject, kind := res.DimensionSubject, res.DimensionSource
 		if subject == "" { // no rule applied
-			subject = res.Subject
+			subject, kind = res.Subject, 0
 		}
-		hash = h.a.SubjectHash(subject)
-		logDecision(ctx, h.log, req, res, hash, err)
+		hash, shown = h.a.SubjectHash(subject), h.shown(kind, subject)
+		logDecision(ctx, h.log, req, res, hash, shown, err)
 	}
 	h.m.Record(res)
 	if err != nil && !res.FailOpen {
 		h.m.FailClosed()
 	}
-	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash,
+	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash, Subject: shown,
 		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
 }
 
@@ -389,8 +421,10 @@ const (
 // rule's), principalId (hash: that dimension's subject's) and decision,
 // which is what the deployed stack's Contributor Insights rules count: it
 // needs LOG_LEVEL info (the default) to see denials. A denial served from the local deny cache is logged too, so
-// the counts are of denied requests, not of Redis calls.
-func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash string, err error) {
+// the counts are of denied requests, not of Redis calls. When shown is not
+// "" (SUBJECT_SHOW named the subject's source, an identity) the line
+// carries it as "subject" beside the hash; a credential never is.
+func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash, shown string, err error) {
 	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
 	switch {
 	case res.FailOpen:
@@ -412,6 +446,9 @@ func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request,
 		slog.String("dimension", res.Dimension),
 		slog.Bool("allowed", res.Allowed),
 		slog.Bool("failOpen", res.FailOpen),
+	}
+	if shown != "" {
+		attrs = append(attrs, slog.String("subject", shown))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.Any("error", err))

@@ -85,6 +85,14 @@ async function api(method, path, opts = {}) {
     if ([...q].length) url += '?' + q;
   }
   const resp = await fetch(url, { method, headers, body, cache: 'no-store' });
+  // Served by `sluice console`: its proxy names the admin API it
+  // forwards to, so the operator sees which stack they act on.
+  const upstream = resp.headers.get('Sluice-Upstream');
+  if (upstream) {
+    const ep = document.getElementById('endpoint');
+    ep.textContent = 'admin API ' + upstream;
+    ep.dataset.upstream = upstream;
+  }
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text.slice(0, 200) }; }
@@ -924,11 +932,12 @@ async function statsPage() {
         h('td', { class: 'num' }, r.shadow_denied), h('td', { class: 'num' }, r.fail_open), h('td', { class: 'num' }, r.allowed ?? '—'))),
       'Nothing limited in this window.'),
       h('h2', {}, 'Top denied subjects'),
-      h('p', { class: 'muted' }, 'Subjects are shown as their hash, never as sent (a subject may be an API key). Find one to mark it.'),
+      h('p', { class: 'muted' }, 'Subjects are shown as their hash; an identity (a JWT claim, an upstream authorizer\'s answer, an IP) also as sent when SUBJECT_SHOW names its source. A credential (header, query, API key) never is. Find one to mark it.'),
       findForm, findResult(data),
       table({ id: 'top-subjects' }, TOP_SUBJECT_HEADS, data.subjects.map((s, i) => h('tr', {
         'data-subject': s.subject, class: found && s.subject === found.hash ? 'found' : undefined },
-      h('td', { class: 'mono hash' }, s.subject, found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
+      h('td', { class: 'mono hash' }, s.shown && h('span', { class: 'shown', 'data-shown': '' }, s.shown, ' '), s.shown ? h('span', { class: 'muted' }, s.subject) : s.subject,
+        found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
       h('td', {}, subjectRuleNames[i]),
       h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
       'No subject denied in this window.'));
