@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 
 # The packages whose own code shares memory between goroutines and whose
 # tests drive it concurrently: the limiter (leases, deny cache, breaker),
-# the rules cache (atomic snapshot swaps, the version poll), identity
+# rule distribution (rulesync: atomic snapshot swaps, the version poll), identity
 # (the JWKS and upstream caches), stats (concurrent counters) and app
 # (the object graph under concurrent decisions and failovers).
-RACE_PKGS=${RACE_PKGS:-"./internal/limiter/ ./internal/rules/ ./internal/identity/ ./internal/stats/ ./internal/app/"}
+RACE_PKGS=${RACE_PKGS:-"./internal/limiter/ ./internal/rulesync/ ./internal/identity/ ./internal/stats/ ./internal/app/"}
 
 race_list=$(go list $RACE_PKGS)
 rest=$(go list ./... | grep -vxF "$race_list")
