@@ -318,3 +318,50 @@ func TestHTTPAPIEvent(t *testing.T) {
 		t.Errorf("event:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestRESTMetrics: the REST demo API's decisions (its authorizer's Invoke,
+// through the local gateway) are on /metrics beside the HTTP API's and the
+// service's, under api "demo".
+func TestRESTMetrics(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	_, b := s.do(t, "GET", "/admin/rules", "", nil)
+	var list struct {
+		Rules []struct{ ID, API, Route string } `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatalf("GET /admin/rules: %v: %s", err, b)
+	}
+	var id string
+	for _, r := range list.Rules {
+		if r.API == "demo" && r.Route == "GET /search" {
+			id = r.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no seeded rule for demo GET /search in %s", b)
+	}
+
+	var codes []int
+	for range 4 {
+		resp, _ := s.do(t, "GET", "/search", "carol", nil)
+		codes = append(codes, resp.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 429]" {
+		t.Fatalf("GET /search ×4 = %v, want [200 200 200 429]", codes)
+	}
+	if resp, b := s.do(t, "GET", "/search", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /search without a key = %d %s, want 401", resp.StatusCode, b)
+	}
+
+	_, metrics := s.do(t, "GET", "/metrics", "", nil)
+	for _, line := range []string{
+		fmt.Sprintf(`sluice_decisions_total{api="demo",outcome="allow",rule=%q} 3`, id),
+		fmt.Sprintf(`sluice_decisions_total{api="demo",outcome="deny",rule=%q} 1`, id),
+		`sluice_decisions_total{api="demo",outcome="unauthorized",rule="none"} 1`,
+	} {
+		if !strings.Contains(string(metrics), line+"\n") {
+			t.Errorf("/metrics has no line %s:\n%s", line, grepLines(string(metrics), "sluice_decisions_total"))
+		}
+	}
+}

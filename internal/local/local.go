@@ -311,20 +311,20 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// it shows comes from /admin/, behind the token (see internal/console).
 	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
 	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer, a.Log)
-	gw.headers = cfg.RateLimitHeaders
-	mux.Handle("/", gw)
 	// The HTTP API and the service decide through the public package's
 	// Limiter over this App's decision path (its rules cache, limiter,
 	// EMF metrics and stats): one path, and the admin API's rules apply
-	// to them as to the REST API. Their decisions are also Prometheus
-	// metrics on /metrics.
+	// to them as to the REST API. Their decisions, and the REST API's
+	// (its authorizer observed), are also Prometheus metrics on /metrics.
 	rl := app.RateLimit(a, cfg, authapigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {
 		return fmt.Errorf("register the Prometheus metrics: %w", err)
 	}
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(observeREST(prom)), a.Log)
+	gw.headers = cfg.RateLimitHeaders
+	mux.Handle("/", gw)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	limitedRoutes(mux, rl, prom, a.Log)
 	mounted.Store(true)
@@ -580,7 +580,7 @@ func banner(w io.Writer, b bannerInfo) {
   demo API   %[1]s/  (api %[2]q, stage %[3]q; resources %[4]s)
   HTTP API   %[1]s/httpapi/  (api %[14]q: a Lambda integration behind ratelimit.LimitHTTPAPI; routes %[15]s)
   service    %[1]s/service/  (api %[16]q: net/http behind ratelimit's middleware; routes %[17]s)
-  metrics    %[1]s/metrics  (Prometheus: the HTTP API's and the service's decisions)
+  metrics    %[1]s/metrics  (Prometheus: the decisions of all three demo APIs)
   console    %[13]s
   admin API  %[1]s/admin/
   check API  %[1]s/admin/check  (POST {"subject", "api", "route"})

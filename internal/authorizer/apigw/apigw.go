@@ -82,7 +82,19 @@ type Options struct {
 	// whatever the caller passes: an API key is never logged. Default none:
 	// every subject is only a hash.
 	ShowSubjects []identity.SourceKind
+	// Observe, when set, is told of every decision of the authorizer and
+	// check handlers, unauthorized ones included (not of a Guard's: its
+	// callers tell their own observers, with their answer's time): the hook through which sluice local
+	// counts the REST API's decisions in its Prometheus metrics, without
+	// this package (and so the Lambdas) depending on Prometheus.
+	Observe Observe
 }
+
+// Observe is told of one decision: req and what Decide returned for it,
+// and took, the decision's time (subject, rules, limiter). It is called on
+// the request's goroutine before the answer is made: it must be quick and
+// safe for concurrent use, and must not keep req or res.
+type Observe func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration)
 
 // Showable reports whether subjects of kind may be shown as sent: they
 // name someone (a verified claim, an upstream authorizer's answer, an
@@ -101,6 +113,7 @@ type handler struct {
 	headers headers.Dialects
 	stats   *stats.Stats
 	show    uint32 // bit k: subjects of SourceKind k are shown (Showable kinds only)
+	observe Observe
 }
 
 func newHandler(a *authorizer.Authorizer, o Options) handler {
@@ -116,7 +129,7 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 			show |= 1 << k
 		}
 	}
-	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats, show: show}
+	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats, show: show, observe: o.Observe}
 }
 
 // shown is what the log and the stats carry as subject beside its hash:
@@ -138,6 +151,15 @@ type Authorizer struct {
 // NewAuthorizer returns the authorizer event handler around a.
 func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
 	return &Authorizer{handler: newHandler(a, o), up: o.Upstream}
+}
+
+// Observing returns a copy of h that also tells fn of every decision
+// (Options.Observe): for an Authorizer another package built, as sluice
+// local's gateway does with its App's. h itself is unchanged.
+func (h *Authorizer) Observing(fn Observe) *Authorizer {
+	c := *h
+	c.observe = fn
+	return &c
 }
 
 // REST answers a REST API REQUEST authorizer event: an Allow or Deny policy
@@ -366,7 +388,14 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 // what the answer lacks and never a value: the upstream vouched for the
 // caller, so its answer or SUBJECT_SOURCES is wrong.
 func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
+	var start time.Time
+	if h.observe != nil {
+		start = time.Now()
+	}
 	res, err := h.a.Decide(ctx, req)
+	if h.observe != nil {
+		h.observe(req, &res, err, time.Since(start))
+	}
 	if errors.Is(err, authorizer.ErrNoSubject) {
 		h.m.Unauthorized()
 		if req.Upstream != nil {

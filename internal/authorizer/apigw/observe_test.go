@@ -1,0 +1,68 @@
+package apigw_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+)
+
+// TestObserving: an observed copy of an Authorizer tells its Observe of
+// each decision Invoke makes (the entry the Lambda runtime calls), the
+// unauthorized one included; the Authorizer it was copied from tells none.
+func TestObserving(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	obs := f.auth.Observing(func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		what := "allow"
+		switch {
+		case errors.Is(err, authorizer.ErrNoSubject):
+			what = "unauthorized"
+		case !res.Allowed:
+			what = "deny"
+		}
+		if took <= 0 {
+			t.Errorf("Observe took = %v, want > 0", took)
+		}
+		got = append(got, req.API+" "+res.Rule+" "+what)
+	})
+	invoke := func(h *apigw.Authorizer, key string) {
+		ev := restEvent(key)
+		if key == "" {
+			delete(ev.Headers, "X-Api-Key")
+		}
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = h.Invoke(ctx, payload)
+	}
+	for range 3 {
+		invoke(obs, "key-obs")
+	}
+	invoke(obs, "")
+	invoke(f.auth, "key-other") // not observed
+	want := []string{"a1b2c3 r-order allow", "a1b2c3 r-order allow", "a1b2c3 r-order deny", "a1b2c3  unauthorized"}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(want) {
+		t.Fatalf("observed %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("observed #%d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
