@@ -16,22 +16,33 @@ func insightsPrefix(stack awscdk.Stack) string { return *stack.StackName() + "-s
 
 // insightRule is one Contributor Insights rule over the decision log lines
 // (internal/authorizer/apigw's logDecision: JSON with decision, api,
-// ruleId, principalId).
+// ruleId, principalId, and subject when SUBJECT_SHOW shows it).
 type insightRule struct {
 	id, suffix, title string
 	keys              []string
 	decisions         []string
+	// present are more fields a line must have to be counted.
+	present []string
+	// noWidget leaves the rule off the dashboard: its keys are subjects
+	// as sent, for the admin API's readers (IAM), not every dashboard
+	// reader.
+	noWidget bool
 }
 
-// insightRules are the three rules internal/stats/insights reads, in the
-// order of insights.RuleNames.
+// insightRules are the four rules internal/stats/insights reads, in the
+// order of insights.RuleNames. The shown subjects rule keys on "subject",
+// which the authorizer writes only for a kind SUBJECT_SHOW opted in and
+// never for a credential (header, query, apikey); with SUBJECT_SHOW unset
+// it matches no line, so it costs its monthly rule fee alone.
 var insightRules = []insightRule{
 	{"InsightsDeniedSubjects", insights.SuffixDeniedSubjects, "Top denied subjects (hash, rule, api)",
-		[]string{"$.principalId", "$.ruleId", "$.api"}, []string{"deny", "fail-closed"}},
+		[]string{"$.principalId", "$.ruleId", "$.api"}, []string{"deny", "fail-closed"}, nil, false},
 	{"InsightsLimitingRules", insights.SuffixLimitingRules, "Top limiting rules (rule, api, decision)",
-		[]string{"$.ruleId", "$.api", "$.decision"}, []string{"deny", "fail-closed", "shadow-deny"}},
+		[]string{"$.ruleId", "$.api", "$.decision"}, []string{"deny", "fail-closed", "shadow-deny"}, nil, false},
 	{"InsightsFailOpenRules", insights.SuffixFailOpenRules, "Top fail-open rules (rule, api)",
-		[]string{"$.ruleId", "$.api"}, []string{"fail-open"}},
+		[]string{"$.ruleId", "$.api"}, []string{"fail-open"}, nil, false},
+	{"InsightsShownSubjects", insights.SuffixShownSubjects, "Top denied subjects as sent (hash, subject)",
+		[]string{"$.principalId", "$.subject"}, []string{"deny", "fail-closed"}, []string{"$.subject"}, true},
 }
 
 // newInsights creates the Contributor Insights rules over the decision
@@ -52,13 +63,17 @@ func newInsights(stack awscdk.Stack, dashboard bool, readers []awslambda.Functio
 	var widgets []map[string]any
 	for i, r := range insightRules {
 		name := prefix + r.suffix
+		filters := []map[string]any{{"Match": "$.decision", "In": r.decisions}}
+		for _, f := range r.present {
+			filters = append(filters, map[string]any{"Match": f, "IsPresent": true})
+		}
 		body := map[string]any{
 			"Schema":        map[string]any{"Name": "CloudWatchLogRule", "Version": 1},
 			"LogGroupNames": groups,
 			"LogFormat":     "JSON",
 			"Contribution": map[string]any{
 				"Keys":    r.keys,
-				"Filters": []map[string]any{{"Match": "$.decision", "In": r.decisions}},
+				"Filters": filters,
 			},
 			"AggregateOn": "Count",
 		}
@@ -68,6 +83,9 @@ func newInsights(stack awscdk.Stack, dashboard bool, readers []awslambda.Functio
 			RuleBody:  stack.ToJsonString(body, nil),
 		})
 		arns = append(arns, rule.AttrArn())
+		if r.noWidget {
+			continue
+		}
 		widgets = append(widgets, map[string]any{
 			"type": "metric", "x": 8 * i, "y": 0, "width": 8, "height": 6,
 			"properties": map[string]any{

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/stats/insights"
 )
 
-// TestContributorInsights: the three rules over the deciding functions'
+// TestContributorInsights: the four rules over the deciding functions'
 // log groups, keyed and filtered on the decision log line's fields; a
 // dashboard widget per rule; and the stats function allowed to read
 // exactly these rules' reports, from outside the VPC.
@@ -17,8 +17,8 @@ func TestContributorInsights(t *testing.T) {
 	for _, v := range allVariants() {
 		_, js := synth(t, v)
 		rules := resources(js, "AWS::CloudWatch::InsightRule")
-		if len(rules) != 3 {
-			t.Fatalf("%s: %d insight rules, want 3", v, len(rules))
+		if len(rules) != 4 {
+			t.Fatalf("%s: %d insight rules, want 4", v, len(rules))
 		}
 		var names, ids []string
 		for _, r := range rules {
@@ -52,6 +52,43 @@ func TestContributorInsights(t *testing.T) {
 			}
 		}
 
+		// Each rule's keys, in the order internal/stats/insights reads a
+		// contributor's Keys, and its filters: only the shown subjects rule
+		// keys on "subject" (which the authorizer writes for an opted-in
+		// identity, never a credential: TestInvokeShownSubjects), and only
+		// over lines that have it, so the others count hash-only lines.
+		type contribution struct {
+			Keys    []string
+			Filters []map[string]any
+		}
+		wantKeys := map[string][]string{
+			"InsightsDeniedSubjects": {"$.principalId", "$.ruleId", "$.api"},
+			"InsightsLimitingRules":  {"$.ruleId", "$.api", "$.decision"},
+			"InsightsFailOpenRules":  {"$.ruleId", "$.api"},
+			"InsightsShownSubjects":  {"$.principalId", "$.subject"},
+		}
+		for _, r := range rules {
+			var body struct{ Contribution contribution }
+			if err := json.Unmarshal([]byte(ruleBodyJSON(t, r.Props["RuleBody"])), &body); err != nil {
+				t.Fatalf("%s: rule %s body: %v", v, r.ID, err)
+			}
+			id := strings.TrimRightFunc(r.ID, func(c rune) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'F' })
+			if !slices.Equal(body.Contribution.Keys, wantKeys[id]) {
+				t.Errorf("%s: rule %s keys %v, want %v", v, r.ID, body.Contribution.Keys, wantKeys[id])
+			}
+			present := slices.ContainsFunc(body.Contribution.Filters, func(f map[string]any) bool {
+				return f["Match"] == "$.subject" && f["IsPresent"] == true
+			})
+			if present != (id == "InsightsShownSubjects") {
+				t.Errorf("%s: rule %s filters %v: subject IsPresent = %v", v, r.ID, body.Contribution.Filters, present)
+			}
+			for _, k := range body.Contribution.Keys {
+				if !slices.Contains([]string{"$.principalId", "$.ruleId", "$.api", "$.decision", "$.subject"}, k) {
+					t.Errorf("%s: rule %s keys on %s, not a field of the decision line", v, r.ID, k)
+				}
+			}
+		}
+
 		// The readers, GET /stats and POST /subjects/find: the rule
 		// prefix, no VPC, no Redis; the find function the subject hash key
 		// alone besides (TestLeastPrivilege).
@@ -82,7 +119,7 @@ func TestContributorInsights(t *testing.T) {
 			}
 		}
 
-		// The grant: GetInsightRuleReport on exactly the three rules, to
+		// The grant: GetInsightRuleReport on exactly the four rules, to
 		// the readers' roles, and to no one else.
 		var grants int
 		granted := map[string]bool{}
@@ -126,7 +163,8 @@ func TestContributorInsights(t *testing.T) {
 			t.Errorf("%s: %d policies grant GetInsightRuleReport (to %v), want 2: the stats and find functions'", v, grants, granted)
 		}
 
-		// The dashboard: one widget per rule.
+		// The dashboard: one widget per rule but the shown subjects one
+		// (subjects as sent stay with the admin API's readers).
 		var found bool
 		for _, d := range resources(js, "AWS::CloudWatch::Dashboard") {
 			body, _ := json.Marshal(d.Props["DashboardBody"])
@@ -135,8 +173,12 @@ func TestContributorInsights(t *testing.T) {
 			}
 			found = true
 			for _, id := range ids {
-				if strings.Count(string(body), `"Fn::GetAtt":["`+id+`","RuleName"]`) != 1 {
-					t.Errorf("%s: insights dashboard %s has no widget for %s", v, body, id)
+				want := 1
+				if strings.HasPrefix(id, "InsightsShownSubjects") {
+					want = 0
+				}
+				if got := strings.Count(string(body), `"Fn::GetAtt":["`+id+`","RuleName"]`); got != want {
+					t.Errorf("%s: insights dashboard %s has %d widgets for %s, want %d", v, body, got, id, want)
 				}
 			}
 		}
@@ -146,4 +188,29 @@ func TestContributorInsights(t *testing.T) {
 			t.Errorf("%s: a dashboard with insight rule widgets = %v, want %v", v, found, wantDash)
 		}
 	}
+}
+
+// ruleBodyJSON is a synthesized RuleBody as JSON: the stack renders it as a
+// string, or as Fn::Join of strings and the log groups' Refs, which stand in
+// here as "" (the keys and filters are literal).
+func ruleBodyJSON(t *testing.T, v any) string {
+	t.Helper()
+	switch b := v.(type) {
+	case string:
+		return b
+	case map[string]any:
+		join, _ := b["Fn::Join"].([]any)
+		if len(join) == 2 {
+			parts, _ := join[1].([]any)
+			var sb strings.Builder
+			for _, p := range parts {
+				if s, ok := p.(string); ok {
+					sb.WriteString(s)
+				}
+			}
+			return sb.String()
+		}
+	}
+	t.Fatalf("rule body %v is neither a string nor an Fn::Join", v)
+	return ""
 }

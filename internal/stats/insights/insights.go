@@ -37,18 +37,25 @@ const (
 	SuffixLimitingRules = "-limiting-rules"
 	// SuffixFailOpenRules counts fail-opens by ruleId and api.
 	SuffixFailOpenRules = "-fail-open-rules"
+	// SuffixShownSubjects counts denials by principalId and subject, of
+	// the lines that carry a subject as sent (SUBJECT_SHOW: an identity,
+	// never a credential): it names the hashes of the denied subjects
+	// rule as the decision log line did. A rule of its own rather than a
+	// fourth key of the denied subjects rule, which would count no line
+	// without "subject" (every line when SUBJECT_SHOW is unset).
+	SuffixShownSubjects = "-shown-subjects"
 )
 
-// RuleNames returns the three rule names for prefix, in the order of the
+// RuleNames returns the four rule names for prefix, in the order of the
 // suffixes above.
 func RuleNames(prefix string) []string {
-	return []string{prefix + SuffixDeniedSubjects, prefix + SuffixLimitingRules, prefix + SuffixFailOpenRules}
+	return []string{prefix + SuffixDeniedSubjects, prefix + SuffixLimitingRules, prefix + SuffixFailOpenRules, prefix + SuffixShownSubjects}
 }
 
 // MaxWindow is the longest window answered.
 const MaxWindow = 24 * time.Hour
 
-// DefaultTimeout bounds one report (its three calls run at once).
+// DefaultTimeout bounds one report (its four calls run at once).
 const DefaultTimeout = 5 * time.Second
 
 // reportAPI is the one CloudWatch call made (*cloudwatch.Client).
@@ -58,7 +65,7 @@ type reportAPI interface {
 
 // Options configure a Reader.
 type Options struct {
-	// Prefix starts the three rule names (see RuleNames); required.
+	// Prefix starts the four rule names (see RuleNames); required.
 	Prefix string
 	// Timeout bounds one report; default DefaultTimeout (5s).
 	Timeout time.Duration
@@ -108,7 +115,7 @@ func period(window time.Duration) time.Duration {
 }
 
 // TopContributors reports the top n denied subjects and limiting rules over
-// the last window, asking the three rules at once.
+// the last window, asking the four rules at once.
 func (r *Reader) TopContributors(ctx context.Context, window time.Duration, n int) (stats.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
@@ -117,8 +124,10 @@ func (r *Reader) TopContributors(ctx context.Context, window time.Duration, n in
 	start := end.Add(-window)
 	names := RuleNames(r.o.Prefix)
 	// The limiting-rules rule splits each rule by decision: ask for more
-	// contributors so n rules survive the merge.
-	counts := []int{n, min(3*n, 100), n}
+	// contributors so n rules survive the merge; the shown subjects rule
+	// ranks hashes by their total over rules and apis, not as the denied
+	// subjects rule does: ask for more so the listed ones are among them.
+	counts := []int{n, min(3*n, 100), n, min(3*n, 100)}
 	outs := make([]*cloudwatch.GetInsightRuleReportOutput, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -142,7 +151,19 @@ func (r *Reader) TopContributors(ctx context.Context, window time.Duration, n in
 	if err := errors.Join(errs...); err != nil {
 		return stats.Report{}, err
 	}
-	denied, limiting, failOpen := outs[0], outs[1], outs[2]
+	denied, limiting, failOpen, shownRule := outs[0], outs[1], outs[2], outs[3]
+
+	// hash → subject as sent; a hash is of its subject, so one subject
+	// each (the first, the most denied, should two ever appear).
+	shown := map[string]string{}
+	for _, c := range shownRule.Contributors {
+		if len(c.Keys) < 2 || c.Keys[0] == "" || c.Keys[1] == "" {
+			continue
+		}
+		if _, ok := shown[c.Keys[0]]; !ok {
+			shown[c.Keys[0]] = c.Keys[1]
+		}
+	}
 
 	rep := stats.Report{
 		Source: "contributor-insights", Window: window.String(), Step: step.String(),
@@ -152,7 +173,7 @@ func (r *Reader) TopContributors(ctx context.Context, window time.Duration, n in
 		if len(c.Keys) < 3 {
 			continue
 		}
-		rep.Subjects = append(rep.Subjects, stats.SubjectStat{Subject: c.Keys[0], Rule: c.Keys[1], API: c.Keys[2], Denied: value(c)})
+		rep.Subjects = append(rep.Subjects, stats.SubjectStat{Subject: c.Keys[0], Shown: shown[c.Keys[0]], Rule: c.Keys[1], API: c.Keys[2], Denied: value(c)})
 	}
 	stats.SortSubjects(rep.Subjects)
 

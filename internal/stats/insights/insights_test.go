@@ -93,12 +93,49 @@ func TestTopContributors(t *testing.T) {
 	if diff := cmp.Diff(want, rep); diff != "" {
 		t.Errorf("TopContributors(5m) differs (-want +got):\n%s", diff)
 	}
-	if len(f.in) != 3 {
-		t.Fatalf("%d calls, want 3", len(f.in))
+	if len(f.in) != 4 {
+		t.Fatalf("%d calls, want 4", len(f.in))
 	}
 	for _, in := range f.in {
 		if !in.StartTime.Equal(start) || !in.EndTime.Equal(start.Add(5*time.Minute)) || *in.Period != 60 || *in.OrderBy != "Sum" {
 			t.Errorf("input for %s: %v..%v period %d order %s", *in.RuleName, in.StartTime, in.EndTime, *in.Period, *in.OrderBy)
+		}
+	}
+}
+
+// TestTopContributorsShown: the shown subjects rule's report (Keys in the
+// rule's order: principalId, subject) names the denied subjects' hashes as
+// sent; a hash it does not name stays a hash alone, as does one with an
+// empty subject.
+func TestTopContributorsShown(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloudWatch{out: map[string]*cloudwatch.GetInsightRuleReportOutput{
+		"sl-denied-subjects": {Contributors: []types.InsightRuleContributor{
+			contributor(9, "h1", "r1", "demo"), contributor(7, "h2", "r1", "demo"), contributor(5, "h1", "r2", "demo"),
+			contributor(4, "h3", "r1", "demo"), contributor(2, "h4", "r1", "demo"),
+		}},
+		"sl-shown-subjects": {Contributors: []types.InsightRuleContributor{
+			contributor(14, "h1", "customer-42"), contributor(7, "h2", "203.0.113.9"), contributor(1, "h4", ""),
+			contributor(1, "h9", "not-listed"), contributor(1, "h1"),
+		}},
+	}}
+	rep, err := New(f, Options{Prefix: "sl", Now: func() time.Time { return now }}).TopContributors(context.Background(), 5*time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stats.SubjectStat{
+		{Subject: "h1", Shown: "customer-42", Rule: "r1", API: "demo", Denied: 9},
+		{Subject: "h2", Shown: "203.0.113.9", Rule: "r1", API: "demo", Denied: 7},
+		{Subject: "h1", Shown: "customer-42", Rule: "r2", API: "demo", Denied: 5},
+		{Subject: "h3", Rule: "r1", API: "demo", Denied: 4},
+		{Subject: "h4", Rule: "r1", API: "demo", Denied: 2},
+	}
+	if diff := cmp.Diff(want, rep.Subjects); diff != "" {
+		t.Errorf("subjects differ (-want +got):\n%s", diff)
+	}
+	for _, in := range f.in {
+		if *in.RuleName == "sl-shown-subjects" && *in.MaxContributorCount != 30 {
+			t.Errorf("shown subjects rule asked for %d contributors, want 30 (3n)", *in.MaxContributorCount)
 		}
 	}
 }
