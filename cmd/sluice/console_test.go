@@ -512,7 +512,10 @@ func TestConsoleEdits(t *testing.T) {
 		if got.Version != 2 || got.Kind != rules.Quota || got.Period != rules.Month || got.Description != "monthly" {
 			t.Errorf("quota plan after the edit = %+v, want version 2, quota, 1mo, monthly", got)
 		}
-		// A new quota plan from the form.
+		// A new quota plan from the form, once the edited plan's page is
+		// back (a page still loading must not render over the new one).
+		drive(t, ctx, "the edited plan's page", waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(name)+
+			` && document.getElementById('version')?.textContent.includes('version 2')`))
 		name2 := "q-" + testenv.Random(t)
 		drive(t, ctx, "create a quota plan",
 			chromedp.Navigate(p.base+"/console/#/plans/new"),

@@ -84,7 +84,11 @@ async function api(method, path, opts = {}) {
     for (const [k, v] of Object.entries(opts.query)) if (v !== '' && v !== undefined) q.set(k, v);
     if ([...q].length) url += '?' + q;
   }
-  const resp = await fetch(url, { method, headers, body, cache: 'no-store' });
+  // A read belongs to the page that asked: when the operator moves on,
+  // route() aborts it, so a slow page cannot render over the newer one.
+  // A write is never aborted (its result must be seen).
+  const signal = method === 'GET' ? routeAbort.signal : undefined;
+  const resp = await fetch(url, { method, headers, body, cache: 'no-store', signal });
   // Served by `sluice console`: its proxy names the admin API it
   // forwards to, so the operator sees which stack they act on.
   const upstream = resp.headers.get('Sluice-Upstream');
@@ -103,6 +107,7 @@ async function api(method, path, opts = {}) {
 const enc = encodeURIComponent;
 
 function showError(err) {
+  if (err && err.name === 'AbortError') return; // a page left behind
   if (err instanceof ApiError && err.status === 401) {
     flash('error', 'Not signed in: open the console with the URL sluice printed (…/console/#token=…).');
   } else {
@@ -216,7 +221,10 @@ const routes = [
 
 function params() { return new URLSearchParams(location.hash.split('?')[1] || ''); }
 
+let routeAbort = new AbortController();
 function route() {
+  routeAbort.abort();
+  routeAbort = new AbortController();
   const hash = (location.hash || '#/rules').split('?')[0];
   document.querySelectorAll('[data-nav]').forEach(a => a.classList.toggle('active', hash.startsWith('#/' + a.dataset.nav) ||
     (a.dataset.nav === 'rules' && hash.startsWith('#/history/rule')) || (a.dataset.nav === 'plans' && hash.startsWith('#/history/plan'))));
