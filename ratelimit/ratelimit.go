@@ -300,6 +300,13 @@ func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limi
 func init() {
 	// sluice local's Limiter, over the App it built (see app.RateLimit).
 	app.RateLimit = func(a *app.App, cfg config.Config, o apigw.Options) any { return fromApp(a, cfg, "", o) }
+	// Its REST gateway's decisions, told to an Observer as ours are.
+	app.Observing = func(obs any) apigw.Observe {
+		o := obs.(Observer)
+		return func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
+			o.ObserveDecision(decision(req, res, err, took))
+		}
+	}
 }
 
 // fromApp is the Limiter over a, an App built with the Decide part from

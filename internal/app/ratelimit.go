@@ -18,3 +18,10 @@ import (
 // public signature must not, as grpc-go's internal hooks do. Nil unless
 // ratelimit is linked in.
 var RateLimit func(a *App, cfg config.Config, o authapigw.Options) any
+
+// Observing turns obs, a ratelimit.Observer, into the authorizer's
+// Observe, with the outcomes package ratelimit gives its own decisions,
+// so that sluice local's REST gateway reports to the same metrics as its
+// middleware in the same terms. Set by package ratelimit's init, as
+// RateLimit; nil unless ratelimit is linked in.
+var Observing func(obs any) authapigw.Observe

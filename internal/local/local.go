@@ -322,7 +322,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("register the Prometheus metrics: %w", err)
 	}
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(observeREST(prom)), a.Log)
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(app.Observing(prom)), a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
