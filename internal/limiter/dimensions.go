@@ -81,10 +81,6 @@ func (l *Limiter) digests(req *Request, s *subjects) {
 // with every earlier subject's shadow bits, or, when all allow, the
 // enforcing bucket with the fewest tokens left.
 func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []Bucket) (reply, error) {
-	script := chargeScript
-	if cost == 0 {
-		script = peekScript
-	}
 	var (
 		out   reply
 		mask  uint16
@@ -105,6 +101,10 @@ func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []
 				idx[n], group[n] = i, bs[i]
 				n++
 			}
+		}
+		script := peekScript
+		if cost > 0 {
+			script = chargeFor(group[:n])
 		}
 		l.st.redisCalls.Add(1)
 		res, err := l.eval(ctx, script, &one, cost, group[:n])

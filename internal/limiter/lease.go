@@ -546,7 +546,7 @@ func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucke
 // a quota the lease script, whose reply also names every quota's window
 // (lease.lua); for token buckets only the plain charge.
 func (l *Limiter) evalLease(ctx context.Context, sd subjectDigest, cost int64, bs []Bucket) (string, error) {
-	script := chargeScript
+	script := chargeFor(bs)
 	if hasQuota(bs) {
 		script = leaseScript
 	}

@@ -328,7 +328,7 @@ func TestNoScriptRecovery(t *testing.T) {
 			t.Errorf("Allow after SCRIPT FLUSH = %+v, %v, want allowed with %d left", got, err, 9-i)
 		}
 	}
-	if ok, err := c.ScriptExists(ctx, chargeScript.Hash()).Result(); err != nil || !ok[0] {
+	if ok, err := c.ScriptExists(ctx, chargeFor(req.Buckets).Hash()).Result(); err != nil || !ok[0] {
 		t.Errorf("SCRIPT EXISTS after recovery = %v, %v, want true", ok, err)
 	}
 	if s := l.Stats(); s.Errors != 0 {
@@ -339,7 +339,8 @@ func TestNoScriptRecovery(t *testing.T) {
 // TestScriptPerOperation runs each operation on a private Redis (the
 // shared test one has other users) whose script cache starts empty, and
 // checks which scripts it loaded: every operation is a script of its own,
-// and a decision loads and runs the charge alone, in one EVALSHA.
+// and a decision loads and runs the charge alone (charge_one.lua for one
+// token bucket), in one EVALSHA.
 func TestScriptPerOperation(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
@@ -349,7 +350,7 @@ func TestScriptPerOperation(t *testing.T) {
 	scripts := []struct {
 		name string
 		s    *redis.Script
-	}{{"charge", chargeScript}, {"peek", peekScript}, {"usage", usageScript}, {"lease", leaseScript}, {"lease return", leaseReturnScript}}
+	}{{"charge", chargeScript}, {"charge one", chargeOneScript}, {"peek", peekScript}, {"usage", usageScript}, {"lease", leaseScript}, {"lease return", leaseReturnScript}}
 	hashes := make([]string, len(scripts))
 	for i, sc := range scripts {
 		hashes[i] = sc.s.Hash()
@@ -382,13 +383,17 @@ func TestScriptPerOperation(t *testing.T) {
 		do   func() error
 		want []string
 	}{
-		{"Allow", func() error { return allow(1) }, []string{"charge"}},
-		{"Allow, cost 0", func() error { return allow(0) }, []string{"charge", "peek"}},
-		{"Peek", func() error { _, err := l.Peek(ctx, "s", bs); return err }, []string{"charge", "peek"}},
-		{"Charge", func() error { _, err := l.Charge(ctx, "s", bs, 1, "scope", ""); return err }, []string{"charge", "peek", "usage"}},
-		{"a lease's charge", func() error { _, err := l.evalLease(ctx, digestOf("s"), 4, bs); return err }, []string{"charge", "peek", "usage", "lease"}},
+		{"Allow, one token bucket", func() error {
+			_, err := l.Allow(ctx, Request{Subject: "s", Buckets: bs[:1], Cost: 1})
+			return err
+		}, []string{"charge one"}},
+		{"Allow", func() error { return allow(1) }, []string{"charge", "charge one"}},
+		{"Allow, cost 0", func() error { return allow(0) }, []string{"charge", "charge one", "peek"}},
+		{"Peek", func() error { _, err := l.Peek(ctx, "s", bs); return err }, []string{"charge", "charge one", "peek"}},
+		{"Charge", func() error { _, err := l.Charge(ctx, "s", bs, 1, "scope", ""); return err }, []string{"charge", "charge one", "peek", "usage"}},
+		{"a lease's charge", func() error { _, err := l.evalLease(ctx, digestOf("s"), 4, bs); return err }, []string{"charge", "charge one", "peek", "usage", "lease"}},
 		{"a lease's return", func() error { _, err := l.returnTokens(ctx, digestOf("s"), bs, nil, 1); return err },
-			[]string{"charge", "peek", "usage", "lease", "lease return"}},
+			[]string{"charge", "charge one", "peek", "usage", "lease", "lease return"}},
 	}
 	if got := loaded(); len(got) != 0 {
 		t.Fatalf("scripts loaded before any call: %v", got)
