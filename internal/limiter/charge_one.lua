@@ -22,6 +22,7 @@ local t = redis.call('TIME')
 -- now: microseconds since 2024-01-01 UTC (bucket.lua).
 local now = (t[1] - 1704067200) * 1000000 + t[2]
 local MAX_MS = 3153600000000
+local ceil, format = math.ceil, string.format
 local cs, limit = ARGV[1], tonumber(ARGV[2])
 local cost = 1
 if cs ~= '1' then
@@ -58,7 +59,7 @@ if v then
 				used = burst
 			end
 			at = now + used * T
-			px = math.ceil((at - now) / 1000) + 1
+			px = ceil((at - now) / 1000) + 1
 			if px > MAX_MS then
 				px = MAX_MS
 			end
@@ -73,7 +74,7 @@ if h + 1e-6 < cost then
 	-- its burst.
 	allowed, wait = 0, -1
 	if cost <= burst then
-		wait = math.ceil((at + (cost - burst) * T - now) / 1000)
+		wait = ceil((at + (cost - burst) * T - now) / 1000)
 		if wait < 1 then
 			wait = 1
 		elseif wait > MAX_MS then
@@ -82,7 +83,7 @@ if h + 1e-6 < cost then
 	end
 else
 	at, h = at + cost * T, h - cost
-	px = math.ceil((at - now) / 1000) + 1
+	px = ceil((at - now) / 1000) + 1
 	if px > MAX_MS then
 		px = MAX_MS
 	end
@@ -91,20 +92,20 @@ end
 -- The write, as charge.lua's step 3 formats it.
 if px then
 	local f = '%.17g %.17g %s'
-	if at % 1 == 0 and T % 1 == 0 and at < 1e16 and at > -1e16 and T < 1e16 then
+	if at % 1 == 0 and T % 1 == 0 and at < 1e16 and T < 1e16 then
 		f = '%d %d %s'
 	end
-	redis.call('SET', KEYS[1], string.format(f, at, T, ARGV[4]), 'PX', string.format('%d', px))
+	redis.call('SET', KEYS[1], format(f, at, T, ARGV[4]), 'PX', format('%d', px))
 end
 
 local r = math.floor(h + 1e-6)
 if r < 0 then
 	r = 0
 end
-local reset = math.ceil((at - now) / 1000)
+local reset = ceil((at - now) / 1000)
 if reset < 0 then
 	reset = 0
 elseif reset > MAX_MS then
 	reset = MAX_MS
 end
-return string.format('%d 1 %d %d %d 0', allowed, r, reset, wait)
+return format('%d 1 %d %d %d 0', allowed, r, reset, wait)

@@ -49,9 +49,11 @@ import (
 // bucket in lumps of k and report would-be denies a per-request charge
 // never sees, and shadow rules exist to measure exactly that.
 //
-// A request counts in the slot of its subject, bucket ids and cost (a hash
-// computed without allocating, so a request that is not leased pays a few
-// atomic operations). A lease is used only by requests with the same lease
+// A request counts in a compact demand table under the key of its subject,
+// bucket ids and cost (a hash computed without allocating): a request of a
+// cold key pays one atomic word and touches no slot, so traffic spread over
+// many subjects, which never leases, costs what it costs with leasing off;
+// from the request before one that may lease, the key takes its slot. A lease is used only by requests with the same lease
 // key, a seeded hash of the script's keys and arguments built by the same
 // code as every script call (call.build): the subject's digest, every
 // bucket's key, limit, period, burst and shadow flag, and the cost. A rule
@@ -86,6 +88,13 @@ type leases struct {
 	ttl   int64 // ns
 	seed  maphash.Seed
 	slots []leaseSlot
+	// demand counts every key's requests (leases.count), apart from the
+	// slots: a compact table (8 bytes a key, 64 KB) that a request of a
+	// cold key touches alone, one atomic word, so that uniform traffic,
+	// which never leases, does not pay for the slots (their lock, their
+	// 216 bytes, the cache misses of 885 KB) on every decision.
+	demand []atomic.Uint64
+	unit   int64 // ns: the demand table's clock, ttl/demandUnits
 
 	mu      sync.Mutex // guards the sweeper's start and stop
 	closed  atomic.Bool
@@ -102,10 +111,7 @@ type leases struct {
 // be leased (a cold key, a bucket near empty) never waits on the slot; the
 // lease itself is under mu.
 type leaseSlot struct {
-	key  atomic.Uint64 // 0: free; written under mu
-	win  atomic.Int64  // start of the current demand window (Limiter.now)
-	cur  atomic.Int64  // requests in the current window
-	prev atomic.Int64  // requests in the previous window
+	key atomic.Uint64 // 0: free; written under mu
 	// remaining is the limiting bucket's tokens after this key's last
 	// script call; -1 when unknown (no lease before one is known).
 	remaining atomic.Int64
@@ -145,7 +151,8 @@ func newLeases(o Options) *leases {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return &leases{max: int64(o.LeaseMax), ttl: int64(ttl), seed: maphash.MakeSeed(), slots: make([]leaseSlot, leaseSlots)}
+	return &leases{max: int64(o.LeaseMax), ttl: int64(ttl), seed: maphash.MakeSeed(), slots: make([]leaseSlot, leaseSlots),
+		demand: make([]atomic.Uint64, 2*leaseSlots), unit: max(int64(ttl)/demandUnits, 1)}
 }
 
 // observe records the tokens the limiting bucket has left after a script
@@ -197,26 +204,51 @@ func (t *leases) key(prefix string, sd subjectDigest, req Request) uint64 {
 }
 
 // reset gives the slot s, which holds no lease, to key. Called under mu.
-func (s *leaseSlot) reset(key uint64, sd subjectDigest, now int64) {
-	s.win.Store(now)
-	s.cur.Store(0)
-	s.prev.Store(0)
+func (s *leaseSlot) reset(key uint64, sd subjectDigest) {
 	s.remaining.Store(-1)
 	s.sd, s.full, s.left, s.k, s.bs, s.ends = sd, 0, 0, 0, nil, nil
 	s.key.Store(key)
 }
 
-// count adds a request to the demand window at now. Concurrent windows
-// may lose a count or two as one rolls over: demand is an estimate.
-func (s *leaseSlot) count(now, ttl int64) {
-	if w := s.win.Load(); now-w >= ttl && s.win.CompareAndSwap(w, now) {
-		c := s.cur.Swap(0)
-		if now-w >= 2*ttl {
-			c = 0
+// The demand table's entries: a key's tag (its top demandTagBits bits),
+// the start of its current window (the table's clock, 16 bits, wrapping),
+// and its requests in the current and the previous window (14 bits each,
+// saturating; LEASE_MAX is at most 10,000).
+const (
+	demandUnits   = 16 // a window (the lease TTL) in ticks of the table's clock
+	demandTagBits = 20
+	demandMax     = 1<<14 - 1
+)
+
+// count adds a request of key at now to its demand and returns the demand:
+// its requests in the current window or the previous one, whichever is
+// more (a window is one lease TTL from the key's first request after the
+// last). Another key in the same entry takes it over (its tag differs):
+// both then count from 0, so a collision can only delay a lease. Demand
+// is an estimate: concurrent requests retry their CAS, none is lost.
+func (t *leases) count(key uint64, now int64) int64 {
+	e := &t.demand[key&uint64(len(t.demand)-1)]
+	tag := key >> (64 - demandTagBits)
+	tick := uint64(now/t.unit) & 0xffff
+	for {
+		old := e.Load()
+		start, cur, prev := tick, uint64(0), uint64(0)
+		if old>>(64-demandTagBits) == tag && old != 0 {
+			start, cur, prev = old>>28&0xffff, old>>14&demandMax, old&demandMax
+			switch age := (tick - start) & 0xffff; {
+			case age >= 2*demandUnits:
+				start, cur, prev = tick, 0, 0
+			case age >= demandUnits:
+				start, cur, prev = tick, 0, cur
+			}
 		}
-		s.prev.Store(c)
+		if cur < demandMax {
+			cur++
+		}
+		if e.CompareAndSwap(old, tag<<(64-demandTagBits)|start<<28|cur<<14|prev) {
+			return int64(max(cur, prev))
+		}
 	}
-	s.cur.Add(1)
 }
 
 // size is the next lease's size in requests of cost; below leaseMin, no
@@ -225,12 +257,12 @@ func (s *leaseSlot) count(now, ttl int64) {
 // k·cost + floor), and the limiting bucket's remaining less the largest
 // floor is at most what any bucket holds above its own, so a lease sized
 // from it is never denied for a floor (a denied lease costs a round trip).
-func (s *leaseSlot) size(most, cost, fl int64) int64 {
+func (s *leaseSlot) size(demand, most, cost, fl int64) int64 {
 	r := s.remaining.Load() - fl
 	if r < 0 || s.remaining.Load() < 0 {
 		return 1
 	}
-	k := min(max(s.cur.Load(), s.prev.Load()), most, r/(leaseShare*cost))
+	k := min(demand, most, r/(leaseShare*cost))
 	if k < leaseMin {
 		return 1
 	}
@@ -271,8 +303,18 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 		fl = max(fl, b.MinRemaining)
 	}
 	key := t.slotKey(sd, req)
-	s := &t.slots[key%uint64(len(t.slots))]
 	now := l.now()
+	demand := t.count(key, now)
+	if demand < leaseMin-1 {
+		// A cold key: no lease, and none worth taking (size); the slot is
+		// not touched. From the request before the one that may lease on,
+		// the slot hears what its call leaves (the handle), so a lease is
+		// sized at leaseMin as before. (A lease of a key whose demand fell,
+		// or whose demand a colliding key reset, is left to expire and go
+		// back.)
+		return h, d, nil, false
+	}
+	s := &t.slots[key%uint64(len(t.slots))]
 	if s.key.Load() != key {
 		s.mu.Lock()
 		if s.key.Load() != key {
@@ -281,13 +323,12 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 				s.mu.Unlock()
 				return h, d, nil, false
 			}
-			s.reset(key, sd, now)
+			s.reset(key, sd)
 		}
 		s.mu.Unlock()
 	}
 	h = leaseHandle{s: s, key: key}
-	s.count(now, t.ttl)
-	if !s.busy.Load() && s.size(t.max, req.Cost, fl) <= 1 {
+	if !s.busy.Load() && s.size(demand, t.max, req.Cost, fl) <= 1 {
 		// No lease, and none worth taking: Allow's own path, no lock.
 		return h, d, nil, false
 	}
@@ -336,7 +377,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 			d = s.admitted(now)
 			var k int64
 			if !s.fetching && 2*s.left < s.k {
-				if k = s.size(t.max, req.Cost, fl); k > 1 {
+				if k = s.size(demand, t.max, req.Cost, fl); k > 1 {
 					s.fetching, s.wait = true, make(chan struct{})
 				}
 			}
@@ -364,7 +405,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 			}
 			continue
 		}
-		k := s.size(t.max, req.Cost, fl)
+		k := s.size(demand, t.max, req.Cost, fl)
 		if k <= 1 {
 			s.mu.Unlock()
 			return h, d, nil, false

@@ -328,9 +328,8 @@ func TestLeaseSizeFloor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var s leaseSlot
-		s.cur.Store(1000)
 		s.remaining.Store(tt.remaining)
-		if got := s.size(64, 1, tt.floor); got != tt.want {
+		if got := s.size(1000, 64, 1, tt.floor); got != tt.want {
 			t.Errorf("size(remaining %d, floor %d) = %d, want %d", tt.remaining, tt.floor, got, tt.want)
 		}
 	}

@@ -603,3 +603,52 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseDemand checks the demand table (leases.count): a key's requests
+// in its current window, or the previous one when that had more; a window
+// is one TTL from the key's first request after the last; a key whose
+// entry another key took over counts from 0; counts saturate.
+func TestLeaseDemand(t *testing.T) {
+	const ttl = int64(250 * time.Millisecond)
+	tl := newLeases(Options{LeaseMax: 64, LeaseTTL: time.Duration(ttl)})
+	slot := uint64(12345)
+	a, b := slot|7<<60, slot|9<<60 // one entry, two tags
+	at := func(f float64) int64 { return int64(f*float64(ttl)) + 1000*ttl }
+	steps := []struct {
+		key  uint64
+		now  int64
+		want int64
+	}{
+		{a, at(0), 1},
+		{a, at(0.2), 2},
+		{a, at(0.9), 3},
+		// A new window: the previous one's 3 count until this one has more.
+		{a, at(1.05), 3},
+		{a, at(1.1), 3},
+		{a, at(1.2), 3},
+		{a, at(1.3), 4},
+		// Two windows idle: from 0.
+		{a, at(3.5), 1},
+		// Another key in the same entry takes it over; a then counts anew.
+		{a, at(3.6), 2},
+		{b, at(3.6), 1},
+		{a, at(3.7), 1},
+	}
+	for i, st := range steps {
+		if got := tl.count(st.key, st.now); got != st.want {
+			t.Errorf("step %d: count(%#x, %v) = %d, want %d", i, st.key, time.Duration(st.now), got, st.want)
+		}
+	}
+	// Saturation, and the clock's 16 bits wrapping: a long-gone window is
+	// not mistaken for the current one's neighbour.
+	c := slot | 3<<60
+	for range demandMax + 10 {
+		tl.count(c, at(0))
+	}
+	if got := tl.count(c, at(0.5)); got != demandMax {
+		t.Errorf("after %d requests count = %d, want %d (saturated)", demandMax+11, got, demandMax)
+	}
+	if got := tl.count(c, at(0.5)+(1<<16)*tl.unit+5*tl.unit*demandUnits); got != 1 {
+		t.Errorf("count after the clock wrapped = %d, want 1", got)
+	}
+}
