@@ -17,9 +17,10 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// TestChargeScriptAB compares this tree's charge script with another
-// version of it, paired: the two take turns on one private Redis (each
-// going first every other round), one-bucket allows from 16 callers over
+// TestChargeScriptAB compares the charge script this tree runs for a
+// one-bucket allow (charge_one.lua) with a version of charge.lua, paired:
+// the two take turns on one private Redis (each going first every other
+// round), one-bucket allows from 16 callers over
 // 10,000 subjects, CONFIG RESETSTAT before each turn, and it logs the
 // quartiles of new/old per round of the script's usec_per_call (INFO
 // commandstats) and of Redis CPU per decision (INFO cpu). On a shared
@@ -50,13 +51,15 @@ func TestChargeScriptAB(t *testing.T) {
 		}
 	}
 	const callers, subjectCount, per = 16, 10_000, 5_000
+	bs := []Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
+	// The new side is what this tree runs for the request (chargeFor:
+	// charge_one.lua for this one token bucket).
 	scripts := [2]*redis.Script{
 		redis.NewScript("local charging, every_end = true, false\n" + string(old[0]) + string(old[1]) + "return out\n"),
-		chargeScript,
+		chargeFor(bs),
 	}
 	rdb := newPrivateClient(t, callers)
 	ctx := context.Background()
-	bs := []Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
 	digests := make([]subjectDigest, subjectCount)
 	for i := range digests {
 		digests[i] = digestOf("ab-" + strconv.Itoa(i))
