@@ -12,6 +12,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -602,6 +604,127 @@ func seedWith(t *testing.T, api string, n int) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestConsoleSlowPageDoesNotRenderOverNext drives the race CI once saw:
+// the operator opens a plan, whose GET is slow, and before it answers
+// clicks 'New plan'. The slow answer must not render the old plan's page
+// over 'New plan', and the save must create the new plan, not touch the
+// old one. The admin API is made slow on purpose: the browser reaches
+// sluice local through a proxy that holds the plan's GET until the test
+// lets it go, after the operator has moved on.
+func TestConsoleSlowPageDoesNotRenderOverNext(t *testing.T) {
+	t.Parallel()
+	testenv.Chromium(t)
+	p := startLocal(t, nil)
+	old, fresh := "slow-"+testenv.Random(t), "next-"+testenv.Random(t)
+	p.adminJSON(t, http.MethodPost, "/admin/plans", map[string]any{"name": old, "limit": 10, "period": "1m", "description": "as loaded"}, http.StatusCreated, nil)
+	hold := newHoldProxy(t, p.base, "/admin/plans/"+old)
+	ctx := browser(t, 30*time.Second)
+
+	// From the plans list, the operator opens the plan; its page is the
+	// list until the held GET answers, so 'New plan' is still there to
+	// click.
+	drive(t, ctx, "open the plans",
+		chromedp.Navigate(hold.url+"/console/#token="+p.token),
+		chromedp.Navigate(hold.url+"/console/#/plans"),
+		waitShown(`#plans tr[data-name="`+old+`"] a[href="#/plans/`+old+`"]`),
+		chromedp.Click(css(`#plans tr[data-name="`+old+`"] a[href="#/plans/`+old+`"]`)))
+	select {
+	case <-hold.held:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the console did not ask for GET /admin/plans/%s within 10s", old)
+	}
+	drive(t, ctx, "new plan while the old one loads",
+		chromedp.Click(css(`#new-plan`)),
+		waitJS(`document.querySelector('h1').textContent === 'New plan'`),
+		setIn("plan-form", "name", fresh), setIn("plan-form", "limit", "50"), setIn("plan-form", "period", "1h"))
+
+	// The slow answer arrives (or finds the browser gone); the browser
+	// has a moment to render whatever it still takes (without the abort it
+	// rendered the old plan within milliseconds; a second is for a loaded
+	// machine).
+	hold.letGo()
+	select {
+	case got := <-hold.outcome:
+		t.Logf("the held GET: %s", got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the held GET did not end within 10s of its release")
+	}
+	drive(t, ctx, "settle", chromedp.Sleep(time.Second))
+	if h1, name := js[string](t, ctx, `document.querySelector('h1').textContent`),
+		js[string](t, ctx, `document.querySelector('#plan-form [name="name"]').value`); h1 != "New plan" || name != fresh {
+		t.Errorf("after the slow plan's answer the console shows %q with name %q, want 'New plan' with %q", h1, name, fresh)
+	}
+
+	// The save goes where the operator meant: a new plan, the old one as
+	// it was.
+	drive(t, ctx, "save", clearFlash, chromedp.Click(css(`#save`)), waitShown(`[data-flash]`))
+	if resp, body := p.adminGet(t, "/admin/plans/"+fresh); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET the new plan = %d %s, want 200: the save did not create it", resp.StatusCode, body)
+	} else {
+		var got rules.Plan
+		if err := json.Unmarshal(body, &got); err != nil || got.Version != 1 || got.Limit != 50 || got.Period != rules.Period(time.Hour) {
+			t.Errorf("the new plan = %+v (%v), want version 1, 50/1h", got, err)
+		}
+	}
+	var was rules.Plan
+	p.adminJSON(t, http.MethodGet, "/admin/plans/"+old, nil, http.StatusOK, &was)
+	if was.Version != 1 || was.Limit != 10 || was.Description != "as loaded" {
+		t.Errorf("the old plan after the save = %+v, want version 1, limit 10, as loaded", was)
+	}
+	if !t.Failed() {
+		drive(t, ctx, "the new plan's page", waitJS(`document.querySelector('h1 code')?.textContent === `+strconv.Quote(fresh)))
+	}
+}
+
+// holdProxy serves sluice local's console and admin API through a proxy
+// that holds the first GET of one path until the test calls letGo: an
+// admin API slow on purpose, for as long as the test needs.
+type holdProxy struct {
+	url     string        // the proxy's base URL, for the browser
+	held    chan struct{} // closed when the GET arrives
+	release chan struct{} // closed by letGo
+	letGo   func()        // lets the GET go on (again: nothing); at the latest when the test ends
+	// outcome receives, once, what became of the GET after its release:
+	// "delivered" (answered to the browser) or "abandoned" (the browser
+	// had cancelled it).
+	outcome chan string
+}
+
+// newHoldProxy starts a holdProxy in front of base, holding path.
+func newHoldProxy(t *testing.T, base, path string) *holdProxy {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdProxy{held: make(chan struct{}), release: make(chan struct{}), outcome: make(chan string, 1)}
+	h.letGo = sync.OnceFunc(func() { close(h.release) })
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mine := false
+		if r.Method == http.MethodGet && r.URL.Path == path {
+			first.Do(func() { mine = true })
+		}
+		if !mine {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		close(h.held)
+		<-h.release
+		if r.Context().Err() != nil {
+			h.outcome <- "abandoned: the browser cancelled it before it was released"
+			return
+		}
+		proxy.ServeHTTP(w, r)
+		h.outcome <- "delivered to the browser"
+	}))
+	// A test that stops early lets the GET go, or Close would wait on it.
+	t.Cleanup(func() { h.letGo(); srv.Close() })
+	h.url = srv.URL
+	return h
 }
 
 // TestConsoleViews checks, in headless chromium against `sluice local`,
