@@ -13,7 +13,10 @@
 --               (charge.lua's body, then lease.lua)
 --
 -- (lease_return.lua, which gives a lease's unused tokens back, stands
--- alone: it reads the stored forms below strictly, and converts nothing.)
+-- alone: it reads the stored forms below strictly, and converts nothing.
+-- charge_one.lua, the charge of one enforcing token bucket, stands alone
+-- too, straight through; it and step 1 below read a stored value by one
+-- text, stored.lua, which script.go puts in both.)
 --
 -- A token bucket holds up to <burst> tokens and refills <limit> tokens
 -- every <period>, continuously. A quota holds <limit> tokens per calendar
@@ -228,39 +231,9 @@ for i = 1, n do
 			-- No key, or a value that is not one of the two forms: full.
 			local v = redis.call('GET', KEYS[i])
 			if v then
-				-- The stored form first: a tonumber of the whole value would
-				-- read its first number before failing at the space (no value
-				-- of three fields is a number).
-				local tat, Ts, bs = nil, T, burst
-				local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
-				if a then
-					tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
-					-- Not a number (nil), NaN, 0, negative or inf: full.
-					if not (Ts and bs and Ts > 0 and Ts < HUGE and bs > 0 and bs < HUGE) then
-						tat = nil
-					end
-				else
-					-- The previous version's "<tat>" (or anything else: full).
-					tat = tonumber(v)
-				end
-				-- Else full (tat nil or NaN, or in the past): TIME may even
-				-- have gone back (failover).
-				if tat and tat > at then
-					at = tat
-					if Ts ~= T or bs ~= burst then
-						-- New numbers: keep what was used (at most the new
-						-- burst), and write it back even on a deny.
-						local used = (at - now) / Ts
-						if used > burst then
-							used = burst
-						end
-						at = now + used * T
-						px = ceil((at - now) / 1000) + 1
-						if px > MAX_MS then
-							px = MAX_MS
-						end
-						px = format('%d', px)
-					end
+				-- #include stored.lua
+				if px then
+					px = format('%d', px)
 				end
 			end
 			h = (now - at) / T + burst

@@ -22,7 +22,7 @@ local t = redis.call('TIME')
 -- now: microseconds since 2024-01-01 UTC (bucket.lua).
 local now = (t[1] - 1704067200) * 1000000 + t[2]
 local MAX_MS = 3153600000000
-local ceil, format = math.ceil, string.format
+local ceil, format, match, HUGE = math.ceil, string.format, string.match, math.huge
 local cs, limit = ARGV[1], tonumber(ARGV[2])
 local cost = 1
 if cs ~= '1' then
@@ -41,30 +41,7 @@ end
 local at, px = now, false
 local v = redis.call('GET', KEYS[1])
 if v then
-	local tat, Ts, bs = nil, T, burst
-	local a, b, c = string.match(v, '^(%S+) (%S+) (%S+)$')
-	if a then
-		tat, Ts, bs = tonumber(a), tonumber(b), tonumber(c)
-		if not (Ts and bs and Ts > 0 and Ts < math.huge and bs > 0 and bs < math.huge) then
-			tat = nil
-		end
-	else
-		tat = tonumber(v)
-	end
-	if tat and tat > at then
-		at = tat
-		if Ts ~= T or bs ~= burst then
-			local used = (at - now) / Ts
-			if used > burst then
-				used = burst
-			end
-			at = now + used * T
-			px = ceil((at - now) / 1000) + 1
-			if px > MAX_MS then
-				px = MAX_MS
-			end
-		end
-	end
+	-- #include stored.lua
 end
 local h = (now - at) / T + burst
 

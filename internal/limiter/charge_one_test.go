@@ -40,7 +40,7 @@ func newChargePair(t testing.TB) *chargePair {
 		}
 		return redis.NewScript(strings.Replace(src, call, fmt.Sprintf("{'%d', '%d'}", fixedSec, fixedUsec), 1))
 	}
-	p := &chargePair{c: c, prefix: testPrefix(t, c), general: fixed(chargeSrc), one: fixed(chargeOneLua)}
+	p := &chargePair{c: c, prefix: testPrefix(t, c), general: fixed(chargeSrc), one: fixed(chargeOneSrc)}
 	for _, sc := range []*redis.Script{p.general, p.one} {
 		if err := sc.Load(context.Background(), c).Err(); err != nil {
 			t.Fatal(err)

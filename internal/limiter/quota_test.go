@@ -19,7 +19,7 @@ import (
 // written (a peek writes nothing) and never exists.
 func calendarScript(t *testing.T) *redis.Script {
 	t.Helper()
-	return redis.NewScript("local charging, every_end = false, true\n" + bucketLua + "local s, e = window(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[1]))\nreturn string.format('%d %d', s, e)")
+	return redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + "local s, e = window(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[1]))\nreturn string.format('%d %d', s, e)")
 }
 
 // us2024 is t in the script's time: microseconds since 2024-01-01 UTC.

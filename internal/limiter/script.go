@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ var (
 	chargeLua string
 	//go:embed charge_one.lua
 	chargeOneLua string
+	//go:embed stored.lua
+	storedLua string
 	//go:embed peek.lua
 	peekLua string
 	//go:embed usage.lua
@@ -36,25 +39,41 @@ var (
 	//go:embed lease_return.lua
 	leaseReturnLua string
 
+	// bucketSrc is bucket.lua with stored.lua in it (withStored).
+	bucketSrc = withStored(bucketLua)
 	// chargeScript checks and charges a request's buckets (Allow).
-	chargeSrc    = "local charging, every_end = true, false\n" + bucketLua + chargeLua + "return out\n"
+	chargeSrc    = "local charging, every_end = true, false\n" + bucketSrc + chargeLua + "return out\n"
 	chargeScript = redis.NewScript(chargeSrc)
 	// chargeOneScript is chargeScript for the commonest request, one
 	// enforcing token bucket without a floor, straight through (chargeFor).
-	chargeOneScript = redis.NewScript(chargeOneLua)
+	chargeOneSrc    = withStored(chargeOneLua)
+	chargeOneScript = redis.NewScript(chargeOneSrc)
 	// peekScript reports them as a cost-1 request would see them,
 	// writing nothing (Peek, and Allow with cost 0).
-	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + peekLua)
+	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + peekLua)
 	// usageScript charges or refunds usage known after a response
 	// (Charge).
-	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketLua + usageLua)
+	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + usageLua)
 	// leaseScript is the charge of a token lease of a request with a
 	// quota (lease.go): the charge, reading every quota's window end,
 	// whose reply goes on to name them (lease.lua).
-	leaseScript = redis.NewScript("local charging, every_end = true, true\n" + bucketLua + chargeLua + leaseLua)
+	leaseScript = redis.NewScript("local charging, every_end = true, true\n" + bucketSrc + chargeLua + leaseLua)
 	// leaseReturnScript gives a lease's unused tokens back.
 	leaseReturnScript = redis.NewScript(leaseReturnLua)
 )
+
+// withStored returns src with stored.lua where it says so: the reading of
+// a token bucket's stored value, one text for bucket.lua's loop and
+// charge_one.lua's straight line (a function would cost every call a
+// closure; see bucket.lua). A source without the line is a mistake of
+// this package's, caught at its first test.
+func withStored(src string) string {
+	const mark = "-- #include stored.lua\n"
+	if strings.Count(src, mark) != 1 {
+		panic("limiter: a script source without its one \"" + strings.TrimSpace(mark) + "\" line")
+	}
+	return strings.Replace(src, mark, storedLua, 1)
+}
 
 // run is the script step of Allow: it charges cost to every bucket of bs
 // (peeks when cost is 0) and parses the reply. That is one call over every

@@ -28,7 +28,7 @@ import (
 // median of many rounds are what make a few percent visible. The old
 // version is a directory holding its bucket.lua and charge.lua:
 //
-//	mkdir -p /tmp/old && for f in bucket charge; do git show main:internal/limiter/$f.lua > /tmp/old/$f.lua; done
+//	mkdir -p /tmp/old && for f in bucket charge stored; do git show main:internal/limiter/$f.lua > /tmp/old/$f.lua 2>/dev/null; done
 //	SLUICE_SCRIPT_AB=/tmp/old SLUICE_SCRIPT_AB_ROUNDS=60 scripts/testenv.sh go test -count=1 -run TestChargeScriptAB -v ./internal/limiter/
 func TestChargeScriptAB(t *testing.T) {
 	dir := os.Getenv("SLUICE_SCRIPT_AB")
@@ -54,8 +54,13 @@ func TestChargeScriptAB(t *testing.T) {
 	bs := []Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
 	// The new side is what this tree runs for the request (chargeFor:
 	// charge_one.lua for this one token bucket).
+	oldBucket := string(old[0])
+	if st, err := os.ReadFile(filepath.Join(dir, "stored.lua")); err == nil {
+		// A version with stored.lua (withStored): put it in.
+		oldBucket = strings.Replace(oldBucket, "-- #include stored.lua\n", string(st), 1)
+	}
 	scripts := [2]*redis.Script{
-		redis.NewScript("local charging, every_end = true, false\n" + string(old[0]) + string(old[1]) + "return out\n"),
+		redis.NewScript("local charging, every_end = true, false\n" + oldBucket + string(old[1]) + "return out\n"),
 		chargeFor(bs),
 	}
 	rdb := newPrivateClient(t, callers)
