@@ -341,8 +341,9 @@ func recovery(ops []Op, healAt int64, quiet time.Duration) time.Duration {
 }
 
 // propagation returns, for the slowest host, the time from ch.Ready to
-// the send of its last decision that still carried the old numbers of the
-// changed rule (0 when none came after Ready).
+// the send of its last decision that still enforced the old numbers of the
+// changed rule (0 when none came after Ready); a fail-open or fail-closed
+// answer, made without Redis, enforces none.
 func propagation(ops []Op, ch *Change) (time.Duration, []string) {
 	lastOld := map[string]int64{}
 	seenNew := map[string]bool{}
@@ -356,7 +357,12 @@ func propagation(ops []Op, ch *Change) (time.Duration, []string) {
 		}
 		if q == ch.Q {
 			seenNew[o.Host] = true
-		} else if o.Send > ch.Ready {
+		} else if o.Send > ch.Ready && !o.FailOpen && !o.FailClosed() {
+			// An old rule enforced after the change was ready. A
+			// fail-open or fail-closed answer enforced nothing: the host
+			// could not reach Redis yet (its connections still coming
+			// back after a partition), and the bound counts from when it
+			// can.
 			lastOld[o.Host] = max(lastOld[o.Host], o.Send)
 		}
 	}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,16 @@ func TestCheckService(t *testing.T) {
 	}
 	if res.Propagation != 90*time.Millisecond || len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "rule change") {
 		t.Errorf("propagation = %v, problems %q; want 90ms (last old at 590 ms) beyond the 50ms bound", res.Propagation, res.Problems)
+	}
+	// d2 answers with the old rule at 800 ms, but failed open (it could
+	// not reach Redis yet): it enforced nothing, so it does not count
+	// (else propagation would be 300ms); nor does a fail-closed deny.
+	late := at("d2", "s", "GET /x", 800, true)
+	late.Policy, late.FailOpen = `"search";q=5;w=1`, true
+	closed := at("d3", "s", "GET /x", 850, false)
+	closed.Policy, closed.Reset = `"search";q=5;w=1`, 0 // a fail-closed deny
+	if p, _ := propagation(append(slices.Clone(ops), late, closed), &Change{Rule: "search", Q: 2, Ready: 500 * ms}); p != 90*time.Millisecond {
+		t.Errorf("propagation with d2 failing open and d3 failing closed on the old rule after the change = %v, want 90ms", p)
 	}
 	if q, ok := policyQ(`"a";q=5;w=1, "search";q=2;w=60`, "search"); !ok || q != 2 {
 		t.Errorf("policyQ = %d, %v; want 2", q, ok)

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -37,7 +36,7 @@ func TestInvokeDenialAttribution(t *testing.T) {
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
 	var logs bytes.Buffer
-	st := stats.New(stats.Options{})
+	st := newStats()
 	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
 
 	event := func(key, ip string) []byte {

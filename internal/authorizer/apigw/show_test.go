@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -35,7 +34,7 @@ func TestInvokeShownSubjects(t *testing.T) {
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
 	var logs bytes.Buffer
-	st := stats.New(stats.Options{})
+	st := newStats()
 	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st,
 		// Every kind, credentials included: the adapter must refuse those.
 		ShowSubjects: []identity.SourceKind{identity.SourceHeader, identity.SourceQuery, identity.SourceAPIKey,
@@ -130,7 +129,7 @@ func TestInvokeSubjectsHashedByDefault(t *testing.T) {
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}}})
 	var logs bytes.Buffer
-	st := stats.New(stats.Options{})
+	st := newStats()
 	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
 	ev := restSample(t)
 	for range 2 {
