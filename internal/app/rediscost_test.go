@@ -148,7 +148,7 @@ func TestRedisCost(t *testing.T) {
 	type sample struct{ cpu, usec, calls, extra float64 }
 	inner := map[string]map[string]cmdStat{} // the last round's other commands, per decision
 	got := map[string][]sample{}
-	ratio := map[string][][2]float64{} // per round: cpu and usec over PING's
+	ratio := map[string][][3]float64{} // per round: CPU over PING's, usec over redis_rate's and over PING's
 	for r := range rounds {
 		order := slices.Clone(cs)
 		if r%2 == 1 {
@@ -177,22 +177,23 @@ func TestRedisCost(t *testing.T) {
 			got[c.name] = append(got[c.name], s)
 		}
 		for _, c := range cs {
-			ratio[c.name] = append(ratio[c.name], [2]float64{round[c.name].cpu / round["ping"].cpu, round[c.name].usec / round["redis_rate"].usec})
+			ratio[c.name] = append(ratio[c.name], [3]float64{round[c.name].cpu / round["ping"].cpu, round[c.name].usec / round["redis_rate"].usec,
+				round[c.name].usec / round["ping"].usec})
 		}
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds × %d decisions, %d callers, %d subjects; medians (min–max)\n", rounds, n, callers, subjects)
-	fmt.Fprintf(&b, "| what | Redis CPU µs/decision | × PING | script usec_per_call | × redis_rate | script calls/decision | other commands, µs/decision (inside the script too) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| what | Redis CPU µs/decision | × PING | script usec_per_call | × redis_rate | × PING's | script calls/decision | other commands, µs/decision (inside the script too) |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range cs {
 		s := got[c.name]
 		col := func(f func(sample) float64) string { return spread(s, f) }
 		rc := func(k int) string {
-			return spread(ratio[c.name], func(x [2]float64) float64 { return x[k] })
+			return spread(ratio[c.name], func(x [3]float64) float64 { return x[k] })
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.name,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name,
 			col(func(x sample) float64 { return x.cpu }), rc(0),
-			col(func(x sample) float64 { return x.usec }), rc(1),
+			col(func(x sample) float64 { return x.usec }), rc(1), rc(2),
 			col(func(x sample) float64 { return x.calls }),
 			col(func(x sample) float64 { return x.extra }))
 	}
