@@ -53,7 +53,9 @@ import (
 // bucket ids and cost (a hash computed without allocating): a request of a
 // cold key pays one atomic word and touches no slot, so traffic spread over
 // many subjects, which never leases, costs what it costs with leasing off;
-// from the request before one that may lease, the key takes its slot. A lease is used only by requests with the same lease
+// from the request before one that may lease, the key takes its slot.
+//
+// A lease is used only by requests with the same lease
 // key, a seeded hash of the script's keys and arguments built by the same
 // code as every script call (call.build): the subject's digest, every
 // bucket's key, limit, period, burst and shadow flag, and the cost. A rule
