@@ -3,14 +3,16 @@
 -- shadow). Same arguments, stored form and reply as charge.lua; bucket.lua
 -- describes them, and what is said there of a token bucket holds here.
 -- script.go sends a request here only when it has that shape (chargeFor),
--- and TestChargeOneMatchesCharge holds the two scripts to the same replies
--- and the same stored values, state by state.
+-- and TestChargeOneMatchesCharge (and its fuzz target) holds the two
+-- scripts to the same replies and the same stored values, state by state.
+-- A stored value is read by stored.lua's text, the same as bucket.lua's.
 --
 -- Why a script of its own: Redis runs a script's every instruction, and
 -- charge.lua's loops, its table of bucket states and the branches for
--- quotas, shadows and floors cost a one-bucket allow about a third of its
--- Redis time (docs/authorizer.md, "Where a decision's Redis time goes").
--- This file runs straight through: TIME, GET, SET and the reply.
+-- quotas, shadows and floors cost a one-bucket allow about an eighth of
+-- its script time (paired, this file ÷ charge.lua 0.87; docs/authorizer.md,
+-- "Where a decision's Redis time goes"). This file runs straight through:
+-- TIME, GET, SET and the reply.
 --
 -- KEYS[1]  the bucket's key
 -- ARGV     <cost> <limit> <period> <burst> "0"; cost >= 1, limit > 0
