@@ -164,6 +164,15 @@ func js[T any](t *testing.T, ctx context.Context, expr string) T {
 	return value(t, ctx, expr, chromedp.Evaluate[T](expr))
 }
 
+// findSubject types subject into the top offenders page's find form and
+// submits it, in one evaluation: the page redraws what holds the form (a
+// resize, its 5 s refresh), and CI once saw a node one CDP call found gone
+// at the next ("Could not find node with given id").
+func findSubject(subject string) chromedp.Action[chromedp.Void] {
+	return evaluate(`(() => { document.getElementById('find-subject').value = ` + strconv.Quote(subject) +
+		`; document.getElementById('find-form').requestSubmit() })()`)
+}
+
 // clearFlash empties the flash area, so that waiting for the next flash
 // does not find the last one.
 var clearFlash = evaluate(`document.getElementById('flash').replaceChildren()`)
@@ -335,7 +344,7 @@ func TestConsoleBrowser(t *testing.T) {
 		waitShown(`#top-subjects tr[data-subject="`+hash+`"]`),
 		chromedp.WaitVisible(css(`#chart rect[data-kind="denied"]`)))
 	drive(t, ctx, "find a subject",
-		chromedp.SetValue(css(`#find-subject`), prefix+"0"), chromedp.Click(css(`#find`)),
+		findSubject(prefix+"0"),
 		waitShown(`#top-subjects tr.found[data-subject="`+hash+`"]`))
 	shot(t, ctx, dir, "stats", "#stats")
 	shot(t, ctx, dir, "find", "#find-form")
@@ -822,7 +831,7 @@ func TestConsoleViews(t *testing.T) {
 		// subject stays out of the URL.
 		hash := localSubjectHash(t, denied)
 		drive(t, ctx, "find the denied subject",
-			chromedp.SetValue(css(`#find-subject`), denied), chromedp.Click(css(`#find`)),
+			findSubject(denied),
 			waitShown(`#top-subjects tr.found[data-subject="`+hash+`"] [data-found]`),
 			waitShown(`#find-result[data-found="yes"]`))
 		if got := js[string](t, ctx, `document.querySelector('#find-result').textContent`); !strings.Contains(got, denied) || !strings.Contains(got, "#") {
@@ -838,7 +847,7 @@ func TestConsoleViews(t *testing.T) {
 		drive(t, ctx, "still marked after a refresh", chromedp.Sleep(5500*time.Millisecond),
 			waitShown(`#top-subjects tr.found[data-subject="`+hash+`"]`))
 		drive(t, ctx, "find a subject never denied",
-			chromedp.SetValue(css(`#find-subject`), "never-denied-"+testenv.Random(t)), chromedp.Click(css(`#find`)),
+			findSubject("never-denied-"+testenv.Random(t)),
 			chromedp.WaitVisible(css(`#find-result[data-found="no"]`)))
 		if n := js[int](t, ctx, `document.querySelectorAll('#top-subjects tr.found').length`); n != 0 {
 			t.Errorf("%d rows marked for a subject never denied, want 0", n)
