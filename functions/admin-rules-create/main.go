@@ -4,27 +4,9 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/app/adminmain"
 )
 
-func main() {
-	cfg, err := config.FromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "admin-rules-create: configuration: %v\n", err)
-		os.Exit(1)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "admin-rules-create: %v\n", err)
-		os.Exit(1)
-	}
-	lambda.Start(a.AdminHandler(admin.RouteCreateRule))
-}
+func main() { adminmain.Run("admin-rules-create", app.Administer, admin.RouteCreateRule, nil) }

@@ -9,36 +9,15 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/app/adminmain"
 	"github.com/sluicehq/sluice/internal/stats/insights"
 )
 
 func main() {
-	cfg, err := config.FromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "admin-subjects-find: configuration: %v\n", err)
-		os.Exit(1)
-	}
-	o := app.Options{Parts: app.Stats, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
-	if cfg.InsightsRulePrefix != "" {
-		r, err := insights.Load(context.Background(), cfg.InsightsRulePrefix)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "admin-subjects-find: %v\n", err)
-			os.Exit(1)
-		}
-		o.StatsReader = r
-	}
-	a, err := app.New(context.Background(), cfg, o)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "admin-subjects-find: %v\n", err)
-		os.Exit(1)
-	}
-	lambda.Start(a.AdminHandler(admin.RouteFindSubject))
+	adminmain.Run("admin-subjects-find", app.Stats, admin.RouteFindSubject, func(ctx context.Context, prefix string) (admin.StatsReader, error) {
+		return insights.Load(ctx, prefix)
+	})
 }
