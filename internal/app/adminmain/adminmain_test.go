@@ -32,3 +32,29 @@ func TestRunFailsNamingTheFunction(t *testing.T) {
 		t.Errorf("Run's output = %q, want one line naming admin-test and DEFAULT_LIMIT", s)
 	}
 }
+
+// TestOnlyInsightsMainsLinkCloudWatch: of the admin mains, only those that
+// pass a Contributor Insights reader link the CloudWatch SDK (adminmain
+// itself does not import it), so the other functions' packages stay small.
+func TestOnlyInsightsMainsLinkCloudWatch(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "../../../functions/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	readers := map[string]bool{"admin-stats": true, "admin-subjects-find": true}
+	seen := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		path, deps, _ := strings.Cut(line, " ")
+		name := path[strings.LastIndex(path, "/")+1:]
+		if !strings.HasPrefix(name, "admin-") {
+			continue
+		}
+		seen++
+		if links := strings.Contains(deps, "service/cloudwatch"); links != readers[name] {
+			t.Errorf("functions/%s links the CloudWatch SDK: %v, want %v", name, links, readers[name])
+		}
+	}
+	if seen < 17 {
+		t.Errorf("go list found %d admin mains, want 17", seen)
+	}
+}
