@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -88,9 +89,6 @@ func exactSetup(t *testing.T) setup {
 // exhausts, so no decision fails open (which would admit more).
 var exactOptions = ratelimit.Options{Timeout: 2 * time.Second}
 
-// ratelimitLeaseTTL is the lease TTL exactOptions leaves at its default.
-const ratelimitLeaseTTL = 250 * time.Millisecond
-
 // TestHandlerExactGoroutines sends 320 requests of one caller from 16
 // goroutines through the middleware over HTTP: exactly the rule's 60 are
 // admitted, no more (over-admission) and no fewer.
@@ -137,7 +135,7 @@ func TestHandlerExactProcesses(t *testing.T) {
 	switch {
 	case admitted+childAdmitted > exactLimit || odd+childOdd != 0:
 		t.Errorf("admitted %d + %d of 2×160 (%d, %d neither 200 nor 429), want exactly %d together", admitted, childAdmitted, odd, childOdd, exactLimit)
-	case admitted+childAdmitted < exactLimit && slowest > ratelimitLeaseTTL:
+	case admitted+childAdmitted < exactLimit && slowest > limiter.DefaultLeaseTTL: // exactOptions leaves the TTL at its default
 		// A process stalled beyond a lease's TTL (CI under load once):
 		// its lease's tokens went back while the other's deny was cached,
 		// which admits fewer, never more. Over-admission is still checked.
