@@ -102,12 +102,8 @@ func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []
 				n++
 			}
 		}
-		script := peekScript
-		if cost > 0 {
-			script = chargeFor(group[:n])
-		}
 		l.st.redisCalls.Add(1)
-		res, err := l.eval(ctx, script, &one, cost, group[:n])
+		res, err := l.eval(ctx, scriptFor(cost, group[:n]), &one, cost, group[:n])
 		if err != nil {
 			return reply{}, fmt.Errorf("subject %d of the request: %w", first, err)
 		}

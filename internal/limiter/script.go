@@ -83,12 +83,8 @@ func (l *Limiter) run(ctx context.Context, sub *subjects, cost int64, bs []Bucke
 	if l.cluster && sub.many && !sub.sameSubject(len(bs)) {
 		return l.runSplit(ctx, sub, cost, bs)
 	}
-	script := chargeFor(bs)
-	if cost == 0 {
-		script = peekScript
-	}
 	l.st.redisCalls.Add(1)
-	res, err := l.eval(ctx, script, sub, cost, bs)
+	res, err := l.eval(ctx, scriptFor(cost, bs), sub, cost, bs)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return reply{}, err
 	}
@@ -98,6 +94,15 @@ func (l *Limiter) run(ctx context.Context, sub *subjects, cost int64, bs []Bucke
 		return reply{}, perr
 	}
 	return r, err // the reply, and ErrNotReplicated when a durable charge was not acknowledged
+}
+
+// scriptFor is the script of an Allow of cost over bs: the peek for cost
+// 0, else chargeFor's.
+func scriptFor(cost int64, bs []Bucket) *redis.Script {
+	if cost == 0 {
+		return peekScript
+	}
+	return chargeFor(bs)
 }
 
 // chargeFor is the charge script for bs: charge_one.lua for one enforcing
