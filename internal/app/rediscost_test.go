@@ -53,8 +53,8 @@ func TestRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_REDIS_COST") != "1" {
 		t.Skip("SLUICE_REDIS_COST=1 runs it (minutes)")
 	}
-	n := envInt(t, "SLUICE_REDIS_COST_N", 100_000)
-	rounds := envInt(t, "SLUICE_REDIS_COST_ROUNDS", 5)
+	n := testenv.EnvInt(t, "SLUICE_REDIS_COST_N", 100_000)
+	rounds := testenv.EnvInt(t, "SLUICE_REDIS_COST_ROUNDS", 5)
 	const callers, subjects = 16, 10_000
 
 	srv := testenv.StartRedis(t)
@@ -146,7 +146,7 @@ func TestRedisCost(t *testing.T) {
 		})
 	}
 	type sample struct{ cpu, usec, calls, extra float64 }
-	inner := map[string]map[string]cmdStat{} // the last round's other commands, per decision
+	inner := map[string]map[string]testenv.CmdStat{} // the last round's other commands, per decision
 	got := map[string][]sample{}
 	ratio := map[string][][3]float64{} // per round: CPU over PING's, usec over redis_rate's and over PING's
 	for r := range rounds {
@@ -159,18 +159,18 @@ func TestRedisCost(t *testing.T) {
 			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			before := redisCPU(t, rdb)
+			before := testenv.RedisCPU(t, rdb)
 			if err := drive(ctx, callers, n, c.op); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
-			cpu := redisCPU(t, rdb) - before
-			stats := commandStats(t, rdb)
-			s := sample{cpu: cpu / float64(n) * 1e6, usec: stats[c.script].usec, calls: stats[c.script].calls / float64(n)}
-			inner[c.name] = map[string]cmdStat{}
+			cpu := testenv.RedisCPU(t, rdb) - before
+			stats := testenv.CommandStats(t, rdb)
+			s := sample{cpu: cpu / float64(n) * 1e6, usec: stats[c.script].Usec, calls: stats[c.script].Calls / float64(n)}
+			inner[c.name] = map[string]testenv.CmdStat{}
 			for name, st := range stats {
 				if name != c.script && !strings.HasPrefix(name, "config") && name != "info" {
-					s.extra += st.calls * st.usec / float64(n)
-					inner[c.name][name] = cmdStat{calls: st.calls / float64(n), usec: st.usec}
+					s.extra += st.Calls * st.Usec / float64(n)
+					inner[c.name][name] = testenv.CmdStat{Calls: st.Calls / float64(n), Usec: st.Usec}
 				}
 			}
 			round[c.name] = s
@@ -202,7 +202,7 @@ func TestRedisCost(t *testing.T) {
 		fmt.Fprintf(&b, "%-10s", c.name)
 		for _, name := range slices.Sorted(maps.Keys(inner[c.name])) {
 			st := inner[c.name][name]
-			fmt.Fprintf(&b, " %s %.3g×%.3g", name, st.calls, st.usec)
+			fmt.Fprintf(&b, " %s %.3g×%.3g", name, st.Calls, st.Usec)
 		}
 		b.WriteByte('\n')
 	}
@@ -250,58 +250,6 @@ func drive(ctx context.Context, callers, n int, op func(context.Context, int) er
 	return nil
 }
 
-// redisCPU returns Redis's used_cpu_user + used_cpu_sys, in seconds.
-func redisCPU(t *testing.T, c *redis.Client) float64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for line := range strings.SplitSeq(info, "\r\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("INFO cpu %s: %v", line, err)
-			}
-			sum += f
-		}
-	}
-	return sum
-}
-
-type cmdStat struct{ calls, usec float64 }
-
-// commandStats returns INFO commandstats by lowercase command name.
-func commandStats(t *testing.T, c *redis.Client) map[string]cmdStat {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]cmdStat{}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		var s cmdStat
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			f, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "calls":
-				s.calls = f
-			case "usec_per_call":
-				s.usec = f
-			}
-		}
-		out[name] = s
-	}
-	return out
-}
-
 // spread formats the median of xs by f, with its range.
 func spread[T any](xs []T, f func(T) float64) string {
 	v := make([]float64, len(xs))
@@ -314,17 +262,4 @@ func spread[T any](xs []T, f func(T) float64) string {
 		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	return fmt.Sprintf("%.3g (%.3g–%.3g)", med, v[0], v[len(v)-1])
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return v
 }

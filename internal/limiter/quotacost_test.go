@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestQuotaCostParts takes apart what two calendar quotas add to a
@@ -33,7 +35,7 @@ func TestQuotaCostParts(t *testing.T) {
 	if os.Getenv("SLUICE_QUOTA_COST") == "" {
 		t.Skip("SLUICE_QUOTA_COST=1 runs it")
 	}
-	rounds := roundsFromEnv(t, "SLUICE_QUOTA_COST_ROUNDS", 14)
+	rounds := testenv.EnvInt(t, "SLUICE_QUOTA_COST_ROUNDS", 14)
 	// BenchmarkAllow's buckets.
 	api := Bucket{ID: "api", Limit: 1_000_000, Period: time.Second}
 	route := Bucket{ID: "route", Limit: 1_000_000, Period: time.Second}

@@ -39,7 +39,7 @@ func TestChargeScriptAB(t *testing.T) {
 		}
 		old[i] = b
 	}
-	rounds := roundsFromEnv(t, "SLUICE_SCRIPT_AB_ROUNDS", 60)
+	rounds := testenv.EnvInt(t, "SLUICE_SCRIPT_AB_ROUNDS", 60)
 	bs := []Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
 	// The new side is what this tree runs for the request (chargeFor:
 	// charge_one.lua for this one token bucket).
@@ -91,7 +91,7 @@ func pairedCost(t *testing.T, rounds, per int, sides []costSide) []costRatios {
 		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		before := infoCPU(t, rdb)
+		before := testenv.RedisCPU(t, rdb)
 		start := time.Now()
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -116,17 +116,8 @@ func pairedCost(t *testing.T, rounds, per int, sides []costSide) []costRatios {
 		}
 		wg.Wait()
 		rate = float64(per) / time.Since(start).Seconds()
-		cpu = (infoCPU(t, rdb) - before) / float64(per) * 1e6
-		for line := range strings.SplitSeq(rdb.Info(ctx, "commandstats").Val(), "\r\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
-				for kv := range strings.SplitSeq(rest, ",") {
-					if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-						usec, _ = strconv.ParseFloat(v, 64)
-					}
-				}
-			}
-		}
-		return usec, cpu, rate
+		cpu = (testenv.RedisCPU(t, rdb) - before) / float64(per) * 1e6
+		return testenv.CommandStats(t, rdb)["evalsha"].Usec, cpu, rate
 	}
 	for v := range sides {
 		run(v) // warm up: load every script, make the keys
@@ -164,36 +155,4 @@ func newPrivateClient(t *testing.T, poolSize int) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr, PoolSize: poolSize, Protocol: 2, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// infoCPU returns Redis's used_cpu_user + used_cpu_sys, in seconds.
-func infoCPU(t *testing.T, c *redis.Client) float64 {
-	t.Helper()
-	var sum float64
-	for line := range strings.SplitSeq(c.Info(context.Background(), "cpu").Val(), "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("INFO cpu %s: %v", line, err)
-			}
-			sum += f
-		}
-	}
-	return sum
-}
-
-// roundsFromEnv is the number of rounds the variable name asks for, def
-// when it is unset.
-func roundsFromEnv(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 2 {
-		t.Fatalf("%s=%q: want an integer >= 2", name, s)
-	}
-	return n
 }
