@@ -72,9 +72,7 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 		n.subnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
 	}
 
-	for _, g := range p.SecurityGroups {
-		n.groups = append(n.groups, g)
-	}
+	n.groups = append(n.groups, p.SecurityGroups...)
 	for i, id := range p.SecurityGroupIDs {
 		n.groups = append(n.groups, awsec2.SecurityGroup_FromSecurityGroupId(stack, jsii.String(fmt.Sprintf("FunctionsSg%d", i)), jsii.String(id), nil))
 	}

@@ -264,13 +264,13 @@ func (r *reach) placement(fn string) fnVpc {
 // vpcOfSubnets returns the VPC of the first subnet: its logical id, or
 // "byo" for a literal subnet id.
 func (r *reach) vpcOfSubnets(subnets []any) string {
-	for _, s := range subnets {
-		if id := refID(s); id != "" {
-			return refID(r.props(id)["VpcId"])
-		}
-		return "byo"
+	if len(subnets) == 0 {
+		return ""
 	}
-	return ""
+	if id := refID(subnets[0]); id != "" {
+		return refID(r.props(id)["VpcId"])
+	}
+	return "byo"
 }
 
 func (r *reach) check(fn string, d dependency) string {

@@ -234,6 +234,7 @@ func (p *StackProps) byoDatabase() bool { return p.DatabaseURL != "" || p.Databa
 func (p *StackProps) validate() error {
 	var errs []error
 	if p.Profile != "" && p.Profile != "production" && p.Profile != "small" {
+		//lint:ignore ST1005 it names the field, as the caller spells it
 		errs = append(errs, fmt.Errorf("Profile %q: want production or small", p.Profile))
 	}
 	if p.NoVpc && p.RedisURL == "" {

@@ -130,7 +130,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	byKey := func(r *http.Request) string { return r.Header.Get("X-Api-Key") }
 	ululeMW := ululehttp.NewMiddleware(ulule.New(store, ulule.Rate{Period: time.Second, Limit: 1_000_000_000}), ululehttp.WithKeyGetter(byKey))
-	httprateMW := httprate.Limit(1_000_000_000, time.Second, httprate.WithKeyFuncs(func(r *http.Request) (string, error) { return byKey(r), nil }))
+	httprateMW := httprate.LimitBy(1_000_000_000, time.Second, func(r *http.Request) (string, error) { return byKey(r), nil })
 
 	contenders := []struct {
 		name string

@@ -216,6 +216,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey)
 	}
 	if src, err := identity.ParseSources(o.Sources); err == nil && (identity.HasKind(src, identity.SourcePrincipal) || identity.HasKind(src, identity.SourceContext)) {
+		//lint:ignore ST1005 it names the field, as the caller spells it
 		kerr = errors.Join(kerr, fmt.Errorf("Sources %q: principal and context:<key> read an authorizer's answer: set ContextKey for the authorizer wrappers, and header, query, apikey, ip or jwt sources here", o.Sources))
 		env["SUBJECT_SOURCES"] = "" // said here; config would ask for an UPSTREAM_AUTHORIZER
 	}

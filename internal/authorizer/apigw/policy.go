@@ -116,6 +116,7 @@ func kindName(b []byte) string {
 func (s *Statement) check() error {
 	switch {
 	case !strings.EqualFold(s.Effect, "Allow") && !strings.EqualFold(s.Effect, "Deny"):
+		//lint:ignore ST1005 it names the policy's JSON field, as AWS spells it
 		return fmt.Errorf("Effect %q is not Allow or Deny", s.Effect)
 	case (len(s.Action) == 0) == (len(s.NotAction) == 0):
 		return errors.New("want exactly one of Action and NotAction")
