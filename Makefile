@@ -28,7 +28,7 @@ check: ## the quick tier: vet, every test with -short, -race only where concurre
 	PATH="$(NODE):$$PATH" scripts/testenv.sh scripts/check.sh
 
 .PHONY: test
-test: ## install/start Redis and PostgreSQL, then vet and run every test with -race: the CI gate
+test: ## install/start Redis and PostgreSQL, then lint (gofmt, vet, staticcheck) and run every test with -race: the CI gate
 	PATH="$(NODE):$$PATH" scripts/testenv.sh scripts/test.sh
 
 .PHONY: bench
@@ -49,10 +49,8 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; n
 	scripts/fuzz.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+lint: ## gofmt, go vet and staticcheck (make test runs it first)
+	GO=$(GO) scripts/lint.sh
 
 .PHONY: build
 build: $(FUNCTIONS:%=build-%) ## build every Lambda as bootstrap for linux/arm64 (deploy) and the host arch (tests)

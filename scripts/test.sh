@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test.sh is what `make test` runs inside scripts/testenv.sh: vet, then every
-# test with the race detector. Kept separate so CI and people run the same.
-# Never -short: this is the gate, and the tests `make check` skips run here.
+# test.sh is what `make test` runs inside scripts/testenv.sh: lint (gofmt,
+# vet, staticcheck: scripts/lint.sh), then every test with the race
+# detector. Kept separate so CI and people run the same. Never -short: this
+# is the gate, and the tests `make check` skips run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go vet ./...
+scripts/lint.sh
 go test -race -count=1 -timeout 12m ./...
