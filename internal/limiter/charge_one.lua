@@ -24,7 +24,7 @@ local t = redis.call('TIME')
 -- now: microseconds since 2024-01-01 UTC (bucket.lua).
 local now = (t[1] - 1704067200) * 1000000 + t[2]
 local MAX_MS = 3153600000000
-local ceil, format, match, HUGE = math.ceil, string.format, string.match, math.huge
+local tonumber, ceil, format, match, HUGE = tonumber, math.ceil, string.format, string.match, math.huge
 local cs, limit = ARGV[1], tonumber(ARGV[2])
 local cost = 1
 if cs ~= '1' then

@@ -62,8 +62,12 @@ func (p *chargePair) compare(t testing.TB, b Bucket, cost int64, stored string, 
 	p.n++
 	keys := [2]string{p.prefix + "g" + strconv.Itoa(p.n), p.prefix + "o" + strconv.Itoa(p.n)}
 	defer p.c.Del(ctx, keys[0], keys[1])
-	args := []any{strconv.FormatInt(cost, 10), strconv.FormatInt(b.Limit, 10),
-		strconv.FormatInt(periodMicros(b.Period), 10), strconv.FormatInt(b.capacity(), 10), "0"}
+	// The arguments as every call builds them (appendArgs).
+	buf, ends := appendArgs(nil, nil, cost, []Bucket{b})
+	args := make([]any, len(ends))
+	for i, from := 0, 0; i < len(ends); i++ {
+		args[i], from = string(buf[from:ends[i]]), ends[i]
+	}
 	var reply, after [2]string
 	var exp [2]int64 // PEXPIRETIME: Unix ms, or -1 (none), -2 (no key)
 	for s, script := range []*redis.Script{p.general, p.one} {
