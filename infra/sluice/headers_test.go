@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/infra/sluice"
+	"github.com/sluicehq/sluice/internal/denial"
 )
 
 // TestGatewayResponseDialects synthesizes one stack per RateLimitHeaders
@@ -69,12 +70,15 @@ func TestGatewayResponseDialects(t *testing.T) {
 			}
 			var got any
 			var env any
+			bodies := map[string]any{}
 			for _, r := range js["Resources"].(map[string]any) {
 				r := r.(map[string]any)
 				props, _ := r["Properties"].(map[string]any)
 				switch r["Type"] {
 				case "AWS::ApiGateway::GatewayResponse":
-					if props["ResponseType"] == "ACCESS_DENIED" {
+					typ, _ := props["ResponseType"].(string)
+					bodies[typ] = props["ResponseTemplates"].(map[string]any)["application/json"]
+					if typ == "ACCESS_DENIED" {
 						got = props["ResponseParameters"]
 					}
 				case "AWS::Lambda::Function":
@@ -85,6 +89,15 @@ func TestGatewayResponseDialects(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("429 ResponseParameters (-want +got):\n%s", diff)
+			}
+			// The bodies are internal/denial's, which sluice local renders
+			// (its test holds the two equal).
+			wantBodies := map[string]any{
+				"ACCESS_DENIED": denial.TooManyRequests(0).Template(),
+				"UNAUTHORIZED":  denial.Unauthorized().Template(),
+			}
+			if diff := cmp.Diff(wantBodies, bodies); diff != "" {
+				t.Errorf("gateway response bodies (-want +got):\n%s", diff)
 			}
 			if env != tt.env {
 				t.Errorf("RATELIMIT_HEADERS = %v, want %v", env, tt.env)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/denial"
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
@@ -222,9 +223,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && err.Error() == authapigw.ErrUnauthorized.Error():
 		// API Gateway answers 401 when the authorizer fails with exactly
-		// the message "Unauthorized" (the CDK gateway response adds this
+		// the message "Unauthorized" (with the CDK gateway response's
 		// body); it reads the message, not a Go error value.
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Unauthorized", "requestId": requestID})
+		writeDenial(w, denial.Unauthorized(), denial.Context{RequestID: requestID})
 		return
 	case err != nil:
 		g.log.ErrorContext(r.Context(), "authorizer failed", slog.String("requestId", requestID), slog.String("error", err.Error()))
@@ -234,43 +235,29 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctxv := resp.Context
 	if !authapigw.Evaluate(resp.PolicyDocument, ev.MethodArn) {
-		// The CDK ACCESS_DENIED gateway response (sluice.TooManyRequestsBody):
-		// 429, the RateLimit headers and a body of strings read from the
-		// authorizer context.
-		g.setRateLimitHeaders(w.Header(), ctxv, true)
-		writeJSON(w, http.StatusTooManyRequests, map[string]any{
-			"message":    "Too Many Requests",
-			"retryAfter": contextString(ctxv, authapigw.KeyRetryAfter),
-			"limit":      contextString(ctxv, authapigw.KeyLimit),
-			"remaining":  contextString(ctxv, authapigw.KeyRemaining),
-			"reset":      contextString(ctxv, authapigw.KeyReset),
-			"rule":       contextString(ctxv, authapigw.KeyRule),
-			"requestId":  requestID,
-		})
+		// The CDK ACCESS_DENIED gateway response: 429, the RateLimit
+		// headers and a body of strings read from the authorizer context.
+		writeDenial(w, denial.TooManyRequests(g.headers), denial.Context{RequestID: requestID, Authorizer: contextStrings(ctxv)})
 		return
 	}
-	g.setRateLimitHeaders(w.Header(), ctxv, false)
+	g.setRateLimitHeaders(w.Header(), ctxv)
 	echo(w, r, ev, resp)
 }
 
-// setRateLimitHeaders copies the fields of the chosen header dialects (and,
-// on a deny, Retry-After) from the authorizer context, as the construct's
-// gateway response maps them. On an allow they are sent only when a rule
-// applied: API Gateway itself adds them to no allowed response, the local
-// gateway does to show the numbers.
-func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any, deny bool) {
+// setRateLimitHeaders copies the fields of the chosen header dialects of an
+// allowed request from the authorizer context, as the construct's gateway
+// response would map them on a deny, when a rule applied: API Gateway
+// itself adds them to no allowed response, the local gateway does to show
+// the numbers.
+func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any) {
 	dialects := g.headers
 	if dialects == 0 {
 		dialects = headers.Default
 	}
-	if !deny && contextString(ctxv, authapigw.KeyRule) == "" {
+	if contextString(ctxv, authapigw.KeyRule) == "" {
 		return
 	}
-	fields := dialects.Fields()
-	if deny {
-		fields = append(fields, headers.RetryAfter)
-	}
-	for _, f := range fields {
+	for _, f := range dialects.Fields() {
 		// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
 		// Field names are case-insensitive, but people read them.
 		if v := contextString(ctxv, f.Key); v != "" {
@@ -279,8 +266,29 @@ func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any, deny b
 	}
 }
 
-// contextString renders an authorizer context value the way API Gateway
-// substitutes $context.authorizer.<key>: numbers and booleans as text.
+// writeDenial answers with r rendered for c, byte for byte what API
+// Gateway sends for the construct's gateway response.
+func writeDenial(w http.ResponseWriter, r denial.Response, c denial.Context) {
+	fields, body := r.Render(c)
+	for name, v := range fields {
+		// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
+		w.Header()[name] = v
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(r.Status)
+	w.Write(body) //nolint:errcheck // the client has gone
+}
+
+// contextStrings is the authorizer context with each value as API Gateway
+// writes it into a gateway response.
+func contextStrings(ctxv map[string]any) map[string]string {
+	m := make(map[string]string, len(ctxv))
+	for k := range ctxv {
+		m[k] = contextString(ctxv, k)
+	}
+	return m
+}
+
 func contextString(ctxv map[string]any, key string) string {
 	switch v := ctxv[key].(type) {
 	case nil:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/denial"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
@@ -156,10 +158,37 @@ func TestGatewayEventAndPolicy(t *testing.T) {
 					t.Errorf("429 RateLimit-Policy = %q", got)
 				}
 			}
+			// The body is internal/denial's, as API Gateway fills the
+			// construct's template (denial's test holds the two equal).
+			id := w.Header().Get("X-Amzn-Requestid")
+			wantBody := map[int]string{
+				429: `{"message":"Too Many Requests","retryAfter":"7","limit":"3","remaining":"0","reset":"60","rule":"r","requestId":"` + id + `"}`,
+				401: `{"message":"Unauthorized","requestId":"` + id + `"}`,
+			}[tt.status]
+			if wantBody != "" {
+				if got := w.Body.String(); got != wantBody {
+					t.Errorf("%d body = %s, want %s", tt.status, got, wantBody)
+				}
+				if got := w.Header().Get("Content-Length"); got != strconv.Itoa(len(wantBody)) {
+					t.Errorf("%d Content-Length = %s, want %d", tt.status, got, len(wantBody))
+				}
+				if got := w.Header().Get("Content-Type"); got != "application/json" {
+					t.Errorf("%d Content-Type = %q, want application/json", tt.status, got)
+				}
+			}
 			if tt.status == 200 && hdr(w.Header(), "RateLimit") != `"r";r=0;t=60` {
 				t.Errorf("200 RateLimit = %q, want the context's", hdr(w.Header(), "RateLimit"))
 			}
 		})
+	}
+}
+
+// TestDenialKeys: the 429 body reads the rule id under the key the
+// authorizer writes it.
+func TestDenialKeys(t *testing.T) {
+	t.Parallel()
+	if denial.KeyRule != authapigw.KeyRule {
+		t.Errorf("denial.KeyRule = %q, want authapigw.KeyRule %q", denial.KeyRule, authapigw.KeyRule)
 	}
 }
 
