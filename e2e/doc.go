@@ -10,9 +10,9 @@
 //     the AWS Lambda Runtime Interface Emulator (go tool aws-lambda-rie),
 //     configured from the environment as in Lambda and invoked over HTTP
 //     with the samples: the authorizer and check on a seeded database;
-//     migrate on an empty database, which it migrates; then
-//     admin-plans-create, admin-rules-create, -get and -list on that
-//     database. SLUICE_BUILD_DIR points at prebuilt binaries
+//     migrate on an empty database, which it migrates; then admin-write
+//     (POST /plans, POST /rules) and admin-read (GET /rules/{id}, GET
+//     /rules, and a POST /rules it must refuse) on that database. SLUICE_BUILD_DIR points at prebuilt binaries
 //     (<dir>/<function>/bootstrap; relative to e2e/, so best absolute,
 //     such as $PWD/build/host from the module root); without it the test
 //     builds them into a temporary directory. Linux only.

@@ -28,6 +28,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	sluiceapp "github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/rulesync"
@@ -317,8 +318,9 @@ func (e *emulator) invoke(t testing.TB, payload []byte) []byte {
 // TestEmulator runs bootstraps under the emulator with configuration from
 // the environment and checks their replies to the samples: the authorizer
 // and check on a seeded database; migrate on an empty one, which it
-// migrates; then admin functions (plans-create, rules-create, rules-get,
-// rules-list) on the database migrate made.
+// migrates; then admin-write (plans-create, rules-create) and admin-read
+// (rules-get, rules-list, and a misrouted write) on the database migrate
+// made.
 func TestEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")
@@ -339,7 +341,7 @@ func TestEmulator(t *testing.T) {
 	}
 
 	start := time.Now()
-	prebuild(t, "authorizer", "check", "migrate", "admin-plans-create", "admin-rules-create", "admin-rules-get", "admin-rules-list")
+	prebuild(t, "authorizer", "check", "migrate", admin.FunctionWrite, admin.FunctionRead)
 	t.Logf("binaries ready in %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("authorizer", func(t *testing.T) {
@@ -507,10 +509,11 @@ func testMigrate(t *testing.T, dbURL string) {
 	}
 }
 
-// testAdmin runs admin bootstraps configured by env on a migrated database:
-// it creates the sample plan and rule, a rule on that plan, reads the rule
-// back and lists the sample API's rules, and checks that the rules
-// authorizers load were published to Redis.
+// testAdmin runs the admin-write and admin-read bootstraps configured by
+// env on a migrated database: it creates the sample plan and rule, a rule
+// on that plan, reads the rule back and lists the sample API's rules,
+// checks that the rules authorizers load were published to Redis, and
+// that admin-read refuses a write sent to it (404, nothing written).
 func testAdmin(t *testing.T, env map[string]string) {
 	ctx := context.Background()
 	snaps := rulesync.NewSnapshots(testenv.Client(t, env["REDIS_URL"], nil), rulesync.SnapshotsOptions{Prefix: env["REDIS_PREFIX"]})
@@ -519,12 +522,12 @@ func testAdmin(t *testing.T, env map[string]string) {
 		t.Fatal(err)
 	}
 	emu := map[string]*emulator{}
-	for _, f := range []string{"admin-plans-create", "admin-rules-create", "admin-rules-get", "admin-rules-list"} {
+	for _, f := range []string{admin.FunctionWrite, admin.FunctionRead} {
 		emu[f] = startEmulator(t, bootstrap(t, f), env)
 	}
 
 	// POST /plans: the sample's gold plan.
-	resp := invokeProxy(t, emu["admin-plans-create"], readSample(t, "admin-plans-create.json"))
+	resp := invokeProxy(t, emu[admin.FunctionWrite], readSample(t, "admin-write-plans-create.json"))
 	var plan rules.Plan
 	checkProxy(t, "POST /plans", resp, 201, &plan)
 	if resp.Headers["Location"] != "/plans/gold" || resp.Headers["Etag"] != `"1"` ||
@@ -533,15 +536,15 @@ func testAdmin(t *testing.T, env map[string]string) {
 	}
 
 	// POST /rules: the sample's inline rule, stored as sent, defaults filled.
-	raw := readSample(t, "admin-rules-create.json")
+	raw := readSample(t, "admin-write-rules-create.json")
 	var ev events.APIGatewayProxyRequest
-	decodeStrict(t, "admin-rules-create.json", &ev)
+	decodeStrict(t, "admin-write-rules-create.json", &ev)
 	var want rules.Rule
 	if err := json.Unmarshal([]byte(ev.Body), &want); err != nil {
 		t.Fatal(err)
 	}
 	want.Normalize()
-	resp = invokeProxy(t, emu["admin-rules-create"], raw)
+	resp = invokeProxy(t, emu[admin.FunctionWrite], raw)
 	var created rules.Rule
 	checkProxy(t, "POST /rules", resp, 201, &created)
 	want.ID, want.Version, want.CreatedAt, want.UpdatedAt = created.ID, 1, created.CreatedAt, created.UpdatedAt
@@ -566,13 +569,13 @@ func testAdmin(t *testing.T, env map[string]string) {
 		}
 		return b
 	}
-	resp = invokeProxy(t, emu["admin-rules-create"], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-gold","plan":"gold"}`))
+	resp = invokeProxy(t, emu[admin.FunctionWrite], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-gold","plan":"gold"}`))
 	var onPlan rules.Rule
 	checkProxy(t, "POST /rules with plan gold", resp, 201, &onPlan)
 	if onPlan.Plan != "gold" || onPlan.Limit != nil || onPlan.Period != 0 || onPlan.ID == "" {
 		t.Errorf("POST /rules with plan gold = %+v; want a rule on the plan, without numbers of its own", onPlan)
 	}
-	resp = invokeProxy(t, emu["admin-rules-create"], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-x","plan":"platinum"}`))
+	resp = invokeProxy(t, emu[admin.FunctionWrite], withBody(`{"api":"`+want.API+`","route":"*","subject":"key-x","plan":"platinum"}`))
 	var problem struct {
 		Status int
 		Errors []rules.FieldError
@@ -584,24 +587,28 @@ func testAdmin(t *testing.T, env map[string]string) {
 
 	// GET /rules/{id}: the sample with the created id.
 	var getEv events.APIGatewayProxyRequest
-	decodeStrict(t, "admin-rules-get.json", &getEv)
+	decodeStrict(t, "admin-read-rules-get.json", &getEv)
 	sampleID := getEv.PathParameters["id"]
-	getRaw := readSample(t, "admin-rules-get.json")
+	getRaw := readSample(t, "admin-read-rules-get.json")
 	if sampleID == "" || !bytes.Contains(getRaw, []byte(sampleID)) {
-		t.Fatalf("admin-rules-get.json has no pathParameters.id to substitute")
+		t.Fatalf("admin-read-rules-get.json has no pathParameters.id to substitute")
 	}
-	resp = invokeProxy(t, emu["admin-rules-get"], bytes.ReplaceAll(getRaw, []byte(sampleID), []byte(created.ID)))
+	resp = invokeProxy(t, emu[admin.FunctionRead], bytes.ReplaceAll(getRaw, []byte(sampleID), []byte(created.ID)))
 	var got rules.Rule
 	checkProxy(t, "GET /rules/{id}", resp, 200, &got)
 	if diff := cmp.Diff(created, got); diff != "" || resp.Headers["Etag"] != `"1"` {
 		t.Errorf("GET /rules/%s = ETag %q, mismatch (-created +got):\n%s", created.ID, resp.Headers["Etag"], diff)
 	}
 	// The sample's own id names no rule: 404, not a 500.
-	resp = invokeProxy(t, emu["admin-rules-get"], getRaw)
+	resp = invokeProxy(t, emu[admin.FunctionRead], getRaw)
 	checkProxy(t, "GET /rules/{unknown id}", resp, 404, &problem)
 
 	// GET /rules?api=a1b2c3d4e5: both rules.
-	resp = invokeProxy(t, emu["admin-rules-list"], readSample(t, "admin-rules-list.json"))
+	// A write sent to the read function runs no route: 404, naming it.
+	resp = invokeProxy(t, emu[admin.FunctionRead], raw)
+	checkProxy(t, "POST /rules to admin-read", resp, 404, &problem)
+
+	resp = invokeProxy(t, emu[admin.FunctionRead], readSample(t, "admin-read-rules-list.json"))
 	var list struct{ Rules []rules.Rule }
 	checkProxy(t, "GET /rules", resp, 200, &list)
 	var ids []string
@@ -625,7 +632,21 @@ func testAdmin(t *testing.T, env map[string]string) {
 			after, before, published.Version, len(published.Rules), len(published.Plans), err)
 	}
 	for f, e := range emu {
-		if out := e.out.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		out := e.out.String()
+		if f == admin.FunctionRead {
+			// The one error expected: the write sent to it.
+			if n := strings.Count(out, "does not serve"); n != 1 {
+				t.Errorf("%s logged %d lines about a route it does not serve, want 1:\n%s", f, n, out)
+			}
+			var kept []string
+			for line := range strings.SplitSeq(out, "\n") {
+				if !strings.Contains(line, "does not serve") {
+					kept = append(kept, line)
+				}
+			}
+			out = strings.Join(kept, "\n")
+		}
+		if strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
 			t.Errorf("%s logged errors or warnings:\n%s", f, out)
 		}
 	}

@@ -5,7 +5,10 @@
 //	authorizer-http*.json  events.APIGatewayV2CustomAuthorizerV2Request (HTTP API, payload 2.0)
 //	check-url*.json        events.LambdaFunctionURLRequest (check behind a Function URL)
 //	check*.json            events.APIGatewayProxyRequest (POST /check through API Gateway)
-//	admin-*.json           events.APIGatewayProxyRequest (the admin API)
+//	admin-*.json           events.APIGatewayProxyRequest (the admin API),
+//	                       named by the function that serves the route
+//	                       (admin-read-rules-get.json: GET /rules/{id}, which
+//	                       admin-read serves)
 //	migrate*.json          cfn.Event plus ServiceToken: the CloudFormation custom
 //	                       resource request the CDK Provider framework passes to
 //	                       migrate (ResponseURL redacted to "...")

@@ -351,9 +351,8 @@ func TestSmallProfile(t *testing.T) {
 		if lc["LogFormat"] != "JSON" || lc["SystemLogLevel"] != "WARN" || lc["ApplicationLogLevel"] != "TRACE" {
 			t.Errorf("small: %s LoggingConfig %v, want JSON, system WARN, application TRACE", name, lc)
 		}
-		reserved := fn.Props["ReservedConcurrentExecutions"]
-		if wantCap := strings.HasPrefix(name, "admin-"); (reserved == 2.0) != wantCap {
-			t.Errorf("small: %s ReservedConcurrentExecutions %v (admin: %v)", name, reserved, wantCap)
+		if reserved, ok := fn.Props["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("small: %s ReservedConcurrentExecutions %v, want none (TestReservedConcurrencyFitsNewAccount)", name, reserved)
 		}
 		env := envOf(fn)
 		if _, hasHost := env["DB_HOST"]; hasHost {
@@ -385,5 +384,50 @@ func TestSmallProfile(t *testing.T) {
 	}
 	if want := len(adminRoutes); methods != want {
 		t.Errorf("small: %d AWS_IAM methods, want %d (every admin route and POST /check)", methods, want)
+	}
+}
+
+// What a new AWS account can reserve. "Lambda quotas"
+// (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html):
+// new accounts have reduced concurrency quotas, which AWS raises with use;
+// one may have a concurrent executions quota of 10 rather than the default
+// 1,000. "Configuring reserved concurrency"
+// (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html):
+// reservations must leave the account's unreserved concurrency at its
+// minimum (100 at the default quota); at a quota of 10 that minimum is all
+// 10, so any reservation fails the deploy.
+const (
+	newAccountConcurrency   = 10 // the account's concurrent executions quota
+	newAccountUnreservedMin = 10 // what reservations must leave unreserved
+)
+
+// TestReservedConcurrencyFitsNewAccount: a stack deployed with the
+// defaults, in either profile (small is meant for a team's first
+// account), reserves no more concurrency than a new account with a quota
+// of 10 can give, which is none. A variant that asks for reservations
+// (full: authorizerReservedConcurrency, adminReservedConcurrency) is the
+// account owner's call.
+func TestReservedConcurrencyFitsNewAccount(t *testing.T) {
+	sawSmall := false
+	for _, v := range allVariants() {
+		if p := variantProps(v); p.AuthorizerReservedConcurrency != 0 || p.AdminReservedConcurrency != 0 {
+			continue
+		}
+		sawSmall = sawSmall || v == small
+		_, js := synth(t, v)
+		total, holders := 0.0, []string{}
+		for _, fn := range resources(js, "AWS::Lambda::Function") {
+			if n, ok := fn.Props["ReservedConcurrentExecutions"].(float64); ok {
+				total += n
+				holders = append(holders, fmt.Sprintf("%s %v", fn.ID, n))
+			}
+		}
+		if limit := float64(newAccountConcurrency - newAccountUnreservedMin); total > limit {
+			t.Errorf("%s: ReservedConcurrentExecutions total %v (%v), want at most %v: an account with a concurrency quota of %d, "+
+				"%d of it kept unreserved, refuses the deploy", v, total, holders, limit, newAccountConcurrency, newAccountUnreservedMin)
+		}
+	}
+	if !sawSmall {
+		t.Error("the small variant asks for reservations: nothing checks the small profile's defaults")
 	}
 }

@@ -89,10 +89,10 @@ func TestContributorInsights(t *testing.T) {
 			}
 		}
 
-		// The readers, GET /stats and POST /subjects/find: the rule
-		// prefix, no VPC, no Redis; the find function the subject hash key
-		// alone besides (TestLeastPrivilege).
-		readers := map[string]string{"AdminStats": "", "AdminSubjectsFind": ""}
+		// The reader, admin-stats (GET /stats and POST /subjects/find):
+		// the rule prefix, no VPC, no Redis; the subject hash key alone
+		// besides, for the find (TestLeastPrivilege).
+		readers := map[string]string{"AdminStats": ""}
 		for _, fn := range sluiceFunctions(js) {
 			for prefix := range readers {
 				if !strings.HasPrefix(fn.ID, prefix) {
@@ -108,8 +108,8 @@ func TestContributorInsights(t *testing.T) {
 				if _, ok := envOf(fn)["REDIS_URL"]; ok {
 					t.Errorf("%s: %s gets REDIS_URL; it needs none", v, fn.ID)
 				}
-				if _, ok := envOf(fn)["SUBJECT_HMAC_KEY_SECRET_ARN"]; ok != (prefix == "AdminSubjectsFind") {
-					t.Errorf("%s: %s has SUBJECT_HMAC_KEY_SECRET_ARN = %v; only the find function hashes a subject", v, fn.ID, ok)
+				if _, ok := envOf(fn)["SUBJECT_HMAC_KEY_SECRET_ARN"]; !ok {
+					t.Errorf("%s: %s has no SUBJECT_HMAC_KEY_SECRET_ARN; POST /subjects/find hashes a subject", v, fn.ID)
 				}
 			}
 		}
@@ -133,8 +133,6 @@ func TestContributorInsights(t *testing.T) {
 			switch {
 			case strings.Contains(string(roles), `"Ref":"AdminStats`):
 				granted["AdminStats"] = true
-			case strings.Contains(string(roles), `"Ref":"AdminSubjectsFind`):
-				granted["AdminSubjectsFind"] = true
 			default:
 				t.Errorf("%s: %s grants GetInsightRuleReport to %s, want only the readers' roles", v, p.ID, roles)
 			}
@@ -159,8 +157,8 @@ func TestContributorInsights(t *testing.T) {
 				}
 			}
 		}
-		if grants != 2 || len(granted) != 2 {
-			t.Errorf("%s: %d policies grant GetInsightRuleReport (to %v), want 2: the stats and find functions'", v, grants, granted)
+		if grants != 1 || len(granted) != 1 {
+			t.Errorf("%s: %d policies grant GetInsightRuleReport (to %v), want 1: admin-stats's", v, grants, granted)
 		}
 
 		// The dashboard: one widget per rule but the shown subjects one

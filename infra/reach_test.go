@@ -827,11 +827,11 @@ func overGranted(js map[string]any, p *StackProps) []string {
 }
 
 // TestLeastPrivilege: in every variant, no function holds what its code
-// does not use: the rule and plan reads have the database's read-only
-// login alone (no Redis, not admitted by Redis's security group), only
-// the rule and plan writes and migrate have the owner's login, GET /stats
-// is outside the VPC with CloudWatch alone, and only the authorizer may
-// invoke an upstream.
+// does not use: admin-read (the rule and plan reads) has the database's
+// read-only login alone (no Redis, not admitted by Redis's security
+// group), only admin-write (the rule and plan writes) and migrate have the
+// owner's login, admin-stats is outside the VPC with CloudWatch and the
+// subject hash key alone, and only the authorizer may invoke an upstream.
 func TestLeastPrivilege(t *testing.T) {
 	for _, v := range allVariants() {
 		_, js := synth(t, v)
@@ -842,28 +842,33 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 // TestLeastPrivilegeWalk checks the walk on the full variant: it sees the
-// read-only login of a read function, and each grant or setting added to
-// one that it does not need is reported.
+// read-only login of the read function, and each grant or setting added to
+// an admin function that it does not need is reported.
 func TestLeastPrivilegeWalk(t *testing.T) {
 	_, js := synth(t, full)
 	r := newReach(js, netFacts{})
-	var get, create string
+	var get, create, subjects string
 	for _, fn := range r.ofType("AWS::Lambda::Function") {
 		switch r.props(fn)["Description"] {
-		case "Sluice admin-rules-get":
+		case "Sluice " + admin.FunctionRead:
 			get = fn
-		case "Sluice admin-rules-create":
+		case "Sluice " + admin.FunctionWrite:
 			create = fn
+		case "Sluice " + admin.FunctionSubjects:
+			subjects = fn
 		}
 	}
-	if get == "" || create == "" {
-		t.Fatal("no admin-rules-get or admin-rules-create function in the full template")
+	if get == "" || create == "" || subjects == "" {
+		t.Fatal("no admin-read, admin-write or admin-subjects function in the full template")
 	}
 	if h := r.holdings(get, variantProps(full)); !h[holdsDBReader] || h[holdsDBOwner] || h[holdsRedis] {
-		t.Fatalf("admin-rules-get holds %v, want the read-only login and neither Redis nor the owner's", h)
+		t.Fatalf("admin-read holds %v, want the read-only login and neither Redis nor the owner's", h)
 	}
 	if h := r.holdings(create, variantProps(full)); !h[holdsDBOwner] || !h[holdsRedis] || !h[holdsSubjectKey] {
-		t.Fatalf("admin-rules-create holds %v, want the owner's login, Redis and the subject hash key", h)
+		t.Fatalf("admin-write holds %v, want the owner's login, Redis and the subject hash key", h)
+	}
+	if h := r.holdings(subjects, variantProps(full)); !h[holdsDBReader] || h[holdsDBOwner] || !h[holdsRedis] {
+		t.Fatalf("admin-subjects holds %v, want the read-only login and Redis, not the owner's login", h)
 	}
 	// The owner's login as the functions name it: its attachment.
 	ownerSecret := ""
@@ -876,28 +881,33 @@ func TestLeastPrivilegeWalk(t *testing.T) {
 		t.Fatal("no DbSecret attachment in the full template")
 	}
 	createGroups := r.props(create)["VpcConfig"].(map[string]any)["SecurityGroupIds"]
-	for _, tc := range []struct {
-		name   string
-		mutate func(js map[string]any)
-		want   string
-	}{
-		{"REDIS_URL", func(js map[string]any) {
-			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["REDIS_URL"] = "rediss://x:6379"
-		}, holdsRedis},
-		{"the owner's secret", func(js map[string]any) {
-			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["DB_SECRET_ARN"] = map[string]any{"Ref": ownerSecret}
-		}, holdsDBOwner},
-		{"a grant on the owner's secret", func(js map[string]any) {
-			role := refID(fnProps(js, get)["Role"])
+	grantOwner := func(fn string) func(js map[string]any) {
+		return func(js map[string]any) {
+			role := refID(fnProps(js, fn)["Role"])
 			js["Resources"].(map[string]any)["ExtraPolicy"] = map[string]any{"Type": "AWS::IAM::Policy", "Properties": map[string]any{
 				"Roles": []any{map[string]any{"Ref": role}},
 				"PolicyDocument": map[string]any{"Statement": []any{map[string]any{
 					"Action": []any{"secretsmanager:GetSecretValue"}, "Effect": "Allow", "Resource": map[string]any{"Ref": ownerSecret}}}},
 			}}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		fn     string // the admin function given it
+		mutate func(js map[string]any)
+		want   string
+	}{
+		{"REDIS_URL", admin.FunctionRead, func(js map[string]any) {
+			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["REDIS_URL"] = "rediss://x:6379"
+		}, holdsRedis},
+		{"the owner's secret", admin.FunctionRead, func(js map[string]any) {
+			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["DB_SECRET_ARN"] = map[string]any{"Ref": ownerSecret}
 		}, holdsDBOwner},
-		{"the security group Redis admits", func(js map[string]any) {
+		{"a grant on the owner's secret", admin.FunctionRead, grantOwner(get), holdsDBOwner},
+		{"the security group Redis admits", admin.FunctionRead, func(js map[string]any) {
 			fnProps(js, get)["VpcConfig"].(map[string]any)["SecurityGroupIds"] = createGroups
 		}, holdsRedis},
+		{"a grant on the owner's secret", admin.FunctionSubjects, grantOwner(subjects), holdsDBOwner},
 	} {
 		var mutated map[string]any
 		b, _ := json.Marshal(js)
@@ -905,9 +915,9 @@ func TestLeastPrivilegeWalk(t *testing.T) {
 			t.Fatal(err)
 		}
 		tc.mutate(mutated)
-		want := "admin-rules-get holds " + tc.want
+		want := tc.fn + " holds " + tc.want
 		if got := overGranted(mutated, variantProps(full)); !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
-			t.Errorf("admin-rules-get given %s: overGranted = %q, want %q", tc.name, got, want)
+			t.Errorf("%s given %s: overGranted = %q, want %q", tc.fn, tc.name, got, want)
 		}
 	}
 }
@@ -933,15 +943,16 @@ func hashesSubject(name string) bool {
 // access must say the same. app.Read dials no Redis and may run on the
 // read-only role; app.Stats reaches CloudWatch alone; app.Administer and
 // app.Decide use Redis and the subject hash key; app.Migrate owns the
-// schema. Among the admin routes, exactly the rule and plan writes take
-// the owner's login (internal/app's TestReaderRole runs every other route
-// on the read-only role).
+// schema. Among the admin functions, exactly the one serving the rule and
+// plan writes takes the owner's login, and it serves nothing else
+// (internal/app's TestReaderRole runs every other route on the read-only
+// role).
 func TestAccessMatchesMains(t *testing.T) {
 	parts := regexp.MustCompile(`app\.(Read|Stats|Administer|Decide|Migrate)\b`)
 	for _, name := range sluice.Functions {
 		a, ok := functionAccess[name]
 		if !ok {
-			t.Errorf("function %s has no entry in functionAccess (adminAccess for an admin route)", name)
+			t.Errorf("function %s has no entry in functionAccess (adminAccess for an admin function)", name)
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(functionsDir, name, "main.go"))
@@ -972,15 +983,22 @@ func TestAccessMatchesMains(t *testing.T) {
 			t.Errorf("%s: functionAccess %+v, but its main builds %v: want %+v", name, a, slices.Sorted(maps.Keys(got)), want)
 		}
 	}
+	served := map[string]bool{}
 	for _, r := range admin.Routes() {
-		a, ok := adminAccess[r.Name]
+		served[r.Function] = true
+		a, ok := adminAccess[r.Function]
 		if !ok {
-			t.Errorf("route %q has no entry in adminAccess", r.Name)
+			t.Errorf("route %q: its function %s has no entry in adminAccess", r.Name, r.Function)
 			continue
 		}
 		writes := r.Method != "GET" && (strings.HasPrefix(r.Resource, "/rules") || strings.HasPrefix(r.Resource, "/plans"))
 		if a.write != writes {
-			t.Errorf("route %q: adminAccess write = %v, want %v (only rule and plan writes take the owner's login)", r.Name, a.write, writes)
+			t.Errorf("route %q: adminAccess[%s].write = %v, want %v (only rule and plan writes take the owner's login)", r.Name, r.Function, a.write, writes)
+		}
+	}
+	for name := range adminAccess {
+		if !served[name] {
+			t.Errorf("adminAccess has %s, which serves no route of admin.Routes", name)
 		}
 	}
 }

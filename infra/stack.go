@@ -45,8 +45,7 @@ type StackProps struct {
 	// guarantee kept (docs/cost.md, docs/deploy.md#profiles). Small sets
 	// defaults the other fields may still override: ElastiCache
 	// Serverless Valkey, Aurora scaling to 0 ACU (paused when idle) with
-	// no proxy, admin functions capped at 2 concurrent executions each,
-	// a 256 MiB authorizer, the Secrets Manager endpoint in one AZ,
+	// no proxy, a 256 MiB authorizer, the Secrets Manager endpoint in one AZ,
 	// Lambda's platform log lines at WARN (no START, END and REPORT line
 	// per invocation), the rules backstop reload daily, no dashboards.
 	Profile string
@@ -144,7 +143,8 @@ type StackProps struct {
 	AuthorizerReservedConcurrency float64
 	// FunctionMemory of the other Lambdas in MiB. Default: 256.
 	FunctionMemory float64
-	// AdminReservedConcurrency caps each admin Lambda. Default 0: none.
+	// AdminReservedConcurrency caps each admin Lambda (there are four, one
+	// per privilege class). Default 0: none, in both profiles.
 	AdminReservedConcurrency float64
 
 	// SubjectSources is the authorizer's SUBJECT_SOURCES. Default: the
@@ -206,17 +206,12 @@ func (p *StackProps) withProfile() *StackProps {
 	if c.RedisURL == "" {
 		c.ServerlessRedis = true
 	}
-	c.AdminReservedConcurrency = cmp.Or(c.AdminReservedConcurrency, smallAdminConcurrency)
 	c.AuthorizerMemory = cmp.Or(c.AuthorizerMemory, smallAuthorizerMemory)
 	return &c
 }
 
 // The small profile's defaults.
 const (
-	// smallAdminConcurrency caps each admin function: with no RDS Proxy,
-	// 16 functions × 2 executions × 2 connections (config's pool) = 64
-	// connections at most, well under Aurora's limit at 4 ACU.
-	smallAdminConcurrency = 2
 	// smallAuthorizerMemory is the authorizer's memory: a decision is a
 	// Redis round trip and about 100 µs of one core (BenchmarkInvoke's
 	// p50 on 2 shared cores, docs/cost.md), so more memory (CPU) buys
@@ -419,31 +414,27 @@ type access struct {
 	key bool
 }
 
-// adminAccess says what the function of each admin route may use. Rules
-// and plans are read on the read-only role alone; their writes take the
-// owner's login and Redis, to publish the snapshot; the subject and usage
-// routes read rules (read-only role) and work on buckets (Redis). A
-// route missing here fails the synth.
+// adminAccess says what each admin function, a privilege class of
+// routes (admin.Routes), may use. Rules and plans are read on the
+// read-only role alone; their writes take the owner's login and Redis, to
+// publish the snapshot; the subject and usage routes read rules
+// (read-only role) and work on buckets (Redis); GET /stats and POST
+// /subjects/find read CloudWatch, the latter hashing with the subject
+// key. A function missing here fails the synth.
 var adminAccess = map[string]access{
-	admin.RouteListRules: {}, admin.RouteGetRule: {}, admin.RouteRuleHistory: {},
-	admin.RouteListPlans: {}, admin.RouteGetPlan: {}, admin.RoutePlanHistory: {},
-	admin.RouteCreateRule: {write: true, redis: true}, admin.RouteUpdateRule: {write: true, redis: true},
-	admin.RouteDeleteRule: {write: true, redis: true},
-	admin.RouteCreatePlan: {write: true, redis: true}, admin.RouteUpdatePlan: {write: true, redis: true},
-	admin.RouteDeletePlan:    {write: true, redis: true},
-	admin.RouteSubjectLimits: {redis: true}, admin.RouteResetSubject: {redis: true}, admin.RouteUsage: {redis: true},
-	admin.RouteStats: {stats: true}, admin.RouteFindSubject: {stats: true, key: true},
+	admin.FunctionRead:     {},
+	admin.FunctionWrite:    {write: true, redis: true},
+	admin.FunctionSubjects: {redis: true},
+	admin.FunctionStats:    {stats: true, key: true},
 }
 
 // functionAccess is what every function may use, by function name: the
 // decision functions read rules and decide on Redis, migrate owns the
-// schema, and each admin function has its route's adminAccess.
+// schema, and each admin function has its adminAccess.
 var functionAccess = func() map[string]access {
 	m := map[string]access{"authorizer": {redis: true}, "check": {redis: true}, "migrate": {write: true}}
-	for _, r := range admin.Routes() {
-		if a, ok := adminAccess[r.Name]; ok {
-			m[r.Function] = a
-		}
+	for name, a := range adminAccess {
+		m[name] = a
 	}
 	return m
 }()
@@ -589,7 +580,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		}
 		a, ok := functionAccess[name]
 		if !ok {
-			return nil, fmt.Errorf("sluice stack %s: function %s has no entry in adminAccess: say what its route may use", id, name)
+			return nil, fmt.Errorf("sluice stack %s: function %s has no entry in adminAccess: say what its routes may use", id, name)
 		}
 		var fp *sluice.FunctionProps
 		switch {
@@ -608,8 +599,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		case name == "check":
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv)
 		case a.stats:
-			// GET /stats reads Contributor Insights and nothing else: no
-			// Redis, no database, so no VPC (which has no route to the
+			// GET /stats and POST /subjects/find read Contributor Insights
+			// and nothing else (the latter hashes with the subject key):
+			// no Redis, no database, so no VPC (which has no route to the
 			// CloudWatch API).
 			env := map[string]string{"INSIGHTS_RULE_PREFIX": insightsPrefix(stack)}
 			if a.key {

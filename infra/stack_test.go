@@ -599,9 +599,9 @@ func TestSubjectKeySecret(t *testing.T) {
 	for _, r := range sluiceFunctions(js) {
 		b, _ := json.Marshal(envOf(r)["SUBJECT_HMAC_KEY_SECRET_ARN"])
 		has := strings.Contains(string(b), keyID)
-		// The migrations, GET /stats (which reads hashes the authorizers'
-		// log lines already carry) and the rule and plan reads hash no
-		// subject: no key. POST /subjects/find hashes one, without Redis.
+		// The migrations and the rule and plan reads hash no subject: no
+		// key. admin-stats hashes one for POST /subjects/find, without
+		// Redis (GET /stats reads hashes the log lines already carry).
 		a := functionAccess[strings.TrimPrefix(fmt.Sprint(r.Props["Description"]), "Sluice ")]
 		none := !a.redis && !a.key
 		if has == none {

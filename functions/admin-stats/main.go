@@ -1,8 +1,9 @@
-// Command admin-stats is the Lambda function behind
-// GET /stats of the Sluice admin API. Wiring only: the route's
+// Command admin-stats is the Lambda function behind GET /stats and
+// POST /subjects/find of the Sluice admin API. Wiring only: the routes'
 // code is in internal/admin, the object graph is built by internal/app.
 // It alone reads CloudWatch (Contributor Insights): the reader is built
-// here so that no other function links the CloudWatch SDK.
+// here so that no other function links the CloudWatch SDK. No database,
+// no Redis; the subject hash key for POST /subjects/find.
 package main
 
 import (
@@ -15,7 +16,8 @@ import (
 )
 
 func main() {
-	adminmain.Run("admin-stats", app.Stats, admin.RouteStats, func(ctx context.Context, prefix string) (admin.StatsReader, error) {
-		return insights.Load(ctx, prefix)
-	})
+	adminmain.Run(admin.FunctionStats, app.Stats, []string{admin.RouteStats, admin.RouteFindSubject},
+		func(ctx context.Context, prefix string) (admin.StatsReader, error) {
+			return insights.Load(ctx, prefix)
+		})
 }

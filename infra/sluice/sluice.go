@@ -15,6 +15,8 @@ package sluice
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -28,6 +30,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/denial"
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
@@ -449,27 +452,20 @@ func ResponseHeaders(rateLimitHeaders string) (map[string]string, error) {
 }
 
 func responseHeaders(d headers.Dialects) map[string]string {
-	m := map[string]string{headers.RetryAfter.Name: headers.RetryAfter.Key}
-	for _, f := range d.Fields() {
-		m[f.Name] = f.Key
+	m := map[string]string{}
+	for h, p := range denial.TooManyRequests(d).Parameters() {
+		if key, ok := strings.CutPrefix(p, "context.authorizer."); ok {
+			m[h] = key
+		}
 	}
 	return m
 }
 
-// TooManyRequestsBody is the JSON body of the 429 response. Gateway response
-// templates are not run through VTL, only simple $context substitution, so
-// every value is a JSON string (an absent key gives "" rather than invalid
-// JSON) and no value can be escaped here. That is why the body carries the
-// numbers and the rule id but not rateLimitPolicy and rateLimit: their IETF
-// syntax quotes the policy name ("<rule>";q=10;w=60), which would break the
-// JSON. They reach the client as the RateLimit-Policy and RateLimit headers.
-const TooManyRequestsBody = `{"message":"Too Many Requests",` +
-	`"retryAfter":"$context.authorizer.retryAfter",` +
-	`"limit":"$context.authorizer.limit",` +
-	`"remaining":"$context.authorizer.remaining",` +
-	`"reset":"$context.authorizer.reset",` +
-	`"rule":"$context.authorizer.rule",` +
-	`"requestId":"$context.requestId"}`
+// TooManyRequestsBody is the body template of the 429 response that
+// AddGatewayResponses installs: a JSON object of strings read from the
+// authorizer context (written once in internal/denial, which also renders
+// it for `sluice local`). Assigning it changes nothing.
+var TooManyRequestsBody = denial.TooManyRequests(headers.Default).Template()
 
 // AddGatewayResponses installs Sluice's gateway responses on api (one created
 // in this app or imported with RestApi_FromRestApiAttributes), with the
@@ -511,26 +507,26 @@ func addGatewayResponses(scope constructs.Construct, id string, api awsapigatewa
 	// (https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-swagger-extensions-gateway-responses.gatewayResponse.html).
 	// API Gateway accepts and applies context.authorizer.* there in practice;
 	// the body keeps the values available should that ever change.
-	fields := responseHeaders(d)
-	params := make(map[string]*string, len(fields)+1)
-	for h, key := range fields {
-		params[h] = jsii.String("context.authorizer." + key)
+	for _, r := range []struct {
+		id   string
+		typ  awsapigateway.ResponseType
+		resp denial.Response
+	}{
+		{"TooManyRequests", awsapigateway.ResponseType_ACCESS_DENIED(), denial.TooManyRequests(d)},
+		{"Unauthorized", awsapigateway.ResponseType_UNAUTHORIZED(), denial.Unauthorized()},
+	} {
+		params := map[string]*string{}
+		for h, v := range r.resp.Parameters() {
+			params[h] = jsii.String(v)
+		}
+		awsapigateway.NewGatewayResponse(scope, jsii.String(id+r.id), &awsapigateway.GatewayResponseProps{
+			RestApi:         api,
+			Type:            r.typ,
+			StatusCode:      jsii.String(strconv.Itoa(r.resp.Status)),
+			ResponseHeaders: &params,
+			Templates:       &map[string]*string{"application/json": jsii.String(r.resp.Template())},
+		})
 	}
-	params["Content-Type"] = jsii.String("'application/json'")
-	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"TooManyRequests"), &awsapigateway.GatewayResponseProps{
-		RestApi:         api,
-		Type:            awsapigateway.ResponseType_ACCESS_DENIED(),
-		StatusCode:      jsii.String("429"),
-		ResponseHeaders: &params,
-		Templates:       &map[string]*string{"application/json": jsii.String(TooManyRequestsBody)},
-	})
-	awsapigateway.NewGatewayResponse(scope, jsii.String(id+"Unauthorized"), &awsapigateway.GatewayResponseProps{
-		RestApi:    api,
-		Type:       awsapigateway.ResponseType_UNAUTHORIZED(),
-		StatusCode: jsii.String("401"),
-		Templates: &map[string]*string{"application/json": jsii.String(
-			`{"message":"Unauthorized","requestId":"$context.requestId"}`)},
-	})
 }
 
 // AssetDir returns the asset directory of function name under root
@@ -544,17 +540,20 @@ func AssetDir(root, name string) string {
 
 // Functions lists every Sluice Lambda, as `make build` names them (its
 // directory under functions/): the authorizer, check, migrate, and then the
-// function of each admin route, in the order of admin.Routes.
+// admin functions (one per privilege class), each once, in the order
+// admin.Routes first names them.
 var Functions = func() []string {
 	names := []string{"authorizer", "check", "migrate"}
 	for _, r := range admin.Routes() {
-		names = append(names, r.Function)
+		if !slices.Contains(names, r.Function) {
+			names = append(names, r.Function)
+		}
 	}
 	return names
 }()
 
-// LogicalName turns a function name into a CDK id: "admin-rules-get" →
-// "AdminRulesGet".
+// LogicalName turns a function name into a CDK id: "admin-read" →
+// "AdminRead".
 func LogicalName(name string) string {
 	var b strings.Builder
 	for _, part := range strings.Split(name, "-") {

@@ -44,9 +44,9 @@ func TestIdentitySources(t *testing.T) {
 
 func TestLogicalName(t *testing.T) {
 	for in, want := range map[string]string{
-		"authorizer":           "Authorizer",
-		"admin-rules-get":      "AdminRulesGet",
-		"admin-subjects-reset": "AdminSubjectsReset",
+		"authorizer":     "Authorizer",
+		"admin-read":     "AdminRead",
+		"admin-subjects": "AdminSubjects",
 	} {
 		if got := LogicalName(in); got != want {
 			t.Errorf("LogicalName(%q) = %q, want %q", in, got, want)

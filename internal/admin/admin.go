@@ -74,8 +74,8 @@ type Options struct {
 	// stack; nil answers 503.
 	Stats StatsReader
 	// SubjectHash hashes a subject for POST /subjects/find when the
-	// Service has no limiter: the admin-subjects-find function holds the
-	// subject hash key and the stats source, not Redis. Default: the
+	// Service has no limiter: the admin-stats function holds the subject
+	// hash key and the stats source, not Redis. Default: the
 	// limiter's (nil without one: the route answers 503).
 	SubjectHash func(subject string) string
 }

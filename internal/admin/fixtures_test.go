@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,23 +28,23 @@ var fixtures = []struct {
 	route  string
 	status int
 }{
-	{"admin-plans-create", admin.RouteCreatePlan, 201},
-	{"admin-plans-get", admin.RouteGetPlan, 200},
-	{"admin-plans-list", admin.RouteListPlans, 200},
-	{"admin-plans-update", admin.RouteUpdatePlan, 200},
-	{"admin-plans-history", admin.RoutePlanHistory, 200},
-	{"admin-rules-create", admin.RouteCreateRule, 201},
-	{"admin-rules-list", admin.RouteListRules, 200},
-	{"admin-rules-get", admin.RouteGetRule, 404},
-	{"admin-rules-update", admin.RouteUpdateRule, 404},
-	{"admin-rules-history", admin.RouteRuleHistory, 404},
-	{"admin-rules-delete", admin.RouteDeleteRule, 404},
+	{"admin-write-plans-create", admin.RouteCreatePlan, 201},
+	{"admin-read-plans-get", admin.RouteGetPlan, 200},
+	{"admin-read-plans-list", admin.RouteListPlans, 200},
+	{"admin-write-plans-update", admin.RouteUpdatePlan, 200},
+	{"admin-read-plans-history", admin.RoutePlanHistory, 200},
+	{"admin-write-rules-create", admin.RouteCreateRule, 201},
+	{"admin-read-rules-list", admin.RouteListRules, 200},
+	{"admin-read-rules-get", admin.RouteGetRule, 404},
+	{"admin-write-rules-update", admin.RouteUpdateRule, 404},
+	{"admin-read-rules-history", admin.RouteRuleHistory, 404},
+	{"admin-write-rules-delete", admin.RouteDeleteRule, 404},
 	{"admin-subjects-limits", admin.RouteSubjectLimits, 200},
 	{"admin-subjects-reset", admin.RouteResetSubject, 204},
-	{"admin-subjects-find", admin.RouteFindSubject, 200},
-	{"admin-usage", admin.RouteUsage, 200},
+	{"admin-stats-find", admin.RouteFindSubject, 200},
+	{"admin-subjects-usage", admin.RouteUsage, 200},
 	{"admin-stats", admin.RouteStats, 200},
-	{"admin-plans-delete", admin.RouteDeletePlan, 204},
+	{"admin-write-plans-delete", admin.RouteDeletePlan, 204},
 }
 
 func readEvent(t *testing.T, file string) (events.APIGatewayProxyRequest, []byte) {
@@ -62,9 +63,10 @@ func readEvent(t *testing.T, file string) (events.APIGatewayProxyRequest, []byte
 }
 
 // TestEventFixtures decodes every events/admin-*.json (so the samples
-// never drift from the event type), checks it round-trips, and plays them
-// through the per-route handlers the Lambdas use (moved here from the
-// removed internal/admin/apigw).
+// never drift from the event type), checks it round-trips and is named
+// after the function that serves its route, and plays them through the
+// per-route handlers the Lambdas use (moved here from the removed
+// internal/admin/apigw).
 func TestEventFixtures(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "events", "admin-*.json"))
 	if err != nil {
@@ -72,6 +74,10 @@ func TestEventFixtures(t *testing.T) {
 	}
 	if len(files) != len(fixtures) || len(fixtures) != len(admin.Routes()) {
 		t.Errorf("%d admin event files, %d fixtures listed, %d routes: want one per route", len(files), len(fixtures), len(admin.Routes()))
+	}
+	function := map[string]string{}
+	for _, r := range admin.Routes() {
+		function[r.Name] = r.Function
 	}
 	svc := admin.New(memory.New(), nil, fixtureLimiter(t), admin.Options{Stats: stats.New(stats.Options{})})
 	for _, f := range fixtures {
@@ -88,6 +94,9 @@ func TestEventFixtures(t *testing.T) {
 		}
 		if got := ev.HTTPMethod + " " + ev.Resource; got != f.route {
 			t.Errorf("%s is for %q, want %q", f.file, got, f.route)
+		}
+		if fn := function[f.route]; f.file != fn && !strings.HasPrefix(f.file, fn+"-") {
+			t.Errorf("%s is for %q, which %s serves: name it %s-<what>.json", f.file, f.route, fn, fn)
 		}
 		if ev.RequestContext.Identity.UserArn == "" {
 			t.Errorf("%s has no requestContext.identity.userArn", f.file)

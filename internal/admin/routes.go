@@ -35,6 +35,26 @@ const (
 	RouteStats         = "GET /stats"
 )
 
+// The admin Lambda functions, one per privilege class: each serves the
+// routes whose code uses the same grants, and holds those alone.
+const (
+	// FunctionRead serves the rule and plan reads (GET /rules, /plans,
+	// one of them, their history): the database's read-only role, no
+	// Redis.
+	FunctionRead = "admin-read"
+	// FunctionWrite serves the rule and plan writes (POST, PUT, DELETE):
+	// the database's owner login, and Redis to publish the snapshot.
+	FunctionWrite = "admin-write"
+	// FunctionSubjects serves the bucket routes (GET
+	// /subjects/{subject}/limits, DELETE /subjects/{subject}/buckets,
+	// POST /usage): the read-only role to read rules, Redis for buckets.
+	FunctionSubjects = "admin-subjects"
+	// FunctionStats serves GET /stats and POST /subjects/find: CloudWatch
+	// Contributor Insights and the subject hash key, no database, no
+	// Redis.
+	FunctionStats = "admin-stats"
+)
+
 // call is one request on its way through a handler: what the handlers
 // read of the *http.Request, its decoded path parameters, and who makes it.
 type call struct {
@@ -68,19 +88,24 @@ type route struct {
 	method   string
 	resource string   // "/rules/{id}"
 	params   []string // "id": the resource's path parameters
-	function string   // "admin-rules-get"
+	function string   // the Lambda function serving it: FunctionRead …
 	body     bool     // takes a JSON body
 	handle   handler
 }
 
 // routes is the one table of admin routes. Each entry names its Route
 // constant (which carries the method and resource template), the Lambda
-// function that serves it alone (see RouteInfo.Function), whether it takes
-// a JSON body, and its handler. The reference stack (infra/) derives the
+// function that serves it (see RouteInfo.Function), whether it takes a
+// JSON body, and its handler. The reference stack (infra/) derives the
 // admin API's resources, methods and functions from Routes, and its tests
 // fail until functions/<function>/main.go exists and names the constant.
-// So a new route is a constant, a handler, a line here and one main (and,
-// for the apigw tests, a sample event in events/).
+// So a new route is a constant, a handler, a line here, the constant in
+// its function's main (and, for the apigw tests, a sample event in
+// events/).
+//
+// The functions are privilege classes: a route joins the function whose
+// grants are exactly what its code uses (infra's adminAccess), so that
+// no function holds a grant one of its routes does not need.
 var routes = func() []*route {
 	table := []struct {
 		name     string
@@ -88,23 +113,23 @@ var routes = func() []*route {
 		body     bool
 		h        handler
 	}{
-		{RouteCreateRule, "admin-rules-create", true, (*Service).createRule},
-		{RouteListRules, "admin-rules-list", false, (*Service).listRules},
-		{RouteGetRule, "admin-rules-get", false, (*Service).getRule},
-		{RouteUpdateRule, "admin-rules-update", true, (*Service).updateRule},
-		{RouteDeleteRule, "admin-rules-delete", false, (*Service).deleteRule},
-		{RouteRuleHistory, "admin-rules-history", false, (*Service).ruleHistory},
-		{RouteCreatePlan, "admin-plans-create", true, (*Service).createPlan},
-		{RouteListPlans, "admin-plans-list", false, (*Service).listPlans},
-		{RouteGetPlan, "admin-plans-get", false, (*Service).getPlan},
-		{RouteUpdatePlan, "admin-plans-update", true, (*Service).updatePlan},
-		{RouteDeletePlan, "admin-plans-delete", false, (*Service).deletePlan},
-		{RoutePlanHistory, "admin-plans-history", false, (*Service).planHistory},
-		{RouteSubjectLimits, "admin-subjects-limits", false, (*Service).subjectLimits},
-		{RouteResetSubject, "admin-subjects-reset", false, (*Service).resetSubject},
-		{RouteFindSubject, "admin-subjects-find", true, (*Service).findSubject},
-		{RouteUsage, "admin-usage", true, (*Service).usage},
-		{RouteStats, "admin-stats", false, (*Service).stats},
+		{RouteCreateRule, FunctionWrite, true, (*Service).createRule},
+		{RouteListRules, FunctionRead, false, (*Service).listRules},
+		{RouteGetRule, FunctionRead, false, (*Service).getRule},
+		{RouteUpdateRule, FunctionWrite, true, (*Service).updateRule},
+		{RouteDeleteRule, FunctionWrite, false, (*Service).deleteRule},
+		{RouteRuleHistory, FunctionRead, false, (*Service).ruleHistory},
+		{RouteCreatePlan, FunctionWrite, true, (*Service).createPlan},
+		{RouteListPlans, FunctionRead, false, (*Service).listPlans},
+		{RouteGetPlan, FunctionRead, false, (*Service).getPlan},
+		{RouteUpdatePlan, FunctionWrite, true, (*Service).updatePlan},
+		{RouteDeletePlan, FunctionWrite, false, (*Service).deletePlan},
+		{RoutePlanHistory, FunctionRead, false, (*Service).planHistory},
+		{RouteSubjectLimits, FunctionSubjects, false, (*Service).subjectLimits},
+		{RouteResetSubject, FunctionSubjects, false, (*Service).resetSubject},
+		{RouteFindSubject, FunctionStats, true, (*Service).findSubject},
+		{RouteUsage, FunctionSubjects, true, (*Service).usage},
+		{RouteStats, FunctionStats, false, (*Service).stats},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {
@@ -127,10 +152,10 @@ type RouteInfo struct {
 	Method string
 	// Resource is the API Gateway resource template: "/rules/{id}".
 	Resource string
-	// Function is the full name of the Lambda function that serves this
-	// route alone, "admin-" and then the noun and the verb:
-	// "admin-rules-get". It is also the function's directory under
-	// functions/ and its `make build` name.
+	// Function is the name of the Lambda function that serves this route,
+	// with the other routes of its privilege class: FunctionRead,
+	// FunctionWrite, FunctionSubjects or FunctionStats. It is also the
+	// function's directory under functions/ and its `make build` name.
 	Function string
 }
 

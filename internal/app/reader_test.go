@@ -182,7 +182,7 @@ func TestAdminHandlerReleasesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	raw, err := os.ReadFile("../../events/admin-rules-list.json")
+	raw, err := os.ReadFile("../../events/admin-read-rules-list.json")
 	if err != nil {
 		t.Fatal(err)
 	}

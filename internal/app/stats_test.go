@@ -45,7 +45,7 @@ func TestStatsPart(t *testing.T) {
 	}
 }
 
-// TestFindPart: the admin-subjects-find function builds the Stats part
+// TestFindPart: the admin-stats function builds the Stats part
 // with the subject hash key: no Redis, no database, and POST
 // /subjects/find answers the keyed hash (the data path's, with the same
 // key) and searches the reader's lists (searched: true); without the key

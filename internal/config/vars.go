@@ -153,7 +153,7 @@ var Vars = []Var{
 	{Name: "DENY_CACHE_MAX_AGE", Tuning: true, Default: "1s", Functions: decide,
 		Summary: "longest local deny",
 		Doc:     "how long a denial stays in an authorizer's local deny cache at most, `100ms` to `1m`: an admin reset or a usage refund reaches every warm instance within it"},
-	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats", "admin-subjects-find"},
+	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats"},
 		Summary: "Contributor Insights rules of `GET /stats`",
 		Doc:     "the prefix of the CloudWatch Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
 	{Name: "LOG_LEVEL", Default: "info", Functions: everything,
