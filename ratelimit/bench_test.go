@@ -22,7 +22,7 @@ import (
 //	scripts/testenv.sh go test -run '^$' -bench WrapREST -benchmem ./ratelimit/
 func BenchmarkWrapREST(b *testing.B) {
 	l, err := New(context.Background(), Options{
-		RedisURL: os.Getenv("REDIS_URL"), DatabaseURL: os.Getenv("DATABASE_URL"), Prefix: os.Getenv("REDIS_PREFIX"),
+		RedisURL: os.Getenv("REDIS_URL"), Prefix: os.Getenv("REDIS_PREFIX"),
 		DefaultLimit: "1000000000/1s", Out: io.Discard,
 	})
 	if err != nil {
@@ -46,7 +46,7 @@ func BenchmarkWrapREST(b *testing.B) {
 	wrapped := l.WrapREST(team)
 	// Sluice's own handler over the same rules and limiter: the Limiter's
 	// reads the wrapped handler's answer (SUBJECT_SOURCES=principal).
-	own := apigw.NewAuthorizer(authorizer.New(l.app.Cache, l.app.Limiter, authorizer.Options{}), apigw.Options{Metrics: l.app.Metrics})
+	own := apigw.NewAuthorizer(authorizer.New(l.dec.Cache, l.dec.Limiter, authorizer.Options{}), apigw.Options{Metrics: l.dec.Metrics})
 	ctx := context.Background()
 	for _, bm := range []struct {
 		name string

@@ -90,7 +90,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	defer rdb.Close()
 	newLimiter := func(leaseMax int) *ratelimit.Limiter {
 		rl, err := ratelimit.New(ctx, ratelimit.Options{
-			Redis: rdb, DatabaseURL: os.Getenv("DATABASE_URL"), Prefix: prefix,
+			Redis: rdb, Prefix: prefix,
 			DefaultLimit: "1000000000/1s", Out: io.Discard, LeaseMax: leaseMax, Timeout: time.Second,
 		})
 		if err != nil {

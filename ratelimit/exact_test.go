@@ -158,7 +158,7 @@ func runChild(t *testing.T, v string) {
 	s := setup{redisURL: m[1], dbURL: m[2], prefix: m[3], out: nil}
 	o := exactOptions
 	o.Out = io.Discard
-	o.RedisURL, o.DatabaseURL, o.Prefix = s.redisURL, s.dbURL, s.prefix
+	o.RedisURL, o.Prefix = s.redisURL, s.prefix
 	rl, err := ratelimit.New(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,6 @@ func Example() {
 func ExampleLimiter_WrapREST() {
 	rl, err := ratelimit.New(context.Background(), ratelimit.Options{
 		RedisURL:     os.Getenv("REDIS_URL"),
-		DatabaseURL:  os.Getenv("DATABASE_URL"),
 		Prefix:       os.Getenv("REDIS_PREFIX"),
 		DefaultLimit: "2/1m",
 		Out:          io.Discard, // the example keeps its log lines to itself

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/identity"
 )
@@ -43,9 +42,17 @@ type HandlerOptions struct {
 	// control characters); "" or a refused one is answered with 401.
 	Subject func(r *http.Request) string
 	// SourceIP returns the address the ip source reads of a net/http
-	// request. nil is the host of r.RemoteAddr: behind a proxy or a load
-	// balancer, give the client address it appends to X-Forwarded-For.
+	// request, when set; it wins over ForwardedHops.
 	SourceIP func(r *http.Request) string
+	// ForwardedHops is how many proxies in front of the handler append
+	// the address they saw to X-Forwarded-For and are trusted to: the
+	// ip source reads the ForwardedHops-th address from the right of that
+	// header. 0 does not read the header, whose addresses the client may
+	// have written: the address is then the transport's (r.RemoteAddr,
+	// API Gateway's sourceIp), and an ALB event has none. An ALB in its
+	// default append mode is 1, CloudFront in front of it 2; the table
+	// for each host is in docs/middleware.md.
+	ForwardedHops int
 	// AllowHeaders sends the RateLimit fields of the Limiter's dialects
 	// (Options.Headers) on allowed requests too; a denied one always
 	// carries them. Off by default: an allowed request then costs no
@@ -74,9 +81,10 @@ type HandlerOptions struct {
 // the authorizer does.
 func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
 	mux, _ := next.(*http.ServeMux)
+	core := l.decider(&o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := l.netRequest(r, mux, &o)
-		status, body := l.judge(r.Context(), &req, w.Header(), &o)
+		status, body := l.judge(r.Context(), core, &req, w.Header(), &o)
 		if status == 0 {
 			next.ServeHTTP(w, r)
 			return
@@ -86,25 +94,23 @@ func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
 	})
 }
 
-// netRequest is what the decision reads of a net/http request.
+// decider is the core the handlers of o decide with: l's, telling
+// o.Observer of every decision when it is set.
+func (l *Limiter) decider(o *HandlerOptions) *authorizer.Authorizer {
+	if o.Observer == nil {
+		return l.core
+	}
+	obs := o.Observer
+	return l.core.WithObserver(func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
+		obs.ObserveDecision(decision(req, res, err, took))
+	})
+}
+
+// netRequest is what the decision reads of a net/http request
+// (edge.HTTP), with the api and the route of o and the mux.
 func (l *Limiter) netRequest(r *http.Request, mux *http.ServeMux, o *HandlerOptions) authorizer.Request {
-	req := authorizer.Request{
-		API:    o.API,
-		Method: r.Method,
-		// The sources look a header up by its canonical name too, and a
-		// header sent twice is refused, as for a REST API (MultiHeaders).
-		// The single-value map holds only the headers they read: a
-		// request's dozen headers are not copied.
-		MultiHeaders: r.Header,
-	}
-	for _, name := range l.headers {
-		if vs := r.Header[name]; len(vs) > 0 {
-			if req.Headers == nil {
-				req.Headers = make(map[string]string, len(l.headers))
-			}
-			req.Headers[name] = vs[0]
-		}
-	}
+	req := edge.HTTP(r, l.headers, o.ForwardedHops)
+	req.API = o.API
 	// The mux Handler wraps routes r, and knows its route better than a
 	// mux that routed r here: mounted under another mux, r.Pattern is the
 	// outer one's ("/api/"), the same for every route.
@@ -117,15 +123,8 @@ func (l *Limiter) netRequest(r *http.Request, mux *http.ServeMux, o *HandlerOpti
 	} else if o.Resource != nil {
 		req.Resource = o.Resource(r.Method, r.URL.Path)
 	}
-	if r.URL.RawQuery != "" {
-		if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-			req.Query, req.MultiQuery = firstValues(q), q
-		}
-	}
 	if o.SourceIP != nil {
 		req.SourceIP = o.SourceIP(r)
-	} else if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		req.SourceIP = host
 	}
 	if o.Subject != nil {
 		req.Subject = o.Subject(r)
@@ -158,37 +157,16 @@ func patternResource(p string) string {
 	return p
 }
 
-// firstValues is m with each key's first value. Nil for an empty m.
-func firstValues(m map[string][]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, vs := range m {
-		if len(vs) > 0 {
-			out[k] = vs[0]
-		}
-	}
-	return out
-}
-
 // judge decides on req for the middleware and the integration wrappers,
 // and says how to answer: status 0 lets the request through, with the
 // RateLimit fields in hdr when o.AllowHeaders is set; else hdr holds the
 // answer's fields and body its problem document (429 denied, 401 no
 // usable subject, 500 a subject hash key other than the deployment's).
-func (l *Limiter) judge(ctx context.Context, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte) {
-	var start time.Time
-	if o.Observer != nil {
-		start = time.Now()
-	}
+func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte) {
 	if err := l.checkKey(ctx); err != nil {
 		return render(hdr, httpapi.Internal(err))
 	}
-	res, err := l.guard.Decide(ctx, req)
-	if o.Observer != nil {
-		o.Observer.ObserveDecision(decision(req, &res, err, time.Since(start)))
-	}
+	res, err := core.Decide(ctx, req)
 	switch {
 	case errors.Is(err, authorizer.ErrNoSubject):
 		e := &httpapi.Error{Status: http.StatusUnauthorized, Err: err,
@@ -202,11 +180,11 @@ func (l *Limiter) judge(ctx context.Context, req *authorizer.Request, hdr http.H
 		return render(hdr, e)
 	case res.Allowed:
 		if o.AllowHeaders {
-			l.guard.SetFields(hdr, &res)
+			edge.SetFields(hdr, &res, l.dialect, time.Now())
 		}
 		return 0, nil
 	}
-	l.guard.SetFields(hdr, &res)
+	edge.SetFields(hdr, &res, l.dialect, time.Now())
 	hdr.Set("Content-Type", "application/problem+json")
 	hdr.Set("Cache-Control", "no-store")
 	secs := authorizer.Seconds(res.RetryAfter)

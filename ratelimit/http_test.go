@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -20,13 +21,14 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/prommetrics"
 )
 
 // addRules creates rules through the admin API of s's deployment, as an
 // operator does; a Limiter built after starts with them.
-func (s setup) addRules(t *testing.T, rs ...map[string]any) {
+func (s setup) addRules(t *testing.T, rs ...map[string]any) (ids []string) {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string {
 		return map[string]string{"REDIS_URL": s.redisURL, "DATABASE_URL": s.dbURL, "REDIS_PREFIX": s.prefix}[k]
@@ -41,16 +43,20 @@ func (s setup) addRules(t *testing.T, rs ...map[string]any) {
 	defer adm.Close()
 	for _, r := range rs {
 		body, _ := json.Marshal(r)
-		if resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test"); resp.Status != http.StatusCreated {
+		resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test")
+		var created struct{ ID string }
+		if resp.Status != http.StatusCreated || json.Unmarshal(resp.Body, &created) != nil {
 			t.Fatalf("create rule %v = %d %s", r, resp.Status, resp.Body)
 		}
+		ids = append(ids, created.ID)
 	}
+	return ids
 }
 
 // limiterWith builds a Limiter on s with o's Sources, JWT and Headers.
 func (s setup) limiterWith(t *testing.T, o ratelimit.Options) *ratelimit.Limiter {
 	t.Helper()
-	o.RedisURL, o.DatabaseURL, o.Prefix, o.Out = s.redisURL, s.dbURL, s.prefix, s.out
+	o.RedisURL, o.Prefix, o.Out = s.redisURL, s.prefix, s.out
 	rl, err := ratelimit.New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -298,12 +304,16 @@ func TestHandlerModes(t *testing.T) {
 		map[string]any{"api": "modes", "route": "GET /closed", "subject": "*", "limit": 5, "period": "1m", "failure_mode": "closed"},
 	)
 	up := s.limiterWith(t, ratelimit.Options{})
-	// Redis down: a client of a port nothing listens on; the rules come
-	// from the database.
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadAddr := dead.Listener.Addr().String()
-	dead.Close()
-	down := s.limiterWith(t, ratelimit.Options{Redis: redis.NewClient(&redis.Options{Addr: deadAddr, MaxRetries: -1})})
+	// Redis down: a client through a proxy that is up while the Limiter
+	// loads the rules snapshot, then taken down.
+	u, err := url.Parse(s.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	proxy.Up(t)
+	down := s.limiterWith(t, ratelimit.Options{Redis: redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})})
+	proxy.Down()
 
 	mux := http.NewServeMux()
 	for _, p := range []string{"GET /shadow", "GET /open", "GET /closed"} {

@@ -26,10 +26,19 @@ import (
 )
 
 // target is one hostile input: the subject, api and route a caller names,
-// and whether it sends the subject or the api twice.
+// and whether it sends the subject or the api twice. In a query string
+// (the query entries), rawKey and rawValue are how the client spells the
+// parameter and the subject on the wire ("" is the plain spelling), and
+// extra is a pair sent beside it: a transport that decodes the query
+// (API Gateway) hands the entry the decoded pairs, one that does not (an
+// ALB, a net/http request) the raw ones. method is the request's method
+// (GET when "").
 type target struct {
 	subject, api, route string
 	dupSubject, dupAPI  bool
+	rawKey, rawValue    string
+	extra               string
+	method              string
 }
 
 // goodRoute is the route of the sample events.
@@ -50,10 +59,69 @@ func route(r string) func(*target) { return func(t *target) { t.route = r } }
 func dupSubject(t *target)         { t.dupSubject = true }
 func dupAPI(t *target)             { t.dupAPI = true }
 
+// spelled is the query spelling key=value of the subject on the wire.
+func spelled(key, value string) func(*target) {
+	return func(t *target) { t.rawKey, t.rawValue = key, value }
+}
+
+// besides sends the raw pair extra beside the subject's in the query.
+func besides(extra string) func(*target) { return func(t *target) { t.extra = extra } }
+
+// method sends the request with method m.
+func method(m string) func(*target) { return func(t *target) { t.method = m } }
+
+// wireQuery is in's query string as the client writes it: the subject's
+// parameter in its spelling (twice when dupSubject), then extra.
+func (in target) wireQuery() string {
+	k, v := in.rawKey, in.rawValue
+	if k == "" {
+		k = "api_key"
+	}
+	if v == "" {
+		v = url.QueryEscape(in.subject)
+	}
+	q := k + "=" + v
+	if in.dupSubject {
+		q += "&" + q
+	}
+	if in.extra != "" {
+		q += "&" + in.extra
+	}
+	return q
+}
+
+// decodedQuery is in's query as API Gateway hands it to a Lambda: each
+// pair decoded (a pair that does not decode is kept as sent), in both the
+// single-value map (the last value) and the multi-value one.
+func (in target) decodedQuery() (map[string]string, map[string][]string) {
+	single, multi := map[string]string{}, map[string][]string{}
+	for pair := range strings.SplitSeq(in.wireQuery(), "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if dk, err := url.QueryUnescape(k); err == nil {
+			k = dk
+		}
+		if dv, err := url.QueryUnescape(v); err == nil {
+			v = dv
+		}
+		single[k] = v
+		multi[k] = append(multi[k], v)
+	}
+	return single, multi
+}
+
+// httpMethod is in's method.
+func (in target) httpMethod() string {
+	if in.method == "" {
+		return "GET"
+	}
+	return in.method
+}
+
 // Outcomes of an entry: what it did with the target.
 const (
 	refused = "refused" // 400 or 401: nothing charged, reset or read
 	isS     = "S"       // acted on subject S's buckets (S is blocked on the API)
+	isK1    = isS       // acted on k1's buckets, as blocked as S's: the request entries tell them only by their answer
 	isNew   = "new"     // acted on another subject's buckets
 )
 
@@ -66,6 +134,8 @@ const (
 	needRawUTF8                   // the subject's bytes are not UTF-8 and must reach the entry as they are
 	needDupSubj                   // the subject is sent twice
 	needDupAPI                    // the api is sent twice
+	needQuery                     // the subject is sent in the query string, spelled or beside another pair
+	needMethod                    // the request's method is not GET
 )
 
 // entry is one way into Sluice, entered as a user or AWS enters it.
@@ -109,6 +179,8 @@ func TestHostileTargets(t *testing.T) {
 		{"empty", tg(""), refused},
 		{"blank", tg("   "), refused},
 		{"not UTF-8", tg("S\xff"), refused},
+		{"not UTF-8, another byte", tg("S\xfe"), refused},
+		{"U+FFFD, what JSON makes of bytes that are not UTF-8", tg("S\uFFFD"), refused},
 		{"NUL", tg("S\x00"), refused},
 		{"escape inside", tg("S\x1bT"), refused},
 		{"subject twice", tg("S", dupSubject), refused},
@@ -126,6 +198,24 @@ func TestHostileTargets(t *testing.T) {
 		{"route empty", tg("S", route("")), refused},
 		{"route without a path", tg("S", route("GET orders")), refused},
 		{"route with ..", tg("S", route("GET /orders/../admin")), refused},
+
+		// The query as the client spells it: every spelling of one key
+		// and one value is one subject, as the backend decodes it.
+		{"query plain", tg("S", spelled("api_key", "S")), isS},
+		{"query value percent-encoded", tg("S", spelled("api_key", "%53")), isS},
+		{"query value lower-case hex", tg("k1", spelled("api_key", "%6b1")), isK1},
+		{"query value upper-case hex", tg("k1", spelled("api_key", "%6B%31")), isK1},
+		{"query value digit encoded", tg("k1", spelled("api_key", "k%31")), isK1},
+		{"query key percent-encoded", tg("S", spelled("%61pi_key", "S")), isS},
+		{"query value with a plus", tg("S T", spelled("api_key", "S+T")), isNew},
+		{"query malformed pair beside the key", tg("S", spelled("api_key", "S"), besides("x=%zz")), isS},
+		{"query semicolon pair beside the key", tg("S", spelled("api_key", "S"), besides("x=1;y=2")), isS},
+		{"query key twice, spelled two ways", tg("S", spelled("api_key", "S"), besides("%61pi_key=S")), refused},
+		{"query not UTF-8 encoded", tg("S\xff", spelled("api_key", "S%FF")), refused},
+
+		// HEAD is GET without the body: H is blocked on GET /orders/{id}.
+		{"GET of a route H is blocked on", tg("H", method("GET")), isS},
+		{"HEAD of that route", tg("H", route("HEAD /orders/{id}"), method("HEAD")), isS},
 	}
 	entries := e.entries()
 	for _, row := range rows {
@@ -145,6 +235,13 @@ func TestHostileTargets(t *testing.T) {
 		}
 		if !isUTF8(in.subject) {
 			need |= needRawUTF8
+		}
+		if in.rawKey != "" || in.extra != "" {
+			need |= needQuery
+		}
+		if in.method != "" {
+			need |= needMethod
+			need &^= needRoute // the entries that take a method derive the route
 		}
 		ran := 0
 		for _, en := range entries {
@@ -188,6 +285,8 @@ func newHygiene(t *testing.T, key string) *hygiene {
 	t.Cleanup(e.adm.Close)
 	for _, r := range []map[string]any{
 		{"api": sampleAPI, "route": "*", "subject": "S", "limit": 0, "period": "1m"},
+		{"api": sampleAPI, "route": "*", "subject": "k1", "limit": 0, "period": "1m"},
+		{"api": sampleAPI, "route": "GET /orders/{id}", "subject": "H", "limit": 0, "period": "1m"},
 		{"api": sampleAPI, "route": "*", "subject": "*", "limit": 100, "period": "1m"},
 	} {
 		b, _ := json.Marshal(r)
@@ -205,8 +304,8 @@ func newHygiene(t *testing.T, key string) *hygiene {
 		rl  **ratelimit.Limiter
 		ctx string
 	}{{&e.byPrincipal, ""}, {&e.byCtx, "tenant"}} {
-		rl, err := ratelimit.New(context.Background(), ratelimit.Options{RedisURL: redisURL, DatabaseURL: dbURL, Prefix: prefix,
-			SubjectKey: key, ContextKey: l.ctx, Out: io.Discard})
+		rl, err := ratelimit.New(context.Background(), ratelimit.Options{RedisURL: redisURL, Prefix: prefix,
+			SubjectKey: key, ContextKey: l.ctx, Out: io.Discard, Sources: "header:x-api-key,query:api_key"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,10 +318,17 @@ func newHygiene(t *testing.T, key string) *hygiene {
 // entries are the ways in.
 func (e *hygiene) entries() []entry {
 	apiParts := needAPI | needRoute | needRawUTF8 | needDupSubj | needDupAPI
+	// The request entries: API Gateway's JSON events, the net/http
+	// request, each entered as its users enter it. A JSON transport turns
+	// bytes that are not UTF-8 into U+FFFD before Sluice sees them; the
+	// answer is the same.
+	header := needRawUTF8 | needDupSubj | needMethod
+	query := header | needQuery
 	return []entry{
-		{"authorizer REST header", needDupSubj, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "headers") }},
-		{"authorizer REST query", needDupSubj, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "queryStringParameters") }},
-		{"authorizer HTTP header", needDupSubj, e.authorizerHTTP},
+		{"authorizer REST header", header, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "headers") }},
+		{"authorizer REST query", query, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "queryStringParameters") }},
+		{"authorizer HTTP header", header, func(t *testing.T, in target) string { return e.authorizerHTTP(t, in, false) }},
+		{"authorizer HTTP query", query, func(t *testing.T, in target) string { return e.authorizerHTTP(t, in, true) }},
 		{"POST /check", apiParts, e.check},
 		{"POST /usage", apiParts, e.usage},
 		{"GET /subjects/{subject}/limits", needAPI | needRoute | needRawUTF8 | needDupAPI, e.limits},
@@ -231,24 +337,98 @@ func (e *hygiene) entries() []entry {
 		{"ratelimit context:tenant", needRawUTF8, func(t *testing.T, in target) string {
 			return e.wrapped(t, e.byCtx, "alice", map[string]any{"tenant": in.subject})
 		}},
-		{"ratelimit Handler header", needRawUTF8 | needDupSubj, e.middleware},
-		{"ratelimit LimitHTTPAPI header", needDupSubj, e.httpAPI},
-		{"ratelimit LimitProxy header", needDupSubj, e.proxy},
-		{"ratelimit LimitALB header", needDupSubj, e.alb},
+		{"ratelimit Handler header", header, func(t *testing.T, in target) string { return e.middleware(t, in, false) }},
+		{"ratelimit Handler query", query, func(t *testing.T, in target) string { return e.middleware(t, in, true) }},
+		{"ratelimit LimitHTTPAPI header", header, func(t *testing.T, in target) string { return e.httpAPI(t, in, false) }},
+		{"ratelimit LimitHTTPAPI query", query, func(t *testing.T, in target) string { return e.httpAPI(t, in, true) }},
+		{"ratelimit LimitProxy header", header, func(t *testing.T, in target) string { return e.proxy(t, in, false) }},
+		{"ratelimit LimitProxy query", query, func(t *testing.T, in target) string { return e.proxy(t, in, true) }},
+		{"ratelimit LimitALB header", header, func(t *testing.T, in target) string { return e.alb(t, in, false) }},
+		{"ratelimit LimitALB query", query, func(t *testing.T, in target) string { return e.alb(t, in, true) }},
 	}
 }
 
-// middleware sends GET /orders/42 with the subject in X-Api-Key (twice:
-// two header lines) to a ServeMux behind the net/http middleware, in
-// process, so its bytes reach the handler as they are.
-func (e *hygiene) middleware(t *testing.T, in target) string {
+// routeKey is an HTTP API route key for in: GET's route, or an ANY route
+// for any other method (an HTTP API routes a HEAD request to one).
+func (in target) routeKey() string {
+	if in.httpMethod() == "GET" {
+		return "GET /orders/{id}"
+	}
+	return "ANY /orders/{id}"
+}
+
+// joined is an HTTP API's view of a multi-value map: repeated values
+// joined with commas.
+func joined(m map[string][]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, vs := range m {
+		out[k] = strings.Join(vs, ",")
+	}
+	return out
+}
+
+// rawPairs is in's query as an ALB hands it to a Lambda: each pair as the
+// client wrote it, not decoded.
+func (in target) rawPairs() map[string][]string {
+	out := map[string][]string{}
+	for pair := range strings.SplitSeq(in.wireQuery(), "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		out[k] = append(out[k], v)
+	}
+	return out
+}
+
+// jsonMap writes m as a JSON object, its strings byte for byte (rawJSON).
+func jsonMap[V string | []string](m map[string]V) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for k, v := range m {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(rawJSON(k) + ":")
+		switch v := any(v).(type) {
+		case string:
+			b.WriteString(rawJSON(v))
+		case []string:
+			b.WriteByte('[')
+			for i, x := range v {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(rawJSON(x))
+			}
+			b.WriteByte(']')
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// headerValues are the x-api-key header's values of in: the subject, twice
+// when dupSubject.
+func (in target) headerValues() []string {
+	if in.dupSubject {
+		return []string{in.subject, in.subject}
+	}
+	return []string{in.subject}
+}
+
+// middleware sends GET /orders/42 (or in's method) to a ServeMux behind
+// the net/http middleware, in process, so its bytes reach the handler as
+// they are: the subject in X-Api-Key (twice: two header lines), or in the
+// query as the client spells it.
+func (e *hygiene) middleware(t *testing.T, in target, inQuery bool) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
-	r := httptest.NewRequest("GET", "/orders/42", nil)
-	r.Header["X-Api-Key"] = []string{in.subject}
-	if in.dupSubject {
-		r.Header.Add("X-Api-Key", in.subject)
+	target := "/orders/42"
+	if inQuery {
+		target += "?" + in.wireQuery()
+	}
+	r := httptest.NewRequest(in.httpMethod(), target, nil)
+	if !inQuery {
+		r.Header["X-Api-Key"] = in.headerValues()
 	}
 	w := httptest.NewRecorder()
 	e.byPrincipal.Handler(mux, ratelimit.HandlerOptions{API: sampleAPI}).ServeHTTP(w, r)
@@ -271,17 +451,20 @@ func integrationOutcome(t *testing.T, status int, body string) string {
 	return ""
 }
 
-// httpAPI sends an HTTP API payload 2.0 integration event with the
-// subject in the x-api-key header (twice: joined with a comma, as API
-// Gateway joins them), decoded as the Lambda runtime decodes it.
-func (e *hygiene) httpAPI(t *testing.T, in target) string {
+// httpAPI sends an HTTP API payload 2.0 integration event, decoded as the
+// Lambda runtime decodes it, with the subject in the x-api-key header
+// (twice: joined with a comma, as API Gateway joins them) or in the query
+// (decoded, repeated values joined).
+func (e *hygiene) httpAPI(t *testing.T, in target, inQuery bool) string {
 	t.Helper()
-	v := in.subject
-	if in.dupSubject {
-		v += "," + v
+	hdr, q := `{"x-api-key":`+rawJSON(strings.Join(in.headerValues(), ","))+`}`, `{}`
+	if inQuery {
+		_, multi := in.decodedQuery()
+		hdr, q = `{}`, jsonMap(joined(multi))
 	}
-	ev := decode[events.APIGatewayV2HTTPRequest](t, []byte(fmt.Sprintf(`{"version":"2.0","routeKey":"GET /orders/{id}","rawPath":"/orders/42",
-		"headers":{"x-api-key":%s},"requestContext":{"apiId":%q,"http":{"method":"GET","path":"/orders/42","sourceIp":"203.0.113.7"}}}`, rawJSON(v), sampleAPI)))
+	ev := decode[events.APIGatewayV2HTTPRequest](t, []byte(fmt.Sprintf(`{"version":"2.0","routeKey":%q,"rawPath":"/orders/42","rawQueryString":%s,
+		"headers":%s,"queryStringParameters":%s,"requestContext":{"apiId":%q,"http":{"method":%q,"path":"/orders/42","sourceIp":"203.0.113.7"}}}`,
+		in.routeKey(), rawJSON(in.wireQuery()), hdr, q, sampleAPI, in.httpMethod())))
 	r, err := e.byPrincipal.LimitHTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	}, ratelimit.HandlerOptions{})(context.Background(), ev)
@@ -292,16 +475,19 @@ func (e *hygiene) httpAPI(t *testing.T, in target) string {
 }
 
 // proxy sends a REST API proxy event with the subject in the x-api-key
-// header (twice: two values in multiValueHeaders).
-func (e *hygiene) proxy(t *testing.T, in target) string {
+// header (twice: two values in multiValueHeaders) or in the query
+// (decoded, in both maps, as API Gateway fills them).
+func (e *hygiene) proxy(t *testing.T, in target, inQuery bool) string {
 	t.Helper()
-	values := rawJSON(in.subject)
-	if in.dupSubject {
-		values += "," + values
+	vs := in.headerValues()
+	hdr, mhdr, q, mq := jsonMap(map[string]string{"x-api-key": vs[len(vs)-1]}), jsonMap(map[string][]string{"x-api-key": vs}), `{}`, `{}`
+	if inQuery {
+		single, multi := in.decodedQuery()
+		hdr, mhdr, q, mq = `{}`, `{}`, jsonMap(single), jsonMap(multi)
 	}
-	ev := decode[events.APIGatewayProxyRequest](t, []byte(fmt.Sprintf(`{"resource":"/orders/{id}","path":"/orders/42","httpMethod":"GET",
-		"headers":{"x-api-key":%s},"multiValueHeaders":{"x-api-key":[%s]},"requestContext":{"apiId":%q,"identity":{"sourceIp":"203.0.113.7"}}}`,
-		rawJSON(in.subject), values, sampleAPI)))
+	ev := decode[events.APIGatewayProxyRequest](t, []byte(fmt.Sprintf(`{"resource":"/orders/{id}","path":"/orders/42","httpMethod":%q,
+		"headers":%s,"multiValueHeaders":%s,"queryStringParameters":%s,"multiValueQueryStringParameters":%s,
+		"requestContext":{"apiId":%q,"identity":{"sourceIp":"203.0.113.7"}}}`, in.httpMethod(), hdr, mhdr, q, mq, sampleAPI)))
 	r, err := e.byPrincipal.LimitProxy(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		return events.APIGatewayProxyResponse{StatusCode: 200}, nil
 	}, ratelimit.HandlerOptions{})(context.Background(), ev)
@@ -312,18 +498,20 @@ func (e *hygiene) proxy(t *testing.T, in target) string {
 }
 
 // alb sends an ALB event of a multi-value target group with the subject
-// in the x-api-key header (twice: two values).
-func (e *hygiene) alb(t *testing.T, in target) string {
+// in the x-api-key header (twice: two values), or in the query as the
+// load balancer passes it: as the client wrote it.
+func (e *hygiene) alb(t *testing.T, in target, inQuery bool) string {
 	t.Helper()
-	values := rawJSON(in.subject)
-	if in.dupSubject {
-		values += "," + values
+	hdr, q := map[string][]string{"x-api-key": in.headerValues(), "x-forwarded-for": {"203.0.113.7"}}, map[string][]string{}
+	if inQuery {
+		delete(hdr, "x-api-key")
+		q = in.rawPairs()
 	}
-	ev := decode[events.ALBTargetGroupRequest](t, []byte(fmt.Sprintf(`{"httpMethod":"GET","path":"/orders/42",
-		"multiValueHeaders":{"x-api-key":[%s],"x-forwarded-for":["203.0.113.7"]}}`, values)))
+	ev := decode[events.ALBTargetGroupRequest](t, []byte(fmt.Sprintf(`{"httpMethod":%q,"path":"/orders/42",
+		"multiValueHeaders":%s,"multiValueQueryStringParameters":%s}`, in.httpMethod(), jsonMap(hdr), jsonMap(q))))
 	r, err := e.byPrincipal.LimitALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 		return events.ALBTargetGroupResponse{StatusCode: 200}, nil
-	}, ratelimit.HandlerOptions{API: sampleAPI, Resource: func(string, string) string { return "/orders/{id}" }})(context.Background(), ev)
+	}, ratelimit.HandlerOptions{API: sampleAPI, ForwardedHops: 1, Resource: func(string, string) string { return "/orders/{id}" }})(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,22 +519,22 @@ func (e *hygiene) alb(t *testing.T, in target) string {
 }
 
 // authorizerREST sends a REST API REQUEST event with the subject in the
-// x-api-key header or the api_key query parameter (in (single and
-// multi-value maps, as API Gateway fills both) through Invoke.
+// x-api-key header or the api_key query parameter (in the single and
+// multi-value maps, as API Gateway fills both; the query decoded) through
+// Invoke.
 func (e *hygiene) authorizerREST(t *testing.T, in target, where string) string {
 	t.Helper()
-	name, multi := "x-api-key", "multiValueHeaders"
+	vs := in.headerValues()
+	single, multi := jsonMap(map[string]string{"x-api-key": vs[len(vs)-1]}), jsonMap(map[string][]string{"x-api-key": vs})
+	multiName := "multiValueHeaders"
 	if where == "queryStringParameters" {
-		name, multi = "api_key", "multiValueQueryStringParameters"
+		s, m := in.decodedQuery()
+		single, multi, multiName = jsonMap(s), jsonMap(m), "multiValueQueryStringParameters"
 	}
-	values := rawJSON(in.subject)
-	if in.dupSubject {
-		values += "," + values
-	}
-	ev := fmt.Sprintf(`{"type":"REQUEST","methodArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/prod/GET/orders/42",
-		"resource":"/orders/{id}","path":"/orders/42","httpMethod":"GET",%q:{%q:%s},%q:{%q:[%s]},
+	ev := fmt.Sprintf(`{"type":"REQUEST","methodArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/prod/%s/orders/42",
+		"resource":"/orders/{id}","path":"/orders/42","httpMethod":%q,%q:%s,%q:%s,
 		"requestContext":{"apiId":%q,"identity":{"sourceIp":"203.0.113.7"}}}`,
-		sampleAPI, where, name, rawJSON(in.subject), multi, name, values, sampleAPI)
+		sampleAPI, in.httpMethod(), in.httpMethod(), where, single, multiName, multi, sampleAPI)
 	out, err := e.dec.Authorizer.Invoke(context.Background(), []byte(ev))
 	if err != nil {
 		if err.Error() != "Unauthorized" {
@@ -358,25 +546,28 @@ func (e *hygiene) authorizerREST(t *testing.T, in target, where string) string {
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatal(err)
 	}
-	// The principalId is the keyed hash of the subject charged.
-	if resp.PrincipalID == e.hashS {
+	// The principalId is the keyed hash of the subject charged; a Deny is
+	// a blocked subject's (k1's, H's).
+	if resp.PrincipalID == e.hashS || resp.PolicyDocument.Statement[0].Effect == "Deny" {
 		return isS
 	}
 	return isNew
 }
 
 // authorizerHTTP sends an HTTP API payload 2.0 event with the subject in
-// the x-api-key header (sent twice, API Gateway joins the values with a
-// comma) through Invoke.
-func (e *hygiene) authorizerHTTP(t *testing.T, in target) string {
+// the x-api-key header or the api_key query parameter (sent twice, API
+// Gateway joins the values with a comma) through Invoke.
+func (e *hygiene) authorizerHTTP(t *testing.T, in target, inQuery bool) string {
 	t.Helper()
-	v := in.subject
-	if in.dupSubject {
-		v += "," + v
+	hdr, q := `{"x-api-key":`+rawJSON(strings.Join(in.headerValues(), ","))+`}`, `{}`
+	if inQuery {
+		_, multi := in.decodedQuery()
+		hdr, q = `{}`, jsonMap(joined(multi))
 	}
-	ev := fmt.Sprintf(`{"version":"2.0","type":"REQUEST","routeArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/$default/GET/orders/42",
-		"routeKey":"GET /orders/{id}","rawPath":"/orders/42","headers":{"x-api-key":%s},
-		"requestContext":{"apiId":%q,"http":{"method":"GET","path":"/orders/42","sourceIp":"203.0.113.7"}}}`, sampleAPI, rawJSON(v), sampleAPI)
+	ev := fmt.Sprintf(`{"version":"2.0","type":"REQUEST","routeArn":"arn:aws:execute-api:eu-west-1:123456789012:%s/$default/%s/orders/42",
+		"routeKey":%q,"rawPath":"/orders/42","rawQueryString":%s,"headers":%s,"queryStringParameters":%s,
+		"requestContext":{"apiId":%q,"http":{"method":%q,"path":"/orders/42","sourceIp":"203.0.113.7"}}}`,
+		sampleAPI, in.httpMethod(), in.routeKey(), rawJSON(in.wireQuery()), hdr, q, sampleAPI, in.httpMethod())
 	out, err := e.dec.Authorizer.Invoke(context.Background(), []byte(ev))
 	if err != nil {
 		if err.Error() != "Unauthorized" {

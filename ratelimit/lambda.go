@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge"
 )
 
 // HTTPAPIHandler is a Lambda integration handler of an API Gateway HTTP
@@ -34,9 +34,10 @@ type ALBHandler func(context.Context, events.ALBTargetGroupRequest) (events.ALBT
 // when o.AllowHeaders is set (h's own fields of those names win). o.API,
 // when set, is the api instead of the event's id.
 func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandler {
+	core := l.decider(&o)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req := apigw.HTTPAPIRequest(&ev)
-		hdr, status, body := l.judgeEvent(ctx, &req, &o)
+		req := edge.HTTPAPI(&ev, o.ForwardedHops)
+		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
 		if status != 0 {
 			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
 		}
@@ -55,9 +56,10 @@ func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandle
 // authorizer reads of the same request. It is the answer for a REST API
 // that has no Sluice authorizer; one that has needs no wrapper.
 func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
+	core := l.decider(&o)
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-		req := apigw.ProxyRequest(&ev)
-		hdr, status, body := l.judgeEvent(ctx, &req, &o)
+		req := edge.Proxy(&ev, o.ForwardedHops)
+		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
 		if status != 0 {
 			return events.APIGatewayProxyResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
 		}
@@ -73,17 +75,21 @@ func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
 // Balancer's Lambda target, as LimitHTTPAPI does for an HTTP API. A load
 // balancer has neither api id nor route template: the api is o.API, the
 // route o.Resource's answer for the event's method and path (nil: the
-// rules of route "*" only). The ip source reads the address the load
-// balancer appends to X-Forwarded-For. The answer's headers take the form
+// rules of route "*" only). The ip source reads X-Forwarded-For's
+// o.ForwardedHops-th address from the right: 1 for a load balancer in its
+// default append mode; 0 (the default) gives the ip source nothing, as an
+// ALB event carries no address of its own. Query parameters are
+// percent-decoded, as the backend decodes them. The answer's headers take the form
 // of the event's (multi-value when the target group sends multi-value
 // headers, as the load balancer then requires).
 func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
+	core := l.decider(&o)
 	return func(ctx context.Context, ev events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
-		req := apigw.ALBRequest(&ev)
+		req := edge.ALB(&ev, o.ForwardedHops)
 		if o.Resource != nil {
 			req.Resource = o.Resource(ev.HTTPMethod, ev.Path)
 		}
-		hdr, status, body := l.judgeEvent(ctx, &req, &o)
+		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
 		multi := ev.MultiValueHeaders != nil
 		if status != 0 {
 			resp := events.ALBTargetGroupResponse{StatusCode: status, StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status), Body: string(body)}
@@ -115,12 +121,12 @@ func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
 
 // judgeEvent is judge for an integration event: o.API, when set, names
 // the api; hdr is nil when the request passes without fields to add.
-func (l *Limiter) judgeEvent(ctx context.Context, req *authorizer.Request, o *HandlerOptions) (hdr http.Header, status int, body []byte) {
+func (l *Limiter) judgeEvent(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, o *HandlerOptions) (hdr http.Header, status int, body []byte) {
 	if o.API != "" {
 		req.API = o.API
 	}
 	hdr = http.Header{}
-	status, body = l.judge(ctx, req, hdr, o)
+	status, body = l.judge(ctx, core, req, hdr, o)
 	return hdr, status, body
 }
 

@@ -64,7 +64,8 @@ func TestLambdaIntegrations(t *testing.T) {
 	rl := s.limiterWith(t, ratelimit.Options{Sources: "ip", Headers: "draft11,draft6"})
 	var calls int
 	own := map[string]string{"Cache-Control": "max-age=5", "Content-Type": "text/plain"}
-	alb := ratelimit.HandlerOptions{API: "web", AllowHeaders: true, Resource: func(method, path string) string { return path }}
+	alb := ratelimit.HandlerOptions{API: "web", AllowHeaders: true, Resource: func(method, path string) string { return path },
+		ForwardedHops: 1} // the load balancer appends the client address it saw
 
 	for _, tt := range []struct {
 		file string

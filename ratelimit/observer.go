@@ -22,7 +22,8 @@ const (
 type Decision struct {
 	// API is the api the rules were matched with.
 	API string
-	// Rule is the limiting rule's id; "" when no rule applied, and for
+	// Rule is the limiting rule's id, the shadow rule's for
+	// OutcomeShadowDeny; "" when no rule applied, and for
 	// OutcomeUnauthorized.
 	Rule string
 	// Outcome is one of the Outcome constants.
@@ -58,7 +59,8 @@ func decision(req *authorizer.Request, res *authorizer.Result, err error, took t
 		d.Outcome = OutcomeDeny
 		d.FailClosed = err != nil
 	case res.ShadowDenied:
-		d.Outcome = OutcomeShadowDeny
+		// The shadow rule's outcome, not the enforcing rule's.
+		d.Outcome, d.Rule = OutcomeShadowDeny, res.ShadowRule
 	default:
 		d.Outcome = OutcomeAllow
 	}
@@ -76,5 +78,5 @@ type Health struct {
 
 // Health returns the state of l's backends now.
 func (l *Limiter) Health() Health {
-	return Health{BreakerOpen: l.app.Limiter.Stats().Breaker != limiter.BreakerClosed, SnapshotAge: l.app.Cache.Age()}
+	return Health{BreakerOpen: l.dec.Limiter.Stats().Breaker != limiter.BreakerClosed, SnapshotAge: l.dec.Cache.Age()}
 }

@@ -43,14 +43,14 @@ func (w *nopWriter) WriteHeader(int)             {}
 func BenchmarkMiddlewareOverhead(b *testing.B) {
 	ctx := context.Background()
 	l, err := New(ctx, Options{
-		RedisURL: os.Getenv("REDIS_URL"), DatabaseURL: os.Getenv("DATABASE_URL"), Prefix: os.Getenv("REDIS_PREFIX") + "overhead:",
+		RedisURL: os.Getenv("REDIS_URL"), Prefix: os.Getenv("REDIS_PREFIX") + "overhead:",
 		DefaultLimit: "1000000000/1s", Out: io.Discard, LeaseMax: 1, Timeout: time.Second,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	m := l.app.Cache.Snapshot(ctx).Match("shop", "GET", "/orders/{id}", "bench-user")
+	m := l.dec.Cache.Snapshot(ctx).Match("shop", "GET", "/orders/{id}", "bench-user")
 	if m.API == nil {
 		b.Fatal("no default rule")
 	}
@@ -68,7 +68,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	var lim, mw []time.Duration
 	bareCall := func() {
 		t0 := time.Now()
-		if d, err := l.app.Limiter.Allow(ctx, bare); err != nil || !d.Allowed {
+		if d, err := l.dec.Limiter.Allow(ctx, bare); err != nil || !d.Allowed {
 			b.Fatalf("Allow = %+v, %v", d, err)
 		}
 		lim = append(lim, time.Since(t0))

@@ -5,12 +5,12 @@
 // same rules, Redis buckets, context values and 429 gateway responses as
 // Sluice's own authorizer Lambda. No second Lambda, no extra invoke.
 //
-//	rl, err := ratelimit.FromEnv(ctx) // REDIS_URL, DATABASE_URL, SUBJECT_HMAC_KEY_SECRET_ARN, … as the Sluice authorizer reads them
+//	rl, err := awsenv.FromEnv(ctx) // ratelimit/awsenv: REDIS_URL, SUBJECT_HMAC_KEY_SECRET_ARN, … as the Sluice authorizer reads them
 //	if err != nil { … }
 //	lambda.Start(rl.WrapREST(myAuthorizer))
 //
 // The Limiter must hash subjects with the deployment's subject hash key
-// (Options.SubjectKeySecretARN, SUBJECT_HMAC_KEY_SECRET_ARN): a subject's
+// (Options.SubjectKey; SUBJECT_HMAC_KEY_SECRET_ARN with awsenv): a subject's
 // buckets are named by that hash, and the admin API's reset, usage refund
 // and limits view act on the buckets of its own key. The first process to
 // name buckets under a key prefix records its key's id in Redis, next to
@@ -40,7 +40,7 @@
 // HTTP API, a REST API and a load balancer (docs/middleware.md). The
 // subject is read by Options.Sources (SUBJECT_SOURCES):
 //
-//	rl, err := ratelimit.FromEnv(ctx) // SUBJECT_SOURCES=header:x-api-key, …
+//	rl, err := ratelimit.New(ctx, ratelimit.Options{RedisURL: "redis://…", SubjectKey: key, Sources: "header:x-api-key"})
 //	if err != nil { … }
 //	http.ListenAndServe(":8080", rl.Handler(mux, ratelimit.HandlerOptions{API: "orders"}))
 //
@@ -48,7 +48,7 @@
 //
 // Until Sluice's v1, this package follows the module's v0 versions, with
 // this promise: the names exported here (Options and its fields, New,
-// FromEnv, Limiter and its methods, the handler types, HandlerOptions,
+// Limiter and its methods, the handler types, HandlerOptions,
 // Observer, Decision, Health, the Outcome and ProblemTypeBase constants,
 // ErrUnauthorized, MaxSubjectLen) keep their meaning and signatures across minor versions;
 // new Options fields and methods may be added. Its behaviour follows the
@@ -59,6 +59,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,12 +77,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/decider"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // MaxSubjectLen is the longest subject, in bytes, that a Limiter charges:
@@ -88,22 +91,40 @@ import (
 // is refused with "Unauthorized", never charged.
 const MaxSubjectLen = identity.MaxSubjectLen
 
+// Service defaults: a long-running process (a service on ECS, EKS or EC2
+// behind Handler, or the integration wrappers outside Lambda) serves many
+// requests at once, and when its host is busy its goroutines wait for a
+// core: the Lambda's budget (25 ms, 4 connections, one request at a time
+// per instance) then fails most decisions open. A Lambda (the
+// AWS_LAMBDA_FUNCTION_NAME variable is set) keeps the authorizer's.
+const (
+	// ServiceTimeout is Options.Timeout's default outside Lambda.
+	ServiceTimeout = 250 * time.Millisecond
+	// ServicePoolSize is Options.PoolSize's least default outside Lambda
+	// (16 a CPU when that is more).
+	ServicePoolSize = 64
+	// LambdaTimeout and LambdaPoolSize are the defaults in a Lambda, the
+	// authorizer's.
+	LambdaTimeout  = 25 * time.Millisecond
+	LambdaPoolSize = 4
+)
+
 // Options configure a Limiter. Each field maps to the environment
 // variable of Sluice's authorizer Lambda it names, and is checked the same
 // way (docs/authorizer.md); the zero value of a field is that variable
-// unset.
+// unset. The rules are read from the Redis snapshot Sluice's admin API
+// publishes; package ratelimit/awsenv builds a Limiter from the
+// authorizer's own environment instead (Secrets Manager, the PostgreSQL
+// fallback), and links the AWS SDK and pgx to do it.
 type Options struct {
 	// RedisURL is REDIS_URL: the Redis holding the buckets and the rules
-	// snapshot, redis://host:port or rediss:// for TLS. Required unless
-	// Redis is set.
+	// snapshot, redis://[user:password@]host:port or rediss:// for TLS.
+	// Required unless Redis is set.
 	RedisURL string
 	// Redis, when set, is the client used instead of one built from
-	// RedisURL; Close leaves it open.
+	// RedisURL (a cluster or Sentinel client, say); Close leaves it open.
+	// Give it ContextTimeoutEnabled, or Timeout cannot bound a call.
 	Redis redis.UniversalClient
-	// DatabaseURL is DATABASE_URL: the PostgreSQL rules database Sluice's
-	// admin API writes to. Required: the rules are read from the Redis
-	// snapshot the admin API publishes, and from here when it is missing.
-	DatabaseURL string
 	// ContextKey is the key of the wrapped handler's context whose value
 	// is the subject to limit, such as "tenant" (SUBJECT_SOURCES=context:tenant).
 	// "" limits by the handler's principalId (SUBJECT_SOURCES=principal,
@@ -123,19 +144,20 @@ type Options struct {
 	// SubjectKey is SUBJECT_HMAC_KEY: the key of the subject hash that
 	// names each subject's buckets, at least 16 bytes. It must be the
 	// deployment's own (its admin API resets, refunds and inspects the
-	// buckets of its key): set this or SubjectKeySecretARN, not both.
-	// Neither is an unkeyed hash, which a keyed deployment's record
+	// buckets of its key; ratelimit/awsenv reads it from Secrets
+	// Manager). "" is an unkeyed hash, which a keyed deployment's record
 	// refuses (see the package documentation). Keep it out of logs.
 	SubjectKey string
-	// SubjectKeySecretARN is SUBJECT_HMAC_KEY_SECRET_ARN: the ARN of the
-	// Secrets Manager secret holding the subject hash key, the one the
-	// deployment's functions are given (the stack's "Sluice subject hash
-	// key" secret). The Lambda's role must be allowed to read it.
-	SubjectKeySecretARN string
 	// Timeout is REDIS_TIMEOUT: the budget of one Redis call, after which
 	// each rule's failure mode decides (open: allow; closed: deny). 0 is
-	// 25ms; at most 10s.
+	// ServiceTimeout (250ms), or LambdaTimeout (25ms) in a Lambda; at most
+	// 10s.
 	Timeout time.Duration
+	// PoolSize is REDIS_POOL_SIZE: the most Redis connections at once,
+	// which bounds the decisions waiting on Redis at once. 0 is
+	// ServicePoolSize (64) or 16 a CPU, whichever is more, or
+	// LambdaPoolSize (4) in a Lambda. Ignored with Redis.
+	PoolSize int
 	// Out receives the JSON log lines and the CloudWatch EMF metric lines
 	// (decisions, fail-opens). nil is os.Stdout, a Lambda's log stream.
 	Out io.Writer
@@ -148,6 +170,9 @@ type Options struct {
 	// header:x-api-key. The authorizer wrappers (WrapREST, …) read
 	// ContextKey instead.
 	Sources string
+	// Dimensions is DIMENSIONS: named dimensions limited beside the
+	// subject, such as "ip=ip" (docs/authorizer.md).
+	Dimensions string
 	// LeaseMax is LEASE_MAX: the most requests one token lease of a
 	// subject this process sees often admits without a Redis call
 	// (docs/authorizer.md, token leases). 0 is 64; 1 turns leases off, so
@@ -157,18 +182,23 @@ type Options struct {
 	// JWT_AUDIENCE and JWT_JWKS_URL: how a jwt:<claim> source verifies
 	// the bearer token. The issuer and audience are required by one.
 	JWTIssuer, JWTAudience, JWTJWKSURL string
+	// FailLogEvery is how often a storm of fail-open (or fail-closed)
+	// decisions writes a log line, each with the count it stands for; 0
+	// is 1s.
+	FailLogEvery time.Duration
 }
 
 // Limiter limits the callers an authorizer handler lets through. It is
 // safe for concurrent use; build one at init and reuse it across
 // invocations.
 type Limiter struct {
-	app *app.App
-	// chain decides behind the authorizer wrappers' handlers; guard
-	// decides the requests of the middleware and integration wrappers, by
-	// sources.
+	dec   *decider.Decider
+	close func()
+	// chain decides behind the authorizer wrappers' handlers; core decides
+	// the requests of the middleware and integration wrappers, by sources.
 	chain   *apigw.Authorizer
-	guard   *apigw.Guard
+	core    *authorizer.Authorizer
+	dialect headers.Dialects
 	sources []identity.Source
 	// headers are the canonical names of the request headers the sources
 	// and dimensions read (Authorization with a jwt: source): the only
@@ -184,125 +214,149 @@ type Limiter struct {
 	keyNext atomic.Int64
 }
 
-// New builds a Limiter from o: it dials Redis, loads the rules (from the
-// Redis snapshot, else the database) and checks its subject hash key
-// against the one recorded for the buckets before returning, within about
-// 4 seconds at most (1 s for Redis, 3 s for the rules, then REDIS_TIMEOUT
-// for the key).
-// A Redis or database that cannot be reached is not an error: it is
-// logged, the rules' failure modes and the default limit apply, and both
-// are retried (the key is checked at later requests, at most once a
-// second, until Redis answers). New returns an error for settings it
-// cannot use, naming each, and for a subject hash key other than the one
-// recorded for the buckets.
+// inLambda reports whether the process is a Lambda function's.
+func inLambda() bool { return os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != "" }
+
+// New builds a Limiter from o: it dials Redis, loads the rules from the
+// Redis snapshot and checks its subject hash key against the one recorded
+// for the buckets before returning, within about 4 seconds at most (1 s
+// for Redis, 3 s for the rules, then the Redis timeout for the key).
+// A Redis that cannot be reached is not an error: it is logged, the rules'
+// failure modes and the default limit apply, and both are retried (the key
+// is checked at later requests, at most once a second, until Redis
+// answers). New returns an error for settings it cannot use, naming each,
+// and for a subject hash key other than the one recorded for the buckets.
 func New(ctx context.Context, o Options) (*Limiter, error) {
-	env := map[string]string{
-		"REDIS_URL":         o.RedisURL,
-		"DATABASE_URL":      o.DatabaseURL,
-		"DEFAULT_LIMIT":     o.DefaultLimit,
-		"RATELIMIT_HEADERS": o.Headers,
-		"REDIS_PREFIX":      o.Prefix,
-
-		"SUBJECT_HMAC_KEY":            o.SubjectKey,
-		"SUBJECT_HMAC_KEY_SECRET_ARN": o.SubjectKeySecretARN,
-
-		"SUBJECT_SOURCES": o.Sources,
-		"JWT_ISSUER":      o.JWTIssuer,
-		"JWT_AUDIENCE":    o.JWTAudience,
-		"JWT_JWKS_URL":    o.JWTJWKSURL,
-	}
-	var kerr error
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, fmt.Errorf("%s: %w", field, err)) }
 	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
-		kerr = fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey)
-	}
-	if src, err := identity.ParseSources(o.Sources); err == nil && (identity.HasKind(src, identity.SourcePrincipal) || identity.HasKind(src, identity.SourceContext)) {
 		//lint:ignore ST1005 it names the field, as the caller spells it
-		kerr = errors.Join(kerr, fmt.Errorf("Sources %q: principal and context:<key> read an authorizer's answer: set ContextKey for the authorizer wrappers, and header, query, apikey, ip or jwt sources here", o.Sources))
-		env["SUBJECT_SOURCES"] = "" // said here; config would ask for an UPSTREAM_AUTHORIZER
+		errs = append(errs, fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey))
 	}
-	if o.Timeout != 0 {
-		env["REDIS_TIMEOUT"] = o.Timeout.String()
+	src, err := identity.ParseSources(o.Sources)
+	switch {
+	case err != nil:
+		bad("Sources (SUBJECT_SOURCES)", err)
+	case identity.HasKind(src, identity.SourcePrincipal) || identity.HasKind(src, identity.SourceContext):
+		//lint:ignore ST1005 it names the field, as the caller spells it
+		errs = append(errs, fmt.Errorf("Sources (SUBJECT_SOURCES) %q: principal and context:<key> read an authorizer's answer: set ContextKey for the authorizer wrappers, and header, query, apikey, ip or jwt sources here", o.Sources))
 	}
-	if o.LeaseMax != 0 {
-		env["LEASE_MAX"] = strconv.Itoa(o.LeaseMax)
-	}
-	cfg, err := config.FromEnv(func(k string) string { return env[k] })
-	if err := errors.Join(kerr, err); err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
-	}
-	return build(ctx, cfg, o.ContextKey, o)
-}
-
-// FromEnv builds a Limiter from the environment variables Sluice's
-// authorizer Lambda reads (REDIS_URL, REDIS_MODE, REDIS_AUTH_SECRET_ARN,
-// DATABASE_URL or DB_SECRET_ARN, SUBJECT_HMAC_KEY or
-// SUBJECT_HMAC_KEY_SECRET_ARN, DEFAULT_LIMIT, RATELIMIT_HEADERS,
-// REDIS_PREFIX, REDIS_TIMEOUT, LOG_LEVEL, …), as New does from Options.
-// SUBJECT_SOURCES is either whom the authorizer wrappers limit, "principal"
-// (the default: the handler's principalId) or "context:<key>"
-// (Options.ContextKey), or the sources of the middleware and integration
-// wrappers (Options.Sources: header:<name>, query:<name>, apikey, ip,
-// jwt:<claim>, with JWT_ISSUER, JWT_AUDIENCE, JWT_JWKS_URL). Every problem
-// is reported at once.
-func FromEnv(ctx context.Context) (*Limiter, error) {
-	sources := os.Getenv("SUBJECT_SOURCES")
-	key, kerr := parseSubject(sources)
-	if kerr == nil {
-		sources = "" // the authorizer wrappers' subject; the middleware's default
-	} else if src, err := identity.ParseSources(sources); err == nil && !identity.HasKind(src, identity.SourcePrincipal) && !identity.HasKind(src, identity.SourceContext) {
-		kerr = nil // the middleware's sources
-	}
-	cfg, err := config.FromEnv(func(k string) string {
-		if k == "SUBJECT_SOURCES" {
-			return sources
-		}
-		return os.Getenv(k)
-	})
-	if err := errors.Join(kerr, err); err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
-	}
-	return build(ctx, cfg, key, Options{})
-}
-
-// parseSubject reads SUBJECT_SOURCES for an embedded Limiter: principal, or
-// context:<key>.
-func parseSubject(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	kind, key, _ := strings.Cut(s, ":")
-	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
-	case s == "" || kind == "principal" && key == "":
-		return "", nil
-	case kind == "context" && identity.ValidKey(strings.TrimSpace(key)):
-		return strings.TrimSpace(key), nil
-	}
-	return "", fmt.Errorf("SUBJECT_SOURCES: %q: want principal or context:<key> (whom a wrapped authorizer names; a key of 1 to 128 printable ASCII characters, no space, comma or semicolon), "+
-		"or header:<name>, query:<name>, apikey, ip and jwt:<claim> sources (the middleware's), not both", s)
-}
-
-func build(ctx context.Context, cfg config.Config, key string, o Options) (*Limiter, error) {
-	// The app's decision reads cfg.SubjectSources: the requests the
-	// middleware and the integration wrappers answer.
-	fn := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
-	if fn == "" {
-		fn = "ratelimit"
-	}
-	a, err := app.New(ctx, cfg, app.Options{Parts: app.Decide, Out: o.Out, Function: fn, Redis: o.Redis})
+	dims, err := identity.ParseDimensions(o.Dimensions)
 	if err != nil {
+		bad("Dimensions (DIMENSIONS)", err)
+	}
+	var def *rules.Effective
+	if o.DefaultLimit != "" {
+		if def, err = rules.ParseLimit(o.DefaultLimit); err != nil {
+			bad("DefaultLimit (DEFAULT_LIMIT)", err)
+		}
+	}
+	dialect, err := headers.Parse(o.Headers)
+	if err != nil {
+		bad("Headers (RATELIMIT_HEADERS)", err)
+	}
+	if o.SubjectKey != "" && len(o.SubjectKey) < 16 {
+		bad("SubjectKey (SUBJECT_HMAC_KEY)", errors.New("must be at least 16 bytes"))
+	}
+	if o.Timeout < 0 || o.Timeout > 10*time.Second {
+		bad("Timeout (REDIS_TIMEOUT)", fmt.Errorf("%s: want 0 (the default) up to 10s", o.Timeout))
+	}
+	var jwt *identity.JWTOptions
+	if needsJWT(src, dims) {
+		if o.JWTIssuer == "" || o.JWTAudience == "" {
+			bad("JWTIssuer (JWT_ISSUER)", errors.New("a jwt:<claim> source needs JWTIssuer (JWT_ISSUER) and JWTAudience (JWT_AUDIENCE)"))
+		}
+		jwt = &identity.JWTOptions{Issuer: o.JWTIssuer, Audience: splitList(o.JWTAudience), JWKSURL: o.JWTJWKSURL}
+	}
+	timeout, pool := o.Timeout, o.PoolSize
+	if inLambda() {
+		timeout, pool = cmp.Or(timeout, LambdaTimeout), cmp.Or(pool, LambdaPoolSize)
+	} else {
+		timeout, pool = cmp.Or(timeout, ServiceTimeout), cmp.Or(pool, max(ServicePoolSize, 16*runtime.GOMAXPROCS(0)))
+	}
+	rdb := o.Redis
+	var closeRedis func()
+	if rdb == nil {
+		if o.RedisURL == "" {
+			errs = append(errs, errors.New("RedisURL (REDIS_URL): required unless Redis is set"))
+		} else if ro, err := redis.ParseURL(o.RedisURL); err != nil {
+			bad("RedisURL (REDIS_URL)", errors.New("not a redis:// or rediss:// URL"))
+		} else {
+			ro.ContextTimeoutEnabled = true
+			ro.Protocol = 2 // RESP3 checks every connection for pushes around every command
+			ro.PoolSize, ro.MinIdleConns = pool, 1
+			// A connection waits for a free one no longer than a call may take.
+			ro.PoolTimeout = timeout
+			ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, time.Second, time.Second
+			ro.MaxRetries = 1
+			ro.PipelinePoolSize = -1
+			rdb = redis.NewClient(ro)
+			closeRedis = func() { rdb.Close() }
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if closeRedis != nil {
+			closeRedis()
+		}
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := fromApp(a, cfg, key, apigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders})
+	fn := cmp.Or(os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), "ratelimit")
+	var key []byte
+	if o.SubjectKey != "" {
+		key = []byte(o.SubjectKey)
+	}
+	out := o.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	d := decider.New(ctx, rdb, decider.Options{
+		Log: slog.New(slog.NewJSONHandler(out, nil)).With(slog.String("function", fn)), Out: out, Function: fn,
+		Prefix:     o.Prefix,
+		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax},
+		SubjectKey: key, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
+	})
+	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Dimensions: dims, Headers: dialect, Close: func() {
+		d.Close()
+		if closeRedis != nil {
+			closeRedis()
+		}
+	}})
 	if err := l.checkKey(ctx); err != nil {
-		a.Close()
+		l.close()
 		return nil, err
 	}
 	return l, nil
 }
 
+// needsJWT reports whether a source or dimension reads a verified claim.
+func needsJWT(src []identity.Source, dims []identity.Dimension) bool {
+	if identity.HasKind(src, identity.SourceJWT) {
+		return true
+	}
+	for _, d := range dims {
+		if identity.HasKind(d.Sources, identity.SourceJWT) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitList is a comma list's items, trimmed, without empty ones.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 func init() {
-	// sluice local's Limiter, over the App it built (see app.RateLimit).
-	app.RateLimit = func(a *app.App, cfg config.Config, o apigw.Options) any { return fromApp(a, cfg, "", o) }
-	// Its REST gateway's decisions, told to an Observer as ours are.
-	app.Observing = func(obs any) apigw.Observe {
+	// sluice local's and awsenv's Limiter, over the Decider they built.
+	decider.Embed = func(d *decider.Decider, o decider.EmbedOptions) any { return embed(d, o) }
+	// The REST gateway's decisions, told to an Observer as ours are.
+	decider.Observing = func(obs any) authorizer.Observe {
 		o := obs.(Observer)
 		return func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
 			o.ObserveDecision(decision(req, res, err, took))
@@ -310,36 +364,37 @@ func init() {
 	}
 }
 
-// fromApp is the Limiter over a, an App built with the Decide part from
-// cfg; key is the authorizer wrappers' context key ("": the principalId)
-// and ho the options of their handler and of the guard.
-func fromApp(a *app.App, cfg config.Config, key string, ho apigw.Options) *Limiter {
+// embed is the Limiter over d.
+func embed(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	// The authorizer wrappers' handler is the upstream authorizer, run in
 	// process: the subject is read of its answer by the sources the
 	// Lambda's UPSTREAM_AUTHORIZER chaining reads it with (one path,
 	// apigw's), over the same rules cache, limiter and metrics.
 	up := []identity.Source{{Kind: identity.SourcePrincipal}}
-	if key != "" {
-		up = []identity.Source{{Kind: identity.SourceContext, Name: key}}
+	if o.ContextKey != "" {
+		up = []identity.Source{{Kind: identity.SourceContext, Name: o.ContextKey}}
 	}
-	var jwt *identity.Verifier
-	for _, d := range cfg.Dimensions {
-		if identity.HasKind(d.Sources, identity.SourceJWT) {
-			jwt = a.JWT // a dimension reads a verified claim
-		}
+	co := d.CoreOptions(up, o.Dimensions, decider.Options{Stats: o.Stats})
+	ho := apigw.Options{Logger: d.Log, Metrics: d.Metrics, Headers: o.Headers}
+	core := d.Core
+	closer := o.Close
+	if closer == nil {
+		closer = func() {}
 	}
 	return &Limiter{
-		app:     a,
-		chain:   apigw.NewAuthorizer(authorizer.New(a.Cache, a.Limiter, authorizer.Options{Sources: up, Dimensions: cfg.Dimensions, JWT: jwt}), ho),
-		guard:   apigw.NewGuard(a.Decider, ho),
-		sources: a.Decider.Sources(),
-		headers: headerNames(cfg),
+		dec:     d,
+		close:   closer,
+		chain:   apigw.NewAuthorizer(authorizer.New(d.Cache, d.Limiter, co), ho),
+		core:    core,
+		dialect: cmp.Or(o.Headers, headers.Default),
+		sources: d.Core.Sources(),
+		headers: headerNames(d.Core.Sources(), o.Dimensions),
 	}
 }
 
-// headerNames are the canonical names of the headers cfg's subject
-// sources and dimensions read.
-func headerNames(cfg config.Config) []string {
+// headerNames are the canonical names of the headers the subject sources
+// and dimensions read.
+func headerNames(sources []identity.Source, dims []identity.Dimension) []string {
 	var names []string
 	add := func(src []identity.Source) {
 		for _, s := range src {
@@ -351,8 +406,8 @@ func headerNames(cfg config.Config) []string {
 			}
 		}
 	}
-	add(cfg.SubjectSources)
-	for _, d := range cfg.Dimensions {
+	add(sources)
+	for _, d := range dims {
 		add(d.Sources)
 	}
 	slices.Sort(names)
@@ -380,19 +435,19 @@ func (l *Limiter) checkKey(ctx context.Context) error {
 	if now < next || !l.keyNext.CompareAndSwap(next, now+int64(keyRetry)) {
 		return nil // checked lately, or being checked
 	}
-	err := l.app.Limiter.ClaimSubjectKey(ctx)
+	err := l.dec.Limiter.ClaimSubjectKey(ctx)
 	switch {
 	case err == nil:
 		l.keyOK.Store(true)
 		return nil
 	case errors.Is(err, limiter.ErrSubjectKeyMismatch):
 		err = fmt.Errorf("ratelimit: %w: its admin API's resets, refunds and limits would act on other buckets than this Limiter charges; "+
-			"give it the deployment's key (Options.SubjectKeySecretARN or SubjectKey; SUBJECT_HMAC_KEY_SECRET_ARN or SUBJECT_HMAC_KEY)", err)
+			"give it the deployment's key (Options.SubjectKey, or ratelimit/awsenv with SUBJECT_HMAC_KEY_SECRET_ARN or SUBJECT_HMAC_KEY)", err)
 		l.keyErr.Store(&err)
-		l.app.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
+		l.dec.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
 		return err
 	}
-	l.app.Log.WarnContext(ctx, "subject hash key not checked yet: Redis did not answer; checked again at a later request", slog.Any("error", err))
+	l.dec.Log.WarnContext(ctx, "subject hash key not checked yet: Redis did not answer; checked again at a later request", slog.Any("error", err))
 	return nil
 }
 
@@ -401,8 +456,8 @@ func (l *Limiter) checkKey(ctx context.Context) error {
 // metrics are written when Lambda shuts the environment down. The Limiter
 // must not be used after.
 func (l *Limiter) Close() {
-	l.app.Metrics.Flush()
-	l.app.Close()
+	l.dec.Metrics.Flush()
+	l.close()
 }
 
 // RESTHandler is a REST API REQUEST authorizer handler, as lambda.Start
@@ -493,3 +548,67 @@ func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain fun
 // "Unauthorized", makes API Gateway answer 401; a team's handler may return
 // it too.
 var ErrUnauthorized = apigw.ErrUnauthorized
+
+// CheckKey checks the Limiter's subject hash key against the one recorded
+// for the buckets now (New does): the mismatch is returned, now and at
+// every later call. For ratelimit/awsenv, which builds a Limiter another
+// way.
+func (l *Limiter) CheckKey(ctx context.Context) error { return l.checkKey(ctx) }
+
+// FromEnv builds a Limiter from the environment variables of Options'
+// fields (REDIS_URL, SUBJECT_HMAC_KEY, SUBJECT_SOURCES, DIMENSIONS,
+// DEFAULT_LIMIT, RATELIMIT_HEADERS, REDIS_PREFIX, REDIS_TIMEOUT,
+// REDIS_POOL_SIZE, LEASE_MAX, JWT_ISSUER, JWT_AUDIENCE, JWT_JWKS_URL), as
+// New does. SUBJECT_SOURCES=principal or context:<key> names whom the
+// authorizer wrappers limit (Options.ContextKey); any other list is the
+// middleware's Sources. The variables that need the AWS SDK or a database
+// (REDIS_AUTH_SECRET_ARN, SUBJECT_HMAC_KEY_SECRET_ARN, DB_SECRET_ARN,
+// REDIS_MODE) are refused with a pointer to ratelimit/awsenv, which reads
+// them; DATABASE_URL is not read (the rules come from the Redis snapshot).
+func FromEnv(ctx context.Context) (*Limiter, error) {
+	var errs []error
+	for _, k := range []string{"REDIS_AUTH_SECRET_ARN", "SUBJECT_HMAC_KEY_SECRET_ARN", "DB_SECRET_ARN", "REDIS_MODE"} {
+		if os.Getenv(k) != "" {
+			errs = append(errs, fmt.Errorf("%s: read by package ratelimit/awsenv (awsenv.FromEnv), which links the AWS SDK; ratelimit.FromEnv does not", k))
+		}
+	}
+	o := Options{
+		RedisURL: os.Getenv("REDIS_URL"), SubjectKey: os.Getenv("SUBJECT_HMAC_KEY"), Dimensions: os.Getenv("DIMENSIONS"),
+		DefaultLimit: os.Getenv("DEFAULT_LIMIT"), Headers: os.Getenv("RATELIMIT_HEADERS"), Prefix: os.Getenv("REDIS_PREFIX"),
+		JWTIssuer: os.Getenv("JWT_ISSUER"), JWTAudience: os.Getenv("JWT_AUDIENCE"), JWTJWKSURL: os.Getenv("JWT_JWKS_URL"),
+	}
+	src := strings.TrimSpace(os.Getenv("SUBJECT_SOURCES"))
+	kind, key, _ := strings.Cut(src, ":")
+	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
+	case kind == "principal" && key == "":
+	case kind == "context":
+		if o.ContextKey = strings.TrimSpace(key); o.ContextKey == "" {
+			errs = append(errs, errors.New("SUBJECT_SOURCES: context:<key> needs a key"))
+		}
+	default:
+		o.Sources = src
+	}
+	if v := os.Getenv("REDIS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT: %q is not a duration such as 250ms", v))
+		}
+		o.Timeout = d
+	}
+	for _, iv := range []struct {
+		name string
+		dst  *int
+	}{{"REDIS_POOL_SIZE", &o.PoolSize}, {"LEASE_MAX", &o.LeaseMax}} {
+		if v := os.Getenv(iv.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive integer", iv.name, v))
+			}
+			*iv.dst = n
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	return New(ctx, o)
+}

@@ -59,7 +59,7 @@ func newSetup(t *testing.T) setup {
 func (s setup) limiter(t *testing.T, key string) *ratelimit.Limiter {
 	t.Helper()
 	rl, err := ratelimit.New(context.Background(), ratelimit.Options{
-		RedisURL: s.redisURL, DatabaseURL: s.dbURL, Prefix: s.prefix, ContextKey: key, Out: s.out,
+		RedisURL: s.redisURL, Prefix: s.prefix, ContextKey: key, Out: s.out,
 		Headers: "draft11,legacy",
 	})
 	if err != nil {
@@ -308,7 +308,7 @@ func TestOwnRedisClient(t *testing.T) {
 	prefix := testenv.Prefix(t, "ratelimit")
 	testenv.DeleteKeys(t, rdb, prefix)
 	rl, err := ratelimit.New(context.Background(), ratelimit.Options{
-		Redis: rdb, DatabaseURL: os.Getenv("DATABASE_URL"), Prefix: prefix, DefaultLimit: "1/1m", Out: &testenv.Buffer{},
+		Redis: rdb, Prefix: prefix, DefaultLimit: "1/1m", Out: &testenv.Buffer{},
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -345,9 +345,9 @@ func TestOptions(t *testing.T) {
 	}{
 		{"bad values", ratelimit.Options{RedisURL: "http://x", DefaultLimit: "lots", Headers: "draft99", ContextKey: "a b"},
 			[]string{"REDIS_URL", "DEFAULT_LIMIT", "RATELIMIT_HEADERS", "ContextKey"}},
-		{"no database", ratelimit.Options{RedisURL: redisURL}, []string{"DATABASE_URL"}},
-		{"authorizer sources", ratelimit.Options{RedisURL: redisURL, DatabaseURL: "postgres://x/y", Sources: "context:tenant"}, []string{"Sources", "ContextKey"}},
-		{"jwt without issuer", ratelimit.Options{RedisURL: redisURL, DatabaseURL: "postgres://x/y", Sources: "jwt:sub"}, []string{"JWT_ISSUER", "JWT_AUDIENCE"}},
+		{"no redis", ratelimit.Options{}, []string{"REDIS_URL"}},
+		{"authorizer sources", ratelimit.Options{RedisURL: redisURL, Sources: "context:tenant"}, []string{"Sources", "ContextKey"}},
+		{"jwt without issuer", ratelimit.Options{RedisURL: redisURL, Sources: "jwt:sub"}, []string{"JWT_ISSUER", "JWT_AUDIENCE"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ratelimit.New(context.Background(), tt.o)

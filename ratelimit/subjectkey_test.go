@@ -79,7 +79,7 @@ func (d deployment) limiter(o ratelimit.Options) (*ratelimit.Limiter, error) {
 	if o.RedisURL == "" {
 		o.RedisURL = d.redisURL
 	}
-	o.DatabaseURL, o.Prefix, o.Out = d.dbURL, d.prefix, d.out
+	o.Prefix, o.Out = d.prefix, d.out
 	return ratelimit.New(context.Background(), o)
 }
 
@@ -199,7 +199,7 @@ func TestSubjectKeyMismatch(t *testing.T) {
 				t.Errorf("%s: New = nil error, want the key refused", tt.name)
 				continue
 			}
-			for _, w := range []string{"subject hash key differs", tt.want, "SubjectKeySecretARN"} {
+			for _, w := range []string{"subject hash key differs", tt.want, "SubjectKey"} {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("%s: New error = %v, want it to say %q", tt.name, err, w)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/awsenv"
 )
 
 // orders is your integration handler as it is today.
@@ -20,7 +21,7 @@ func orders(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIG
 }
 
 func main() {
-	rl, err := ratelimit.FromEnv(context.Background()) // REDIS_URL, DB_SECRET_ARN, SUBJECT_HMAC_KEY_SECRET_ARN, SUBJECT_SOURCES, …
+	rl, err := awsenv.FromEnv(context.Background()) // REDIS_URL, DB_SECRET_ARN, SUBJECT_HMAC_KEY_SECRET_ARN, SUBJECT_SOURCES, …
 	if err != nil {
 		log.Fatal(err)
 	}

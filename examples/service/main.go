@@ -22,7 +22,7 @@ func getOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func main() {
-	rl, err := ratelimit.FromEnv(context.Background()) // REDIS_URL, DATABASE_URL, SUBJECT_HMAC_KEY, SUBJECT_SOURCES=header:x-api-key, …
+	rl, err := ratelimit.FromEnv(context.Background()) // REDIS_URL, SUBJECT_HMAC_KEY, SUBJECT_SOURCES=header:x-api-key, …
 	if err != nil {
 		log.Fatal(err)
 	}

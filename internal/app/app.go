@@ -26,20 +26,19 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/decider"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 )
 
-// InitLoadTimeout bounds the first rules load at init: a cold start with
-// the database down loads the Redis snapshot, or with Redis down too
-// starts serving the default rule, after at most this.
-const InitLoadTimeout = 3 * time.Second
+// InitLoadTimeout is decider.InitLoadTimeout.
+const InitLoadTimeout = decider.InitLoadTimeout
 
 // minAdminRedisTimeout is the least time an admin peek or reset gets from
 // Redis: the authorizer's budget (REDIS_TIMEOUT, 25 ms) is tuned for the
@@ -64,7 +63,7 @@ const (
 	// Stats builds an admin Service that answers only GET /stats, from
 	// Options.StatsReader (the admin-stats function passes the
 	// Contributor Insights reader), and POST /subjects/find when the
-	// subject hash key is configured (the admin-subjects-find function):
+	// subject hash key is configured (the admin-stats function serves both):
 	// no Redis, no database.
 	Stats
 	// Read builds an admin Service over the store alone, for the admin
@@ -87,7 +86,7 @@ type Options struct {
 	// log line; default "sluice".
 	Function string
 	// MetricsInterval is the least time between two EMF flushes; default
-	// 10s (see authapigw.MetricsOptions.Interval).
+	// 10s (see metrics.Options.Interval).
 	MetricsInterval time.Duration
 	// Redis, when set, is used instead of a client built from the
 	// configuration (sluice local's embedded Redis, tests). The App does
@@ -135,7 +134,9 @@ type App struct {
 	JWT     *identity.Verifier
 	Cache   *rulesync.Cache
 	Limiter *limiter.Limiter
-	Metrics *authapigw.Metrics
+	Metrics *metrics.Metrics
+	// Dec is the decision path all of the above belong to.
+	Dec *decider.Decider
 
 	// Admin is the admin Service (Administer).
 	Admin *admin.Service
@@ -254,102 +255,33 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 // decide builds the decision path. Nothing here fails: a backend that is
 // down is logged and retried.
 func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte, up identity.Invoker) {
-	log := a.Log
+	do := decider.Options{
+		Log: a.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
+		Limiter: limiter.Options{
+			Timeout:         cfg.RedisTimeout,
+			LeaseMax:        cfg.LeaseMax,
+			LeaseTTL:        cfg.LeaseTTL,
+			DenyCacheMaxAge: cfg.DenyCacheMaxAge,
+		},
+		SubjectKey: key, Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
+		Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, ShowSubjects: cfg.SubjectShow, Stats: o.Stats,
+	}
+	if st != nil {
+		do.Store = st
+	}
 	if cfg.HasSource(identity.SourceJWT) {
-		// The JWKS is fetched now, within the init budget; an issuer that
-		// is down leaves a verifier that refuses tokens (401) and fetches
-		// again on the next one, at most every 5s.
-		jctx, cancel := context.WithTimeout(ctx, identity.DefaultJWKSTimeout)
-		v, err := identity.NewVerifier(jctx, identity.JWTOptions{
-			Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL,
-		})
-		cancel()
-		if err != nil {
-			log.Error("JWKS fetch failed at init: bearer tokens are refused until it succeeds", slog.String("jwksUrl", v.JWKSURL()), slog.Any("error", err))
-		}
-		a.JWT = v
+		do.JWT = &identity.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL}
 	}
-	if key == nil {
-		log.Warn("no SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN: subject hashes are unkeyed, and an IP address can be recovered from its principalId")
-	}
-	a.Limiter = limiter.New(rdb, limiter.Options{
-		Prefix:     o.Prefix,
-		Timeout:    cfg.RedisTimeout,
-		SubjectKey: key,
-		OnBreakerChange: func(from, to limiter.BreakerState) {
-			log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
-		},
-		LeaseMax:        cfg.LeaseMax,
-		LeaseTTL:        cfg.LeaseTTL,
-		DenyCacheMaxAge: cfg.DenyCacheMaxAge,
-	})
-	// Closed before the Redis client (closers run newest first): the
-	// leases' unused tokens go back while it still works.
-	a.onClose(a.closeLeases)
-
-	// Dial Redis and load the script now, at init, so the first request
-	// does not spend its few milliseconds on a TCP (or TLS) handshake.
-	pctx, pcancel := context.WithTimeout(ctx, time.Second)
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		log.Error("redis unreachable at init", slog.Any("error", err))
-	} else if _, err := a.Limiter.Peek(pctx, "sluice:warmup", []limiter.Bucket{{ID: "warmup", Limit: 1, Period: time.Second}}); err != nil {
-		log.Warn("limiter warm-up failed", slog.Any("error", err))
-	}
-	pcancel()
-
-	ictx, cancel := context.WithTimeout(ctx, InitLoadTimeout)
-	defer cancel()
-	cache, err := rulesync.NewCache(ictx, st, a.Snapshots, rulesync.CacheOptions{
-		Snapshots: a.Snapshots,
-		Default:   cfg.DefaultLimit,
-		Refresh:   cfg.RulesRefresh,
-		Poll:      cfg.RulesVersionPoll,
-		// A request may wait for the version read: the Redis budget of
-		// one request bounds it, as it bounds the limiter's call.
-		VersionTimeout: cfg.RedisTimeout,
-		LoadTimeout:    InitLoadTimeout,
-		OnError: func(err error) {
-			log.Error("rules refresh failed", slog.Any("error", err))
-		},
-		OnReload: LogReload(log),
-	})
-	if err != nil {
-		// Neither the Redis snapshot nor the database answered. The cache
-		// works regardless, on the default rule alone, and retries with
-		// backoff: say plainly what that means.
-		def := "none: every request is allowed, rules with failure_mode closed included"
-		if cfg.DefaultLimit != nil {
-			def = fmt.Sprintf("%d per %s (burst %d) for every subject", cfg.DefaultLimit.Limit, cfg.DefaultLimit.Period, cfg.DefaultLimit.Burst)
-		}
-		log.Error("no rules loaded: the Redis snapshot and the database are both unavailable; serving only the default rule (DEFAULT_LIMIT) until one answers",
-			slog.String("defaultLimit", def), slog.Any("error", err))
-	}
-	a.Cache = cache
-	a.onClose(cache.Wait)
-
-	lim := a.Limiter
-	a.Metrics = authapigw.NewMetrics(authapigw.MetricsOptions{
-		W:        o.Out,
-		Function: o.Function,
-		Interval: o.MetricsInterval,
-		Gauges: func() (bool, time.Duration) {
-			return lim.Stats().Breaker != limiter.BreakerClosed, cache.Age()
-		},
-		Leases: func() authapigw.LeaseCounts {
-			s := lim.Stats()
-			return authapigw.LeaseCounts{Leased: s.Leased, Taken: s.Leases, Returned: s.LeaseReturned}
-		},
-	})
-	a.Decider = authorizer.New(cache, lim, authorizer.Options{Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, JWT: a.JWT})
-	ho := authapigw.Options{Logger: log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: o.Stats,
-		ShowSubjects: cfg.SubjectShow}
+	d := decider.New(ctx, rdb, do)
+	a.onClose(d.Close)
+	a.Dec = d
+	a.JWT, a.Limiter, a.Cache, a.Metrics, a.Decider = d.JWT, d.Limiter, d.Cache, d.Metrics, d.Core
+	ho := authapigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
 	a.Check = authapigw.NewCheck(a.Decider, ho)
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
 	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
-	log.Info("decision path ready", slog.String("sources", identity.FormatSources(cfg.SubjectSources)),
-		slog.String("dimensions", identity.FormatDimensions(cfg.Dimensions)))
 }
 
 // statsOnly builds the Stats part: an admin Service over no store, whose
@@ -422,32 +354,12 @@ func (a *App) Close() {
 
 func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
 
-// leaseReturnTimeout bounds the return of the leases' unused tokens at
-// shutdown: Lambda gives a SIGTERM hook about 500 ms.
-const leaseReturnTimeout = 300 * time.Millisecond
-
-// closeLeases gives the decision path's unused leased tokens back to Redis
-// and stops leasing (the limiter keeps deciding, one call a request).
-func (a *App) closeLeases() {
-	if a.Limiter == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), leaseReturnTimeout)
-	defer cancel()
-	if err := a.Limiter.Close(ctx); err != nil {
-		a.Log.Warn("leased tokens not all given back: they are lost until they refill", slog.Any("error", err))
-	}
-}
-
 // Shutdown is what a decision Lambda runs on SIGTERM, and `sluice local`
 // on its way out: the leases' unused tokens go back to Redis, then the
 // metrics aggregated since the last EMF line are written (the tokens
 // returned included). It needs the Decide part and leaves the clients
 // open; safe to call more than once.
-func (a *App) Shutdown() {
-	a.closeLeases()
-	a.Metrics.Flush()
-}
+func (a *App) Shutdown() { a.Dec.Shutdown() }
 
 // PublishRules reads every rule and plan from the store and publishes them
 // to Redis, as the admin path does after each write; it reports whether
@@ -461,16 +373,5 @@ func (a *App) PublishRules(ctx context.Context) (bool, error) {
 	return a.Snapshots.Publish(ctx, set)
 }
 
-// LogReload returns a rulesync.CacheOptions.OnReload that logs each load, and
-// at warn each rule, plan or default the snapshot left out (invalid, or
-// naming an unknown plan): a skipped rule can loosen a limit unnoticed.
-func LogReload(log *slog.Logger) func(version int64, from rulesync.Origin, snap *rules.Snapshot) {
-	return func(version int64, from rulesync.Origin, snap *rules.Snapshot) {
-		skipped := snap.Skipped()
-		log.Info("rules loaded", slog.Int64("version", version), slog.String("from", string(from)),
-			slog.Int("rules", snap.Len()), slog.Int("skipped", len(skipped)))
-		for _, sk := range skipped {
-			log.Warn("rule skipped", slog.String("kind", sk.Kind), slog.String("id", sk.ID), slog.String("reason", sk.Reason))
-		}
-	}
-}
+// LogReload is decider.LogReload.
+var LogReload = decider.LogReload

@@ -13,12 +13,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/bits"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/stats"
 )
 
 // ErrNoSubject is returned by Decide when no source yields a subject. The
@@ -106,8 +110,23 @@ type Result struct {
 	Cost int64
 	// ShadowDenied is set when a shadow rule would have denied.
 	ShadowDenied bool
+	// Shadow is the shadow rule that would have denied, as applied, when
+	// ShadowDenied (the first such, in the order Effective's list keeps);
+	// nil otherwise. A shadow outcome belongs to it, not to the rule that
+	// bound the answer: ShadowRule, ShadowDimension, ShadowSubject and
+	// ShadowSource are its id, its dimension, the subject it counts and
+	// that subject's source kind, as Rule, Dimension, DimensionSubject and
+	// DimensionSource are the limiting rule's.
+	Shadow          *rules.Effective
+	ShadowRule      string
+	ShadowDimension string
+	ShadowSubject   string
+	ShadowSource    identity.SourceKind
 	// FailOpen is set when Redis failed and the failure mode allowed.
 	FailOpen bool
+	// FailClosed is set when Redis failed and the failure mode denied
+	// (Decide then returns the error too).
+	FailClosed bool
 	// Cached is set when the limiter's local deny cache denied without a
 	// Redis call.
 	Cached bool
@@ -146,6 +165,29 @@ type Options struct {
 	// when a source is one (New panics without it: app builds both from
 	// one configuration).
 	JWT *identity.Verifier
+
+	// Every decision is recorded here, once, whichever edge asked:
+
+	// Logger receives the decision log line of every decision that is not
+	// a plain allow (see DecisionDeny); default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, aggregates decisions into CloudWatch EMF lines.
+	Metrics *metrics.Metrics
+	// Stats, when set, counts every decision per rule and each denied
+	// subject (by hash), for the admin API's GET /stats (sluice local).
+	Stats *stats.Stats
+	// ShowSubjects are the kinds of source whose subjects the decision log
+	// line and the stats carry as sent (SUBJECT_SHOW), beside the hash:
+	// identities only (Showable). A credential kind (header, query,
+	// apikey) is ignored whatever the caller passes. Default none.
+	ShowSubjects []identity.SourceKind
+	// Observe, when set, is told of every decision, unauthorized ones
+	// included (see WithObserver for one per edge).
+	Observe Observe
+	// FailLogInterval is how often a storm of fail-open (or fail-closed)
+	// decisions writes a line, each with the count of those it left out;
+	// default DefaultFailLogInterval (1s); negative writes every one.
+	FailLogInterval time.Duration
 }
 
 // Authorizer decides on requests. It is safe for concurrent use.
@@ -158,6 +200,7 @@ type Authorizer struct {
 	// claims are the jwt:<claim> sources' claims, and the context keys
 	// their verified values are returned under.
 	claims []claimKey
+	rec    recorder
 }
 
 // claimKey is a claim a rule limits by, and its authorizer context key.
@@ -176,7 +219,7 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
-	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT}
+	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT, rec: newRecorder(&o)}
 	for _, d := range o.Dimensions {
 		d.Sources = append([]identity.Source(nil), d.Sources...)
 		for i := range d.Sources {
@@ -222,15 +265,35 @@ func (a *Authorizer) Sources() []identity.Source {
 // principalId or a log line carries instead of the subject.
 func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHash(subject) }
 
+// WithObserver returns a copy of a that tells fn of every decision instead
+// of Options.Observe (nil: none), sharing everything else: an edge with an
+// observer of its own (the middleware's HandlerOptions.Observer, sluice
+// local's Prometheus metrics) decides through it.
+func (a *Authorizer) WithObserver(fn Observe) *Authorizer {
+	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims}
+	c.rec = a.rec
+	c.rec.observe = fn
+	return c
+}
+
 // Decide finds r's subject and rules and charges the subject's buckets: the
 // API-wide rule and the route rule (or the default rule when neither
 // matches) and the quota rules of both scopes, all or nothing, in one
-// limiter call.
+// limiter call. It records the decision once, for every edge: the log
+// line, the metrics, the stats and the observer (Options).
 //
 // It returns ErrNoSubject when no source yields a subject. When Redis fails
 // it returns the decision the rules' failure mode makes (allow with
-// FailOpen, or deny) together with the error, which the caller logs.
+// FailOpen, or deny with FailClosed) together with the error, already
+// logged (sampled in a storm: Options.FailLogInterval).
 func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
+	start := time.Now()
+	res, err := a.decide(ctx, r)
+	a.record(ctx, r, &res, err, time.Since(start))
+	return res, err
+}
+
+func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 	subj := r.Subject
 	var (
 		ctxv map[string]string
@@ -370,6 +433,19 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 	if k := dim[i]; k >= 0 {
 		res.Dimension, res.DimensionSubject, res.DimensionSource = a.dims[k].Name, dsub[k], dsrc[k]
 	}
+	if d.ShadowDenied != 0 {
+		// The shadow outcome is its rule's, whichever rule bound the
+		// answer: bit j is bucket j's.
+		j := bits.TrailingZeros16(d.ShadowDenied)
+		if j < n {
+			res.Shadow, res.ShadowRule = effs[j], effs[j].ID
+			res.ShadowDimension, res.ShadowSubject, res.ShadowSource = identity.DefaultDimension, subj, from
+			if k := dim[j]; k >= 0 {
+				res.ShadowDimension, res.ShadowSubject, res.ShadowSource = a.dims[k].Name, dsub[k], dsrc[k]
+			}
+		}
+	}
+	res.FailClosed = err != nil && !d.Allowed
 	if !d.Cached && !d.Leased {
 		res.LimiterTime = took
 	}

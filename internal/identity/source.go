@@ -280,6 +280,17 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 	return subject, from, f == Found
 }
 
+// ValidText reports whether v is text a subject may be: valid UTF-8
+// without U+FFFD. The replacement character is refused as the bytes it
+// stands for are: a JSON event (API Gateway's, a JWT's payload) reaches
+// Go with every byte that is not UTF-8 already replaced by it, so
+// "q\xff" and "q\xfe" would otherwise share one bucket. One rule at every
+// entry, whether its transport keeps the bytes (net/http) or not (JSON):
+// a subject that is not UTF-8 is refused (401), never charged.
+func ValidText(v string) bool {
+	return utf8.ValidString(v) && strings.IndexRune(v, utf8.RuneError) < 0
+}
+
 // Finding says what Find found.
 type Finding uint8
 
@@ -339,7 +350,7 @@ func Find(sources []Source, r *Request) (subject string, from SourceKind, f Find
 			return "", s.Kind, Refused
 		}
 		if v != "" {
-			if len(v) > MaxSubjectLen || !utf8.ValidString(v) || s.multiValued(r, v) {
+			if len(v) > MaxSubjectLen || !ValidText(v) || s.multiValued(r, v) {
 				return "", s.Kind, Refused
 			}
 			return v, s.Kind, Found

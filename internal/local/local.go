@@ -36,9 +36,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/app"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/internal/decider"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
@@ -316,13 +316,13 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// EMF metrics and stats): one path, and the admin API's rules apply
 	// to them as to the REST API. Their decisions, and the REST API's
 	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := app.RateLimit(a, cfg, authapigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
+	rl := decider.Embed(a.Dec, decider.EmbedOptions{Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {
 		return fmt.Errorf("register the Prometheus metrics: %w", err)
 	}
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(app.Observing(prom)), a.Log)
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(prom)), a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

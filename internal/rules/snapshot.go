@@ -240,6 +240,8 @@ type index struct {
 	// Whether any route rule has api Wildcard or method ANY: when not,
 	// Match skips those lookups.
 	routeWildAPI, routeAnyMethod bool
+	// routeHead: some route rule names method HEAD (see matchRoute).
+	routeHead bool
 }
 
 func newIndex() index {
@@ -357,6 +359,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		g.add(e)
 		ix.routeWildAPI = ix.routeWildAPI || e.API == Wildcard
 		ix.routeAnyMethod = ix.routeAnyMethod || k.method == AnyMethod
+		ix.routeHead = ix.routeHead || k.method == "HEAD"
 	}
 	for _, l := range s.routesByAPI {
 		slices.SortFunc(l, func(a, b routeKey) int {
@@ -531,6 +534,14 @@ func (s *index) matchRoute(api, method, resource, subject string) *Effective {
 	if len(s.routeScope) == 0 {
 		return nil
 	}
+	if method == "HEAD" && !s.namesHead(api, resource) {
+		// HEAD is GET without the body: Go's ServeMux serves it with the
+		// GET pattern, and a GET rule must not be escaped by asking for
+		// the same answer's headers. One decision for every edge, made
+		// here: a HEAD request is matched as GET unless a rule names HEAD
+		// for its route, as a mux's HEAD pattern wins over its GET one.
+		method = "GET"
+	}
 	// The groups that can hold the request's rule, most specific first:
 	// exact api over Wildcard, then exact method over ANY.
 	var gs [4]*group
@@ -549,6 +560,16 @@ func (s *index) matchRoute(api, method, resource, subject string) *Effective {
 		}
 	}
 	return pick(gs[:], subject)
+}
+
+// namesHead reports whether a route rule names method HEAD for resource
+// on api (or on every api).
+func (s *index) namesHead(api, resource string) bool {
+	if !s.routeHead {
+		return false
+	}
+	return s.routeScope[routeKey{api: api, method: "HEAD", resource: resource}] != nil ||
+		s.routeScope[routeKey{api: Wildcard, method: "HEAD", resource: resource}] != nil
 }
 
 // pick returns the rule for subject from gs, ordered most specific first

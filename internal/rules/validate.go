@@ -555,6 +555,11 @@ func subjectProblem(subject string) string {
 		return "must be at most " + strconv.Itoa(MaxSubjectLen) + " bytes"
 	case !utf8.ValidString(subject):
 		return "must be valid UTF-8"
+	case strings.IndexRune(subject, utf8.RuneError) >= 0:
+		// A JSON transport turns bytes that are not UTF-8 into U+FFFD
+		// before Sluice sees them: a subject holding it may stand for any
+		// of them, so it is refused as they are (identity.ValidText).
+		return "must be valid UTF-8 (U+FFFD, which stands for bytes that are not, is refused too)"
 	case strings.IndexFunc(subject, unicode.IsControl) >= 0:
 		return "must not contain control characters"
 	case strings.TrimSpace(subject) != subject:

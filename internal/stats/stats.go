@@ -38,6 +38,11 @@ type Decision struct {
 	// Rule is the id of the limiting rule; decisions without one (no rule
 	// applied) are not counted.
 	Rule string
+	// ShadowRule is the id of the shadow rule that would have denied, when
+	// ShadowDenied: the shadow denial is counted under it, and the
+	// decision's allow under Rule, when the two differ (an enforcing rule
+	// applied beside the shadow one).
+	ShadowRule string
 	// API is the API the request was for.
 	API string
 	// SubjectHash is the subject's hash (hex), never the subject: a
@@ -141,7 +146,31 @@ func (s *Stats) Record(d Decision) {
 	if sl.rules == nil {
 		sl.rules = make(map[ruleKey]*counts)
 	}
-	k := ruleKey{d.Rule, d.API}
+	c := s.ruleCounts(sl, ruleKey{d.Rule, d.API})
+	for _, cc := range [2]*counts{c, &sl.total} {
+		switch {
+		case !d.Allowed:
+			cc.denied++
+		case d.ShadowDenied && (cc == &sl.total || d.ShadowRule == "" || d.ShadowRule == d.Rule):
+			cc.shadowDenied++
+		default:
+			cc.allowed++
+		}
+		if d.FailOpen {
+			cc.failOpen++
+		}
+	}
+	if d.Allowed && d.ShadowDenied && d.ShadowRule != "" && d.ShadowRule != d.Rule {
+		s.ruleCounts(sl, ruleKey{d.ShadowRule, d.API}).shadowDenied++
+	}
+	if !d.Allowed {
+		sl.subjects.add(subjectKey{d.SubjectHash, d.Rule, d.API}, d.Subject)
+	}
+}
+
+// ruleCounts returns the counts of k in sl, made when missing; past
+// MaxRules rules, those of OtherRule.
+func (s *Stats) ruleCounts(sl *slot, k ruleKey) *counts {
 	c := sl.rules[k]
 	if c == nil {
 		if len(sl.rules) >= s.o.MaxRules {
@@ -153,22 +182,7 @@ func (s *Stats) Record(d Decision) {
 			sl.rules[k] = c
 		}
 	}
-	for _, cc := range [2]*counts{c, &sl.total} {
-		switch {
-		case !d.Allowed:
-			cc.denied++
-		case d.ShadowDenied:
-			cc.shadowDenied++
-		default:
-			cc.allowed++
-		}
-		if d.FailOpen {
-			cc.failOpen++
-		}
-	}
-	if !d.Allowed {
-		sl.subjects.add(subjectKey{d.SubjectHash, d.Rule, d.API}, d.Subject)
-	}
+	return c
 }
 
 // Report is the answer of GET /stats: what was limited over a window.

@@ -181,3 +181,27 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	})
 }
+
+// TestShadowDenialIsTheShadowRules: a shadow rule's would-be denial beside
+// an enforcing rule is counted under the shadow rule, and the decision's
+// allow under the enforcing one; the totals count the decision once.
+func TestShadowDenialIsTheShadowRules(t *testing.T) {
+	t.Parallel()
+	s, _ := newStats(stats.Options{})
+	s.Record(stats.Decision{Rule: "api-wide", API: "demo", Allowed: true})
+	s.Record(stats.Decision{Rule: "api-wide", ShadowRule: "new-route", API: "demo", Allowed: true, ShadowDenied: true})
+	s.Record(stats.Decision{Rule: "new-route", ShadowRule: "new-route", API: "demo", Allowed: true, ShadowDenied: true})
+	rep := s.Report(5*time.Minute, 10)
+	got := map[string][2]int64{}
+	for _, r := range rep.Rules {
+		got[r.Rule] = [2]int64{*r.Allowed, r.ShadowDenied}
+	}
+	want := map[string][2]int64{"api-wide": {2, 0}, "new-route": {0, 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Report().Rules (allowed, shadow denied) = %v, want %v", got, want)
+	}
+	last := rep.Series[len(rep.Series)-1]
+	if *last.Allowed != 1 || last.ShadowDenied != 2 {
+		t.Errorf("totals: allowed %d, shadow denied %d; want 1, 2 (three decisions)", *last.Allowed, last.ShadowDenied)
+	}
+}

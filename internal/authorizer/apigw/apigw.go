@@ -17,15 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
-	"github.com/sluicehq/sluice/internal/stats"
+	"github.com/sluicehq/sluice/internal/metrics"
 )
 
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
@@ -35,18 +35,18 @@ var ErrUnauthorized = errors.New("Unauthorized")
 // Context keys of the authorizer response, readable in the gateway as
 // $context.authorizer.<key> (REST) or $context.authorizer.<key> /
 // $request.context.authorizer.<key> (HTTP).
+// (edge.Context renders them; these names are kept for the gateway
+// responses' mapping and the tests.)
 const (
-	KeyLimit           = "limit"           // number: tokens per period of the limiting rule
-	KeyRemaining       = "remaining"       // number: tokens left
-	KeyReset           = "reset"           // number: seconds until the bucket is full, rounded up
-	KeyRetryAfter      = "retryAfter"      // number: seconds until a retry can pass, rounded up; 0 when allowed
-	KeyRateLimitPolicy = "rateLimitPolicy" // string: RateLimit-Policy field value
-	KeyRateLimit       = "rateLimit"       // string: RateLimit field value
-	KeyRule            = "rule"            // string: id of the limiting rule, "" when none applied
-	KeyFailOpen        = "failOpen"        // boolean: Redis failed and the request was let through
-	// KeyResetAt is only present with the legacy header dialect
-	// (RATELIMIT_HEADERS): X-RateLimit-Reset's Unix time.
-	KeyResetAt = headers.KeyResetAt // number: Unix time in seconds when the bucket is full
+	KeyLimit           = edge.KeyLimit
+	KeyRemaining       = edge.KeyRemaining
+	KeyReset           = edge.KeyReset
+	KeyRetryAfter      = edge.KeyRetryAfter
+	KeyRateLimitPolicy = edge.KeyRateLimitPolicy
+	KeyRateLimit       = edge.KeyRateLimit
+	KeyRule            = edge.KeyRule
+	KeyFailOpen        = edge.KeyFailOpen
+	KeyResetAt         = edge.KeyResetAt
 )
 
 // InvokeAction is the IAM action API Gateway checks an authorizer policy for.
@@ -56,18 +56,17 @@ var invokeActions = []string{InvokeAction}
 
 // Options configure the handlers.
 type Options struct {
-	// Logger receives one line per error and per fail-open; default
-	// slog.Default().
+	// Logger receives the lines of an upstream authorizer's refusals;
+	// default slog.Default(). The decisions' lines are the core's
+	// (authorizer.Options.Logger).
 	Logger *slog.Logger
-	// Metrics, when set, aggregates decisions into CloudWatch EMF lines.
-	Metrics *Metrics
+	// Metrics, when set, counts an upstream's refusals as unauthorized
+	// (the core counts its own decisions).
+	Metrics *metrics.Metrics
 	// Headers are the rate-limit header dialects (RATELIMIT_HEADERS) whose
 	// values the context carries and the check API sends; 0 means
 	// headers.Default.
 	Headers headers.Dialects
-	// Stats, when set, counts every decision per rule and each denied
-	// subject (by hash), for the admin API's GET /stats (sluice local).
-	Stats *stats.Stats
 	// Upstream, when set, is the authorizer asked first
 	// (UPSTREAM_AUTHORIZER): its answer takes the path of an in-process
 	// authorizer's (the Chain methods): when it does not allow, the answer
@@ -75,45 +74,15 @@ type Options struct {
 	// context:<key> sources), and its principalId, context and
 	// usageIdentifierKey are passed on. Authorizer handlers only.
 	Upstream *identity.Upstream
-	// ShowSubjects are the kinds of source whose subjects the decision log
-	// line and the stats carry as sent (SUBJECT_SHOW), beside the hash:
-	// identities only (identity.SourceJWT, SourceContext, SourcePrincipal,
-	// SourceIP). A credential kind (header, query, apikey) is ignored here
-	// whatever the caller passes: an API key is never logged. Default none:
-	// every subject is only a hash.
-	ShowSubjects []identity.SourceKind
-	// Observe, when set, is told of every decision of the authorizer and
-	// check handlers, unauthorized ones included (not of a Guard's: its
-	// callers tell their own observers, with their answer's time): the hook through which sluice local
-	// counts the REST API's decisions in its Prometheus metrics, without
-	// this package (and so the Lambdas) depending on Prometheus.
-	Observe Observe
-}
-
-// Observe is told of one decision: req and what Decide returned for it,
-// and took, the decision's time (subject, rules, limiter). It is called on
-// the request's goroutine before the answer is made: it must be quick and
-// safe for concurrent use, and must not keep req or res.
-type Observe func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration)
-
-// Showable reports whether subjects of kind may be shown as sent: they
-// name someone (a verified claim, an upstream authorizer's answer, an
-// address) rather than being a secret that lets one in (a header, a
-// query parameter, an API key).
-func Showable(kind identity.SourceKind) bool {
-	return kind.Verified() || kind == identity.SourceIP
 }
 
 // handler is what the authorizer and the check handlers share: the
-// decision, its log and its metrics.
+// decision (which records itself) and how its answers are rendered.
 type handler struct {
 	a       *authorizer.Authorizer
 	log     *slog.Logger
-	m       *Metrics
+	m       *metrics.Metrics
 	headers headers.Dialects
-	stats   *stats.Stats
-	show    uint32 // bit k: subjects of SourceKind k are shown (Showable kinds only)
-	observe Observe
 }
 
 func newHandler(a *authorizer.Authorizer, o Options) handler {
@@ -123,23 +92,7 @@ func newHandler(a *authorizer.Authorizer, o Options) handler {
 	if o.Headers == 0 {
 		o.Headers = headers.Default
 	}
-	var show uint32
-	for _, k := range o.ShowSubjects {
-		if Showable(k) && k < 32 {
-			show |= 1 << k
-		}
-	}
-	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers, stats: o.Stats, show: show, observe: o.Observe}
-}
-
-// shown is what the log and the stats carry as subject beside its hash:
-// subject as sent when its source's kind was opted in and may be shown,
-// else "".
-func (h *handler) shown(kind identity.SourceKind, subject string) string {
-	if kind == 0 || kind >= 32 || h.show&(1<<kind) == 0 || !Showable(kind) {
-		return ""
-	}
-	return subject
+	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
 }
 
 // Authorizer answers API Gateway authorizer events.
@@ -153,12 +106,13 @@ func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
 	return &Authorizer{handler: newHandler(a, o), up: o.Upstream}
 }
 
-// Observing returns a copy of h that also tells fn of every decision
-// (Options.Observe): for an Authorizer another package built, as sluice
-// local's gateway does with its App's. h itself is unchanged.
-func (h *Authorizer) Observing(fn Observe) *Authorizer {
+// Observing returns a copy of h whose decisions are also told to fn
+// (authorizer.Authorizer.WithObserver): for an Authorizer another package
+// built, as sluice local's gateway does with its App's. h itself is
+// unchanged.
+func (h *Authorizer) Observing(fn authorizer.Observe) *Authorizer {
 	c := *h
-	c.observe = fn
+	c.a = h.a.WithObserver(fn)
 	return &c
 }
 
@@ -167,7 +121,7 @@ func (h *Authorizer) Observing(fn Observe) *Authorizer {
 // values. It returns ErrUnauthorized when the request has no subject, or
 // when the upstream authorizer did not allow it.
 func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
-	req := restRequest(&ev)
+	req := edge.RESTAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
 	if err != nil {
 		return events.APIGatewayCustomAuthorizerResponse{}, err
@@ -212,34 +166,6 @@ func (h *handler) answerHTTP(ctx context.Context, req *authorizer.Request, route
 	}, nil
 }
 
-// restRequest is what the decision reads of a REST API REQUEST event.
-func restRequest(ev *events.APIGatewayCustomAuthorizerRequestTypeRequest) authorizer.Request {
-	return authorizer.Request{
-		API:          ev.RequestContext.APIID,
-		Method:       first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		Resource:     first(ev.Resource, ev.RequestContext.ResourcePath),
-		Headers:      ev.Headers,
-		MultiHeaders: ev.MultiValueHeaders,
-		Query:        ev.QueryStringParameters,
-		MultiQuery:   ev.MultiValueQueryStringParameters,
-		APIKey:       ev.RequestContext.Identity.APIKey,
-		SourceIP:     ev.RequestContext.Identity.SourceIP,
-	}
-}
-
-// httpRequest is what the decision reads of an HTTP API payload 2.0 event.
-func httpRequest(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer.Request {
-	method, resource := httpRoute(ev.RouteKey, ev.RequestContext.HTTP.Method)
-	return authorizer.Request{
-		API:      ev.RequestContext.APIID,
-		Method:   method,
-		Resource: resource,
-		Headers:  ev.Headers,
-		Query:    ev.QueryStringParameters,
-		SourceIP: ev.RequestContext.HTTP.SourceIP,
-	}
-}
-
 // restResponse is the REST answer of res for methodARN: an Allow or Deny
 // of it. up is the upstream's answer that allowed the request, nil
 // without one: its principalId (the backend's contract; the subject hash
@@ -280,57 +206,12 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 // ErrUnauthorized (401) when the request has no subject, or when the
 // upstream authorizer did not allow it.
 func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	req := httpRequest(&ev)
+	req := edge.HTTPAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.RouteArn, ev.StageVariables)
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
 	return h.answerHTTP(ctx, &req, ev.RouteArn, up)
-}
-
-// httpRoute splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
-// "$default") into the method the rules match (the request's real one, as
-// the key's may be ANY) and the resource template.
-func httpRoute(routeKey, method string) (string, string) {
-	m, r, ok := strings.Cut(routeKey, " ")
-	if !ok {
-		return method, routeKey
-	}
-	if method == "" {
-		method = m
-	}
-	return method, r
-}
-
-// authEvent is the union of what the decision reads from a REST API
-// REQUEST event and an HTTP API payload 2.0 event, so Invoke decodes a
-// payload once and skips the rest (multi-value maps, certificates).
-type authEvent struct {
-	Version        string              `json:"version"`
-	Type           string              `json:"type"`
-	MethodArn      string              `json:"methodArn"` //nolint:staticcheck // API Gateway's spelling
-	RouteArn       string              `json:"routeArn"`
-	Resource       string              `json:"resource"`
-	HTTPMethod     string              `json:"httpMethod"`
-	RouteKey       string              `json:"routeKey"`
-	Headers        map[string]string   `json:"headers"`
-	MultiHeaders   map[string][]string `json:"multiValueHeaders"`
-	Query          map[string]string   `json:"queryStringParameters"`
-	MultiQuery     map[string][]string `json:"multiValueQueryStringParameters"`
-	StageVariables map[string]string   `json:"stageVariables"`
-	RequestContext struct {
-		APIID        string `json:"apiId"`
-		HTTPMethod   string `json:"httpMethod"`
-		ResourcePath string `json:"resourcePath"`
-		Identity     struct {
-			APIKey   string `json:"apiKey"`
-			SourceIP string `json:"sourceIp"`
-		} `json:"identity"`
-		HTTP struct {
-			Method   string `json:"method"`
-			SourceIP string `json:"sourceIp"`
-		} `json:"http"`
-	} `json:"requestContext"`
 }
 
 // Invoke makes Authorizer a lambda.Handler taking either event kind: a
@@ -339,150 +220,40 @@ type authEvent struct {
 // shape and takes the same IAM policy). One function can so serve both
 // kinds of API. It answers exactly as REST and HTTP do.
 func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	var ev authEvent
+	var ev edge.AuthorizerEvent
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return nil, fmt.Errorf("decode authorizer event: %w", err)
 	}
-	rc := &ev.RequestContext
-	if ev.Version == "2.0" {
-		req := authorizer.Request{API: rc.APIID, Headers: ev.Headers, Query: ev.Query, SourceIP: rc.HTTP.SourceIP}
-		req.Method, req.Resource = httpRoute(ev.RouteKey, rc.HTTP.Method)
-		up, err := h.ask(ctx, payload, &req, ev.RouteArn, ev.StageVariables)
-		if err != nil {
-			return nil, err
-		}
-		out, err := h.answerHTTP(ctx, &req, ev.RouteArn, up)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(out)
-	}
-	if ev.Type != "" && ev.Type != "REQUEST" {
+	if !ev.V2() && ev.Type != "" && ev.Type != "REQUEST" {
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
 	}
-	req := authorizer.Request{
-		API:          rc.APIID,
-		Method:       first(ev.HTTPMethod, rc.HTTPMethod),
-		Resource:     first(ev.Resource, rc.ResourcePath),
-		Headers:      ev.Headers,
-		MultiHeaders: ev.MultiHeaders,
-		Query:        ev.Query,
-		MultiQuery:   ev.MultiQuery,
-		APIKey:       rc.Identity.APIKey,
-		SourceIP:     rc.Identity.SourceIP,
+	req := ev.Request()
+	arn := ev.MethodArn
+	if ev.V2() {
+		arn = ev.RouteArn
 	}
-	up, err := h.ask(ctx, payload, &req, ev.MethodArn, ev.StageVariables)
+	up, err := h.ask(ctx, payload, &req, arn, ev.StageVariables)
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.answerREST(ctx, &req, ev.MethodArn, up)
+	var out any
+	if ev.V2() {
+		out, err = h.answerHTTP(ctx, &req, arn, up)
+	} else {
+		out, err = h.answerREST(ctx, &req, arn, up)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(out)
 }
 
-// decide runs the decision, logs its error or fail-open, and records it;
-// ok is false when the request has no subject. Behind an upstream
-// authorizer (req.Upstream) a missing subject is logged at warn, saying
-// what the answer lacks and never a value: the upstream vouched for the
-// caller, so its answer or SUBJECT_SOURCES is wrong.
+// decide runs the decision, which records itself (the core's log line,
+// metrics, stats and observer); ok is false when the request has no
+// subject.
 func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
-	var start time.Time
-	if h.observe != nil {
-		start = time.Now()
-	}
 	res, err := h.a.Decide(ctx, req)
-	if h.observe != nil {
-		h.observe(req, &res, err, time.Since(start))
-	}
-	if errors.Is(err, authorizer.ErrNoSubject) {
-		h.m.Unauthorized()
-		if req.Upstream != nil {
-			h.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
-				slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
-		}
-		return res, false
-	}
-	h.record(ctx, req, &res, err)
-	return res, true
-}
-
-// record logs a decision that was not a plain allow and counts every
-// decision in the metrics and the stats. The log line and the stats name
-// the subject of the limiting rule's dimension (DimensionSubject): a
-// per-IP floor's denial is the IP's, not that of the one-off key the
-// request carried, so a random-key flood shows as one IP.
-func (h *handler) record(ctx context.Context, req *authorizer.Request, res *authorizer.Result, err error) {
-	var hash, shown string
-	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
-		// Only these are hashed: an allowed request pays nothing more.
-		subject, kind := res.DimensionSubject, res.DimensionSource
-		if subject == "" { // no rule applied
-			subject, kind = res.Subject, 0
-		}
-		hash, shown = h.a.SubjectHash(subject), h.shown(kind, subject)
-		logDecision(ctx, h.log, req, res, hash, shown, err)
-	}
-	h.m.Record(res)
-	if err != nil && !res.FailOpen {
-		h.m.FailClosed()
-	}
-	h.stats.Record(stats.Decision{Rule: res.Rule, API: req.API, SubjectHash: hash, Subject: shown,
-		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
-}
-
-// Decision values of the decision log line (its "decision" key), what the
-// stack's Contributor Insights rules filter on.
-const (
-	DecisionDeny       = "deny"        // a rule denied
-	DecisionShadowDeny = "shadow-deny" // a shadow rule would have denied; allowed
-	DecisionFailOpen   = "fail-open"   // Redis failed, the rule fails open; allowed
-	DecisionFailClosed = "fail-closed" // Redis failed, the rule fails closed; denied
-	// DecisionUpstreamDeny: the upstream authorizer did not allow, or
-	// answered what Sluice cannot read; 401, no limiter call.
-	DecisionUpstreamDeny = "upstream-deny"
-)
-
-// logDecision writes the one line of a decision that was not a plain
-// allow: a denial or shadow denial at info, a fail-open at warn, a failure
-// at error. Every line carries api, ruleId, dimension (the limiting
-// rule's), principalId (hash: that dimension's subject's) and decision,
-// which is what the deployed stack's Contributor Insights rules count: it
-// needs LOG_LEVEL info (the default) to see denials. A denial served from the local deny cache is logged too, so
-// the counts are of denied requests, not of Redis calls. When shown is not
-// "" (SUBJECT_SHOW named the subject's source, an identity) the line
-// carries it as "subject" beside the hash; a credential never is.
-func logDecision(ctx context.Context, log *slog.Logger, req *authorizer.Request, res *authorizer.Result, hash, shown string, err error) {
-	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
-	switch {
-	case res.FailOpen:
-		level, msg, decision = slog.LevelWarn, "rate limit failed open", DecisionFailOpen
-	case err != nil:
-		level, msg, decision = slog.LevelError, "rate limit decision failed", DecisionFailClosed
-	case res.Allowed:
-		msg, decision = "rate limit shadow denied", DecisionShadowDeny
-	}
-	if !log.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("decision", decision),
-		slog.String("api", req.API),
-		slog.String("route", req.Method+" "+req.Resource),
-		slog.String("principalId", hash),
-		slog.String("ruleId", res.Rule),
-		slog.String("dimension", res.Dimension),
-		slog.Bool("allowed", res.Allowed),
-		slog.Bool("failOpen", res.FailOpen),
-	}
-	if shown != "" {
-		attrs = append(attrs, slog.String("subject", shown))
-	}
-	if err != nil {
-		attrs = append(attrs, slog.Any("error", err))
-	}
-	log.LogAttrs(ctx, level, msg, attrs...)
+	return res, !errors.Is(err, authorizer.ErrNoSubject)
 }
 
 // answerContext is the context of an authorizer answer of r: Sluice's
@@ -496,44 +267,7 @@ func (h *handler) answerContext(r *authorizer.Result, up *upstreamAnswer) map[st
 	return v
 }
 
-// contextValues are the authorizer context: strings, numbers and booleans
-// only, every key always present so gateway mappings never miss one, and
-// the keys of the chosen header dialects beyond them (KeyResetAt).
+// contextValues are the authorizer context of r (edge.Context).
 func (h *handler) contextValues(r *authorizer.Result) map[string]any {
-	var buf [96]byte
-	v := map[string]any{
-		KeyLimit:           r.Limit,
-		KeyRemaining:       r.Remaining,
-		KeyReset:           authorizer.Seconds(r.Reset),
-		KeyRetryAfter:      authorizer.Seconds(r.RetryAfter),
-		KeyRateLimitPolicy: r.Policy(),
-		KeyRateLimit:       string(r.AppendRateLimit(buf[:0])),
-		KeyRule:            r.Rule,
-		KeyFailOpen:        r.FailOpen,
-	}
-	// The verified claims, without overwriting the rate-limit keys the
-	// gateway responses read.
-	for k, x := range r.Context {
-		if _, taken := v[k]; !taken {
-			v[k] = x
-		}
-	}
-	if h.headers&headers.Legacy != 0 {
-		// The authorizer's clock: the client compares it with its own.
-		v[KeyResetAt] = resetAt(time.Now(), r)
-	}
-	return v
-}
-
-// resetAt is the Unix time in seconds, rounded up, when r's bucket is full;
-// now when no rule applied.
-func resetAt(now time.Time, r *authorizer.Result) int64 {
-	return now.Add(r.Reset).Add(time.Second - 1).Unix()
-}
-
-func first(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return edge.Context(r, h.headers, time.Now())
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -39,7 +40,7 @@ type fixture struct {
 	check *apigw.Check
 	logs  *bytes.Buffer
 	emf   *bytes.Buffer
-	m     *apigw.Metrics
+	m     *metrics.Metrics
 	stats *stats.Stats
 	a     *authorizer.Authorizer // the decision auth and check share
 	lim   *limiter.Limiter
@@ -59,11 +60,13 @@ func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, ao)
-	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, a: a, lim: lim}
-	f.m = apigw.NewMetrics(apigw.MetricsOptions{W: f.emf, Function: "test", Interval: time.Hour})
+	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, lim: lim}
+	f.m = metrics.New(metrics.Options{W: f.emf, Function: "test", Interval: time.Hour})
 	f.stats = newStats()
-	o := apigw.Options{Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Metrics: f.m, Stats: f.stats}
+	ao.Logger, ao.Metrics, ao.Stats = slog.New(slog.NewJSONHandler(f.logs, nil)), f.m, f.stats
+	a := authorizer.New(snaps{snap}, lim, ao)
+	f.a = a
+	o := apigw.Options{Logger: ao.Logger, Metrics: f.m}
 	f.auth = apigw.NewAuthorizer(a, o)
 	f.check = apigw.NewCheck(a, o)
 	return f
@@ -469,9 +472,9 @@ func TestFlood(t *testing.T) {
 func TestMetricsLatencySample(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	m := apigw.NewMetrics(apigw.MetricsOptions{W: &buf, Interval: time.Hour})
+	m := metrics.New(metrics.Options{W: &buf, Interval: time.Hour})
 	for i := 1; i <= 1000; i++ {
-		m.Record(&authorizer.Result{Allowed: true, LimiterTime: time.Duration(i) * time.Millisecond})
+		m.Record(metrics.Outcome{Allowed: true, LimiterTime: time.Duration(i) * time.Millisecond})
 	}
 	m.Flush()
 	var lat []float64
@@ -504,18 +507,18 @@ func TestMetricsEMF(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	// The limiter's lease totals at each flush: each line reports growth.
-	totals := []apigw.LeaseCounts{{Leased: 10, Taken: 2}, {Leased: 25, Taken: 3, Returned: 7}}
-	m := apigw.NewMetrics(apigw.MetricsOptions{W: &buf, Function: "fn", Interval: time.Hour,
+	totals := []metrics.LeaseCounts{{Leased: 10, Taken: 2}, {Leased: 25, Taken: 3, Returned: 7}}
+	m := metrics.New(metrics.Options{W: &buf, Function: "fn", Interval: time.Hour,
 		Gauges: func() (bool, time.Duration) { return true, 3 * time.Second },
-		Leases: func() apigw.LeaseCounts {
+		Leases: func() metrics.LeaseCounts {
 			c := totals[0]
 			totals = totals[1:]
 			return c
 		}})
-	m.Record(&authorizer.Result{Allowed: true, LimiterTime: 1500 * time.Microsecond})
-	m.Record(&authorizer.Result{Allowed: true, ShadowDenied: true, FailOpen: true})
+	m.Record(metrics.Outcome{Allowed: true, LimiterTime: 1500 * time.Microsecond})
+	m.Record(metrics.Outcome{Allowed: true, ShadowDenied: true, FailOpen: true})
 	m.Flush()
-	m.Record(&authorizer.Result{Allowed: false, Cached: true})
+	m.Record(metrics.Outcome{Allowed: false, Cached: true})
 	m.Flush()
 	var got []string
 	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
@@ -585,7 +588,7 @@ func TestDecisionLog(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &v); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"level": "INFO", "decision": apigw.DecisionDeny, "api": "a1b2c3", "route": "GET /orders/{id}",
+	want := map[string]any{"level": "INFO", "decision": authorizer.DecisionDeny, "api": "a1b2c3", "route": "GET /orders/{id}",
 		"principalId": limiter.SubjectHash("secret-key-7"), "ruleId": "r-order", "dimension": "default", "allowed": false, "failOpen": false}
 	for k, w := range want {
 		if v[k] != w {

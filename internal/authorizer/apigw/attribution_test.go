@@ -34,10 +34,10 @@ func TestInvokeDenialAttribution(t *testing.T) {
 		{ID: "per-key", API: "*", Route: "*", Subject: "*", Limit: new(int64(3)), Period: rules.Period(time.Minute)},
 		{ID: "ip-floor", API: "*", Route: "*", Subject: "*", Limit: new(int64(5)), Period: rules.Period(time.Minute), Dimension: "ip"},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
 	var logs bytes.Buffer
 	st := newStats()
-	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	h := apigw.NewAuthorizer(a, apigw.Options{})
 
 	event := func(key, ip string) []byte {
 		var ev map[string]any
@@ -86,8 +86,8 @@ func TestInvokeDenialAttribution(t *testing.T) {
 		}
 		lines = append(lines, line(l))
 	}
-	floorLine := line{apigw.DecisionDeny, limiter.SubjectHash(flooder), "ip-floor", "ip"}
-	keyLine := line{apigw.DecisionDeny, limiter.SubjectHash(key), "per-key", identity.DefaultDimension}
+	floorLine := line{authorizer.DecisionDeny, limiter.SubjectHash(flooder), "ip-floor", "ip"}
+	keyLine := line{authorizer.DecisionDeny, limiter.SubjectHash(key), "per-key", identity.DefaultDimension}
 	if len(lines) != 36 {
 		t.Fatalf("%d decision lines, want 36 (35 floor denials, 1 key denial): %s", len(lines), logs.String())
 	}

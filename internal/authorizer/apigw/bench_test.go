@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -40,9 +41,9 @@ func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects in
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: metrics.New(metrics.Options{W: io.Discard})})
 	s := &benchStack{
-		h:   apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: apigw.NewMetrics(apigw.MetricsOptions{W: io.Discard})}),
+		h:   apigw.NewAuthorizer(a, apigw.Options{}),
 		lim: lim,
 	}
 	m := snap.Match("a1b2c3", "GET", "/orders/{id}", "x")

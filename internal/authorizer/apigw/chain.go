@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluicehq/sluice/internal/edge"
 )
 
 // The Chain methods answer behind an upstream authorizer run in process
@@ -29,7 +31,7 @@ import (
 // ChainREST answers a REST API REQUEST authorizer event behind up. up
 // allows when its policy allows ev.MethodArn (Policy.Allows).
 func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse) (events.APIGatewayCustomAuthorizerResponse, error) {
-	req := restRequest(&ev)
+	req := edge.RESTAuthorizer(&ev)
 	return h.answerREST(ctx, &req, ev.MethodArn, restAnswer(&up))
 }
 
@@ -37,7 +39,7 @@ func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAu
 // a simple response, which has no principalId: the subject sources must
 // name a context key, or every allowed request is ErrUnauthorized.
 func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	req := httpRequest(&ev)
+	req := edge.HTTPAuthorizer(&ev)
 	return h.answerHTTP(ctx, &req, ev.RouteArn, simpleAnswer(&up))
 }
 
@@ -45,7 +47,7 @@ func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2Custom
 // up, an IAM policy response: up allows when its policy allows ev.RouteArn
 // (Policy.Allows); the answer is an Allow or Deny of ev.RouteArn.
 func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
-	req := httpRequest(&ev)
+	req := edge.HTTPAuthorizer(&ev)
 	out, err := h.answerREST(ctx, &req, ev.RouteArn, iamAnswer(&up))
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerIAMPolicyResponse{}, err

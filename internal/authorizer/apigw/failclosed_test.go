@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -33,10 +34,10 @@ func TestMetricsFailClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var emf bytes.Buffer
-	m := apigw.NewMetrics(apigw.MetricsOptions{W: &emf, Function: "fn", Interval: time.Hour,
+	m := metrics.New(metrics.Options{W: &emf, Function: "fn", Interval: time.Hour,
 		Gauges: func() (bool, time.Duration) { return lim.Stats().Breaker != limiter.BreakerClosed, 0 }})
-	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}),
-		apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: m})
+	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: m}), apigw.Options{})
 
 	closed := restEvent("alice")
 	open := restEvent("alice")

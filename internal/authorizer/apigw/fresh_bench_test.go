@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -77,8 +78,8 @@ func BenchmarkRulesFreshness(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := apigw.NewAuthorizer(authorizer.New(cache, lim, authorizer.Options{}),
-			apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: apigw.NewMetrics(apigw.MetricsOptions{W: io.Discard})})
+		h := apigw.NewAuthorizer(authorizer.New(cache, lim, authorizer.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: metrics.New(metrics.Options{W: io.Discard})}), apigw.Options{})
 		evs := make([]events.APIGatewayCustomAuthorizerRequestTypeRequest, 1000)
 		for i := range evs {
 			evs[i] = restEvent(fmt.Sprintf("fresh-key-%06d", i))

@@ -32,13 +32,13 @@ func TestInvokeShownSubjects(t *testing.T) {
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "one", API: "*", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
 	var logs bytes.Buffer
 	st := newStats()
-	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st,
-		// Every kind, credentials included: the adapter must refuse those.
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st,
+		// Every kind, credentials included: the core must refuse those.
 		ShowSubjects: []identity.SourceKind{identity.SourceHeader, identity.SourceQuery, identity.SourceAPIKey,
 			identity.SourceIP, identity.SourceJWT, identity.SourcePrincipal, identity.SourceContext}})
+	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	r := testenv.Random(t)
 	header, query, apiKey, ip := "hdr-secret-"+r, "qry-secret-"+r, "apikey-secret-"+r, "198.51.100.99"
@@ -127,10 +127,11 @@ func TestInvokeSubjectsHashedByDefault(t *testing.T) {
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "one", API: "*", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}}})
 	var logs bytes.Buffer
 	st := newStats()
-	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}},
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	h := apigw.NewAuthorizer(a, apigw.Options{})
 	ev := restSample(t)
 	for range 2 {
 		if _, _, err := invokePrincipal(t, h, ev); err != nil {

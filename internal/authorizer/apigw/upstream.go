@@ -172,7 +172,7 @@ func upstreamRequest(req *authorizer.Request, route string, stageVariables map[s
 func (h *handler) upstreamDenied(ctx context.Context, req *authorizer.Request) {
 	h.m.Unauthorized()
 	h.log.LogAttrs(ctx, slog.LevelInfo, "upstream authorizer denied",
-		slog.String("decision", DecisionUpstreamDeny),
+		slog.String("decision", authorizer.DecisionUpstreamDeny),
 		slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource))
 }
 
@@ -182,6 +182,6 @@ func (h *handler) upstreamDenied(ctx context.Context, req *authorizer.Request) {
 func (h *handler) upstreamRefused(ctx context.Context, req *authorizer.Request, err error) {
 	h.m.Unauthorized()
 	h.log.LogAttrs(ctx, slog.LevelError, "upstream authorizer answer refused",
-		slog.String("decision", DecisionUpstreamDeny),
+		slog.String("decision", authorizer.DecisionUpstreamDeny),
 		slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
 }

@@ -1,4 +1,7 @@
-package apigw
+// Package metrics aggregates decisions into CloudWatch Embedded Metric
+// Format lines: JSON on a writer (a Lambda's stdout), which CloudWatch Logs
+// turns into metrics. It needs no AWS SDK and knows nothing of Lambda.
+package metrics
 
 import (
 	"io"
@@ -8,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/authorizer"
 )
 
 // Namespace is the CloudWatch namespace of Sluice's metrics.
@@ -19,8 +20,8 @@ const Namespace = "Sluice"
 // uniformly from the interval: the most values an EMF metric array may hold.
 const latencySamples = 100
 
-// MetricsOptions configure Metrics.
-type MetricsOptions struct {
+// Options configure Metrics.
+type Options struct {
 	// W receives the EMF lines (os.Stdout in a Lambda, where CloudWatch
 	// Logs turns them into metrics). Required.
 	W io.Writer
@@ -56,7 +57,7 @@ type LeaseCounts struct {
 // LeaseTokensReturned.
 // Recording costs a few atomic adds; a nil *Metrics records nothing.
 type Metrics struct {
-	o     MetricsOptions
+	o     Options
 	epoch time.Time
 
 	allow, deny, shadowDeny, unauthorized, failOpen, cacheHits atomic.Uint64
@@ -70,8 +71,8 @@ type Metrics struct {
 	leases LeaseCounts // at the last flush
 }
 
-// NewMetrics returns Metrics writing to o.W.
-func NewMetrics(o MetricsOptions) *Metrics {
+// New returns Metrics writing to o.W.
+func New(o Options) *Metrics {
 	if o.Function == "" {
 		o.Function = "sluice"
 	}
@@ -83,8 +84,16 @@ func NewMetrics(o MetricsOptions) *Metrics {
 	return m
 }
 
+// Outcome is what Record reads of one decision (authorizer.Result's
+// fields of the same names).
+type Outcome struct {
+	Allowed, ShadowDenied, FailOpen, Cached bool
+	// LimiterTime is the limiter call's time; 0 when there was none.
+	LimiterTime time.Duration
+}
+
 // Record counts one decision and flushes when the interval has elapsed.
-func (m *Metrics) Record(r *authorizer.Result) {
+func (m *Metrics) Record(r Outcome) {
 	if m == nil {
 		return
 	}

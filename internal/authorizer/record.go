@@ -1,0 +1,173 @@
+package authorizer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/stats"
+)
+
+// Decision values of the decision log line (its "decision" key), what the
+// stack's Contributor Insights rules filter on.
+const (
+	DecisionDeny       = "deny"        // a rule denied
+	DecisionShadowDeny = "shadow-deny" // a shadow rule would have denied; allowed
+	DecisionFailOpen   = "fail-open"   // Redis failed, the rule fails open; allowed
+	DecisionFailClosed = "fail-closed" // Redis failed, the rule fails closed; denied
+	// DecisionUpstreamDeny: the upstream authorizer did not allow, or
+	// answered what Sluice cannot read; 401, no limiter call.
+	DecisionUpstreamDeny = "upstream-deny"
+)
+
+// Observe is told of one decision: req and what Decide returned for it,
+// and took, the decision's time (subject, rules, limiter). It is called on
+// the request's goroutine before the answer is made: it must be quick and
+// safe for concurrent use, and must not keep req or res.
+type Observe func(req *Request, res *Result, err error, took time.Duration)
+
+// Showable reports whether subjects of kind may be shown as sent: they
+// name someone (a verified claim, an upstream authorizer's answer, an
+// address) rather than being a secret that lets one in (a header, a
+// query parameter, an API key).
+func Showable(kind identity.SourceKind) bool {
+	return kind.Verified() || kind == identity.SourceIP
+}
+
+// recorder is where every decision is recorded, once, whichever edge asked
+// for it: the log line, the EMF metrics, the in-process stats and the
+// observer.
+type recorder struct {
+	log     *slog.Logger
+	m       *metrics.Metrics
+	stats   *stats.Stats
+	show    uint32 // bit k: subjects of SourceKind k are shown (Showable kinds only)
+	observe Observe
+	// failLog samples the lines of a storm of fail-open or fail-closed
+	// decisions (see failLog).
+	fails *failLog
+}
+
+func newRecorder(o *Options) recorder {
+	r := recorder{log: o.Logger, m: o.Metrics, stats: o.Stats, observe: o.Observe}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	for _, k := range o.ShowSubjects {
+		if Showable(k) && k < 32 {
+			r.show |= 1 << k
+		}
+	}
+	r.fails = &failLog{every: o.FailLogInterval}
+	return r
+}
+
+// shown is what the log and the stats carry as subject beside its hash:
+// subject as sent when its source's kind was opted in and may be shown,
+// else "".
+func (r *recorder) shown(kind identity.SourceKind, subject string) string {
+	if kind == 0 || kind >= 32 || r.show&(1<<kind) == 0 || !Showable(kind) {
+		return ""
+	}
+	return subject
+}
+
+// record records one decision of Decide: req, what it returned, and took.
+// A missing subject is counted as unauthorized and, behind an upstream
+// authorizer, logged at warn (its answer or SUBJECT_SOURCES is wrong);
+// anything else is logged when it was not a plain allow and counted in the
+// metrics and the stats. The log line and the stats name the subject of
+// the rule that bound the answer: a per-IP floor's denial is the IP's, a
+// shadow denial the shadow rule's.
+func (a *Authorizer) record(ctx context.Context, req *Request, res *Result, err error, took time.Duration) {
+	r := &a.rec
+	if r.observe != nil {
+		r.observe(req, res, err, took)
+	}
+	if errors.Is(err, ErrNoSubject) {
+		r.m.Unauthorized()
+		if req.Upstream != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "no subject in the upstream authorizer's answer",
+				slog.String("api", req.API), slog.String("route", req.Method+" "+req.Resource), slog.Any("error", err))
+		}
+		return
+	}
+	var hash, shown string
+	if err != nil || res.FailOpen || !res.Allowed || res.ShadowDenied {
+		// Only these are hashed: an allowed request pays nothing more.
+		subject, kind := res.DimensionSubject, res.DimensionSource
+		if res.Allowed && res.ShadowDenied {
+			subject, kind = res.ShadowSubject, res.ShadowSource
+		}
+		if subject == "" { // no rule applied
+			subject, kind = res.Subject, 0
+		}
+		hash, shown = a.SubjectHash(subject), r.shown(kind, subject)
+		r.logDecision(ctx, req, res, hash, shown, err)
+	}
+	r.m.Record(metrics.Outcome{Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen,
+		Cached: res.Cached, LimiterTime: res.LimiterTime})
+	if err != nil && !res.FailOpen {
+		r.m.FailClosed()
+	}
+	r.stats.Record(stats.Decision{Rule: res.Rule, ShadowRule: res.ShadowRule, API: req.API, SubjectHash: hash, Subject: shown,
+		Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen})
+}
+
+// logDecision writes the one line of a decision that was not a plain
+// allow: a denial or shadow denial at info, a fail-open at warn, a failure
+// at error. Every line carries api, ruleId, dimension (the rule that bound
+// the answer: the shadow rule's for a shadow denial), principalId (hash:
+// that rule's subject's) and decision, which is what the deployed stack's
+// Contributor Insights rules count: it needs LOG_LEVEL info (the default)
+// to see denials. A denial served from the local deny cache is logged too,
+// so the counts are of denied requests, not of Redis calls. When shown is
+// not "" (SUBJECT_SHOW named the subject's source, an identity) the line
+// carries it as "subject" beside the hash; a credential never is.
+//
+// Redis failing, every request fails open or closed at once: those lines
+// are sampled (failLog), one a FailLogInterval with the count it stands
+// for, so an outage does not write a line per request.
+func (r *recorder) logDecision(ctx context.Context, req *Request, res *Result, hash, shown string, err error) {
+	level, msg, decision := slog.LevelInfo, "rate limit denied", DecisionDeny
+	rule, dim := res.Rule, res.Dimension
+	switch {
+	case res.FailOpen:
+		level, msg, decision = slog.LevelWarn, "rate limit failed open", DecisionFailOpen
+	case err != nil:
+		level, msg, decision = slog.LevelError, "rate limit decision failed", DecisionFailClosed
+	case res.Allowed:
+		msg, decision = "rate limit shadow denied", DecisionShadowDeny
+		rule, dim = res.ShadowRule, res.ShadowDimension
+	}
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
+	var skipped int64
+	if err != nil {
+		var ok bool
+		if skipped, ok = r.fails.take(decision == DecisionFailOpen); !ok {
+			return
+		}
+	}
+	attrs := []slog.Attr{
+		slog.String("decision", decision),
+		slog.String("api", req.API),
+		slog.String("route", req.Method+" "+req.Resource),
+		slog.String("principalId", hash),
+		slog.String("ruleId", rule),
+		slog.String("dimension", dim),
+		slog.Bool("allowed", res.Allowed),
+		slog.Bool("failOpen", res.FailOpen),
+	}
+	if shown != "" {
+		attrs = append(attrs, slog.String("subject", shown))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Int64("suppressed", skipped), slog.Any("error", err))
+	}
+	r.log.LogAttrs(ctx, level, msg, attrs...)
+}
