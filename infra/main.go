@@ -18,27 +18,70 @@ import (
 
 func main() {
 	defer jsii.Close()
-	app := awscdk.NewApp(nil)
-	if err := run(app); err != nil {
+	if err := synthApp(nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	app.Synth(nil)
 }
 
-// run adds the stack the context describes to app.
-func run(app awscdk.App) error {
-	props, name, err := propsFromContext(app)
+// validateFlag is the context key that makes a template that fails the
+// CloudFormation schema check fail the synth (cdk.json sets it).
+const validateFlag = "@aws-cdk/core:validateAgainstDefaultRules"
+
+// synthApp builds the app the context (and props, in tests) describes and
+// synthesizes it. When a VPC lookup has no answer yet, the template holds
+// CDK's placeholder VPC, whose subnet ids ("p-12345") the schema check
+// rejects; the CLI looks the VPC up only after this first pass exits 0,
+// then runs the app again with the answer. So that pass is built again
+// with the check's findings as warnings: its template is never deployed,
+// and the second pass is checked as every other.
+func synthApp(props *awscdk.AppProps) error {
+	app, stack, err := build(props)
 	if err != nil {
 		return err
 	}
-	if _, err := NewStack(app, name, props); err != nil {
-		return err
+	if stack.LookupPending {
+		p := awscdk.AppProps{}
+		if props != nil {
+			p = *props
+		}
+		post := map[string]any{validateFlag: false}
+		if p.PostCliContext != nil {
+			for k, v := range *p.PostCliContext {
+				post[k] = v
+			}
+			post[validateFlag] = false
+		}
+		p.PostCliContext = &post
+		if app, _, err = build(&p); err != nil {
+			return err
+		}
+	}
+	app.Synth(nil)
+	return nil
+}
+
+// build returns a new app with the stack the context describes.
+func build(props *awscdk.AppProps) (awscdk.App, *Stack, error) {
+	app := awscdk.NewApp(props)
+	stack, err := run(app)
+	return app, stack, err
+}
+
+// run adds the stack the context describes to app.
+func run(app awscdk.App) (*Stack, error) {
+	props, name, err := propsFromContext(app)
+	if err != nil {
+		return nil, err
+	}
+	stack, err := NewStack(app, name, props)
+	if err != nil {
+		return nil, err
 	}
 	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 	}
-	return nil
+	return stack, nil
 }
 
 // contextFlags are the context keys the app reads, each with the

@@ -21,6 +21,10 @@ type network struct {
 	dbOnly []awsec2.ISecurityGroup
 	// created says the VPC is the stack's own.
 	created bool
+	// lookupPending says the VPC lookup has no answer in the context yet:
+	// the VPC is CDK's placeholder, which the CLI replaces by running the
+	// app again once it has done the lookup.
+	lookupPending bool
 	// needs are what the migration's Delete needs until it has run: the
 	// interface endpoints created here, through which a cold start reads
 	// the database secret.
@@ -47,6 +51,13 @@ func services(p *StackProps) []awsService {
 	return s
 }
 
+// dummyVpcID is the id of the placeholder VPC that Vpc.fromLookup returns
+// while its context has no answer (aws-cdk-lib aws-ec2/lib/vpc.js,
+// DUMMY_VPC_PROPS): the CLI runs the app, reads the missing context from
+// the cloud assembly, looks it up and runs the app again, but only when
+// the first run exits 0.
+const dummyVpcID = "vpc-12345"
+
 // newNetwork creates or looks up the VPC, chooses the Lambdas' subnets and
 // security groups, and gives those subnets a route to every AWS API the
 // Lambdas call (and to the JWKS, with a JWT issuer), or says what is
@@ -58,6 +69,7 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 	n := &network{vpc: p.Vpc, subnets: p.VpcSubnets}
 	if n.vpc == nil && p.VpcID != "" {
 		n.vpc = awsec2.Vpc_FromLookup(stack, jsii.String("Vpc"), &awsec2.VpcLookupOptions{VpcId: jsii.String(p.VpcID)})
+		n.lookupPending = *n.vpc.VpcId() == dummyVpcID
 	}
 	switch {
 	case n.vpc == nil:

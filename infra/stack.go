@@ -379,6 +379,11 @@ type Stack struct {
 	// AlarmTopic is nil with AlarmTopicArn.
 	AlarmTopic awssns.Topic
 	Alarms     *sluice.Alarms
+	// LookupPending says the template holds CDK's placeholder VPC: the
+	// lookup of VpcID has no answer in the context yet (the CLI's first
+	// pass). Such a template is never deployed; it only has to synthesize
+	// so the CLI can do the lookup and run the app again.
+	LookupPending bool
 }
 
 // adminRoute is one admin API method and the function serving it.
@@ -477,6 +482,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if err != nil {
 		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
 	}
+	s.LookupPending = net.lookupPending
 	vpc, subnets, fnSGs := net.vpc, net.subnets, net.groups
 	if vpc == nil {
 		fnSGs = nil
