@@ -37,8 +37,8 @@ an in-process Redis (miniredis) and the in-memory store are used. Ctrl-C
 stops.
 
 Environment: every variable the Lambdas read (REDIS_URL, DATABASE_URL,
-SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; see
-docs/deploy.md), SLUICE_ADMIN_TOKEN (else one is generated and printed), and
+SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; the table
+is docs/config.md), SLUICE_ADMIN_TOKEN (else one is generated and printed), and
 SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject hash
 key and the development JWT issuer's key are generated once and kept. A flag
 wins over its variable.`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 type subjectsCmd struct {
@@ -142,7 +143,10 @@ func (cmd *subjectsResetCmd) Run(e *env, a *adminFlags) error {
 		return fmt.Errorf("reset subject %s: %w", cmd.Subject, err)
 	}
 	return e.print(map[string]any{"reset": cmd.Subject}, func() {
-		fmt.Fprintf(e.stdout, "reset the buckets of subject %s\n", cmd.Subject)
+		// The authorizers' deny caches (limiter.DefaultDenyCacheMaxAge) are
+		// the bound; sluice local drops its own at once.
+		fmt.Fprintf(e.stdout, "reset the buckets of subject %s: sluice local admits it now, every deployed authorizer within %v\n",
+			cmd.Subject, limiter.DefaultDenyCacheMaxAge)
 	})
 }
 

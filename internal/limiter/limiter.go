@@ -610,9 +610,7 @@ func (l *Limiter) Peek(ctx context.Context, subject string, buckets []Bucket) ([
 // LeaseTTL.
 func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) error {
 	sd := l.hash.digest(subject)
-	if l.cache != nil {
-		l.cache.dropSubject(sd)
-	}
+	l.forget(sd)
 	l.dropLeases(sd)
 	if err := validate(buckets, 0, false); err != nil {
 		return err
@@ -626,6 +624,19 @@ func (l *Limiter) Reset(ctx context.Context, subject string, buckets []Bucket) e
 		return fmt.Errorf("limiter: reset subject %s: %w", l.SubjectHash(subject), err)
 	}
 	return nil
+}
+
+// ForgetDenials drops subject's entries from this Limiter's local deny
+// cache, leaving Redis and the leases as they are. A reset or refund made
+// through another Limiter of the same process (sluice local's admin API)
+// calls it so that this one's next decision asks Redis instead of
+// repeating a denial for up to DenyCacheMaxAge.
+func (l *Limiter) ForgetDenials(subject string) { l.forget(l.hash.digest(subject)) }
+
+func (l *Limiter) forget(sd subjectDigest) {
+	if l.cache != nil {
+		l.cache.dropSubject(sd)
+	}
 }
 
 // Stats returns a snapshot of the counters.

@@ -300,7 +300,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 
 	// The admin and check Lambdas' own http.Handlers: the functions run
 	// them through internal/lambdahttp, local mounts them as they are.
-	adminHandler := a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }})
+	adminHandler := sameProcess(a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
 	mux.Handle("/admin/", RequireToken(token, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
 	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
@@ -594,9 +594,9 @@ Try:
   curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
     -d '{"subject":"alice","api":"%[2]s","route":"GET /search"}' %[1]s/admin/check
 
-CLI:
-  export %[11]sSLUICE_ENDPOINT=%[1]s/admin
-  go run ./cmd/sluice rules ls
+CLI (make run built it in build/):
+  export PATH=$PWD/build:$PATH %[11]sSLUICE_ENDPOINT=%[1]s/admin
+  sluice rules ls
 
 Ctrl-C stops.
 `, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
@@ -619,7 +619,7 @@ func tryLines(b bannerInfo) string {
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/service/search   # and from the net/http middleware
-  # another token, after the CLI export below: go run ./cmd/sluice token --sub bob --claim custom:tenant=acme
+  # another token, after the CLI export below: sluice token --sub bob --claim custom:tenant=acme
 `, b.base, b.devToken, b.jwtClaim)
 }
 
