@@ -119,11 +119,26 @@ type Rule struct {
 	// default dimension, the subject SUBJECT_SOURCES finds. A rule of a
 	// dimension the authorizer does not have never applies.
 	Dimension string `json:"dimension,omitempty"`
+	// ExpiresAt, when set, is the instant the rule stops applying: from it
+	// on every authorizer matches as if the rule were absent (a less
+	// specific rule, or the default, takes over) with no write needed.
+	// Whole seconds, 1970 to 2100, stored in UTC. Nil never expires.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Set names the rules-as-code set that owns the rule (`sluice apply`):
+	// an apply of set S creates, changes and deletes only rules of S.
+	// Empty (the default) is owned by no set: no apply ever touches it.
+	// A plan name's form: 1-64 of [a-z0-9_-], starting with a letter.
+	Set string `json:"set,omitempty"`
 	// Version starts at 1 and grows by one on every update; it is the ETag.
 	Version int64 `json:"version"`
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Expired reports whether r has expired at now.
+func (r Rule) Expired(now time.Time) bool {
+	return r.ExpiresAt != nil && !now.Before(*r.ExpiresAt)
 }
 
 // Plan is a named tier of numbers that rules can refer to, such as
@@ -143,11 +158,13 @@ type Plan struct {
 	// or 1y.
 	Period Period `json:"period"`
 	// Burst is the bucket capacity; nil means Limit. None for a quota.
-	Burst       *int64    `json:"burst,omitempty"`
-	Description string    `json:"description,omitempty"`
-	Version     int64     `json:"version"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Burst       *int64 `json:"burst,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Set names the rules-as-code set that owns the plan, as Rule.Set.
+	Set       string    `json:"set,omitempty"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Period is a refill period. In JSON it is a string: a number and a unit

@@ -50,6 +50,9 @@ type Effective struct {
 	MinRemaining int64
 	// Durable quotas acknowledge a charge only once a replica has it.
 	Durable bool
+	// Expires is the instant the rule stops applying (Rule.ExpiresAt);
+	// zero never.
+	Expires time.Time
 	// PolicyName is the IETF RateLimit policy name: ID as a Structured
 	// Field string, quotes included, such as "\"default\"".
 	PolicyName string
@@ -226,6 +229,9 @@ type Snapshot struct {
 	routesByAPI map[string][]routeKey
 	apis        []string // every api named by a rule, sorted
 
+	// expiring: some rule has an expiry, so matching reads the clock.
+	expiring bool
+
 	// dims holds the rules of each named dimension (Rule.Dimension), each
 	// a Snapshot of its own without a default rule; nil when there are
 	// none. The receiver holds the default dimension's.
@@ -323,6 +329,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		}
 		ids[r.ID] = true
 		claimed[keyOf(&e)] = true
+		s.expiring = s.expiring || !e.Expires.IsZero()
 		s.rules = append(s.rules, e)
 	}
 
@@ -430,6 +437,9 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	if t, ok := r.AnchorTime(); ok {
 		e.Anchor = t
 	}
+	if r.ExpiresAt != nil {
+		e.Expires = *r.ExpiresAt
+	}
 	var burst *int64
 	if r.Plan != "" {
 		p, ok := plans[r.Plan]
@@ -502,19 +512,37 @@ func defaultEffective(d Effective) (Effective, string) {
 // rule in either scope the default applies (Default set). Match makes at
 // most 6 scope lookups and 6 subject lookups, whatever the number of rules,
 // and no allocation.
+//
+// A rule whose Expires has passed is passed over as if absent, so the
+// next most specific rule (or the default) applies: Match reads the clock
+// (time.Now) only when some rule of the snapshot expires. MatchAt takes
+// the time from the caller.
 func (s *Snapshot) Match(api, method, resource, subject string) Match {
+	var now time.Time
+	if s.expiring {
+		now = time.Now()
+	}
+	return s.MatchAt(api, method, resource, subject, now)
+}
+
+// MatchAt is Match at the instant now: rules expired at now are passed
+// over. A zero now ignores expiry.
+func (s *Snapshot) MatchAt(api, method, resource, subject string, now time.Time) Match {
 	var m Match
+	if !s.expiring {
+		now = time.Time{} // no rule expires: skip the comparisons
+	}
 	if len(s.apiScope) > 0 {
-		m.API = s.matchAPI(api, subject)
+		m.API = s.matchAPI(api, subject, now)
 	}
 	if len(s.routeScope) > 0 {
-		m.Route = s.matchRoute(api, method, resource, subject)
+		m.Route = s.matchRoute(api, method, resource, subject, now)
 	}
 	if len(s.quota.apiScope) > 0 {
-		m.APIQuota = s.quota.matchAPI(api, subject)
+		m.APIQuota = s.quota.matchAPI(api, subject, now)
 	}
 	if len(s.quota.routeScope) > 0 {
-		m.RouteQuota = s.quota.matchRoute(api, method, resource, subject)
+		m.RouteQuota = s.quota.matchRoute(api, method, resource, subject, now)
 	}
 	if m.API == nil && m.Route == nil && s.def != nil {
 		m.API, m.Default = s.def, true
@@ -522,15 +550,15 @@ func (s *Snapshot) Match(api, method, resource, subject string) Match {
 	return m
 }
 
-func (s *index) matchAPI(api, subject string) *Effective {
+func (s *index) matchAPI(api, subject string, now time.Time) *Effective {
 	if len(s.apiScope) == 0 {
 		return nil
 	}
 	gs := [2]*group{s.apiScope[api], s.apiScope[Wildcard]}
-	return pick(gs[:], subject)
+	return pick(gs[:], subject, now)
 }
 
-func (s *index) matchRoute(api, method, resource, subject string) *Effective {
+func (s *index) matchRoute(api, method, resource, subject string, now time.Time) *Effective {
 	if len(s.routeScope) == 0 {
 		return nil
 	}
@@ -559,7 +587,7 @@ func (s *index) matchRoute(api, method, resource, subject string) *Effective {
 			gs[3] = s.routeScope[k]
 		}
 	}
-	return pick(gs[:], subject)
+	return pick(gs[:], subject, now)
 }
 
 // namesHead reports whether a route rule names method HEAD for resource
@@ -574,20 +602,27 @@ func (s *index) namesHead(api, resource string) bool {
 
 // pick returns the rule for subject from gs, ordered most specific first
 // and nil where absent: an exact subject in any group wins over Wildcard.
-func pick(gs []*group, subject string) *Effective {
+// A rule expired at now (unless zero) is passed over.
+func pick(gs []*group, subject string, now time.Time) *Effective {
 	for _, g := range gs {
 		if g != nil && g.exact != nil {
-			if e := g.exact[subject]; e != nil {
+			if e := g.exact[subject]; e != nil && e.live(now) {
 				return e
 			}
 		}
 	}
 	for _, g := range gs {
-		if g != nil && g.wild != nil {
+		if g != nil && g.wild != nil && g.wild.live(now) {
 			return g.wild
 		}
 	}
 	return nil
+}
+
+// live reports whether e applies at now: it has no expiry, now is zero
+// (expiry ignored), or now is before it.
+func (e *Effective) live(now time.Time) bool {
+	return e.Expires.IsZero() || now.IsZero() || now.Before(e.Expires)
 }
 
 // Len returns the number of rules in the snapshot: enabled, valid and not
@@ -648,6 +683,10 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 			apis = []string{Wildcard}
 		}
 	}
+	var now time.Time
+	if s.expiring {
+		now = time.Now()
+	}
 	var out []*Effective
 	seen := make(map[*Effective]bool)
 	add := func(e *Effective) {
@@ -660,22 +699,22 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 	for _, a := range apis {
 		switch route {
 		case Wildcard, "":
-			apiRule := s.matchAPI(a, subject)
+			apiRule := s.matchAPI(a, subject, now)
 			add(apiRule)
-			add(s.quota.matchAPI(a, subject))
+			add(s.quota.matchAPI(a, subject, now))
 			useDefault = useDefault || apiRule == nil
 			if route == Wildcard {
 				continue
 			}
 			for _, list := range [2][]routeKey{s.routesByAPI[a], s.routesByAPI[Wildcard]} {
 				for _, rk := range list {
-					add(s.matchRoute(a, rk.method, rk.resource, subject))
-					add(s.quota.matchRoute(a, rk.method, rk.resource, subject))
+					add(s.matchRoute(a, rk.method, rk.resource, subject, now))
+					add(s.quota.matchRoute(a, rk.method, rk.resource, subject, now))
 				}
 			}
 		default:
 			method, resource, _ := strings.Cut(NormalizeRoute(route), " ")
-			m := s.Match(a, method, resource, subject)
+			m := s.MatchAt(a, method, resource, subject, now)
 			for _, e := range m.All() {
 				add(e)
 			}

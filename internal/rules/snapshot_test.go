@@ -622,3 +622,30 @@ func TestSnapshotDimensions(t *testing.T) {
 		t.Errorf("Len = %d, want 2", s.Len())
 	}
 }
+
+// TestMatchExpiry: a rule past its ExpiresAt is passed over at match time,
+// so the wildcard rule under it applies, with no new snapshot.
+func TestMatchExpiry(t *testing.T) {
+	friday := time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)
+	rs := []Rule{
+		{ID: "1", API: "api", Route: "*", Subject: "*", Limit: new(int64(100)), Period: Period(time.Minute)},
+		{ID: "2", API: "api", Route: "*", Subject: "customer-x", Limit: new(int64(500)), Period: Period(time.Minute), ExpiresAt: &friday},
+	}
+	s := NewSnapshot(rs, nil, SnapshotOptions{})
+	for _, tc := range []struct {
+		now  time.Time
+		want string
+	}{
+		{friday.Add(-time.Second), "2"},
+		{friday, "1"},
+		{friday.Add(time.Hour), "1"},
+	} {
+		m := s.MatchAt("api", "GET", "/x", "customer-x", tc.now)
+		if m.API == nil || m.API.ID != tc.want {
+			t.Errorf("MatchAt(customer-x, %v).API = %+v, want rule %s", tc.now, m.API, tc.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { s.MatchAt("api", "GET", "/x", "customer-x", friday) }); n != 0 {
+		t.Errorf("MatchAt allocates %v times, want 0", n)
+	}
+}

@@ -82,6 +82,11 @@ func (r *Rule) Normalize() {
 		t := true
 		r.Enabled = &t
 	}
+	r.Set = strings.TrimSpace(r.Set)
+	if r.ExpiresAt != nil {
+		t := r.ExpiresAt.UTC()
+		r.ExpiresAt = &t
+	}
 }
 
 // NormalizeRoute trims route and its path, upper-cases the method and
@@ -115,6 +120,7 @@ func (p *Plan) Normalize() {
 	p.Name = strings.TrimSpace(p.Name)
 	p.Description = strings.TrimSpace(p.Description)
 	p.Kind = normalizeKind(p.Kind)
+	p.Set = strings.TrimSpace(p.Set)
 }
 
 // Validate reports every problem with r as a *ValidationError whose fields
@@ -210,8 +216,28 @@ func (r Rule) Validate() error {
 	if r.Dimension != "" && !ValidDimension(r.Dimension) {
 		v.add("dimension", "must be 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter")
 	}
+	if r.ExpiresAt != nil {
+		v.check("expires_at", expiresProblem(*r.ExpiresAt))
+	}
+	if r.Set != "" {
+		v.check("set", setProblem(r.Set))
+	}
 	return v.err()
 }
+
+// expiresProblem checks a rule's ExpiresAt: whole seconds, 1970 to 2100.
+func expiresProblem(t time.Time) string {
+	if t.Nanosecond() != 0 {
+		return "must be whole seconds, such as 2026-12-31T23:59:59Z"
+	}
+	if t.Before(time.Unix(0, 0)) || !t.Before(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		return "must be between 1970 and 2100"
+	}
+	return ""
+}
+
+// setProblem checks a set name, which has a plan name's form.
+func setProblem(name string) string { return planNameProblem(name) }
 
 // DefaultDimension is the name of the dimension SUBJECT_SOURCES finds; a
 // rule stores it as "".
@@ -265,6 +291,9 @@ func (p Plan) Validate() error {
 		}
 	}
 	v.check("description", descriptionProblem(p.Description))
+	if p.Set != "" {
+		v.check("set", setProblem(p.Set))
+	}
 	return v.err()
 }
 
