@@ -122,7 +122,143 @@ type Store interface {
 	// leaves it. It returns none of the rules errors; any error is the
 	// store's.
 	LoadAll(ctx context.Context) (rules.Set, error)
+
+	// Apply makes every write of b, in order, in one transaction: all
+	// land, with one new rules version, or none does. Each op checks its
+	// IfVersion as the single writes do, and an update or delete checks
+	// that the stored row belongs to b.Set: a rule or plan of another set,
+	// or of none, is a *NotOwnedError (rules.ErrConflict). The rule
+	// count is checked once, after the last op. It returns the stored
+	// result of each op, in order (the zero Result for a delete).
+	// Errors: a *BatchError naming the op that failed, wrapping what
+	// the single write returns (rules.ErrStale, rules.ErrNotFound, a
+	// *ScopeTakenError, a *rules.ValidationError, ...);
+	// rules.ErrTooManyRules; a *rules.ValidationError on "set" or "ops"
+	// for a malformed batch.
+	Apply(ctx context.Context, b Batch, actor string) ([]Result, error)
 }
+
+// Batch is a list of writes Store.Apply makes all or none of: what
+// `sluice apply` sends to converge a set to a file.
+type Batch struct {
+	// Set is the set every op writes: each rule or plan written carries
+	// it, and each one updated or deleted must already belong to it.
+	// Required.
+	Set string `json:"set"`
+	// Ops are the writes, applied in order; at most MaxBatchOps.
+	Ops []Op `json:"ops"`
+}
+
+// MaxBatchOps bounds a Batch: a set of DefaultMaxRules rules and as many
+// plans can be replaced in one.
+const MaxBatchOps = 2 * DefaultMaxRules
+
+// Op is one write of a Batch.
+type Op struct {
+	// Action is rules.ActionCreate, rules.ActionUpdate or
+	// rules.ActionDelete.
+	Action string `json:"action"`
+	// Rule is the rule to create or update (ID names it), or to delete
+	// (only ID is read); nil for a plan op.
+	Rule *rules.Rule `json:"rule,omitempty"`
+	// Plan is the plan to create, update or delete (only Name is read);
+	// nil for a rule op.
+	Plan *rules.Plan `json:"plan,omitempty"`
+	// IfVersion is the version an update or delete expects; required for
+	// them (>= 1), so that a batch never overwrites a write it has not
+	// seen. Ignored on create.
+	IfVersion int64 `json:"if_version,omitempty"`
+}
+
+// Result is what one Op stored: the rule or the plan after the write,
+// both nil after a delete.
+type Result struct {
+	Rule *rules.Rule `json:"rule,omitempty"`
+	Plan *rules.Plan `json:"plan,omitempty"`
+}
+
+// BatchError is the failure of one op of a Batch; nothing of the batch
+// was written.
+type BatchError struct {
+	// Index is the op's position in Batch.Ops, from 0.
+	Index int
+	// Op describes it, such as `update rule 5f0c…` or `create plan "gold"`.
+	Op  string
+	Err error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("op %d (%s): %v", e.Index, e.Op, e.Err)
+}
+
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// Describe names op for a BatchError: its action and target.
+func (op Op) Describe() string {
+	switch {
+	case op.Rule != nil && op.Rule.ID != "":
+		return op.Action + " rule " + op.Rule.ID
+	case op.Rule != nil:
+		return fmt.Sprintf("%s rule api %q route %q", op.Action, op.Rule.API, op.Rule.Route)
+	case op.Plan != nil:
+		return fmt.Sprintf("%s plan %q", op.Action, op.Plan.Name)
+	}
+	return op.Action
+}
+
+// CheckBatch reports a malformed batch as a *rules.ValidationError: no
+// set, too many ops, an op with no or two targets, an unknown action, or
+// an update or delete without IfVersion. It does not validate the rules
+// and plans themselves; the writes do.
+func CheckBatch(b Batch) error {
+	var fields []rules.FieldError
+	if b.Set == "" {
+		fields = append(fields, rules.FieldError{Field: "set", Reason: "is required: the set the batch converges"})
+	} else if err := (rules.Plan{Name: b.Set, Limit: 1, Period: rules.MinPeriod}).Validate(); err != nil {
+		fields = append(fields, rules.FieldError{Field: "set", Reason: "must start with a lower-case letter and hold only a-z, 0-9, '-' and '_', at most 64"})
+	}
+	if len(b.Ops) > MaxBatchOps {
+		fields = append(fields, rules.FieldError{Field: "ops", Reason: fmt.Sprintf("at most %d ops per batch", MaxBatchOps)})
+	}
+	for i, op := range b.Ops {
+		field := fmt.Sprintf("ops[%d]", i)
+		switch {
+		case (op.Rule == nil) == (op.Plan == nil):
+			fields = append(fields, rules.FieldError{Field: field, Reason: "needs exactly one of rule and plan"})
+		case op.Action != rules.ActionCreate && op.Action != rules.ActionUpdate && op.Action != rules.ActionDelete:
+			fields = append(fields, rules.FieldError{Field: field + ".action", Reason: `must be "create", "update" or "delete"`})
+		case op.Action != rules.ActionCreate && op.IfVersion < 1:
+			fields = append(fields, rules.FieldError{Field: field + ".if_version", Reason: "is required for an update or delete: the version the change was planned against"})
+		}
+		if len(fields) >= 20 {
+			break
+		}
+	}
+	if fields != nil {
+		return &rules.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// NotOwnedError is the rules.ErrConflict of a batch op that would update
+// or delete a rule or plan another set (or none) owns: an apply never
+// touches what it does not own.
+type NotOwnedError struct {
+	// What names the rule or plan, such as `rule 5f0c…`.
+	What string
+	// Set is the row's set ("" for none); Want the batch's.
+	Set, Want string
+}
+
+func (e *NotOwnedError) Error() string {
+	owner := "no set"
+	if e.Set != "" {
+		owner = fmt.Sprintf("set %q", e.Set)
+	}
+	return fmt.Sprintf("%s belongs to %s, not to set %q: %v", e.What, owner, e.Want, rules.ErrConflict)
+}
+
+func (e *NotOwnedError) Unwrap() error { return rules.ErrConflict }
 
 // ScopeTakenError is the rules.ErrConflict of a rule write whose scope (api,
 // route, subject, kind, dimension) another rule holds. It names that rule,

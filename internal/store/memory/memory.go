@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,13 +85,22 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sc := scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	// The count first, as PostgreSQL counts before it inserts.
 	if len(s.rules) >= s.maxRules {
 		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
 	}
+	out, err := s.createRule(r, actor)
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
+	}
+	return out, nil
+}
+
+// createRule stores r, normalised and checked; s.mu is held.
+func (s *Store) createRule(r rules.Rule, actor string) (rules.Rule, error) {
+	sc := scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	if holder, taken := s.scopes[sc]; taken {
-		return rules.Rule{}, fmt.Errorf("create rule: %w", s.scopeTaken(holder))
+		return rules.Rule{}, s.scopeTaken(holder)
 	}
 	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
@@ -129,17 +139,26 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 	if err := ctx.Err(); err != nil {
 		return rules.Rule{}, err
 	}
-	id, ok := input.ID(r.ID)
 	r = cloneRule(r)
 	r.Normalize()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.updateRule(r, ifVersion, "", actor)
+}
+
+// updateRule is UpdateRule of r, normalised, when the stored rule
+// belongs to set (unless ""); s.mu is held.
+func (s *Store) updateRule(r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
+	id, ok := input.ID(r.ID)
 	old, found := s.rules[id]
 	if !ok || !found {
 		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return rules.Rule{}, fmt.Errorf("update rule %q at version %d (current %d): %w", id, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := owned(set, old.Set, "rule "+id); err != nil {
+		return rules.Rule{}, err
 	}
 	if err := checkRule(r); err != nil {
 		return rules.Rule{}, err
@@ -171,15 +190,24 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cid, ok := input.ID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deleteRule(id, ifVersion, "", actor)
+}
+
+// deleteRule is DeleteRule when the stored rule belongs to set (unless
+// ""); s.mu is held.
+func (s *Store) deleteRule(id string, ifVersion int64, set, actor string) error {
+	cid, ok := input.ID(id)
 	old, found := s.rules[cid]
 	if !ok || !found {
 		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := owned(set, old.Set, "rule "+cid); err != nil {
+		return err
 	}
 	delete(s.rules, cid)
 	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension})
@@ -250,6 +278,11 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.createPlan(p, actor)
+}
+
+// createPlan is CreatePlan of p, normalised and checked; s.mu is held.
+func (s *Store) createPlan(p rules.Plan, actor string) (rules.Plan, error) {
 	if _, taken := s.plans[p.Name]; taken {
 		return rules.Plan{}, fmt.Errorf("create plan: a plan named %q already exists: %w", p.Name, rules.ErrConflict)
 	}
@@ -288,12 +321,21 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 	p.Normalize()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.updatePlan(p, ifVersion, "", actor)
+}
+
+// updatePlan is UpdatePlan of p, normalised, when the stored plan
+// belongs to set (unless ""); s.mu is held.
+func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (rules.Plan, error) {
 	old, found := s.plans[p.Name]
 	if !found {
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return rules.Plan{}, fmt.Errorf("update plan %q at version %d (current %d): %w", p.Name, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := owned(set, old.Set, fmt.Sprintf("plan %q", p.Name)); err != nil {
+		return rules.Plan{}, err
 	}
 	if err := checkPlan(p); err != nil {
 		return rules.Plan{}, err
@@ -328,12 +370,21 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deletePlan(name, ifVersion, "", actor)
+}
+
+// deletePlan is DeletePlan when the stored plan belongs to set (unless
+// ""); s.mu is held.
+func (s *Store) deletePlan(name string, ifVersion int64, set, actor string) error {
 	old, found := s.plans[name]
 	if !found {
 		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
 		return fmt.Errorf("delete plan %q at version %d (current %d): %w", name, ifVersion, old.Version, rules.ErrStale)
+	}
+	if err := owned(set, old.Set, fmt.Sprintf("plan %q", name)); err != nil {
+		return err
 	}
 	var named []string
 	for id, r := range s.rules {
@@ -503,6 +554,10 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("period", "out of range")
 	case r.Dimension != "" && !rules.ValidDimension(r.Dimension):
 		return input.FieldError("dimension", "out of range")
+	case r.Set != "" && !planName.MatchString(r.Set):
+		return input.FieldError("set", "out of range")
+	case r.ExpiresAt != nil && (r.ExpiresAt.Year() < 1970 || r.ExpiresAt.Year() >= 2100):
+		return input.FieldError("expires_at", "out of range")
 	}
 	return nil
 }
@@ -533,6 +588,8 @@ func checkPlan(p rules.Plan) error {
 		return input.FieldError("kind", "out of range")
 	case p.Kind == rules.Quota && (!p.Period.Calendar() || p.Burst != nil):
 		return input.FieldError("period", "out of range")
+	case p.Set != "" && !planName.MatchString(p.Set):
+		return input.FieldError("set", "out of range")
 	}
 	return nil
 }
@@ -551,6 +608,12 @@ func cloneRule(r rules.Rule) rules.Rule {
 	r.Cost = clonePtr(r.Cost)
 	r.Enabled = clonePtr(r.Enabled)
 	r.MinRemaining = clonePtr(r.MinRemaining)
+	r.ExpiresAt = clonePtr(r.ExpiresAt)
+	if r.ExpiresAt != nil {
+		// As PostgreSQL stores it: microseconds.
+		t := r.ExpiresAt.UTC().Truncate(time.Microsecond)
+		r.ExpiresAt = &t
+	}
 	return r
 }
 
@@ -565,4 +628,93 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// owned is a *store.NotOwnedError when set is not "" and differs from
+// the set of the row (have), else nil.
+func owned(set, have, what string) error {
+	if set == "" || set == have {
+		return nil
+	}
+	return &store.NotOwnedError{What: what, Set: have, Want: set}
+}
+
+// Apply makes every write of b or none (store.Store.Apply): it runs the
+// ops under the lock on the live maps, and on a failure puts back a copy
+// taken first. The version moves once.
+func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := store.CheckBatch(b); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	saved := struct {
+		rules   map[string]rules.Rule
+		scopes  map[scope]string
+		plans   map[string]rules.Plan
+		audit   int
+		version int64
+	}{maps.Clone(s.rules), maps.Clone(s.scopes), maps.Clone(s.plans), len(s.audit), s.version}
+	out := make([]store.Result, len(b.Ops))
+	var err error
+	for i, op := range b.Ops {
+		if out[i], err = s.applyOp(op, b.Set, actor); err != nil {
+			err = &store.BatchError{Index: i, Op: op.Describe(), Err: err}
+			break
+		}
+	}
+	if err == nil && len(s.rules) > s.maxRules {
+		err = fmt.Errorf("the batch leaves %d rules, above the maximum %d: %w", len(s.rules), s.maxRules, rules.ErrTooManyRules)
+	}
+	if err != nil {
+		s.rules, s.scopes, s.plans, s.audit = saved.rules, saved.scopes, saved.plans, s.audit[:saved.audit]
+		s.version = saved.version
+		return nil, fmt.Errorf("apply set %q: %w", b.Set, err)
+	}
+	// One version for the batch, as one transaction gets in PostgreSQL.
+	if len(b.Ops) > 0 {
+		s.version = max(saved.version+1, time.Now().UnixMicro())
+	}
+	return out, nil
+}
+
+// applyOp makes one op of a batch of set; s.mu is held.
+func (s *Store) applyOp(op store.Op, set, actor string) (store.Result, error) {
+	if op.Rule != nil {
+		r := cloneRule(*op.Rule)
+		r.Set = set
+		r.Normalize()
+		switch op.Action {
+		case rules.ActionCreate:
+			if err := checkRule(r); err != nil {
+				return store.Result{}, err
+			}
+			got, err := s.createRule(r, actor)
+			return store.Result{Rule: &got}, err
+		case rules.ActionUpdate:
+			got, err := s.updateRule(r, op.IfVersion, set, actor)
+			return store.Result{Rule: &got}, err
+		default:
+			return store.Result{}, s.deleteRule(r.ID, op.IfVersion, set, actor)
+		}
+	}
+	p := clonePlan(*op.Plan)
+	p.Set = set
+	p.Normalize()
+	switch op.Action {
+	case rules.ActionCreate:
+		if err := checkPlan(p); err != nil {
+			return store.Result{}, err
+		}
+		got, err := s.createPlan(p, actor)
+		return store.Result{Plan: &got}, err
+	case rules.ActionUpdate:
+		got, err := s.updatePlan(p, op.IfVersion, set, actor)
+		return store.Result{Plan: &got}, err
+	default:
+		return store.Result{}, s.deletePlan(p.Name, op.IfVersion, set, actor)
+	}
 }

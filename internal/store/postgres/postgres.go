@@ -74,9 +74,10 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 }
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
-	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension, durable`
+	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension, durable,
+	set_name, expires_at`
 
-const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind`
+const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind, set_name`
 
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor, in one transaction. It returns rules.ErrConflict when
@@ -95,31 +96,47 @@ func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rul
 		}
 		// Under the version row's lock no other write runs: the count
 		// holds until we commit.
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules`).Scan(&n); err != nil {
+		if err := s.checkCount(ctx, tx, 0); err != nil {
 			return err
 		}
-		if n >= s.maxRules {
-			return fmt.Errorf("the store holds %d rules, its maximum: %w", n, rules.ErrTooManyRules)
-		}
-		row := tx.QueryRow(ctx, `INSERT INTO rules
-			(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
-			 kind, anchor, min_remaining, dimension, durable)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-			RETURNING `+ruleColumns, ruleArgs(r)...)
 		var err error
-		if out, err = scanRule(row); err != nil {
-			return ruleWriteError(err, r)
-		}
-		if err := checkRulePlan(ctx, tx, out); err != nil {
-			return err
-		}
-		return audit(ctx, tx, rules.KindRule, out.ID, rules.ActionCreate, actor, nil, out)
+		out, err = createRule(ctx, tx, r, actor)
+		return err
 	})
 	if err != nil {
 		return rules.Rule{}, fmt.Errorf("create rule: %w", s.nameHolder(ctx, err))
 	}
 	return out, nil
+}
+
+// checkCount fails with rules.ErrTooManyRules when the store holds more
+// than maxRules-room rules: room 0 before one create, -1 after a batch.
+func (s *Store) checkCount(ctx context.Context, tx pgx.Tx, room int) error {
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules`).Scan(&n); err != nil {
+		return err
+	}
+	if n >= s.maxRules-room {
+		return fmt.Errorf("the store holds %d rules, its maximum %d: %w", n, s.maxRules, rules.ErrTooManyRules)
+	}
+	return nil
+}
+
+// createRule inserts r, normalised and checked for text, in tx.
+func createRule(ctx context.Context, tx pgx.Tx, r rules.Rule, actor string) (rules.Rule, error) {
+	row := tx.QueryRow(ctx, `INSERT INTO rules
+		(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
+		 kind, anchor, min_remaining, dimension, durable, set_name, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		RETURNING `+ruleColumns, ruleArgs(r)...)
+	out, err := scanRule(row)
+	if err != nil {
+		return rules.Rule{}, ruleWriteError(err, r)
+	}
+	if err := checkRulePlan(ctx, tx, out); err != nil {
+		return rules.Rule{}, err
+	}
+	return out, audit(ctx, tx, rules.KindRule, out.ID, rules.ActionCreate, actor, nil, out)
 }
 
 // GetRule returns the rule with that id, or rules.ErrNotFound (also for an
@@ -158,32 +175,9 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		before, err := lockRule(ctx, tx, cid, ifVersion)
-		if err != nil {
-			return err
-		}
-		// The version condition is already guaranteed by the row lock; it
-		// stays in the statement so the UPDATE is correct on its own.
-		row := tx.QueryRow(ctx, `UPDATE rules SET
-			api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
-			burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
-			kind = $13, anchor = $14, min_remaining = $15, dimension = $16, durable = $17,
-			version = version + 1, updated_at = now()
-			WHERE id = $18::uuid AND version = $19
-			RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
-		if out, err = scanRule(row); err != nil {
-			return ruleWriteError(err, r)
-		}
-		if input.SameRule(before, out) {
-			// Compared as stored, so "1.5m" equals "90s". The rollback
-			// undoes the version bumps: no new version, no audit entry.
-			out = before
-			return errUnchanged
-		}
-		if err := checkRulePlan(ctx, tx, out); err != nil {
-			return err
-		}
-		return audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
+		var err error
+		out, err = updateRule(ctx, tx, cid, r, ifVersion, "", actor)
+		return err
 	})
 	if errors.Is(err, errUnchanged) {
 		return out, nil
@@ -192,6 +186,52 @@ func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, a
 		return rules.Rule{}, fmt.Errorf("update rule %q: %w", cid, s.nameHolder(ctx, err))
 	}
 	return out, nil
+}
+
+// updateRule replaces rule cid with r in tx when its version is ifVersion
+// (0: any) and, unless set is "", when it belongs to set. An update that
+// changes nothing returns the rule as it is with errUnchanged: the caller
+// rolls back.
+func updateRule(ctx context.Context, tx pgx.Tx, cid string, r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
+	before, err := lockRule(ctx, tx, cid, ifVersion)
+	if err != nil {
+		return rules.Rule{}, err
+	}
+	if err := owned(set, before.Set, "rule "+cid); err != nil {
+		return rules.Rule{}, err
+	}
+	// The version condition is already guaranteed by the row lock; it
+	// stays in the statement so the UPDATE is correct on its own.
+	row := tx.QueryRow(ctx, `UPDATE rules SET
+		api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
+		burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
+		kind = $13, anchor = $14, min_remaining = $15, dimension = $16, durable = $17,
+		set_name = $18, expires_at = $19,
+		version = version + 1, updated_at = now()
+		WHERE id = $20::uuid AND version = $21
+		RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
+	out, err := scanRule(row)
+	if err != nil {
+		return rules.Rule{}, ruleWriteError(err, r)
+	}
+	if input.SameRule(before, out) {
+		// Compared as stored, so "1.5m" equals "90s". The rollback
+		// undoes the version bumps: no new version, no audit entry.
+		return before, errUnchanged
+	}
+	if err := checkRulePlan(ctx, tx, out); err != nil {
+		return rules.Rule{}, err
+	}
+	return out, audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
+}
+
+// owned is a *store.NotOwnedError when set is not "" and differs from
+// the set of the row (have), else nil.
+func owned(set, have, what string) error {
+	if set == "" || set == have {
+		return nil
+	}
+	return &store.NotOwnedError{What: what, Set: have, Want: set}
 }
 
 // DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
@@ -206,19 +246,28 @@ func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, acto
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		before, err := lockRule(ctx, tx, cid, ifVersion)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1::uuid AND version = $2`, cid, before.Version); err != nil {
-			return err
-		}
-		return audit(ctx, tx, rules.KindRule, cid, rules.ActionDelete, actor, before, nil)
+		return deleteRule(ctx, tx, cid, ifVersion, "", actor)
 	})
 	if err != nil {
 		return fmt.Errorf("delete rule %q: %w", cid, err)
 	}
 	return nil
+}
+
+// deleteRule deletes rule cid in tx when its version is ifVersion and,
+// unless set is "", when it belongs to set.
+func deleteRule(ctx context.Context, tx pgx.Tx, cid string, ifVersion int64, set, actor string) error {
+	before, err := lockRule(ctx, tx, cid, ifVersion)
+	if err != nil {
+		return err
+	}
+	if err := owned(set, before.Set, "rule "+cid); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1::uuid AND version = $2`, cid, before.Version); err != nil {
+		return err
+	}
+	return audit(ctx, tx, rules.KindRule, cid, rules.ActionDelete, actor, before, nil)
 }
 
 // checkRulePlan checks, once r is written in tx, that r fits the plan it
@@ -342,19 +391,26 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+planColumns,
-			p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, string(p.Kind))
 		var err error
-		if out, err = scanPlan(row); err != nil {
-			return planWriteError(err, p.Name)
-		}
-		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionCreate, actor, nil, out)
+		out, err = createPlan(ctx, tx, p, actor)
+		return err
 	})
 	if err != nil {
 		return rules.Plan{}, fmt.Errorf("create plan: %w", err)
 	}
 	return out, nil
+}
+
+// createPlan inserts p, normalised and checked for text, in tx.
+func createPlan(ctx context.Context, tx pgx.Tx, p rules.Plan, actor string) (rules.Plan, error) {
+	row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind, set_name)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+planColumns,
+		p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, string(p.Kind), p.Set)
+	out, err := scanPlan(row)
+	if err != nil {
+		return rules.Plan{}, planWriteError(err, p.Name)
+	}
+	return out, audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionCreate, actor, nil, out)
 }
 
 // GetPlan returns the plan with that name, or rules.ErrNotFound.
@@ -391,43 +447,9 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		// NO KEY UPDATE conflicts with the FOR SHARE every rule write
-		// naming the plan takes (checkRulePlan): those that locked it
-		// first have committed, and the check below sees them; those that
-		// come later wait, then check against the new numbers.
-		before, err := lockPlan(ctx, tx, p.Name, ifVersion, "FOR NO KEY UPDATE")
-		if err != nil {
-			return err
-		}
-		row := tx.QueryRow(ctx, `UPDATE plans SET
-			limit_count = $1, period_ms = $2, burst = $3, description = $4, kind = $7,
-			version = version + 1, updated_at = now()
-			WHERE name = $5 AND version = $6
-			RETURNING `+planColumns,
-			p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version, string(p.Kind))
-		if out, err = scanPlan(row); err != nil {
-			return planWriteError(err, p.Name)
-		}
-		if input.SamePlan(before, out) {
-			out = before
-			return errUnchanged // rolled back, as for a rule
-		}
-		if input.SamePlan(before, out) {
-			out = before
-			return errUnchanged // rolled back, as for a rule
-		}
-		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name)
-		if err != nil {
-			return err
-		}
-		named, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
-		if err != nil {
-			return err
-		}
-		if err := rules.CheckPlanRules(out, named); err != nil {
-			return err
-		}
-		return audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
+		var err error
+		out, err = updatePlan(ctx, tx, p, ifVersion, "", actor)
+		return err
 	})
 	if errors.Is(err, errUnchanged) {
 		return out, nil
@@ -436,6 +458,48 @@ func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, a
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
 	}
 	return out, nil
+}
+
+// updatePlan replaces plan p.Name in tx when its version is ifVersion
+// and, unless set is "", when it belongs to set; errUnchanged as
+// updateRule.
+func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, set, actor string) (rules.Plan, error) {
+	// NO KEY UPDATE conflicts with the FOR SHARE every rule write
+	// naming the plan takes (checkRulePlan): those that locked it
+	// first have committed, and the check below sees them; those that
+	// come later wait, then check against the new numbers.
+	before, err := lockPlan(ctx, tx, p.Name, ifVersion, "FOR NO KEY UPDATE")
+	if err != nil {
+		return rules.Plan{}, err
+	}
+	if err := owned(set, before.Set, fmt.Sprintf("plan %q", p.Name)); err != nil {
+		return rules.Plan{}, err
+	}
+	row := tx.QueryRow(ctx, `UPDATE plans SET
+		limit_count = $1, period_ms = $2, burst = $3, description = $4, kind = $7, set_name = $8,
+		version = version + 1, updated_at = now()
+		WHERE name = $5 AND version = $6
+		RETURNING `+planColumns,
+		p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version, string(p.Kind), p.Set)
+	out, err := scanPlan(row)
+	if err != nil {
+		return rules.Plan{}, planWriteError(err, p.Name)
+	}
+	if input.SamePlan(before, out) {
+		return before, errUnchanged // rolled back, as for a rule
+	}
+	rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name)
+	if err != nil {
+		return rules.Plan{}, err
+	}
+	named, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
+	if err != nil {
+		return rules.Plan{}, err
+	}
+	if err := rules.CheckPlanRules(out, named); err != nil {
+		return rules.Plan{}, err
+	}
+	return out, audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
 }
 
 // DeletePlan deletes the plan when its version is ifVersion (0 accepts any)
@@ -450,27 +514,36 @@ func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, ac
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		// FOR UPDATE: no rule can start naming the plan until we commit.
-		before, err := lockPlan(ctx, tx, name, ifVersion, "FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		if err := planInUse(ctx, tx, name); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE name = $1 AND version = $2`, name, before.Version); err != nil {
-			// A rule created meanwhile still trips the foreign key.
-			if pgCode(err) == codeForeignKeyViolation {
-				return &store.PlanInUseError{Plan: name, Count: 1}
-			}
-			return err
-		}
-		return audit(ctx, tx, rules.KindPlan, name, rules.ActionDelete, actor, before, nil)
+		return deletePlan(ctx, tx, name, ifVersion, "", actor)
 	})
 	if err != nil {
 		return fmt.Errorf("delete plan %q: %w", name, err)
 	}
 	return nil
+}
+
+// deletePlan deletes plan name in tx when its version is ifVersion and,
+// unless set is "", when it belongs to set.
+func deletePlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, set, actor string) error {
+	// FOR UPDATE: no rule can start naming the plan until we commit.
+	before, err := lockPlan(ctx, tx, name, ifVersion, "FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	if err := owned(set, before.Set, fmt.Sprintf("plan %q", name)); err != nil {
+		return err
+	}
+	if err := planInUse(ctx, tx, name); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE name = $1 AND version = $2`, name, before.Version); err != nil {
+		// A rule created meanwhile still trips the foreign key.
+		if pgCode(err) == codeForeignKeyViolation {
+			return &store.PlanInUseError{Plan: name, Count: 1}
+		}
+		return err
+	}
+	return audit(ctx, tx, rules.KindPlan, name, rules.ActionDelete, actor, before, nil)
 }
 
 // planInUse is a *store.PlanInUseError while rules name the plan, else nil.
@@ -672,7 +745,7 @@ func ruleArgs(r rules.Rule) []any {
 	}
 	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
 		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description,
-		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable}
+		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable, r.Set, r.ExpiresAt}
 }
 
 func scanRule(row pgx.Row) (rules.Rule, error) {
@@ -686,9 +759,14 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 		anchor   *time.Time
 	)
 	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
-		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable)
+		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable,
+		&r.Set, &r.ExpiresAt)
 	if err != nil {
 		return rules.Rule{}, err
+	}
+	if r.ExpiresAt != nil {
+		t := r.ExpiresAt.UTC()
+		r.ExpiresAt = &t
 	}
 	r.Kind = rules.Kind(kind)
 	if anchor != nil {
@@ -711,7 +789,7 @@ func scanPlan(row pgx.Row) (rules.Plan, error) {
 		periodMS int64
 	)
 	var kind string
-	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind)
+	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind, &p.Set)
 	if err != nil {
 		return rules.Plan{}, err
 	}
@@ -774,4 +852,111 @@ func pgCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// Apply makes every write of b in one transaction (store.Store.Apply):
+// one rules version bump, the ops in order, the rule count once at the
+// end. An update that changes nothing runs in a savepoint that is rolled
+// back, so it writes no version and no audit entry, as UpdateRule.
+func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store.Result, error) {
+	if err := store.CheckBatch(b); err != nil {
+		return nil, err
+	}
+	out := make([]store.Result, len(b.Ops))
+	creates := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := bumpVersion(ctx, tx); err != nil {
+			return err
+		}
+		for i, op := range b.Ops {
+			res, err := applyOp(ctx, tx, op, b.Set, actor)
+			if err != nil {
+				return &store.BatchError{Index: i, Op: op.Describe(), Err: s.nameHolder(ctx, err)}
+			}
+			out[i] = res
+			creates = creates || (op.Action == rules.ActionCreate && op.Rule != nil)
+		}
+		if creates {
+			return s.checkCount(ctx, tx, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply set %q: %w", b.Set, err)
+	}
+	return out, nil
+}
+
+// applyOp makes one op of a batch of set in tx.
+func applyOp(ctx context.Context, tx pgx.Tx, op store.Op, set, actor string) (store.Result, error) {
+	if op.Rule != nil {
+		r := *op.Rule
+		r.Set = set
+		r.Normalize()
+		if op.Action != rules.ActionCreate {
+			cid, ok := input.ID(r.ID)
+			if !ok {
+				return store.Result{}, rules.ErrNotFound
+			}
+			r.ID = cid
+		}
+		if op.Action != rules.ActionDelete {
+			if err := input.RuleText(r); err != nil {
+				return store.Result{}, err
+			}
+		}
+		var (
+			got rules.Rule
+			err error
+		)
+		switch op.Action {
+		case rules.ActionCreate:
+			got, err = createRule(ctx, tx, r, actor)
+		case rules.ActionUpdate:
+			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+				got, err = updateRule(ctx, sp, r.ID, r, op.IfVersion, set, actor)
+				return err
+			})
+			if errors.Is(err, errUnchanged) {
+				err = nil
+			}
+		case rules.ActionDelete:
+			return store.Result{}, deleteRule(ctx, tx, r.ID, op.IfVersion, set, actor)
+		}
+		if err != nil {
+			return store.Result{}, err
+		}
+		return store.Result{Rule: &got}, nil
+	}
+	p := *op.Plan
+	p.Set = set
+	p.Normalize()
+	if !input.Storable(p.Name) {
+		return store.Result{}, rules.ErrNotFound
+	}
+	if err := input.PlanText(p); err != nil {
+		return store.Result{}, err
+	}
+	var (
+		got rules.Plan
+		err error
+	)
+	switch op.Action {
+	case rules.ActionCreate:
+		got, err = createPlan(ctx, tx, p, actor)
+	case rules.ActionUpdate:
+		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			got, err = updatePlan(ctx, sp, p, op.IfVersion, set, actor)
+			return err
+		})
+		if errors.Is(err, errUnchanged) {
+			err = nil
+		}
+	case rules.ActionDelete:
+		return store.Result{}, deletePlan(ctx, tx, p.Name, op.IfVersion, set, actor)
+	}
+	if err != nil {
+		return store.Result{}, err
+	}
+	return store.Result{Plan: &got}, nil
 }

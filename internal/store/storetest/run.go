@@ -60,6 +60,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ConcurrentCreates", testConcurrentCreates},
 		{"NoAliasing", testNoAliasing},
+		{"ApplyBatch", testApplyBatch},
+		{"ApplyAllOrNothing", testApplyAllOrNothing},
+		{"ApplyOwnership", testApplyOwnership},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,6 +233,11 @@ func testRuleAllFields(t *testing.T, s store.Store) {
 			Durable: true,
 		},
 		{API: "api", Route: "GET /x", Subject: "*", Kind: rules.Quota, Limit: new(int64(5)), Period: rules.Period(rules.Year), FailureMode: rules.FailOpen, Mode: rules.Shadow, Enabled: new(true)},
+		{
+			API: "api", Route: "GET /y", Subject: "customer-x", Kind: rules.Rate, Limit: new(int64(500)), Period: rules.Period(time.Minute),
+			FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true), Set: "platform",
+			ExpiresAt: new(time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)),
+		},
 	} {
 		created, err := s.CreateRule(ctx, in, actor)
 		if err != nil {
@@ -1603,5 +1611,116 @@ func testRuleDimension(t *testing.T, s store.Store) {
 	}
 	if _, err := s.CreateRule(ctx, q, actor); !errors.Is(err, rules.ErrConflict) {
 		t.Errorf("CreateRule(a second tenant quota on the scope) error = %v, want ErrConflict", err)
+	}
+}
+
+// testApplyBatch: a batch creates, updates and deletes rules and plans of
+// its set, stamps the set on each, and moves the rules version once.
+func testApplyBatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	b := store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionCreate, Plan: new(gold())},
+		{Action: rules.ActionCreate, Rule: new(rules.Rule{API: "api", Route: "*", Subject: "*", Plan: "gold"})},
+		{Action: rules.ActionCreate, Rule: new(inline("api", "GET /a", "*", 10, time.Minute))},
+	}}
+	res, err := s.Apply(ctx, b, actor)
+	if err != nil {
+		t.Fatalf("Apply(create) error = %v", err)
+	}
+	if len(res) != 3 || res[0].Plan == nil || res[1].Rule == nil || res[2].Rule == nil {
+		t.Fatalf("Apply(create) = %+v, want a plan and two rules", res)
+	}
+	if res[0].Plan.Set != "platform" || res[1].Rule.Set != "platform" || res[1].Rule.Version != 1 {
+		t.Errorf("Apply(create) stored set %q, %q (version %d), want platform, platform (1)", res[0].Plan.Set, res[1].Rule.Set, res[1].Rule.Version)
+	}
+	before, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := *res[2].Rule
+	a.Limit = new(int64(20))
+	res2, err := s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionUpdate, Rule: &a, IfVersion: 1},
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: res[1].Rule.ID}, IfVersion: 1},
+		{Action: rules.ActionDelete, Plan: &rules.Plan{Name: "gold"}, IfVersion: 1},
+	}}, actor)
+	if err != nil {
+		t.Fatalf("Apply(update, delete) error = %v", err)
+	}
+	if got := res2[0].Rule; got == nil || *got.Limit != 20 || got.Version != 2 {
+		t.Errorf("Apply(update) = %+v, want limit 20 at version 2", got)
+	}
+	set, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Rules) != 1 || len(set.Plans) != 0 {
+		t.Errorf("after Apply: %d rules, %d plans, want 1 and 0", len(set.Rules), len(set.Plans))
+	}
+	if set.Version <= before.Version {
+		t.Errorf("rules version %d after Apply, want above %d", set.Version, before.Version)
+	}
+	if _, err := s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{{Action: rules.ActionUpdate, Rule: &a}}}, actor); fieldOf(err) != "ops[0].if_version" {
+		t.Errorf("Apply(update without if_version) error = %v, want a ValidationError on ops[0].if_version", err)
+	}
+}
+
+// testApplyAllOrNothing: a batch whose last op is stale writes nothing,
+// and says which op failed.
+func testApplyAllOrNothing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	res, err := s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionCreate, Rule: new(inline("api", "GET /a", "*", 10, time.Minute))},
+	}}, actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another operator changes the rule: it is at version 2 now.
+	changed := *res[0].Rule
+	changed.Limit = new(int64(11))
+	if _, err := s.UpdateRule(ctx, changed, 1, "console"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionCreate, Plan: new(gold())},
+		{Action: rules.ActionCreate, Rule: new(inline("api", "GET /b", "*", 10, time.Minute))},
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: changed.ID}, IfVersion: 1},
+	}}, actor)
+	var be *store.BatchError
+	if !errors.Is(err, rules.ErrStale) || !errors.As(err, &be) || be.Index != 2 {
+		t.Fatalf("Apply(delete at a stale version) error = %v, want ErrStale in a BatchError at op 2", err)
+	}
+	after, err := s.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("a failed Apply changed the store (-before +after):\n%s", diff)
+	}
+}
+
+// testApplyOwnership: a batch never updates or deletes what another set,
+// or no set, owns.
+func testApplyOwnership(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mine := mustCreateRule(t, s, inline("api", "*", "customer-x", 50, time.Minute)) // no set: an override
+	p := mustCreatePlan(t, s, gold())
+	for _, op := range []store.Op{
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: mine.ID}, IfVersion: 1},
+		{Action: rules.ActionUpdate, Rule: &mine, IfVersion: 1},
+		{Action: rules.ActionDelete, Plan: &rules.Plan{Name: p.Name}, IfVersion: 1},
+	} {
+		_, err := s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{op}}, actor)
+		var no *store.NotOwnedError
+		if !errors.Is(err, rules.ErrConflict) || !errors.As(err, &no) {
+			t.Errorf("Apply(%s) error = %v, want a NotOwnedError", op.Describe(), err)
+		}
+	}
+	if got, err := s.GetRule(ctx, mine.ID); err != nil || got.Version != 1 {
+		t.Errorf("GetRule(override) = %+v, %v; want it untouched", got, err)
 	}
 }
