@@ -475,6 +475,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
 	}
 	p = p.withProfile()
+	if err := checkAssets(p, p.small() && !p.byoDatabase()); err != nil {
+		return nil, fmt.Errorf("sluice stack %s: %w", id, err)
+	}
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
 
@@ -1004,7 +1007,7 @@ func proxyName(stack awscdk.Stack) string {
 // its own set, and touches no database on Delete, on a rollback (an Update
 // back to another set) or on an Update to the same set, so neither deleting
 // the stack nor rolling it back waits on PostgreSQL. A cold start still
-// reads the database secret before any event is handled (app.New), so the
+// reads the database secret before any event is handled (app.NewDecider), so the
 // custom resource depends on needs (the interface endpoints):
 // CloudFormation deletes in reverse dependency order, and the Delete event
 // then runs while the endpoint is still there rather than hanging on
