@@ -37,10 +37,51 @@ const (
 	redisDialTimeout = time.Second
 	redisIOTimeout   = time.Second
 
-	pgMaxConns       = 2
+	pgMaxConns = 2
+	// pgConnectTimeout bounds one connection to DATABASE_URL (its
+	// connect_timeout when shorter or, up to pgRDSConnectTimeout, longer).
 	pgConnectTimeout = 5 * time.Second
-	pgMaxIdle        = 5 * time.Minute
+	// pgRDSConnectTimeout bounds one connection with DBSecretARN (Aurora,
+	// RDS Proxy), refused dials retried within it (pgRetryDial): an Aurora
+	// Serverless v2 instance paused at 0 ACU takes about 15 s to resume,
+	// and an RDS Proxy holds a new client until it has a connection to its
+	// target (ConnectionBorrowTimeout, 120 s by default), which after the
+	// proxy's creation takes a while. The caller's context bounds it too:
+	// the decision path's loads allow far less.
+	pgRDSConnectTimeout = 30 * time.Second
+	pgMaxIdle           = 5 * time.Minute
 )
+
+// Backoff between refused dials of pgRetryDial.
+const (
+	pgDialBackoff    = 250 * time.Millisecond
+	pgDialBackoffMax = 2 * time.Second
+)
+
+// pgRetryDial dials addr until it accepts or ctx (which the connect
+// timeout bounds) ends, waiting pgDialBackoff after the first failure and
+// twice as long after each next one, up to pgDialBackoffMax: a database
+// resuming, or not yet reachable behind a proxy just created, refuses or
+// drops dials for a while.
+func pgRetryDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		wait := pgDialBackoff
+		for {
+			c, err := dial(ctx, network, addr)
+			if err == nil || ctx.Err() != nil {
+				return c, err
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, err
+			case <-t.C:
+			}
+			wait = min(2*wait, pgDialBackoffMax)
+		}
+	}
+}
 
 // RDSCABundle is Amazon RDS's global CA bundle (every commercial region's
 // root certificates: rds-ca-rsa2048-g1, rds-ca-rsa4096-g1,
@@ -459,8 +500,13 @@ func postgresConfig(ctx context.Context, cfg Config, sm secretGetter) (*pgxpool.
 	pc.MaxConns = pgMaxConns
 	pc.MinConns = 0
 	pc.MaxConnIdleTime = pgMaxIdle
-	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > pgConnectTimeout {
+	if cfg.DBSecretARN != "" {
+		pc.ConnConfig.ConnectTimeout = pgRDSConnectTimeout
+		pc.ConnConfig.DialFunc = pgRetryDial(pc.ConnConfig.DialFunc)
+	} else if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = pgConnectTimeout
+	} else if pc.ConnConfig.ConnectTimeout > pgRDSConnectTimeout {
+		pc.ConnConfig.ConnectTimeout = pgRDSConnectTimeout
 	}
 	if cfg.DBHost != "" {
 		// RDS Proxy pins a client to one database connection for the

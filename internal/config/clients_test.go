@@ -54,11 +54,11 @@ func TestPostgresConfig(t *testing.T) {
 		{"database url", Config{DatabaseURL: "postgres://app:pw@localhost:5433/sluice?sslmode=disable"},
 			conn{"localhost", "app", "pw", "sluice", 5433, false, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
 		{"rds secret", Config{DBSecretARN: dbARN, DBSSLMode: "require"},
-			conn{"db.cluster.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
+			conn{"db.cluster.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeCacheStatement, 30 * time.Second}},
 		{"rds proxy", Config{DBSecretARN: dbARN, DBHost: "proxy.rds.amazonaws.com"},
-			conn{"proxy.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeExec, 5 * time.Second}},
+			conn{"proxy.rds.amazonaws.com", "sluice", "p@ss/word?#", "rules", 5432, true, 2, pgx.QueryExecModeExec, 30 * time.Second}},
 		{"string port, default db", Config{DBSecretARN: dbARN + "-2", DBSSLMode: "require"},
-			conn{"db", "sluice", "x", "postgres", 6543, true, 2, pgx.QueryExecModeCacheStatement, 5 * time.Second}},
+			conn{"db", "sluice", "x", "postgres", 6543, true, 2, pgx.QueryExecModeCacheStatement, 30 * time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
