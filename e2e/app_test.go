@@ -33,9 +33,9 @@ func wire(t *testing.T, env map[string]string, out io.Writer) app {
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
-	a, err := sluiceapp.New(context.Background(), cfg, sluiceapp.Options{Parts: sluiceapp.Decide | sluiceapp.Administer, Out: out, Function: "e2e-test"})
+	a, err := sluiceapp.NewLocal(context.Background(), cfg, sluiceapp.Options{Out: out, Function: "e2e-test"})
 	if err != nil {
-		t.Fatalf("app.New: %v", err)
+		t.Fatalf("app.NewLocal: %v", err)
 	}
 	t.Cleanup(a.Close)
 	return app{
@@ -43,7 +43,7 @@ func wire(t *testing.T, env map[string]string, out io.Writer) app {
 		http:       a.Authorizer.HTTP,
 		checkProxy: a.Check.Proxy,
 		checkURL:   a.Check.URL,
-		admin:      a.AdminHandler(""),
+		admin:      a.Admin.Handler(""),
 		rules:      a.Cache.Stats,
 	}
 }

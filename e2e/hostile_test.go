@@ -42,7 +42,7 @@ const hostileAPI = "a1b2c3d4e5"
 
 // hostile is the app under attack.
 type hostile struct {
-	app    *sluiceapp.App
+	app    *sluiceapp.Local
 	prefix string
 	pool   *pgxpool.Pool // behind the app's back: COPY and row counts
 	http   *httptest.Server
@@ -59,11 +59,11 @@ func newHostile(t *testing.T) *hostile {
 		t.Fatal(err)
 	}
 	h := &hostile{prefix: testenv.Prefix(t, "hostile"), out: &testenv.Buffer{}}
-	h.app, err = sluiceapp.New(context.Background(), cfg, sluiceapp.Options{
-		Parts: sluiceapp.Decide | sluiceapp.Administer, Out: h.out, Function: "hostile-test", Prefix: h.prefix,
+	h.app, err = sluiceapp.NewLocal(context.Background(), cfg, sluiceapp.Options{
+		Out: h.out, Function: "hostile-test", Prefix: h.prefix,
 	})
 	if err != nil {
-		t.Fatalf("app.New: %v", err)
+		t.Fatalf("app.NewLocal: %v", err)
 	}
 	t.Cleanup(h.app.Close)
 	testenv.DeleteKeys(t, h.app.Redis, h.prefix)
@@ -72,7 +72,7 @@ func newHostile(t *testing.T) *hostile {
 	}
 	t.Cleanup(h.pool.Close)
 	// The admin API as sluice local serves it (net/http's limits included).
-	h.http = httptest.NewServer(h.app.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "hostile" }}))
+	h.http = httptest.NewServer(h.app.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "hostile" }}))
 	t.Cleanup(h.http.Close)
 	return h
 }
@@ -93,7 +93,7 @@ func (h *hostile) adminEvent(t *testing.T, method, resource string, params map[s
 	}
 	ev := events.APIGatewayProxyRequest{Resource: resource, Path: path, HTTPMethod: method, Headers: hdr, PathParameters: params, Body: body,
 		RequestContext: events.APIGatewayProxyRequestContext{Identity: events.APIGatewayRequestIdentity{UserArn: "arn:aws:iam::123456789012:user/hostile"}}}
-	resp, err := h.app.AdminHandler("")(context.Background(), ev)
+	resp, err := h.app.Admin.Handler("")(context.Background(), ev)
 	if err != nil {
 		t.Fatalf("admin %s %.80q: error %v, want an answer", method, path, err)
 	}

@@ -939,16 +939,18 @@ func hashesSubject(name string) bool {
 }
 
 // TestAccessMatchesMains ties functionAccess to the code: what each main
-// builds (the internal/app parts it names) bounds what it can use, so its
-// access must say the same. app.Read dials no Redis and may run on the
-// read-only role; app.Stats reaches CloudWatch alone; app.Administer and
-// app.Decide use Redis and the subject hash key; app.Migrate owns the
-// schema. Among the admin functions, exactly the one serving the rule and
+// builds (the internal/app graph it names) bounds what it can use, so its
+// access must say the same. app.AdminRead dials no Redis and may run on
+// the read-only role; app.AdminStats reaches CloudWatch alone;
+// app.AdminFull and the decision path (decidemain.Run) use Redis and the
+// subject hash key; app.NewMigrator owns the schema. Among the admin functions, exactly the one serving the rule and
 // plan writes takes the owner's login, and it serves nothing else
 // (internal/app's TestReaderRole runs every other route on the read-only
 // role).
 func TestAccessMatchesMains(t *testing.T) {
-	parts := regexp.MustCompile(`app\.(Read|Stats|Administer|Decide|Migrate)\b`)
+	// The graph each main builds: an admin class, the decision path
+	// (decidemain), or the migrator.
+	parts := regexp.MustCompile(`app\.Admin(Read|Stats|Full)\b|(decidemain)\.Run|app\.New(Migrator)\b`)
 	for _, name := range sluice.Functions {
 		a, ok := functionAccess[name]
 		if !ok {
@@ -961,7 +963,7 @@ func TestAccessMatchesMains(t *testing.T) {
 		}
 		got := map[string]bool{}
 		for _, m := range parts.FindAllStringSubmatch(string(src), -1) {
-			got[m[1]] = true
+			got[m[1]+m[2]+m[3]] = true
 		}
 		var want access
 		switch {
@@ -970,9 +972,9 @@ func TestAccessMatchesMains(t *testing.T) {
 			// With the subject hash key when its route hashes a subject
 			// (the Stats part reads it when configured).
 			want.stats, want.key = true, hashesSubject(name)
-		case got["Administer"], got["Decide"]:
+		case got["Full"], got["decidemain"]:
 			want.redis = true
-		case got["Migrate"]:
+		case got["Migrator"]:
 			want.write = true
 		default:
 			t.Errorf("functions/%s/main.go names no app part", name)

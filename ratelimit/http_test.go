@@ -36,14 +36,14 @@ func (s setup) addRules(t *testing.T, rs ...map[string]any) (ids []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Out: s.out})
+	adm, err := app.NewAdmin(context.Background(), cfg, app.AdminFull, app.Options{Out: s.out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Close()
 	for _, r := range rs {
 		body, _ := json.Marshal(r)
-		resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test")
+		resp := serveAdmin(adm.Service, "POST", "/rules", nil, body, "ratelimit-test")
 		var created struct{ ID string }
 		if resp.Status != http.StatusCreated || json.Unmarshal(resp.Body, &created) != nil {
 			t.Fatalf("create rule %v = %d %s", r, resp.Status, resp.Body)

@@ -262,7 +262,8 @@ func TestHostileTargets(t *testing.T) {
 // hygiene is a deployment's decision and admin graphs, and two embedded
 // limiters, on one Redis and database, under one subject hash key.
 type hygiene struct {
-	dec, adm           *app.App
+	dec                *app.Decider
+	adm                *app.Admin
 	admLog             *testenv.Buffer
 	byPrincipal, byCtx *ratelimit.Limiter
 	hashS              string // S's keyed hash
@@ -279,7 +280,7 @@ func newHygiene(t *testing.T, key string) *hygiene {
 		t.Fatal(err)
 	}
 	e := &hygiene{admLog: &testenv.Buffer{}, hashS: limiter.NewHasher([]byte(key)).SubjectHash("S")}
-	if e.adm, err = app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Out: e.admLog}); err != nil {
+	if e.adm, err = app.NewAdmin(context.Background(), cfg, app.AdminFull, app.Options{Out: e.admLog}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.adm.Close)
@@ -290,13 +291,13 @@ func newHygiene(t *testing.T, key string) *hygiene {
 		{"api": sampleAPI, "route": "*", "subject": "*", "limit": 100, "period": "1m"},
 	} {
 		b, _ := json.Marshal(r)
-		resp := serveAdmin(e.adm.Admin, "POST", "/rules", nil, b, "")
+		resp := serveAdmin(e.adm.Service, "POST", "/rules", nil, b, "")
 		if resp.Status != http.StatusCreated {
 			t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
 		}
 	}
 	// Built after the rules, so it starts with them.
-	if e.dec, err = app.New(context.Background(), cfg, app.Options{Parts: app.Decide, Out: io.Discard}); err != nil {
+	if e.dec, err = app.NewDecider(context.Background(), cfg, app.Options{Out: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.dec.Close)
@@ -645,7 +646,7 @@ func (e *hygiene) admin(t *testing.T, method, resource string, subject *string, 
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.adm.AdminHandler("")(context.Background(), decoded)
+	resp, err := e.adm.Handler("")(context.Background(), decoded)
 	if err != nil {
 		t.Fatal(err)
 	}

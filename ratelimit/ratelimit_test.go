@@ -42,13 +42,13 @@ func newSetup(t *testing.T) setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Out: s.out})
+	adm, err := app.NewAdmin(context.Background(), cfg, app.AdminFull, app.Options{Out: s.out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Close()
 	body, _ := json.Marshal(map[string]any{"api": "*", "route": "GET /orders/{id}", "subject": "*", "limit": 2, "period": "1m"})
-	resp := serveAdmin(adm.Admin, "POST", "/rules", nil, body, "ratelimit-test")
+	resp := serveAdmin(adm.Service, "POST", "/rules", nil, body, "ratelimit-test")
 	if resp.Status != http.StatusCreated {
 		t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
 	}

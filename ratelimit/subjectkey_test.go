@@ -29,11 +29,11 @@ const sampleAPI = "a1b2c3d4e5"
 
 // deployment is a Sluice deployment as an embedded Limiter meets it: its
 // rules database, its Redis under a key prefix of the test's own, and its
-// admin API's object graph (app.New, as the admin Lambdas build it),
+// admin API's object graph (app.NewAdmin, as the admin Lambdas build it),
 // hashing subjects under key ("" none).
 type deployment struct {
 	redisURL, dbURL, prefix string
-	adm                     *app.App
+	adm                     *app.Admin
 	out                     *testenv.Buffer
 }
 
@@ -46,7 +46,7 @@ func newDeployment(t *testing.T, key string) deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.adm, err = app.New(context.Background(), cfg, app.Options{Parts: app.Administer, Out: d.out}); err != nil {
+	if d.adm, err = app.NewAdmin(context.Background(), cfg, app.AdminFull, app.Options{Out: d.out}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.adm.Close)
@@ -70,7 +70,7 @@ func (d deployment) call(t *testing.T, method, path string, query url.Values, bo
 	if body != nil {
 		b, _ = json.Marshal(body)
 	}
-	return serveAdmin(d.adm.Admin, method, path, query, b, "ratelimit-key-test")
+	return serveAdmin(d.adm.Service, method, path, query, b, "ratelimit-key-test")
 }
 
 // limiter builds an embedded Limiter next to the deployment: its Redis,

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionRead, app.Read, []string{
+	adminmain.Run(admin.FunctionRead, app.AdminRead, []string{
 		admin.RouteListRules, admin.RouteGetRule, admin.RouteRuleHistory,
 		admin.RouteListPlans, admin.RouteGetPlan, admin.RoutePlanHistory,
 	}, nil)

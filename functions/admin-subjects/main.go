@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionSubjects, app.Administer, []string{
+	adminmain.Run(admin.FunctionSubjects, app.AdminFull, []string{
 		admin.RouteSubjectLimits, admin.RouteResetSubject, admin.RouteUsage,
 	}, nil)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionWrite, app.Administer, []string{
+	adminmain.Run(admin.FunctionWrite, app.AdminFull, []string{
 		admin.RouteCreateRule, admin.RouteUpdateRule, admin.RouteDeleteRule,
 		admin.RouteCreatePlan, admin.RouteUpdatePlan, admin.RouteDeletePlan,
 	}, nil)

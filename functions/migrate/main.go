@@ -19,7 +19,7 @@ func main() {
 	flag.Parse()
 	cfg, err := config.FromEnv(os.Getenv)
 	exitOn(err)
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Migrate, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	a, err := app.NewMigrator(context.Background(), cfg, app.Options{Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
 	exitOn(err)
 	if !*local && os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		lambda.Start(a.Migrator.Handle)

@@ -13,13 +13,13 @@ import (
 )
 
 // lambdaHandler is the Lambda handler serving every admin route of svc,
-// wired as internal/app.AdminHandler("") wires it.
+// wired as internal/app.Admin.Handler("") wires it.
 func lambdaHandler(svc *admin.Service) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	return pinnedHandler(svc, "")
 }
 
 // pinnedHandler is the Lambda handler of one admin route, wired as
-// internal/app.AdminHandler(route) wires it.
+// internal/app.Admin.Handler(route) wires it.
 func pinnedHandler(svc *admin.Service, route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
 	var resource string

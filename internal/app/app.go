@@ -1,10 +1,15 @@
-// Package app is the one place Sluice's object graphs are built, from a
-// config.Config: the authorizer and check Lambdas, the admin Lambdas and
-// `sluice local` all call New, so the laptop runs what Lambda runs (the
-// same limiter settings, metrics, breaker log and rules reload log).
+// Package app builds Sluice's object graphs from a config.Config, one
+// constructor per kind of binary: NewDecider (the authorizer and check
+// Lambdas), NewAdmin (an admin Lambda of one privilege class), NewMigrator
+// (the migrate Lambda). sluice local builds a Decider and a full Admin on
+// the same clients, so the laptop runs what Lambda runs (the same limiter
+// settings, metrics, breaker log and rules reload log).
 //
-// New reads no environment and never exits: mains (functions/*, cmd/sluice)
-// read the configuration, call New, and decide what an error means.
+// Nothing here reads the environment or exits: mains (functions/*,
+// cmd/sluice) read the configuration, call a constructor, and decide what
+// an error means. Each constructor fails only on configuration it cannot
+// use (no Redis URL, a secret it cannot read), and then closes what it had
+// built; a backend that cannot be reached is logged and retried.
 package app
 
 import (
@@ -45,40 +50,9 @@ const InitLoadTimeout = decider.InitLoadTimeout
 // request path, and an admin call can afford to wait rather than answer 503.
 const minAdminRedisTimeout = 500 * time.Millisecond
 
-// Parts selects what New builds. A Lambda builds only what it serves: an
-// admin function never loads the rules or dials Redis at init.
-type Parts uint8
-
-const (
-	// Decide builds the decision path: the limiter with the request path's
-	// budget and breaker, the rules cache (loaded at once), the authorizer
-	// and check handlers and their metrics. Redis is dialled and the
-	// script loaded at init.
-	Decide Parts = 1 << iota
-	// Administer builds the admin Service, with a limiter of its own (a
-	// longer timeout, no deny cache, no breaker). Nothing is dialled.
-	Administer
-	// Migrate builds the Migrator on the configured database (no Redis).
-	Migrate
-	// Stats builds an admin Service that answers only GET /stats, from
-	// Options.StatsReader (the admin-stats function passes the
-	// Contributor Insights reader), and POST /subjects/find when the
-	// subject hash key is configured (the admin-stats function serves both):
-	// no Redis, no database.
-	Stats
-	// Read builds an admin Service over the store alone, for the admin
-	// functions whose routes only read rules and plans (GET /rules,
-	// /plans and their history): no Redis is dialled, no subject hash key
-	// read, nothing published. Those functions connect as the database's
-	// read-only role, so they could not write the rules if they tried.
-	Read
-)
-
-// Options say what New builds and where it writes. The zero value builds
-// nothing but the clients.
+// Options say where a graph writes and what it is given instead of
+// building it. Each constructor reads the fields it needs.
 type Options struct {
-	// Parts is what to build.
-	Parts Parts
 	// Out receives the JSON log lines and the EMF metric lines; default
 	// os.Stdout (a Lambda's CloudWatch stream).
 	Out io.Writer
@@ -99,64 +73,40 @@ type Options struct {
 	// version (<Prefix>{rules}:snapshot, <Prefix>{rules}:version); default
 	// the configuration's REDIS_PREFIX, else limiter.DefaultPrefix ("sl:").
 	Prefix string
-	// Stats, when set, counts every decision of the Decide part and
-	// answers the Administer part's GET /stats: in-process counts of this
-	// process's decisions. Default: a new one when both parts are built
-	// (sluice local: one process decides and administers), else none (a
+	// Stats, when set, counts every decision of a Decider and answers a
+	// full Admin's GET /stats: in-process counts of this process's
+	// decisions (sluice local gives both the same one). Default none: a
 	// Lambda instance sees too few of the decisions for its counts to
-	// mean anything; the stack reads Contributor Insights instead).
+	// mean anything; the stack reads Contributor Insights instead.
 	Stats *stats.Stats
-	// StatsReader answers the Stats part's GET /stats; nil answers 503.
+	// StatsReader answers an AdminStats Admin's GET /stats; nil answers 503.
 	// The admin-stats function builds it (internal/stats/insights), so
 	// the CloudWatch SDK is linked into that function alone.
 	StatsReader admin.StatsReader
 }
 
-// App is a built object graph. The fields of a part not built are nil.
-type App struct {
+// clients are what every graph holds: the logger, and the clients it
+// built (closed by Close, newest first) or was given.
+type clients struct {
 	// Log is the JSON logger every part writes to.
 	Log *slog.Logger
-	// Redis is the Redis client (Decide, Administer): Options.Redis or
-	// one built from the configuration.
+	// Redis is the Redis client: Options.Redis or one built from the
+	// configuration; nil for a graph that needs none.
 	Redis redis.UniversalClient
 	// Store is the rules store: Options.Store, or PostgreSQL from the
-	// configuration (every part).
+	// configuration; nil for a graph that needs none.
 	Store store.Store
 	// Snapshots is the copy of the rules in Redis the admin path publishes
-	// and the decision path reads first (Decide, Administer).
+	// and the decision path reads first; nil without Redis.
 	Snapshots *rulesync.Snapshots
 
-	// The decision path (Decide).
-	Authorizer *authapigw.Authorizer
-	Check      *authapigw.Check
-	Decider    *authorizer.Authorizer
-	// JWT verifies bearer tokens; nil without a jwt: subject source.
-	JWT     *identity.Verifier
-	Cache   *rulesync.Cache
-	Limiter *limiter.Limiter
-	Metrics *metrics.Metrics
-	// Dec is the decision path all of the above belong to.
-	Dec *decider.Decider
-
-	// Admin is the admin Service (Administer).
-	Admin *admin.Service
-
-	// Migrator applies the database migrations (Migrate).
-	Migrator *Migrator
-
-	// pool is the database's, when New built one.
-	pool *pgxpool.Pool
-
+	pool    *pgxpool.Pool // the database's, when one was built
 	closers []func()
 }
 
-// New builds the parts o asks for from cfg. A database or Redis that cannot
-// be reached is not an error: it is logged, the rules cache serves the
-// default rule and retries in the background of later invocations, and
-// admin requests answer 503 until the backend is back. New fails only on
-// configuration it cannot use (no Redis URL, a secret it cannot read); it
-// then closes what it had built.
-func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) {
+// start fills the defaults of o and returns the graph's clients with
+// their logger.
+func start(cfg config.Config, o *Options) clients {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
@@ -166,163 +116,246 @@ func New(ctx context.Context, cfg config.Config, o Options) (a *App, err error) 
 	if o.Prefix == "" {
 		o.Prefix = cmp.Or(cfg.RedisPrefix, limiter.DefaultPrefix)
 	}
-	if o.Stats == nil && o.Parts&(Decide|Administer) == Decide|Administer {
-		o.Stats = stats.New(stats.Options{})
-	}
-	a = &App{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
-	defer func() {
-		if err != nil {
-			a.Close()
-			a = nil
-		}
-	}()
+	return clients{Log: NewLogger(o.Out, cfg.LogLevel).With(slog.String("function", o.Function))}
+}
 
-	var pool *pgxpool.Pool
-	if o.Parts&Migrate != 0 || o.Store == nil && o.Parts&(Decide|Administer|Read) != 0 {
-		if pool, err = config.Postgres(ctx, cfg); err != nil {
-			return nil, err
-		}
-		a.onClose(pool.Close)
-		a.pool = pool
+// openStore opens the rules store: o.Store, or PostgreSQL.
+func (c *clients) openStore(ctx context.Context, cfg config.Config, o *Options) error {
+	if c.Store = o.Store; c.Store != nil {
+		return nil
 	}
-	a.Store = o.Store
-	if a.Store == nil && pool != nil {
-		a.Store = postgres.NewWithOptions(pool, store.Options{MaxRules: cfg.MaxRules})
+	pool, err := config.Postgres(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	if o.Parts&Migrate != 0 {
-		db := stdlib.OpenDBFromPool(pool)
-		a.onClose(func() { db.Close() })
-		a.Migrator = &Migrator{db: db, log: a.Log}
-		if a.Migrator.reader, err = config.ReaderCredentials(ctx, cfg); err != nil {
-			return nil, err
-		}
-	}
-	if o.Parts&Stats != 0 && o.Parts&Administer == 0 {
-		if err := a.statsOnly(ctx, cfg, o.StatsReader); err != nil {
-			return nil, err
-		}
-	}
-	if o.Parts&Read != 0 && o.Parts&Administer == 0 {
-		a.Admin = admin.New(a.Store, nil, nil, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
-		a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("readOnly", true))
-	}
-	if o.Parts&(Decide|Administer) == 0 {
-		return a, nil
-	}
+	c.onClose(pool.Close)
+	c.pool = pool
+	c.Store = postgres.NewWithOptions(pool, store.Options{MaxRules: cfg.MaxRules})
+	return nil
+}
 
+// openRedis opens Redis (o.Redis, or a client of the configuration) and
+// the rules snapshot on it.
+func (c *clients) openRedis(ctx context.Context, cfg config.Config, o *Options) error {
 	rdb := o.Redis
 	if rdb == nil {
+		var err error
 		if rdb, err = config.Redis(ctx, cfg); err != nil {
-			return nil, err
+			return err
 		}
-		a.onClose(func() { rdb.Close() })
+		c.onClose(func() { rdb.Close() })
 	}
-	a.Redis = rdb
-	st := a.Store
+	c.Redis = rdb
+	c.Snapshots = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix})
+	return nil
+}
+
+// Close stops the background work and closes the clients the graph built,
+// newest first. It is safe on a nil graph and more than once.
+func (c *clients) Close() {
+	if c == nil {
+		return
+	}
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
+
+func (c *clients) onClose(f func()) { c.closers = append(c.closers, f) }
+
+// closeOnError closes c when *err is set: the constructors' deferred
+// clean-up.
+func (c *clients) closeOnError(err *error) {
+	if *err != nil {
+		c.Close()
+	}
+}
+
+// PublishRules reads every rule and plan from the store and publishes them
+// to Redis, as the admin path does after each write; it reports whether
+// Redis took them (false when it held a newer set). `sluice local` calls it
+// after seeding.
+func (c *clients) PublishRules(ctx context.Context) (bool, error) {
+	set, err := c.Store.LoadAll(ctx)
+	if err != nil {
+		return false, fmt.Errorf("publish rules: %w", err)
+	}
+	return c.Snapshots.Publish(ctx, set)
+}
+
+// Decider is the graph of the authorizer and check Lambdas: the decision
+// path (internal/decider) over Redis and the rules store, and its two
+// handlers.
+type Decider struct {
+	clients
+	// Authorizer answers API Gateway authorizer events; Check answers
+	// POST /check.
+	Authorizer *authapigw.Authorizer
+	Check      *authapigw.Check
+	// Core is the decision both ask.
+	Core *authorizer.Authorizer
+	// JWT verifies bearer tokens; nil without a jwt: subject source.
+	JWT     *identity.Verifier
+	Cache   *rulesync.Cache
+	Limiter *limiter.Limiter
+	Metrics *metrics.Metrics
+	// Path is the decision path all of the above belong to.
+	Path *decider.Decider
+}
+
+// NewDecider builds the decision path from cfg: the limiter with the
+// request path's budget and breaker, the rules cache (loaded at once:
+// the Redis snapshot, else the store), the authorizer and check handlers
+// and their metrics. Redis is dialled and the script loaded at init.
+func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, err error) {
+	d = &Decider{clients: start(cfg, &o)}
+	defer d.closeOnError(&err)
+	if err := d.openStore(ctx, cfg, &o); err != nil {
+		return nil, err
+	}
+	if err := d.openRedis(ctx, cfg, &o); err != nil {
+		return nil, err
+	}
 	key, err := config.SubjectKey(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	var up identity.Invoker
-	if o.Parts&Decide != 0 {
-		if up, err = config.Upstream(ctx, cfg); err != nil {
-			return nil, err
-		}
+	up, err := config.Upstream(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	a.Snapshots = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix})
-
-	if o.Parts&Decide != 0 {
-		a.decide(ctx, cfg, o, rdb, st, key, up)
-	}
-	if o.Parts&Administer != 0 {
-		lim := limiter.New(rdb, limiter.Options{
-			Prefix:           o.Prefix,
-			Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
-			DenyCacheSize:    -1, // admin never calls Allow
-			BreakerThreshold: -1, // nor should one admin's failures trip anything
-			SubjectKey:       key,
-		})
-		ao := admin.Options{Logger: a.Log, Default: cfg.DefaultLimit}
-		if o.Stats != nil {
-			ao.Stats = o.Stats
-		}
-		a.Admin = admin.New(st, a.Snapshots, lim, ao)
-	}
-	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", a.Decider != nil), slog.Bool("admin", a.Admin != nil))
-	return a, nil
-}
-
-// decide builds the decision path. Nothing here fails: a backend that is
-// down is logged and retried.
-func (a *App) decide(ctx context.Context, cfg config.Config, o Options, rdb redis.UniversalClient, st store.Store, key []byte, up identity.Invoker) {
 	do := decider.Options{
-		Log: a.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
+		Log: d.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
 		Limiter: limiter.Options{
 			Timeout:         cfg.RedisTimeout,
 			LeaseMax:        cfg.LeaseMax,
 			LeaseTTL:        cfg.LeaseTTL,
 			DenyCacheMaxAge: cfg.DenyCacheMaxAge,
 		},
-		SubjectKey: key, Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
+		SubjectKey: key, Store: d.Store, Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
 		Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, ShowSubjects: cfg.SubjectShow, Stats: o.Stats,
-	}
-	if st != nil {
-		do.Store = st
 	}
 	if cfg.HasSource(identity.SourceJWT) {
 		do.JWT = &identity.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL}
 	}
-	d := decider.New(ctx, rdb, do)
-	a.onClose(d.Close)
-	a.Dec = d
-	a.JWT, a.Limiter, a.Cache, a.Metrics, a.Decider = d.JWT, d.Limiter, d.Cache, d.Metrics, d.Core
-	ho := authapigw.Options{Logger: a.Log, Metrics: a.Metrics, Headers: cfg.RateLimitHeaders}
-	a.Check = authapigw.NewCheck(a.Decider, ho)
+	p := decider.New(ctx, d.Redis, do)
+	d.onClose(p.Close)
+	d.Path, d.JWT, d.Limiter, d.Cache, d.Metrics, d.Core = p, p.JWT, p.Limiter, p.Cache, p.Metrics, p.Core
+	ho := authapigw.Options{Logger: d.Log, Metrics: d.Metrics, Headers: cfg.RateLimitHeaders}
+	d.Check = authapigw.NewCheck(d.Core, ho)
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
-	a.Authorizer = authapigw.NewAuthorizer(a.Decider, ho)
+	d.Authorizer = authapigw.NewAuthorizer(d.Core, ho)
+	d.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", true))
+	return d, nil
 }
 
-// statsOnly builds the Stats part: an admin Service over no store, whose
-// routes are GET /stats and, with the subject hash key configured
-// (SUBJECT_HMAC_KEY or its secret), POST /subjects/find.
-func (a *App) statsOnly(ctx context.Context, cfg config.Config, src admin.StatsReader) error {
-	// No store: the Service is only ever asked these routes (each
-	// function is pinned to its route).
-	ao := admin.Options{Logger: a.Log, Stats: src}
-	if cfg.SubjectHMACKey != "" || cfg.SubjectHMACKeySecretARN != "" {
-		key, err := config.SubjectKey(ctx, cfg)
-		if err != nil {
-			return err
+// Shutdown is what a decision Lambda runs on SIGTERM, and `sluice local`
+// on its way out: the leases' unused tokens go back to Redis, then the
+// metrics aggregated since the last EMF line are written (the tokens
+// returned included). It leaves the clients open; safe to call more than
+// once.
+func (d *Decider) Shutdown() { d.Path.Shutdown() }
+
+// AdminClass is the privilege class of an admin graph: what its routes
+// may reach.
+type AdminClass uint8
+
+const (
+	// AdminFull serves every route: the store, Redis (each write
+	// publishes the snapshot; buckets are read, reset, charged) and the
+	// subject hash key. The admin-write and admin-subjects functions, and
+	// sluice local.
+	AdminFull AdminClass = iota + 1
+	// AdminRead serves the routes that only read rules and plans, over the
+	// store alone: no Redis is dialled, no subject hash key read, nothing
+	// published. The admin-read function connects as the database's
+	// read-only role, so it could not write the rules if it tried.
+	AdminRead
+	// AdminStats serves GET /stats from Options.StatsReader (the
+	// Contributor Insights reader the admin-stats function passes) and,
+	// with the subject hash key configured, POST /subjects/find: no Redis,
+	// no database.
+	AdminStats
+)
+
+// Admin is the graph of an admin Lambda of one class, or of sluice
+// local's admin API.
+type Admin struct {
+	clients
+	// Service is the admin API.
+	Service *admin.Service
+}
+
+// NewAdmin builds the admin API of class from cfg. Nothing is dialled: a
+// database or Redis that cannot be reached answers 503 until it is back.
+func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Options) (a *Admin, err error) {
+	a = &Admin{clients: start(cfg, &o)}
+	defer a.closeOnError(&err)
+	switch class {
+	case AdminStats:
+		ao := admin.Options{Logger: a.Log, Stats: o.StatsReader}
+		if cfg.SubjectHMACKey != "" || cfg.SubjectHMACKeySecretARN != "" {
+			key, err := config.SubjectKey(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			ao.SubjectHash = limiter.NewHasher(key).SubjectHash
 		}
-		ao.SubjectHash = limiter.NewHasher(key).SubjectHash
+		// No store: the Service is only ever asked these routes.
+		a.Service = admin.New(nil, nil, nil, ao)
+		a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", o.StatsReader != nil), slog.Bool("subjectHash", ao.SubjectHash != nil))
+		return a, nil
+	case AdminRead:
+		if err := a.openStore(ctx, cfg, &o); err != nil {
+			return nil, err
+		}
+		a.Service = admin.New(a.Store, nil, nil, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit})
+		a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("readOnly", true))
+		return a, nil
+	case AdminFull:
+	default:
+		return nil, fmt.Errorf("app: admin class %d", class)
 	}
-	a.Admin = admin.New(nil, nil, nil, ao)
-	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("stats", src != nil), slog.Bool("subjectHash", ao.SubjectHash != nil))
-	return nil
+	if err := a.openStore(ctx, cfg, &o); err != nil {
+		return nil, err
+	}
+	if err := a.openRedis(ctx, cfg, &o); err != nil {
+		return nil, err
+	}
+	key, err := config.SubjectKey(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	lim := limiter.New(a.Redis, limiter.Options{
+		Prefix:           o.Prefix,
+		Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
+		DenyCacheSize:    -1, // admin never calls Allow
+		BreakerThreshold: -1, // nor should one admin's failures trip anything
+		SubjectKey:       key,
+	})
+	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats})
+	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("admin", true))
+	return a, nil
 }
 
-// AdminHandler is the Lambda handler of one admin route (an admin.Route
+// Handler is the Lambda handler of one admin route (an admin.Route
 // constant) for lambda.Start: the admin http.Handler serving that route
 // alone, run through internal/lambdahttp. The path is built from the
 // route's own resource template and the event's path parameters, so the
 // function answers under any base path or resource name, and any other
 // method gets 405. The audit log names the IAM caller. route "" serves
-// every route from one function, routing on the event's resource. It
-// needs the Administer part.
-func (a *App) AdminHandler(route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	if a.Admin == nil {
-		// A main that forgot Administer: a bug, found at its first cold start.
-		panic("app: AdminHandler needs the Administer part")
-	}
+// every route, routing on the event's resource.
+func (a *Admin) Handler(route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
 	var resource string
 	if route != "" {
 		o.Routes = []string{route}
 		_, resource, _ = strings.Cut(route, " ")
 	}
-	proxy := lambdahttp.New(a.Admin.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	proxy := lambdahttp.New(a.Service.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
 	pool := a.pool
 	if pool == nil {
 		return proxy
@@ -340,38 +373,61 @@ func (a *App) AdminHandler(route string) func(context.Context, events.APIGateway
 	}
 }
 
-// Close stops the rules cache's background work and closes the clients the
-// App built, newest first. It is safe on a nil App.
-func (a *App) Close() {
-	if a == nil {
-		return
-	}
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	a.closers = nil
+// Migration is the migrate Lambda's graph: the database and its Migrator.
+type Migration struct {
+	clients
+	// Migrator applies the database migrations.
+	Migrator *Migrator
 }
 
-func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
-
-// Shutdown is what a decision Lambda runs on SIGTERM, and `sluice local`
-// on its way out: the leases' unused tokens go back to Redis, then the
-// metrics aggregated since the last EMF line are written (the tokens
-// returned included). It needs the Decide part and leaves the clients
-// open; safe to call more than once.
-func (a *App) Shutdown() { a.Dec.Shutdown() }
-
-// PublishRules reads every rule and plan from the store and publishes them
-// to Redis, as the admin path does after each write; it reports whether
-// Redis took them (false when it held a newer set). `sluice local` calls it
-// after seeding. It needs the Decide or Administer part.
-func (a *App) PublishRules(ctx context.Context) (bool, error) {
-	set, err := a.Store.LoadAll(ctx)
-	if err != nil {
-		return false, fmt.Errorf("publish rules: %w", err)
+// NewMigrator builds the Migrator on the configured database (no Redis).
+func NewMigrator(ctx context.Context, cfg config.Config, o Options) (m *Migration, err error) {
+	m = &Migration{clients: start(cfg, &o)}
+	defer m.closeOnError(&err)
+	o.Store = nil // the migrator needs the pool itself
+	if err := m.openStore(ctx, cfg, &o); err != nil {
+		return nil, err
 	}
-	return a.Snapshots.Publish(ctx, set)
+	db := stdlib.OpenDBFromPool(m.pool)
+	m.onClose(func() { db.Close() })
+	m.Migrator = &Migrator{db: db, log: m.Log}
+	if m.Migrator.reader, err = config.ReaderCredentials(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // LogReload is decider.LogReload.
 var LogReload = decider.LogReload
+
+// Local is the graph of one process that decides and administers: sluice
+// local, and the harnesses that run a whole deployment in one process (the
+// fault harness, end-to-end tests). Its Decider and its full Admin share
+// the clients and the stats.
+type Local struct {
+	*Decider
+	// Admin is the admin API, on the Decider's Redis and store.
+	Admin *Admin
+}
+
+// NewLocal builds a Decider and a full Admin from cfg on the same clients;
+// o.Stats defaults to a new one, which both use (GET /stats answers with
+// the process's own decisions).
+func NewLocal(ctx context.Context, cfg config.Config, o Options) (*Local, error) {
+	if o.Stats == nil {
+		o.Stats = stats.New(stats.Options{})
+	}
+	d, err := NewDecider(ctx, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	ao := o
+	ao.Redis, ao.Store = d.Redis, d.Store
+	adm, err := NewAdmin(ctx, cfg, AdminFull, ao)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.onClose(adm.Close)
+	return &Local{Decider: d, Admin: adm}, nil
+}

@@ -45,10 +45,10 @@ func prefixFor(t *testing.T) string {
 	return p
 }
 
-// build builds the parts from env as a Lambda would, with its log and
-// metric lines going to the returned buffer. Its Redis keys are under the
-// test's own prefix (REDIS_PREFIX) unless env names one.
-func build(t *testing.T, parts app.Parts, env map[string]string) (*app.App, *testenv.Buffer) {
+// testConfig is env as a Lambda's configuration, with its Redis keys
+// under the test's own prefix (REDIS_PREFIX) unless env names one, and a
+// buffer for its log and metric lines.
+func testConfig(t *testing.T, env map[string]string) (config.Config, app.Options, *testenv.Buffer) {
 	t.Helper()
 	if _, ok := env["REDIS_PREFIX"]; !ok {
 		env = maps.Clone(env)
@@ -59,26 +59,40 @@ func build(t *testing.T, parts app.Parts, env map[string]string) (*app.App, *tes
 		t.Fatalf("config.FromEnv: %v", err)
 	}
 	out := &testenv.Buffer{}
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: parts, Out: out, Function: "test-function"})
+	return cfg, app.Options{Out: out, Function: "test-function"}, out
+}
+
+// newApp builds the decision path from env as the authorizer Lambda does.
+func newApp(t *testing.T, env map[string]string) (*app.Decider, *testenv.Buffer) {
+	t.Helper()
+	cfg, o, out := testConfig(t, env)
+	a, err := app.NewDecider(context.Background(), cfg, o)
 	if err != nil {
-		t.Fatalf("app.New: %v", err)
+		t.Fatalf("app.NewDecider: %v", err)
 	}
 	t.Cleanup(a.Close)
 	return a, out
 }
 
-// newApp builds the decision path from env as the authorizer Lambda does.
-func newApp(t *testing.T, env map[string]string) (*app.App, *testenv.Buffer) {
+// newAdmin builds the full admin API from env as the admin-write and
+// admin-subjects Lambdas do.
+func newAdmin(t *testing.T, env map[string]string) (*app.Admin, *testenv.Buffer) {
 	t.Helper()
-	return build(t, app.Decide, env)
+	cfg, o, out := testConfig(t, env)
+	a, err := app.NewAdmin(context.Background(), cfg, app.AdminFull, o)
+	if err != nil {
+		t.Fatalf("app.NewAdmin: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return a, out
 }
 
 // adminService is the admin code path on the same database and Redis, as
 // the admin Lambdas build it.
 func adminService(t *testing.T, dbURL, redisURL string) *admin.Service {
 	t.Helper()
-	a, _ := build(t, app.Administer, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL})
-	return a.Admin
+	a, _ := newAdmin(t, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL})
+	return a.Service
 }
 
 // call makes one admin request and returns the response, failing the test
@@ -128,9 +142,9 @@ func createRule(t *testing.T, svc *admin.Service, limit int64) (rules.Rule, stri
 	return r, created.Header.Get("Etag")
 }
 
-func decide(t *testing.T, a *app.App, key string) authorizer.Result {
+func decide(t *testing.T, a *app.Decider, key string) authorizer.Result {
 	t.Helper()
-	res, err := a.Decider.Decide(context.Background(), &authorizer.Request{
+	res, err := a.Core.Decide(context.Background(), &authorizer.Request{
 		API: "a1b2c3d4e5", Method: "GET", Resource: "/orders/{id}", Headers: map[string]string{"x-api-key": key},
 	})
 	if err != nil {
@@ -139,15 +153,12 @@ func decide(t *testing.T, a *app.App, key string) authorizer.Result {
 	return res
 }
 
-// TestAdmin builds the admin part as the admin Lambdas do and serves one
-// route through the proxy-event handler: nothing of the decision path is
-// built, and nothing is dialled before the request.
+// TestAdmin builds the admin API as the admin Lambdas do and serves one
+// route through the proxy-event handler (an Admin has no decision path to
+// build: its type holds none).
 func TestAdmin(t *testing.T) {
-	a, logs := build(t, app.Administer, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "REDIS_URL": testenv.RedisURL(t)})
-	if a.Decider != nil || a.Cache != nil || a.Metrics != nil {
-		t.Errorf("admin app built the decision path: decider %v cache %v metrics %v", a.Decider, a.Cache, a.Metrics)
-	}
-	h := a.AdminHandler(admin.RouteListPlans)
+	a, logs := newAdmin(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "REDIS_URL": testenv.RedisURL(t)})
+	h := a.Handler(admin.RouteListPlans)
 	resp, err := h(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "GET", Resource: "/plans", Path: "/plans"})
 	if err != nil || resp.StatusCode != 200 || resp.Body != "{\"plans\":[]}\n" {
 		t.Errorf("GET /plans = %d %q, %v; want 200 and no plans", resp.StatusCode, resp.Body, err)
@@ -280,7 +291,7 @@ func TestRedisDown(t *testing.T) {
 	closed := "redis://" + l.Addr().String() + "/0"
 	l.Close()
 	app, logs := newApp(t, map[string]string{"REDIS_URL": closed, "DATABASE_URL": pgtest.NewDatabase(t), "DEFAULT_LIMIT": "10/1m"})
-	res, err := app.Decider.Decide(context.Background(), &authorizer.Request{API: "x", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "k"}})
+	res, err := app.Core.Decide(context.Background(), &authorizer.Request{API: "x", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "k"}})
 	if err == nil || !res.Allowed || !res.FailOpen {
 		t.Fatalf("Decide with Redis down = allowed %v failOpen %v, %v; want fail-open with an error", res.Allowed, res.FailOpen, err)
 	}

@@ -41,22 +41,40 @@ const (
 	routeRate, routeBurst = 10, 10
 )
 
-// failoverApp builds parts from env as a Lambda would, on o's store and key
-// prefix, logging to the returned buffer.
-func failoverApp(t *testing.T, parts app.Parts, env map[string]string, o app.Options) (*app.App, *testenv.Buffer) {
+// failoverDecider builds the decision path from env as a Lambda would, on
+// o's store and key prefix, logging to the returned buffer.
+func failoverDecider(t *testing.T, env map[string]string, o app.Options) (*app.Decider, *testenv.Buffer) {
+	t.Helper()
+	cfg, out := failoverConfig(t, env, &o)
+	a, err := app.NewDecider(context.Background(), cfg, o)
+	if err != nil {
+		t.Fatalf("app.NewDecider: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return a, out
+}
+
+// failoverAdmin is failoverDecider for the full admin API.
+func failoverAdmin(t *testing.T, env map[string]string, o app.Options) (*app.Admin, *testenv.Buffer) {
+	t.Helper()
+	cfg, out := failoverConfig(t, env, &o)
+	a, err := app.NewAdmin(context.Background(), cfg, app.AdminFull, o)
+	if err != nil {
+		t.Fatalf("app.NewAdmin: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return a, out
+}
+
+func failoverConfig(t *testing.T, env map[string]string, o *app.Options) (config.Config, *testenv.Buffer) {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config.FromEnv: %v", err)
 	}
 	out := &testenv.Buffer{}
-	o.Parts, o.Out, o.Function = parts, out, "failover-test"
-	a, err := app.New(context.Background(), cfg, o)
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	t.Cleanup(a.Close)
-	return a, out
+	o.Out, o.Function = out, "failover-test"
+	return cfg, out
 }
 
 // logOnFailure logs the apps' logs when the test has failed.
@@ -96,9 +114,9 @@ func loadSubjects(t *testing.T, n int) []string {
 
 // probe makes one decision of the load's request for a fresh subject; a
 // fail-open decision is returned too (it names the rule and its limit).
-func probe(t *testing.T, a *app.App) authorizer.Result {
+func probe(t *testing.T, a *app.Decider) authorizer.Result {
 	t.Helper()
-	res, err := a.Decider.Decide(context.Background(), &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
+	res, err := a.Core.Decide(context.Background(), &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
 		Headers: map[string]string{"x-api-key": "fo-probe-" + testenv.Random(t)}})
 	if err != nil && !res.FailOpen {
 		t.Fatalf("Decide: %v", err)
@@ -132,9 +150,9 @@ func TestFailoverPostgresRestart(t *testing.T) {
 	// The fault here is the database's: a 1s Redis budget keeps a busy
 	// test machine's Redis hiccups out of the figures.
 	env := map[string]string{"REDIS_URL": rURL, "DATABASE_URL": pg.URL, "REDIS_POOL_SIZE": "8", "RULES_VERSION_POLL": "100ms", "REDIS_TIMEOUT": "1s"}
-	adm, admLog := failoverApp(t, app.Administer, env, app.Options{Prefix: prefix})
+	adm, admLog := failoverAdmin(t, env, app.Options{Prefix: prefix})
 	twoRules(t, adm.Store)
-	dec, decLog := failoverApp(t, app.Decide, env, app.Options{Prefix: prefix})
+	dec, decLog := failoverDecider(t, env, app.Options{Prefix: prefix})
 	logOnFailure(t, admLog, decLog)
 	if st := dec.Cache.Stats(); st.Rules != 2 {
 		t.Fatalf("rules loaded at init = %+v, want 2\n%s", st, decLog)
@@ -163,7 +181,7 @@ func TestFailoverPostgresRestart(t *testing.T) {
 		{"POST", "/plans", nil, map[string]any{"name": "gold", "limit": 5, "period": "1s"}},
 	}
 	for _, w := range writes {
-		resp := adminCall(adm.Admin, w.method, w.path, w.hdr, w.body)
+		resp := adminCall(adm.Service, w.method, w.path, w.hdr, w.body)
 		var p struct {
 			Status int    `json:"status"`
 			Type   string `json:"type"`
@@ -180,7 +198,7 @@ func TestFailoverPostgresRestart(t *testing.T) {
 	up := ld.since()
 
 	// Everything resumes: a write succeeds and reaches the authorizer.
-	resp := adminCall(adm.Admin, "PUT", "/rules/"+route.ID, http.Header{"If-Match": {`"1"`}},
+	resp := adminCall(adm.Service, "PUT", "/rules/"+route.ID, http.Header{"If-Match": {`"1"`}},
 		map[string]any{"api": loadAPI, "route": route.Route, "subject": "*", "limit": 3, "period": "1s"})
 	if resp.Status != http.StatusOK {
 		t.Fatalf("PUT after the restart = %d %s, want 200", resp.Status, resp.Body)
@@ -248,7 +266,7 @@ func redisTime(t *testing.T, addr string) time.Time {
 
 // warm fills a's Redis pool with n connections, as a warm Lambda's is:
 // the load starts from a steady state, not from n concurrent dials.
-func warm(t *testing.T, a *app.App, n int) {
+func warm(t *testing.T, a *app.Decider, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for range n {
@@ -265,11 +283,11 @@ func warm(t *testing.T, a *app.App, n int) {
 
 // waitRedisDecision waits until a decision of a is answered by Redis
 // again, and returns how long that took.
-func waitRedisDecision(t *testing.T, a *app.App, within time.Duration) time.Duration {
+func waitRedisDecision(t *testing.T, a *app.Decider, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < within {
-		res, err := a.Decider.Decide(context.Background(), &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
+		res, err := a.Core.Decide(context.Background(), &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
 			Headers: map[string]string{"x-api-key": "fo-probe-" + testenv.Random(t)}})
 		if err == nil && !res.FailOpen {
 			return time.Since(start)
@@ -315,7 +333,7 @@ func TestFailoverSentinel(t *testing.T) {
 	url := "redis://" + sentinels[0].Addr + "/0?master_name=sluice&addr=" + sentinels[1].Addr + "&addr=" + sentinels[2].Addr
 	st := memory.New()
 	twoRules(t, st)
-	a, logs := failoverApp(t, app.Decide, map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": url, "REDIS_POOL_SIZE": "8"},
+	a, logs := failoverDecider(t, map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": url, "REDIS_POOL_SIZE": "8"},
 		app.Options{Store: st})
 	logOnFailure(t, logs)
 	if res := probe(t, a); res.FailOpen || res.Limit != routeRate {
@@ -454,7 +472,7 @@ func TestFailoverClusterReshard(t *testing.T) {
 	url := "redis://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
 	st := memory.New()
 	twoRules(t, st)
-	a, logs := failoverApp(t, app.Decide, map[string]string{"REDIS_MODE": "cluster", "REDIS_URL": url, "REDIS_POOL_SIZE": "8"},
+	a, logs := failoverDecider(t, map[string]string{"REDIS_MODE": "cluster", "REDIS_URL": url, "REDIS_POOL_SIZE": "8"},
 		app.Options{Store: st})
 	logOnFailure(t, logs)
 	cc := a.Redis.(*redis.ClusterClient)
@@ -545,7 +563,7 @@ func TestFailoverClusterReshard(t *testing.T) {
 	// of failures opened it, closes on its next probe).
 	moverReq := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource, Headers: map[string]string{"x-api-key": subjects[0]}}
 	waitFor(t, 5*time.Second, "a moved subject decided by its new node", func() bool {
-		res, err := a.Decider.Decide(context.Background(), moverReq)
+		res, err := a.Core.Decide(context.Background(), moverReq)
 		return err == nil && !res.FailOpen
 	})
 	if n := count(rep.samples, failed); n != 0 {
@@ -568,7 +586,7 @@ func TestFailoverSlowRedis(t *testing.T) {
 	px.Up(t)
 	st := memory.New()
 	twoRules(t, st)
-	a, logs := failoverApp(t, app.Decide, map[string]string{"REDIS_URL": "redis://" + px.Addr(), "REDIS_POOL_SIZE": "8"},
+	a, logs := failoverDecider(t, map[string]string{"REDIS_URL": "redis://" + px.Addr(), "REDIS_POOL_SIZE": "8"},
 		app.Options{Store: st})
 	logOnFailure(t, logs)
 	timeout := config.DefaultRedisTimeout
@@ -641,8 +659,8 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 		// The victim's deny below must outlive the restart in the busy
 		// instance's cache (1s by default).
 		"DENY_CACHE_MAX_AGE": "1m"}
-	adm, admLog := failoverApp(t, app.Administer, env, app.Options{})
-	created := adminCall(adm.Admin, "POST", "/rules", nil,
+	adm, admLog := failoverAdmin(t, env, app.Options{})
+	created := adminCall(adm.Service, "POST", "/rules", nil,
 		map[string]any{"api": loadAPI, "route": "*", "subject": "*", "limit": 3, "period": "1m"})
 	if created.Status != http.StatusCreated {
 		t.Fatalf("POST /rules = %d %s", created.Status, created.Body)
@@ -651,10 +669,10 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 	if err := json.Unmarshal(created.Body, &rule); err != nil {
 		t.Fatal(err)
 	}
-	busy, busyLog := failoverApp(t, app.Decide, env, app.Options{})
-	idle, idleLog := failoverApp(t, app.Decide, env, app.Options{})
+	busy, busyLog := failoverDecider(t, env, app.Options{})
+	idle, idleLog := failoverDecider(t, env, app.Options{})
 	logOnFailure(t, admLog, busyLog, idleLog)
-	for _, a := range []*app.App{busy, idle} {
+	for _, a := range []*app.Decider{busy, idle} {
 		if res := probe(t, a); res.Rule != rule.ID || res.Limit != 3 {
 			t.Fatalf("decision before the restart = rule %s limit %d, want %s limit 3", res.Rule, res.Limit, rule.ID)
 		}
@@ -665,7 +683,7 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 	victim := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
 		Headers: map[string]string{"x-api-key": "victim-" + testenv.Random(t)}}
 	for i := range 4 {
-		res, err := busy.Decider.Decide(context.Background(), victim)
+		res, err := busy.Core.Decide(context.Background(), victim)
 		if err != nil || res.Allowed != (i < 3) {
 			t.Fatalf("victim decision %d = allowed %v, %v; want allowed %v", i+1, res.Allowed, err, i < 3)
 		}
@@ -698,25 +716,25 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 	// the retry-after Redis gave it or DENY_CACHE_MAX_AGE, whichever comes
 	// first: a cache only ever denies what Redis denied, for no longer
 	// than Redis said.
-	if res, _ := busy.Decider.Decide(context.Background(), victim); res.Allowed || !res.Cached {
+	if res, _ := busy.Core.Decide(context.Background(), victim); res.Allowed || !res.Cached {
 		t.Errorf("victim on the busy instance after the restart = allowed %v cached %v, want denied from its deny cache", res.Allowed, res.Cached)
 	}
 
 	// A rule change after the restart reaches both instances.
-	resp := adminCall(adm.Admin, "PUT", "/rules/"+rule.ID, http.Header{"If-Match": {created.Header.Get("Etag")}},
+	resp := adminCall(adm.Service, "PUT", "/rules/"+rule.ID, http.Header{"If-Match": {created.Header.Get("Etag")}},
 		map[string]any{"api": loadAPI, "route": "*", "subject": "*", "limit": 7, "period": "1m"})
 	if resp.Status != http.StatusOK {
 		t.Fatalf("PUT after the restart = %d %s", resp.Status, resp.Body)
 	}
 	v, err := testenv.Client(t, "redis://"+srv.Addr, nil).Get(context.Background(), "sl:{rules}:version").Int64()
 	t.Logf("rules version: %d before the restart (as the idle instance saw it), %d (%v) after the first write since", seen, v, err)
-	for name, a := range map[string]*app.App{"busy": busy, "idle": idle} {
+	for name, a := range map[string]*app.Decider{"busy": busy, "idle": idle} {
 		waitFor(t, 3*time.Second, "the change after the restart on the "+name+" instance", func() bool { return probe(t, a).Limit == 7 })
 	}
 
 	// Buckets restarted full: the victim, denied before, is allowed by the
 	// instance that holds no deny for it, with the whole new limit left.
-	res, err := idle.Decider.Decide(context.Background(), victim)
+	res, err := idle.Core.Decide(context.Background(), victim)
 	if err != nil || !res.Allowed || res.Remaining != 6 {
 		t.Errorf("victim after the restart = allowed %v remaining %d, %v; want allowed with 6 of 7 left (a full bucket)", res.Allowed, res.Remaining, err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -32,10 +31,10 @@ func TestRuleChangeBindsNextRequest(t *testing.T) {
 		// The local stack's budget: a loaded test machine is slower than a
 		// VPC, and a version read that times out decides on the old rules.
 		"REDIS_TIMEOUT": "250ms"}
-	adm, admLog := build(t, app.Administer, env)
-	authz, authzLog := build(t, app.Decide, env)
+	adm, admLog := newAdmin(t, env)
+	authz, authzLog := newApp(t, env)
 	logOnFailure(t, admLog, authzLog)
-	admin := adm.AdminHandler("")
+	admin := adm.Handler("")
 	write := func(method, path string, body any) events.APIGatewayProxyResponse {
 		t.Helper()
 		ev := events.APIGatewayProxyRequest{HTTPMethod: method, Path: path, Resource: path,

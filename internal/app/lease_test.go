@@ -22,7 +22,7 @@ func TestShutdownReturnsLeases(t *testing.T) {
 	req := &authorizer.Request{API: "x", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "hot"}}
 	leased := 0
 	for range 200 {
-		res, err := a.Decider.Decide(context.Background(), req)
+		res, err := a.Core.Decide(context.Background(), req)
 		if err != nil || !res.Allowed {
 			t.Fatalf("Decide = %+v, %v", res, err)
 		}
@@ -50,7 +50,7 @@ func TestShutdownReturnsLeases(t *testing.T) {
 		}
 	}
 	// After Shutdown the limiter still decides, one Redis call a request.
-	if res, err := a.Decider.Decide(context.Background(), req); err != nil || !res.Allowed || res.LimiterTime == 0 {
+	if res, err := a.Core.Decide(context.Background(), req); err != nil || !res.Allowed || res.LimiterTime == 0 {
 		t.Errorf("Decide after Shutdown = %+v, %v; want allowed through Redis", res, err)
 	}
 }

@@ -68,7 +68,7 @@ type load struct {
 // startLoad starts workers goroutines deciding through a (the authorizer's
 // Decider, as the Lambda handler calls it), pausing pace between two
 // decisions of a worker.
-func startLoad(t *testing.T, a *app.App, workers int, subjects []string, pace time.Duration) *load {
+func startLoad(t *testing.T, a *app.Decider, workers int, subjects []string, pace time.Duration) *load {
 	t.Helper()
 	l := &load{start: time.Now(), subjects: subjects, per: make([][]sample, workers)}
 	for w := range workers {
@@ -86,7 +86,7 @@ func startLoad(t *testing.T, a *app.App, workers int, subjects []string, pace ti
 				req := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
 					Headers: map[string]string{"x-api-key": key}}
 				begin := time.Now()
-				res, err := a.Decider.Decide(context.Background(), req)
+				res, err := a.Core.Decide(context.Background(), req)
 				end := time.Now()
 				smp := sample{end: end.Sub(l.start), took: end.Sub(begin), subject: s, allowed: res.Allowed}
 				switch {

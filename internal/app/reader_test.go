@@ -35,7 +35,7 @@ var readerRoutes = []struct {
 	route, path string
 	body        string
 	want        int
-	redis       bool // the route also needs Redis (app.Administer)
+	redis       bool // the route also needs Redis (app.AdminFull)
 }{
 	{admin.RouteListRules, "/rules", "", http.StatusOK, false},
 	{admin.RouteGetRule, "/rules/{id}", "", http.StatusOK, false},
@@ -51,7 +51,7 @@ var readerRoutes = []struct {
 // TestReaderRole: the migrate function gives the read-only role of
 // migration 00007 its login (DB_READER_SECRET_ARN); every admin route the
 // stack puts on that role answers as it should when its function connects
-// as it (app.Read, or app.Administer for the bucket routes); and the role
+// as it (app.AdminRead, or app.AdminFull for the bucket routes); and the role
 // can write nothing: a rule write through it fails, and so does SQL.
 func TestReaderRole(t *testing.T) {
 	ctx := t.Context()
@@ -88,18 +88,18 @@ func TestReaderRole(t *testing.T) {
 	u.User = url.UserPassword("sluice_reader", password)
 	readerURL := u.String()
 
-	read, err := New(ctx, config.Config{DatabaseURL: config.Secret(readerURL)}, Options{Parts: Read, Out: io.Discard})
+	read, err := NewAdmin(ctx, config.Config{DatabaseURL: config.Secret(readerURL)}, AdminRead, Options{Out: io.Discard})
 	if err != nil {
-		t.Fatalf("New(Read) as sluice_reader: %v", err)
+		t.Fatalf("NewAdmin(AdminRead) as sluice_reader: %v", err)
 	}
 	t.Cleanup(read.Close)
 	if read.Redis != nil {
-		t.Error("New(Read) built a Redis client: the read-only functions get no Redis")
+		t.Error("NewAdmin(AdminRead) built a Redis client: the read-only functions get no Redis")
 	}
-	buckets, err := New(ctx, config.Config{DatabaseURL: config.Secret(readerURL), RedisURL: config.Secret(testenv.RedisURL(t)),
-		RedisPrefix: testenv.Prefix(t, "reader")}, Options{Parts: Administer, Out: io.Discard})
+	buckets, err := NewAdmin(ctx, config.Config{DatabaseURL: config.Secret(readerURL), RedisURL: config.Secret(testenv.RedisURL(t)),
+		RedisPrefix: testenv.Prefix(t, "reader")}, AdminFull, Options{Out: io.Discard})
 	if err != nil {
-		t.Fatalf("New(Administer) as sluice_reader: %v", err)
+		t.Fatalf("NewAdmin(AdminFull) as sluice_reader: %v", err)
 	}
 	t.Cleanup(buckets.Close)
 
@@ -110,14 +110,14 @@ func TestReaderRole(t *testing.T) {
 		}
 		method, _, _ := bytes.Cut([]byte(rt.route), []byte(" "))
 		path := string(bytes.ReplaceAll([]byte(rt.path), []byte("{id}"), []byte(rule.ID)))
-		status, body := serve(a.Admin, rt.route, string(method), path, rt.body)
+		status, body := serve(a.Service, rt.route, string(method), path, rt.body)
 		if status != rt.want {
 			t.Errorf("%s as sluice_reader: %s %s = %d %s, want %d", rt.route, method, path, status, body, rt.want)
 		}
 	}
 
 	// A write on the read-only role fails, whatever the code asks.
-	if status, body := serve(read.Admin, admin.RouteCreateRule, "POST", "/rules",
+	if status, body := serve(read.Service, admin.RouteCreateRule, "POST", "/rules",
 		`{"api":"a1b2c3d4e5","route":"*","subject":"*","limit":1,"period":"1m"}`); status != http.StatusInternalServerError {
 		t.Errorf("POST /rules as sluice_reader = %d %s, want 500 (permission denied)", status, body)
 	}
@@ -177,7 +177,7 @@ func serve(svc *admin.Service, route, method, path, body string) (int, string) {
 // Lambda environment keeps no Aurora cluster from pausing at 0 ACU (the
 // small profile) and no connection slot from the next caller.
 func TestAdminHandlerReleasesConnections(t *testing.T) {
-	a, err := New(t.Context(), config.Config{DatabaseURL: config.Secret(pgtest.NewDatabase(t))}, Options{Parts: Read, Out: io.Discard})
+	a, err := NewAdmin(t.Context(), config.Config{DatabaseURL: config.Secret(pgtest.NewDatabase(t))}, AdminRead, Options{Out: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestAdminHandlerReleasesConnections(t *testing.T) {
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := a.AdminHandler(admin.RouteListRules)(t.Context(), ev)
+	resp, err := a.Handler(admin.RouteListRules)(t.Context(), ev)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /rules = %d %s, %v; want 200", resp.StatusCode, resp.Body, err)
 	}

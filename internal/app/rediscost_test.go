@@ -71,7 +71,7 @@ func TestRedisCost(t *testing.T) {
 	bare := limiter.New(rdb, limiter.Options{Prefix: "bare:", Timeout: time.Second, DenyCacheSize: -1})
 	bareBuckets := []limiter.Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
 
-	deployed := func(prefix, leaseMax string) *app.App {
+	deployed := func(prefix, leaseMax string) *app.Decider {
 		cfg, err := config.FromEnv(func(k string) string {
 			return map[string]string{
 				"REDIS_URL":     "redis://" + srv.Addr,
@@ -83,7 +83,7 @@ func TestRedisCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := app.New(ctx, cfg, app.Options{Parts: app.Decide, Out: &testenv.Buffer{}, Redis: rdb, Store: memory.New(), Prefix: prefix})
+		a, err := app.NewDecider(ctx, cfg, app.Options{Out: &testenv.Buffer{}, Redis: rdb, Store: memory.New(), Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,9 +211,9 @@ func TestRedisCost(t *testing.T) {
 
 // decideAll is a contender that decides reqs through a's authorizer, every
 // decision an allow.
-func decideAll(a *app.App, reqs []authorizer.Request) func(context.Context, int) error {
+func decideAll(a *app.Decider, reqs []authorizer.Request) func(context.Context, int) error {
 	return func(ctx context.Context, i int) error {
-		res, err := a.Decider.Decide(ctx, &reqs[i%len(reqs)])
+		res, err := a.Core.Decide(ctx, &reqs[i%len(reqs)])
 		if err == nil && !res.Allowed {
 			err = fmt.Errorf("denied: %+v", res)
 		}

@@ -95,7 +95,7 @@ func TestColdStartNeitherSource(t *testing.T) {
 			if st := a.Cache.Stats(); st.Loaded || st.Origin != rulesync.FromNothing || st.LastError == nil {
 				t.Fatalf("cache stats with neither source = %+v, want nothing loaded and an error", st)
 			}
-			res, _ := a.Decider.Decide(context.Background(), &authorizer.Request{API: "a1b2c3d4e5", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "k"}})
+			res, _ := a.Core.Decide(context.Background(), &authorizer.Request{API: "a1b2c3d4e5", Method: "GET", Resource: "/", Headers: map[string]string{"x-api-key": "k"}})
 			switch {
 			case tc.defLimit == "" && (!res.Allowed || res.Effective != nil):
 				t.Errorf("decision with neither source and no DEFAULT_LIMIT = %+v, want allowed with no rule", res)
@@ -151,7 +151,7 @@ func TestColdStartFailClosed(t *testing.T) {
 		t.Errorf("3 requests on the snapshot's 2/1m rule = %v, want [true true false]", got)
 	}
 	rp.Down()
-	res, err := a.Decider.Decide(context.Background(), &authorizer.Request{
+	res, err := a.Core.Decide(context.Background(), &authorizer.Request{
 		API: "a1b2c3d4e5", Method: "GET", Resource: "/orders/{id}", Headers: map[string]string{"x-api-key": "other-" + key},
 	})
 	if err == nil || res.Allowed || res.FailOpen || res.Rule != closed.ID {
@@ -160,16 +160,16 @@ func TestColdStartFailClosed(t *testing.T) {
 }
 
 // corrupt overwrites the published snapshot with its bytes, one flipped.
-func corrupt(t *testing.T, a *app.App) {
+func corrupt(t *testing.T, snaps *rulesync.Snapshots, rdb redis.UniversalClient) {
 	t.Helper()
 	ctx := context.Background()
-	_, key := a.Snapshots.Keys()
-	b, err := a.Redis.Get(ctx, key).Bytes()
+	_, key := snaps.Keys()
+	b, err := rdb.Get(ctx, key).Bytes()
 	if err != nil {
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	b[len(b)-3] ^= 0x10
-	if err := a.Redis.Set(ctx, key, b, 0).Err(); err != nil {
+	if err := rdb.Set(ctx, key, b, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -180,9 +180,9 @@ func corrupt(t *testing.T, a *app.App) {
 func TestCorruptSnapshot(t *testing.T) {
 	t.Parallel()
 	rURL, dbURL := testenv.RedisURL(t), pgtest.NewDatabase(t)
-	adm, _ := build(t, app.Administer, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
-	r, etag := createRuleBody(t, adm.Admin, map[string]any{"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 50, "period": "1m"})
-	corrupt(t, adm)
+	adm, _ := newAdmin(t, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
+	r, etag := createRuleBody(t, adm.Service, map[string]any{"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 50, "period": "1m"})
+	corrupt(t, adm.Snapshots, adm.Redis)
 
 	// Cold start, database up.
 	a, logs := newApp(t, map[string]string{"REDIS_URL": rURL, "DATABASE_URL": dbURL, "REDIS_TIMEOUT": "1s", "RULES_VERSION_POLL": "50ms"})
@@ -195,14 +195,14 @@ func TestCorruptSnapshot(t *testing.T) {
 
 	// Warm: a good publish is loaded from Redis; a corrupt one announced by
 	// a newer version sends the reload to the database.
-	call(t, adm.Admin, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
+	call(t, adm.Service, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 60, "period": "1m"}, http.StatusOK)
 	waitFor(t, 5*time.Second, "the update from the snapshot", func() bool { return decide(t, a, "k").Limit == 60 })
 	if st := a.Cache.Stats(); st.Origin != rulesync.FromSnapshot {
 		t.Errorf("after a good publish: %+v, want loaded from the snapshot", st)
 	}
 	stores := a.Cache.Stats().StoreLoads
-	corrupt(t, adm)
+	corrupt(t, adm.Snapshots, adm.Redis)
 	vkey, _ := adm.Snapshots.Keys()
 	if err := a.Redis.Incr(context.Background(), vkey).Err(); err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestBurstOfWrites(t *testing.T) {
 	}
 }
 
-func limitOf(a *app.App) int64 {
+func limitOf(a *app.Decider) int64 {
 	m := a.Cache.Snapshot(context.Background()).Match("a1b2c3d4e5", "GET", "/", "k")
 	if m.API == nil {
 		return -1
@@ -327,16 +327,16 @@ func TestRedisEmptied(t *testing.T) {
 func TestConcurrentAdminWrites(t *testing.T) {
 	t.Parallel()
 	rURL, dbURL := testenv.RedisURL(t), pgtest.NewDatabase(t)
-	admins := []*app.App{}
+	admins := []*app.Admin{}
 	for range 2 {
-		a, _ := build(t, app.Administer, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
+		a, _ := newAdmin(t, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
 		admins = append(admins, a)
 	}
 	var wg sync.WaitGroup
 	for i, a := range admins {
 		for j := range 15 {
 			wg.Go(func() {
-				call(t, a.Admin, "POST", "/rules", nil, map[string]any{"api": "a1b2c3d4e5", "route": "*",
+				call(t, a.Service, "POST", "/rules", nil, map[string]any{"api": "a1b2c3d4e5", "route": "*",
 					"subject": "s-" + strconv.Itoa(i) + "-" + strconv.Itoa(j), "limit": 5, "period": "1m"}, http.StatusCreated)
 			})
 		}
@@ -427,7 +427,7 @@ func TestReadsPerAdminWrite(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	adm, _ := build(t, app.Administer, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
+	adm, _ := newAdmin(t, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": rURL})
 	if _, err := adm.PublishRules(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestReadsPerAdminWrite(t *testing.T) {
 	// Writes spaced wider than the poll, so every write is one reload: the
 	// cost per write, not a debounced burst.
 	for i := range writes {
-		call(t, adm.Admin, "PUT", "/rules/"+ids[i], http.Header{"If-Match": {`"1"`}}, map[string]any{
+		call(t, adm.Service, "PUT", "/rules/"+ids[i], http.Header{"If-Match": {`"1"`}}, map[string]any{
 			"api": "a1b2c3d4e5", "route": []string{"*", "GET /orders/{id}"}[i%2], "subject": "customer-" + strconv.Itoa(i),
 			"limit": 200, "period": "1m"}, http.StatusOK)
 		want, err := adm.Snapshots.Version(ctx)

@@ -30,14 +30,14 @@ func TestStatsPart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Stats, Out: io.Discard, StatsReader: tt.reader})
+		a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{Out: io.Discard, StatsReader: tt.reader})
 		if err != nil {
 			t.Fatalf("New(Stats) with %s = %v, want no error without Redis or a database", tt.name, err)
 		}
 		if a.Redis != nil || a.Store != nil {
 			t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
 		}
-		resp, _ := a.AdminHandler(admin.RouteStats)(context.Background(), ev)
+		resp, _ := a.Handler(admin.RouteStats)(context.Background(), ev)
 		if resp.StatusCode != tt.want {
 			t.Errorf("GET /stats with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
 		}
@@ -70,14 +70,14 @@ func TestFindPart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Stats, Out: io.Discard, StatsReader: st})
+		a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{Out: io.Discard, StatsReader: st})
 		if err != nil {
 			t.Fatalf("New(Stats) with %s = %v", tt.name, err)
 		}
 		if a.Redis != nil || a.Store != nil {
 			t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
 		}
-		resp, _ := a.AdminHandler(admin.RouteFindSubject)(context.Background(), ev)
+		resp, _ := a.Handler(admin.RouteFindSubject)(context.Background(), ev)
 		if resp.StatusCode != tt.want {
 			t.Fatalf("POST /subjects/find with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
 		}

@@ -75,7 +75,7 @@ func runDecide(ctx context.Context) error {
 			return err
 		}
 	}
-	a, err := app.New(ctx, cfg, app.Options{Parts: app.Decide | app.Administer, Out: os.Stderr, Function: "chaos-" + name})
+	a, err := app.NewLocal(ctx, cfg, app.Options{Out: os.Stderr, Function: "chaos-" + name})
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func runDecide(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle("POST /check", a.Check) // the check Lambda's handler, as sluice local mounts it
-	mux.Handle("/admin/", http.StripPrefix("/admin", a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "chaos" }})))
+	mux.Handle("/admin/", http.StripPrefix("/admin", a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return "chaos" }})))
 	srv := &http.Server{Addr: os.Getenv(decideAddrVar), Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
@@ -102,7 +102,7 @@ func runDecide(ctx context.Context) error {
 
 // migrate applies the migrations, retrying while the database starts.
 func migrate(ctx context.Context, cfg config.Config, name string) error {
-	mig, err := app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: os.Stderr, Function: "chaos-" + name})
+	mig, err := app.NewMigrator(ctx, cfg, app.Options{Out: os.Stderr, Function: "chaos-" + name})
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// The stats are shared with the HTTP API's and the service's guard
 	// (limitedRoutes), so GET /stats and the console count theirs too.
 	counts := stats.New(stats.Options{})
-	o := app.Options{Parts: app.Decide | app.Administer, Out: stderr, Function: "sluice-local", Prefix: cfg.RedisPrefix, Stats: counts}
+	o := app.Options{Out: stderr, Function: "sluice-local", Prefix: cfg.RedisPrefix, Stats: counts}
 
 	// Serve from the start: the development issuer's JWKS must answer the
 	// authorizer's fetch at init. The other routes are added once built
@@ -227,13 +227,13 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// app before the authorizer's first load, or memory.
 	var (
 		seedDesc string
-		mig      *app.App // set while the database still needs migrating
+		mig      *app.Migration // set while the database still needs migrating
 	)
 	storeDesc := "embedded (in memory; gone when sluice stops)"
 	if cfg.DatabaseURL != "" {
 		storeDesc = "PostgreSQL " + config.Redact(string(cfg.DatabaseURL))
 		var err error
-		if mig, err = app.New(ctx, cfg, app.Options{Parts: app.Migrate, Out: stderr, Function: o.Function}); err != nil {
+		if mig, err = app.NewMigrator(ctx, cfg, app.Options{Out: stderr, Function: o.Function}); err != nil {
 			return err
 		}
 		st.onClose(mig.Close)
@@ -257,7 +257,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		}
 	}
 
-	a, err := app.New(ctx, cfg, o)
+	a, err := app.NewLocal(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 
 	// The admin and check Lambdas' own http.Handlers: the functions run
 	// them through internal/lambdahttp, local mounts them as they are.
-	adminHandler := sameProcess(a.Admin.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
+	adminHandler := sameProcess(a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
 	mux.Handle("/admin/", RequireToken(token, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
 	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
@@ -316,7 +316,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// EMF metrics and stats): one path, and the admin API's rules apply
 	// to them as to the REST API. Their decisions, and the REST API's
 	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := decider.Embed(a.Dec, decider.EmbedOptions{Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
+	rl := decider.Embed(a.Path, decider.EmbedOptions{Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {
@@ -365,7 +365,7 @@ const localTokenFrom = "the admin token `sluice local` printed at start (or SLUI
 // dbDownRules says, for the banner, what sluice local enforces while the
 // database is unreachable: the rules snapshot an earlier run published to
 // Redis, else the default limit; the seed follows once it answers.
-func dbDownRules(ctx context.Context, a *app.App, seed string) string {
+func dbDownRules(ctx context.Context, a *app.Local, seed string) string {
 	then := "; " + seed + " is seeded once the database answers"
 	if seed == "" {
 		then = ""
@@ -411,7 +411,7 @@ func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
 const firstMigrateTimeout = 5 * time.Second
 
 // migrateAndSeed migrates the database and seeds it, within timeout.
-func migrateAndSeed(ctx context.Context, mig *app.App, c Config, timeout time.Duration) (string, error) {
+func migrateAndSeed(ctx context.Context, mig *app.Migration, c Config, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := mig.Migrator.Once(ctx, io.Discard); err != nil {
@@ -424,7 +424,7 @@ func migrateAndSeed(ctx context.Context, mig *app.App, c Config, timeout time.Du
 // rules load (1s doubling to 30s), until it succeeds or ctx ends; then it
 // publishes the rules, which the authorizer loads at its next version
 // check.
-func catchUp(ctx context.Context, mig *app.App, a *app.App, c Config) {
+func catchUp(ctx context.Context, mig *app.Migration, a *app.Local, c Config) {
 	wait := time.Second
 	for {
 		select {

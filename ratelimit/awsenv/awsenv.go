@@ -62,11 +62,11 @@ func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limite
 	if fn == "" {
 		fn = "ratelimit"
 	}
-	a, err := app.New(ctx, cfg, app.Options{Parts: app.Decide, Function: fn})
+	a, err := app.NewDecider(ctx, cfg, app.Options{Function: fn})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := decider.Embed(a.Dec, decider.EmbedOptions{ContextKey: key, Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Close: a.Close}).(*ratelimit.Limiter)
+	l := decider.Embed(a.Path, decider.EmbedOptions{ContextKey: key, Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Close: a.Close}).(*ratelimit.Limiter)
 	if err := l.CheckKey(ctx); err != nil {
 		a.Close()
 		return nil, err

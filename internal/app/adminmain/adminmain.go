@@ -29,24 +29,24 @@ import (
 // links the CloudWatch SDK.
 type Reader func(ctx context.Context, prefix string) (admin.StatsReader, error)
 
-// Run is the main of the admin Lambda function name: it builds part and
-// serves routes (admin.Route constants) with Handler. reader is nil but for
+// Run is the main of the admin Lambda function name: it builds the admin
+// API of class and serves routes (admin.Route constants) with Handler. reader is nil but for
 // the function whose routes read Contributor Insights. A configuration or
 // build failure exits 1 with a line naming the function, which the Lambda
 // console shows as the init error.
-func Run(name string, part app.Parts, routes []string, reader Reader) {
+func Run(name string, class app.AdminClass, routes []string, reader Reader) {
 	ctx := context.Background()
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		fail(name, fmt.Errorf("configuration: %w", err))
 	}
-	o := app.Options{Parts: part, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
+	o := app.Options{Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
 	if reader != nil && cfg.InsightsRulePrefix != "" {
 		if o.StatsReader, err = reader(ctx, cfg.InsightsRulePrefix); err != nil {
 			fail(name, err)
 		}
 	}
-	a, err := app.New(ctx, cfg, o)
+	a, err := app.NewAdmin(ctx, cfg, class, o)
 	if err != nil {
 		fail(name, err)
 	}
@@ -60,14 +60,14 @@ type ProxyHandler = func(context.Context, events.APIGatewayProxyRequest) (events
 // Handler is the Lambda handler of the admin function name serving routes
 // from a. An event is answered by the handler of the route its method and
 // resource name ("GET" and "/rules/{id}": API Gateway's resource template,
-// whatever the base path), which is a's AdminHandler for that route alone.
+// whatever the base path), which is a's Handler for that route alone.
 // An event for any other route, another class's included, runs no route's
 // code: it gets a 404 problem naming the function, and an error line in
 // the log, since only a misconfigured API sends one.
-func Handler(a *app.App, name string, routes []string) ProxyHandler {
+func Handler(a *app.Admin, name string, routes []string) ProxyHandler {
 	byRoute := make(map[string]ProxyHandler, len(routes))
 	for _, r := range routes {
-		byRoute[r] = a.AdminHandler(r)
+		byRoute[r] = a.Handler(r)
 	}
 	log := a.Log
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {

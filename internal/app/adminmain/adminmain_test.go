@@ -28,7 +28,7 @@ import (
 // variable, which is what the Lambda console shows as the init error.
 func TestRunFailsNamingTheFunction(t *testing.T) {
 	if os.Getenv("SLUICE_ADMINMAIN_CHILD") == "1" {
-		adminmain.Run("admin-test", app.Read, []string{admin.RouteListRules}, nil)
+		adminmain.Run("admin-test", app.AdminRead, []string{admin.RouteListRules}, nil)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunFailsNamingTheFunction$")
@@ -66,7 +66,7 @@ func TestHandlerServesOnlyItsRoutes(t *testing.T) {
 	}
 	st := memory.New()
 	var out bytes.Buffer
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Read, Store: st, Out: &out})
+	a, err := app.NewAdmin(context.Background(), cfg, app.AdminRead, app.Options{Store: st, Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestStatsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	a, err := app.New(context.Background(), cfg, app.Options{Parts: app.Stats, StatsReader: stats.New(stats.Options{}), Out: &out})
+	a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{StatsReader: stats.New(stats.Options{}), Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
