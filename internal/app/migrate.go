@@ -136,6 +136,11 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	}
 
 	start := time.Now()
+	if err := m.awaitDB(ctx); err != nil {
+		log.ErrorContext(ctx, "database unreachable", slog.Any("error", err),
+			slog.Int64("waitedMs", time.Since(start).Milliseconds()))
+		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
+	}
 	res, err := postgres.Migrate(ctx, m.db)
 	if err != nil {
 		log.ErrorContext(ctx, "migrate failed", slog.Any("applied", res.Applied), slog.Any("error", err))
@@ -153,6 +158,41 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		out.Data = map[string]string{"Version": strconv.FormatInt(res.Version, 10)}
 	}
 	return out, nil
+}
+
+// dbWait bounds how long a migration waits for the database to accept a
+// connection (awaitDB), within the function's 5 minutes: a stack's first
+// deploy connects through an RDS Proxy created moments before, whose
+// targets take a while to register, and a paused Aurora takes about 15 s
+// to resume. A failure here rolls back the whole creation (about 30
+// minutes with a proxy), so it waits rather than fail fast.
+const dbWait = 3 * time.Minute
+
+// dbRetry is the pause between two failed connections in awaitDB.
+const dbRetry = 2 * time.Second
+
+// awaitDB pings the database until a connection succeeds, retrying
+// connection failures (pgconn.ConnectError: refused, timed out, or the
+// server's error during startup, as a proxy without a target answers) for
+// up to dbWait; any other error, and the context's end, stop it.
+func (m *Migrator) awaitDB(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dbWait)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := m.db.PingContext(ctx)
+		var ce *pgconn.ConnectError
+		if err == nil || !errors.As(err, &ce) {
+			return err
+		}
+		m.log.WarnContext(ctx, "database not reachable yet", slog.Int("attempt", attempt), slog.Any("error", err))
+		t := time.NewTimer(dbRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("database unreachable after %d attempts: %w", attempt, err)
+		case <-t.C:
+		}
+	}
 }
 
 // setReaderLogin gives the read-only role (migration 00007) LOGIN and the

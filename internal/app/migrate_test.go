@@ -6,15 +6,18 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -147,5 +150,37 @@ func TestOnce(t *testing.T) {
 		if got := strings.TrimSpace(out.String()); got != want {
 			t.Errorf("Once #%d wrote %s, want %s", i+1, got, want)
 		}
+	}
+}
+
+// TestHandleWaitsForDatabase: a Create whose database refuses connections
+// for 20 s, then accepts, migrates, as the first deploy through an RDS
+// Proxy created moments before must (its targets register after the
+// proxy itself is available: Amazon RDS User Guide, "Troubleshooting for
+// RDS Proxy", target state REGISTERING). The pool here has no retry of
+// its own (DATABASE_URL, 5 s), so it is the migrator that waits.
+func TestHandleWaitsForDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 20 s")
+	}
+	u, err := url.Parse(pgtest.NewEmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	pool, err := pgxpool.New(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	m := &Migrator{db: stdlib.OpenDBFromPool(pool), log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	const refused = 20 * time.Second
+	up := time.AfterFunc(refused, func() { p.Up(t) })
+	defer up.Stop()
+	start := time.Now()
+	res, err := m.Handle(t.Context(), json.RawMessage(`{"RequestType":"Create","ResourceProperties":{"Migrations":"`+migrations.Digest()+`"}}`))
+	if took := time.Since(start); err != nil || len(res.Applied) == 0 || took < refused {
+		t.Fatalf("Handle(Create) after %v = %+v, %v; want every migration applied once the database accepts, after %v", took, res, err, refused)
 	}
 }
