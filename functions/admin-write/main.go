@@ -15,5 +15,6 @@ func main() {
 	adminmain.Run(admin.FunctionWrite, app.AdminFull, []string{
 		admin.RouteCreateRule, admin.RouteUpdateRule, admin.RouteDeleteRule,
 		admin.RouteCreatePlan, admin.RouteUpdatePlan, admin.RouteDeletePlan,
+		admin.RouteBatch,
 	}, nil)
 }

@@ -44,6 +44,7 @@ var fixtures = []struct {
 	{"admin-stats-find", admin.RouteFindSubject, 200},
 	{"admin-subjects-usage", admin.RouteUsage, 200},
 	{"admin-stats", admin.RouteStats, 200},
+	{"admin-write-batch", admin.RouteBatch, 200},
 	{"admin-write-plans-delete", admin.RouteDeletePlan, 204},
 }
 

@@ -195,7 +195,11 @@ func (a *api) prepare(r *http.Request, rt *route, c *call) error {
 	}
 	// One byte past the limit: enough to answer 413 without holding a
 	// huge body.
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(a.s.maxBody)+1))
+	maxBody := a.s.maxBody
+	if rt.name == RouteBatch {
+		maxBody = max(maxBody, MaxBatchBody)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
 	if err != nil {
 		var he *httpapi.Error
 		if errors.As(err, &he) { // a body the adapter could not decode
@@ -203,9 +207,9 @@ func (a *api) prepare(r *http.Request, rt *route, c *call) error {
 		}
 		return &httpapi.Error{Status: http.StatusBadRequest, Detail: "The request body could not be read.", Err: err}
 	}
-	if len(body) > a.s.maxBody {
+	if len(body) > maxBody {
 		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("The request body is larger than %d bytes.", a.s.maxBody)}
+			Detail: fmt.Sprintf("The request body is larger than %d bytes.", maxBody)}
 	}
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return err

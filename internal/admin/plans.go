@@ -59,6 +59,13 @@ func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
+	if !hasKey(c.Body, "set") { // as for a rule: an older client keeps the set
+		cur, err := s.store.GetPlan(ctx, name)
+		if err != nil {
+			return reply{}, err
+		}
+		p.Set = cur.Set
+	}
 	updated, err := s.store.UpdatePlan(ctx, p, version, c.actor())
 	if err != nil {
 		return reply{}, err

@@ -24,6 +24,10 @@ func classify(route string, err error) *httpapi.Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	var be *store.BatchError
+	if errors.As(err, &be) {
+		return batchError(be)
+	}
 	var ve *rules.ValidationError
 	if errors.As(err, &ve) {
 		e := httpapi.BadRequest(ve.Fields...)

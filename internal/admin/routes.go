@@ -33,6 +33,9 @@ const (
 	RouteFindSubject   = "POST /subjects/find"
 	RouteUsage         = "POST /usage"
 	RouteStats         = "GET /stats"
+	// RouteBatch applies a store.Batch of rule and plan writes all or
+	// nothing (sluice apply).
+	RouteBatch = "POST /batch"
 )
 
 // The admin Lambda functions, one per privilege class: each serves the
@@ -130,6 +133,7 @@ var routes = func() []*route {
 		{RouteFindSubject, FunctionStats, true, (*Service).findSubject},
 		{RouteUsage, FunctionSubjects, true, (*Service).usage},
 		{RouteStats, FunctionStats, false, (*Service).stats},
+		{RouteBatch, FunctionWrite, true, (*Service).batch},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -58,6 +59,15 @@ func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
 		return reply{}, err
 	}
 	r.ID = id
+	if !hasKey(c.Body, "set") {
+		// A client that predates sets (issue 38) keeps the rule in its
+		// set rather than dropping it by leaving the field out.
+		cur, err := s.store.GetRule(ctx, id)
+		if err != nil {
+			return reply{}, err
+		}
+		r.Set = cur.Set
+	}
 	updated, err := s.store.UpdateRule(ctx, r, version, c.actor())
 	if err != nil {
 		return reply{}, err
@@ -140,6 +150,16 @@ func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 		return rules.Rule{}, err
 	}
 	return r, nil
+}
+
+// hasKey reports whether the JSON object body has the top-level key k.
+func hasKey(body []byte, k string) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return false
+	}
+	_, ok := obj[k]
+	return ok
 }
 
 // actor returns who the audit log records for this call.
