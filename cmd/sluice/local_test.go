@@ -273,6 +273,7 @@ func TestLocal(t *testing.T) {
 			t.Run("rule change applies within 2s", func(t *testing.T) { testRuleChange(t, p) })
 			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
 			t.Run("stats name the denied subject", func(t *testing.T) { testStats(t, p) })
+			t.Run("shadow denials are the shadow rule's", func(t *testing.T) { testShadowStats(t, p) })
 		})
 	}
 }
@@ -1054,4 +1055,52 @@ func TestLocalRuleNeverMatches(t *testing.T) {
 			t.Errorf("rules put --api %s --route %q stderr:\n%s\nwant %q", tt.api, tt.route, stderr, tt.want)
 		}
 	}
+}
+
+// testShadowStats: a shadow rule on GET /items/{id} (limit 1) beside the
+// seed's API-wide enforcing rule, measured as a user would before
+// enforcing it: its would-be denials show under the shadow rule in GET
+// /admin/stats (what the console draws) and in /metrics, while every
+// request passes.
+func testShadowStats(t *testing.T, p *localProc) {
+	var shadow rules.Rule
+	p.cliJSON(t, &shadow, "rules", "put", "--api", "demo", "--route", "GET /items/{id}", "--subject", "*",
+		"--limit", "1", "--period", "1m", "--mode", "shadow")
+	t.Cleanup(func() { p.cli(t, "rules", "rm", shadow.ID) })
+	subject := "shadow-" + testenv.Random(t)
+	for i := range 3 {
+		if resp, body := p.get(t, "/items/7", subject); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /items/7 #%d = %d %s, want 200: a shadow rule never denies", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := p.adminGet(t, "/admin/stats?window=15m&top=100")
+	var rep stats.Report
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+		t.Fatalf("GET /admin/stats = %d %s", resp.StatusCode, body)
+	}
+	var got *stats.RuleStat
+	for i, r := range rep.Rules {
+		if r.Rule == shadow.ID {
+			got = &rep.Rules[i]
+		}
+	}
+	if got == nil || got.ShadowDenied != 2 {
+		t.Errorf("GET /admin/stats rules = %+v, want the shadow rule %s with 2 shadow denials", rep.Rules, shadow.ID)
+	}
+	resp, body = p.get(t, "/metrics", "")
+	want := `sluice_decisions_total{api="demo",outcome="shadowDeny",rule="` + shadow.ID + `"} 2`
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+		t.Errorf("GET /metrics = %d, want the line %s in:\n%s", resp.StatusCode, want, grepLines(string(body), "shadowDeny"))
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
