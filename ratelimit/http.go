@@ -101,9 +101,7 @@ func (l *Limiter) decider(o *HandlerOptions) *authorizer.Authorizer {
 		return l.core
 	}
 	obs := o.Observer
-	return l.core.WithObserver(func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
-		obs.ObserveDecision(decision(req, res, err, took))
-	})
+	return l.core.WithObserver(func(o authorizer.Observation) { obs.ObserveDecision(decision(o)) })
 }
 
 // netRequest is what the decision reads of a net/http request

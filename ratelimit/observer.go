@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
@@ -11,10 +10,10 @@ import (
 // Outcome values of a Decision: those of the Decisions metric Sluice's
 // authorizer writes to CloudWatch (dimension Outcome).
 const (
-	OutcomeAllow        = "allow"        // within the limits, or no rule applied, or failed open
-	OutcomeDeny         = "deny"         // over a limit, or failed closed: 429
-	OutcomeShadowDeny   = "shadowDeny"   // a shadow rule would have denied; allowed
-	OutcomeUnauthorized = "unauthorized" // no usable subject: 401
+	OutcomeAllow        = authorizer.OutcomeAllow        // within the limits, or no rule applied, or failed open
+	OutcomeDeny         = authorizer.OutcomeDeny         // over a limit, or failed closed: 429
+	OutcomeShadowDeny   = authorizer.OutcomeShadowDeny   // a shadow rule would have denied; allowed
+	OutcomeUnauthorized = authorizer.OutcomeUnauthorized // no usable subject: 401
 )
 
 // Decision is one decision of the middleware or an integration wrapper, as
@@ -49,22 +48,10 @@ type Observer interface {
 	ObserveDecision(Decision)
 }
 
-// decision is what an Observer is told of res, err.
-func decision(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) Decision {
-	d := Decision{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took}
-	switch {
-	case errors.Is(err, authorizer.ErrNoSubject):
-		d.Outcome = OutcomeUnauthorized
-	case !res.Allowed:
-		d.Outcome = OutcomeDeny
-		d.FailClosed = err != nil
-	case res.ShadowDenied:
-		// The shadow rule's outcome, not the enforcing rule's.
-		d.Outcome, d.Rule = OutcomeShadowDeny, res.ShadowRule
-	default:
-		d.Outcome = OutcomeAllow
-	}
-	return d
+// decision is what an Observer is told of the core's observation.
+func decision(o authorizer.Observation) Decision {
+	return Decision{API: o.API, Rule: o.Rule, Outcome: o.Outcome, FailOpen: o.FailOpen, FailClosed: o.FailClosed,
+		Cached: o.Cached, LimiterTime: o.LimiterTime, Duration: o.Duration}
 }
 
 // Health is the state of a Limiter's backends, for gauges.

@@ -358,9 +358,7 @@ func init() {
 	// The REST gateway's decisions, told to an Observer as ours are.
 	decider.Observing = func(obs any) authorizer.Observe {
 		o := obs.(Observer)
-		return func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
-			o.ObserveDecision(decision(req, res, err, took))
-		}
+		return func(ob authorizer.Observation) { o.ObserveDecision(decision(ob)) }
 	}
 }
 

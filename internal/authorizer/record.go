@@ -23,11 +23,59 @@ const (
 	DecisionUpstreamDeny = "upstream-deny"
 )
 
-// Observe is told of one decision: req and what Decide returned for it,
-// and took, the decision's time (subject, rules, limiter). It is called on
-// the request's goroutine before the answer is made: it must be quick and
-// safe for concurrent use, and must not keep req or res.
-type Observe func(req *Request, res *Result, err error, took time.Duration)
+// Outcome values of an Observation, those of the Decisions metric Sluice's
+// authorizer writes to CloudWatch (dimension Outcome).
+const (
+	OutcomeAllow        = "allow"        // within the limits, or no rule applied, or failed open
+	OutcomeDeny         = "deny"         // over a limit, or failed closed
+	OutcomeShadowDeny   = "shadowDeny"   // a shadow rule would have denied; allowed
+	OutcomeUnauthorized = "unauthorized" // no usable subject
+)
+
+// Observation is what an observer is told of one decision. It never holds
+// the subject, and it is a value: observing keeps the request and its
+// result off the heap.
+type Observation struct {
+	// API is the api the rules were matched with.
+	API string
+	// Rule is the id of the rule the outcome belongs to: the limiting
+	// rule's, the shadow rule's for OutcomeShadowDeny; "" when no rule
+	// applied, and for OutcomeUnauthorized.
+	Rule string
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// FailOpen and FailClosed: Redis failed and the rule's failure mode
+	// allowed, or denied.
+	FailOpen, FailClosed bool
+	// Cached: the limiter's local deny cache denied without a Redis call.
+	Cached bool
+	// LimiterTime is the limiter call's time, its Redis round trip
+	// included; 0 when there was none.
+	LimiterTime time.Duration
+	// Duration is the whole decision's time: subject, rules, limiter.
+	Duration time.Duration
+}
+
+// Observe is told of every decision, on the request's goroutine before the
+// answer is made: it must be quick and safe for concurrent use.
+type Observe func(Observation)
+
+// observation is what an observer is told of res, err.
+func observation(req *Request, res *Result, err error, took time.Duration) Observation {
+	o := Observation{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took}
+	switch {
+	case errors.Is(err, ErrNoSubject):
+		o.Outcome, o.Rule = OutcomeUnauthorized, ""
+	case !res.Allowed:
+		o.Outcome, o.FailClosed = OutcomeDeny, err != nil
+	case res.ShadowDenied:
+		// The shadow rule's outcome, not the enforcing rule's.
+		o.Outcome, o.Rule = OutcomeShadowDeny, res.ShadowRule
+	default:
+		o.Outcome = OutcomeAllow
+	}
+	return o
+}
 
 // Showable reports whether subjects of kind may be shown as sent: they
 // name someone (a verified claim, an upstream authorizer's answer, an
@@ -85,7 +133,7 @@ func (r *recorder) shown(kind identity.SourceKind, subject string) string {
 func (a *Authorizer) record(ctx context.Context, req *Request, res *Result, err error, took time.Duration) {
 	r := &a.rec
 	if r.observe != nil {
-		r.observe(req, res, err, took)
+		r.observe(observation(req, res, err, took))
 	}
 	if errors.Is(err, ErrNoSubject) {
 		r.m.Unauthorized()

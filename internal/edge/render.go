@@ -33,7 +33,7 @@ const (
 // (res.Context) under their own keys, never over these.
 func Context(res *authorizer.Result, d headers.Dialects, now time.Time) map[string]any {
 	var buf [96]byte
-	v := make(map[string]any, 9+len(res.Context))
+	v := make(map[string]any, 8+len(res.Context))
 	v[KeyLimit] = res.Limit
 	v[KeyRemaining] = res.Remaining
 	v[KeyReset] = authorizer.Seconds(res.Reset)

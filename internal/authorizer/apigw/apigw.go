@@ -236,12 +236,14 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	var out any
 	if ev.V2() {
-		out, err = h.answerHTTP(ctx, &req, arn, up)
-	} else {
-		out, err = h.answerREST(ctx, &req, arn, up)
+		out, err := h.answerHTTP(ctx, &req, arn, up)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
 	}
+	out, err := h.answerREST(ctx, &req, arn, up)
 	if err != nil {
 		return nil, err
 	}

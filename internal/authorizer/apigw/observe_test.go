@@ -3,10 +3,8 @@ package apigw_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/authorizer/apigw"
@@ -23,20 +21,13 @@ func TestObserving(t *testing.T) {
 		mu  sync.Mutex
 		got []string
 	)
-	obs := f.auth.Observing(func(req *authorizer.Request, res *authorizer.Result, err error, took time.Duration) {
+	obs := f.auth.Observing(func(o authorizer.Observation) {
 		mu.Lock()
 		defer mu.Unlock()
-		what := "allow"
-		switch {
-		case errors.Is(err, authorizer.ErrNoSubject):
-			what = "unauthorized"
-		case !res.Allowed:
-			what = "deny"
+		if o.Duration <= 0 {
+			t.Errorf("Observe Duration = %v, want > 0", o.Duration)
 		}
-		if took <= 0 {
-			t.Errorf("Observe took = %v, want > 0", took)
-		}
-		got = append(got, req.API+" "+res.Rule+" "+what)
+		got = append(got, o.API+" "+o.Rule+" "+o.Outcome)
 	})
 	invoke := func(h *apigw.Authorizer, key string) {
 		ev := restEvent(key)
