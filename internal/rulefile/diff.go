@@ -1,0 +1,215 @@
+package rulefile
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// Change is one write of a plan, for people: what Diff prints.
+type Change struct {
+	// Action is rules.ActionCreate, ActionUpdate or ActionDelete.
+	Action string `json:"action"`
+	// Kind is rules.KindRule or rules.KindPlan.
+	Kind string `json:"kind"`
+	// Name is the plan's name, or the rule's scope (Key.String).
+	Name string `json:"name"`
+	// ID is the rule's id on update and delete.
+	ID string `json:"id,omitempty"`
+	// Fields are what an update changes, in the admin API's field order.
+	Fields []FieldChange `json:"fields,omitempty"`
+}
+
+// FieldChange is one field of an update: its JSON name and values, as
+// JSON (null: unset).
+type FieldChange struct {
+	Field string          `json:"field"`
+	Old   json.RawMessage `json:"old"`
+	New   json.RawMessage `json:"new"`
+}
+
+func (c Change) String() string {
+	sign := map[string]string{rules.ActionCreate: "+", rules.ActionUpdate: "~", rules.ActionDelete: "-"}[c.Action]
+	s := fmt.Sprintf("%s %s %s %s", sign, c.Action, c.Kind, c.Name)
+	if c.ID != "" {
+		s += " (" + c.ID + ")"
+	}
+	for _, f := range c.Fields {
+		s += fmt.Sprintf("\n    %s: %s -> %s", f.Field, f.Old, f.New)
+	}
+	return s
+}
+
+// Diff plans the writes that converge the deployment's rules and plans
+// (have: every rule and plan it holds, of any set) to f: creates for
+// what only f has, updates (at the stored version) for what differs, and
+// deletes for what only the set has. It never plans a write to a rule or
+// plan outside f's set: one whose name or scope another set (or none)
+// holds is a problem, named at its line in f.
+//
+// The batch orders the writes so each can land: plans created and
+// updated first, then rules deleted, updated and created, then plans
+// deleted.
+func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
+	b := store.Batch{Set: f.Set}
+	var probs []Problem
+
+	plans := map[string]rules.Plan{}
+	for _, p := range have.Plans {
+		plans[p.Name] = p
+	}
+	var planCreates, planUpdates, planDeletes []store.Op
+	var changes []Change
+	want := map[string]bool{}
+	for i, p := range f.Plans {
+		want[p.Name] = true
+		cur, ok := plans[p.Name]
+		switch {
+		case !ok:
+			planCreates = append(planCreates, store.Op{Action: rules.ActionCreate, Plan: &p})
+			changes = append(changes, Change{Action: rules.ActionCreate, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name)})
+		case cur.Set != f.Set:
+			probs = append(probs, Problem{f.name, f.planLines[i], fmt.Sprintf("plans[%d].name", i), fmt.Sprintf("plan %q exists and belongs to %s: an apply of set %q changes only its own", p.Name, owner(cur.Set), f.Set)})
+		default:
+			if fs := fieldChanges(cur, p, planFields); len(fs) > 0 {
+				planUpdates = append(planUpdates, store.Op{Action: rules.ActionUpdate, Plan: &p, IfVersion: cur.Version})
+				changes = append(changes, Change{Action: rules.ActionUpdate, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name), Fields: fs})
+			}
+		}
+	}
+	var planDeleteChanges []Change
+	for _, p := range have.Plans {
+		if p.Set == f.Set && !want[p.Name] {
+			planDeletes = append(planDeletes, store.Op{Action: rules.ActionDelete, Plan: &rules.Plan{Name: p.Name}, IfVersion: p.Version})
+			planDeleteChanges = append(planDeleteChanges, Change{Action: rules.ActionDelete, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name)})
+		}
+	}
+
+	byKey := map[Key]rules.Rule{}
+	for _, r := range have.Rules {
+		byKey[KeyOf(r)] = r
+	}
+	var ruleCreates, ruleUpdates, ruleDeletes []store.Op
+	var createChanges, updateChanges, deleteChanges []Change
+	wantKey := map[Key]bool{}
+	for i, r := range f.Rules {
+		k := KeyOf(r)
+		wantKey[k] = true
+		cur, ok := byKey[k]
+		switch {
+		case !ok:
+			ruleCreates = append(ruleCreates, store.Op{Action: rules.ActionCreate, Rule: &r})
+			createChanges = append(createChanges, Change{Action: rules.ActionCreate, Kind: rules.KindRule, Name: k.String()})
+		case cur.Set != f.Set:
+			probs = append(probs, Problem{f.name, f.ruleLines[i], fmt.Sprintf("rules[%d]", i), fmt.Sprintf("rule %s holds this scope and belongs to %s: an apply of set %q changes only its own; delete or move that rule, or change this one's scope", cur.ID, owner(cur.Set), f.Set)})
+		default:
+			if fs := fieldChanges(cur, r, ruleFields); len(fs) > 0 {
+				up := r
+				up.ID = cur.ID
+				ruleUpdates = append(ruleUpdates, store.Op{Action: rules.ActionUpdate, Rule: &up, IfVersion: cur.Version})
+				updateChanges = append(updateChanges, Change{Action: rules.ActionUpdate, Kind: rules.KindRule, Name: k.String(), ID: cur.ID, Fields: fs})
+			}
+		}
+	}
+	for _, r := range have.Rules {
+		if k := KeyOf(r); r.Set == f.Set && !wantKey[k] {
+			ruleDeletes = append(ruleDeletes, store.Op{Action: rules.ActionDelete, Rule: &rules.Rule{ID: r.ID}, IfVersion: r.Version})
+			deleteChanges = append(deleteChanges, Change{Action: rules.ActionDelete, Kind: rules.KindRule, Name: k.String(), ID: r.ID})
+		}
+	}
+	if probs != nil {
+		return store.Batch{}, nil, &Error{Problems: probs}
+	}
+	b.Ops = slices.Concat(planCreates, planUpdates, ruleDeletes, ruleUpdates, ruleCreates, planDeletes)
+	changes = slices.Concat(changes, deleteChanges, updateChanges, createChanges, planDeleteChanges)
+	return b, changes, nil
+}
+
+func owner(set string) string {
+	if set == "" {
+		return "no set"
+	}
+	return fmt.Sprintf("set %q", set)
+}
+
+// fieldChanges lists the fields, in order, whose JSON differs between
+// the stored value have and the file's want, ignoring the server's
+// fields. Both are normalised first, so an omitted default equals it.
+func fieldChanges[T rules.Rule | rules.Plan](have, want T, order []string) []FieldChange {
+	hm, wm := fieldMap(normalized(have)), fieldMap(normalized(want))
+	var out []FieldChange
+	for _, k := range order {
+		if _, server := serverFields[k]; server {
+			continue
+		}
+		h, w := hm[k], wm[k]
+		if !reflect.DeepEqual(decodeAny(h), decodeAny(w)) {
+			out = append(out, FieldChange{Field: k, Old: orNull(h), New: orNull(w)})
+		}
+	}
+	return out
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func normalized[T rules.Rule | rules.Plan](v T) any {
+	switch x := any(v).(type) {
+	case rules.Rule:
+		x.Normalize()
+		return x
+	case rules.Plan:
+		x.Normalize()
+		return x
+	}
+	return v
+}
+
+func fieldMap(v any) map[string]json.RawMessage {
+	b, _ := json.Marshal(v) // rules and plans always marshal
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func decodeAny(raw json.RawMessage) any {
+	if raw == nil {
+		return nil
+	}
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return v
+}
+
+// Export is the file of set from what the deployment holds: its plans by
+// name and its rules by scope.
+func Export(set string, have rules.Set) *File {
+	f := &File{Version: Version, Set: set}
+	for _, p := range have.Plans {
+		if p.Set == set {
+			f.Plans = append(f.Plans, p)
+		}
+	}
+	for _, r := range have.Rules {
+		if r.Set == set {
+			f.Rules = append(f.Rules, r)
+		}
+	}
+	slices.SortFunc(f.Plans, func(a, b rules.Plan) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(f.Rules, func(a, b rules.Rule) int {
+		ka, kb := KeyOf(a), KeyOf(b)
+		return cmp.Or(strings.Compare(ka.API, kb.API), strings.Compare(ka.Route, kb.Route), strings.Compare(ka.Subject, kb.Subject),
+			strings.Compare(string(ka.Kind), string(kb.Kind)), strings.Compare(ka.Dimension, kb.Dimension))
+	})
+	return f
+}
