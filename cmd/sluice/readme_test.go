@@ -108,7 +108,7 @@ func checkLines(t *testing.T, what string, want, got []string) {
 			found = found || re.MatchString(g)
 		}
 		if !found {
-			t.Errorf("README: %s has %q; sluice local prints no such line:\n%s", what, w, strings.Join(got, "\n"))
+			t.Errorf("%s: the document shows %q; sluice local prints no such line:\n%s", what, w, strings.Join(got, "\n"))
 		}
 	}
 }

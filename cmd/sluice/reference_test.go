@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/local.md's command reference from the command tree")
+var update = flag.Bool("update", false, "rewrite docs/cli.md's command reference from the command tree")
 
 const (
 	refBegin = "<!-- cli:begin (generated from the CLI: go test ./cmd/sluice -run TestCLIReference -update) -->\n"
 	refEnd   = "<!-- cli:end -->"
 )
 
-// TestCLIReference fails when docs/local.md's command reference is not
+// TestCLIReference fails when docs/cli.md's command reference is not
 // what the command tree says; -update rewrites it.
 func TestCLIReference(t *testing.T) {
 	var c cli
@@ -25,7 +25,7 @@ func TestCLIReference(t *testing.T) {
 	}
 	var b bytes.Buffer
 	writeReference(&b, k)
-	const path = "../../docs/local.md"
+	const path = "../../docs/cli.md"
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
