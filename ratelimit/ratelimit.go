@@ -230,7 +230,6 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, fmt.Errorf("%s: %w", field, err)) }
 	if o.ContextKey != "" && !identity.ValidKey(o.ContextKey) {
-		//lint:ignore ST1005 it names the field, as the caller spells it
 		errs = append(errs, fmt.Errorf("ContextKey %q: want 1 to 128 printable ASCII characters, no space, comma or semicolon", o.ContextKey))
 	}
 	src, err := identity.ParseSources(o.Sources)

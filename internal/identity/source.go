@@ -288,7 +288,7 @@ func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok 
 // entry, whether its transport keeps the bytes (net/http) or not (JSON):
 // a subject that is not UTF-8 is refused (401), never charged.
 func ValidText(v string) bool {
-	return utf8.ValidString(v) && strings.IndexRune(v, utf8.RuneError) < 0
+	return utf8.ValidString(v) && !strings.ContainsRune(v, utf8.RuneError)
 }
 
 // Finding says what Find found.

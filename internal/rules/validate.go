@@ -584,7 +584,7 @@ func subjectProblem(subject string) string {
 		return "must be at most " + strconv.Itoa(MaxSubjectLen) + " bytes"
 	case !utf8.ValidString(subject):
 		return "must be valid UTF-8"
-	case strings.IndexRune(subject, utf8.RuneError) >= 0:
+	case strings.ContainsRune(subject, utf8.RuneError):
 		// A JSON transport turns bytes that are not UTF-8 into U+FFFD
 		// before Sluice sees them: a subject holding it may stand for any
 		// of them, so it is refused as they are (identity.ValidText).
