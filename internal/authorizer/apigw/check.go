@@ -119,10 +119,7 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, err)
 		return
 	}
-	ar := authorizer.Request{API: req.API, Subject: req.Subject, Cost: req.Cost}
-	if req.Route != rules.Wildcard {
-		ar.Method, ar.Resource, _ = strings.Cut(req.Route, " ")
-	}
+	ar := req.Request()
 	// The subject is given, so decide never reports a missing one.
 	res, _ := h.decide(r.Context(), &ar)
 
@@ -145,6 +142,17 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	w.Write(out) //nolint:errcheck // the client has gone
+}
+
+// Request is the core's request of a check body, already validated
+// (ParseCheckRequest): the caller names the subject, the api and the route
+// ("*" for the API-wide rules only) instead of a transport carrying them.
+func (r *CheckRequest) Request() authorizer.Request {
+	ar := authorizer.Request{API: r.API, Subject: r.Subject, Cost: r.Cost}
+	if r.Route != rules.Wildcard {
+		ar.Method, ar.Resource, _ = strings.Cut(r.Route, " ")
+	}
+	return ar
 }
 
 // ParseCheckRequest decodes and validates a check body: a JSON object with
