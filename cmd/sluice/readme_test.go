@@ -25,6 +25,15 @@ func TestReadmeTour(t *testing.T) {
 
 	want := block(t, string(readme), "$ make run")
 	checkLines(t, "the banner", want, strings.Split(banner, "\n"))
+	curls := 0
+	for _, l := range strings.Split(banner, "\n") {
+		if strings.HasPrefix(l, "  curl ") {
+			curls++
+		}
+	}
+	if w := spell(curls) + " curl lines"; !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), w) {
+		t.Errorf("README.md does not say %q: the banner prints %d curl lines", w, curls)
+	}
 
 	for range 3 {
 		p.get(t, "/search", "alice")
