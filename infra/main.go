@@ -94,7 +94,7 @@ var contextFlags = []string{
 	"subjectSources", "defaultLimit", "rateLimitHeaders", "upstreamAuthorizerArn",
 	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
-	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames",
+	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow",
 	"demoApi", "apiGatewayAccount",
 }
 
@@ -170,6 +170,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		AlarmTopicArn:                 get("alarmTopicArn"),
 		AlarmEmail:                    get("alarmEmail"),
 		ProtectedAPINames:             splitList(get("protectedApiNames")),
+		MaintenanceWindow:             get("maintenanceWindow"),
 		NoDemoAPI:                     !boolean("demoApi", true),
 		NoAPIGatewayAccount:           !boolean("apiGatewayAccount", true),
 		NoVpc:                         boolean("localstack", false),

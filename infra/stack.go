@@ -183,6 +183,15 @@ type StackProps struct {
 	// the demo API. Default: none.
 	ProtectedAPINames []string
 
+	// MaintenanceWindow is when AWS may patch the Redis replication group
+	// and the Aurora cluster and its instance, as ddd:hh:mm-ddd:hh:mm in
+	// UTC, 1 to 24 hours: a Redis patch fails over (about 30 s of
+	// fail-open decisions). Aurora's daily backup window is set to
+	// 01:00-01:30 UTC, which it must not overlap. ElastiCache Serverless
+	// has none: AWS patches it without a window. Default:
+	// "sun:03:00-sun:04:00".
+	MaintenanceWindow string
+
 	// NoDemoAPI leaves out the demo API. Default: created, throttled to
 	// demoRateLimit requests a second.
 	NoDemoAPI bool
@@ -234,6 +243,11 @@ func (p *StackProps) validate() error {
 	}
 	if p.NoVpc && p.RedisURL == "" {
 		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))
+	}
+	if p.MaintenanceWindow != "" {
+		if err := checkWindow(p.MaintenanceWindow); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if p.NoVpc && !p.byoDatabase() {
 		errs = append(errs, errors.New("NoVpc requires DatabaseURL or DatabaseSecretArn: Aurora needs a VPC"))
@@ -618,7 +632,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			}
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, env)
 			fp.Vpc, fp.VpcSubnets, fp.SecurityGroups = nil, nil, nil
-			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29))
+			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(adminTimeout))
 		default:
 			dbEnv := db.readerEnv
 			if a.write {
@@ -636,7 +650,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 					fp.SecurityGroups = net.dbOnly
 				}
 			}
-			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(29)) // API Gateway's integration limit
+			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(adminTimeout))
 		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
 		switch {
@@ -813,6 +827,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		CacheSubnetGroupName:        subnetGroup.Ref(),
 		SecurityGroupIds:            &[]*string{sg.SecurityGroupId()},
 		Port:                        jsii.Number(6379),
+		PreferredMaintenanceWindow:  jsii.String(cmp.Or(p.MaintenanceWindow, defaultMaintenanceWindow)),
 	})
 	// Node ids are <group id>-001, -002; the primary may be either after a
 	// failover, so watch the worse of the two.
@@ -895,23 +910,28 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	if p.small() {
 		minACU, pause = 0, awscdk.Duration_Minutes(jsii.Number(5))
 	}
+	window := cmp.Or(p.MaintenanceWindow, defaultMaintenanceWindow)
 	cluster := awsrds.NewDatabaseCluster(stack, jsii.String("Db"), &awsrds.DatabaseClusterProps{
 		ServerlessV2AutoPauseDuration: pause,
 		Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
 			Version: awsrds.AuroraPostgresEngineVersion_VER_16_9(),
 		}),
-		Writer:                  awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), nil),
-		ServerlessV2MinCapacity: jsii.Number(minACU),
-		ServerlessV2MaxCapacity: jsii.Number(4),
-		Credentials:             awsrds.Credentials_FromGeneratedSecret(jsii.String("sluice"), nil),
-		DefaultDatabaseName:     jsii.String("sluice"),
-		StorageEncrypted:        jsii.Bool(true),
-		Vpc:                     vpc,
-		VpcSubnets:              subnets,
-		RemovalPolicy:           awscdk.RemovalPolicy_SNAPSHOT,
-		DeletionProtection:      jsii.Bool(p.DatabaseDeletionProtection),
+		Writer: awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), &awsrds.ServerlessV2ClusterInstanceProps{
+			PreferredMaintenanceWindow: jsii.String(window),
+		}),
+		PreferredMaintenanceWindow: jsii.String(window),
+		ServerlessV2MinCapacity:    jsii.Number(minACU),
+		ServerlessV2MaxCapacity:    jsii.Number(4),
+		Credentials:                awsrds.Credentials_FromGeneratedSecret(jsii.String("sluice"), nil),
+		DefaultDatabaseName:        jsii.String("sluice"),
+		StorageEncrypted:           jsii.Bool(true),
+		Vpc:                        vpc,
+		VpcSubnets:                 subnets,
+		RemovalPolicy:              awscdk.RemovalPolicy_SNAPSHOT,
+		DeletionProtection:         jsii.Bool(p.DatabaseDeletionProtection),
 		Backup: &awsrds.BackupProps{
-			Retention: awscdk.Duration_Days(jsii.Number(float64(cmp.Or(p.DatabaseBackupRetentionDays, 7)))),
+			Retention:       awscdk.Duration_Days(jsii.Number(float64(cmp.Or(p.DatabaseBackupRetentionDays, 7)))),
+			PreferredWindow: jsii.String(backupWindow),
 		},
 	})
 	if !p.DatabaseDeletionProtection {
@@ -980,6 +1000,21 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 		dependable:   cluster,
 	}
 }
+
+// adminTimeout is the admin functions' timeout in seconds: under API
+// Gateway's 29 s integration limit, so that a call that runs out (a
+// database resuming from its pause in about 15 s, then the query) ends
+// with the function's own error and log line rather than the gateway's
+// 504 with the function still running.
+const adminTimeout = 25
+
+// defaultMaintenanceWindow is MaintenanceWindow's default, and
+// backupWindow Aurora's daily backup window (UTC), which it must not
+// overlap.
+const (
+	defaultMaintenanceWindow = "sun:03:00-sun:04:00"
+	backupWindow             = "01:00-01:30"
+)
 
 // readerRole is the read-only database role migration 00007 creates.
 const readerRole = "sluice_reader"
@@ -1221,6 +1256,12 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, s *Stack, rd redis) {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("sluice:alarmTopicWithoutSubscriber"), jsii.String(
 			"the alarms notify the topic AlarmTopic, which has no subscriber: pass -c alarmEmail=<address> "+
 				"or subscribe to the AlarmTopicArn output"), nil)
+	}
+	if len(p.ProtectedAPINames) == 0 {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("sluice:noProtectedApi"), jsii.String(
+			"no API behind the authorizer is named, so no alarm watches your APIs' 5XX (the authorizer failing, timing out "+
+				"or throttled): pass -c protectedApiNames=<ApiName>,... once an API uses the AuthorizerArn output "+
+				"(AuthorizerStartFailuresAlarm watches the authorizer's own starts and timeouts meanwhile)"), nil)
 	}
 	var apis []awsapigateway.IRestApi
 	if s.DemoAPI != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -59,17 +60,22 @@ type Alarms struct {
 	P99 awscloudwatch.Alarm
 	// ServerErrors: one per API, its 5XXError.
 	ServerErrors []awscloudwatch.Alarm
+	// StartFailures: the authorizer failed to start, or timed out; it
+	// needs no API name.
+	StartFailures awscloudwatch.Alarm
 
 	// The metrics alarmed on, for dashboards.
 	FailOpenMetric, FailClosedMetric, BreakerOpenMetric awscloudwatch.IMetric
 	ServerErrorMetrics                                  []awscloudwatch.IMetric
+	StartFailuresMetric                                 awscloudwatch.IMetric
 }
 
 // NewAlarms creates the authorizer's alarms in scope, with ids starting
 // with prefix (unique in scope): <prefix>FailOpenAlarm,
 // FailClosedAlarm, BreakerOpenAlarm, AuthorizerThrottlesAlarm,
-// AuthorizerP99Alarm and AuthorizerFailuresAlarm (then 2, 3, ... for each
-// further API). Each sends ALARM and OK to the topic; missing data is not
+// AuthorizerP99Alarm, AuthorizerStartFailuresAlarm (with its log metric
+// filter AuthorizerStartFailures) and AuthorizerFailuresAlarm (then 2, 3,
+// ... for each further API). Each sends ALARM and OK to the topic; missing data is not
 // breaching (a function that was not invoked failed nothing).
 func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *AlarmsProps) *Alarms {
 	if p == nil || p.Topic == nil {
@@ -77,11 +83,14 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	action := awscloudwatchactions.NewSnsAction(p.Topic)
-	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold, periods float64) awscloudwatch.Alarm {
+	// alarmOf fires when datapoints of the last periods minutes are above
+	// threshold.
+	alarmOf := func(id, desc string, m awscloudwatch.IMetric, threshold, datapoints, periods float64) awscloudwatch.Alarm {
 		al := awscloudwatch.NewAlarm(scope, jsii.String(prefix+id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
 			Threshold:          jsii.Number(threshold),
+			DatapointsToAlarm:  jsii.Number(datapoints),
 			EvaluationPeriods:  jsii.Number(periods),
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
@@ -89,6 +98,9 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		al.AddAlarmAction(action)
 		al.AddOkAction(action)
 		return al
+	}
+	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold, periods float64) awscloudwatch.Alarm {
+		return alarmOf(id, desc, m, threshold, periods, periods)
 	}
 	deciders := append([]awslambda.IFunction{a.Function}, p.Deciders...)
 	// across is expr over one metric per decider ("SUM" or "MAX"), each
@@ -118,11 +130,32 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		FailClosedMetric:  across("SUM", "FailClosed", "Sum", "Fail-closed decisions"),
 		BreakerOpenMetric: across("MAX", "BreakerOpen", "Maximum", "Redis breaker open"),
 	}
-	al.FailOpen = alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open)", al.FailOpenMetric, 0, 1)
+	// Fail-open and the breaker page on 2 minutes of any 3: a Redis
+	// failover (about 30 s in a maintenance window) fills one minute or
+	// two half ones, and lets every request through meanwhile, which is
+	// what fail-open is for. Fail-closed pages on the first minute: it
+	// refuses callers who are within their limits.
+	al.FailOpen = alarmOf("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open) in 2 of the last 3 minutes",
+		al.FailOpenMetric, 0, 2, 3)
 	al.FailClosed = alarm("FailClosedAlarm", "Sluice denied requests because Redis failed on failure_mode closed rules "+
 		"(callers got 429 without being over a limit)", al.FailClosedMetric, 0, 1)
-	al.BreakerOpen = alarm("BreakerOpenAlarm", "Sluice's Redis circuit breaker opened: decisions fall back to each rule's "+
-		"failure mode without asking Redis", al.BreakerOpenMetric, 0, 1)
+	al.BreakerOpen = alarmOf("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 2 of the last 3 minutes: decisions "+
+		"fall back to each rule's failure mode without asking Redis", al.BreakerOpenMetric, 0, 2, 3)
+	// A start that fails (a bad secret, a configuration the function
+	// refuses, an init past Lambda's 10 s) or an invocation that times out
+	// is a 500 on every API behind the authorizer, whatever their names:
+	// counted from the function's own log, where Lambda reports each.
+	// (Its Errors metric cannot tell: it counts every 401 too.)
+	starts := awslogs.NewMetricFilter(scope, jsii.String(prefix+"AuthorizerStartFailures"), &awslogs.MetricFilterProps{
+		LogGroup:        a.Function.LogGroup(),
+		FilterPattern:   awslogs.FilterPattern_AnyTerm(jsii.String("Runtime.ExitError"), jsii.String("Status: timeout"), jsii.String("Task timed out")),
+		MetricNamespace: jsii.String(MetricsNamespace),
+		MetricName:      awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("StartFailures-"), a.Function.FunctionName()}),
+		MetricValue:     jsii.String("1"),
+	})
+	al.StartFailuresMetric = starts.Metric(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
+	al.StartFailures = alarm("AuthorizerStartFailuresAlarm", "The Sluice authorizer failed to start (configuration, secret, "+
+		"init timeout) or timed out: API Gateway answers 500 to requests behind it", al.StartFailuresMetric, 0, 1)
 	al.Throttles = alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)",
 		a.Function.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), 0, 1)
 	p99 := p.P99Millis
