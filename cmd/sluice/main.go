@@ -9,6 +9,7 @@
 //	sluice load       a load generator with an over-admission report
 //	sluice console    the web console for a deployed admin API
 //	sluice token      a JWT from sluice local's development issuer
+//	sluice verify     check a deployed stack (or sluice local) end to end
 //
 // The command line is parsed by kong (github.com/alecthomas/kong): flags go
 // anywhere after the command that owns them, defaults come from the
@@ -44,6 +45,7 @@ type cli struct {
 	Stats    statsCmd    `cmd:"" help:"Top limiting rules and top denied subjects over the last minutes."`
 	Console  consoleCmd  `cmd:"" help:"Serve the web console on 127.0.0.1 for an admin API (a deployed stack's, signed with your AWS credentials)."`
 	Token    tokenCmd    `cmd:"" help:"Print a JWT from sluice local's development issuer (--sub alice --claim k=v)."`
+	Verify   verifyCmd   `cmd:"" help:"Check a deployed stack (or sluice local) end to end: admin auth, a rule binding, headers, check API, alarms."`
 }
 
 // env carries a command's streams and context, so tests can run commands
