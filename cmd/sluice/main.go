@@ -9,6 +9,7 @@
 //	sluice load       a load generator with an over-admission report
 //	sluice console    the web console for a deployed admin API
 //	sluice token      a JWT from sluice local's development issuer
+//	sluice apply      converge a set's rules and plans to a file (diff, export, lint)
 //	sluice verify     check a deployed stack (or sluice local) end to end
 //
 // The command line is parsed by kong (github.com/alecthomas/kong): flags go
@@ -45,6 +46,10 @@ type cli struct {
 	Stats    statsCmd    `cmd:"" help:"Top limiting rules and top denied subjects over the last minutes."`
 	Console  consoleCmd  `cmd:"" help:"Serve the web console on 127.0.0.1 for an admin API (a deployed stack's, signed with your AWS credentials)."`
 	Token    tokenCmd    `cmd:"" help:"Print a JWT from sluice local's development issuer (--sub alice --claim k=v)."`
+	Apply    applyCmd    `cmd:"" help:"Converge a set's rules and plans to a file, all or nothing (-f limits.yaml)."`
+	Diff     diffCmd     `cmd:"" help:"Show what apply -f would change; exit 0 no change, 2 changes, 1 error."`
+	Export   exportCmd   `cmd:"" help:"Write a set's rules and plans as a file apply reads."`
+	Lint     lintCmd     `cmd:"" help:"Check rules files offline: every problem by file, line and field."`
 	Verify   verifyCmd   `cmd:"" help:"Check a deployed stack (or sluice local) end to end: admin auth, a rule binding, headers, check API, alarms."`
 }
 

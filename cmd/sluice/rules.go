@@ -91,12 +91,24 @@ func (cmd *rulesHistoryCmd) Run(e *env, a *adminFlags) error {
 
 func printRules(w io.Writer, rs []rules.Rule) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tMODE\tFAIL\tENABLED\tVERSION")
+	// SET and EXPIRES only when a rule has one: the usual table stays as
+	// it was.
+	extra := slices.ContainsFunc(rs, func(r rules.Rule) bool { return r.Set != "" || r.ExpiresAt != nil })
+	head := "ID\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tMODE\tFAIL\tENABLED\tVERSION"
+	if extra {
+		head += "\tSET\tEXPIRES"
+	}
+	fmt.Fprintln(tw, head)
+	now := time.Now()
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d",
 			r.ID, r.API, r.Route, r.Subject, ruleLimit(r), ruleBurst(r),
 			orDefault(string(r.Mode), string(rules.Enforce)), orDefault(string(r.FailureMode), string(rules.FailOpen)),
 			strconv.FormatBool(r.Enabled == nil || *r.Enabled), r.Version)
+		if extra {
+			fmt.Fprintf(tw, "\t%s\t%s", orDefault(r.Set, "-"), expires(r, now))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }
@@ -107,6 +119,18 @@ func printRule(w io.Writer, r rules.Rule) {
 	if r.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", r.Description)
 	}
+}
+
+// expires says when r stops applying: "-" never, "expired 2026-12-05T18:00:00Z",
+// or "2026-12-05T18:00:00Z (in 3h0m0s)".
+func expires(r rules.Rule, now time.Time) string {
+	switch {
+	case r.ExpiresAt == nil:
+		return "-"
+	case r.Expired(now):
+		return "expired " + r.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s (in %s)", r.ExpiresAt.UTC().Format(time.RFC3339), r.ExpiresAt.Sub(now).Truncate(time.Second))
 }
 
 func ruleLimit(r rules.Rule) string {

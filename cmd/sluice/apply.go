@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
+	"github.com/sluicehq/sluice/internal/rulefile"
+	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// exitChanges is `sluice diff`'s exit code when the file would change
+// something, so that CI can gate on it: 0 no change, 1 error.
+const exitChanges = 2
+
+// maxRulesFile bounds a rules file: 16 MiB.
+const maxRulesFile = 16 << 20
+
+type applyCmd struct {
+	adminFlags `embed:""`
+
+	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"The rules file (YAML or JSON, version: 1; - for stdin)."`
+	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by sluice diff --out: exactly the reviewed changes, refused whole if any rule or plan changed since."`
+}
+
+type diffCmd struct {
+	adminFlags `embed:""`
+
+	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"The rules file (YAML or JSON, version: 1; - for stdin)."`
+	Out  string `name:"out" placeholder:"FILE" help:"Also save the plan here, for sluice apply --plan."`
+}
+
+type exportCmd struct {
+	adminFlags `embed:""`
+
+	Set string `arg:"" name:"set" help:"The set to export."`
+}
+
+type lintCmd struct {
+	Files []string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules files to check offline (repeat -f for more)."`
+}
+
+// savedPlan is what diff --out writes and apply --plan reads: the batch
+// and, for people, its changes.
+type savedPlan struct {
+	Batch   store.Batch       `json:"batch"`
+	Changes []rulefile.Change `json:"changes"`
+}
+
+// readRulesFile reads and parses a rules file ("-": stdin).
+func readRulesFile(e *env, name string) (*rulefile.File, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if name == "-" {
+		b, err = io.ReadAll(io.LimitReader(e.stdin, maxRulesFile))
+		name = "stdin"
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read rules file: %w", err)
+	}
+	return rulefile.Parse(name, b)
+}
+
+// current reads every rule and plan the admin API holds, a page of 1,000
+// rules at a time.
+func current(e *env, c *adminclient.Client) (rules.Set, error) {
+	var set rules.Set
+	q := url.Values{"limit": {"1000"}}
+	for {
+		var p rules.Page
+		if _, err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {
+			return set, fmt.Errorf("list rules: %w", err)
+		}
+		set.Rules = append(set.Rules, p.Rules...)
+		if p.NextCursor == "" || p.NextCursor == q.Get("cursor") {
+			break
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+	var l admin.ListPlansResponse
+	if _, err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
+		return set, fmt.Errorf("list plans: %w", err)
+	}
+	set.Plans = l.Plans
+	return set, nil
+}
+
+// plan parses file and diffs it against the admin API.
+func plan(e *env, a *adminFlags, file string) (*adminclient.Client, savedPlan, error) {
+	f, err := readRulesFile(e, file)
+	if err != nil {
+		return nil, savedPlan{}, err
+	}
+	c, err := a.connect(e)
+	if err != nil {
+		return nil, savedPlan{}, err
+	}
+	have, err := current(e, c)
+	if err != nil {
+		return nil, savedPlan{}, err
+	}
+	b, changes, err := rulefile.Diff(f, have)
+	if err != nil {
+		return nil, savedPlan{}, err
+	}
+	return c, savedPlan{Batch: b, Changes: changes}, nil
+}
+
+func printChanges(w io.Writer, p savedPlan) {
+	n := map[string]int{}
+	for _, c := range p.Changes {
+		fmt.Fprintln(w, c)
+		n[c.Action]++
+	}
+	fmt.Fprintf(w, "Set %q: %d to create, %d to update, %d to delete.\n", p.Batch.Set, n[rules.ActionCreate], n[rules.ActionUpdate], n[rules.ActionDelete])
+}
+
+func (cmd *diffCmd) Run(e *env, a *adminFlags) error {
+	_, p, err := plan(e, a, cmd.File)
+	if err != nil {
+		return err
+	}
+	if cmd.Out != "" {
+		b, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cmd.Out, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("save the plan: %w", err)
+		}
+	}
+	if err := e.print(p.Changes, func() { printChanges(e.stdout, p) }); err != nil {
+		return err
+	}
+	if len(p.Batch.Ops) > 0 {
+		return exitError{code: exitChanges}
+	}
+	return nil
+}
+
+func (cmd *applyCmd) Run(e *env, a *adminFlags) error {
+	var (
+		c   *adminclient.Client
+		p   savedPlan
+		err error
+	)
+	if cmd.Plan != "" {
+		b, err := os.ReadFile(cmd.Plan)
+		if err != nil {
+			return fmt.Errorf("read the plan: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return fmt.Errorf("read the plan %s: %w (write it with sluice diff --out)", cmd.Plan, err)
+		}
+		if c, err = a.connect(e); err != nil {
+			return err
+		}
+	} else if c, p, err = plan(e, a, cmd.File); err != nil {
+		return err
+	}
+	var res admin.BatchResponse
+	if len(p.Batch.Ops) > 0 {
+		// A 412 or 409 says which op failed and that nothing was applied.
+		if err := c.SendJSON(e.ctx, http.MethodPost, "/batch", p.Batch, 0, &res); err != nil {
+			return fmt.Errorf("apply set %q: %w", p.Batch.Set, err)
+		}
+	}
+	return e.print(struct {
+		Changes []rulefile.Change `json:"changes"`
+		Results []store.Result    `json:"results"`
+	}{p.Changes, res.Results}, func() {
+		printChanges(e.stdout, p)
+		if len(p.Batch.Ops) > 0 {
+			fmt.Fprintf(e.stdout, "Applied %d change(s) in one transaction.\n", len(p.Batch.Ops))
+		}
+	})
+}
+
+func (cmd *exportCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	have, err := current(e, c)
+	if err != nil {
+		return err
+	}
+	f := rulefile.Export(cmd.Set, have)
+	if e.output == "json" {
+		return printJSON(e.stdout, f)
+	}
+	b, err := rulefile.Marshal(f)
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(b)
+	return err
+}
+
+func (cmd *lintCmd) Run(e *env) error {
+	var errs []error
+	n := 0
+	for _, name := range cmd.Files {
+		f, err := readRulesFile(e, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n += len(f.Rules) + len(f.Plans)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return exitError{code: exitFailure, msg: "\n" + err.Error()}
+	}
+	if e.output != "json" {
+		fmt.Fprintf(e.stdout, "%d file(s), %d rules and plans: no problems.\n", len(cmd.Files), n)
+	}
+	return nil
+}
