@@ -8,22 +8,27 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// writeReference writes the command reference of docs/local.md from the
+// writeReference writes the command reference of docs/cli.md from the
 // command tree itself: every command, its arguments and its flags, with
 // defaults and variables, so the docs cannot drift from the CLI
 // (TestCLIReference).
 func writeReference(w io.Writer, k *kong.Kong) {
 	root := k.Model.Node
 	fmt.Fprintf(w, "Flags of every command: %s.\n\n", flagList(root.Flags))
+	seen := map[string]string{}
 	for _, n := range root.Children {
 		if n.Hidden {
 			continue
 		}
-		writeNode(w, n)
+		writeNode(w, n, seen)
 	}
 }
 
-func writeNode(w io.Writer, n *kong.Node) {
+// writeNode writes n and its children. seen maps a flag table already
+// written to the command it was written for: a group whose flags are
+// another's (the admin commands' endpoint and credentials) names that one
+// instead of repeating the table.
+func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 	leaf := len(n.Children) == 0
 	if leaf || len(n.Flags) > 0 {
 		usage := "sluice " + n.Path()
@@ -34,14 +39,27 @@ func writeNode(w io.Writer, n *kong.Node) {
 			usage += " " + p.Summary()
 		}
 		fmt.Fprintf(w, "#### `%s`\n\n%s\n\n", usage, mdEscape(n.Help))
-		if !leaf {
-			fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
+		var table strings.Builder
+		writeFlags(&table, n.Flags)
+		switch first, ok := seen[table.String()]; {
+		case table.Len() == 0:
+		case ok:
+			if leaf {
+				fmt.Fprintf(w, "Flags: those of `sluice %s`.\n\n", first)
+			} else {
+				fmt.Fprintf(w, "Flags of every `sluice %s` command: those of `sluice %s`.\n\n", n.Path(), first)
+			}
+		default:
+			seen[table.String()] = n.Path()
+			if !leaf {
+				fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
+			}
+			io.WriteString(w, table.String())
 		}
-		writeFlags(w, n.Flags)
 	}
 	for _, c := range n.Children {
 		if !c.Hidden {
-			writeNode(w, c)
+			writeNode(w, c, seen)
 		}
 	}
 }
