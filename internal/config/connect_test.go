@@ -113,3 +113,44 @@ func hostPort(t *testing.T) string {
 	}
 	return u.Host
 }
+
+// TestPostgresReleases: with DB_SECRET_ARN (a deployment on AWS) a pool
+// holds no connection once a query is done, so a frozen Lambda keeps no
+// Aurora connection open (which would keep the cluster from pausing);
+// with DATABASE_URL it keeps one idle, as a long-running process wants.
+func TestPostgresReleases(t *testing.T) {
+	p := testenv.NewProxy(t, hostPort(t))
+	p.Up(t)
+	rds, sm := rdsBehind(t, p.Addr())
+	u, err := url.Parse(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		idle int32
+	}{{"DB_SECRET_ARN", rds, 0}, {"DATABASE_URL", Config{DatabaseURL: Secret(u.String())}, 1}} {
+		pc, err := postgresConfig(t.Context(), tc.cfg, sm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(t.Context(), pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var one int
+		if err := pool.QueryRow(t.Context(), "SELECT 1").Scan(&one); err != nil {
+			t.Fatalf("%s: SELECT 1: %v", tc.name, err)
+		}
+		// pgxpool runs AfterRelease and destroys the connection on a
+		// goroutine of its own: wait for it, a second at most.
+		for deadline := time.Now().Add(time.Second); pool.Stat().TotalConns() != tc.idle && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := pool.Stat().TotalConns(); got != tc.idle {
+			t.Errorf("%s: %d connections open after the query, want %d", tc.name, got, tc.idle)
+		}
+		pool.Close()
+	}
+}
