@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -53,6 +54,10 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 			seen[table.String()] = n.Path()
 			if !leaf {
 				fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
+			}
+			if first, rest := within(table.String(), seen); first != "" {
+				fmt.Fprintf(w, "The flags of `sluice %s`, and:\n\n%s", first, rest)
+				break
 			}
 			io.WriteString(w, table.String())
 		}
@@ -127,3 +132,32 @@ func placeholder(f *kong.Flag) string {
 // mdEscape keeps help text literal in a Markdown table: pipes, stars and
 // angle brackets.
 var mdEscape = strings.NewReplacer("|", `\|`, "*", `\*`, "<", "&lt;").Replace
+
+// tableHead is the first two lines of every flag table.
+const tableHead = "| flag | default | |\n| --- | --- | --- |\n"
+
+// within reports a table already written (a group's, of more than one
+// row) whose every row is in table, and table without those rows: so a
+// leaf that takes the admin flags besides its own lists only its own.
+func within(table string, seen map[string]string) (first, rest string) {
+	rows := strings.SplitAfter(strings.TrimPrefix(table, tableHead), "\n")
+	for t, path := range seen {
+		sub := strings.SplitAfter(strings.TrimPrefix(t, tableHead), "\n")
+		if len(sub) <= 3 || len(sub) >= len(rows) {
+			continue
+		}
+		var left []string
+		n := 0
+		for _, r := range rows {
+			if strings.TrimSpace(r) != "" && slices.Contains(sub, r) {
+				n++
+			} else {
+				left = append(left, r)
+			}
+		}
+		if n == len(sub)-2 && (first == "" || path < first) { // every row of sub (less the blank line and "")
+			first, rest = path, tableHead+strings.Join(left, "")
+		}
+	}
+	return first, rest
+}
