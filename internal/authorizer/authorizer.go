@@ -184,6 +184,10 @@ type Options struct {
 	// Observe, when set, is told of every decision, unauthorized ones
 	// included (see WithObserver for one per edge).
 	Observe Observe
+	// Now is the clock rules expire by (rules.Rule.ExpiresAt): a rule
+	// past its expiry is passed over at decision time, with no new
+	// snapshot needed. Default time.Now.
+	Now func() time.Time
 	// FailLogInterval is how often a storm of fail-open (or fail-closed)
 	// decisions writes a line, each with the count of those it left out;
 	// default DefaultFailLogInterval (1s); negative writes every one.
@@ -201,6 +205,7 @@ type Authorizer struct {
 	// their verified values are returned under.
 	claims []claimKey
 	rec    recorder
+	now    func() time.Time
 }
 
 // claimKey is a claim a rule limits by, and its authorizer context key.
@@ -219,7 +224,10 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
-	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT, rec: newRecorder(&o)}
+	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT, rec: newRecorder(&o), now: o.Now}
+	if a.now == nil {
+		a.now = time.Now
+	}
 	for _, d := range o.Dimensions {
 		d.Sources = append([]identity.Source(nil), d.Sources...)
 		for i := range d.Sources {
@@ -270,7 +278,7 @@ func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHa
 // observer of its own (the middleware's HandlerOptions.Observer, sluice
 // local's Prometheus metrics) decides through it.
 func (a *Authorizer) WithObserver(fn Observe) *Authorizer {
-	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims}
+	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims, now: a.now}
 	c.rec = a.rec
 	c.rec.observe = fn
 	return c
@@ -338,6 +346,10 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 	}
 	subj = t.Subject
 	snap := a.snaps.Snapshot(ctx)
+	var now time.Time // rules expire by it; zero: none does
+	if snap.Expiring() {
+		now = a.now()
+	}
 
 	// Fixed arrays keep the buckets off the heap until the limiter needs
 	// them. The named dimensions come first: on Redis Cluster the limiter
@@ -379,7 +391,7 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 				return Result{}, fmt.Errorf("%w: dimension %s: %w", ErrNoSubject, d.Name, err)
 			}
 			ds = t.Subject
-			m := snap.Dimension(d.Name).Match(r.API, r.Method, r.Resource, ds)
+			m := snap.Dimension(d.Name).MatchAt(r.API, r.Method, r.Resource, ds, now)
 			if m.Any() {
 				cost = m.Cost()
 				dsub[i], dsrc[i] = ds, kind
@@ -390,7 +402,7 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 			}
 		}
 	}
-	m := snap.Match(r.API, r.Method, r.Resource, subj)
+	m := snap.MatchAt(r.API, r.Method, r.Resource, subj, now)
 	if m.Any() {
 		cost = m.Cost() // the default dimension's cost wins
 	}

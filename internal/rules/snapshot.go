@@ -229,8 +229,9 @@ type Snapshot struct {
 	routesByAPI map[string][]routeKey
 	apis        []string // every api named by a rule, sorted
 
-	// expiring: some rule has an expiry, so matching reads the clock.
-	expiring bool
+	// expiring: some rule has an expiry, so matching reads the clock;
+	// anyExpiring: here or in a dimension's snapshot.
+	expiring, anyExpiring bool
 
 	// dims holds the rules of each named dimension (Rule.Dimension), each
 	// a Snapshot of its own without a default rule; nil when there are
@@ -384,6 +385,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 			s.dims = make(map[string]*Snapshot, len(byDim))
 		}
 		s.dims[d] = sub
+		s.anyExpiring = s.anyExpiring || sub.expiring
 		for _, sk := range sub.skipped {
 			if sk.Kind == KindRule { // plans were reported above
 				s.skipped = append(s.skipped, sk)
@@ -391,6 +393,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		}
 	}
 
+	s.anyExpiring = s.anyExpiring || s.expiring
 	if opt.Default != nil {
 		d, reason := defaultEffective(*opt.Default)
 		if reason != "" {
@@ -524,6 +527,10 @@ func (s *Snapshot) Match(api, method, resource, subject string) Match {
 	}
 	return s.MatchAt(api, method, resource, subject, now)
 }
+
+// Expiring reports whether some rule of s, or of one of its dimensions,
+// has an expiry: only then does matching need the time.
+func (s *Snapshot) Expiring() bool { return s.anyExpiring }
 
 // MatchAt is Match at the instant now: rules expired at now are passed
 // over. A zero now ignores expiry.
