@@ -99,11 +99,42 @@ type costLine struct {
 type estimate struct {
 	idle    []costLine
 	perMill []costLine // USD per million decisions (authorizer invocations)
+	// busy is what a month adds while traffic flows every hour, whatever
+	// its volume: the decision functions' EMF custom metrics.
+	busy []costLine
+	// ecpu is ElastiCache Serverless's USD per million decisions (0 with
+	// nodes): what a decision costs Redis wherever it is made.
+	ecpu    float64
 	missing map[string]bool
 }
 
 func (e *estimate) idleTotal() float64    { return sum(e.idle) }
 func (e *estimate) perMillTotal() float64 { return sum(e.perMill) }
+func (e *estimate) busyTotal() float64    { return sum(e.busy) }
+
+// ecpuPerDecision maps the Redis CPU of a decision to ElastiCache
+// Serverless ECPUs. AWS's definition (aws.amazon.com/elasticache/pricing):
+// a simple read or write of up to 1 KB is 1 ECPU, and commands that need
+// more vCPU time consume proportionally more. TestRedisCost measures the
+// decision's script (usec_per_call, INFO commandstats) and a SET beside
+// it on the same redis-server: their ratio, rounded up, is the ECPUs; the
+// request and reply are under 1 KB.
+func ecpuPerDecision(p prices, missing map[string]bool) float64 {
+	return math.Ceil(p.price("assume:script-usec", missing) / p.price("assume:simple-write-usec", missing))
+}
+
+// billedMs is the mean billed duration of a decision at memMB:
+// BenchmarkInvoke's p50 and p99 (the whole Lambda path of one event, on
+// about one core here) scaled to the CPU share Lambda gives memMB (one
+// vCPU at 1,769 MB, "Configure Lambda function memory"), plus the Redis
+// round trip in the AZ and the runtime's /next and /response calls, each
+// invocation rounded up to Lambda's 1 ms; 99 % at the p50, 1 % at the p99.
+func billedMs(p prices, memMB float64, missing map[string]bool) float64 {
+	scale := p.price("assume:lambda-vcpu-mb", missing) / memMB
+	fixed := p.price("assume:redis-rtt-ms", missing) + p.price("assume:runtime-overhead-ms", missing)
+	at := func(us float64) float64 { return math.Ceil(us/1000*scale + fixed) }
+	return 0.99*at(p.price("assume:invoke-p50-us", missing)) + 0.01*at(p.price("assume:invoke-p99-us", missing))
+}
 
 func sum(ls []costLine) float64 {
 	var s float64
@@ -140,8 +171,8 @@ func costOf(js map[string]any, p prices) *estimate {
 			engine := fmt.Sprint(ps["Engine"])
 			gb := p.price(typ+":"+engine+"/min-gb", e.missing)
 			add("ElastiCache Serverless "+engine+" (minimum storage)", gb*p.price(typ+":"+engine+"/gb-hour", e.missing)*hoursPerMonth)
-			e.perMill = append(e.perMill, costLine{"ElastiCache Serverless ECPUs",
-				p.price("assume:ecpu-per-decision", e.missing) * p.price(typ+":"+engine+"/million-ecpu", e.missing)})
+			e.ecpu = ecpuPerDecision(p, e.missing) * p.price(typ+":"+engine+"/million-ecpu", e.missing)
+			e.perMill = append(e.perMill, costLine{fmt.Sprintf("ElastiCache Serverless ECPUs (%.0f a decision)", ecpuPerDecision(p, e.missing)), e.ecpu})
 		case "AWS::RDS::DBInstance":
 			if ps["DBInstanceClass"] != "db.serverless" {
 				e.missing[typ+":"+fmt.Sprint(ps["DBInstanceClass"])] = true
@@ -185,16 +216,23 @@ func costOf(js map[string]any, p prices) *estimate {
 		case "AWS::CloudWatch::InsightRule":
 			add("Contributor Insights rule "+id, p.price(typ+":month", e.missing))
 		case "AWS::Lambda::Function":
-			if ps["Handler"] != "bootstrap" || !strings.HasPrefix(fmt.Sprint(ps["Description"]), "Sluice authorizer") {
+			desc := fmt.Sprint(ps["Description"])
+			if ps["Handler"] == "bootstrap" && (strings.HasPrefix(desc, "Sluice authorizer") || strings.HasPrefix(desc, "Sluice check")) {
+				// Each writes its EMF metrics while it is invoked.
+				e.busy = append(e.busy, costLine{"custom metrics of " + desc,
+					p.price("assume:emf-metrics-per-function", e.missing) * p.price("AWS::CloudWatch:custom-metric-month", e.missing)})
+			}
+			if ps["Handler"] != "bootstrap" || !strings.HasPrefix(desc, "Sluice authorizer") {
 				p.price(typ+":idle", e.missing)
 				continue
 			}
 			// A decision is one authorizer invocation.
-			memGB := ps["MemorySize"].(float64) / 1024
+			mem := ps["MemorySize"].(float64)
+			ms := billedMs(p, mem, e.missing)
 			e.perMill = append(e.perMill,
 				costLine{"Lambda requests", p.price(typ+":million-requests", e.missing)},
-				costLine{fmt.Sprintf("Lambda duration (%v MiB arm64)", ps["MemorySize"]),
-					memGB * p.price("assume:authorizer-ms", e.missing) / 1000 * 1e6 * p.price(typ+":arm-gb-second", e.missing)})
+				costLine{fmt.Sprintf("Lambda duration (%v MiB arm64, %.2f ms billed)", mem, ms),
+					mem / 1024 * ms / 1000 * 1e6 * p.price(typ+":arm-gb-second", e.missing)})
 			lc, _ := ps["LoggingConfig"].(map[string]any)
 			if lc["SystemLogLevel"] != "WARN" && lc["SystemLogLevel"] != "ERROR" && lc["SystemLogLevel"] != "FATAL" {
 				e.perMill = append(e.perMill, costLine{"START, END and REPORT log lines",
@@ -231,7 +269,8 @@ func TestCostModel(t *testing.T) {
 	missing := map[string]bool{}
 	wafMonth, wafPerMill := waf(p, missing)
 	var model strings.Builder
-	model.WriteString("\n| variant | idle USD/month | USD per million decisions | cheaper than a WAF rate rule above |\n| --- | ---: | ---: | ---: |\n")
+	model.WriteString("\n| variant | idle USD/month | + while busy USD/month | USD per million decisions | cheaper than a WAF rate rule above |\n| --- | ---: | ---: | ---: | ---: |\n")
+	var compare strings.Builder
 	for _, v := range allVariants() {
 		_, js := synth(t, v)
 		e := costOf(js, p)
@@ -242,7 +281,10 @@ func TestCostModel(t *testing.T) {
 		if b := breakEven(e, wafMonth, wafPerMill); !math.IsInf(b, 1) {
 			be = fmt.Sprintf("%.0f million a month", b)
 		}
-		fmt.Fprintf(&model, "| %s | %.2f | %.3f | %s |\n", v, e.idleTotal(), e.perMillTotal(), be)
+		fmt.Fprintf(&model, "| %s | %.2f | %.2f | %.3f | %s |\n", v, e.idleTotal(), e.busyTotal(), e.perMillTotal(), be)
+		if v == small || v == full {
+			compareTable(&compare, v, e, p, missing)
+		}
 		if testing.Verbose() {
 			for _, l := range e.idle {
 				t.Logf("%s idle: %-70s %8.2f", v, l.what, l.usd)
@@ -260,8 +302,8 @@ func TestCostModel(t *testing.T) {
 			}
 		}
 	}
-	fmt.Fprintf(&model, "| WAF rate-based rule | %.2f | %.3f | — |\n", wafMonth, wafPerMill)
-	model.WriteString("| API Gateway usage plans | 0.00 | 0.000 | — |\n\n")
+	fmt.Fprintf(&model, "| WAF rate-based rule | %.2f | 0.00 | %.3f | — |\n", wafMonth, wafPerMill)
+	model.WriteString("| API Gateway usage plans | 0.00 | 0.00 | 0.000 | — |\n\n")
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range missing {
 			if !yield(k) {
@@ -275,17 +317,54 @@ func TestCostModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := between(t, doc, "model"); got != model.String() {
+	for _, sec := range []struct{ name, want string }{{"model", model.String()}, {"compare", "\n" + compare.String()}} {
+		got := between(t, doc, sec.name)
+		if got == sec.want {
+			continue
+		}
 		if *updateCost {
-			at := bytes.Index(doc, []byte("<!-- model:begin -->")) + len("<!-- model:begin -->")
-			doc = append(append(doc[:at:at], model.String()...), doc[at+len(got):]...)
+			at := bytes.Index(doc, []byte("<!-- "+sec.name+":begin -->")) + len("<!-- "+sec.name+":begin -->")
+			doc = append(append(doc[:at:at], sec.want...), doc[at+len(got):]...)
 			if err := os.WriteFile(costDoc, doc, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			return
+			continue
 		}
-		t.Errorf("docs/cost.md's model table differs from the templates; run go test ./infra -run TestCostModel -update-cost\ngot:%s\nwant:%s", got, model.String())
+		t.Errorf("docs/cost.md's %s table differs from the templates; run go test ./infra -run TestCostModel -update-cost\ngot:%s\nwant:%s", sec.name, got, sec.want)
 	}
+}
+
+// compareTable writes the whole bill of each way to limit a REST or HTTP
+// API with variant v's stack, API Gateway's own request price included in
+// every row: a month's fixed part (idle, plus the custom metrics while
+// busy) and USD per million requests, then the total at 10 and 100
+// million requests a month. Sluice on an HTTP API runs in the API's own
+// Lambda integration (ratelimit.LimitHTTPAPI): no authorizer invocation,
+// so no request charge or log lines of its own, only the Redis round trip
+// added to the integration's duration and the ECPUs.
+func compareTable(w *strings.Builder, v variant, e *estimate, p prices, missing map[string]bool) {
+	rest := p.price("apigw:rest-million", missing)
+	httpAPI := p.price("apigw:http-million", missing)
+	wafMonth, wafPerMill := waf(p, missing)
+	fixed := e.idleTotal() + e.busyTotal()
+	// The integration's extra duration at the authorizer's memory: the
+	// Redis round trip and the limiter's share of the p50, rounded up.
+	extraMs := math.Ceil(p.price("assume:redis-rtt-ms", missing) + p.price("assume:invoke-p50-us", missing)/1000*p.price("assume:lambda-vcpu-mb", missing)/256)
+	inline := httpAPI + e.ecpu + 256.0/1024*extraMs/1000*1e6*p.price("AWS::Lambda::Function:arm-gb-second", missing)
+	rows := []struct {
+		way          string
+		month, perMn float64
+	}{
+		{"Sluice on REST (authorizer)", fixed, rest + e.perMillTotal()},
+		{"Sluice on HTTP API (LimitHTTPAPI)", fixed, inline},
+		{"WAF rate-based rule on REST", wafMonth, rest + wafPerMill},
+		{"usage plans on REST", 0, rest},
+	}
+	fmt.Fprintf(w, "`%s`:\n\n| way to limit | USD a month | USD per million requests | at 10 million | at 100 million |\n| --- | ---: | ---: | ---: | ---: |\n", v)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.2f | %.3f | %.2f | %.2f |\n", r.way, r.month, r.perMn, r.month+10*r.perMn, r.month+100*r.perMn)
+	}
+	w.WriteString("\n")
 }
 
 // TestCostModelCounts checks the model's reading of the templates: the
