@@ -1373,8 +1373,11 @@ func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db databas
 		out(sluice.OutputRedisAuthSecretArn, rd.authSecret.SecretArn(), "REDIS_AUTH_SECRET_ARN: the Redis AUTH token")
 	}
 	out(sluice.OutputSubjectKeySecretArn, subjectKey.SecretArn(), "SUBJECT_HMAC_KEY_SECRET_ARN: the subject hash key, which names the buckets")
-	if v, ok := db.env["DB_SECRET_ARN"]; ok {
-		out(sluice.OutputDatabaseSecretArn, jsii.String(v), "DB_SECRET_ARN: the rules database's credentials")
+	// The read-only role's login: a function of another app that shares
+	// this deployment reads rules and never writes them (the owner's
+	// login stays with the migration and the rule writes).
+	if v, ok := db.readerEnv["DB_SECRET_ARN"]; ok {
+		out(sluice.OutputDatabaseSecretArn, jsii.String(v), "DB_SECRET_ARN: the rules database's read-only login")
 	}
 	if v, ok := db.env["DB_HOST"]; ok {
 		out(sluice.OutputDatabaseHost, jsii.String(v), "DB_HOST: the RDS Proxy endpoint the Lambdas connect to")
