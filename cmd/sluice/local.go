@@ -64,8 +64,9 @@ func (cmd *localCmd) Run(e *env) error {
 	}
 	c := local.Config{
 		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
-		Token:    e.env("SLUICE_ADMIN_TOKEN"),
-		StateDir: e.env("SLUICE_STATE_DIR"),
+		Token:     e.env("SLUICE_ADMIN_TOKEN"),
+		ReadToken: e.env("SLUICE_READ_TOKEN"),
+		StateDir:  e.env("SLUICE_STATE_DIR"),
 		Getenv: func(k string) string {
 			if v, ok := flags[k]; ok {
 				return v

@@ -173,6 +173,19 @@ func Routes() []RouteInfo {
 	return infos
 }
 
+// ReadRoutes describes the admin routes that only read: every GET. A
+// read-only operator (sluice local's read token, the stack's GrantRead)
+// may call these and nothing else.
+func ReadRoutes() []RouteInfo {
+	var out []RouteInfo
+	for _, r := range Routes() {
+		if r.Method == http.MethodGet {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // paramNames lists the {parameters} of a resource template.
 func paramNames(resource string) []string {
 	var names []string

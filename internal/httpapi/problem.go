@@ -93,6 +93,7 @@ func Internal(err error) *Error {
 var slugs = map[int]string{
 	http.StatusBadRequest:            "invalid-request",
 	http.StatusUnauthorized:          "unauthorized",
+	http.StatusForbidden:             "forbidden",
 	http.StatusNotFound:              "not-found",
 	http.StatusMethodNotAllowed:      "method-not-allowed",
 	http.StatusConflict:              "conflict",

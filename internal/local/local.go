@@ -78,6 +78,10 @@ type Config struct {
 	SeedSet bool
 	// Token is the admin token (SLUICE_ADMIN_TOKEN); empty generates one.
 	Token string
+	// ReadToken, when set (SLUICE_READ_TOKEN), is a read-only operator's
+	// token: the admin API's reads (every GET) and nothing else; a write
+	// with it is a 403 that says why. Empty: no such token.
+	ReadToken string
 	// StateDir keeps the subject hash key and the development issuer's
 	// key across restarts; default <user config dir>/sluice.
 	StateDir string
@@ -301,11 +305,11 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// The admin and check Lambdas' own http.Handlers: the functions run
 	// them through internal/lambdahttp, local mounts them as they are.
 	adminHandler := sameProcess(a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
-	mux.Handle("/admin/", RequireToken(token, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
+	mux.Handle("/admin/", RequireTokens(token, c.ReadToken, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
 	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
 	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
 	mux.Handle("/admin/token", RequireToken(token, localTokenFrom, devTokenHandler(c.dev)))
-	mux.Handle("/admin/resources", RequireToken(token, localTokenFrom, resourcesHandler(c.API, c.Stage)))
+	mux.Handle("/admin/resources", RequireTokens(token, c.ReadToken, localTokenFrom, resourcesHandler(c.API, c.Stage)))
 	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
 	// The console's files are public (they are in the repository); what
 	// it shows comes from /admin/, behind the token (see internal/console).
@@ -482,22 +486,40 @@ const miniredisTick = 20 * time.Millisecond
 // which token and where it is found. The comparison is of SHA-256 digests in
 // constant time, so neither content nor length leaks.
 func RequireToken(token, from string, next http.Handler) http.Handler {
+	return RequireTokens(token, "", from, next)
+}
+
+// RequireTokens is RequireToken with a second, read-only token (none when
+// read is ""): it passes reads (GET and HEAD, the admin API's read routes,
+// admin.ReadRoutes) and answers anything else 403, standing in for a
+// principal holding only the stack's GrantRead.
+func RequireTokens(token, read, from string, next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
+	wantRead := sha256.Sum256([]byte(read))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
+		full := ok && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+		reader := ok && read != "" && subtle.ConstantTimeCompare(sum[:], wantRead[:]) == 1
+		var e *httpapi.Error
+		switch {
+		case full, reader && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			next.ServeHTTP(w, r)
+			return
+		case reader:
+			e = &httpapi.Error{Status: http.StatusForbidden,
+				Detail: "This token is read-only (SLUICE_READ_TOKEN): it reads rules, plans, their history, limits and stats, and changes nothing. Send the admin token to " + r.Method + " here."}
+		default:
+			e = &httpapi.Error{
 				Status: http.StatusUnauthorized,
 				Detail: "Send Authorization: Bearer <token>, " + from + ".",
 				Header: http.Header{"Www-Authenticate": {`Bearer realm="sluice-admin"`}},
-			})
-			maps.Copy(w.Header(), h)
-			w.WriteHeader(status)
-			w.Write(body) //nolint:errcheck // the client has gone
-			return
+			}
 		}
-		next.ServeHTTP(w, r)
+		status, h, body := httpapi.Render(httpapi.TypeBase, e)
+		maps.Copy(w.Header(), h)
+		w.WriteHeader(status)
+		w.Write(body) //nolint:errcheck // the client has gone
 	})
 }
 

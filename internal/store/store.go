@@ -134,7 +134,8 @@ type Store interface {
 	// the single write returns (rules.ErrStale, rules.ErrNotFound, a
 	// *ScopeTakenError, a *rules.ValidationError, ...);
 	// rules.ErrTooManyRules; a *rules.ValidationError on "set" or "ops"
-	// for a malformed batch.
+	// for a malformed batch. A batch of no ops writes nothing, not even a
+	// new rules version.
 	Apply(ctx context.Context, b Batch, actor string) ([]Result, error)
 }
 

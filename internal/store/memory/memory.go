@@ -649,6 +649,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	if err := store.CheckBatch(b); err != nil {
 		return nil, err
 	}
+	if len(b.Ops) == 0 {
+		return []store.Result{}, nil // nothing to write: no transaction, no new version
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	saved := struct {

@@ -862,6 +862,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	if err := store.CheckBatch(b); err != nil {
 		return nil, err
 	}
+	if len(b.Ops) == 0 {
+		return []store.Result{}, nil // nothing to write: no transaction, no new version
+	}
 	out := make([]store.Result, len(b.Ops))
 	creates := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
