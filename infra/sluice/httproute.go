@@ -2,8 +2,10 @@ package sluice
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -64,6 +66,9 @@ func AddHTTPRoute(scope constructs.Construct, id string, p *HTTPRouteProps) []aw
 		}
 	}
 	if d := p.Deployment; d != nil {
+		if msg := outsideVpc(scope, p.Handler, d); msg != "" {
+			panic(fmt.Sprintf("sluice.AddHTTPRoute %s: HTTPRouteProps.Handler %s", id, msg))
+		}
 		for k, v := range d.Environment() {
 			p.Handler.AddEnvironment(jsii.String(k), jsii.String(v), nil)
 		}
@@ -89,4 +94,31 @@ func AddHTTPRoute(scope constructs.Construct, id string, p *HTTPRouteProps) []aw
 		}))
 	}
 	return routes
+}
+
+// outsideVpc says why fn cannot reach d's Redis and database, or "": a
+// deployment in a VPC (its Redis admits no one else) needs fn in one of
+// its subnets. A function's VPC cannot be changed after it is created.
+func outsideVpc(scope constructs.Construct, fn awslambda.Function, d *Deployment) string {
+	if d.vpc == nil {
+		return ""
+	}
+	if !*fn.IsBoundToVpc() {
+		return fmt.Sprintf("is outside any VPC, and the deployment's Redis and database are in VPC %s: "+
+			"create the function with Deployment.Apply (its Vpc, Subnets and SecurityGroups)", d.attrs.VpcID)
+	}
+	cfn, ok := fn.Node().DefaultChild().(awslambda.CfnFunction)
+	if !ok {
+		return ""
+	}
+	resolved := awscdk.Stack_Of(scope).Resolve(cfn.VpcConfig())
+	vc, _ := resolved.(map[string]any)
+	ids, _ := vc["subnetIds"].([]any)
+	for _, id := range ids {
+		if s, ok := id.(string); !ok || !slices.Contains(d.attrs.SubnetIDs, s) {
+			return fmt.Sprintf("is in subnet %v, not one of the deployment's %v: create the function with "+
+				"Deployment.Apply (its Vpc, Subnets and SecurityGroups)", id, d.attrs.SubnetIDs)
+		}
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
@@ -90,5 +91,44 @@ func TestAddHTTPRoute(t *testing.T) {
 	}
 	if grants != 1 {
 		t.Errorf("%d policies let the handler read the subject key's secret, want 1", grants)
+	}
+}
+
+// TestAddHTTPRouteVpc: a handler that shares a deployment in a VPC must
+// run in the deployment's subnets, where its Redis and database admit it:
+// one outside any VPC, or in other subnets, panics saying how to build
+// it; one built with Deployment.Apply is taken.
+func TestAddHTTPRouteVpc(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Shop"), &awscdk.StackProps{Env: &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}})
+	api := awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), nil)
+	d := sluice.ImportDeployment(stack, "Sluice", &sluice.DeploymentAttributes{
+		RedisURL: "rediss://redis.example:6379", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice-db-AbCdEf",
+		SubjectKeySecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice-key-GhIjKl",
+		VpcID:               "vpc-0abc0000000000001", AvailabilityZones: []string{"eu-west-1a", "eu-west-1b"},
+		SubnetIDs: []string{"subnet-0aaa0000000000001", "subnet-0aaa0000000000002"}, SecurityGroupIDs: []string{"sg-0aaa0000000000001"},
+	})
+	code := awslambda.Code_FromAsset(jsii.String("testdata/authorizer"), nil)
+	outside := awslambda.NewFunction(stack, jsii.String("Outside"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"), Code: code,
+	})
+	other := awsec2.NewVpc(stack, jsii.String("Other"), nil)
+	elsewhere := awslambda.NewFunction(stack, jsii.String("Elsewhere"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"), Code: code, Vpc: other,
+	})
+	inside := awslambda.NewFunction(stack, jsii.String("Inside"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"), Code: code,
+		Vpc: d.Vpc(), VpcSubnets: d.Subnets(), SecurityGroups: &[]awsec2.ISecurityGroup{d.SecurityGroups()[0]},
+	})
+	for _, tt := range []struct {
+		fn   awslambda.Function
+		want string
+	}{{outside, "outside any VPC"}, {elsewhere, "not one of the deployment's"}, {inside, ""}} {
+		msg := panicOf(func() {
+			sluice.AddHTTPRoute(stack, *tt.fn.Node().Id()+"Route", &sluice.HTTPRouteProps{API: api, Path: "/" + *tt.fn.Node().Id(), Handler: tt.fn, Deployment: d})
+		})
+		if tt.want == "" && msg != "" || tt.want != "" && !strings.Contains(msg, tt.want) {
+			t.Errorf("AddHTTPRoute(%s) panicked %q, want %q", *tt.fn.Node().Id(), msg, tt.want)
+		}
 	}
 }
