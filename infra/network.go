@@ -16,7 +16,7 @@ type network struct {
 	subnets *awsec2.SubnetSelection
 	groups  []awsec2.ISecurityGroup
 	// dbOnly are the groups of the functions that reach the database
-	// alone (the rule and plan reads, migrate): one of their own, which
+	// alone (the rule and plan reads): one of their own, which
 	// Redis does not admit, when groups are the stack's; groups otherwise.
 	dbOnly []awsec2.ISecurityGroup
 	// created says the VPC is the stack's own.

@@ -449,9 +449,11 @@ var adminAccess = map[string]access{
 
 // functionAccess is what every function may use, by function name: the
 // decision functions read rules and decide on Redis, migrate owns the
-// schema, and each admin function has its adminAccess.
+// schema and publishes the rules snapshot after migrating (so a fresh
+// stack's authorizers find one), and each admin function has its
+// adminAccess.
 var functionAccess = func() map[string]access {
-	m := map[string]access{"authorizer": {redis: true}, "check": {redis: true}, "migrate": {write: true}}
+	m := map[string]access{"authorizer": {redis: true}, "check": {redis: true}, "migrate": {write: true, redis: true}}
 	for name, a := range adminAccess {
 		m[name] = a
 	}
@@ -608,17 +610,15 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		var fp *sluice.FunctionProps
 		switch {
 		case name == "migrate":
-			// Only PostgreSQL, as the owner, and the read-only role's
-			// login to set; long enough for a slow migration.
+			// PostgreSQL, as the owner, and the read-only role's login to
+			// set; Redis, where it publishes the rules snapshot after
+			// migrating; long enough for a slow migration.
 			env := maps.Clone(db.env)
 			if db.readsOnly() {
 				env["DB_READER_SECRET_ARN"] = *db.readerSecret.SecretArn()
 			}
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, env)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, env, redisEnv)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
-			if vpc != nil {
-				fp.SecurityGroups = net.dbOnly
-			}
 		case name == "check":
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv)
 		case a.stats:

@@ -19,8 +19,12 @@ func main() {
 	flag.Parse()
 	cfg, err := config.FromEnv(os.Getenv)
 	exitOn(err)
-	a, err := app.NewMigrator(context.Background(), cfg, app.Options{Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+	o := app.Options{Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
+	a, err := app.NewMigrator(context.Background(), cfg, o)
 	exitOn(err)
+	// After each migration, the rules snapshot goes to Redis (REDIS_URL):
+	// a fresh stack's authorizers then never read the database.
+	exitOn(a.PublishSnapshot(context.Background(), cfg, o))
 	if !*local && os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		lambda.Start(a.Migrator.Handle)
 	}

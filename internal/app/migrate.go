@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -55,7 +57,11 @@ type MigrateResult struct {
 	// resource Delete), "unchanged" (an Update that asks for the set
 	// already asked for), "rollback" (an Update that asks for another set
 	// than this function carries: CloudFormation rolling back).
-	Skipped            string            `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Published says whether the rules snapshot was written to Redis
+	// (false: Redis held a newer one); nil when nothing was published
+	// (no Redis configured, a skipped event, or a failure, logged).
+	Published          *bool             `json:"published,omitempty"`
 	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
 	Data               map[string]string `json:"Data,omitempty"`
 }
@@ -87,6 +93,29 @@ type Migrator struct {
 	// reader is the read-only role's login (DB_READER_SECRET_ARN), set
 	// after every migration run; nil leaves the role as it is.
 	reader *config.Credentials
+	// publish, when set, publishes the rules snapshot to Redis after
+	// every migration run (Migration.PublishSnapshot sets it).
+	publish func(context.Context) (bool, error)
+}
+
+// PublishSnapshot makes the migrator publish the rules and plans to
+// cfg's Redis after every migration run, as the admin path does after a
+// write: a fresh stack then has a snapshot, empty or not, before its
+// first rule is written, so no authorizer cold start reads the database
+// (which would wake a paused Aurora). Without REDIS_URL it does nothing.
+// o.Redis and o.Prefix are as for NewMigrator's other graphs.
+func (m *Migration) PublishSnapshot(ctx context.Context, cfg config.Config, o Options) error {
+	if cfg.RedisURL == "" && o.Redis == nil {
+		return nil
+	}
+	if o.Prefix == "" {
+		o.Prefix = cmp.Or(cfg.RedisPrefix, limiter.DefaultPrefix)
+	}
+	if err := m.openRedis(ctx, cfg, &o); err != nil {
+		return err
+	}
+	m.Migrator.publish = m.PublishRules
+	return nil
 }
 
 // onceTimeout bounds a migration run outside Lambda.
@@ -153,6 +182,19 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
 	out := MigrateResult{Applied: res.Applied, Version: res.Version}
+	if m.publish != nil {
+		// Best effort, as after an admin write: the stack works without
+		// it (authorizers load from the database until a rule is written),
+		// so a Redis failure does not roll the deploy back.
+		published, err := m.publish(ctx)
+		if err != nil {
+			log.ErrorContext(ctx, "rules snapshot not published: authorizers load from the database until a rule or plan is written",
+				slog.Any("error", err))
+		} else {
+			out.Published = &published
+			log.InfoContext(ctx, "rules snapshot published", slog.Bool("published", published))
+		}
+	}
 	if ev.RequestType != "" {
 		out.PhysicalResourceID = MigrationsResourceID
 		out.Data = map[string]string{"Version": strconv.FormatInt(res.Version, 10)}

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/migrations"
@@ -182,5 +184,43 @@ func TestHandleWaitsForDatabase(t *testing.T) {
 	res, err := m.Handle(t.Context(), json.RawMessage(`{"RequestType":"Create","ResourceProperties":{"Migrations":"`+migrations.Digest()+`"}}`))
 	if took := time.Since(start); err != nil || len(res.Applied) == 0 || took < refused {
 		t.Fatalf("Handle(Create) after %v = %+v, %v; want every migration applied once the database accepts, after %v", took, res, err, refused)
+	}
+}
+
+// TestHandlePublishesSnapshot: the migration of a fresh stack publishes
+// the rules snapshot, empty as it is, so an authorizer's cold start finds
+// it in Redis and never reads the database (which would wake a paused
+// Aurora); a skipped event publishes nothing.
+func TestHandlePublishesSnapshot(t *testing.T) {
+	cfg, err := config.FromEnv(func(k string) string {
+		return map[string]string{"DATABASE_URL": pgtest.NewEmptyDatabase(t)}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "migrate")
+	t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
+	if err := m.PublishSnapshot(t.Context(), cfg, Options{Redis: rdb, Prefix: prefix}); err != nil {
+		t.Fatal(err)
+	}
+	snaps := rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: prefix})
+
+	res, err := m.Migrator.Handle(t.Context(), json.RawMessage(update(migrations.Digest(), migrations.Digest())))
+	if err != nil || res.Published != nil {
+		t.Fatalf("Handle(unchanged) = %+v, %v; want nothing published", res, err)
+	}
+	res, err = m.Migrator.Handle(t.Context(), json.RawMessage(`{"RequestType":"Create","ResourceProperties":{"Migrations":"`+migrations.Digest()+`"}}`))
+	if err != nil || res.Published == nil || !*res.Published {
+		t.Fatalf("Handle(Create) = %+v, %v; want the snapshot published", res, err)
+	}
+	set, err := snaps.LoadAll(t.Context())
+	if err != nil || set.Version < 1 || len(set.Rules) != 0 {
+		t.Errorf("snapshot after the migration = %+v, %v; want an empty set with a version", set, err)
 	}
 }
