@@ -255,7 +255,32 @@ window.addEventListener('hashchange', () => {
 window.addEventListener('DOMContentLoaded', () => {
   document.getElementById('endpoint').textContent = 'API ' + API;
   route();
+  probeWrite();
 });
+
+// probeWrite asks whether this operator may write: an empty batch writes
+// nothing, and a read-only operator (sluice local's read token, a principal
+// with only GrantRead) gets 403. Then every write action is hidden
+// (console.css, body.read-only) and the header says so; the API refuses
+// writes all the same. Any other answer (an older API's 404) leaves the
+// console as it was.
+async function probeWrite() {
+  try {
+    await api('POST', '/batch', { body: { set: 'probe', ops: [] } });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) {
+      document.body.classList.add('read-only');
+      const ro = document.createElement('span');
+      ro.id = 'read-only';
+      ro.className = 'muted';
+      ro.title = err.problem.detail || 'This operator can read but not change rules.';
+      ro.textContent = 'read-only';
+      document.querySelector('header').append(ro);
+    }
+  } finally {
+    document.body.dataset.writeProbe = 'done';
+  }
+}
 
 // ---- rules ----
 
