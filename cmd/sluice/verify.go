@@ -254,7 +254,9 @@ func (v *verifier) binds(ctx context.Context, r rules.Rule, subject string, writ
 		if time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		// 5 a second: under the demo API's throttle (10 a second, burst
+		// 20), and a version poll (1 s) is several tries.
+		time.Sleep(200 * time.Millisecond)
 	}
 	took := time.Since(written).Round(10 * time.Millisecond)
 	if err == nil && slices.Contains(got, http.StatusUnauthorized) {
