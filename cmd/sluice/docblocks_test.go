@@ -16,8 +16,8 @@ import (
 // elsewhere.
 const docBase = "http://127.0.0.1:8080"
 
-// TestDocBlocks pastes the console blocks of the README, docs/local.md
-// and docs/cli.md into a fresh `sluice local`, one stack per document (and
+// TestDocBlocks pastes the console blocks of the README, docs/local.md,
+// docs/cli.md and docs/admin-api.md into a fresh `sluice local`, one stack per document (and
 // one with --subject-sources jwt:sub for a "JWT subjects" section), in
 // order, as a reader would: each `$ sluice …`, `$ curl …` and `$ for …;
 // do curl …; done` line is run, and every output line under it must match
@@ -27,7 +27,7 @@ const docBase = "http://127.0.0.1:8080"
 // cannot drift out of its reach unnoticed.
 func TestDocBlocks(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{"../../README.md", "../../docs/local.md", "../../docs/cli.md"} {
+	for _, path := range []string{"../../README.md", "../../docs/local.md", "../../docs/cli.md", "../../docs/admin-api.md"} {
 		doc, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +109,7 @@ func consoleBlocks(doc string) []docBlock {
 
 var (
 	forLoop = regexp.MustCompile(`^for i in (.+?); do (.+); done(; echo)?$`)
-	assign  = regexp.MustCompile(`^([a-z]+)=(.*)$`)
+	assign  = regexp.MustCompile(`^([A-Za-z_]+)=(.*)$`)
 )
 
 // A shell is a local stack and the variables a document's blocks set.
@@ -146,7 +146,11 @@ func (p *shell) paste(t *testing.T, line string) (string, bool) {
 		return "", true
 	}
 	if m := assign.FindStringSubmatch(line); m != nil {
-		p.vars[m[1]] = p.expand(t, m[2])
+		if strings.HasPrefix(m[2], "$(") {
+			p.vars[m[1]] = p.expand(t, m[2])
+		} else {
+			p.vars[m[1]] = strings.Join(p.words(t, m[2]), " ")
+		}
 		return "", true
 	}
 	m := forLoop.FindStringSubmatch(line)
@@ -236,6 +240,7 @@ func (p *shell) curl(t *testing.T, args []string) string {
 	var (
 		include, discard bool
 		format, body     string
+		method           string
 		url              string
 		header           = http.Header{}
 	)
@@ -257,6 +262,9 @@ func (p *shell) curl(t *testing.T, args []string) string {
 		case "-d":
 			i++
 			body = args[i]
+		case "-X":
+			i++
+			method = args[i]
 		default:
 			if strings.HasPrefix(args[i], "-") || url != "" {
 				t.Fatalf("curl %q: this test does not know %q", args, args[i])
@@ -264,9 +272,15 @@ func (p *shell) curl(t *testing.T, args []string) string {
 			url = args[i]
 		}
 	}
-	method, rd := http.MethodGet, io.Reader(nil)
+	rd := io.Reader(nil)
 	if body != "" {
-		method, rd = http.MethodPost, strings.NewReader(body)
+		rd = strings.NewReader(body)
+		if method == "" {
+			method = http.MethodPost
+		}
+	}
+	if method == "" {
+		method = http.MethodGet
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
