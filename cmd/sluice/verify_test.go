@@ -75,3 +75,42 @@ func verifyBin(t *testing.T, p *localProc, token string) (string, int) {
 	}
 	return string(b), 0
 }
+
+// TestVerifyTarget: verify reads what it checks from cdk deploy's outputs
+// file: the demo API (its id is the rules' api), the admin API and the
+// alarm topic; a stack without the demo API, or no target at all, is
+// refused saying what to give.
+func TestVerifyTarget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := dir + "/sluice.json"
+	out := `{"Sluice": {"DemoApiUrl": "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod/",
+		"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/",
+		"AlarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic"},
+		"Lean": {"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/"}}`
+	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := (&verifyCmd{Outputs: file, Stack: "Sluice"}).target()
+	want := verifyTarget{
+		demo: "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod", admin: "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod",
+		api: "a1b2c3d4e5", stack: "Sluice", topic: "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic",
+	}
+	if err != nil || got != want {
+		t.Errorf("target() = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tt := range []struct {
+		cmd  verifyCmd
+		want string
+	}{
+		{verifyCmd{Outputs: file, Stack: "Lean"}, "demoApi=false"},
+		{verifyCmd{Outputs: file, Stack: "Other"}, `no stack "Other"`},
+		{verifyCmd{}, "give --outputs"},
+		{verifyCmd{Outputs: file, Local: "http://127.0.0.1:8080"}, "not both"},
+		{verifyCmd{Local: "http://127.0.0.1:8080"}, "SLUICE_ADMIN_TOKEN"},
+	} {
+		if _, err := tt.cmd.target(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("target(%+v) = %v, want %q", tt.cmd, err, tt.want)
+		}
+	}
+}
