@@ -69,3 +69,21 @@ func fields(p httpapi.Problem) string {
 	}
 	return b.String()
 }
+
+// TestMessagesSayWhatIsInTheWay: a version that never existed is not
+// "changed by someone", and a plan's kind change names the way out.
+func TestMessagesSayWhatIsInTheWay(t *testing.T) {
+	forBackends(t, func(t *testing.T, e *env) {
+		r := e.createRule(t, `{"api":"a","route":"*","subject":"*","limit":1,"period":"1s"}`)
+		p := wantProblem(t, e.do(t, event(admin.RouteDeleteRule, idParam(r.ID), "", "If-Match", `"7"`)), 412)
+		if !strings.Contains(p.Detail, "version 7 in If-Match never existed") || strings.Contains(p.Detail, "has changed") {
+			t.Errorf("DELETE at a version that never existed: detail %q", p.Detail)
+		}
+		e.createPlan(t, `{"name":"gold","limit":5,"period":"1m"}`)
+		e.createRule(t, `{"api":"a","route":"*","subject":"k","plan":"gold"}`)
+		p = wantProblem(t, e.do(t, event(admin.RouteUpdatePlan, map[string]string{"name": "gold"}, `{"kind":"quota","limit":5,"period":"1d"}`, "If-Match", `"1"`)), 409)
+		if strings.Contains(p.Detail, "cost") || !strings.Contains(p.Detail, "kind") {
+			t.Errorf("a plan kind change refused: detail %q, want it to say the kind is in the way, not the cost", p.Detail)
+		}
+	})
+}

@@ -46,6 +46,7 @@ func classify(route string, err error) *httpapi.Error {
 	if errors.As(err, &pu) {
 		return &httpapi.Error{Status: http.StatusConflict, Detail: planInUseDetail(pu), Err: err}
 	}
+	var stale *rules.StaleError
 	noun := "rule"
 	if strings.Contains(route, "/plans") {
 		noun = "plan"
@@ -53,6 +54,9 @@ func classify(route string, err error) *httpapi.Error {
 	switch {
 	case errors.Is(err, rules.ErrNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, Detail: "No such " + noun + ".", Err: err}
+	case errors.As(err, &stale) && stale.Want > stale.Current:
+		return &httpapi.Error{Status: http.StatusPreconditionFailed,
+			Detail: fmt.Sprintf("The %s is at version %d; version %d in If-Match never existed, so nobody changed it since: GET it and use its ETag (or leave the version out).", noun, stale.Current, stale.Want), Err: err}
 	case errors.Is(err, rules.ErrStale):
 		return &httpapi.Error{Status: http.StatusPreconditionFailed,
 			Detail: "The " + noun + " has changed since the version in If-Match; GET it again and retry with its ETag.", Err: err}
@@ -93,7 +97,17 @@ func planConflictDetail(pc *rules.PlanConflictError) string {
 		}
 		b.WriteString("rule " + r.ID + ", " + r.Reason)
 	}
-	b.WriteString(". Lower those rules' cost or move them to another plan first.")
+	// What is in the way decides the way out: a kind no rule can change
+	// to in place, or numbers their cost does not fit.
+	kind := false
+	for _, r := range pc.Rules {
+		kind = kind || strings.Contains(r.Reason, "must be the kind")
+	}
+	if kind {
+		b.WriteString(". A plan's rules have its kind, and a rule's kind cannot follow a plan's change: move those rules to another plan of the new kind (or delete them) first, or create a new plan of that kind.")
+	} else {
+		b.WriteString(". Lower those rules' cost or move them to another plan first.")
+	}
 	return b.String()
 }
 

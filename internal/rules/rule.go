@@ -214,6 +214,20 @@ var (
 	ErrTooManyRules = errors.New("too many rules")
 )
 
+// StaleError is the rules.ErrStale of a write whose If-Match version is
+// not the stored one: Want was asked, Current is stored. A Want above
+// Current never existed (a typo, or another deployment's version), which
+// is not the same as a write someone else made since.
+type StaleError struct {
+	Want, Current int64
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("at version %d (current %d): %v", e.Want, e.Current, ErrStale)
+}
+
+func (e *StaleError) Unwrap() error { return ErrStale }
+
 // ValidationError lists what is wrong with a rule or plan, field by field.
 type ValidationError struct {
 	Fields []FieldError

@@ -155,7 +155,7 @@ func (s *Store) updateRule(r rules.Rule, ifVersion int64, set, actor string) (ru
 		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
-		return rules.Rule{}, fmt.Errorf("update rule %q at version %d (current %d): %w", id, ifVersion, old.Version, rules.ErrStale)
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", id, &rules.StaleError{Want: ifVersion, Current: old.Version})
 	}
 	if err := owned(set, old.Set, "rule "+id); err != nil {
 		return rules.Rule{}, err
@@ -204,7 +204,7 @@ func (s *Store) deleteRule(id string, ifVersion int64, set, actor string) error 
 		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
-		return fmt.Errorf("delete rule %q at version %d (current %d): %w", cid, ifVersion, old.Version, rules.ErrStale)
+		return fmt.Errorf("delete rule %q: %w", cid, &rules.StaleError{Want: ifVersion, Current: old.Version})
 	}
 	if err := owned(set, old.Set, "rule "+cid); err != nil {
 		return err
@@ -332,7 +332,7 @@ func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (ru
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
-		return rules.Plan{}, fmt.Errorf("update plan %q at version %d (current %d): %w", p.Name, ifVersion, old.Version, rules.ErrStale)
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, &rules.StaleError{Want: ifVersion, Current: old.Version})
 	}
 	if err := owned(set, old.Set, fmt.Sprintf("plan %q", p.Name)); err != nil {
 		return rules.Plan{}, err
@@ -381,7 +381,7 @@ func (s *Store) deletePlan(name string, ifVersion int64, set, actor string) erro
 		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
 	}
 	if ifVersion != 0 && old.Version != ifVersion {
-		return fmt.Errorf("delete plan %q at version %d (current %d): %w", name, ifVersion, old.Version, rules.ErrStale)
+		return fmt.Errorf("delete plan %q: %w", name, &rules.StaleError{Want: ifVersion, Current: old.Version})
 	}
 	if err := owned(set, old.Set, fmt.Sprintf("plan %q", name)); err != nil {
 		return err

@@ -303,7 +303,7 @@ func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules
 		return rules.Rule{}, err
 	}
 	if ifVersion != 0 && r.Version != ifVersion {
-		return rules.Rule{}, fmt.Errorf("at version %d (current %d): %w", ifVersion, r.Version, rules.ErrStale)
+		return rules.Rule{}, &rules.StaleError{Want: ifVersion, Current: r.Version}
 	}
 	return r, nil
 }
@@ -605,7 +605,7 @@ func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, lock
 		return rules.Plan{}, err
 	}
 	if ifVersion != 0 && p.Version != ifVersion {
-		return rules.Plan{}, fmt.Errorf("at version %d (current %d): %w", ifVersion, p.Version, rules.ErrStale)
+		return rules.Plan{}, &rules.StaleError{Want: ifVersion, Current: p.Version}
 	}
 	return p, nil
 }
