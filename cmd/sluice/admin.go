@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/adminclient"
@@ -107,9 +108,38 @@ func readJSON[T any](e *env, kind, file string) (T, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		return v, fmt.Errorf("read %s from %s: %w", kind, file, err)
+		return v, fmt.Errorf("read %s from %s", kind, jsonProblem(file, b, err))
 	}
 	return v, nil
+}
+
+// jsonProblem words a JSON decoding error of file for a person: where
+// (line:column), which field, and what was expected, rather than the
+// decoder's own "invalid character 'o' in literal null".
+func jsonProblem(file string, b []byte, err error) string {
+	// at is the position of the byte that stopped the decoder, which had
+	// read off bytes by then.
+	at := func(off int64) string {
+		off = min(max(off-1, 0), int64(len(b)))
+		line := 1 + bytes.Count(b[:off], []byte("\n"))
+		col := off - int64(bytes.LastIndexByte(b[:off], '\n'))
+		return fmt.Sprintf("%s:%d:%d", file, line, col)
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s: not valid JSON (%s); check the quotes, commas and brackets around it", at(se.Offset), strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("%s: field %s: must be a %s, not a %s", at(te.Offset), te.Field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return fmt.Sprintf("%s: the JSON ends early; is a closing } or ] missing?", file)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return fmt.Sprintf("%s: unknown field %s; see the fields in docs/admin-api.md#rules", file, name)
+	}
+	return fmt.Sprintf("%s: %s", file, msg)
 }
 
 // flagNames are the flags that set a rule's or plan's JSON fields, so an

@@ -205,6 +205,15 @@ func run(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice: %s%s\nRun `%s --help` for usage.\n", prefix(name), explain(err, args, node), name)
 		return exitUsage
 	}
+	sel := kctx.Selected()
+	if sel == nil {
+		sel = k.Model.Node
+	}
+	if msg := repeatedFlag(args, sel); msg != "" {
+		name := commandName(kctx)
+		fmt.Fprintf(e.stderr, "sluice: %s%s\nRun `%s --help` for usage.\n", prefix(name), msg, name)
+		return exitUsage
+	}
 	e.ctx, e.output = ctx, c.Output
 	kctx.Bind(e)
 	for _, p := range kctx.Path {
@@ -299,6 +308,12 @@ var commonMistakes = map[string]string{
 // a space.
 func explain(err error, args []string, node *kong.Node) string {
 	msg := err.Error()
+	if m := missingValue.FindStringSubmatch(msg); m != nil {
+		if f := findFlag(node, m[1]); f != nil {
+			return fmt.Sprintf("--%s needs a value after it, such as --%s %s (%s)", m[1], m[1], f.FormatPlaceHolder(), strings.TrimSuffix(f.Help, "."))
+		}
+		return fmt.Sprintf("--%s needs a value after it", m[1])
+	}
 	arg, ok := strings.CutPrefix(msg, "unexpected argument ")
 	if !ok {
 		return msg
@@ -313,4 +328,54 @@ func explain(err error, args []string, node *kong.Node) string {
 		}
 	}
 	return msg
+}
+
+// missingValue is kong's error for a flag given without its value: at the
+// end of the line ("EOL") or before another flag.
+var missingValue = regexp.MustCompile(`^--([\w-]+): expected \w+ value but got "(EOL|-.*?)"`)
+
+// findFlag finds the flag name on node or its ancestors.
+func findFlag(node *kong.Node, name string) *kong.Flag {
+	for n := node; n != nil; n = n.Parent {
+		for _, f := range n.Flags {
+			if f.Name == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// repeatedFlag says what is wrong when a flag of the selected command
+// (node, or a command above it) that takes one value is given more than
+// once (kong keeps the last): "" when none is. Flags that take a list
+// (lint's -f) may repeat.
+func repeatedFlag(args []string, node *kong.Node) string {
+	flags := map[string]*kong.Flag{}
+	for n := node; n != nil; n = n.Parent {
+		for _, f := range n.Flags {
+			if _, inner := flags["--"+f.Name]; inner {
+				continue // the command's own flag shadows an outer one
+			}
+			flags["--"+f.Name] = f
+			if f.Short != 0 {
+				flags["-"+string(f.Short)] = f
+			}
+		}
+	}
+	seen := map[*kong.Flag]int{}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(a, "=")
+		f, ok := flags[name]
+		if !ok || f.Value.IsCumulative() || f.Value.IsCounter() {
+			continue
+		}
+		if seen[f]++; seen[f] == 2 {
+			return fmt.Sprintf("--%s is given more than once; it takes one value: give it once", f.Name)
+		}
+	}
+	return ""
 }
