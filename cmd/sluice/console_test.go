@@ -460,6 +460,31 @@ func TestConsoleEdits(t *testing.T) {
 		}
 	})
 
+	t.Run("a rate is one value", func(t *testing.T) {
+		// One operator changes only the limit, another only the period:
+		// reapplying would save 100/1h, a rate neither chose.
+		r := newRule("as loaded")
+		open(r.ID)
+		drive(t, ctx, "edit", setField("limit", "100"), setField("description", "mine"))
+		cli("rules", "put", "--id", r.ID, "--period", "1h")
+		drive(t, ctx, "save over their edit",
+			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
+		want := map[string]string{"limit": "conflict", "period": "conflict", "description": "mine"}
+		if got := outcomes(); !maps.Equal(got, want) {
+			t.Errorf("conflict rows = %v, want %v (limit and period are one rate)", got, want)
+		}
+		cells := js[[]string](t, ctx, `[...document.querySelectorAll('#conflict tr[data-field="period"] td')].map(td => td.textContent)`)
+		if len(cells) < 4 || cells[1] != "1m" || cells[2] != "1h" || cells[3] != "1m" {
+			t.Errorf("period row = %q, want loaded 1m, now 1h, yours 1m, side by side", cells)
+		}
+		if js[bool](t, ctx, `!!document.getElementById('reapply')`) {
+			t.Errorf("a Reapply button is offered that would save a rate nobody chose")
+		}
+		if got := p.getRule(t, r.ID); *got.Limit != 5 || got.Period != rules.Period(time.Hour) {
+			t.Errorf("after the refused save: %d/%s, want theirs, 5/1h", *got.Limit, got.Period)
+		}
+	})
+
 	t.Run("delete a changed rule", func(t *testing.T) {
 		r := newRule("as loaded")
 		open(r.ID)

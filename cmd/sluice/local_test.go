@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 	stdout, w := io.Pipe()
 	exited := make(chan int, 1)
 	go func() {
-		code := runLocal(ctx, w, p.out, vars, append([]string{"--addr", "127.0.0.1:0", "--seed", "../../examples/rules.json"}, args...)...)
+		code := runLocal(ctx, w, p.out, vars, append(localDefaults(args), args...)...)
 		w.Close()
 		exited <- code
 	}()
@@ -160,6 +161,18 @@ func startLocal(t *testing.T, env []string, args ...string) *localProc {
 		t.Fatalf("sluice local printed no banner within 60s; output:\n%s", p.out)
 	}
 	return p
+}
+
+// localDefaults are the flags startLocal adds, less those args gives
+// itself: a flag given twice is refused.
+func localDefaults(args []string) []string {
+	var out []string
+	for _, d := range [][2]string{{"--addr", "127.0.0.1:0"}, {"--seed", "../../examples/rules.json"}} {
+		if !slices.ContainsFunc(args, func(a string) bool { return a == d[0] || strings.HasPrefix(a, d[0]+"=") }) {
+			out = append(out, d[0], d[1])
+		}
+	}
+	return out
 }
 
 // get sends GET base+path with subject in x-api-key ("" sends none).

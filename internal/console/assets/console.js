@@ -467,15 +467,31 @@ function withEdits(record, changes) {
 //   theirs    changed only by someone else: kept
 //   agreed    changed by both to the same value
 //   conflict  changed by both to different values: never reapplied
+//
+// A rate's limit, period and burst are one value: when both sides changed
+// any of them and the rates differ, every rate field either side changed
+// is a conflict (one changing the limit and the other the period must not
+// merge into a rate nobody chose).
+const RATE = ['limit', 'period', 'burst'];
 function merge(base, current, changes) {
   const keys = [...new Set([...Object.keys(base), ...Object.keys(current)])].filter(k => !SERVER_FIELDS.includes(k));
   const rows = [];
+  const myRate = k => changes.has(k) ? changes.get(k) : base[k];
+  const rateConflict = RATE.some(k => changes.has(k)) && RATE.some(k => !same(base[k], current[k])) &&
+    RATE.some(k => !same(myRate(k), current[k]));
+  const inRate = k => rateConflict && RATE.includes(k);
   for (const k of keys) {
-    if (!changes.has(k) && !same(base[k], current[k])) rows.push({ field: k, outcome: 'theirs' });
+    if (!inRate(k) && !changes.has(k) && !same(base[k], current[k])) rows.push({ field: k, outcome: 'theirs' });
   }
   for (const [k, v] of changes) {
+    if (inRate(k)) continue;
     const outcome = same(base[k], current[k]) ? 'mine' : same(v, current[k]) ? 'agreed' : 'conflict';
     rows.push({ field: k, outcome, mine: v });
+  }
+  if (rateConflict) {
+    for (const k of RATE) {
+      if (changes.has(k) || !same(base[k], current[k])) rows.push({ field: k, outcome: 'conflict', mine: myRate(k), rate: true });
+    }
   }
   const of = o => rows.filter(r => r.outcome === o).map(r => r.field);
   return { rows, mine: of('mine'), theirs: of('theirs'), conflicts: of('conflict') };
@@ -612,7 +628,9 @@ async function editor(spec, key) {
       }
       if (m.conflicts.length) {
         const keep = new Map([...changes].filter(([k]) => !m.conflicts.includes(k)));
-        const notes = new Map(m.conflicts.map(k => [k, 'Yours was ' + showValue(changes.get(k)) + '; this is version ' + current.version + '\'s. Set the value you mean.']));
+        const row = k => m.rows.find(r => r.field === k) || {};
+        const notes = new Map(m.conflicts.map(k => [k, (row(k).rate ? 'Limit, period and burst are one rate. ' : '') +
+          'Yours was ' + showValue(row(k).mine) + '; this is version ' + current.version + '\'s. Set the value you mean.']));
         actions.push(h('button', { id: 'edit-current', onclick: () => { flash(); show(current, formValuesOf(current, keep), notes); } },
           'Edit on version ' + current.version));
       }
