@@ -255,7 +255,7 @@ func TestConsoleBrowser(t *testing.T) {
 	rule.Limit = new(int64(7))
 	p.putRule(t, rule, 2)
 	drive(t, ctx, "save over a concurrent edit",
-		setField("burst", "9"),
+		setField("cost", "2"), // not the rate: limit, period and burst merge as one value
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="description"]`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
@@ -264,10 +264,10 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(css(`#reapply`)),
 		chromedp.WaitNotPresent(css(`#conflict`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
-	// Only the operator's burst is reapplied; the limit and description
+	// Only the operator's cost is reapplied; the limit and description
 	// saved meanwhile stay.
-	if rule = p.getRule(t, id); rule.Version != 4 || rule.Burst == nil || *rule.Burst != 9 || *rule.Limit != 7 || rule.Description != "changed elsewhere" {
-		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's burst 9, the other limit 7 and description", rule)
+	if rule = p.getRule(t, id); rule.Version != 4 || rule.Cost == nil || *rule.Cost != 2 || *rule.Limit != 7 || rule.Description != "changed elsewhere" {
+		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's cost 2, the other limit 7 and description", rule)
 	}
 
 	// History: four writes, newest first, with before/after.

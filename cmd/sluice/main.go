@@ -319,8 +319,13 @@ func explain(err error, args []string, node *kong.Node) string {
 		return msg
 	}
 	arg, _, _ = strings.Cut(arg, ",")
-	if want, ok := commonMistakes[arg]; ok && slices.ContainsFunc(node.Children, func(c *kong.Node) bool { return c.Name == want }) {
-		return fmt.Sprintf("unexpected argument %s, did you mean %q?", arg, want)
+	if want, ok := commonMistakes[arg]; ok {
+		if slices.ContainsFunc(node.Children, func(c *kong.Node) bool { return c.Name == want }) {
+			return fmt.Sprintf("unexpected argument %s, did you mean %q?", arg, want)
+		}
+		// A word for another command (list is ls): kong's nearest
+		// spelling (lint) would be a false hint.
+		return "unexpected argument " + arg
 	}
 	if arg == "true" || arg == "false" {
 		if i := slices.Index(args, arg); i > 0 && strings.HasPrefix(args[i-1], "-") {
