@@ -35,3 +35,28 @@ func TestCLILanguage(t *testing.T) {
 		t.Errorf("lint -f twice = exit %d, %q; want the files read", code, stderr)
 	}
 }
+
+// TestSubjectsFindTable: subjects find prints a table that names each
+// rule by its scope; the id is in -o json.
+func TestSubjectsFindTable(t *testing.T) {
+	t.Parallel()
+	const id = "3f1c9a8e-5b7d-4c2e-9a41-6d0e2b8f7c15"
+	answer := `{"hash":"3f2a9c","window":"5m","searched":true,"found":true,"matches":[{"rank":2,"subject":"3f2a9c","rule":"` + id + `","api":"demo","denied":12}]}`
+	rule := `{"id":"` + id + `","api":"demo","route":"GET /search","subject":"*","limit":3,"period":"1m","version":1}`
+	endpoint, _ := fakeAdmin(t, map[string]string{"POST /subjects/find": answer, "GET /rules/" + id: rule})
+	code, stdout, stderr := runCLI(t, "", "subjects", "find", "customer-42", "--endpoint", endpoint)
+	if code != 0 {
+		t.Fatalf("subjects find = exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"subject customer-42 is hash 3f2a9c", "RANK  API   ROUTE        RULE SUBJECT  DENIED", "2     demo  GET /search  *             12"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("subjects find printed:\n%s\nwant %q", stdout, w)
+		}
+	}
+	if strings.Contains(stdout, id) {
+		t.Errorf("the table shows the rule's id:\n%s", stdout)
+	}
+	if _, stdout, _ = runCLI(t, "", "-o", "json", "subjects", "find", "customer-42", "--endpoint", endpoint); !strings.Contains(stdout, id) {
+		t.Errorf("-o json lacks the rule id:\n%s", stdout)
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 type subjectsCmd struct {
@@ -171,14 +173,50 @@ func (cmd *subjectsFindCmd) Run(e *env, a *adminFlags) error {
 	if err := c.SendJSON(e.ctx, http.MethodPost, "/subjects/find", map[string]string{"subject": cmd.Subject}, 0, &out); err != nil {
 		return fmt.Errorf("find subject %s: %w", cmd.Subject, err)
 	}
+	var ans admin.FindSubjectResponse
+	if _, ok := out["hash"]; ok && e.output != "json" {
+		b, _ := json.Marshal(out) // decoded from JSON: always marshals
+		if json.Unmarshal(b, &ans) == nil {
+			printFound(e, c, cmd.Subject, ans)
+			return nil
+		}
+	}
 	return e.print(out, func() {
-		// The answer's fields, one a line, as the admin API names them.
+		// An answer of another shape: its fields, one a line, as the
+		// admin API names them.
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		for _, k := range slices.Sorted(maps.Keys(out)) {
 			fmt.Fprintf(tw, "%s\t%s\n", k, plainJSON(out[k]))
 		}
 		tw.Flush()
 	})
+}
+
+// printFound prints a subject's place in the top denied subjects, each
+// rule named by its scope (api, route, subject); -o json has the ids.
+func printFound(e *env, c *adminclient.Client, subject string, ans admin.FindSubjectResponse) {
+	fmt.Fprintf(e.stdout, "subject %s is hash %s\n", subject, ans.Hash)
+	switch {
+	case !ans.Searched:
+		fmt.Fprintln(e.stdout, "No decision statistics here to search (GET /stats is unavailable).")
+		return
+	case !ans.Found:
+		fmt.Fprintf(e.stdout, "Not among the top denied subjects of the last %s.\n", ans.Window)
+		return
+	}
+	fmt.Fprintf(e.stdout, "Among the top denied subjects of the last %s:\n", ans.Window)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tAPI\tROUTE\tRULE SUBJECT\tDENIED")
+	for _, m := range ans.Matches {
+		route, rs := "?", "?"
+		if r, err := fetch[rules.Rule](e, c, "rule", m.Rule); err == nil {
+			route, rs = r.Route, r.Subject
+		} else if m.Rule == rules.DefaultID {
+			route, rs = "(default)", "*"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", m.Rank, m.API, route, rs, m.Denied)
+	}
+	tw.Flush()
 }
 
 // plainJSON shows a JSON value for a table: a string without quotes,
