@@ -60,3 +60,30 @@ func TestSubjectsFindTable(t *testing.T) {
 		t.Errorf("-o json lacks the rule id:\n%s", stdout)
 	}
 }
+
+// TestStatsNamesRules: sluice stats names each rule by its scope (route
+// and subject beside the API column), not by its UUID; -o json keeps
+// the id.
+func TestStatsNamesRules(t *testing.T) {
+	t.Parallel()
+	p := startLocal(t, nil)
+	for range 5 {
+		p.get(t, "/search", "stats-names")
+	}
+	out, stderr, code := p.cli(t, "stats", "--window", "5m")
+	if code != 0 {
+		t.Fatalf("sluice stats = exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Rules []struct {
+			Rule string `json:"rule"`
+		} `json:"rules"`
+	}
+	p.cliJSON(t, &rep, "stats", "--window", "5m")
+	if len(rep.Rules) == 0 {
+		t.Fatalf("stats -o json has no rules:\n%s", out)
+	}
+	if !strings.Contains(out, "GET /search *") || strings.Contains(out, rep.Rules[0].Rule) {
+		t.Errorf("sluice stats =\n%s\nwant the rule named GET /search *, not %s", out, rep.Rules[0].Rule)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -35,6 +36,19 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 	if _, err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {
 		return nameFlags(err)
 	}
+	// The tables name each rule by its scope; -o json keeps the ids.
+	names := map[string]string{}
+	name := func(id string) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		n := id // the default rule, or one deleted since
+		if r, err := fetch[rules.Rule](e, c, "rule", id); err == nil {
+			n = r.Route + " " + r.Subject
+		}
+		names[id] = n
+		return n
+	}
 	return e.print(rep, func() {
 		fmt.Fprintf(e.stdout, "%s to %s (%s, %s)\n\nTOP LIMITING RULES\n", rep.From.Format("15:04:05"), rep.To.Format("15:04:05"), rep.Window, rep.Source)
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -44,7 +58,7 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 			if r.Allowed != nil {
 				allowed = strconv.FormatInt(*r.Allowed, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", r.Rule, r.API, r.Denied, r.ShadowDenied, r.FailOpen, allowed)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", name(r.Rule), r.API, r.Denied, r.ShadowDenied, r.FailOpen, allowed)
 		}
 		tw.Flush()
 		fmt.Fprintln(e.stdout, "\nTOP DENIED SUBJECTS (hash)")
@@ -59,10 +73,10 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 		}
 		for _, s := range rep.Subjects {
 			if shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", s.Subject, cmp.Or(s.Shown, "-"), s.Rule, s.API, s.Denied)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", s.Subject, cmp.Or(s.Shown, "-"), name(s.Rule), s.API, s.Denied)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Subject, s.Rule, s.API, s.Denied)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Subject, name(s.Rule), s.API, s.Denied)
 		}
 		tw.Flush()
 	})
