@@ -94,7 +94,7 @@ var contextFlags = []string{
 	"subjectSources", "defaultLimit", "rateLimitHeaders", "upstreamAuthorizerArn",
 	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
-	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow",
+	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow", "limitsFile",
 	"demoApi", "apiGatewayAccount",
 }
 
@@ -171,6 +171,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		AlarmEmail:                    get("alarmEmail"),
 		ProtectedAPINames:             splitList(get("protectedApiNames")),
 		MaintenanceWindow:             get("maintenanceWindow"),
+		LimitsName:                    get("limitsFile"),
 		NoDemoAPI:                     !boolean("demoApi", true),
 		NoAPIGatewayAccount:           !boolean("apiGatewayAccount", true),
 		NoVpc:                         boolean("localstack", false),
@@ -178,6 +179,15 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		SecurityGroupIDs:              splitList(get("securityGroupIds")),
 		NatGateways:                   int(num("natGateways")),
 		VpcEndpoints:                  get("vpcEndpoints"),
+	}
+	if p.LimitsName != "" {
+		// Read at synth: the file's content is the migration's Limits
+		// property, so a change to it is a change of the template.
+		b, err := os.ReadFile(p.LimitsName)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-c limitsFile=%s: %w", p.LimitsName, err))
+		}
+		p.Limits = string(b)
 	}
 	name := get("stackName")
 	if name == "" {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/rulefile"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -192,6 +193,15 @@ type StackProps struct {
 	// "sun:03:00-sun:04:00".
 	MaintenanceWindow string
 
+	// Limits is a limits file (sluice apply's format: version 1, a set,
+	// rules and plans; YAML or JSON) the deploy applies after the
+	// migrations, converging the set it names and touching nothing
+	// outside it: a change shows in `cdk diff` as the migration's Limits
+	// property, and lands with `cdk deploy`. LimitsName names it in error
+	// messages. Checked at synth by the same validator as `sluice lint`.
+	// Default: none (rules live only in the admin API).
+	Limits, LimitsName string
+
 	// NoDemoAPI leaves out the demo API. Default: created, throttled to
 	// demoRateLimit requests a second.
 	NoDemoAPI bool
@@ -247,6 +257,12 @@ func (p *StackProps) validate() error {
 	if p.MaintenanceWindow != "" {
 		if err := checkWindow(p.MaintenanceWindow); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if p.Limits != "" {
+		if _, err := rulefile.Parse(cmp.Or(p.LimitsName, "limits"), []byte(p.Limits)); err != nil {
+			//lint:ignore ST1005 it names the field, as the caller spells it
+			errs = append(errs, fmt.Errorf("Limits: %w (run sluice lint -f on it)", err))
 		}
 	}
 	if p.NoVpc && !p.byoDatabase() {
@@ -674,7 +690,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
 
-	migration := newMigration(stack, s.Functions["migrate"], db, net.needs...)
+	migration := newMigration(stack, s.Functions["migrate"], db, p.Limits, net.needs...)
 	if db.readsOnly() {
 		// The read-only login works once migrate has set it: the functions
 		// that use it are created (or switched to it) after the migration.
@@ -1047,7 +1063,11 @@ func proxyName(stack awscdk.Stack) string {
 // CloudFormation deletes in reverse dependency order, and the Delete event
 // then runs while the endpoint is still there rather than hanging on
 // Secrets Manager until it times out.
-func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs ...constructs.IDependable) awscdk.CustomResource {
+//
+// limits, when not "", is the stack's limits file (StackProps.Limits),
+// the Limits property: the function applies it after migrating, and an
+// Update that changes only it applies it without migrating again.
+func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, limits string, needs ...constructs.IDependable) awscdk.CustomResource {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 		// The framework function's log group, with an expiry (Lambda
@@ -1060,10 +1080,14 @@ func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, needs 
 	suppress(provider, "AwsSolutions-IAM5", "the CDK Provider framework may invoke the migrate function's "+
 		"versions and aliases (<function ARN>:*), and nothing else",
 		`/^Resource::<Migrate[0-9A-F]{8}\.Arn>:\*$/`)
+	props := map[string]interface{}{"Migrations": migrations.Digest()}
+	if limits != "" {
+		props["Limits"] = limits
+	}
 	cr := awscdk.NewCustomResource(stack, jsii.String("Migration"), &awscdk.CustomResourceProps{
 		ServiceToken: provider.ServiceToken(),
 		ResourceType: jsii.String("Custom::SluiceMigrate"),
-		Properties:   &map[string]interface{}{"Migrations": migrations.Digest()},
+		Properties:   &props,
 	})
 	if db.dependable != nil {
 		cr.Node().AddDependency(db.dependable)

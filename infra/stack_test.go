@@ -155,6 +155,7 @@ func variantProps(v variant) *StackProps {
 		p.AdminReservedConcurrency = 5
 	case serverless:
 		p.ServerlessRedis = true
+		p.Limits, p.LimitsName = exampleLimits, "examples/limits.yaml"
 		p.UpstreamAuthorizerArn = "arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"
 	case byo:
 		p.Env = &awscdk.Environment{Account: jsii.String(byoAccount), Region: jsii.String(byoRegion)}
@@ -1210,5 +1211,53 @@ func TestUpstreamAuthorizer(t *testing.T) {
 	}
 	if !granted {
 		t.Errorf("no policy grants lambda:InvokeFunction on %s", arn)
+	}
+}
+
+// exampleLimits is examples/limits.yaml, the serverless variant's limits
+// file.
+var exampleLimits = func() string {
+	b, err := os.ReadFile("../examples/limits.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// TestLimitsFile: a stack given a limits file carries it, byte for byte,
+// as the migration's Limits property (what internal/app's
+// TestHandleAppliesLimitsFile applies), so a change to the file is a
+// change of the template that `cdk diff` shows and `cdk deploy` lands; a
+// stack without one carries no such property (TestMigration). The file
+// is read from -c limitsFile at synth, and one that does not validate is
+// refused there, by the validator of `sluice lint`.
+func TestLimitsFile(t *testing.T) {
+	_, js := synth(t, serverless)
+	ms := resources(js, "Custom::SluiceMigrate")
+	if len(ms) != 1 || ms[0].Props["Limits"] != exampleLimits {
+		t.Errorf("serverless: migration properties %v, want Limits = examples/limits.yaml", ms)
+	}
+
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "limits.yaml"), filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte(exampleLimits), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("version: 1\nset: platform\nrules:\n  - api: x\n    limit: lots\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := propsFromContext(newApp(map[string]any{"limitsFile": good}))
+	if err != nil || p.Limits != exampleLimits || p.validate() != nil {
+		t.Errorf("-c limitsFile=%s: props.Limits %d bytes, %v, validate %v; want the file, valid", good, len(p.Limits), err, p.validate())
+	}
+	if _, _, err := propsFromContext(newApp(map[string]any{"limitsFile": filepath.Join(dir, "missing.yaml")})); err == nil || !strings.Contains(err.Error(), "limitsFile") {
+		t.Errorf("-c limitsFile=<missing> = %v, want an error naming limitsFile", err)
+	}
+	p, _, err = propsFromContext(newApp(map[string]any{"limitsFile": bad}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.validate(); err == nil || !strings.Contains(err.Error(), "Limits") || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Errorf("validate(a bad limits file) = %v, want an error naming Limits and the file", err)
 	}
 }

@@ -390,7 +390,7 @@ func NewMigrator(ctx context.Context, cfg config.Config, o Options) (m *Migratio
 	}
 	db := stdlib.OpenDBFromPool(m.pool)
 	m.onClose(func() { db.Close() })
-	m.Migrator = &Migrator{db: db, log: m.Log}
+	m.Migrator = &Migrator{db: db, log: m.Log, store: m.Store}
 	if m.Migrator.reader, err = config.ReaderCredentials(ctx, cfg); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rulefile"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -43,6 +45,9 @@ type migrateProperties struct {
 	// Migrations is the migrations.Digest of the set the template asks
 	// for (the stack sets it at synth).
 	Migrations string `json:"Migrations"`
+	// Limits is the limits file the stack declares (StackProps.Limits,
+	// -c limitsFile), applied after the migrations; "" declares none.
+	Limits string `json:"Limits"`
 }
 
 // MigrateResult is the migrate function's reply. PhysicalResourceID and
@@ -61,7 +66,10 @@ type MigrateResult struct {
 	// Published says whether the rules snapshot was written to Redis
 	// (false: Redis held a newer one); nil when nothing was published
 	// (no Redis configured, a skipped event, or a failure, logged).
-	Published          *bool             `json:"published,omitempty"`
+	Published *bool `json:"published,omitempty"`
+	// LimitsApplied is the number of writes the stack's limits file made
+	// (0: the deployment already matched it); nil without a file.
+	LimitsApplied      *int              `json:"limitsApplied,omitempty"`
 	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
 	Data               map[string]string `json:"Data,omitempty"`
 }
@@ -93,6 +101,8 @@ type Migrator struct {
 	// reader is the read-only role's login (DB_READER_SECRET_ARN), set
 	// after every migration run; nil leaves the role as it is.
 	reader *config.Credentials
+	// store is the rules store a limits file is applied to.
+	store store.Store
 	// publish, when set, publishes the rules snapshot to Redis after
 	// every migration run (Migration.PublishSnapshot sets it).
 	publish func(context.Context) (bool, error)
@@ -144,7 +154,8 @@ func skipReason(ev *migrateEvent) string {
 		return ""
 	case ev.ResourceProperties.Migrations != migrations.Digest():
 		return "rollback"
-	case ev.ResourceProperties.Migrations == ev.OldResourceProperties.Migrations:
+	case ev.ResourceProperties.Migrations == ev.OldResourceProperties.Migrations &&
+		ev.ResourceProperties.Limits == ev.OldResourceProperties.Limits:
 		return "unchanged"
 	}
 	return ""
@@ -182,6 +193,18 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
 	out := MigrateResult{Applied: res.Applied, Version: res.Version}
+	if limits := ev.ResourceProperties.Limits; limits != "" {
+		// Before the snapshot is published, so that it carries them. A
+		// file that does not apply fails the deploy, which rolls back:
+		// CloudFormation shows this error.
+		n, err := m.applyLimits(ctx, limits)
+		if err != nil {
+			log.ErrorContext(ctx, "limits file not applied", slog.Any("error", err))
+			return MigrateResult{}, fmt.Errorf("migrate: limits file: %w", err)
+		}
+		out.LimitsApplied = &n
+		log.InfoContext(ctx, "limits file applied", slog.Int("writes", n))
+	}
 	if m.publish != nil {
 		// Best effort, as after an admin write: the stack works without
 		// it (authorizers load from the database until a rule is written),
@@ -200,6 +223,40 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		out.Data = map[string]string{"Version": strconv.FormatInt(res.Version, 10)}
 	}
 	return out, nil
+}
+
+// LimitsActor is the audit log's actor of the writes a deploy's limits
+// file makes.
+const LimitsActor = "cdk deploy (limits file)"
+
+// applyLimits converges the limits file's set to it, as `sluice apply`
+// does (rulefile.Diff, then one all-or-nothing store.Apply): it creates,
+// updates at the stored versions and deletes within the file's set, and
+// never writes a rule or plan outside it. It returns the number of
+// writes.
+func (m *Migrator) applyLimits(ctx context.Context, text string) (int, error) {
+	if m.store == nil {
+		return 0, errors.New("no rules store")
+	}
+	f, err := rulefile.Parse("limits", []byte(text))
+	if err != nil {
+		return 0, err
+	}
+	have, err := m.store.LoadAll(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b, _, err := rulefile.Diff(f, have)
+	if err != nil {
+		return 0, err
+	}
+	if len(b.Ops) == 0 {
+		return 0, nil
+	}
+	if _, err := m.store.Apply(ctx, b, LimitsActor); err != nil {
+		return 0, err
+	}
+	return len(b.Ops), nil
 }
 
 // dbWait bounds how long a migration waits for the database to accept a

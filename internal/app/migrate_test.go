@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -223,4 +224,81 @@ func TestHandlePublishesSnapshot(t *testing.T) {
 	if err != nil || set.Version < 1 || len(set.Rules) != 0 {
 		t.Errorf("snapshot after the migration = %+v, %v; want an empty set with a version", set, err)
 	}
+}
+
+// TestHandleAppliesLimitsFile: the stack's limits file (the custom
+// resource's Limits property) is applied after the migrations, as a
+// CloudFormation Create and Update deliver it: its set converges to the
+// file, a rule outside the set (an operator's override) is never touched,
+// an Update that changes only the file applies it without being skipped,
+// an unchanged one is skipped, and a file that does not parse fails the
+// deploy with nothing written.
+func TestHandleAppliesLimitsFile(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabase(t)
+	cfg := config.Config{DatabaseURL: config.Secret(dbURL)}
+	mg, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mg.Close)
+	m := mg.Migrator
+	digest := migrations.Digest()
+	event := func(kind, limits, old string) json.RawMessage {
+		ev := map[string]any{"RequestType": kind, "ResourceProperties": map[string]string{"Migrations": digest, "Limits": limits}}
+		if kind == "Update" {
+			ev["OldResourceProperties"] = map[string]string{"Migrations": digest, "Limits": old}
+		}
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	v1 := "version: 1\nset: platform\nrules:\n  - api: orders\n    route: \"*\"\n    subject: \"*\"\n    limit: 100\n    period: 1m\n"
+	v2 := strings.Replace(v1, "limit: 100", "limit: 200", 1)
+	res, err := m.Handle(t.Context(), event("Create", v1, ""))
+	if err != nil || res.LimitsApplied == nil || *res.LimitsApplied != 1 {
+		t.Fatalf("Create with a limits file = %+v, %v; want 1 write", res, err)
+	}
+	// An operator's override, outside the file's set.
+	override := mustCreate(t, mg, `{"api":"orders","route":"*","subject":"customer-x","limit":500,"period":"1m"}`)
+
+	res, err = m.Handle(t.Context(), event("Update", v2, v1))
+	if err != nil || res.Skipped != "" || res.LimitsApplied == nil || *res.LimitsApplied != 1 {
+		t.Fatalf("Update changing only the file = %+v, %v; want applied, 1 write", res, err)
+	}
+	if res, err := m.Handle(t.Context(), event("Update", v2, v2)); err != nil || res.Skipped != "unchanged" {
+		t.Errorf("Update with the same file = %+v, %v; want skipped as unchanged", res, err)
+	}
+	if _, err := m.Handle(t.Context(), event("Update", "version: 1\nset: platform\nrules: [{api: orders}]\n", v2)); err == nil {
+		t.Errorf("a file that does not validate: no error, want the deploy to fail")
+	}
+	set, err := mg.Store.LoadAll(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range set.Rules {
+		got[r.Subject+"/"+r.Set] = *r.Limit
+	}
+	if diff := cmp.Diff(map[string]int64{"*/platform": 200, "customer-x/": 500}, got); diff != "" {
+		t.Errorf("rules after the deploys (-want +got):\n%s", diff)
+	}
+	for _, r := range set.Rules {
+		if r.ID == override.ID && r.Version != override.Version {
+			t.Errorf("the override outside the set was written: version %d, want %d", r.Version, override.Version)
+		}
+	}
+}
+
+// mustCreate creates a rule from JSON through the store, as the admin API
+// would, outside any set.
+func mustCreate(t *testing.T, mg *Migration, body string) rules.Rule {
+	t.Helper()
+	var r rules.Rule
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	created, err := mg.Store.CreateRule(t.Context(), r, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
 }
