@@ -237,16 +237,24 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("created rule = %+v, want %s 5/1m at version 1", rule, route)
 	}
 
-	// Edit.
+	// Edit, and time-box the rule.
 	drive(t, ctx, "edit",
-		setField("limit", "6"),
+		setField("limit", "6"), setField("expires_at", "2099-01-01T00:00:00Z"),
 		clearFlash,
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)),
 		chromedp.WaitReady(css(`#version`)))
-	if rule = p.getRule(t, id); *rule.Limit != 6 || rule.Version != 2 {
-		t.Fatalf("edited rule = limit %d version %d, want 6 at version 2", *rule.Limit, rule.Version)
+	if rule = p.getRule(t, id); *rule.Limit != 6 || rule.Version != 2 || rule.ExpiresAt == nil || rule.ExpiresAt.Year() != 2099 {
+		t.Fatalf("edited rule = limit %d version %d expires %v, want 6 at version 2, expiring in 2099", *rule.Limit, rule.Version, rule.ExpiresAt)
 	}
+	// The list shows it as expiring.
+	drive(t, ctx, "the list shows the expiry",
+		chromedp.Navigate(p.base+"/console/#/rules"),
+		chromedp.WaitVisible(css(`#rules tbody tr[data-id="`+id+`"] [data-expires]`)))
+	if got := value(t, ctx, "expiry text", chromedp.Text(css(`#rules tbody tr[data-id="`+id+`"] [data-expires]`))); !strings.Contains(got, "2099") {
+		t.Errorf("the rule's row says %q, want its expiry in 2099", got)
+	}
+	drive(t, ctx, "back to the form", chromedp.Navigate(p.base+"/console/#/rules/"+id), chromedp.WaitVisible(css(`#version`)))
 
 	// Conflict: someone else saves version 3 through the API while the
 	// form still holds version 2.

@@ -287,6 +287,7 @@ func TestLocal(t *testing.T) {
 			t.Run("load finds no over-admission", func(t *testing.T) { testLoad(t, p) })
 			t.Run("stats name the denied subject", func(t *testing.T) { testStats(t, p) })
 			t.Run("shadow denials are the shadow rule's", func(t *testing.T) { testShadowStats(t, p) })
+			t.Run("rules put --expires-at", func(t *testing.T) { testExpiresAt(t, p) })
 		})
 	}
 }
@@ -1116,4 +1117,29 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// testExpiresAt: `rules put --expires-at` time-boxes a rule, `rules ls`
+// shows it as expiring, "" clears it, and a time that is not RFC 3339 is
+// refused naming the flag.
+func testExpiresAt(t *testing.T, p *localProc) {
+	route := "GET /expiring-" + testenv.Random(t)
+	var r rules.Rule
+	p.cliJSON(t, &r, "rules", "put", "--api", "demo", "--route", route, "--subject", "*", "--limit", "1", "--period", "1m",
+		"--expires-at", "2099-01-01T00:00:00Z")
+	t.Cleanup(func() { p.cli(t, "rules", "rm", r.ID) })
+	if r.ExpiresAt == nil || r.ExpiresAt.Year() != 2099 {
+		t.Fatalf("rules put --expires-at = %+v, want it expiring in 2099", r)
+	}
+	if out, stderr, code := p.cli(t, "rules", "ls", "--api", "demo"); code != 0 || !strings.Contains(out, "EXPIRES") || !strings.Contains(out, "2099") {
+		t.Errorf("rules ls = exit %d %s%s, want an EXPIRES column with 2099", code, out, stderr)
+	}
+	var cleared rules.Rule // fresh: an absent expires_at must not keep the old value
+	p.cliJSON(t, &cleared, "rules", "put", "--id", r.ID, "--expires-at", "")
+	if cleared.ExpiresAt != nil {
+		t.Errorf(`rules put --expires-at "" = %v, want no expiry`, cleared.ExpiresAt)
+	}
+	if _, stderr, code := p.cli(t, "rules", "put", "--id", r.ID, "--expires-at", "friday"); code != 2 || !strings.Contains(stderr, "--expires-at") {
+		t.Errorf("rules put --expires-at friday = exit %d %s, want 2 naming the flag", code, stderr)
+	}
 }

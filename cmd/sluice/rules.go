@@ -189,6 +189,7 @@ type rulesPutCmd struct {
 	FailureMode  *string `name:"failure-mode" help:"open or closed: what happens when Redis is down."`
 	Mode         *string `help:"enforce or shadow."`
 	Enabled      *bool   `help:"Whether the rule takes part in matching (--enabled=false turns it off)."`
+	ExpiresAt    *string `name:"expires-at" placeholder:"TIME" help:"The rule stops applying at this RFC 3339 time, such as 2026-12-31T23:59:59Z (\"\" clears)."`
 	Description  *string `help:"Free text."`
 	Dimension    *string `help:"The dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one."`
 	Version      *int64  `help:"If-Match this version (default: the current one)."`
@@ -384,6 +385,16 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 	}
 	set(&r.Description, cmd.Description)
 	set(&r.Dimension, cmd.Dimension)
+	if cmd.ExpiresAt != nil {
+		r.ExpiresAt = nil
+		if *cmd.ExpiresAt != "" {
+			at, err := time.Parse(time.RFC3339, *cmd.ExpiresAt)
+			if err != nil {
+				return usageErrorf("--expires-at %q: want an RFC 3339 time, such as 2026-12-31T23:59:59Z", *cmd.ExpiresAt)
+			}
+			r.ExpiresAt = &at
+		}
+	}
 	return nil
 }
 

@@ -135,6 +135,7 @@ const RULE_FIELDS = [
   { name: 'failure_mode', label: 'Failure mode', type: 'select', options: ['', 'open', 'closed'], hint: 'when Redis fails (default open)' },
   { name: 'mode', label: 'Mode', type: 'select', options: ['', 'enforce', 'shadow'], hint: 'shadow: log, never deny' },
   { name: 'enabled', label: 'Enabled', type: 'bool' },
+  { name: 'expires_at', label: 'Expires at', hint: 'RFC 3339: stops applying then (empty: never)' },
   { name: 'description', label: 'Description', type: 'textarea' },
 ];
 
@@ -342,7 +343,8 @@ function ruleRow(r, plans) {
     h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
     h('td', { class: 'desc' }, r.description || ''),
     h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
-    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes'),
+    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes',
+      r.expires_at && h('span', { class: 'muted', 'data-expires': '' }, ', until ', when(r.expires_at, utcMinute(r.expires_at)))),
     h('td', { class: 'num' }, r.version),
     h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
       h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS);
