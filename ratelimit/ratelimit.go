@@ -314,7 +314,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax},
 		SubjectKey: key, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
 	})
-	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Dimensions: dims, Headers: dialect, Close: func() {
+	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {
 		d.Close()
 		if closeRedis != nil {
 			closeRedis()
@@ -371,9 +371,7 @@ func embed(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	if o.ContextKey != "" {
 		up = []identity.Source{{Kind: identity.SourceContext, Name: o.ContextKey}}
 	}
-	co := d.CoreOptions(up, o.Dimensions, decider.Options{Stats: o.Stats})
 	ho := apigw.Options{Logger: d.Log, Metrics: d.Metrics, Headers: o.Headers}
-	core := d.Core
 	closer := o.Close
 	if closer == nil {
 		closer = func() {}
@@ -381,11 +379,11 @@ func embed(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	return &Limiter{
 		dec:     d,
 		close:   closer,
-		chain:   apigw.NewAuthorizer(authorizer.New(d.Cache, d.Limiter, co), ho),
-		core:    core,
+		chain:   apigw.NewAuthorizer(authorizer.New(d.Cache, d.Limiter, d.CoreOptions(up)), ho),
+		core:    d.Core,
 		dialect: cmp.Or(o.Headers, headers.Default),
 		sources: d.Core.Sources(),
-		headers: headerNames(d.Core.Sources(), o.Dimensions),
+		headers: headerNames(d.Core.Sources(), d.Dimensions()),
 	}
 }
 

@@ -42,9 +42,6 @@ import (
 	"github.com/sluicehq/sluice/internal/store/postgres"
 )
 
-// InitLoadTimeout is decider.InitLoadTimeout.
-const InitLoadTimeout = decider.InitLoadTimeout
-
 // minAdminRedisTimeout is the least time an admin peek or reset gets from
 // Redis: the authorizer's budget (REDIS_TIMEOUT, 25 ms) is tuned for the
 // request path, and an admin call can afford to wait rather than answer 503.
@@ -396,9 +393,6 @@ func NewMigrator(ctx context.Context, cfg config.Config, o Options) (m *Migratio
 	}
 	return m, nil
 }
-
-// LogReload is decider.LogReload.
-var LogReload = decider.LogReload
 
 // Local is the graph of one process that decides and administers: sluice
 // local, and the harnesses that run a whole deployment in one process (the

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/decider"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
@@ -313,7 +314,7 @@ func TestLogReloadReportsSkippedRules(t *testing.T) {
 		{ID: "r-gold", API: "a", Route: "*", Subject: "vip", Plan: "gold"},
 	}, nil, rules.SnapshotOptions{})
 	var buf strings.Builder
-	app.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, rulesync.FromSnapshot, snap)
+	decider.LogReload(slog.New(slog.NewJSONHandler(&buf, nil)))(7, rulesync.FromSnapshot, snap)
 
 	var lines []map[string]any
 	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {

@@ -84,6 +84,7 @@ type Decider struct {
 	// Core is the decision every edge asks.
 	Core *authorizer.Authorizer
 
+	opts    Options // as New was given them, defaults filled
 	closers []func()
 }
 
@@ -189,20 +190,26 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 			return metrics.LeaseCounts{Leased: s.Leased, Taken: s.Leases, Returned: s.LeaseReturned}
 		},
 	})
-	d.Core = authorizer.New(cache, lim, d.CoreOptions(o.Sources, o.Dimensions, o))
+	d.opts = o
+	d.Core = authorizer.New(cache, lim, d.CoreOptions(o.Sources))
 	log.Info("decision path ready", slog.String("sources", identity.FormatSources(d.Core.Sources())),
 		slog.String("dimensions", identity.FormatDimensions(o.Dimensions)))
 	return d
 }
 
-// CoreOptions are the core's options over d's recording (log, metrics,
-// stats) for sources and dims: a second core on the same path (the
-// ratelimit package's authorizer wrappers read an upstream's answer)
-// records as the first does.
-func (d *Decider) CoreOptions(sources []identity.Source, dims []identity.Dimension, o Options) authorizer.Options {
-	return authorizer.Options{Sources: sources, Dimensions: dims, JWT: d.JWT, Logger: d.Log, Metrics: d.Metrics,
+// CoreOptions are the options of a core on d's path reading the subject
+// from sources: d's dimensions, JWT verifier and recording (log, metrics,
+// stats, shown subjects, fail-storm sampling). A second core on the same
+// path (the ratelimit package's authorizer wrappers read an upstream's
+// answer) so decides and records as the first does.
+func (d *Decider) CoreOptions(sources []identity.Source) authorizer.Options {
+	o := &d.opts
+	return authorizer.Options{Sources: sources, Dimensions: o.Dimensions, JWT: d.JWT, Logger: d.Log, Metrics: d.Metrics,
 		Stats: o.Stats, ShowSubjects: o.ShowSubjects, FailLogInterval: o.FailLogInterval}
 }
+
+// Dimensions are the named dimensions d's core limits.
+func (d *Decider) Dimensions() []identity.Dimension { return d.opts.Dimensions }
 
 // leaseReturnTimeout bounds the return of the leases' unused tokens at
 // shutdown: Lambda gives a SIGTERM hook about 500 ms.
@@ -255,12 +262,8 @@ type EmbedOptions struct {
 	// ContextKey is the key of a wrapped authorizer's context naming the
 	// subject; "" its principalId.
 	ContextKey string
-	// Dimensions are the named dimensions (the core's).
-	Dimensions []identity.Dimension
 	// Headers are the rate-limit header dialects.
 	Headers headers.Dialects
-	// Stats, when set, counts the wrappers' decisions too.
-	Stats *stats.Stats
 	// Close, when set, is called by the Limiter's Close: it closes what
 	// was built for it (the Decider, the clients).
 	Close func()

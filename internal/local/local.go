@@ -320,7 +320,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// EMF metrics and stats): one path, and the admin API's rules apply
 	// to them as to the REST API. Their decisions, and the REST API's
 	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := decider.Embed(a.Path, decider.EmbedOptions{Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Stats: counts}).(*ratelimit.Limiter)
+	rl := decider.Embed(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders}).(*ratelimit.Limiter)
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {

@@ -66,7 +66,7 @@ func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limite
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := decider.Embed(a.Path, decider.EmbedOptions{ContextKey: key, Dimensions: cfg.Dimensions, Headers: cfg.RateLimitHeaders, Close: a.Close}).(*ratelimit.Limiter)
+	l := decider.Embed(a.Path, decider.EmbedOptions{ContextKey: key, Headers: cfg.RateLimitHeaders, Close: a.Close}).(*ratelimit.Limiter)
 	if err := l.CheckKey(ctx); err != nil {
 		a.Close()
 		return nil, err
