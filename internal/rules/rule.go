@@ -129,6 +129,13 @@ type Rule struct {
 	// Empty (the default) is owned by no set: no apply ever touches it.
 	// A plan name's form: 1-64 of [a-z0-9_-], starting with a letter.
 	Set string `json:"set,omitempty"`
+	// Global shares the rule's budget between every Region of one
+	// deployment family: each Region leases blocks of it from a ledger
+	// (DynamoDB, strongly consistent across Regions) and decides locally
+	// from what it holds, so the sum admitted in all Regions never passes
+	// Limit per window (docs/global.md). A rule naming a global plan is
+	// global too. False (the default): each Region counts its own.
+	Global bool `json:"global,omitempty"`
 	// Version starts at 1 and grows by one on every update; it is the ETag.
 	Version int64 `json:"version"`
 	// CreatedAt and UpdatedAt are set by the store.
@@ -161,7 +168,9 @@ type Plan struct {
 	Burst       *int64 `json:"burst,omitempty"`
 	Description string `json:"description,omitempty"`
 	// Set names the rules-as-code set that owns the plan, as Rule.Set.
-	Set       string    `json:"set,omitempty"`
+	Set string `json:"set,omitempty"`
+	// Global makes every rule naming the plan global (Rule.Global).
+	Global    bool      `json:"global,omitempty"`
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`

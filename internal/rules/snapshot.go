@@ -50,6 +50,11 @@ type Effective struct {
 	MinRemaining int64
 	// Durable quotas acknowledge a charge only once a replica has it.
 	Durable bool
+	// GlobalKey, set only for a global rule (Rule.Global, or its plan's),
+	// names the rule's budget in the ledger every Region shares: a digest
+	// of its scope (API, route, subject, kind, dimension), which the same
+	// rule has in every Region, unlike its ID. Empty: regional.
+	GlobalKey string
 	// Expires is the instant the rule stops applying (Rule.ExpiresAt);
 	// zero never.
 	Expires time.Time
@@ -459,8 +464,14 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 			return Effective{}, err.Error()
 		}
 		e.Limit, e.Period, burst = p.Limit, p.Period.Duration(), p.Burst
+		if p.Global {
+			e.GlobalKey = GlobalKey(r)
+		}
 	} else {
 		e.Limit, e.Period, burst = *r.Limit, r.Period.Duration(), r.Burst
+	}
+	if r.Global {
+		e.GlobalKey = GlobalKey(r)
 	}
 	e.Burst = e.Limit
 	if burst != nil {

@@ -222,6 +222,9 @@ func (r Rule) Validate() error {
 	if r.Set != "" {
 		v.check("set", setProblem(r.Set))
 	}
+	if r.Global {
+		globalProblems(&v, r.Mode, r.MinRemaining, r.Durable, r.Kind, r.Period)
+	}
 	return v.err()
 }
 
@@ -294,6 +297,9 @@ func (p Plan) Validate() error {
 	if p.Set != "" {
 		v.check("set", setProblem(p.Set))
 	}
+	if p.Global {
+		globalProblems(&v, Enforce, nil, false, p.Kind, p.Period)
+	}
 	return v.err()
 }
 
@@ -321,6 +327,11 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 	}
 	if r.MinRemaining != nil && p.Limit > 0 {
 		v.check("min_remaining", minRemainingProblem(*r.MinRemaining, cost, burst, " of plan "+strconv.Quote(p.Name)))
+	}
+	if p.Global && !r.Global {
+		// The rule is global through its plan: what a global rule cannot
+		// combine with applies to it too.
+		globalProblems(&v, r.Mode, r.MinRemaining, r.Durable, p.Kind, p.Period)
 	}
 	switch {
 	case p.Limit <= 0 || p.Period <= 0:
