@@ -2,21 +2,21 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// The cost model: docs/cost.md holds the price table (each price with its
-// source and date) between <!-- prices:begin --> and <!-- prices:end -->;
-// this file reads it, prices every variant's synthesized template from the
-// resources it finds, and checks the small profile against its targets.
+// The cost model: prices.json holds the prices (each with its unit, source
+// and date); this file reads it, prices every variant's synthesized
+// template from the resources it finds, and checks the small profile
+// against its targets.
 // The model table of docs/cost.md (<!-- model:begin --> ... end) is what
 // it computes: go test ./infra -run TestCostModel -update-cost rewrites it.
 
@@ -33,38 +33,41 @@ const (
 // hoursPerMonth is AWS's billing month: 730 hours.
 const hoursPerMonth = 730
 
-// prices are the rows of docs/cost.md's price table, by key.
+// priceFile is the price list: one entry per key, in USD per unit, each
+// with its source and the date it was recalled, measured or assumed.
+const priceFile = "prices.json"
+
+// prices are the entries of priceFile, by key.
 type prices map[string]float64
 
-// readPrices parses the price table: | `key` | USD | unit | source | date |.
+// readPrices reads priceFile.
 func readPrices(t *testing.T) prices {
 	t.Helper()
-	doc, err := os.ReadFile(costDoc)
+	raw, err := os.ReadFile(priceFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := between(t, doc, "prices")
+	var rows []struct {
+		Key, Unit, Source, Date string
+		USD                     *float64
+	}
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		t.Fatalf("%s: %v", priceFile, err)
+	}
 	p := prices{}
-	for _, line := range strings.Split(table, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 7 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			continue
+	for _, r := range rows {
+		if r.USD == nil || r.Unit == "" || r.Source == "" || r.Date == "" {
+			t.Errorf("%s price %q has no usd, unit, source or date", priceFile, r.Key)
 		}
-		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		usd, err := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64)
-		if err != nil {
-			t.Fatalf("docs/cost.md price %s: %q is not a number", key, cells[2])
+		if _, dup := p[r.Key]; dup {
+			t.Errorf("%s price %s twice", priceFile, r.Key)
 		}
-		if src, date := strings.TrimSpace(cells[4]), strings.TrimSpace(cells[5]); src == "" || date == "" {
-			t.Errorf("docs/cost.md price %s has no source or date", key)
+		if r.USD != nil {
+			p[r.Key] = *r.USD
 		}
-		if _, dup := p[key]; dup {
-			t.Errorf("docs/cost.md price %s twice", key)
-		}
-		p[key] = usd
 	}
 	if len(p) == 0 {
-		t.Fatal("docs/cost.md has no price rows")
+		t.Fatalf("%s has no prices", priceFile)
 	}
 	return p
 }
@@ -311,7 +314,7 @@ func TestCostModel(t *testing.T) {
 			}
 		}
 	}) {
-		t.Errorf("docs/cost.md has no price row %q: a resource of the template would go unpriced", k)
+		t.Errorf("%s has no price %q: a resource of the template would go unpriced", priceFile, k)
 	}
 	doc, err := os.ReadFile(costDoc)
 	if err != nil {
