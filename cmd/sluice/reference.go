@@ -25,10 +25,10 @@ func writeReference(w io.Writer, k *kong.Kong) {
 	}
 }
 
-// writeNode writes n and its children. seen maps a flag table already
+// writeNode writes n and its children. seen maps a flag list already
 // written to the command it was written for: a group whose flags are
 // another's (the admin commands' endpoint and credentials) names that one
-// instead of repeating the table.
+// instead of repeating the list.
 func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 	leaf := len(n.Children) == 0
 	if leaf || len(n.Flags) > 0 {
@@ -40,10 +40,10 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 			usage += " " + p.Summary()
 		}
 		fmt.Fprintf(w, "#### `%s`\n\n%s\n\n", usage, mdEscape(n.Help))
-		var table strings.Builder
-		writeFlags(&table, n.Flags)
-		switch first, ok := seen[table.String()]; {
-		case table.Len() == 0:
+		var list strings.Builder
+		writeFlags(&list, n.Flags)
+		switch first, ok := seen[list.String()]; {
+		case list.Len() == 0:
 		case ok:
 			if leaf {
 				fmt.Fprintf(w, "Flags: those of `sluice %s`.\n\n", first)
@@ -51,15 +51,15 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 				fmt.Fprintf(w, "Flags of every `sluice %s` command: those of `sluice %s`.\n\n", n.Path(), first)
 			}
 		default:
-			seen[table.String()] = n.Path()
+			seen[list.String()] = n.Path()
 			if !leaf {
 				fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
 			}
-			if first, rest := within(table.String(), seen); first != "" {
+			if first, rest := within(list.String(), seen); first != "" {
 				fmt.Fprintf(w, "The flags of `sluice %s`, and:\n\n%s", first, rest)
 				break
 			}
-			io.WriteString(w, table.String())
+			io.WriteString(w, list.String())
 		}
 	}
 	for _, c := range n.Children {
@@ -69,18 +69,14 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 	}
 }
 
+// writeFlags writes one list item per flag: the flag, its default and
+// environment variable, then its help.
 func writeFlags(w io.Writer, flags []*kong.Flag) {
-	var shown []*kong.Flag
+	n := 0
 	for _, f := range flags {
-		if !f.Hidden && f.Name != "help" {
-			shown = append(shown, f)
+		if f.Hidden || f.Name == "help" {
+			continue
 		}
-	}
-	if len(shown) == 0 {
-		return
-	}
-	fmt.Fprint(w, "| flag | default | |\n| --- | --- | --- |\n")
-	for _, f := range shown {
 		name := "`--" + f.Name
 		if !f.IsBool() {
 			name += "=" + placeholder(f)
@@ -89,18 +85,24 @@ func writeFlags(w io.Writer, flags []*kong.Flag) {
 		if f.Short != 0 {
 			name = fmt.Sprintf("`-%c`, %s", f.Short, name)
 		}
-		def := ""
-		if f.HasDefault {
-			def = "`" + f.Default + "`"
+		var about []string
+		if f.HasDefault && f.Default != "" {
+			about = append(about, "default `"+f.Default+"`")
 		}
 		help := f.Help
 		if e := f.Tag.Get("envvar"); e != "" {
-			def = strings.TrimSpace(def + " env `" + e + "`")
+			about = append(about, "env `"+e+"`")
 			help = strings.TrimSuffix(help, " ($"+e+")")
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", name, def, mdEscape(help))
+		if len(about) > 0 {
+			name += " (" + strings.Join(about, ", ") + ")"
+		}
+		fmt.Fprintf(w, "- %s: %s\n", name, mdEscape(help))
+		n++
 	}
-	fmt.Fprintln(w)
+	if n > 0 {
+		fmt.Fprintln(w)
+	}
 }
 
 // flagList names flags inline: `-o`, `--output=table|json`.
@@ -121,7 +123,7 @@ func flagList(flags []*kong.Flag) string {
 }
 
 // placeholder is the flag's value as the reference writes it: its
-// placeholder tag, else its name in capitals (the default has a column).
+// placeholder tag, else its name in capitals.
 func placeholder(f *kong.Flag) string {
 	if f.PlaceHolder != "" {
 		return f.PlaceHolder
@@ -129,34 +131,31 @@ func placeholder(f *kong.Flag) string {
 	return strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 }
 
-// mdEscape keeps help text literal in a Markdown table: pipes, stars and
+// mdEscape keeps help text literal in Markdown: pipes, stars and
 // angle brackets.
 var mdEscape = strings.NewReplacer("|", `\|`, "*", `\*`, "<", "&lt;").Replace
 
-// tableHead is the first two lines of every flag table.
-const tableHead = "| flag | default | |\n| --- | --- | --- |\n"
-
-// within reports a table already written (a group's, of more than one
-// row) whose every row is in table, and table without those rows: so a
+// within reports a list already written (a group's, of more than one
+// item) whose every item is in list, and list without those items: so a
 // leaf that takes the admin flags besides its own lists only its own.
-func within(table string, seen map[string]string) (first, rest string) {
-	rows := strings.SplitAfter(strings.TrimPrefix(table, tableHead), "\n")
-	for t, path := range seen {
-		sub := strings.SplitAfter(strings.TrimPrefix(t, tableHead), "\n")
-		if len(sub) <= 3 || len(sub) >= len(rows) {
+func within(list string, seen map[string]string) (first, rest string) {
+	items := strings.SplitAfter(list, "\n")
+	for l, path := range seen {
+		sub := strings.SplitAfter(l, "\n")
+		if len(sub) <= 3 || len(sub) >= len(items) {
 			continue
 		}
 		var left []string
 		n := 0
-		for _, r := range rows {
+		for _, r := range items {
 			if strings.TrimSpace(r) != "" && slices.Contains(sub, r) {
 				n++
 			} else {
 				left = append(left, r)
 			}
 		}
-		if n == len(sub)-2 && (first == "" || path < first) { // every row of sub (less the blank line and "")
-			first, rest = path, tableHead+strings.Join(left, "")
+		if n == len(sub)-2 && (first == "" || path < first) { // every item of sub (less the blank line and "")
+			first, rest = path, strings.Join(left, "")
 		}
 	}
 	return first, rest
