@@ -173,29 +173,25 @@ func lookupVar(name string) *Var {
 
 // Table formats for Markdown.
 const (
-	// FormatFull is variable, default, meaning: docs/config.md.
+	// FormatFull is variable, default, the functions it changes,
+	// meaning: docs/config.md.
 	FormatFull = "full"
 	// FormatShort is variable, default, summary: the README.
 	FormatShort = "short"
-	// FormatFunctions is variable, the functions it changes, default:
-	// docs/deploy.md.
-	FormatFunctions = "functions"
 )
 
-// Markdown renders Vars as a markdown table in format (FormatFull,
-// FormatShort or FormatFunctions). Doc's relative links resolve from docs/,
-// where the full table lives; the other formats have none.
+// Markdown renders Vars as a markdown table in format (FormatFull or
+// FormatShort). Doc's relative links resolve from docs/, where the full
+// table lives; the short one has none.
 func Markdown(format string) (string, error) {
 	var b strings.Builder
 	switch format {
 	case FormatFull:
-		b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
+		b.WriteString("| variable | default | read by | meaning |\n| --- | --- | --- | --- |\n")
 	case FormatShort:
 		b.WriteString("| variable | default | what |\n| --- | --- | --- |\n")
-	case FormatFunctions:
-		b.WriteString("| variable | changes | default |\n| --- | --- | --- |\n")
 	default:
-		return "", fmt.Errorf("unknown table format %q: want %s, %s or %s", format, FormatFull, FormatShort, FormatFunctions)
+		return "", fmt.Errorf("unknown table format %q: want %s or %s", format, FormatFull, FormatShort)
 	}
 	for _, v := range Vars {
 		def := v.DefaultDoc
@@ -205,14 +201,12 @@ func Markdown(format string) (string, error) {
 		var cells []string
 		switch format {
 		case FormatFull:
-			cells = []string{"`" + v.Name + "`", def, v.Doc}
+			cells = []string{"`" + v.Name + "`", def, strings.Join(v.Functions, ", "), v.Doc}
 		case FormatShort:
 			if v.Tuning {
 				continue
 			}
 			cells = []string{"`" + v.Name + "`", def, v.Summary}
-		case FormatFunctions:
-			cells = []string{"`" + v.Name + "`", strings.Join(v.Functions, ", "), def}
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}

@@ -84,7 +84,7 @@ func TestVarsDefaultsAreTheConstants(t *testing.T) {
 }
 
 // envDocs are the files with rendered tables, relative to this package.
-var envDocs = []string{"../../README.md", "../../docs/config.md", "../../docs/deploy.md"}
+var envDocs = []string{"../../README.md", "../../docs/config.md"}
 
 const (
 	envBegin = "<!-- env:begin "
@@ -185,7 +185,7 @@ func TestRenderEnvDocs(t *testing.T) {
 			t.Errorf("%s: renderEnvDocs = %d blocks, %q; want %d, %q", tc.name, n, got, tc.n, tc.want)
 		}
 	}
-	for _, f := range []string{FormatFull, FormatShort, FormatFunctions} {
+	for _, f := range []string{FormatFull, FormatShort} {
 		out, err := Markdown(f)
 		if err != nil {
 			t.Fatal(err)
