@@ -558,6 +558,10 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("set", "out of range")
 	case r.ExpiresAt != nil && (r.ExpiresAt.Year() < 1970 || r.ExpiresAt.Year() >= 2100):
 		return input.FieldError("expires_at", "out of range")
+	case r.Global && (r.Mode == rules.Shadow || r.MinRemaining != nil && *r.MinRemaining != 0 || r.Durable):
+		return input.FieldError("global", "cannot be combined with mode shadow, min_remaining or durable")
+	case r.Global && r.Kind != rules.Quota && r.Period != 0 && r.Period < rules.MinGlobalPeriod:
+		return input.FieldError("period", "must be at least 1m for a global rate rule")
 	}
 	return nil
 }
@@ -590,6 +594,8 @@ func checkPlan(p rules.Plan) error {
 		return input.FieldError("period", "out of range")
 	case p.Set != "" && !planName.MatchString(p.Set):
 		return input.FieldError("set", "out of range")
+	case p.Global && p.Kind != rules.Quota && p.Period < rules.MinGlobalPeriod:
+		return input.FieldError("period", "must be at least 1m for a global rate rule")
 	}
 	return nil
 }

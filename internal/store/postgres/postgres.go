@@ -75,9 +75,9 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 
 const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
 	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension, durable,
-	set_name, expires_at`
+	set_name, expires_at, global`
 
-const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind, set_name`
+const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind, set_name, global`
 
 // CreateRule stores r under a new UUID with Version 1 and records the
 // creation by actor, in one transaction. It returns rules.ErrConflict when
@@ -126,8 +126,8 @@ func (s *Store) checkCount(ctx context.Context, tx pgx.Tx, room int) error {
 func createRule(ctx context.Context, tx pgx.Tx, r rules.Rule, actor string) (rules.Rule, error) {
 	row := tx.QueryRow(ctx, `INSERT INTO rules
 		(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
-		 kind, anchor, min_remaining, dimension, durable, set_name, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		 kind, anchor, min_remaining, dimension, durable, set_name, expires_at, global)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		RETURNING `+ruleColumns, ruleArgs(r)...)
 	out, err := scanRule(row)
 	if err != nil {
@@ -206,9 +206,9 @@ func updateRule(ctx context.Context, tx pgx.Tx, cid string, r rules.Rule, ifVers
 		api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
 		burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
 		kind = $13, anchor = $14, min_remaining = $15, dimension = $16, durable = $17,
-		set_name = $18, expires_at = $19,
+		set_name = $18, expires_at = $19, global = $20,
 		version = version + 1, updated_at = now()
-		WHERE id = $20::uuid AND version = $21
+		WHERE id = $21::uuid AND version = $22
 		RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
 	out, err := scanRule(row)
 	if err != nil {
@@ -403,9 +403,9 @@ func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rul
 
 // createPlan inserts p, normalised and checked for text, in tx.
 func createPlan(ctx context.Context, tx pgx.Tx, p rules.Plan, actor string) (rules.Plan, error) {
-	row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind, set_name)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+planColumns,
-		p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, string(p.Kind), p.Set)
+	row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind, set_name, global)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+planColumns,
+		p.Name, p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, string(p.Kind), p.Set, p.Global)
 	out, err := scanPlan(row)
 	if err != nil {
 		return rules.Plan{}, planWriteError(err, p.Name)
@@ -476,11 +476,11 @@ func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, s
 		return rules.Plan{}, err
 	}
 	row := tx.QueryRow(ctx, `UPDATE plans SET
-		limit_count = $1, period_ms = $2, burst = $3, description = $4, kind = $7, set_name = $8,
+		limit_count = $1, period_ms = $2, burst = $3, description = $4, kind = $7, set_name = $8, global = $9,
 		version = version + 1, updated_at = now()
 		WHERE name = $5 AND version = $6
 		RETURNING `+planColumns,
-		p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version, string(p.Kind), p.Set)
+		p.Limit, p.Period.Duration().Milliseconds(), p.Burst, p.Description, p.Name, before.Version, string(p.Kind), p.Set, p.Global)
 	out, err := scanPlan(row)
 	if err != nil {
 		return rules.Plan{}, planWriteError(err, p.Name)
@@ -745,7 +745,7 @@ func ruleArgs(r rules.Rule) []any {
 	}
 	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
 		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description,
-		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable, r.Set, r.ExpiresAt}
+		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable, r.Set, r.ExpiresAt, r.Global}
 }
 
 func scanRule(row pgx.Row) (rules.Rule, error) {
@@ -760,7 +760,7 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 	)
 	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
 		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable,
-		&r.Set, &r.ExpiresAt)
+		&r.Set, &r.ExpiresAt, &r.Global)
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -789,7 +789,7 @@ func scanPlan(row pgx.Row) (rules.Plan, error) {
 		periodMS int64
 	)
 	var kind string
-	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind, &p.Set)
+	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind, &p.Set, &p.Global)
 	if err != nil {
 		return rules.Plan{}, err
 	}
@@ -842,6 +842,12 @@ func checkError(constraint, tablePrefix string) error {
 	}
 	if field == "plan" {
 		reason = "a rule names a plan or carries limit and period, not both"
+	}
+	if field == "global" {
+		reason = "cannot be combined with mode shadow, min_remaining or durable"
+	}
+	if field == "global_period" {
+		field, reason = "period", "must be at least 1m for a global rate rule"
 	}
 	return input.FieldError(field, reason)
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"QuotaScopes", testQuotaScopes},
 		{"QuotaPlans", testQuotaPlans},
 		{"RuleDimension", testRuleDimension},
+		{"Global", testGlobal},
 		{"RuleStale", testRuleStale},
 		{"RuleAudit", testRuleAudit},
 		{"NoOpUpdates", testNoOpUpdates},
@@ -236,7 +237,7 @@ func testRuleAllFields(t *testing.T, s store.Store) {
 		{
 			API: "api", Route: "GET /y", Subject: "customer-x", Kind: rules.Rate, Limit: new(int64(500)), Period: rules.Period(time.Minute),
 			FailureMode: rules.FailOpen, Mode: rules.Enforce, Enabled: new(true), Set: "platform",
-			ExpiresAt: new(time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)),
+			ExpiresAt: new(time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)), Global: true,
 		},
 	} {
 		created, err := s.CreateRule(ctx, in, actor)
@@ -253,6 +254,104 @@ func testRuleAllFields(t *testing.T, s store.Store) {
 		if diff := cmp.Diff(created, got); diff != "" {
 			t.Errorf("GetRule() mismatch (-created +got):\n%s", diff)
 		}
+	}
+}
+
+// testGlobal: global rules and plans keep the flag through create, get,
+// update, list and LoadAll, and a rule made global by its plan must fit
+// what a global rule may be.
+func testGlobal(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := inline("api", "GET /g", "*", 100, time.Hour)
+	r.Global = true
+	created := mustCreateRule(t, s, r)
+	if !created.Global {
+		t.Errorf("CreateRule(global) = %+v, want global", created)
+	}
+	if got, err := s.GetRule(ctx, created.ID); err != nil || !got.Global {
+		t.Errorf("GetRule(global) = %+v, %v; want global", got, err)
+	}
+	off := created
+	off.Global = false
+	updated, err := s.UpdateRule(ctx, off, created.Version, actor)
+	if err != nil || updated.Global || updated.Version != created.Version+1 {
+		t.Errorf("UpdateRule(global false) = %+v, %v; want regional at version %d", updated, err, created.Version+1)
+	}
+	updated.Global = true
+	if updated, err = s.UpdateRule(ctx, updated, updated.Version, actor); err != nil || !updated.Global {
+		t.Errorf("UpdateRule(global true) = %+v, %v; want global", updated, err)
+	}
+	if same, err := s.UpdateRule(ctx, updated, updated.Version, actor); err != nil || same.Version != updated.Version {
+		t.Errorf("UpdateRule(unchanged global) = version %d, %v; want %d: no write", same.Version, err, updated.Version)
+	}
+	if es, err := s.RuleHistory(ctx, created.ID); err != nil || len(es) != 3 {
+		t.Errorf("RuleHistory(global) = %d entries, %v; want create and two updates", len(es), err)
+	} else if before, _ := decodeRule(t, es[2].Before); before.Global {
+		t.Errorf("RuleHistory(global)[2].before = %s, want regional", es[2].Before)
+	} else if after, _ := decodeRule(t, es[2].After); !after.Global {
+		t.Errorf("RuleHistory(global)[2].after = %s, want global", es[2].After)
+	}
+	mustCreateRule(t, s, inline("api", "GET /r", "*", 100, time.Second))
+
+	p := rules.Plan{Name: "shared", Kind: rules.Quota, Limit: 1_000_000, Period: rules.Month, Global: true}
+	cp := mustCreatePlan(t, s, p)
+	if diff := cmp.Diff(p, cp, ignoreStoreFields); diff != "" {
+		t.Errorf("CreatePlan(global) mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := s.GetPlan(ctx, "shared"); err != nil || !got.Global {
+		t.Errorf("GetPlan(global) = %+v, %v; want global", got, err)
+	}
+	onPlan := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "k", Kind: rules.Quota, Plan: "shared"})
+	shadow := onPlan
+	shadow.Mode = rules.Shadow
+	if _, err := s.UpdateRule(ctx, shadow, 0, actor); fieldOf(err) != "global" {
+		t.Errorf("UpdateRule(shadow on a global plan) error = %v, want a ValidationError on global", err)
+	}
+	regional := rules.Plan{Name: "regional", Limit: 10, Period: rules.Period(time.Minute)}
+	mustCreatePlan(t, s, regional)
+	sh := mustCreateRule(t, s, rules.Rule{API: "api", Route: "*", Subject: "s", Plan: "regional", Mode: rules.Shadow})
+	regional.Global = true
+	if _, err := s.UpdatePlan(ctx, regional, 0, actor); !errors.Is(err, rules.ErrConflict) || !strings.Contains(err.Error(), sh.ID) {
+		t.Errorf("UpdatePlan(global, a shadow rule names it) error = %v, want ErrConflict naming %s", err, sh.ID)
+	}
+	cp.Global = false
+	if up, err := s.UpdatePlan(ctx, cp, cp.Version, actor); err != nil || up.Global || up.Version != 2 {
+		t.Errorf("UpdatePlan(global false) = %+v, %v; want regional at version 2", up, err)
+	}
+
+	page, err := s.ListRules(ctx, rules.Filter{API: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := map[string]bool{}
+	for _, r := range page.Rules {
+		global[r.Route] = r.Global
+	}
+	if want := map[string]bool{"GET /g": true, "GET /r": false, "*": false}; !cmp.Equal(global, want) {
+		t.Errorf("ListRules() global by route = %v, want %v", global, want)
+	}
+	rs, ps, err := loadAll(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.ID == created.ID && !r.Global {
+			t.Errorf("LoadAll() rule %s is regional, want global", r.ID)
+		}
+	}
+	cp.Global = true
+	if _, err := s.UpdatePlan(ctx, cp, 0, actor); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err = s.ListPlans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]bool{}
+	for _, p := range ps {
+		byName[p.Name] = p.Global
+	}
+	if want := map[string]bool{"shared": true, "regional": false}; !cmp.Equal(byName, want) {
+		t.Errorf("ListPlans() global by name = %v, want %v", byName, want)
 	}
 }
 
@@ -579,6 +678,12 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 		{"negative min_remaining", func(r *rules.Rule) { r.MinRemaining = new(int64(-1)) }, "min_remaining"},
 		{"quota of 1m", func(r *rules.Rule) { r.Kind = rules.Quota }, "period"},
 		{"quota with a burst", func(r *rules.Rule) { r.Kind, r.Period, r.Burst = rules.Quota, rules.Period(rules.Day), new(int64(20)) }, "period"},
+		{"global shadow", func(r *rules.Rule) { r.Global, r.Mode = true, rules.Shadow }, "global"},
+		{"global with min_remaining", func(r *rules.Rule) { r.Global, r.MinRemaining = true, new(int64(1)) }, "global"},
+		{"global durable", func(r *rules.Rule) {
+			r.Global, r.Kind, r.Period, r.Durable = true, rules.Quota, rules.Period(rules.Day), true
+		}, "global"},
+		{"global rate of 1s", func(r *rules.Rule) { r.Global, r.Period = true, rules.Period(time.Second) }, "period"},
 	}
 	for _, tc := range tests {
 		r := base
@@ -601,6 +706,7 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 		{"quota with a burst", rules.Plan{Name: "p", Kind: rules.Quota, Limit: 1, Period: rules.Period(rules.Day), Burst: new(int64(2))}, "period"},
 		{"no period", rules.Plan{Name: "p", Limit: 1}, "period"},
 		{"negative limit", rules.Plan{Name: "p", Limit: -1, Period: rules.Period(time.Second)}, "limit"},
+		{"global rate of 1s", rules.Plan{Name: "p", Limit: 1, Period: rules.Period(time.Second), Global: true}, "period"},
 	} {
 		if _, err := s.CreatePlan(ctx, tc.p, actor); fieldOf(err) != tc.field {
 			t.Errorf("CreatePlan(%s) error = %v, want a ValidationError on %q", tc.name, err, tc.field)
