@@ -15,13 +15,12 @@ import (
 // The manual's budget (issue 36): growth past it is a decision, made by
 // changing a number here, not a drift.
 const (
-	// maxMarkdown is every .md of the repository. Issue 36 asks for 150
-	// KiB; the manual stood at 402 KB before it and near 205 KB after its
-	// first pass, the largest remainders being generated or read by tests
-	// (cost.md's price table, the CLI and environment references,
-	// quickstart.md's compiled programs). Lower it as they move out; raise
-	// it only on purpose.
-	maxMarkdown     = 210 << 10
+	// maxMarkdown is every .md of the repository, in bytes: about 188
+	// KB, of which the CLI and environment references are generated and
+	// quickstart.md's programs compiled, and 12 KB of room for
+	// docs/global.md. Issue 36 asks for 150 KB; lower this as the manual
+	// gets there, raise it only on purpose.
+	maxMarkdown     = 200_000
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
