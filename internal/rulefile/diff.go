@@ -150,17 +150,22 @@ func fieldChanges[T rules.Rule | rules.Plan](have, want T, order []string) []Fie
 		}
 		h, w := hm[k], wm[k]
 		if !reflect.DeepEqual(decodeAny(h), decodeAny(w)) {
-			out = append(out, FieldChange{Field: k, Old: orNull(h), New: orNull(w)})
+			out = append(out, FieldChange{Field: k, Old: orZero(h, w), New: orZero(w, h)})
 		}
 	}
 	return out
 }
 
-func orNull(raw json.RawMessage) json.RawMessage {
-	if raw == nil {
-		return json.RawMessage("null")
+// orZero is raw, or when it is absent the zero of the other side's type:
+// false for a boolean left out (durable, global), else null.
+func orZero(raw, other json.RawMessage) json.RawMessage {
+	if raw != nil {
+		return raw
 	}
-	return raw
+	if _, isBool := decodeAny(other).(bool); isBool {
+		return json.RawMessage("false")
+	}
+	return json.RawMessage("null")
 }
 
 func normalized[T rules.Rule | rules.Plan](v T) any {
