@@ -149,7 +149,7 @@ var flagNames = map[string]string{
 	"period": "--period", "burst": "--burst", "cost": "--cost", "kind": "--kind", "anchor": "--anchor",
 	"min_remaining": "--min-remaining", "failure_mode": "--failure-mode", "mode": "--mode",
 	"enabled": "--enabled", "description": "--description", "dimension": "--dimension", "name": "--name",
-	"id": "--id", "version": "--version", "window": "--window", "top": "--top",
+	"id": "--id", "version": "--version", "window": "--window", "top": "--top", "global": "--global",
 }
 
 // nameFlags rewrites the field names of a 400's field errors as the flags

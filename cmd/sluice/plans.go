@@ -39,9 +39,19 @@ func printPlans(w io.Writer, ps []rules.Plan) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tLIMIT\tBURST\tVERSION\tDESCRIPTION")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%d\t%s\n", p.Name, orDefault(string(p.Kind), string(rules.Rate)), p.Limit, p.Period, planBurst(p), p.Version, p.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, orDefault(string(p.Kind), string(rules.Rate)), planLimit(p), planBurst(p), p.Version, p.Description)
 	}
 	tw.Flush()
+}
+
+// planLimit is the LIMIT cell: "1000/1m", or "global 1000/1m" for a global
+// plan.
+func planLimit(p rules.Plan) string {
+	l := fmt.Sprintf("%d/%s", p.Limit, p.Period)
+	if p.Global {
+		return "global " + l
+	}
+	return l
 }
 
 // planBurst is a rate plan's bucket capacity; a quota has none (its
@@ -107,6 +117,7 @@ type plansPutCmd struct {
 	Burst       *int64  `help:"Bucket capacity (default: limit)."`
 	Kind        *string `help:"rate (the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)."`
 	Description *string `help:"Free text."`
+	Global      *bool   `help:"Every rule naming the plan shares one budget across every Region (--global=false makes it regional)."`
 	Version     *int64  `help:"If-Match this version (default: the current one)."`
 }
 
@@ -170,6 +181,9 @@ func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 	}
 	if cmd.Description != nil {
 		out.Description = *cmd.Description
+	}
+	if cmd.Global != nil {
+		out.Global = *cmd.Global
 	}
 	named := func(err error) error {
 		if cmd.File != "" {

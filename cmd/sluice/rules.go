@@ -113,11 +113,15 @@ func printRules(w io.Writer, rs []rules.Rule) {
 	tw.Flush()
 }
 
-// printRule shows one rule: its table row, then its description.
+// printRule shows one rule: its table row, then its description, then,
+// for a global rule, the key its budget has in the ledger of every Region.
 func printRule(w io.Writer, r rules.Rule) {
 	printRules(w, []rules.Rule{r})
 	if r.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", r.Description)
+	}
+	if r.Global {
+		fmt.Fprintf(w, "\nglobal: one budget across every Region, ledger key %s\n", rules.GlobalKey(r))
 	}
 }
 
@@ -133,7 +137,13 @@ func expires(r rules.Rule, now time.Time) string {
 	return fmt.Sprintf("%s (in %s)", r.ExpiresAt.UTC().Format(time.RFC3339), r.ExpiresAt.Sub(now).Truncate(time.Second))
 }
 
+// ruleLimit is the LIMIT cell: "100/1m", "quota 5/1d", "plan gold", with
+// "global " first for a global rule.
 func ruleLimit(r rules.Rule) string {
+	if r.Global {
+		r.Global = false
+		return "global " + ruleLimit(r)
+	}
 	if r.Plan != "" && r.Kind == rules.Quota {
 		return "quota plan " + r.Plan
 	}
@@ -189,6 +199,7 @@ type rulesPutCmd struct {
 	FailureMode  *string `name:"failure-mode" help:"open or closed: what happens when Redis is down."`
 	Mode         *string `help:"enforce or shadow."`
 	Enabled      *bool   `help:"Whether the rule takes part in matching (--enabled=false turns it off)."`
+	Global       *bool   `help:"Share one budget across every Region of the deployment (--global=false makes it regional)."`
 	ExpiresAt    *string `name:"expires-at" placeholder:"TIME" help:"The rule stops applying at this RFC 3339 time, such as 2026-12-31T23:59:59Z (\"\" clears)."`
 	Description  *string `help:"Free text."`
 	Dimension    *string `help:"The dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one."`
@@ -382,6 +393,9 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 	}
 	if cmd.Enabled != nil {
 		r.Enabled = new(*cmd.Enabled)
+	}
+	if cmd.Global != nil {
+		r.Global = *cmd.Global
 	}
 	set(&r.Description, cmd.Description)
 	set(&r.Dimension, cmd.Dimension)
