@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# testenv.sh runs a command with a private Redis and PostgreSQL behind it.
+# testenv.sh runs a command with a private Redis, PostgreSQL and DynamoDB
+# (dynalite) behind it.
 #
 #   scripts/testenv.sh go test ./...
 #
 # It installs redis-server and PostgreSQL from Debian when they are missing
 # (and gcc for -race, Node.js for the CDK template tests under infra/,
 # chromium for the web console's browser tests, iproute2 and iptables for
-# the fault harness),
+# the fault harness; dynalite from the npm registry through scripts/node.sh
+# and scripts/dynalite.sh, into .cache),
 # starts each from a fresh temp dir on a free loopback port, exports
-#   SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL, SLUICE_REQUIRE_INTEGRATION=1
+#   SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL, SLUICE_TEST_DYNAMODB_URL,
+#   SLUICE_REQUIRE_INTEGRATION=1
 # runs the command, then stops exactly the processes it started (by pid) and
 # exits with the command's status. Nothing shared is touched or flushed.
 set -euo pipefail
@@ -46,6 +49,8 @@ ensure_tools() {
 	# CDK templates through jsii, which runs node.
 	command -v gcc >/dev/null || apt_install gcc libc6-dev
 	command -v node >/dev/null || apt_install nodejs
+	# scripts/node.sh and scripts/dynalite.sh install from the npm registry.
+	command -v npm >/dev/null || apt_install npm
 	# The web console's browser tests (cmd/sluice) drive Debian's chromium
 	# headless through chromedp.
 	command -v chromium >/dev/null || apt_install chromium
@@ -81,6 +86,7 @@ workdir=$(mktemp -d "${TMPDIR:-/tmp}/sluice-testenv.XXXXXX")
 chmod 755 "$workdir"
 redis_pid=
 pg_pid=
+dynalite_pid=
 
 cleanup() {
 	local status=$?
@@ -91,6 +97,10 @@ cleanup() {
 	if [ -n "$pg_pid" ] && kill -0 "$pg_pid" 2>/dev/null; then
 		kill -INT "$pg_pid" 2>/dev/null || true # fast shutdown
 		for _ in $(seq 1 100); do kill -0 "$pg_pid" 2>/dev/null || break; sleep 0.1; done
+	fi
+	if [ -n "$dynalite_pid" ] && kill -0 "$dynalite_pid" 2>/dev/null; then
+		kill -TERM "$dynalite_pid" 2>/dev/null || true
+		wait "$dynalite_pid" 2>/dev/null || true
 	fi
 	rm -rf "$workdir"
 	exit "$status"
@@ -138,10 +148,41 @@ done
 # $! is runuser's pid as root; the postmaster's own pid is in its pid file.
 pg_pid=$(head -1 "$pgdata/data/postmaster.pid")
 
+# --- DynamoDB: dynalite on LevelDB, on Node.js 22 (tables are created
+# ACTIVE at once; the ledger's tests each create their own).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+node_dir=$("$root/scripts/node.sh")
+dynalite_bin=$("$root/scripts/dynalite.sh")
+dynalite_port=$(free_port)
+mkdir -p "$workdir/dynalite"
+"$node_dir/node" "$dynalite_bin" --host 127.0.0.1 --port "$dynalite_port" \
+	--path "$workdir/dynalite/db" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 \
+	>"$workdir/dynalite/dynalite.log" 2>&1 &
+dynalite_pid=$!
+# Ready when a ListTables answers 200 (dynalite wants an Authorization
+# header and a date but checks no signature).
+dynalite_ready() {
+	local reply
+	reply=$( (exec 3<>"/dev/tcp/127.0.0.1/$dynalite_port" && printf '%s\r\n' \
+		'POST / HTTP/1.1' 'Host: 127.0.0.1' 'Connection: close' \
+		'X-Amz-Target: DynamoDB_20120810.ListTables' \
+		'Content-Type: application/x-amz-json-1.0' 'X-Amz-Date: 20000101T000000Z' \
+		'Authorization: AWS4-HMAC-SHA256 Credential=test/20000101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0' \
+		'Content-Length: 2' '' >&3 && printf '{}' >&3 && head -1 <&3) 2>/dev/null) || true
+	[[ "$reply" == "HTTP/1.1 200"* ]]
+}
+for _ in $(seq 1 200); do
+	dynalite_ready && break
+	kill -0 "$dynalite_pid" 2>/dev/null || break
+	sleep 0.05
+done
+dynalite_ready || { log "dynalite did not start"; cat "$workdir/dynalite/dynalite.log" >&2; exit 1; }
+
 export SLUICE_TEST_REDIS_URL="redis://127.0.0.1:$redis_port/0"
 export SLUICE_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+export SLUICE_TEST_DYNAMODB_URL="http://127.0.0.1:$dynalite_port"
 export SLUICE_REQUIRE_INTEGRATION=1
-log "redis $SLUICE_TEST_REDIS_URL (pid $redis_pid), postgres $SLUICE_TEST_DATABASE_URL (pid $pg_pid)"
+log "redis $SLUICE_TEST_REDIS_URL (pid $redis_pid), postgres $SLUICE_TEST_DATABASE_URL (pid $pg_pid), dynamodb $SLUICE_TEST_DYNAMODB_URL (pid $dynalite_pid)"
 
 set +e
 "$@"

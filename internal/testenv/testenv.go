@@ -1,8 +1,10 @@
-// Package testenv finds the Redis and PostgreSQL servers that
-// scripts/testenv.sh starts for integration tests, and gives each test what
-// it needs to share them safely: a client and a key prefix of its own.
+// Package testenv finds the Redis, PostgreSQL and DynamoDB (dynalite)
+// servers that scripts/testenv.sh starts for integration tests, and gives
+// each test what it needs to share them safely: a client and a key prefix
+// of its own.
 //
-// The servers are named by SLUICE_TEST_REDIS_URL and SLUICE_TEST_DATABASE_URL.
+// The servers are named by SLUICE_TEST_REDIS_URL, SLUICE_TEST_DATABASE_URL
+// and SLUICE_TEST_DYNAMODB_URL.
 // Without them a test is skipped, unless SLUICE_REQUIRE_INTEGRATION=1 (make
 // test, CI), where it fails instead: a run that must cover the integration
 // tests never passes by skipping them.
@@ -14,7 +16,8 @@
 //	}
 //
 // Nothing here flushes a server: tests share it, each under its own prefix
-// (Redis) or database (PostgreSQL, see internal/store/postgres/pgtest).
+// (Redis), database (PostgreSQL, see internal/store/postgres/pgtest) or
+// table (DynamoDB, see internal/ledger).
 //
 // Tests that kill, restart or slow a server start their own: StartRedis (a
 // private redis-server, also in Sentinel mode), StartCluster (a private
@@ -40,6 +43,7 @@ import (
 const (
 	RedisURLVar    = "SLUICE_TEST_REDIS_URL"    // redis://host:port of a private Redis
 	DatabaseURLVar = "SLUICE_TEST_DATABASE_URL" // postgres:// URL of a private server (any database)
+	DynamoDBURLVar = "SLUICE_TEST_DYNAMODB_URL" // http://host:port of a private dynalite
 	RequireVar     = "SLUICE_REQUIRE_INTEGRATION"
 )
 
@@ -82,6 +86,15 @@ func RedisAddr(tb testing.TB) string {
 func DatabaseURL(tb testing.TB) string {
 	tb.Helper()
 	return Lookup(tb, DatabaseURLVar)
+}
+
+// DynamoDBURL returns SLUICE_TEST_DYNAMODB_URL, the endpoint of a private
+// dynalite (any credentials and Region do), skipping or failing the test
+// as Lookup does when it is not set. Tests create tables of their own and
+// delete no one else's.
+func DynamoDBURL(tb testing.TB) string {
+	tb.Helper()
+	return Lookup(tb, DynamoDBURLVar)
 }
 
 // Redis returns a client of the test Redis (see RedisURL) with default pool

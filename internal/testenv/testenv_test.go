@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -63,6 +64,28 @@ func TestLookupUnset(t *testing.T) {
 		if r.stopped != tc.want {
 			t.Errorf("Lookup(unset) with %s=%q stopped the test with %q, want %q", testenv.RequireVar, tc.require, r.stopped, tc.want)
 		}
+	}
+}
+
+// TestDynamoDBURL: the URL names a DynamoDB API that answers ListTables
+// (dynalite checks that a request is signed, not the signature).
+func TestDynamoDBURL(t *testing.T) {
+	t.Parallel()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, testenv.DynamoDBURL(t), strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Date", "20000101T000000Z")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20000101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("ListTables: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("ListTables = %s, want 200 OK", resp.Status)
 	}
 }
 
