@@ -300,15 +300,41 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("GET the deleted rule = %d, want 404", resp.StatusCode)
 	}
 
-	// A plan: create, then its history and delete.
+	// A global rule: the checkbox, a combination a global rule cannot be
+	// shown at its field, then the badge in the list.
+	groute := "GET /global-" + testenv.Random(t)
+	drive(t, ctx, "new global shadow rule",
+		chromedp.Navigate(p.base+"/console/#/rules"),
+		chromedp.Click(css(`#new-rule`)),
+		setField("api", "demo"), setField("route", groute), setField("limit", "100"), setField("period", "1h"), setField("mode", "shadow"),
+		chromedp.Click(css(`#rule-form [name="global"]`)),
+		chromedp.Click(css(`#save`)),
+		chromedp.WaitVisible(css(`[data-error-for="global"]:not([hidden])`)))
+	drive(t, ctx, "create the global rule",
+		setField("mode", ""), clearFlash,
+		chromedp.Click(css(`#save`)),
+		chromedp.WaitVisible(css(`#version`)))
+	loc = value(t, ctx, "location", chromedp.Location())
+	gid, _ := strings.CutPrefix(loc[strings.Index(loc, "#"):], "#/rules/")
+	if g := p.getRule(t, gid); !g.Global || g.Route != groute {
+		t.Fatalf("rule made with the global box = %+v, want %s global", g, groute)
+	}
+	drive(t, ctx, "the list shows it global",
+		chromedp.Navigate(p.base+"/console/#/rules?api=demo"),
+		chromedp.WaitVisible(css(`#rules tbody tr[data-id="`+gid+`"] [data-global]`)))
+
+	// A plan, global: create, its badge, then its history and delete.
 	plan := "console-" + testenv.Random(t)
 	drive(t, ctx, "create a plan",
 		chromedp.Navigate(p.base+"/console/#/plans"),
 		chromedp.Click(css(`#new-plan`)),
 		setIn("plan-form", "name", plan), setIn("plan-form", "limit", "50"), setIn("plan-form", "period", "1h"),
+		chromedp.Click(css(`#plan-form [name="global"]`)),
 		clearFlash,
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`#version`)),
+		chromedp.Navigate(p.base+"/console/#/plans"),
+		chromedp.WaitVisible(css(`#plans tr[data-name="`+plan+`"] [data-global]`)),
 		chromedp.Navigate(p.base+"/console/#/history/plan/"+plan),
 		chromedp.WaitVisible(css(`#history .entry[data-action="create"] tr[data-field="limit"]`)),
 		chromedp.Navigate(p.base+"/console/#/plans/"+plan),

@@ -118,7 +118,8 @@ function showError(err) {
 // ---- forms: fields, values, problem+json field errors ----
 
 // A field: name (the JSON field), label, type (text, int, select, bool,
-// textarea), options, hint. Optional fields are sent only when set.
+// textarea), options, hint, off (a bool unchecked unless true). Optional
+// fields are sent only when set.
 const RULE_FIELDS = [
   { name: 'api', label: 'API', hint: 'REST API id, or * for every API' },
   { name: 'route', label: 'Route', hint: 'GET /items/{id}, ANY /items, or * for the whole API' },
@@ -135,6 +136,7 @@ const RULE_FIELDS = [
   { name: 'failure_mode', label: 'Failure mode', type: 'select', options: ['', 'open', 'closed'], hint: 'when Redis fails (default open)' },
   { name: 'mode', label: 'Mode', type: 'select', options: ['', 'enforce', 'shadow'], hint: 'shadow: log, never deny' },
   { name: 'enabled', label: 'Enabled', type: 'bool' },
+  { name: 'global', label: 'Global', type: 'bool', off: true, hint: 'one budget across every Region (no shadow, min remaining or durable)' },
   { name: 'expires_at', label: 'Expires at', hint: 'RFC 3339: stops applying then (empty: never)' },
   { name: 'description', label: 'Description', type: 'textarea' },
 ];
@@ -145,6 +147,7 @@ const PLAN_FIELDS = [
   { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period (per window for a quota)' },
   { name: 'period', label: 'Period', hint: 'such as 1m, 1h; a quota: 1d, 1w, 1mo or 1y' },
   { name: 'burst', label: 'Burst', type: 'int', hint: 'bucket capacity (rate; default the limit)' },
+  { name: 'global', label: 'Global', type: 'bool', off: true, hint: 'its rules share one budget across every Region' },
   { name: 'description', label: 'Description', type: 'textarea' },
 ];
 
@@ -153,7 +156,7 @@ function fieldInput(f, value) {
   if (f.type === 'select') {
     return h('select', common, f.options.map(o => h('option', { value: o, selected: String(value ?? '') === o }, o || '(default)')));
   }
-  if (f.type === 'bool') return h('input', { ...common, type: 'checkbox', checked: value !== false });
+  if (f.type === 'bool') return h('input', { ...common, type: 'checkbox', checked: f.off ? value === true : value !== false });
   if (f.type === 'textarea') return h('textarea', common, value ?? '');
   return h('input', { ...common, type: 'text', value: value ?? '', inputmode: f.type === 'int' ? 'numeric' : undefined, autocomplete: 'off' });
 }
@@ -304,6 +307,13 @@ function limitText(r, plans) {
   return r.plan ? 'plan ' + r.plan + (n ? ': ' + s : '') : s;
 }
 
+// globalBadge marks a global budget, the rule's own or its plan's, after
+// the limit; nothing for a regional one.
+function globalBadge(r, plans) {
+  const p = plans && r.plan ? plans.get(r.plan) : null;
+  return r.global || (p && p.global) ? [' ', h('span', { class: 'badge global', 'data-global': '' }, 'global')] : null;
+}
+
 function burstText(r, plans) {
   const n = numbers(r, plans);
   return !n ? '?' : n.quota ? '—' : String(n.burst);
@@ -342,7 +352,7 @@ function ruleRow(r, plans) {
     h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
     h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
     h('td', { class: 'desc' }, r.description || ''),
-    h('td', { 'data-limit': '' }, limitText(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
+    h('td', { 'data-limit': '' }, limitText(r, plans), globalBadge(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
     h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes',
       r.expires_at && h('span', { class: 'muted', 'data-expires': '' }, ', until ', when(r.expires_at, utcMinute(r.expires_at)))),
     h('td', { class: 'num' }, r.version),
@@ -403,7 +413,7 @@ const PLAN_HEADS = ['Name', 'Limit', 'Burst', 'Description', 'Version', ''];
 async function plansPage() {
   const data = await api('GET', '/plans');
   const rows = data.plans.map(p => h('tr', { 'data-name': p.name },
-    h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p)), h('td', { class: 'num' }, burstText(p)),
+    h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p), globalBadge(p)), h('td', { class: 'num' }, burstText(p)),
     h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'num' }, p.version),
     h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
       ' · ', h('a', { href: '#/rules?plan=' + enc(p.name) }, 'rules'))));
