@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -299,7 +300,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 	sd := sub.id
 	var fl int64
 	for _, b := range req.Buckets {
-		if b.Shadow || b.Durable {
+		if b.Shadow || b.Durable || b.Global != "" && l.global != nil {
 			return h, d, nil, false
 		}
 		fl = max(fl, b.MinRemaining)
@@ -691,6 +692,11 @@ func (l *Limiter) dropLeases(sd subjectDigest) {
 // It waits for the returns, within ctx, and is safe to call more than once.
 // Without leasing it does nothing.
 func (l *Limiter) Close(ctx context.Context) error {
+	return errors.Join(l.closeLeases(ctx), l.closeGlobal(ctx))
+}
+
+// closeLeases stops the lease sweeper and gives every lease back.
+func (l *Limiter) closeLeases(ctx context.Context) error {
 	t := l.leases
 	if t == nil {
 		return nil

@@ -98,6 +98,13 @@ type Bucket struct {
 	// admission no replica acknowledged within the timeout is a Redis
 	// failure, decided by FailClosed. Requests with one are never leased.
 	Durable bool
+	// Global, when not empty, makes the bucket's budget global: shared by
+	// every Region through Options.Ledger, under this identity (the rule's
+	// rules.GlobalKey, the same in every Region), its window's item named
+	// by it, the subject's hash and the window (global.go). The bucket
+	// itself still counts the Region's own use. Without a ledger it is a
+	// regional bucket: one Region's budget is then the whole budget.
+	Global string
 	// Subject, when not empty, is the subject this bucket counts instead of
 	// Request.Subject: another dimension of the request, such as the
 	// caller's IP beside its API key (see dimensions.go for what is atomic
@@ -291,6 +298,29 @@ type Options struct {
 	// LeaseTTL is how long a lease that is not refilled admits before its
 	// unused tokens go back to Redis; default 250ms (DefaultLeaseTTL).
 	LeaseTTL time.Duration
+
+	// Ledger, when set, holds the budgets of global buckets, which every
+	// Region shares (global.go); nil decides them as regional buckets.
+	// A Limiter with a ledger runs a goroutine from its first global
+	// decision until Close, which gives its pools back.
+	Ledger Ledger
+	// Regions is the number of Regions sharing the ledger; default 1. A
+	// block holds at most a global bucket's limit/(2·Regions).
+	Regions int
+	// LedgerTimeout bounds each ledger call; default 200ms
+	// (DefaultLedgerTimeout). Only a request that finds its Region's pool
+	// empty waits for one.
+	LedgerTimeout time.Duration
+	// GlobalHorizon is how much of a Region's recent rate a block covers;
+	// default 5s (DefaultGlobalHorizon).
+	GlobalHorizon time.Duration
+	// GlobalIdle is how long a pool nobody spends from stays before it
+	// goes back to the ledger; default 10s (DefaultGlobalIdle).
+	GlobalIdle time.Duration
+	// OpenShare is the share of a fail-open global bucket's limit a Region
+	// may admit per window on its own while the ledger cannot answer (its
+	// allowance); default 1/Regions. A fail-closed bucket has none.
+	OpenShare float64
 }
 
 // Stats are the Limiter's counters since New; every field only grows
@@ -357,6 +387,10 @@ const (
 type redisClient interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	// Global buckets' pools (global.go).
+	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Pipeline() redis.Pipeliner
 }
 
 // Limiter decides requests against token buckets in Redis. It is safe for
@@ -371,6 +405,7 @@ type Limiter struct {
 	maxAge  time.Duration // of a cached denial
 	cache   *denyCache    // nil when disabled
 	leases  *leases       // nil when disabled (lease.go)
+	global  *globals      // nil without a ledger (global.go)
 	breaker breaker
 	epoch   time.Time // monotonic origin for the cache and the breaker
 	st      counters
@@ -427,6 +462,7 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 	}
 	l.breaker.init(threshold, cooldown, o.OnBreakerChange)
 	l.leases = newLeases(o)
+	l.global = newGlobals(o)
 	return l
 }
 
@@ -475,6 +511,12 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 			l.st.denied.Add(1)
 			return d, nil
 		}
+	}
+
+	// A request with a global bucket decides from the Region's pools
+	// (global.go), and is never leased.
+	if l.global != nil && req.Cost > 0 && hasGlobal(req.Buckets) {
+		return l.allowGlobal(ctx, &sub, req, ck, useCache)
 	}
 
 	// 2. A token lease (lease.go): the request is admitted from one this

@@ -17,6 +17,7 @@ func BucketFor(e *rules.Effective) Bucket {
 		Shadow:       e.Mode == rules.Shadow,
 		MinRemaining: e.MinRemaining,
 		Durable:      e.Durable,
+		Global:       e.GlobalKey,
 	}
 	if e.Kind == rules.Quota {
 		b.Window = windowOf(rules.Period(e.Period))

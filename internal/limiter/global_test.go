@@ -1,0 +1,301 @@
+package limiter_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/ledger"
+	"github.com/sluicehq/sluice/internal/ledger/ledgerproxy"
+	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// The global tests run Regions as Limiters of their own key prefix on the
+// test Redis (each Region has a Redis of its own in production: nothing
+// but the ledger joins them) over one ledger table on the test dynalite,
+// reached directly or through a ledgerproxy that adds MRSC's conflicts and
+// cuts the ledger off.
+
+// ledgerTable creates a ledger table of the test's own, deleted after it.
+func ledgerTable(t testing.TB) string {
+	t.Helper()
+	c := dynamoClient(t, testenv.DynamoDBURL(t))
+	name := "sltest-global-" + testenv.Random(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ledger.CreateTable(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name
+}
+
+func dynamoClient(t testing.TB, endpoint string) *dynamodb.Client {
+	t.Helper()
+	c, err := ledger.NewClient(context.Background(), endpoint, "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// region is one Region: a Limiter over its own prefix and the shared
+// ledger at endpoint.
+type region struct {
+	lim    *limiter.Limiter
+	ledger *ledger.Table
+}
+
+func newRegion(t testing.TB, rdb redis.UniversalClient, endpoint, table string, regions int, o limiter.Options) region {
+	t.Helper()
+	lt := ledger.New(dynamoClient(t, endpoint), ledger.Options{Table: table, Timeout: time.Second})
+	o.Prefix = testenv.Prefix(t, "global")
+	testenv.DeleteKeys(t, rdb, o.Prefix)
+	o.Ledger, o.Regions = lt, regions
+	if o.Timeout == 0 {
+		o.Timeout = time.Second
+	}
+	if o.LedgerTimeout == 0 {
+		o.LedgerTimeout = 2 * time.Second
+	}
+	l := limiter.New(rdb, o)
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	return region{lim: l, ledger: lt}
+}
+
+func globalClient(t testing.TB) *redis.Client {
+	return testenv.Client(t, testenv.RedisURL(t), func(o *redis.Options) { o.PoolSize = 32; o.Protocol = 2 })
+}
+
+// hammer sends n requests of cost 1 for subject through each Region, from
+// workers goroutines per Region, and returns how many each admitted.
+func hammer(t testing.TB, rs []region, subject string, b limiter.Bucket, n, workers int) []int64 {
+	t.Helper()
+	admitted := make([]int64, len(rs))
+	var wg sync.WaitGroup
+	for ri, r := range rs {
+		var left atomic.Int64
+		left.Store(int64(n))
+		for range workers {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					// An error comes with the failure mode's decision (a
+					// ledger cut off): the decision counts.
+					d, _ := r.lim.Allow(context.Background(), limiter.Request{Subject: subject, Buckets: []limiter.Bucket{b}, Cost: 1})
+					if d.Allowed {
+						atomic.AddInt64(&admitted[ri], 1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return admitted
+}
+
+func sum(xs []int64) (s int64) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// TestGlobalExact: three Regions that each want more than the whole budget
+// admit exactly the budget between them, quota and rate alike.
+func TestGlobalExact(t *testing.T) {
+	rdb := globalClient(t)
+	endpoint := testenv.DynamoDBURL(t)
+	for _, tc := range []struct {
+		name string
+		b    limiter.Bucket
+	}{
+		{"quota", limiter.Bucket{ID: "q", Limit: 600, Period: 24 * time.Hour, Window: limiter.Daily, Global: "gq"}},
+		// A rate of 600 per 24 h: the test runs in one ledger window.
+		{"rate", limiter.Bucket{ID: "r", Limit: 600, Period: 24 * time.Hour, Global: "gr"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := ledgerTable(t)
+			var rs []region
+			for range 3 {
+				rs = append(rs, newRegion(t, rdb, endpoint, table, 3, limiter.Options{}))
+			}
+			start, _ := limiter.GlobalWindow(tc.b, time.Now())
+			got := hammer(t, rs, "tenant-"+tc.name, tc.b, 400, 4)
+			if s, _ := limiter.GlobalWindow(tc.b, time.Now()); !s.Equal(start) {
+				t.Skip("the run crossed a window boundary")
+			}
+			checkLedger(t, rs, "tenant-"+tc.name, tc.b, got)
+			for i, r := range rs {
+				gs := r.lim.GlobalStats()
+				t.Logf("region %d: admitted %d, takes %d, waits %d", i, got[i], gs.Takes, gs.Waits)
+			}
+		})
+	}
+}
+
+// checkLedger holds the invariant of global buckets after a run whose
+// demand passed the limit: the ledger gave out the whole budget, and each
+// token of it was admitted once or sits in one Region's pool; none was
+// admitted twice, none was lost.
+func checkLedger(t *testing.T, rs []region, subject string, b limiter.Bucket, admitted []int64) {
+	t.Helper()
+	var pools int64
+	var used int64
+	for _, r := range rs {
+		st, err := r.lim.Global(context.Background(), subject, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools += st.Pool
+		used = st.Used
+	}
+	if sum(admitted) > b.Limit {
+		t.Errorf("admitted %v = %d in all: over the limit %d", admitted, sum(admitted), b.Limit)
+	}
+	if used != b.Limit || sum(admitted)+pools != used {
+		t.Errorf("ledger used %d, admitted %v = %d, pools %d: want used = limit %d = admitted + pools", used, admitted, sum(admitted), pools, b.Limit)
+	}
+	t.Logf("admitted %v, %d left in pools", admitted, pools)
+}
+
+// TestGlobalConflicts: 30 % of the ledger's writes meet another Region's
+// (ReplicatedWriteConflictException): still exact.
+func TestGlobalConflicts(t *testing.T) {
+	rdb := globalClient(t)
+	table := ledgerTable(t)
+	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t), Conflict: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	b := limiter.Bucket{ID: "q", Limit: 300, Period: 24 * time.Hour, Window: limiter.Daily, Global: "gc"}
+	var rs []region
+	for range 3 {
+		rs = append(rs, newRegion(t, rdb, srv.URL, table, 3, limiter.Options{}))
+	}
+	got := hammer(t, rs, "tenant", b, 200, 3)
+	checkLedger(t, rs, "tenant", b, got)
+	if p.Stats().Conflicts == 0 {
+		t.Error("the proxy injected no conflict")
+	}
+}
+
+// TestGlobalCutOff: a Region cut off from the ledger spends its pool, then
+// follows the failure mode: closed denies, open admits its allowance,
+// OpenShare of the limit, and no more.
+func TestGlobalCutOff(t *testing.T) {
+	rdb := globalClient(t)
+	table := ledgerTable(t)
+	for _, closed := range []bool{true, false} {
+		p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(p)
+		t.Cleanup(srv.Close)
+		r := newRegion(t, rdb, srv.URL, table, 2, limiter.Options{LedgerTimeout: 300 * time.Millisecond})
+		b := limiter.Bucket{ID: "q", Limit: 1000, Period: 24 * time.Hour, Window: limiter.Daily, Global: "cut", FailClosed: closed}
+		subject := "tenant-open"
+		if closed {
+			subject = "tenant-closed"
+		}
+		// One request takes a block (the least: a thousandth, at least 1).
+		d, err := r.lim.Allow(context.Background(), limiter.Request{Subject: subject, Buckets: []limiter.Bucket{b}, Cost: 1})
+		if err != nil || !d.Allowed {
+			t.Fatalf("first request: %+v, %v", d, err)
+		}
+		// Let any background refill finish before the cut.
+		time.Sleep(200 * time.Millisecond)
+		p.SetDown(true)
+		pool := r.lim.GlobalStats().Taken - 1
+		got := hammer(t, []region{r}, subject, b, 1000, 2)[0]
+		want := int64(pool)
+		if !closed {
+			want += 500 // the allowance: 1000 / 2 Regions
+		}
+		if got != want {
+			t.Errorf("closed=%v: cut off, admitted %d, want %d (pool %d)", closed, got, want, pool)
+		}
+	}
+}
+
+// TestGlobalGiveBack: a Region that closes gives its unspent pool back to
+// the ledger, so the ledger's count is what was spent.
+func TestGlobalGiveBack(t *testing.T) {
+	rdb := globalClient(t)
+	table := ledgerTable(t)
+	endpoint := testenv.DynamoDBURL(t)
+	r := newRegion(t, rdb, endpoint, table, 1, limiter.Options{})
+	b := limiter.Bucket{ID: "q", Limit: 100000, Period: 24 * time.Hour, Window: limiter.Daily, Global: "give"}
+	for range 7 {
+		if d, err := r.lim.Allow(context.Background(), limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a background refill in flight
+	st, err := r.lim.Global(context.Background(), "s", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Used < 7 || st.Used-st.Pool != 7 {
+		t.Errorf("before close: used %d, pool %d: want used - pool = 7", st.Used, st.Pool)
+	}
+	if err := r.lim.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	used, err := r.ledger.Used(context.Background(), "give#"+limiter.SubjectHash("s")+"#"+windowMillis(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used != 7 {
+		t.Errorf("after close the ledger counts %d, want the 7 spent", used)
+	}
+}
+
+func windowMillis(b limiter.Bucket) string {
+	s, _ := limiter.GlobalWindow(b, time.Now())
+	return strconv.FormatInt(s.UnixMilli(), 10)
+}
+
+func TestGlobalWindow(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		b               limiter.Bucket
+		now, start, end string
+	}{
+		{limiter.Bucket{Window: limiter.Daily}, "2026-12-04T18:00:00Z", "2026-12-04T00:00:00Z", "2026-12-05T00:00:00Z"},
+		{limiter.Bucket{Window: limiter.Weekly}, "2026-12-04T18:00:00Z", "2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z"},
+		{limiter.Bucket{Window: limiter.Monthly}, "2026-12-04T18:00:00Z", "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+		{limiter.Bucket{Window: limiter.Yearly}, "2026-12-04T18:00:00Z", "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+		{limiter.Bucket{Window: limiter.Monthly, Anchor: at("2024-01-31T12:00:00Z")}, "2027-02-28T13:00:00Z", "2027-02-28T12:00:00Z", "2027-03-31T12:00:00Z"},
+		{limiter.Bucket{Window: limiter.Monthly, Anchor: at("2024-01-31T12:00:00Z")}, "2027-02-28T11:00:00Z", "2027-01-31T12:00:00Z", "2027-02-28T12:00:00Z"},
+		{limiter.Bucket{Window: limiter.Daily, Anchor: at("2030-01-01T06:00:00Z")}, "2026-12-04T05:00:00Z", "2026-12-03T06:00:00Z", "2026-12-04T06:00:00Z"},
+		{limiter.Bucket{Period: time.Minute}, "2026-12-04T18:00:59Z", "2026-12-04T18:00:00Z", "2026-12-04T18:01:00Z"},
+		{limiter.Bucket{Period: time.Hour}, "2026-12-04T18:30:00Z", "2026-12-04T18:00:00Z", "2026-12-04T19:00:00Z"},
+	} {
+		s, e := limiter.GlobalWindow(tc.b, at(tc.now))
+		if !s.Equal(at(tc.start)) || !e.Equal(at(tc.end)) {
+			t.Errorf("GlobalWindow(%+v, %s) = %s..%s, want %s..%s", tc.b, tc.now, s.Format(time.RFC3339), e.Format(time.RFC3339), tc.start, tc.end)
+		}
+	}
+}
