@@ -116,20 +116,20 @@ type globals struct {
 // of one subject in one window.
 type pool struct {
 	key, mark, lock, meta, credit string // Redis keys
-	item                              string // the ledger's key
-	limit                             int64
-	start, end                        time.Time
-	open                              int64 // the fail-open allowance
+	item                          string // the ledger's key
+	limit                         int64
+	start, end                    time.Time
+	open                          int64 // the fail-open allowance
 
-	filling   atomic.Bool
+	filling atomic.Bool
 	// spentUntil, Unix ns: until then the window's budget is taken as
 	// spent (the ledger had nothing left), and the ledger is not asked.
 	// Tokens another Region gives back reach this one after it.
 	spentUntil atomic.Int64
-	mu        sync.Mutex
-	owned     bool  // this process filled it: it gives it back
-	seen      int64 // the level last seen by the idle check
-	seenAt    time.Time
+	mu         sync.Mutex
+	owned      bool  // this process filled it: it gives it back
+	seen       int64 // the level last seen by the idle check
+	seenAt     time.Time
 }
 
 func newGlobals(o Options) *globals {
