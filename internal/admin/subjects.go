@@ -55,11 +55,54 @@ type BucketLimit struct {
 	ResetMs int64 `json:"reset_ms"`
 	// Used is, for a quota, what its current window used: Limit -
 	// Remaining (so at most Limit, also in debt). Nil for a rate rule.
+	// For a global quota, this Region's share of it.
 	Used *int64 `json:"used,omitempty"`
+	// Global is set for a global rule (docs/global.md).
+	Global *GlobalUse `json:"global,omitempty"`
 	// ResetsAt is, for a quota, when its current window ends (the admin
 	// host's clock plus ResetMs; the window itself is Redis's). Nil for a
 	// rate rule.
 	ResetsAt *time.Time `json:"resets_at,omitempty"`
+}
+
+// GlobalUse is a global rule's budget for a subject, as this Region sees
+// it.
+type GlobalUse struct {
+	// Used is what every Region took from the window's budget, spent or
+	// leased and unspent (the ledger's count); nil when this deployment
+	// has no ledger or it did not answer (Error says why).
+	Used *int64 `json:"used,omitempty"`
+	// Leased is what this Region holds leased and unspent (its pool).
+	Leased *int64 `json:"leased,omitempty"`
+	// WindowEnd is when the window's budget starts again.
+	WindowEnd *time.Time `json:"window_end,omitempty"`
+	// Error says why Used is missing: "no ledger" (the rule is decided as
+	// a regional one here) or "ledger unavailable".
+	Error string `json:"error,omitempty"`
+}
+
+// globalReader reads a global bucket's budget (limiter.Limiter with a
+// ledger).
+type globalReader interface {
+	Global(ctx context.Context, subject string, b limiter.Bucket) (limiter.GlobalState, error)
+}
+
+// globalUse returns the view of global bucket b of subject.
+func (s *Service) globalUse(ctx context.Context, subject string, b limiter.Bucket) *GlobalUse {
+	g, ok := s.buckets.(globalReader)
+	if !ok {
+		return &GlobalUse{Error: "no ledger"}
+	}
+	st, err := g.Global(ctx, subject, b)
+	switch {
+	case errors.Is(err, limiter.ErrNoLedger):
+		return &GlobalUse{Error: "no ledger"}
+	case err != nil:
+		s.log.WarnContext(ctx, "global budget unread", slog.String("subjectHash", s.subjectHash(subject)), slog.Any("error", err))
+		return &GlobalUse{Error: "ledger unavailable"}
+	}
+	end := st.WindowEnd.UTC()
+	return &GlobalUse{Used: &st.Used, Leased: &st.Pool, WindowEnd: &end}
 }
 
 // subjectLimits peeks (charges nothing) at the buckets of the rules that
@@ -88,6 +131,9 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
 			peek, at = append(peek, limiter.BucketFor(e)), append(at, i)
+			if e.GlobalKey != "" {
+				out.Limits[i].Global = s.globalUse(ctx, subject, limiter.BucketFor(e))
+			}
 		}
 	}
 	for start := 0; start < len(peek); start += limiter.MaxBuckets {

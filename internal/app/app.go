@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decider"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/lambdahttp"
+	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rulesync"
@@ -222,6 +223,10 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if err != nil {
 		return nil, err
 	}
+	led, err := ledgerFor(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	do := decider.Options{
 		Log: d.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
 		Limiter: limiter.Options{
@@ -229,6 +234,10 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 			LeaseMax:        cfg.LeaseMax,
 			LeaseTTL:        cfg.LeaseTTL,
 			DenyCacheMaxAge: cfg.DenyCacheMaxAge,
+			Ledger:          led,
+			Regions:         len(cfg.GlobalRegions),
+			LedgerTimeout:   cfg.LedgerTimeout,
+			OpenShare:       cfg.GlobalOpenShare,
 		},
 		SubjectKey: key, Store: d.Store, Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
 		Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, ShowSubjects: cfg.SubjectShow, Stats: o.Stats,
@@ -326,12 +335,19 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 	if err != nil {
 		return nil, err
 	}
+	led, err := ledgerFor(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	lim := limiter.New(a.Redis, limiter.Options{
 		Prefix:           o.Prefix,
 		Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
 		DenyCacheSize:    -1, // admin never calls Allow
 		BreakerThreshold: -1, // nor should one admin's failures trip anything
 		SubjectKey:       key,
+		Ledger:           led, // the subject view reads global budgets
+		Regions:          len(cfg.GlobalRegions),
+		LedgerTimeout:    max(cfg.LedgerTimeout, time.Second),
 	})
 	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats})
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("admin", true))
@@ -424,4 +440,21 @@ func NewLocal(ctx context.Context, cfg config.Config, o Options) (*Local, error)
 	}
 	d.onClose(adm.Close)
 	return &Local{Decider: d, Admin: adm}, nil
+}
+
+// ledgerFor returns the ledger of global budgets LEDGER_TABLE names, or
+// nil without one (global rules are then decided as regional ones).
+func ledgerFor(ctx context.Context, cfg config.Config) (limiter.Ledger, error) {
+	if cfg.LedgerTable == "" {
+		return nil, nil
+	}
+	region := "" // the Lambda's own (AWS_REGION)
+	if cfg.LedgerEndpoint != "" {
+		region = "us-east-1" // dynalite takes any
+	}
+	c, err := ledger.NewClient(ctx, cfg.LedgerEndpoint, region)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	return ledger.New(c, ledger.Options{Table: cfg.LedgerTable, Timeout: cfg.LedgerTimeout}), nil
 }

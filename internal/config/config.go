@@ -221,6 +221,19 @@ type Config struct {
 	// warm instance within it. Default 1s; 100ms to 1m.
 	DenyCacheMaxAge time.Duration
 
+	// LedgerTable is LEDGER_TABLE: the DynamoDB table of global budgets;
+	// empty decides global rules as regional ones.
+	LedgerTable string
+	// GlobalRegions is GLOBAL_REGIONS: the Regions sharing the ledger.
+	GlobalRegions []string
+	// LedgerEndpoint is LEDGER_ENDPOINT: a DynamoDB endpoint URL (dynalite).
+	LedgerEndpoint string
+	// LedgerTimeout is LEDGER_TIMEOUT: the budget of one ledger call.
+	LedgerTimeout time.Duration
+	// GlobalOpenShare is GLOBAL_OPEN_SHARE: a cut-off Region's fail-open
+	// allowance per window, as a share of the limit; 0 means 1/Regions.
+	GlobalOpenShare float64
+
 	// InsightsRulePrefix is INSIGHTS_RULE_PREFIX: the admin API's GET
 	// /stats reads the CloudWatch Contributor Insights rules named
 	// <prefix>-denied-subjects, -limiting-rules and -fail-open-rules (the
@@ -284,6 +297,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("leaseTtl", c.LeaseTTL),
 		slog.Duration("denyCacheMaxAge", c.DenyCacheMaxAge),
 		slog.String("insightsRulePrefix", c.InsightsRulePrefix),
+		slog.String("ledgerTable", c.LedgerTable),
+		slog.String("globalRegions", strings.Join(c.GlobalRegions, ",")),
+		slog.String("ledgerEndpoint", c.LedgerEndpoint),
+		slog.Duration("ledgerTimeout", c.LedgerTimeout),
 	}
 	if c.DefaultLimit != nil {
 		attrs = append(attrs, slog.String("defaultLimit", formatLimit(c.DefaultLimit)))
@@ -543,6 +560,39 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.LeaseTTL = duration("LEASE_TTL", 100*time.Millisecond, time.Second)
 	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
+	c.LedgerTable = get("LEDGER_TABLE")
+	if v := c.LedgerTable; v != "" && !validTableName(v) {
+		fail("LEDGER_TABLE", "%q is not a DynamoDB table name: 3 to 255 letters, digits, '_', '-' or '.'", v)
+	}
+	if v := get("GLOBAL_REGIONS"); v != "" {
+		for _, r := range strings.Split(v, ",") {
+			r = strings.TrimSpace(r)
+			if !validRegion(r) {
+				fail("GLOBAL_REGIONS", "%q is not a Region name such as us-east-1", r)
+				continue
+			}
+			if slices.Contains(c.GlobalRegions, r) {
+				fail("GLOBAL_REGIONS", "names %s twice", r)
+				continue
+			}
+			c.GlobalRegions = append(c.GlobalRegions, r)
+		}
+	}
+	c.LedgerEndpoint = get("LEDGER_ENDPOINT")
+	if v := c.LedgerEndpoint; v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("LEDGER_ENDPOINT", "%q is not an http(s) URL", v)
+		}
+	}
+	c.LedgerTimeout = duration("LEDGER_TIMEOUT", 10*time.Millisecond, 5*time.Second)
+	if v := get("GLOBAL_OPEN_SHARE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			fail("GLOBAL_OPEN_SHARE", "%q is not a share above 0 and at most 1, such as 0.5", v)
+		} else {
+			c.GlobalOpenShare = f
+		}
+	}
 	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
 	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
@@ -716,4 +766,38 @@ func isScheme(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// validTableName reports whether s can name a DynamoDB table.
+func validTableName(s string) bool {
+	if len(s) < 3 || len(s) > 255 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// validRegion reports whether s has an AWS Region name's form, such as
+// us-east-1 or ap-southeast-2.
+func validRegion(s string) bool {
+	parts := strings.Split(s, "-")
+	if len(parts) < 3 {
+		return false
+	}
+	for i, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, r := range p {
+			last := i == len(parts)-1
+			if last && (r < '0' || r > '9') || !last && (r < 'a' || r > 'z') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -35,6 +35,7 @@ func defaults() Config {
 		LeaseMax:         64,
 		LeaseTTL:         250 * time.Millisecond,
 		DenyCacheMaxAge:  time.Second,
+		LedgerTimeout:    200 * time.Millisecond,
 	}
 }
 
@@ -69,7 +70,17 @@ func TestFromEnv(t *testing.T) {
 			"LEASE_MAX":             "1",
 			"LEASE_TTL":             "1s",
 			"DENY_CACHE_MAX_AGE":    "30s",
+			"LEDGER_TABLE":          "sluice-ledger",
+			"GLOBAL_REGIONS":        "us-east-1, us-east-2,us-west-2",
+			"LEDGER_ENDPOINT":       "http://127.0.0.1:4567",
+			"LEDGER_TIMEOUT":        "300ms",
+			"GLOBAL_OPEN_SHARE":     "0.25",
 		}, func(c *Config) {
+			c.LedgerTable = "sluice-ledger"
+			c.GlobalRegions = []string{"us-east-1", "us-east-2", "us-west-2"}
+			c.LedgerEndpoint = "http://127.0.0.1:4567"
+			c.LedgerTimeout = 300 * time.Millisecond
+			c.GlobalOpenShare = 0.25
 			c.RateLimitHeaders = headers.Draft11 | headers.Legacy
 			c.LeaseMax = 1
 			c.LeaseTTL = time.Second
@@ -153,6 +164,12 @@ func TestFromEnvErrors(t *testing.T) {
 		extra            map[string]string
 	}{
 		{"log level", "LOG_LEVEL", "loud", nil},
+		{"ledger table", "LEDGER_TABLE", "a b", nil},
+		{"global regions", "GLOBAL_REGIONS", "us-east-1,mars", nil},
+		{"global regions twice", "GLOBAL_REGIONS", "us-east-1,us-east-1", nil},
+		{"ledger endpoint", "LEDGER_ENDPOINT", "localhost:4567", nil},
+		{"ledger timeout", "LEDGER_TIMEOUT", "1h", nil},
+		{"open share", "GLOBAL_OPEN_SHARE", "1.5", nil},
 		{"redis mode", "REDIS_MODE", "replica", nil},
 		{"sentinel without master", "REDIS_URL", "redis://sentinel:26379?addr=sentinel-2:26379", map[string]string{"REDIS_MODE": "sentinel"}},
 		{"sentinel url option", "REDIS_URL", "redis://sentinel:26379?master_name=m&colour=red", map[string]string{"REDIS_MODE": "sentinel"}},
