@@ -10,8 +10,8 @@ import (
 )
 
 // TestReadmeSnippetIsTheExample keeps the "Attach Sluice to your own API"
-// snippet of README.md and docs/deploy.md and Example (which runs) the same
-// code: every line of a snippet must appear, in order, in example_test.go,
+// snippet of README.md (docs/deploy.md links to it) and Example (which
+// runs) the same code: every line of a snippet must appear, in order, in example_test.go,
 // and their statements must be the same, so a line dropped from either side
 // fails too. Only the Example sets AssetDir (a prebuilt stand-in, so that it
 // runs without a build), and a snippet ends with app.Synth where the Example
@@ -22,7 +22,7 @@ func TestReadmeSnippetIsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range []string{"README.md", "docs/deploy.md"} {
+	for _, doc := range []string{"README.md"} {
 		t.Run(doc, func(t *testing.T) { checkSnippet(t, doc, string(example)) })
 	}
 }
