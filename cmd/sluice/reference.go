@@ -69,8 +69,9 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 	}
 }
 
-// writeFlags writes one list item per flag: the flag, its default and
-// environment variable, then its help.
+// writeFlags writes one list item per flag: the flag (with its value's
+// placeholder when one is set; else the flag's name says it), its default
+// and environment variable, then its help.
 func writeFlags(w io.Writer, flags []*kong.Flag) {
 	n := 0
 	for _, f := range flags {
@@ -78,8 +79,8 @@ func writeFlags(w io.Writer, flags []*kong.Flag) {
 			continue
 		}
 		name := "`--" + f.Name
-		if !f.IsBool() {
-			name += "=" + placeholder(f)
+		if !f.IsBool() && f.PlaceHolder != "" {
+			name += "=" + f.PlaceHolder
 		}
 		name += "`"
 		if f.Short != 0 {
