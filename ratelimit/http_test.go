@@ -28,7 +28,7 @@ import (
 
 // addRules creates rules through the admin API of s's deployment, as an
 // operator does; a Limiter built after starts with them.
-func (s setup) addRules(t *testing.T, rs ...map[string]any) (ids []string) {
+func (s setup) addRules(t testing.TB, rs ...map[string]any) (ids []string) {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string {
 		return map[string]string{"REDIS_URL": s.redisURL, "DATABASE_URL": s.dbURL, "REDIS_PREFIX": s.prefix}[k]
@@ -54,7 +54,7 @@ func (s setup) addRules(t *testing.T, rs ...map[string]any) (ids []string) {
 }
 
 // limiterWith builds a Limiter on s with o's Sources, JWT and Headers.
-func (s setup) limiterWith(t *testing.T, o ratelimit.Options) *ratelimit.Limiter {
+func (s setup) limiterWith(t testing.TB, o ratelimit.Options) *ratelimit.Limiter {
 	t.Helper()
 	o.RedisURL, o.Prefix, o.Out = s.redisURL, s.prefix, s.out
 	rl, err := ratelimit.New(context.Background(), o)

@@ -186,6 +186,22 @@ type Options struct {
 	// decisions writes a log line, each with the count it stands for; 0
 	// is 1s.
 	FailLogEvery time.Duration
+	// Ledger, when set, holds the budgets of global rules, shared with
+	// every Region (docs/global.md): awsenv.NewLedger builds one on
+	// DynamoDB. Nil decides global rules as regional ones, and links no
+	// DynamoDB client.
+	Ledger Ledger
+	// Regions is GLOBAL_REGIONS's count: the Regions sharing Ledger.
+	Regions int
+}
+
+// Ledger holds global budgets per window: what every Region took. It is
+// internal/limiter's Ledger, declared here so that a Limiter without one
+// links no DynamoDB client.
+type Ledger interface {
+	Take(ctx context.Context, key string, want, limit int64, expires time.Time) (int64, error)
+	Give(ctx context.Context, key string, n int64) error
+	Used(ctx context.Context, key string) (int64, error)
 }
 
 // Limiter limits the callers an authorizer handler lets through. It is
@@ -311,7 +327,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	d := decider.New(ctx, rdb, decider.Options{
 		Log: slog.New(slog.NewJSONHandler(out, nil)).With(slog.String("function", fn)), Out: out, Function: fn,
 		Prefix:     o.Prefix,
-		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax},
+		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions},
 		SubjectKey: key, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
 	})
 	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {

@@ -32,7 +32,7 @@ type setup struct {
 	out                     *testenv.Buffer
 }
 
-func newSetup(t *testing.T) setup {
+func newSetup(t testing.TB) setup {
 	t.Helper()
 	s := setup{redisURL: testenv.RedisURL(t), dbURL: pgtest.NewDatabase(t), prefix: testenv.Prefix(t, "ratelimit"), out: &testenv.Buffer{}}
 	testenv.DeleteKeys(t, testenv.Redis(t), s.prefix)

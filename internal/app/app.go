@@ -223,7 +223,7 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if err != nil {
 		return nil, err
 	}
-	led, err := ledgerFor(ctx, cfg)
+	led, err := NewLedger(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +335,7 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 	if err != nil {
 		return nil, err
 	}
-	led, err := ledgerFor(ctx, cfg)
+	led, err := NewLedger(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -442,9 +442,10 @@ func NewLocal(ctx context.Context, cfg config.Config, o Options) (*Local, error)
 	return &Local{Decider: d, Admin: adm}, nil
 }
 
-// ledgerFor returns the ledger of global budgets LEDGER_TABLE names, or
-// nil without one (global rules are then decided as regional ones).
-func ledgerFor(ctx context.Context, cfg config.Config) (limiter.Ledger, error) {
+// NewLedger returns the ledger of global budgets LEDGER_TABLE names (at
+// LEDGER_ENDPOINT when set), or nil without one: global rules are then
+// decided as regional ones.
+func NewLedger(ctx context.Context, cfg config.Config) (limiter.Ledger, error) {
 	if cfg.LedgerTable == "" {
 		return nil, nil
 	}

@@ -104,7 +104,7 @@ type globals struct {
 	openShare float64
 
 	mu    sync.Mutex
-	pools map[string]*pool
+	pools map[poolKey]*pool
 	loop  sync.Once
 	stop  chan struct{}
 	done  chan struct{}
@@ -143,7 +143,7 @@ func newGlobals(o Options) *globals {
 		horizon:   o.GlobalHorizon,
 		idle:      o.GlobalIdle,
 		openShare: o.OpenShare,
-		pools:     map[string]*pool{},
+		pools:     map[poolKey]*pool{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -225,25 +225,34 @@ func addMonths(a time.Time, k int) time.Time {
 	return time.Date(y, time.Month(m+1), d, a.Hour(), a.Minute(), a.Second(), a.Nanosecond(), time.UTC)
 }
 
+// poolKey names a pool in this process: no string is built to find one.
+type poolKey struct {
+	id    string
+	sd    subjectDigest
+	start int64 // the window's start, Unix ns
+	limit int64
+}
+
 // poolFor returns the pool of global bucket b of the subject sd at now.
 func (l *Limiter) poolFor(sd subjectDigest, b Bucket, now time.Time) *pool {
 	g := l.global
 	start, end := GlobalWindow(b, now)
+	k := poolKey{id: b.ID, sd: sd, start: start.UnixNano(), limit: b.Limit}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.pools[k]; p != nil {
+		return p
+	}
 	hash := string(appendSubjectHash(nil, sd))
 	ms := strconv.FormatInt(start.UnixMilli(), 10)
 	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + ms
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if p := g.pools[key]; p != nil && p.limit == b.Limit {
-		return p
-	}
 	p := &pool{
 		key: key, mark: key + ":w", lock: key + ":l", meta: key + ":m", credit: key + ":o",
 		item:  b.Global + "#" + hash + "#" + ms,
 		limit: b.Limit, start: start, end: end,
 		open: int64(math.Ceil(float64(b.Limit) * g.openShare)),
 	}
-	g.pools[key] = p
+	g.pools[k] = p
 	g.loop.Do(func() { go g.run(l) })
 	return p
 }
@@ -294,6 +303,9 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		l.breaker.done(0, true, probe)
 		if short < 0 {
 			for j, p := range ps {
+				if !r.allowed {
+					break // nothing was charged: the pools are as they were
+				}
 				if levels[2*j] < levels[2*j+1] || levels[2*j+1] == 0 && levels[2*j] < req.Cost {
 					l.refillAsync(p, req.Cost)
 				}
@@ -384,22 +396,17 @@ func (l *Limiter) globalDeny(req Request, i int, p *pool, now time.Time, ck deny
 // lacked the tokens (then nothing was charged), else -1; levels holds each
 // pool's level and low-water mark after the charge.
 func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps []*pool) (r reply, short int, levels []int64, err error) {
-	c := buildCalls.Get().(*call)
+	c := getCall()
+	defer putCall(c)
 	c.build(l.prefix, sub, req.Cost, req.Buckets)
-	keys := append([]string(nil), c.keys...)
-	args := make([]any, 0, len(c.args)+1)
-	for _, a := range c.args {
-		args = append(args, string(*a.(*argBytes)))
-	}
-	buildCalls.Put(c)
+	keys := c.keys
 	for _, p := range ps {
 		keys = append(keys, p.key, p.mark)
 	}
-	args = append(args, len(ps))
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
+	args := append(c.args[:len(c.args):len(c.args)], len(ps))
+	c.ctx.arm(ctx, l.timeout)
 	l.st.redisCalls.Add(1)
-	res, err := globalScript.Run(ctx, l.rdb, keys, args...).Text()
+	res, err := globalScript.Run(&c.ctx, l.rdb, keys, args...).Text()
 	if err != nil {
 		return reply{}, -1, nil, err
 	}

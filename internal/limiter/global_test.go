@@ -299,3 +299,28 @@ func TestGlobalWindow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGlobalAllow is one decision of a quota, regional and global
+// (its pool full: no request waits on the ledger), side by side on the
+// test Redis and dynalite.
+//
+//	scripts/testenv.sh go test -run '^$' -bench GlobalAllow -count 6 ./internal/limiter/
+func BenchmarkGlobalAllow(b *testing.B) {
+	rdb := globalClient(b)
+	r := newRegion(b, rdb, testenv.DynamoDBURL(b), ledgerTable(b), 3, limiter.Options{})
+	for _, global := range []string{"", "bench"} {
+		name := "regional"
+		if global != "" {
+			name = "global"
+		}
+		b.Run(name, func(b *testing.B) {
+			bs := []limiter.Bucket{{ID: "q" + name, Limit: 1_000_000_000, Period: 24 * time.Hour, Window: limiter.Monthly, Global: global}}
+			req := limiter.Request{Subject: "bench", Buckets: bs, Cost: 1}
+			for b.Loop() {
+				if d, err := r.lim.Allow(context.Background(), req); err != nil || !d.Allowed {
+					b.Fatalf("%+v, %v", d, err)
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
@@ -70,6 +71,24 @@ func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limite
 	if err := l.CheckKey(ctx); err != nil {
 		a.Close()
 		return nil, err
+	}
+	return l, nil
+}
+
+// NewLedger returns the ledger of global rules' budgets on the DynamoDB
+// table (the deployment's LEDGER_TABLE), in the Region of the default AWS
+// configuration, for ratelimit.Options.Ledger. The table is a global table
+// with multi-Region strong consistency in every Region that shares it
+// (docs/global.md); the caller's role needs dynamodb:UpdateItem and
+// GetItem on it.
+func NewLedger(ctx context.Context, table string) (ratelimit.Ledger, error) {
+	cfg := config.Config{LedgerTable: table, LedgerTimeout: 200 * time.Millisecond}
+	l, err := app.NewLedger(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	if l == nil {
+		return nil, errors.New("ratelimit: a ledger needs a table name")
 	}
 	return l, nil
 }
