@@ -324,3 +324,78 @@ func BenchmarkGlobalAllow(b *testing.B) {
 		})
 	}
 }
+
+// DynamoDB on-demand, us-east-1: $0.625 per million write request units,
+// and a write to an MRSC global table is billed in each of its three
+// Regions (replicated write units, same price); a ledger item is under
+// 1 KB, one unit per write (aws.amazon.com/dynamodb/pricing/on-demand,
+// recalled 2026-12-04).
+const (
+	usdPerMillionWRU = 0.625
+	replicas         = 3
+)
+
+// BenchmarkGlobalSteady runs three Regions at a steady, even load of
+// global decisions (b.N of them, paced at perRegion a second in each
+// Region) against one ledger, and reports what the issue asks of it:
+// ledger calls (takes and gives) per decision, the added ledger cost per
+// million decisions at list price, what each Region holds unspent at the
+// end (stranded if its traffic left now), and over-admission (admitted
+// above the limit, which must be 0).
+//
+//	scripts/testenv.sh go test -run '^$' -bench GlobalSteady -benchtime 6000x ./internal/limiter/
+func BenchmarkGlobalSteady(b *testing.B) {
+	rdb := globalClient(b)
+	endpoint := testenv.DynamoDBURL(b)
+	for _, tc := range []struct {
+		name      string
+		bucket    limiter.Bucket
+		perRegion int
+	}{
+		{"quota-1M-month", limiter.Bucket{ID: "q", Limit: 1_000_000, Period: 24 * time.Hour, Window: limiter.Monthly, Global: "steady-q"}, 100},
+		{"rate-10k-minute", limiter.Bucket{ID: "r", Limit: 10_000, Period: time.Minute, Global: "steady-r"}, 50},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			table := ledgerTable(b)
+			var rs []region
+			for range 3 {
+				rs = append(rs, newRegion(b, rdb, endpoint, table, 3, limiter.Options{}))
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			per := b.N / 3
+			b.ResetTimer()
+			for _, r := range rs {
+				wg.Go(func() {
+					tick := time.NewTicker(time.Second / time.Duration(tc.perRegion))
+					defer tick.Stop()
+					for range per {
+						<-tick.C
+						d, _ := r.lim.Allow(context.Background(), limiter.Request{Subject: "steady", Buckets: []limiter.Bucket{tc.bucket}, Cost: 1})
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			var calls, writes, held int64
+			for _, r := range rs {
+				st := r.ledger.Stats()
+				calls += st.Calls
+				writes += st.Takes + st.Gives
+				gs, err := r.lim.Global(context.Background(), "steady", tc.bucket)
+				if err != nil {
+					b.Fatal(err)
+				}
+				held += gs.Pool
+			}
+			decisions := float64(3 * per)
+			b.ReportMetric(float64(calls)/decisions, "ledger-calls/decision")
+			b.ReportMetric(float64(writes)*replicas*usdPerMillionWRU/decisions, "usd/M-decisions")
+			b.ReportMetric(float64(held)/3, "unspent/region")
+			b.ReportMetric(float64(max(admitted.Load()-tc.bucket.Limit, 0)), "over-admitted")
+		})
+	}
+}
