@@ -683,12 +683,19 @@ func (l *Limiter) closeGlobal(ctx context.Context) error {
 	if ran {
 		<-g.done
 	}
-	var errs []error
-	for _, p := range owned {
-		if err := l.drain(ctx, p); err != nil {
-			errs = append(errs, err)
-		}
+	// In parallel (at most 16 at a time): a Lambda has a few hundred
+	// milliseconds after SIGTERM, and each give is a cross-Region write.
+	errs := make([]error, len(owned))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, p := range owned {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = l.drain(ctx, p)
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
