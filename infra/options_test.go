@@ -510,16 +510,17 @@ func TestPlatformDefaults(t *testing.T) {
 }
 
 // TestExecutionLogs: API Gateway's execution log group of each stage
-// (API-Gateway-Execution-Logs_<api id>/<stage>) is the stack's, kept a
-// month and deleted with it, and exists before the stage; so is the
-// provider framework's.
+// (API-Gateway-Execution-Logs_<api id>/<stage>) is the stack's through a
+// Custom::LogRetention, kept a month and deleted with it, before the stage;
+// LogRetention's function logs to a group of the stack with a retention,
+// created before it, as does the provider framework's.
 func TestExecutionLogs(t *testing.T) {
 	for _, v := range []variant{full, lean} {
 		_, js := synth(t, v)
 		all, _ := js["Resources"].(map[string]any)
 		stages := resources(js, "AWS::ApiGateway::Stage")
 		groups := map[string]string{} // rest api id → log group id
-		for _, lg := range resources(js, "AWS::Logs::LogGroup") {
+		for _, lg := range resources(js, "Custom::LogRetention") {
 			b, _ := json.Marshal(lg.Props["LogGroupName"])
 			if !strings.Contains(string(b), "API-Gateway-Execution-Logs_") {
 				continue
@@ -527,8 +528,8 @@ func TestExecutionLogs(t *testing.T) {
 			if !strings.Contains(string(b), `"/","`+stageName+`"`) && !strings.Contains(string(b), `"/`+stageName) {
 				t.Errorf("%s: %s LogGroupName = %s, want the %s stage's", v, lg.ID, b, stageName)
 			}
-			if lg.Props["RetentionInDays"] != 30.0 || all[lg.ID].(map[string]any)["DeletionPolicy"] != "Delete" {
-				t.Errorf("%s: %s retention, deletion = %v, %v; want 30 days, Delete", v, lg.ID, lg.Props["RetentionInDays"], all[lg.ID].(map[string]any)["DeletionPolicy"])
+			if lg.Props["RetentionInDays"] != 30.0 || lg.Props["RemovalPolicy"] != "destroy" {
+				t.Errorf("%s: %s retention, removal = %v, %v; want 30 days, destroy", v, lg.ID, lg.Props["RetentionInDays"], lg.Props["RemovalPolicy"])
 			}
 			for _, id := range refs(lg.Props["LogGroupName"]) {
 				groups[id] = lg.ID
@@ -545,16 +546,28 @@ func TestExecutionLogs(t *testing.T) {
 		if len(groups) != len(stages) {
 			t.Errorf("%s: %d execution log groups for %d stages", v, len(groups), len(stages))
 		}
-		var provider bool
+		var provider, retention bool
 		for _, fn := range resources(js, "AWS::Lambda::Function") {
 			if envOf(fn)["USER_ON_EVENT_FUNCTION_ARN"] != nil {
 				lc, _ := fn.Props["LoggingConfig"].(map[string]any)
 				id := refs(lc["LogGroup"])
 				provider = len(id) == 1 && all[id[0]].(map[string]any)["Properties"].(map[string]any)["RetentionInDays"] == 30.0
 			}
+			if name, _ := fn.Props["FunctionName"].(string); strings.HasPrefix(fn.ID, logRetentionFunctionID) {
+				deps, _ := all[fn.ID].(map[string]any)["DependsOn"].([]any)
+				for _, lg := range resources(js, "AWS::Logs::LogGroup") {
+					if lg.Props["LogGroupName"] == "/aws/lambda/"+name && lg.Props["RetentionInDays"] == 1.0 &&
+						all[lg.ID].(map[string]any)["DeletionPolicy"] == "Delete" && slices.Contains(deps, any(lg.ID)) {
+						retention = true
+					}
+				}
+			}
 		}
 		if !provider {
 			t.Errorf("%s: the provider framework's function logs to no log group of the stack with a retention", v)
+		}
+		if !retention {
+			t.Errorf("%s: LogRetention's function logs to no log group of the stack, kept a day, created before it", v)
 		}
 	}
 }

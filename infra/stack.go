@@ -710,13 +710,18 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		s.DemoAPI = newDemoAPI(stack, s.Authorizer)
 		apis = append(apis, s.DemoAPI)
 	}
+	groups := make([]*string, len(apis))
+	for i, api := range apis {
+		groups[i] = executionLogGroupName(api)
+	}
+	logRole := newExecutionLogsRole(stack, groups)
 	for i, api := range apis {
 		stage := api.DeploymentStage()
 		if apiAccount != nil {
 			// A stage that logs is rejected until the account has the role.
 			stage.Node().AddDependency(apiAccount)
 		}
-		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], api))
+		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], groups[i], logRole))
 	}
 	newMonitoring(stack, p, s, rd)
 	var insightReaders []awslambda.Function
@@ -1130,18 +1135,93 @@ func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
 	}
 }
 
-// newExecutionLogs creates the log group API Gateway writes the execution
-// logs of api's deployment stage to, API-Gateway-Execution-Logs_<id>/<stage>,
-// before the stage exists: left to API Gateway, the group never expires and
+// newExecutionLogs keeps the log group API Gateway writes the execution
+// logs of a deployment stage to, group (executionLogGroupName), a month and
+// deletes it with the stack: left to API Gateway, it never expires and
 // outlives the stack. The stage must depend on it.
-func newExecutionLogs(stack awscdk.Stack, id string, api awsapigateway.RestApi) awslogs.LogGroup {
-	return awslogs.NewLogGroup(stack, jsii.String(id+"ExecutionLogs"), &awslogs.LogGroupProps{
-		LogGroupName: awscdk.Fn_Join(jsii.String(""), &[]*string{
-			jsii.String("API-Gateway-Execution-Logs_"), api.RestApiId(), jsii.String("/"), jsii.String(stageName),
-		}),
+//
+// It is CDK's LogRetention, a custom resource that creates the group or,
+// when it exists, sets its retention. A stack deployed before this was
+// managed has the group API Gateway created, which an AWS::Logs::LogGroup of
+// the same name would fail to create ("already exists"), and CloudFormation's
+// import of existing resources (`cdk deploy --import-existing-resources`)
+// adopts only resources with a static name, not one joined from the API's id
+// (TestExecutionLogsUpgrade).
+func newExecutionLogs(stack awscdk.Stack, id string, group *string, role awsiam.Role) awslogs.LogRetention {
+	lr := awslogs.NewLogRetention(stack, jsii.String(id+"ExecutionLogs"), &awslogs.LogRetentionProps{
+		LogGroupName:  group,
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		// Policy updates dropped: CDK would add logs:PutRetentionPolicy
+		// on "*"; newExecutionLogsRole grants the groups themselves.
+		Role: role.WithoutPolicyUpdates(nil),
 	})
+	// The function, one per stack, is named so that its role can name its
+	// log group, which exists before it.
+	fn := stack.Node().FindChild(jsii.String(logRetentionFunctionID)).Node().DefaultChild().(awscdk.CfnResource)
+	fn.AddPropertyOverride(jsii.String("FunctionName"), jsii.String(logRetentionFunctionName(stack)))
+	fn.Node().AddDependency(stack.Node().FindChild(jsii.String("LogRetentionLogs")))
+	return lr
+}
+
+// logRetentionFunctionID is the construct id of LogRetention's function,
+// one per stack (aws-cdk-lib's aws-logs/lib/log-retention.ts).
+const logRetentionFunctionID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
+
+// logRetentionFunctionName is the name of LogRetention's function.
+func logRetentionFunctionName(stack awscdk.Stack) string {
+	return resourceName(stack, "log-retention")
+}
+
+// executionLogGroupName is API-Gateway-Execution-Logs_<api id>/<stage>, the
+// log group API Gateway writes api's execution logs to.
+func executionLogGroupName(api awsapigateway.RestApi) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String("API-Gateway-Execution-Logs_"), api.RestApiId(), jsii.String("/"), jsii.String(stageName),
+	})
+}
+
+// newExecutionLogsRole is the role of LogRetention's function: it may
+// create, expire and delete the execution log groups and its own log group
+// (which it expires after a day), and nothing else. Its own group is the
+// stack's, so it goes with the stack too.
+func newExecutionLogsRole(stack awscdk.Stack, groups []*string) awsiam.Role {
+	arns := func(names ...*string) *[]*string {
+		var out []*string
+		for _, n := range names {
+			arn := stack.FormatArn(&awscdk.ArnComponents{
+				Service: jsii.String("logs"), Resource: jsii.String("log-group"), ResourceName: n,
+				ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+			})
+			out = append(out, arn, awscdk.Fn_Join(jsii.String(""), &[]*string{arn, jsii.String(":*")}))
+		}
+		return &out
+	}
+	own := jsii.String("/aws/lambda/" + logRetentionFunctionName(stack))
+	awslogs.NewLogGroup(stack, jsii.String("LogRetentionLogs"), &awslogs.LogGroupProps{
+		LogGroupName:  own,
+		Retention:     awslogs.RetentionDays_ONE_DAY,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	role := awsiam.NewRole(stack, jsii.String("LogRetentionRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("CDK LogRetention: the API Gateway execution log groups' retention"),
+		InlinePolicies: &map[string]awsiam.PolicyDocument{
+			"LogGroups": awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+				awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Actions:   jsii.Strings("logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteRetentionPolicy", "logs:DeleteLogGroup"),
+					Resources: arns(groups...),
+				}),
+				awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Actions:   jsii.Strings("logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:CreateLogStream", "logs:PutLogEvents"),
+					Resources: arns(own),
+				}),
+			}}),
+		},
+	})
+	suppress(role, "AwsSolutions-IAM5", "log streams of the execution log groups and of the function's own "+
+		"log group (<group ARN>:*), and nothing else", `/^Resource::.*:\*$/`)
+	return role
 }
 
 // stageName is the deployment stage of both APIs (CDK's default).
