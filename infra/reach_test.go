@@ -675,7 +675,7 @@ func (r *reach) secretKind(v any, p *StackProps) string {
 			return holdsDBReader
 		case strings.HasPrefix(id, "DbSecret"):
 			return holdsDBOwner
-		case strings.HasPrefix(id, "RedisAuthToken"):
+		case strings.HasPrefix(id, "RedisAuthToken"), strings.HasPrefix(id, "RedisUserSecret"):
 			return holdsRedisAuth
 		case strings.HasPrefix(id, "SubjectHmacKey"):
 			return holdsSubjectKey

@@ -791,6 +791,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		// speaks the cluster protocol; the hash-tagged keys keep each
 		// subject's buckets in one slot.
 		name := resourceName(stack, "cache")
+		auth := newCacheUser(stack, engine)
 		const maxGB, maxECPU = 10, 100000
 		c := awselasticache.NewCfnServerlessCache(stack, jsii.String("Redis"), &awselasticache.CfnServerlessCacheProps{
 			Engine:              jsii.String(engine),
@@ -798,6 +799,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 			Description:         jsii.String("Sluice token buckets"),
 			SubnetIds:           &subnetIDs,
 			SecurityGroupIds:    &[]interface{}{sg.SecurityGroupId()},
+			UserGroupId:         auth.group.Ref(),
 			CacheUsageLimits: &awselasticache.CfnServerlessCache_CacheUsageLimitsProperty{
 				DataStorage:   &awselasticache.CfnServerlessCache_DataStorageProperty{Unit: jsii.String("GB"), Maximum: jsii.Number(maxGB)},
 				EcpuPerSecond: &awselasticache.CfnServerlessCache_ECPUPerSecondProperty{Maximum: jsii.Number(maxECPU)},
@@ -805,8 +807,9 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		})
 		dims := map[string]string{"clusterId": *c.Ref()}
 		return redis{
-			url:  fmt.Sprintf("rediss://%s:%s", *c.AttrEndpointAddress(), *c.AttrEndpointPort()),
-			mode: "cluster",
+			url:        fmt.Sprintf("rediss://%s:%s", *c.AttrEndpointAddress(), *c.AttrEndpointPort()),
+			mode:       "cluster",
+			authSecret: auth.secret,
 			// ECPUs per second over a minute and data stored, against the
 			// configured caps.
 			cpu: mathExpression(fmt.Sprintf("100 * e / (60 * %d)", maxECPU), "ECPU % of limit",
@@ -865,6 +868,53 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		cpu:        worst("EngineCPUUtilization", "Engine CPU %"),
 		mem:        worst("DatabaseMemoryUsagePercentage", "Memory %"),
 	}
+}
+
+// cacheUser is the access control of a serverless cache: a user group
+// whose one user is "default", with a password, and the secret that holds
+// its login.
+type cacheUser struct {
+	group  awselasticache.CfnUserGroup
+	secret awssecretsmanager.Secret
+}
+
+// newCacheUser gives the serverless cache a user group, so a client
+// must AUTH as well as pass the security group. ElastiCache Serverless takes
+// no AUTH token, only RBAC (ElastiCache User Guide, "Role-Based Access
+// Control"), and a user group must hold a user named default
+// (AWS::ElastiCache::UserGroup, UserIds): that user, with full access and a
+// password, is the only one, so no connection is unauthenticated. The
+// secret is JSON {"username":"default","password":...} (64 alphanumerics),
+// which REDIS_AUTH_SECRET_ARN reads as an RBAC login (config.Redis); the
+// functions that connect to Redis may read it, no other.
+func newCacheUser(stack awscdk.Stack, engine string) cacheUser {
+	secret := awssecretsmanager.NewSecret(stack, jsii.String("RedisUserSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Sluice Redis login (ElastiCache RBAC user default)"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			SecretStringTemplate: jsii.String(`{"username":"default"}`),
+			GenerateStringKey:    jsii.String("password"),
+			PasswordLength:       jsii.Number(64),
+			ExcludePunctuation:   jsii.Bool(true),
+		},
+	})
+	suppress(secret, "AwsSolutions-SMG4", "Secrets Manager has no rotation for an ElastiCache user's password, "+
+		"and the functions read it once per cold start, so a rotated password would lock warm functions out")
+	user := awselasticache.NewCfnUser(stack, jsii.String("RedisUser"), &awselasticache.CfnUserProps{
+		UserId:       jsii.String(resourceName(stack, "cache-user")),
+		UserName:     jsii.String("default"),
+		Engine:       jsii.String(engine),
+		AccessString: jsii.String("on ~* +@all"),
+		AuthenticationMode: map[string]any{
+			"Type":      "password",
+			"Passwords": []*string{secret.SecretValueFromJson(jsii.String("password")).UnsafeUnwrap()}, // a dynamic reference
+		},
+	})
+	group := awselasticache.NewCfnUserGroup(stack, jsii.String("RedisUserGroup"), &awselasticache.CfnUserGroupProps{
+		UserGroupId: jsii.String(resourceName(stack, "cache-users")),
+		Engine:      jsii.String(engine),
+		UserIds:     &[]*string{user.Ref()}, // the user id, once the user exists
+	})
+	return cacheUser{group: group, secret: secret}
 }
 
 // defaultRedisNodeType is the replication group's node type: the smallest

@@ -714,6 +714,61 @@ func TestServerlessCache(t *testing.T) {
 	}
 }
 
+// TestServerlessCacheAuth: a serverless cache (the small profile's, and
+// serverlessRedis) admits only an authenticated client: its user group's
+// one user is "default" (a group must hold one, AWS::ElastiCache::UserGroup)
+// with a password from a generated secret, {"username":"default",
+// "password":...}, which every function that connects to Redis, and only
+// those, is given as REDIS_AUTH_SECRET_ARN.
+func TestServerlessCacheAuth(t *testing.T) {
+	for _, v := range []variant{serverless, small} {
+		_, js := synth(t, v)
+		caches := resources(js, "AWS::ElastiCache::ServerlessCache")
+		groups := resources(js, "AWS::ElastiCache::UserGroup")
+		users := resources(js, "AWS::ElastiCache::User")
+		if len(caches) != 1 || len(groups) != 1 || len(users) != 1 || refID(caches[0].Props["UserGroupId"]) != groups[0].ID {
+			t.Errorf("%s: %d caches, %d user groups, %d users; want one of each, the cache's UserGroupId the group", v, len(caches), len(groups), len(users))
+			continue
+		}
+		g, u := groups[0], users[0]
+		if ids, _ := g.Props["UserIds"].([]any); len(ids) != 1 || refID(ids[0]) != u.ID || g.Props["Engine"] != caches[0].Props["Engine"] {
+			t.Errorf("%s: user group %v, want the one user, engine %v", v, g.Props, caches[0].Props["Engine"])
+		}
+		mode, _ := u.Props["AuthenticationMode"].(map[string]any)
+		pw, _ := mode["Passwords"].([]any)
+		b, _ := json.Marshal(pw)
+		secret := refs(pw)
+		if u.Props["UserName"] != "default" || u.Props["Engine"] != g.Props["Engine"] || u.Props["NoPasswordRequired"] == true ||
+			mode["Type"] != "password" || len(pw) != 1 || !strings.Contains(string(b), "{{resolve:secretsmanager:") ||
+			!strings.Contains(string(b), ":SecretString:password:") || len(secret) != 1 {
+			t.Errorf("%s: user %v, want default, engine %v, one password from a secret", v, u.Props, g.Props["Engine"])
+			continue
+		}
+		var gen map[string]any
+		for _, r := range resources(js, "AWS::SecretsManager::Secret") {
+			if r.ID == secret[0] {
+				gen, _ = r.Props["GenerateSecretString"].(map[string]any)
+			}
+		}
+		if gen["SecretStringTemplate"] != `{"username":"default"}` || gen["GenerateStringKey"] != "password" || gen["PasswordLength"] != 64.0 {
+			t.Errorf("%s: %s generates %v, want {\"username\":\"default\"} and a 64-character password", v, secret[0], gen)
+		}
+		n := 0
+		for _, fn := range sluiceFunctions(js) {
+			env := envOf(fn)
+			if got := refID(env["REDIS_AUTH_SECRET_ARN"]); (env["REDIS_URL"] != nil) != (got == secret[0]) {
+				t.Errorf("%s: %s REDIS_URL %v, REDIS_AUTH_SECRET_ARN %v; want the login exactly where Redis is", v, fn.ID, env["REDIS_URL"] != nil, got)
+			}
+			if env["REDIS_URL"] != nil {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no function connects to Redis; the check is empty", v)
+		}
+	}
+}
+
 func TestAuroraServerlessV2(t *testing.T) {
 	tmpl, _ := synth(t, full)
 	check(t, "cluster", func() {
