@@ -80,8 +80,13 @@ func scopeText(api, route string) string {
 }
 
 func printLimits(w io.Writer, ls []admin.BucketLimit) {
+	global := slices.ContainsFunc(ls, func(l admin.BucketLimit) bool { return l.Global != nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET")
+	head := "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET"
+	if global {
+		head += "\tGLOBAL"
+	}
+	fmt.Fprintln(tw, head)
 	for _, l := range ls {
 		limit := fmt.Sprintf("%d/%s", l.Limit, l.Period)
 		if l.Plan != "" {
@@ -92,10 +97,37 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.UTC().Format("2006-01-02 15:04 UTC"))
 			burst = "-" // a quota's window holds exactly its limit
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", l.Rule, l.API, l.Route, l.Subject,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s", l.Rule, l.API, l.Route, l.Subject,
 			limit, burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, humanDuration(time.Duration(l.ResetMs)*time.Millisecond))
+		if global {
+			fmt.Fprintf(tw, "\t%s", globalText(l))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// globalText is the GLOBAL cell of a global rule's limits: what every
+// Region used of the window's budget, this Region's share (what its
+// regional bucket spent; a quota's only), and what it holds leased and
+// unspent; "-" for a regional rule.
+func globalText(l admin.BucketLimit) string {
+	g := l.Global
+	switch {
+	case g == nil:
+		return "-"
+	case g.Used == nil:
+		return g.Error
+	}
+	here := ""
+	if l.Used != nil {
+		here = fmt.Sprintf(", this Region %d", *l.Used)
+	}
+	leased := int64(0)
+	if g.Leased != nil {
+		leased = *g.Leased
+	}
+	return fmt.Sprintf("used %d of %d%s, leased unspent %d", *g.Used, l.Limit, here, leased)
 }
 
 // humanDuration writes d as a person reads it, to its two largest units:
