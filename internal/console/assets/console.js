@@ -813,7 +813,7 @@ async function ruleName(id) {
 // The fields of a subject's limits that have a column or a cell of
 // their own; any other field the API adds shows as a column named in words.
 const SHOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode',
-  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at'];
+  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at', 'global'];
 
 const TWO_DAYS = 48 * 3600 * 1000;
 
@@ -863,7 +863,11 @@ async function subjectPage() {
     const now = Date.now();
     const quota = data.limits.some(l => l.used !== undefined);
     const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !SHOWN_LIMIT_KEYS.includes(k));
-    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', ...(quota ? ['Used'] : []), 'Full or reset', ...extra.map(words)];
+    // A global rule's budget: what every Region used, this Region's share
+    // (its regional bucket's use, a quota's only) and its leased unspent.
+    const global = data.limits.some(l => l.global);
+    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', ...(quota ? ['Used'] : []), 'Full or reset',
+      ...(global ? ['Global used', 'This Region', 'Leased unspent'] : []), ...extra.map(words)];
     const names = await Promise.all(data.limits.map(l => ruleName(l.rule)));
     const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule },
       h('td', {}, names[i]),
@@ -873,6 +877,11 @@ async function subjectPage() {
       h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
       quota && h('td', { class: 'num' }, l.used ?? ''),
       h('td', { 'data-refill': '' }, refill(l, now)),
+      global && (l.global ? [
+        h('td', { class: 'num', 'data-global-used': l.global.used ?? '' }, l.global.used ?? l.global.error),
+        h('td', { class: 'num', 'data-region-used': l.used ?? '' }, l.used ?? '—'),
+        h('td', { class: 'num', 'data-leased': l.global.leased ?? '' }, l.global.leased ?? '—'),
+      ] : [h('td', {}, '—'), h('td', {}, '—'), h('td', {}, '—')]),
       extra.map(k => h('td', { 'data-extra': k }, typeof l[k] === 'object' ? JSON.stringify(l[k]) : l[k] ?? ''))));
     out.replaceChildren(table({ id: 'limits-table' }, heads, rows, 'No rule applies to this subject.'),
       h('p', { class: 'muted' }, 'Updated ', when(now), '.'));
