@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,14 +288,17 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		ps, at = append(ps, l.poolFor(sub.of(i), b, now)), append(at, i)
 	}
 	var ledgerErr error // a ledger failure the fail-open allowance answered
-	for attempt := 0; ; attempt++ {
+	// A request waits for the ledger at most this long, then denies
+	// briefly: a pool another process fills, or refills others spend.
+	deadline := now.Add(g.timeout + 2*l.timeout)
+	for {
 		start := l.now()
 		ok, probe := l.breaker.enter(start)
 		if !ok {
 			l.st.skipped.Add(1)
 			return l.failure(req, ErrBreakerOpen)
 		}
-		r, short, levels, err := l.runGlobal(ctx, sub, req, ps)
+		r, short, levels, err := l.runGlobal(ctx, sub, req, ps, at)
 		if err != nil {
 			l.st.errors.Add(1)
 			l.breaker.done(l.now(), false, probe)
@@ -316,18 +320,16 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		}
 		p, i := ps[short], at[short]
 		if p.spent(time.Now()) {
-			// The ledger had nothing left when last asked: the pool was the
-			// last of the Region's share.
+			// The ledger had nothing left when last asked, and the pool
+			// holds too little: the Region's share is spent.
 			return l.globalDeny(req, i, p, time.Now(), ck, useCache), nil
 		}
-		if attempt > 2*len(ps)+2 {
-			// Other processes of the Region spent what this one put in,
-			// every time: deny briefly rather than wait on.
+		if time.Now().After(deadline) {
 			l.st.denied.Add(1)
-			return Decision{Limit: p.limit, Bucket: i, RetryAfter: 100 * time.Millisecond}, nil
+			return Decision{Limit: p.limit, Bucket: i, RetryAfter: 100 * time.Millisecond}, ledgerErr
 		}
 		g.waits.Add(1)
-		got, err := l.fill(ctx, p, req.Cost, true)
+		_, locked, err := l.fill(ctx, p, req.Cost)
 		switch {
 		case err != nil:
 			b := req.Buckets[i]
@@ -346,9 +348,16 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 			}
 			l.st.failOpen.Add(1)
 			ledgerErr = err
-		case got == 0:
-			return l.globalDeny(req, i, p, time.Now(), ck, useCache), nil
+		case !locked:
+			// Another process of the Region is filling the pool.
+			select {
+			case <-ctx.Done():
+				l.st.denied.Add(1)
+				return Decision{Limit: p.limit, Bucket: i, RetryAfter: 100 * time.Millisecond}, ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
 		}
+		// Filled (or found spent, or credited): decide again.
 	}
 }
 
@@ -395,10 +404,23 @@ func (l *Limiter) globalDeny(req Request, i int, p *pool, now time.Time, ck deny
 // runGlobal runs globalScript. short is the index in ps of a pool that
 // lacked the tokens (then nothing was charged), else -1; levels holds each
 // pool's level and low-water mark after the charge.
-func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps []*pool) (r reply, short int, levels []int64, err error) {
+//
+// On Redis Cluster a request whose buckets count several subjects is one
+// call per subject (dimensions.go), each carrying its buckets' pools
+// (runGlobalSplit).
+func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int) (r reply, short int, levels []int64, err error) {
+	if l.cluster && sub.many && !sub.sameSubject(len(req.Buckets)) {
+		return l.runGlobalSplit(ctx, sub, req, ps, at)
+	}
+	return l.globalCall(ctx, sub, req.Cost, req.Buckets, ps)
+}
+
+// globalCall runs globalScript once over bs, all of one hash tag but for
+// a single-node Redis, with the pools ps.
+func (l *Limiter) globalCall(ctx context.Context, sub *subjects, cost int64, bs []Bucket, ps []*pool) (r reply, short int, levels []int64, err error) {
 	c := getCall()
 	defer putCall(c)
-	c.build(l.prefix, sub, req.Cost, req.Buckets)
+	c.build(l.prefix, sub, cost, bs)
 	keys := c.keys
 	for _, p := range ps {
 		keys = append(keys, p.key, p.mark)
@@ -419,7 +441,7 @@ func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps 
 		return reply{}, n - 1, nil, nil
 	}
 	rd := replyReader{s: res}
-	r, err = parseReply(&rd, len(req.Buckets))
+	r, err = parseReply(&rd, len(bs))
 	if err != nil {
 		return reply{}, -1, nil, err
 	}
@@ -435,6 +457,83 @@ func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps 
 	return r, -1, levels, nil
 }
 
+// runGlobalSplit is runGlobal on Redis Cluster for buckets of several
+// subjects. One pipelined read of every pool first reports an empty one
+// before anything is charged (the caller fills it and calls again); then
+// each subject's buckets are one call with their pools, in order, as
+// runSplit's. A pool another process emptied between the read and its
+// call denies briefly; the calls before it stay charged, as on any
+// Cluster request whose later subject denies.
+func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int) (reply, int, []int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	pipe := l.rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(ps))
+	for j, p := range ps {
+		gets[j] = pipe.Get(rctx, p.key)
+	}
+	_, err := pipe.Exec(rctx)
+	cancel()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return reply{}, -1, nil, err
+	}
+	for j := range ps {
+		if n, _ := gets[j].Int64(); n < req.Cost {
+			return reply{}, j, nil, nil
+		}
+	}
+	var (
+		out    reply
+		found  bool
+		mask   uint16
+		done   [MaxBuckets]bool
+		levels = make([]int64, 2*len(ps))
+	)
+	for first := range req.Buckets {
+		if done[first] {
+			continue
+		}
+		one := subjects{id: sub.of(first)}
+		var idx []int
+		var group []Bucket
+		var gps []*pool
+		var gj []int // index in ps of each of gps
+		for i := first; i < len(req.Buckets); i++ {
+			if !done[i] && sub.of(i) == one.id {
+				done[i] = true
+				idx, group = append(idx, i), append(group, req.Buckets[i])
+				if j := slices.Index(at, i); j >= 0 {
+					gps, gj = append(gps, ps[j]), append(gj, j)
+				}
+			}
+		}
+		r, short, lv, err := l.globalCall(ctx, &one, req.Cost, group, gps)
+		if err != nil {
+			return reply{}, -1, nil, fmt.Errorf("subject %d of the request: %w", first, err)
+		}
+		if short >= 0 {
+			return reply{index: at[gj[short]], retry: 100}, -1, nil, nil
+		}
+		for k := range group {
+			if r.mask&(1<<k) != 0 {
+				mask |= 1 << idx[k]
+			}
+		}
+		r.index = idx[r.index]
+		if !r.allowed {
+			r.mask = mask
+			return r, -1, nil, nil
+		}
+		for k, j := range gj {
+			levels[2*j], levels[2*j+1] = lv[2*k], lv[2*k+1]
+		}
+		if !found || preferLimiting(req.Buckets, r, out) {
+			out, found = r, true
+		}
+	}
+	out.mask = mask
+	return out, -1, levels, nil
+}
+
 // refillAsync starts one background refill of p, unless one runs.
 func (l *Limiter) refillAsync(p *pool, cost int64) {
 	if p.spent(time.Now()) || !p.filling.CompareAndSwap(false, true) {
@@ -444,32 +543,35 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 		defer p.filling.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*l.global.timeout+l.timeout)
 		defer cancel()
-		if _, err := l.fill(ctx, p, cost, false); err != nil {
+		if _, _, err := l.fill(ctx, p, cost); err != nil {
 			l.global.ledgerErrors.Add(1)
 		}
 	}()
 }
 
 // fill takes a block from the ledger into p and returns its size: 0 when
-// the window's budget is spent. A background fill (wait false) first takes
-// the Region's lock for p, and does nothing when another process holds it.
-func (l *Limiter) fill(ctx context.Context, p *pool, cost int64, wait bool) (int64, error) {
+// the window's budget is spent. It first takes the Region's lock for p:
+// locked is false, and nothing is done, when another process holds it
+// (that one is filling the pool).
+func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, locked bool, err error) {
 	g := l.global
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	pipe := l.rdb.Pipeline()
-	var lock *redis.BoolCmd
-	if !wait {
-		lock = pipe.SetNX(rctx, p.lock, "1", 2*g.timeout+time.Second)
-	}
+	lock := pipe.SetNX(rctx, p.lock, "1", 2*g.timeout+time.Second)
 	meta := pipe.Get(rctx, p.meta)
-	_, err := pipe.Exec(rctx)
+	_, err = pipe.Exec(rctx)
 	cancel()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("fill pool: %w", err)
+		return 0, false, fmt.Errorf("fill pool: %w", err)
 	}
-	if lock != nil && !lock.Val() {
-		return 0, nil // another process of the Region fills it
+	if !lock.Val() {
+		return 0, false, nil
 	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		l.rdb.Del(uctx, p.lock)
+		ucancel()
+	}()
 	now := time.Now()
 	lo, hi := g.blockBounds(p, cost)
 	want := lo
@@ -483,16 +585,16 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64, wait bool) (int
 	want = min(max(want, lo), hi)
 
 	lctx, lcancel := context.WithTimeout(ctx, g.timeout)
-	got, err := g.ledger.Take(lctx, p.item, want, p.limit, p.end)
+	got, err = g.ledger.Take(lctx, p.item, want, p.limit, p.end)
 	lcancel()
 	g.takes.Add(1)
 	if err != nil {
 		g.ledgerErrors.Add(1)
-		return 0, fmt.Errorf("%w: take %d: %w", ErrLedger, want, err)
+		return 0, true, fmt.Errorf("%w: take %d: %w", ErrLedger, want, err)
 	}
 	if got == 0 {
 		p.spentUntil.Store(min(p.end.UnixNano(), now.Add(spentRecheck).UnixNano()))
-		return 0, nil
+		return 0, true, nil
 	}
 	g.taken.Add(uint64(got))
 	if err := l.putPool(ctx, p, got, max(cost, want/4)); err != nil {
@@ -503,7 +605,7 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64, wait bool) (int
 		if gerr := g.ledger.Give(gctx, p.item, got); gerr != nil {
 			g.stranded.Add(uint64(got))
 		}
-		return 0, fmt.Errorf("fill pool: %w", err)
+		return 0, true, fmt.Errorf("fill pool: %w", err)
 	}
 	p.mu.Lock()
 	p.owned = true
@@ -511,10 +613,7 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64, wait bool) (int
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer mcancel()
 	l.rdb.Set(mctx, p.meta, strconv.FormatInt(now.UnixMilli(), 10)+" "+strconv.FormatInt(got, 10), time.Until(p.end)+time.Minute)
-	if !wait {
-		l.rdb.Del(mctx, p.lock)
-	}
-	return got, nil
+	return got, true, nil
 }
 
 // putPool adds n tokens to p's pool and sets its low-water mark.

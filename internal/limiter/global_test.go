@@ -399,3 +399,53 @@ func BenchmarkGlobalSteady(b *testing.B) {
 		})
 	}
 }
+
+// TestGlobalCluster: on Redis Cluster, a request whose global bucket counts
+// another subject (a named dimension) than its regional bucket is one call
+// per subject, each with its pools; two Regions still admit at most the
+// global limit, and the ledger's count is what they admitted and hold.
+func TestGlobalCluster(t *testing.T) {
+	var addrs []string
+	for _, s := range testenv.StartCluster(t, 3) {
+		addrs = append(addrs, s.Addr)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	table := ledgerTable(t)
+	endpoint := testenv.DynamoDBURL(t)
+	var rs []region
+	for range 2 {
+		rs = append(rs, newRegion(t, c, endpoint, table, 2, limiter.Options{}))
+	}
+	g := limiter.Bucket{ID: "g", Limit: 50, Period: 24 * time.Hour, Window: limiter.Daily, Global: "cluster", Subject: "ip:192.0.2.7"}
+	bs := []limiter.Bucket{{ID: "r", Limit: 1000, Period: time.Hour}, g}
+	var admitted [2]int64
+	var wg sync.WaitGroup
+	for ri, r := range rs {
+		wg.Go(func() {
+			for range 60 {
+				d, err := r.lim.Allow(context.Background(), limiter.Request{Subject: "key-1", Buckets: bs, Cost: 1})
+				if err != nil {
+					t.Errorf("region %d: %v", ri, err)
+					return
+				}
+				if d.Allowed {
+					admitted[ri]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var pools, used int64
+	for _, r := range rs {
+		st, err := r.lim.Global(context.Background(), "ip:192.0.2.7", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools, used = pools+st.Pool, st.Used
+	}
+	total := admitted[0] + admitted[1]
+	if total > g.Limit || used != g.Limit || total+pools != used {
+		t.Errorf("admitted %v, pools %d, ledger used %d: want at most %d admitted and admitted + pools = used = %d", admitted, pools, used, g.Limit, g.Limit)
+	}
+}
