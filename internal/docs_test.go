@@ -15,12 +15,11 @@ import (
 // The manual's budget (issue 36): growth past it is a decision, made by
 // changing a number here, not a drift.
 const (
-	// maxMarkdown is every .md of the repository, in bytes: 156 KB, of
-	// which the CLI and environment references are generated and
-	// quickstart.md's programs compiled, and room for docs/global.md.
-	// Issue 36 asks for 150 KB: lower this as the manual gets there,
-	// raise it only on purpose.
-	maxMarkdown     = 165_000
+	// maxMarkdown is every .md of the repository, in bytes, the CLI and
+	// environment references (generated) and quickstart.md's programs
+	// (compiled) included. Issue 36 asks for 150 KB; the manual is not
+	// there yet: lower this as it gets there, raise it only on purpose.
+	maxMarkdown     = 161_000
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
