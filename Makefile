@@ -18,6 +18,11 @@ run: ## build and start the local stack (gateway, admin API, embedded Redis and 
 	$(GO) build -o $(BUILD)/sluice ./cmd/sluice
 	exec $(BUILD)/sluice local $(ARGS)
 
+.PHONY: run-global
+run-global: ## start three local Regions over one dynalite ledger (installs it with scripts/dynalite.sh): a global quota holds across them
+	$(GO) build -o $(BUILD)/sluice ./cmd/sluice
+	SLUICE_DYNALITE="$$(scripts/dynalite.sh)" PATH="$(NODE):$$PATH" exec $(BUILD)/sluice local --regions 3 $(ARGS)
+
 # NODE is a directory holding Node.js 22 or later (scripts/node.sh installs
 # one from the npm registry when the machine's is older): the CDK CLI and
 # the CDK tests' jsii runtime run on it.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/local"
@@ -21,6 +23,8 @@ type localCmd struct {
 	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)."`
 	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects, a comma list of ${header_names} (default draft11); Retry-After is always sent on a 429."`
 	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches, such as \"100/1m\" or \"100/1m,burst=200\"; \"\" allows."`
+	Regions          int     `default:"1" help:"Local Regions to run (1 to ${max_regions}): each on its own port (--addr, then the next) and Redis, sharing the rules and a dynalite ledger, so global rules hold across them."`
+	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"DynamoDB endpoint of the Regions' ledger; default: start dynalite (SLUICE_DYNALITE, else .cache/dynalite)."`
 }
 
 func (cmd *localCmd) Help() string {
@@ -41,7 +45,15 @@ SUBJECT_SOURCES, DEFAULT_LIMIT, REDIS_TIMEOUT, LOG_LEVEL, ...; the table
 is docs/config.md), SLUICE_ADMIN_TOKEN (else one is generated and printed), and
 SLUICE_STATE_DIR (default <user config dir>/sluice), where the subject hash
 key and the development JWT issuer's key are generated once and kept. A flag
-wins over its variable.`
+wins over its variable.
+
+--regions N runs N local Regions over one ledger (docs/local.md): each
+Region's gateway, admin API and console on its own port, all sharing the
+rules (a write through any Region reaches every one) and the subject hash
+key; the global rule for the API key demo-global holds 10 a day across
+them. The ledger is --ledger-url, else dynalite started from
+SLUICE_DYNALITE (its cli.js) or .cache/dynalite, on node; LEDGER_TABLE
+names its table (default sluice-local-ledger).`
 }
 
 // localVars are the defaults the local command's help and flags show.
@@ -53,6 +65,7 @@ func localVars() map[string]string {
 		"poll":            local.Defaults["RULES_VERSION_POLL"],
 		"subject_sources": local.Defaults["SUBJECT_SOURCES"],
 		"header_names":    headers.Names,
+		"max_regions":     strconv.Itoa(local.MaxRegions),
 	}
 }
 
@@ -62,8 +75,15 @@ func (cmd *localCmd) Run(e *env) error {
 		"RULES_REFRESH": cmd.Refresh, "SUBJECT_SOURCES": cmd.SubjectSources, "RATELIMIT_HEADERS": cmd.RatelimitHeaders,
 		"DEFAULT_LIMIT": cmd.DefaultLimit,
 	}
+	if cmd.Regions < 1 || cmd.Regions > local.MaxRegions {
+		return &usageError{fmt.Sprintf("--regions %d: run 1 to %d Regions", cmd.Regions, local.MaxRegions)}
+	}
+	if cmd.LedgerURL != "" && cmd.Regions == 1 {
+		return &usageError{"--ledger-url is the ledger of --regions 2 or more: one Region has no global budget to share"}
+	}
 	c := local.Config{
 		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
+		Regions: cmd.Regions, LedgerURL: cmd.LedgerURL, Dynalite: e.env("SLUICE_DYNALITE"),
 		Token:     e.env("SLUICE_ADMIN_TOKEN"),
 		ReadToken: e.env("SLUICE_READ_TOKEN"),
 		StateDir:  e.env("SLUICE_STATE_DIR"),

@@ -85,6 +85,17 @@ type Config struct {
 	// StateDir keeps the subject hash key and the development issuer's
 	// key across restarts; default <user config dir>/sluice.
 	StateDir string
+	// Regions is how many local Regions to run, 1 to MaxRegions; 0 or 1
+	// runs one, without a ledger. More run each on its own port and
+	// embedded Redis, over one rules store and one ledger (LedgerURL).
+	Regions int
+	// LedgerURL is the DynamoDB endpoint of the Regions' ledger; empty
+	// starts dynalite (Dynalite) for the run.
+	LedgerURL string
+	// Dynalite is the path of dynalite's cli.js (SLUICE_DYNALITE); empty
+	// looks in .cache/dynalite under the working directory, where
+	// scripts/dynalite.sh installs it.
+	Dynalite string
 	// Getenv reads the Lambdas' variables (REDIS_URL, SUBJECT_SOURCES,
 	// ...; the CLI overlays its flags); Defaults fill what it leaves
 	// empty. Nil reads nothing, so every setting is its default.
@@ -148,6 +159,9 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			return err
 		}
 		cfg.SubjectHMACKey = config.Secret(key)
+	}
+	if c.Regions > 1 {
+		return serveRegions(ctx, c, cfg, stdout, stderr)
 	}
 	return serve(ctx, c, cfg, stdout, stderr)
 }
@@ -293,44 +307,13 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		st.onClose(func() { stop(); <-done })
 	}
 
-	token, generated := c.Token, false
-	if token == "" {
-		var b [24]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return fmt.Errorf("generate admin token: %w", err)
-		}
-		token, generated = "sl_"+hex.EncodeToString(b[:]), true
-	}
-
-	// The admin and check Lambdas' own http.Handlers: the functions run
-	// them through internal/lambdahttp, local mounts them as they are.
-	adminHandler := sameProcess(a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
-	mux.Handle("/admin/", RequireTokens(token, c.ReadToken, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
-	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
-	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
-	mux.Handle("/admin/token", RequireToken(token, localTokenFrom, devTokenHandler(c.dev)))
-	mux.Handle("/admin/resources", RequireTokens(token, c.ReadToken, localTokenFrom, resourcesHandler(c.API, c.Stage)))
-	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
-	// The console's files are public (they are in the repository); what
-	// it shows comes from /admin/, behind the token (see internal/console).
-	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
-	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	// The HTTP API and the service decide through the public package's
-	// Limiter over this App's decision path (its rules cache, limiter,
-	// EMF metrics and stats): one path, and the admin API's rules apply
-	// to them as to the REST API. Their decisions, and the REST API's
-	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := decider.Embed(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders}).(*ratelimit.Limiter)
-	reg := prometheus.NewRegistry()
-	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
+	token, generated, err := adminToken(c.Token)
 	if err != nil {
-		return fmt.Errorf("register the Prometheus metrics: %w", err)
+		return err
 	}
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(prom)), a.Log)
-	gw.headers = cfg.RateLimitHeaders
-	mux.Handle("/", gw)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	limitedRoutes(mux, rl, prom, a.Log)
+	if err := mount(mux, c, cfg, a, token, nil); err != nil {
+		return err
+	}
 	mounted.Store(true)
 
 	bi := bannerInfo{
@@ -360,6 +343,65 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	<-served
+	return nil
+}
+
+// adminToken returns the admin token: the one given, else a generated one
+// (generated true).
+func adminToken(given string) (token string, generated bool, err error) {
+	if given != "" {
+		return given, false, nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", false, fmt.Errorf("generate admin token: %w", err)
+	}
+	return "sl_" + hex.EncodeToString(b[:]), true, nil
+}
+
+// mount adds the routes of one stack built on a to mux: the demo APIs,
+// the admin and check APIs behind token, the console and the metrics.
+// afterWrite, when set, runs after every admin call that is not a read
+// (sluice local --regions publishes the rules to every Region's Redis).
+func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token string, afterWrite func(context.Context)) error {
+	// The admin and check Lambdas' own http.Handlers: the functions run
+	// them through internal/lambdahttp, local mounts them as they are.
+	adminHandler := sameProcess(a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
+	if afterWrite != nil {
+		next := adminHandler
+		adminHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				afterWrite(r.Context())
+			}
+		})
+	}
+	mux.Handle("/admin/", RequireTokens(token, c.ReadToken, localTokenFrom, http.StripPrefix("/admin", adminHandler)))
+	mux.Handle("/admin/check", RequireToken(token, localTokenFrom, a.Check))
+	mux.Handle("/admin/debug/vars", RequireToken(token, localTokenFrom, debugVarsHandler(a.Limiter)))
+	mux.Handle("/admin/token", RequireToken(token, localTokenFrom, devTokenHandler(c.dev)))
+	mux.Handle("/admin/resources", RequireTokens(token, c.ReadToken, localTokenFrom, resourcesHandler(c.API, c.Stage)))
+	mux.Handle("/admin", http.RedirectHandler("/admin/rules", http.StatusTemporaryRedirect))
+	// The console's files are public (they are in the repository); what
+	// it shows comes from /admin/, behind the token (see internal/console).
+	mux.Handle("/console/", http.StripPrefix("/console", console.Handler()))
+	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	// The HTTP API and the service decide through the public package's
+	// Limiter over this App's decision path (its rules cache, limiter,
+	// EMF metrics and stats): one path, and the admin API's rules apply
+	// to them as to the REST API. Their decisions, and the REST API's
+	// (its authorizer observed), are also Prometheus metrics on /metrics.
+	rl := decider.Embed(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders}).(*ratelimit.Limiter)
+	reg := prometheus.NewRegistry()
+	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
+	if err != nil {
+		return fmt.Errorf("register the Prometheus metrics: %w", err)
+	}
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(prom)), a.Log)
+	gw.headers = cfg.RateLimitHeaders
+	mux.Handle("/", gw)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	limitedRoutes(mux, rl, prom, a.Log)
 	return nil
 }
 
@@ -583,6 +625,9 @@ type bannerInfo struct {
 	// devToken is a token of the development issuer, for the curl line;
 	// jwtClaim the claim the jwt: source reads. Empty without one.
 	devToken, jwtClaim string
+	// regions is the lines on the Regions of `sluice local --regions`,
+	// each ending in a newline; empty for one.
+	regions string
 }
 
 // banner prints what is running and commands to try.
@@ -610,7 +655,7 @@ func banner(w io.Writer, b bannerInfo) {
   Redis      %[7]s
   store      %[8]s
   rules      %[9]s
-
+%[18]s
 Try:
 %[12]s  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
   curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
@@ -622,7 +667,7 @@ CLI (make run built it in build/):
 
 Ctrl-C stops.
 `, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
-		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "))
+		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions)
 }
 
 // tryLines are the banner's first curl lines: with the API key, or with a
