@@ -449,3 +449,39 @@ func TestGlobalCluster(t *testing.T) {
 		t.Errorf("admitted %v, pools %d, ledger used %d: want at most %d admitted and admitted + pools = used = %d", admitted, pools, used, g.Limit, g.Limit)
 	}
 }
+
+// TestGlobalUsage: usage reported after a response (Charge) spends from
+// the Region's pool, into debt if need be, so a global quota charged
+// that way still holds: admitted + reported + pools = the ledger's count.
+func TestGlobalUsage(t *testing.T) {
+	rdb := globalClient(t)
+	r := newRegion(t, rdb, testenv.DynamoDBURL(t), ledgerTable(t), 1, limiter.Options{})
+	b := limiter.Bucket{ID: "u", Limit: 100, Period: 24 * time.Hour, Window: limiter.Daily, Global: "usage"}
+	ctx := context.Background()
+	req := limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1}
+	var admitted int64
+	for range 10 {
+		if d, _ := r.lim.Allow(ctx, req); d.Allowed {
+			admitted++
+		}
+	}
+	if _, err := r.lim.Charge(ctx, "s", []limiter.Bucket{b}, 50, "test", "report-1"); err != nil {
+		t.Fatal(err)
+	}
+	// The same report again is a duplicate: charged once.
+	if u, err := r.lim.Charge(ctx, "s", []limiter.Bucket{b}, 50, "test", "report-1"); err != nil || !u.Duplicate {
+		t.Fatalf("replay: %+v, %v", u, err)
+	}
+	for range 100 {
+		if d, _ := r.lim.Allow(ctx, req); d.Allowed {
+			admitted++
+		}
+	}
+	st, err := r.lim.Global(ctx, "s", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admitted+50 > b.Limit || admitted+50+st.Pool != st.Used {
+		t.Errorf("admitted %d + reported 50 + pool %d, ledger used %d: want at most %d, and the sum = used", admitted, st.Pool, st.Used, b.Limit)
+	}
+}

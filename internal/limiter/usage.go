@@ -114,7 +114,36 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	if rd.err != nil {
 		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), rd.err)
 	}
+	if !u.Duplicate && cost != 0 && l.global != nil && hasGlobal(buckets) {
+		if err := l.chargePools(ctx, sd, buckets, cost); err != nil {
+			return u, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), err)
+		}
+	}
 	return u, nil
+}
+
+// chargePools applies a usage report to the Region's pools of the global
+// buckets: a charge spends from the pool, into debt (a negative pool,
+// which the next block fills first), a refund puts tokens back. It follows
+// the usage script, not inside it: a process that dies between the two
+// leaves the pool short of one report's cost.
+func (l *Limiter) chargePools(ctx context.Context, sd subjectDigest, buckets []Bucket, cost int64) error {
+	now := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	pipe := l.rdb.Pipeline()
+	for _, b := range buckets {
+		if b.Global == "" {
+			continue
+		}
+		p := l.poolFor(sd, b, now)
+		pipe.IncrBy(ctx, p.key, -cost)
+		pipe.PExpireAt(ctx, p.key, p.end.Add(time.Minute))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("charge pools: %w", err)
+	}
+	return nil
 }
 
 // idemDigest names an idempotency key in Redis: the first 16 bytes of
