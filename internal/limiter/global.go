@@ -104,11 +104,13 @@ type globals struct {
 	idle      time.Duration
 	openShare float64
 
-	mu    sync.Mutex
-	pools map[poolKey]*pool
-	loop  sync.Once
-	stop  chan struct{}
-	done  chan struct{}
+	mu        sync.Mutex
+	pools     map[poolKey]*pool
+	lastSweep time.Time // of the ledger, by this process's loop
+	started   bool      // the loop runs (under mu)
+	loop      sync.Once
+	stop      chan struct{}
+	done      chan struct{}
 
 	takes, taken, gives, given, stranded, ledgerErrors, waits, credits atomic.Uint64
 }
@@ -254,7 +256,10 @@ func (l *Limiter) poolFor(sd subjectDigest, b Bucket, now time.Time) *pool {
 		open: int64(math.Ceil(float64(b.Limit) * g.openShare)),
 	}
 	g.pools[k] = p
-	g.loop.Do(func() { go g.run(l) })
+	g.loop.Do(func() {
+		g.started = true
+		go g.run(l)
+	})
 	return p
 }
 
@@ -715,6 +720,7 @@ func (g *globals) run(l *Limiter) {
 			return
 		case now := <-t.C:
 			g.sweep(l, now)
+			g.sweepLedger(l, now)
 		}
 	}
 }
@@ -755,6 +761,37 @@ func (g *globals) sweep(l *Limiter, now time.Time) {
 	}
 }
 
+// ledgerSweeper is a ledger that deletes the items of ended windows
+// (internal/ledger: MRSC tables have no TTL).
+type ledgerSweeper interface {
+	Sweep(ctx context.Context, now time.Time) (int, error)
+}
+
+// ledgerSweepEvery is how often a Region sweeps the ledger: one process a
+// Region an hour, behind a lock in its Redis.
+const ledgerSweepEvery = time.Hour
+
+// sweepLedger deletes ended windows' items from the ledger, when this
+// process wins the Region's hourly lock.
+func (g *globals) sweepLedger(l *Limiter, now time.Time) {
+	sw, ok := g.ledger.(ledgerSweeper)
+	if !ok || now.Sub(g.lastSweep) < ledgerSweepEvery {
+		return
+	}
+	g.lastSweep = now
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	won, err := l.rdb.SetNX(ctx, l.prefix+"ledger-sweep", "1", ledgerSweepEvery).Result()
+	cancel()
+	if err != nil || !won {
+		return
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sw.Sweep(ctx, now); err != nil {
+		g.ledgerErrors.Add(1)
+	}
+}
+
 // closeGlobal stops the loop and gives back every pool this process
 // filled.
 func (l *Limiter) closeGlobal(ctx context.Context) error {
@@ -763,8 +800,8 @@ func (l *Limiter) closeGlobal(ctx context.Context) error {
 		return nil
 	}
 	g.mu.Lock()
-	ran := true
-	g.loop.Do(func() { ran = false }) // no loop starts after this
+	g.loop.Do(func() {}) // no loop starts after this
+	ran := g.started
 	select {
 	case <-g.stop:
 	default:

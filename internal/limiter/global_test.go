@@ -485,3 +485,59 @@ func TestGlobalUsage(t *testing.T) {
 		t.Errorf("admitted %d + reported 50 + pool %d, ledger used %d: want at most %d, and the sum = used", admitted, st.Pool, st.Used, b.Limit)
 	}
 }
+
+// TestGlobalSweep: a Region's limiter deletes the ledger items of ended
+// windows (MRSC has no TTL), one process a Region an hour.
+func TestGlobalSweep(t *testing.T) {
+	rdb := globalClient(t)
+	r := newRegion(t, rdb, testenv.DynamoDBURL(t), ledgerTable(t), 1, limiter.Options{GlobalIdle: 200 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := r.ledger.Take(ctx, "old#window", 5, 10, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b := limiter.Bucket{ID: "s", Limit: 100, Period: 24 * time.Hour, Window: limiter.Daily, Global: "sweep"}
+	if _, err := r.lim.Allow(ctx, limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		used, err := r.ledger.Used(ctx, "old#window")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ended window's item is still in the ledger")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, err := r.lim.Global(ctx, "s", b)
+	if err != nil || st.Used == 0 {
+		t.Errorf("the live window's item: %+v, %v", st, err)
+	}
+}
+
+// TestGlobalCloseTwice: Close returns, twice, whether or not a global
+// decision ever started the background loop.
+func TestGlobalCloseTwice(t *testing.T) {
+	rdb := globalClient(t)
+	for _, decide := range []bool{false, true} {
+		r := newRegion(t, rdb, testenv.DynamoDBURL(t), ledgerTable(t), 1, limiter.Options{})
+		if decide {
+			b := limiter.Bucket{ID: "c", Limit: 100, Period: 24 * time.Hour, Window: limiter.Daily, Global: "close"}
+			_, _ = r.lim.Allow(context.Background(), limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1})
+		}
+		done := make(chan struct{})
+		go func() {
+			_ = r.lim.Close(context.Background())
+			_ = r.lim.Close(context.Background())
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("decide=%v: Close hangs", decide)
+		}
+	}
+}

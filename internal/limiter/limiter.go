@@ -390,6 +390,7 @@ type redisClient interface {
 	// Global buckets' pools (global.go).
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	Pipeline() redis.Pipeliner
 }
 
