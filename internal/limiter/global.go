@@ -43,8 +43,11 @@ import (
 // A block is sized to about GlobalHorizon of the Region's recent rate, at
 // least a thousandth of the limit and at most limit/(2·Regions): a steady
 // Region leases rarely, and no Region can hold more than half its share.
-// A pool left idle for GlobalIdle goes back to the ledger, as does every
-// pool this process filled when it closes.
+// A pool nobody spent from for GlobalIdle goes back to the ledger, given
+// back by any of the Region's processes that used it, as is every pool a
+// process used when it closes (a Lambda: when its environment shuts
+// down). A Region whose every process is frozen (a Lambda Region whose
+// traffic left) holds its pools until one closes or the window ends.
 //
 // Cut off from the ledger, a Region spends what its pool holds; then a
 // fail-closed bucket denies, and a fail-open one admits from an allowance
@@ -130,7 +133,6 @@ type pool struct {
 	// Tokens another Region gives back reach this one after it.
 	spentUntil atomic.Int64
 	mu         sync.Mutex
-	owned      bool  // this process filled it: it gives it back
 	seen       int64 // the level last seen by the idle check
 	seenAt     time.Time
 }
@@ -612,9 +614,6 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, loc
 		}
 		return 0, true, fmt.Errorf("fill pool: %w", err)
 	}
-	p.mu.Lock()
-	p.owned = true
-	p.mu.Unlock()
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer mcancel()
 	l.rdb.Set(mctx, p.meta, strconv.FormatInt(now.UnixMilli(), 10)+" "+strconv.FormatInt(got, 10), time.Until(p.end)+time.Minute)
@@ -708,8 +707,8 @@ func (l *Limiter) drain(ctx context.Context, p *pool) error {
 }
 
 // run is the background loop: every half GlobalIdle it gives back the
-// pools this process filled that nobody spent from since, and forgets
-// pools whose window ended.
+// pools this process used that nobody spent from since, and forgets pools
+// whose window ended.
 func (g *globals) run(l *Limiter) {
 	defer close(g.done)
 	t := time.NewTicker(g.idle / 2)
@@ -727,17 +726,13 @@ func (g *globals) run(l *Limiter) {
 
 func (g *globals) sweep(l *Limiter, now time.Time) {
 	g.mu.Lock()
-	var owned []*pool
+	var owned []*pool // every pool this process used: any may give one back
 	for k, p := range g.pools {
 		if !now.Before(p.end) {
 			delete(g.pools, k)
 			continue
 		}
-		p.mu.Lock()
-		if p.owned {
-			owned = append(owned, p)
-		}
-		p.mu.Unlock()
+		owned = append(owned, p)
 	}
 	g.mu.Unlock()
 	for _, p := range owned {
@@ -793,7 +788,7 @@ func (g *globals) sweepLedger(l *Limiter, now time.Time) {
 }
 
 // closeGlobal stops the loop and gives back every pool this process
-// filled.
+// used.
 func (l *Limiter) closeGlobal(ctx context.Context) error {
 	g := l.global
 	if g == nil {
@@ -807,13 +802,9 @@ func (l *Limiter) closeGlobal(ctx context.Context) error {
 	default:
 		close(g.stop)
 	}
-	var owned []*pool
+	var owned []*pool // every pool this process used: any may give one back
 	for _, p := range g.pools {
-		p.mu.Lock()
-		if p.owned {
-			owned = append(owned, p)
-		}
-		p.mu.Unlock()
+		owned = append(owned, p)
 	}
 	g.mu.Unlock()
 	if ran {
