@@ -6,9 +6,8 @@ import (
 )
 
 // Var is one environment variable Sluice reads. FromEnv reads only the
-// variables of Vars and takes their defaults from it; the tables in
-// README.md, docs/config.md and docs/deploy.md are rendered from it
-// (Markdown), and a test fails when they differ.
+// variables of Vars and takes their defaults from it; docs/config.md's
+// table is rendered from it (Markdown), and a test fails when they differ.
 type Var struct {
 	// Name is the variable, such as "REDIS_URL".
 	Name string
@@ -19,15 +18,9 @@ type Var struct {
 	// DefaultDoc, when set, is what the tables show as the default
 	// instead of Default (markdown), for a default that is not a value.
 	DefaultDoc string
-	// Summary is a few words for the README's short table.
-	Summary string
 	// Doc is the full meaning (markdown, one paragraph, links relative to
 	// docs/).
 	Doc string
-	// Tuning marks a variable a first deployment leaves alone: the
-	// README's short table omits it (docs/config.md has every one), so
-	// that the README stays a newcomer's page.
-	Tuning bool
 	// Functions are the Lambda functions whose behaviour the variable
 	// changes ("admin" is every admin-* route but admin-stats). sluice
 	// local and the ratelimit package read every variable.
@@ -46,132 +39,93 @@ var (
 // tables list them.
 var Vars = []Var{
 	{Name: "REDIS_URL", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "`redis://` or `rediss://` (TLS)",
 		Doc: "`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. In `cluster` mode `?addr=HOST:PORT` adds seed nodes; " +
 			"in `sentinel` mode the host is a sentinel's, `?master_name=NAME` (required) names the primary and `?addr=` adds sentinels " +
 			"([deploy](deploy.md#redis-sentinel))"},
 	{Name: "REDIS_MODE", Default: "single", Functions: decideAdm,
-		Summary: "`single`, `cluster` or `sentinel`",
-		Doc:     "`cluster` for Redis Cluster, ElastiCache cluster mode or Serverless; `sentinel` for a primary and replicas under Redis Sentinel"},
+		Doc: "`cluster` for Redis Cluster, ElastiCache cluster mode or Serverless; `sentinel` for a primary and replicas under Redis Sentinel"},
 	{Name: "REDIS_AUTH_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "Redis AUTH token in Secrets Manager",
-		Doc:     "a secret holding the Redis AUTH token (bare, or JSON `password` and optionally `username`); overrides a password in `REDIS_URL`"},
+		Doc: "a secret holding the Redis AUTH token (bare, or JSON `password` and optionally `username`); overrides a password in `REDIS_URL`"},
 	{Name: "REDIS_TIMEOUT", Default: "25ms", Functions: decideAdm,
-		Summary: "budget per Redis call",
-		Doc:     "the limiter's budget per Redis call, at most `10s`; past it, each rule's failure mode decides"},
-	{Name: "REDIS_POOL_SIZE", Tuning: true, Default: "4", Functions: decideAdm,
-		Summary: "connections per Redis node",
-		Doc:     "connections per Redis node, 1 to 1024 (a Lambda serves one request at a time; `sluice local` uses 64)"},
-	{Name: "REDIS_PREFIX", Tuning: true, DefaultDoc: "`sl:`", Functions: decideAdm,
-		Summary: "start of every Redis key",
-		Doc:     "the start of every Redis key, one per deployment sharing a Redis; at most 64 printable ASCII characters, no space, `{` or `}`"},
+		Doc: "the limiter's budget per Redis call, at most `10s`; past it, each rule's failure mode decides"},
+	{Name: "REDIS_POOL_SIZE", Default: "4", Functions: decideAdm,
+		Doc: "connections per Redis node, 1 to 1024 (a Lambda serves one request at a time; `sluice local` uses 64)"},
+	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
+		Doc: "the start of every Redis key, one per deployment sharing a Redis; at most 64 printable ASCII characters, no space, `{` or `}`"},
 	{Name: "DATABASE_URL", DefaultDoc: "—", Functions: withStore,
-		Summary: "PostgreSQL URL (or `DB_SECRET_ARN`)",
-		Doc:     "the rules database as a PostgreSQL URL or keyword/value string, used as given; not with `DB_SECRET_ARN`"},
+		Doc: "the rules database as a PostgreSQL URL or keyword/value string, used as given; not with `DB_SECRET_ARN`"},
 	{Name: "DB_SECRET_ARN", DefaultDoc: "—", Functions: withStore,
-		Summary: "RDS-style database secret",
-		Doc:     "the rules database as an RDS-format secret (JSON `username`, `password`, `host`, `port`, `dbname`)"},
-	{Name: "DB_HOST", Tuning: true, DefaultDoc: "the secret's", Functions: withStore,
-		Summary: "database host, such as an RDS Proxy",
-		Doc:     "replaces the secret's host, such as with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
-	{Name: "DB_READER_SECRET_ARN", Tuning: true, DefaultDoc: "—", Functions: []string{"migrate"},
-		Summary: "read-only role's secret (migrate)",
+		Doc: "the rules database as an RDS-format secret (JSON `username`, `password`, `host`, `port`, `dbname`)"},
+	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,
+		Doc: "replaces the secret's host, such as with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
+	{Name: "DB_READER_SECRET_ARN", DefaultDoc: "—", Functions: []string{"migrate"},
 		Doc: "a secret with the `username` and `password` of the read-only role `sluice_reader`, which migrate gives LOGIN and that password; " +
 			"the read-only functions connect with it ([deploy](deploy.md#admin-functions))"},
 	{Name: "DB_SSLMODE", Default: "verify-full", Functions: withStore,
-		Summary: "TLS to the database",
 		Doc: "libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` checks the certificate against the system roots and the built-in RDS CA bundle; " +
 			"`require` encrypts without verifying ([store](store.md#tls-to-postgresql))"},
-	{Name: "DB_SSLROOTCERT", Tuning: true, DefaultDoc: "built in", Functions: withStore,
-		Summary: "CA certificates to trust instead",
-		Doc:     "a PEM file of CA certificates to trust instead, such as a newer RDS bundle; only with `DB_SECRET_ARN`"},
-	{Name: "MAX_RULES", Tuning: true, DefaultDoc: "`10000`", Functions: []string{"admin"},
-		Summary: "most rules the store holds",
-		Doc:     "the most rules stored, up to 1000000; a create beyond is a 409"},
+	{Name: "DB_SSLROOTCERT", DefaultDoc: "built in", Functions: withStore,
+		Doc: "a PEM file of CA certificates to trust instead, such as a newer RDS bundle; only with `DB_SECRET_ARN`"},
+	{Name: "MAX_RULES", DefaultDoc: "`10000`", Functions: []string{"admin"},
+		Doc: "the most rules stored, up to 1000000; a create beyond is a 409"},
 	{Name: "SUBJECT_SOURCES", Default: "header:x-api-key", Functions: decide,
-		Summary: "where the subject is read, in order",
 		Doc: "where the subject is read, in order: `header:NAME`, `query:NAME`, `apikey` (validated by API Gateway), `ip`, " +
 			"`jwt:CLAIM` (a verified bearer token), `principal`, `context:KEY` (the upstream's answer) ([subject](authorizer.md#subject))"},
-	{Name: "SUBJECT_SHOW", Tuning: true, DefaultDoc: "—", Functions: decide,
-		Summary: "identity sources whose subjects are shown as sent",
+	{Name: "SUBJECT_SHOW", DefaultDoc: "—", Functions: decide,
 		Doc: "sources whose subjects the decision line and top offenders show as sent, beside the hash: a comma list of `jwt`, `context`, " +
 			"`principal`, `ip`; credentials (`header`, `query`, `apikey`) are refused ([security](SECURITY.md#subjects-shown-as-sent)). Unset: hashes only"},
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
-		Summary: "more subjects per request",
-		Doc:     "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
+		Doc: "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
 	{Name: "UPSTREAM_AUTHORIZER", DefaultDoc: "—", Functions: decide,
-		Summary: "an existing authorizer invoked first",
 		Doc: "name or ARN of an existing authorizer Lambda invoked first with the same event: its Deny or 401 is a 401; its `principalId` " +
 			"and context feed the `principal` and `context:KEY` sources (which require it)"},
 	{Name: "UPSTREAM_IDENTITY_SOURCES", DefaultDoc: "—", Functions: decide,
-		Summary: "what the upstream reads (cache key)",
 		Doc: "every value the upstream reads (`header:NAME`, `query:NAME`, `apikey`, `ip`, `route`, `stagevar:NAME`): " +
 			"its answers are cached per those, and only when named"},
-	{Name: "UPSTREAM_CACHE_TTL", Tuning: true, DefaultDoc: "`300s` with the sources, else `0`", Functions: decide,
-		Summary: "how long an upstream answer is reused",
-		Doc:     "how long an upstream answer is reused, `0s` (off) to `1h`; above 0 needs `UPSTREAM_IDENTITY_SOURCES`"},
+	{Name: "UPSTREAM_CACHE_TTL", DefaultDoc: "`300s` with the sources, else `0`", Functions: decide,
+		Doc: "how long an upstream answer is reused, `0s` (off) to `1h`; above 0 needs `UPSTREAM_IDENTITY_SOURCES`"},
 	{Name: "JWT_ISSUER", DefaultDoc: "—", Functions: decide,
-		Summary: "issuer of `jwt:` bearer tokens",
-		Doc:     "the `iss` the `jwt:` sources require, such as `https://cognito-idp.<region>.amazonaws.com/<pool id>`"},
+		Doc: "the `iss` the `jwt:` sources require, such as `https://cognito-idp.<region>.amazonaws.com/<pool id>`"},
 	{Name: "JWT_AUDIENCE", DefaultDoc: "—", Functions: decide,
-		Summary: "accepted audiences or client ids",
-		Doc:     "a comma list holding a token's `aud` (Cognito access token: `client_id`); required by the `jwt:` sources"},
-	{Name: "JWT_TOKEN_USE", Tuning: true, DefaultDoc: "—", Functions: decide,
-		Summary: "required Cognito `token_use`",
-		Doc:     "when set, the `token_use` a token must carry (Cognito: `id` or `access`)"},
-	{Name: "JWT_JWKS_URL", Tuning: true, DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
-		Summary: "where the signing keys are",
-		Doc:     "where the issuer's signing keys are"},
+		Doc: "a comma list holding a token's `aud` (Cognito access token: `client_id`); required by the `jwt:` sources"},
+	{Name: "JWT_TOKEN_USE", DefaultDoc: "—", Functions: decide,
+		Doc: "when set, the `token_use` a token must carry (Cognito: `id` or `access`)"},
+	{Name: "JWT_JWKS_URL", DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
+		Doc: "where the issuer's signing keys are"},
 	{Name: "SUBJECT_HMAC_KEY_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "subject-hash key in Secrets Manager",
 		Doc: "a secret holding the deployment's subject-hash key (the reference stack creates it); not with `SUBJECT_HMAC_KEY`; " +
 			"neither: the unkeyed hash, with a warning"},
 	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "subject-hash key itself (development)",
-		Doc:     "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
+		Doc: "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
 	{Name: "DEFAULT_LIMIT", DefaultDoc: "allow", Functions: decideAdm,
-		Summary: "the limit when no rule matches",
-		Doc:     "the limit when no rule matches, such as `100/1m` or `100/1m,burst=200`; unset allows such requests"},
+		Doc: "the limit when no rule matches, such as `100/1m` or `100/1m,burst=200`; unset allows such requests"},
 	{Name: "RATELIMIT_HEADERS", Default: "draft11", Functions: decide,
-		Summary: "dialects of the 429's rate-limit fields",
 		Doc: "the rate-limit fields of a 429 and the check API, a comma list of `draft11`, `draft6`, `legacy` " +
 			"([dialects](authorizer.md#header-dialects)); `Retry-After` is always sent"},
-	{Name: "RULES_VERSION_POLL", Tuning: true, Default: "1s", Functions: decide,
-		Summary: "oldest rules version check a decision uses",
-		Doc:     "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
-	{Name: "RULES_REFRESH", Tuning: true, Default: "5m", Functions: decide,
-		Summary: "full rules reload period",
-		Doc:     "the backstop: a full reload whatever the version, `1s` to `24h`"},
-	{Name: "LEASE_MAX", Tuning: true, Default: "64", Functions: decide,
-		Summary: "most requests one token lease admits",
-		Doc:     "the most requests one token lease admits without a Redis call, up to 10000; `1` turns leases off ([leases](authorizer.md#token-leases))"},
-	{Name: "LEASE_TTL", Tuning: true, Default: "250ms", Functions: decide,
-		Summary: "life of an unrefilled lease",
-		Doc:     "how long an unrefilled lease lives before its unused tokens go back, `100ms` to `1s`"},
-	{Name: "DENY_CACHE_MAX_AGE", Tuning: true, Default: "1s", Functions: decide,
-		Summary: "longest local deny",
-		Doc:     "the longest a denial stays in an authorizer's deny cache, `100ms` to `1m`: a reset or refund reaches every warm instance within it"},
+	{Name: "RULES_VERSION_POLL", Default: "1s", Functions: decide,
+		Doc: "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
+	{Name: "RULES_REFRESH", Default: "5m", Functions: decide,
+		Doc: "the backstop: a full reload whatever the version, `1s` to `24h`"},
+	{Name: "LEASE_MAX", Default: "64", Functions: decide,
+		Doc: "the most requests one token lease admits without a Redis call, up to 10000; `1` turns leases off ([leases](authorizer.md#token-leases))"},
+	{Name: "LEASE_TTL", Default: "250ms", Functions: decide,
+		Doc: "how long an unrefilled lease lives before its unused tokens go back, `100ms` to `1s`"},
+	{Name: "DENY_CACHE_MAX_AGE", Default: "1s", Functions: decide,
+		Doc: "the longest a denial stays in an authorizer's deny cache, `100ms` to `1m`: a reset or refund reaches every warm instance within it"},
 	{Name: "LEDGER_TABLE", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "DynamoDB table of global budgets",
-		Doc:     "the DynamoDB table holding global rules' budgets, shared by every Region (`-c globalRegions`); unset: global rules are decided as regional ones ([global](global.md))"},
+		Doc: "the DynamoDB table holding global rules' budgets, shared by every Region (`-c globalRegions`); unset: global rules are decided as regional ones ([global](global.md))"},
 	{Name: "GLOBAL_REGIONS", DefaultDoc: "—", Functions: decideAdm,
-		Summary: "Regions sharing the ledger",
-		Doc:     "the Regions sharing `LEDGER_TABLE`, comma-separated (`us-east-1,us-east-2,us-west-2`): their count bounds a block at limit/(2·Regions) and sets the fail-open allowance"},
-	{Name: "LEDGER_ENDPOINT", Tuning: true, DefaultDoc: "the Region's", Functions: decideAdm,
-		Summary: "DynamoDB endpoint URL",
-		Doc:     "a DynamoDB endpoint URL instead of the Region's, with dummy credentials: dynalite in tests and `sluice local --regions`"},
-	{Name: "LEDGER_TIMEOUT", Tuning: true, Default: "200ms", Functions: decide,
-		Summary: "budget per ledger call",
-		Doc:     "the budget of one ledger call, `10ms` to `5s`; only a request finding its Region's pool empty waits for one"},
-	{Name: "GLOBAL_OPEN_SHARE", Tuning: true, DefaultDoc: "1/Regions", Functions: decide,
-		Summary: "fail-open allowance of a cut-off Region",
-		Doc:     "the share of a fail-open global rule's limit a Region cut off from the ledger admits per window on its own, above 0 and at most 1"},
-	{Name: "INSIGHTS_RULE_PREFIX", Tuning: true, DefaultDoc: "—", Functions: []string{"admin-stats"},
-		Summary: "Contributor Insights rules of `GET /stats`",
-		Doc:     "prefix of the Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
+		Doc: "the Regions sharing `LEDGER_TABLE`, comma-separated (`us-east-1,us-east-2,us-west-2`): their count bounds a block at limit/(2·Regions) and sets the fail-open allowance"},
+	{Name: "LEDGER_ENDPOINT", DefaultDoc: "the Region's", Functions: decideAdm,
+		Doc: "a DynamoDB endpoint URL instead of the Region's, with dummy credentials: dynalite in tests and `sluice local --regions`"},
+	{Name: "LEDGER_TIMEOUT", Default: "200ms", Functions: decide,
+		Doc: "the budget of one ledger call, `10ms` to `5s`; only a request finding its Region's pool empty waits for one"},
+	{Name: "GLOBAL_OPEN_SHARE", DefaultDoc: "1/Regions", Functions: decide,
+		Doc: "the share of a fail-open global rule's limit a Region cut off from the ledger admits per window on its own, above 0 and at most 1"},
+	{Name: "INSIGHTS_RULE_PREFIX", DefaultDoc: "—", Functions: []string{"admin-stats"},
+		Doc: "prefix of the Contributor Insights rules `GET /stats` reads (`<prefix>-denied-subjects`, `-limiting-rules`, `-fail-open-rules`); unset: in-process counters, else 503"},
 	{Name: "LOG_LEVEL", Default: "info", Functions: everything,
-		Summary: "`debug`, `info`, `warn` or `error`",
-		Doc:     "`debug`, `info`, `warn` or `error`"},
+		Doc: "`debug`, `info`, `warn` or `error`"},
 }
 
 // lookupVar returns the row of name, or nil.
@@ -184,43 +138,25 @@ func lookupVar(name string) *Var {
 	return nil
 }
 
-// Table formats for Markdown.
-const (
-	// FormatFull is variable, default, the functions it changes,
-	// meaning: docs/config.md.
-	FormatFull = "full"
-	// FormatShort is variable, default, summary: the README.
-	FormatShort = "short"
-)
+// FormatFull is the one table format: variable, default, the functions
+// it changes, meaning (docs/config.md).
+const FormatFull = "full"
 
-// Markdown renders Vars as a markdown table in format (FormatFull or
-// FormatShort). Doc's relative links resolve from docs/, where the full
-// table lives; the short one has none.
+// Markdown renders Vars as a markdown table in format, which must be
+// FormatFull. Doc's relative links resolve from docs/, where the table
+// lives.
 func Markdown(format string) (string, error) {
-	var b strings.Builder
-	switch format {
-	case FormatFull:
-		b.WriteString("| variable | default | read by | meaning |\n| --- | --- | --- | --- |\n")
-	case FormatShort:
-		b.WriteString("| variable | default | what |\n| --- | --- | --- |\n")
-	default:
-		return "", fmt.Errorf("unknown table format %q: want %s or %s", format, FormatFull, FormatShort)
+	if format != FormatFull {
+		return "", fmt.Errorf("unknown table format %q: want %s", format, FormatFull)
 	}
+	var b strings.Builder
+	b.WriteString("| variable | default | read by | meaning |\n| --- | --- | --- | --- |\n")
 	for _, v := range Vars {
 		def := v.DefaultDoc
 		if def == "" {
 			def = "`" + v.Default + "`"
 		}
-		var cells []string
-		switch format {
-		case FormatFull:
-			cells = []string{"`" + v.Name + "`", def, strings.Join(v.Functions, ", "), v.Doc}
-		case FormatShort:
-			if v.Tuning {
-				continue
-			}
-			cells = []string{"`" + v.Name + "`", def, v.Summary}
-		}
+		cells := []string{"`" + v.Name + "`", def, strings.Join(v.Functions, ", "), v.Doc}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	return b.String(), nil

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite the environment tables of README.md and docs/ from config.Vars")
+var update = flag.Bool("update", false, "rewrite docs/config.md's environment table from config.Vars")
 
 // TestVarsAreWhatFromEnvReads proves the table and the loader name the same
 // variables: a row nothing reads, or a variable read without a row, fails.
@@ -30,11 +30,11 @@ func TestVarsAreWhatFromEnvReads(t *testing.T) {
 		if !read[v.Name] {
 			t.Errorf("Vars lists %s, which FromEnv never reads", v.Name)
 		}
-		if strings.Contains(v.Summary+v.Doc+v.DefaultDoc+v.Default, "|") {
+		if strings.Contains(v.Doc+v.DefaultDoc+v.Default, "|") {
 			t.Errorf("Vars row %s has a | in a cell, which splits the markdown table", v.Name)
 		}
-		if v.Summary == "" || v.Doc == "" || len(v.Functions) == 0 || v.Default == "" && v.DefaultDoc == "" {
-			t.Errorf("Vars row %s lacks a Summary, Doc, Functions, or a Default or DefaultDoc", v.Name)
+		if v.Doc == "" || len(v.Functions) == 0 || v.Default == "" && v.DefaultDoc == "" {
+			t.Errorf("Vars row %s lacks a Doc, Functions, or a Default or DefaultDoc", v.Name)
 		}
 	}
 	for name := range read {
@@ -84,7 +84,8 @@ func TestVarsDefaultsAreTheConstants(t *testing.T) {
 }
 
 // envDocs are the files with rendered tables, relative to this package.
-var envDocs = []string{"../../README.md", "../../docs/config.md"}
+// The README links docs/config.md instead of repeating a table.
+var envDocs = []string{"../../docs/config.md"}
 
 const (
 	envBegin = "<!-- env:begin "
@@ -159,7 +160,7 @@ func TestEnvDocs(t *testing.T) {
 }
 
 func TestRenderEnvDocs(t *testing.T) {
-	table, err := Markdown(FormatShort)
+	table, err := Markdown(FormatFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +169,14 @@ func TestRenderEnvDocs(t *testing.T) {
 		n              int
 		bad            bool
 	}{
-		{"stale table replaced", "a\n<!-- env:begin short -->\n| old |\n<!-- env:end -->\nb\n",
-			"a\n<!-- env:begin short -->\n" + table + "<!-- env:end -->\nb\n", 1, false},
-		{"empty block filled", "<!-- env:begin short -->\n<!-- env:end -->\n",
-			"<!-- env:begin short -->\n" + table + "<!-- env:end -->\n", 1, false},
+		{"stale table replaced", "a\n<!-- env:begin full -->\n| old |\n<!-- env:end -->\nb\n",
+			"a\n<!-- env:begin full -->\n" + table + "<!-- env:end -->\nb\n", 1, false},
+		{"empty block filled", "<!-- env:begin full -->\n<!-- env:end -->\n",
+			"<!-- env:begin full -->\n" + table + "<!-- env:end -->\n", 1, false},
+		{"the README's old short table", "<!-- env:begin short -->\n<!-- env:end -->\n", "", 0, true},
 		{"no block", "just text\n", "just text\n", 0, false},
 		{"unknown format", "<!-- env:begin wide -->\n<!-- env:end -->\n", "", 0, true},
-		{"no end", "<!-- env:begin short -->\n| x |\n", "", 0, true},
+		{"no end", "<!-- env:begin full -->\n| x |\n", "", 0, true},
 	} {
 		got, n, err := renderEnvDocs(tc.in)
 		if (err != nil) != tc.bad {
@@ -185,25 +187,16 @@ func TestRenderEnvDocs(t *testing.T) {
 			t.Errorf("%s: renderEnvDocs = %d blocks, %q; want %d, %q", tc.name, n, got, tc.n, tc.want)
 		}
 	}
-	for _, f := range []string{FormatFull, FormatShort} {
-		out, err := Markdown(f)
-		if err != nil {
-			t.Fatal(err)
+	out, err := Markdown(FormatFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars {
+		if !strings.Contains(out, "| `"+v.Name+"` |") {
+			t.Errorf("Markdown(%s) lacks %s", FormatFull, v.Name)
 		}
-		want := 0
-		for _, v := range Vars {
-			// The README's short table leaves out the tuning variables;
-			// every other table has every variable.
-			shown := f != FormatShort || !v.Tuning
-			if shown {
-				want++
-			}
-			if got := strings.Contains(out, "| `"+v.Name+"` |"); got != shown {
-				t.Errorf("Markdown(%s) shows %s: %v, want %v", f, v.Name, got, shown)
-			}
-		}
-		if rows := strings.Count(out, "\n") - 2; rows != want {
-			t.Errorf("Markdown(%s) has %d rows, want %d", f, rows, want)
-		}
+	}
+	if rows := strings.Count(out, "\n") - 2; rows != len(Vars) {
+		t.Errorf("Markdown(%s) has %d rows, want %d", FormatFull, rows, len(Vars))
 	}
 }
