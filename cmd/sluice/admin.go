@@ -22,10 +22,10 @@ const defaultEndpoint = adminclient.DefaultEndpoint
 // given anywhere after the command group (`sluice rules --endpoint X ls`
 // and `sluice rules ls --endpoint X` are the same).
 type adminFlags struct {
-	Endpoint string        `envvar:"SLUICE_ENDPOINT" default:"${default_endpoint}" help:"Admin API URL; an execute-api URL turns on SigV4."`
+	Endpoint string        `envvar:"SLUICE_ENDPOINT" default:"${default_endpoint}" help:"Admin API URL (execute-api: SigV4)."`
 	Token    string        `envvar:"SLUICE_ADMIN_TOKEN" help:"Bearer token of the local admin API."`
-	SigV4    bool          `name:"sigv4" help:"Sign requests with SigV4 (service execute-api, default AWS credential chain)."`
-	Region   string        `help:"AWS region for SigV4 (default: from the endpoint, then AWS_REGION)."`
+	SigV4    bool          `name:"sigv4" help:"Sign with SigV4 (default AWS credentials)."`
+	Region   string        `help:"AWS region (default: the endpoint's, then AWS_REGION)."`
 	Timeout  time.Duration `default:"30s" help:"Timeout of each HTTP request."`
 }
 

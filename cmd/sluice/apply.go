@@ -27,15 +27,15 @@ const maxRulesFile = 16 << 20
 type applyCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"The rules file (YAML or JSON, version: 1; - for stdin)."`
-	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by sluice diff --out: exactly the reviewed changes, refused whole if any rule or plan changed since."`
+	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"Rules file, YAML or JSON (-: stdin)."`
+	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by diff --out; refused if anything changed since."`
 }
 
 type diffCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"The rules file (YAML or JSON, version: 1; - for stdin)."`
-	Out  string `name:"out" placeholder:"FILE" help:"Also save the plan here, for sluice apply --plan."`
+	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules file, YAML or JSON (-: stdin)."`
+	Out  string `name:"out" placeholder:"FILE" help:"Also save the plan here, for apply --plan."`
 }
 
 type exportCmd struct {
@@ -45,7 +45,7 @@ type exportCmd struct {
 }
 
 type lintCmd struct {
-	Files []string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules files to check offline (repeat -f for more)."`
+	Files []string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules files (repeatable)."`
 }
 
 // savedPlan is what diff --out writes and apply --plan reads: the batch

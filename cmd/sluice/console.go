@@ -17,7 +17,7 @@ import (
 type consoleCmd struct {
 	adminFlags `embed:""`
 
-	Addr string `default:"127.0.0.1:0" help:"Listen address, on loopback (port 0 picks a free one)."`
+	Addr string `default:"127.0.0.1:0" help:"Listen address, on loopback (port 0: any)."`
 }
 
 func (cmd *consoleCmd) Help() string {

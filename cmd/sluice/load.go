@@ -12,19 +12,19 @@ import (
 type loadCmd struct {
 	URL           string        `arg:"" name:"url" help:"The URL to send requests to."`
 	Method        string        `default:"GET" help:"HTTP method."`
-	Rate          float64       `default:"50" help:"Requests per second over all workers (0 = as fast as possible)."`
+	Rate          float64       `default:"50" help:"Requests per second in all (0: no bound)."`
 	Concurrency   int           `default:"8" help:"Concurrent requests."`
 	Duration      time.Duration `default:"10s" help:"Stop after this long."`
-	Requests      int64         `default:"0" help:"Stop after this many requests (0 = only --duration bounds the run)."`
-	Subjects      int           `default:"1" help:"Number of subjects; subject k sends <subject-header>: <subject-prefix><k> (0: no subject)."`
+	Requests      int64         `default:"0" help:"Stop after this many requests (0: no bound)."`
+	Subjects      int           `default:"1" help:"Subjects; k sends <subject-header>: <subject-prefix><k> (0: none)."`
 	SubjectHeader string        `default:"x-api-key" help:"Header carrying the subject."`
 	SubjectPrefix string        `default:"load-" help:"Subject name prefix."`
-	Header        []string      `placeholder:"'NAME: VALUE'" help:"Extra request header (repeatable)."`
+	Header        []string      `placeholder:"'NAME: VALUE'" help:"Extra header (repeatable)."`
 	Timeout       time.Duration `default:"5s" help:"Timeout of each request."`
-	Limit         int64         `help:"Rule limit for the check (default: from RateLimit-Policy)."`
-	Burst         int64         `help:"Rule burst for the check (default: the header's, else the limit)."`
-	Period        time.Duration `help:"Rule period for the check (default: from RateLimit-Policy)."`
-	Strict        bool          `help:"Exit with status 3 when a subject was over-admitted, 1 when no request was admitted."`
+	Limit         int64         `help:"Limit to check (default: RateLimit-Policy's)."`
+	Burst         int64         `help:"Burst to check (default: the header's)."`
+	Period        time.Duration `help:"Period to check (default: RateLimit-Policy's)."`
+	Strict        bool          `help:"Exit 3 when over-admitted, 1 when nothing was admitted."`
 	Quiet         bool          `help:"No progress line."`
 }
 

@@ -12,19 +12,19 @@ import (
 // localCmd's flags that stand for a variable the Lambdas read take it as
 // their default (kong's env tag), then local.Defaults; a flag given wins.
 type localCmd struct {
-	Addr             string  `default:"127.0.0.1:8080" help:"Listen address (port 0 picks a free one)."`
-	API              string  `name:"api" default:"demo" help:"API id of the demo API (the rules' api)."`
+	Addr             string  `default:"127.0.0.1:8080" help:"Listen address (port 0: any)."`
+	API              string  `name:"api" default:"demo" help:"API id of the demo API."`
 	Stage            string  `default:"local" help:"Stage name in the method ARN."`
-	Seed             *string `placeholder:"FILE" help:"Rules and plans to create at start ({\"plans\": [...], \"rules\": [...]}; default ${default_seed}); \"\" seeds nothing."`
-	RedisPrefix      string  `envvar:"REDIS_PREFIX" default:"${redis_prefix}" help:"Prefix of every Redis key (buckets, the rules snapshot and version)."`
-	RedisTimeout     string  `envvar:"REDIS_TIMEOUT" default:"${redis_timeout}" help:"Per-call Redis timeout of the limiter."`
-	Poll             string  `envvar:"RULES_VERSION_POLL" default:"${poll}" help:"How often the authorizer checks the rules version."`
-	Refresh          string  `envvar:"RULES_REFRESH" help:"Full rules reload interval (default 5m)."`
-	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order; no subject → 401 (add ip to fall back on the client address)."`
-	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects, a comma list of ${header_names} (default draft11); Retry-After is always sent on a 429."`
-	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches, such as \"100/1m\" or \"100/1m,burst=200\"; \"\" allows."`
-	Regions          int     `default:"1" help:"Local Regions to run (1 to ${max_regions}): each on its own port (--addr, then the next) and Redis, sharing the rules and a dynalite ledger, so global rules hold across them."`
-	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"DynamoDB endpoint of the Regions' ledger; default: start dynalite (SLUICE_DYNALITE, else .cache/dynalite)."`
+	Seed             *string `placeholder:"FILE" help:"Rules and plans to create at start (default ${default_seed}; \"\": none)."`
+	RedisPrefix      string  `envvar:"REDIS_PREFIX" default:"${redis_prefix}" help:"Prefix of every Redis key."`
+	RedisTimeout     string  `envvar:"REDIS_TIMEOUT" default:"${redis_timeout}" help:"Budget per Redis call."`
+	Poll             string  `envvar:"RULES_VERSION_POLL" default:"${poll}" help:"How often the rules version is checked."`
+	Refresh          string  `envvar:"RULES_REFRESH" help:"Full reload interval (default 5m)."`
+	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order (none: 401)."`
+	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects: ${header_names} (default draft11)."`
+	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches (100/1m,burst=200); \"\" allows."`
+	Regions          int     `default:"1" help:"Regions to run (1 to ${max_regions}): ports from --addr up, one Redis each, one ledger."`
+	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"The Regions' ledger (DynamoDB endpoint; default: start dynalite)."`
 }
 
 func (cmd *localCmd) Help() string {

@@ -38,19 +38,19 @@ import (
 type cli struct {
 	Output string `short:"o" enum:"table,json" default:"table" placeholder:"table|json" help:"Output: table or json."`
 
-	Local    localCmd    `cmd:"" help:"Run the local stack: demo API behind the authorizer, admin API, console, embedded Redis and store."`
-	Rules    rulesCmd    `cmd:"" help:"Manage rules: ls, get, put, rm, history."`
-	Plans    plansCmd    `cmd:"" help:"Manage plans: ls, get, put, rm, history."`
-	Subjects subjectsCmd `cmd:"" help:"A subject's limits and buckets: limits, reset, find."`
-	Load     loadCmd     `cmd:"" help:"Generate load against a URL and check nothing was over-admitted."`
-	Stats    statsCmd    `cmd:"" help:"Top limiting rules and top denied subjects over the last minutes."`
-	Console  consoleCmd  `cmd:"" help:"Serve the web console on 127.0.0.1 for an admin API (a deployed stack's, signed with your AWS credentials)."`
-	Token    tokenCmd    `cmd:"" help:"Print a JWT from sluice local's development issuer (--sub alice --claim k=v)."`
-	Apply    applyCmd    `cmd:"" help:"Converge a set's rules and plans to a file, all or nothing (-f limits.yaml)."`
-	Diff     diffCmd     `cmd:"" help:"Show what apply -f would change; exit 0 no change, 2 changes, 1 error."`
+	Local    localCmd    `cmd:"" help:"Run the local stack: demo API, admin API, console."`
+	Rules    rulesCmd    `cmd:"" help:"Manage rules."`
+	Plans    plansCmd    `cmd:"" help:"Manage plans."`
+	Subjects subjectsCmd `cmd:"" help:"A subject's limits and buckets."`
+	Load     loadCmd     `cmd:"" help:"Load a URL; check nothing was over-admitted."`
+	Stats    statsCmd    `cmd:"" help:"Top limiting rules and denied subjects."`
+	Console  consoleCmd  `cmd:"" help:"Serve the web console for an admin API on loopback."`
+	Token    tokenCmd    `cmd:"" help:"Print a JWT from sluice local's issuer."`
+	Apply    applyCmd    `cmd:"" help:"Converge a set's rules and plans to a file, all or nothing."`
+	Diff     diffCmd     `cmd:"" help:"Show what apply would change (exit 0: none, 2: some)."`
 	Export   exportCmd   `cmd:"" help:"Write a set's rules and plans as a file apply reads."`
-	Lint     lintCmd     `cmd:"" help:"Check rules files offline: every problem by file, line and field."`
-	Verify   verifyCmd   `cmd:"" help:"Check a deployed stack (or sluice local) end to end: admin auth, a rule binding, headers, check API, alarms."`
+	Lint     lintCmd     `cmd:"" help:"Check rules files offline."`
+	Verify   verifyCmd   `cmd:"" help:"Check a deployed stack or sluice local end to end."`
 }
 
 // env carries a command's streams and context, so tests can run commands

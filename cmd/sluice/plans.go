@@ -16,8 +16,8 @@ type plansCmd struct {
 
 	Ls      plansLsCmd      `cmd:"" help:"List plans."`
 	Get     plansGetCmd     `cmd:"" help:"Show one plan."`
-	Put     plansPutCmd     `cmd:"" help:"Create or update a plan (If-Match the current version)."`
-	Rm      plansRmCmd      `cmd:"" help:"Delete a plan (fails while a rule uses it)."`
+	Put     plansPutCmd     `cmd:"" help:"Create or update a plan."`
+	Rm      plansRmCmd      `cmd:"" help:"Delete a plan no rule uses."`
 	History plansHistoryCmd `cmd:"" help:"Show a plan's audit log."`
 }
 
@@ -84,7 +84,7 @@ func (cmd *plansGetCmd) Run(e *env, a *adminFlags) error {
 
 type plansRmCmd struct {
 	Name    string `arg:"" help:"The plan's name."`
-	Version int64  `help:"If-Match this version (default: the current one)."`
+	Version int64  `help:"If-Match this version (default: current)."`
 }
 
 func (cmd *plansRmCmd) Run(e *env, a *adminFlags) error {
@@ -110,15 +110,15 @@ func (cmd *plansHistoryCmd) Run(e *env, a *adminFlags) error {
 // plansPutCmd: a nil field was not given; on update only the flags given
 // change the plan.
 type plansPutCmd struct {
-	File        string  `short:"f" name:"f" placeholder:"FILE" help:"Read the plan from this JSON file (- for stdin)."`
+	File        string  `short:"f" name:"f" placeholder:"FILE" help:"The plan as JSON (-: stdin)."`
 	Name        *string `help:"Plan name."`
-	Limit       *int64  `help:"Tokens refilled per period (0 blocks)."`
+	Limit       *int64  `help:"Tokens per period (0 blocks)."`
 	Period      *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
 	Burst       *int64  `help:"Bucket capacity (default: limit)."`
-	Kind        *string `help:"rate (the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)."`
+	Kind        *string `help:"rate (default) or quota (--period 1d, 1w, 1mo, 1y)."`
 	Description *string `help:"Free text."`
-	Global      *bool   `help:"Every rule naming the plan shares one budget across every Region (--global=false makes it regional)."`
-	Version     *int64  `help:"If-Match this version (default: the current one)."`
+	Global      *bool   `help:"Its rules share one budget across Regions."`
+	Version     *int64  `help:"If-Match this version (default: current)."`
 }
 
 func (cmd *plansPutCmd) Help() string {

@@ -15,7 +15,7 @@ import (
 // (TestCLIReference).
 func writeReference(w io.Writer, k *kong.Kong) {
 	root := k.Model.Node
-	fmt.Fprintf(w, "Flags of every command: %s.\n\n", flagList(root.Flags))
+	fmt.Fprintf(w, "Flags of every command: %s. A flag's default and variable are in parentheses.\n\n", flagList(root.Flags))
 	seen := map[string]string{}
 	for _, n := range root.Children {
 		if n.Hidden {
@@ -53,7 +53,7 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 		default:
 			seen[list.String()] = n.Path()
 			if !leaf {
-				fmt.Fprintf(w, "Flags of every `sluice %s` command (given after `%s`, anywhere):\n\n", n.Path(), n.Name)
+				fmt.Fprintf(w, "Flags of every `sluice %s` command:\n\n", n.Path())
 			}
 			if first, rest := within(list.String(), seen); first != "" {
 				fmt.Fprintf(w, "The flags of `sluice %s`, and:\n\n%s", first, rest)
@@ -71,7 +71,7 @@ func writeNode(w io.Writer, n *kong.Node, seen map[string]string) {
 
 // writeFlags writes one list item per flag: the flag (with its value's
 // placeholder when one is set; else the flag's name says it), its default
-// and environment variable, then its help.
+// and environment variable in parentheses, then its help.
 func writeFlags(w io.Writer, flags []*kong.Flag) {
 	n := 0
 	for _, f := range flags {
@@ -88,11 +88,11 @@ func writeFlags(w io.Writer, flags []*kong.Flag) {
 		}
 		var about []string
 		if f.HasDefault && f.Default != "" {
-			about = append(about, "default `"+f.Default+"`")
+			about = append(about, "`"+f.Default+"`")
 		}
 		help := f.Help
 		if e := f.Tag.Get("envvar"); e != "" {
-			about = append(about, "env `"+e+"`")
+			about = append(about, "`$"+e+"`")
 			help = strings.TrimSuffix(help, " ($"+e+")")
 		}
 		if len(about) > 0 {

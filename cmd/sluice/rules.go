@@ -22,18 +22,18 @@ import (
 type rulesCmd struct {
 	adminFlags `embed:""`
 
-	Ls      rulesLsCmd      `cmd:"" help:"List rules (all pages)."`
+	Ls      rulesLsCmd      `cmd:"" help:"List rules."`
 	Get     rulesGetCmd     `cmd:"" help:"Show one rule."`
-	Put     rulesPutCmd     `cmd:"" help:"Create a rule, or update it (by --id or by its scope) with If-Match."`
-	Rm      rulesRmCmd      `cmd:"" help:"Delete a rule (If-Match the current version)."`
+	Put     rulesPutCmd     `cmd:"" help:"Create a rule, or update it (by --id or scope)."`
+	Rm      rulesRmCmd      `cmd:"" help:"Delete a rule."`
 	History rulesHistoryCmd `cmd:"" help:"Show a rule's audit log."`
 }
 
 type rulesLsCmd struct {
-	API     string `name:"api" help:"Only rules of this API id."`
-	Route   string `help:"Only rules of this route."`
-	Subject string `help:"Only rules of this subject."`
-	Plan    string `help:"Only rules naming this plan."`
+	API     string `name:"api" help:"By API id."`
+	Route   string `help:"By route."`
+	Subject string `help:"By subject."`
+	Plan    string `help:"By plan."`
 }
 
 func (cmd *rulesLsCmd) Run(e *env, a *adminFlags) error {
@@ -66,7 +66,7 @@ func (cmd *rulesGetCmd) Run(e *env, a *adminFlags) error {
 
 type rulesRmCmd struct {
 	ID      string `arg:"" name:"id" help:"The rule's id."`
-	Version int64  `help:"If-Match this version (default: the current one)."`
+	Version int64  `help:"If-Match this version (default: current)."`
 }
 
 func (cmd *rulesRmCmd) Run(e *env, a *adminFlags) error {
@@ -183,27 +183,27 @@ func orDefault(s, d string) string {
 // rulesPutCmd sets from flags the fields of a rule: a nil field was not
 // given, and on update only the flags given change the rule.
 type rulesPutCmd struct {
-	File         string  `short:"f" name:"f" placeholder:"FILE" help:"Read the rule from this JSON file (- for stdin)."`
-	ID           *string `name:"id" help:"Id of the rule to update."`
+	File         string  `short:"f" name:"f" placeholder:"FILE" help:"The rule as JSON (-: stdin)."`
+	ID           *string `name:"id" help:"Rule to update."`
 	API          *string `name:"api" help:"API id, or * for every API."`
-	Route        *string `help:"Route: * (whole API) or 'METHOD /resource/{param}'."`
-	Subject      *string `help:"Subject, or * (every subject gets its own bucket)."`
+	Route        *string `help:"* (whole API) or 'METHOD /resource/{param}'."`
+	Subject      *string `help:"Subject, or * (each its own bucket)."`
 	Plan         *string `help:"Plan name instead of inline numbers."`
-	Limit        *int64  `help:"Tokens refilled per period (0 blocks)."`
+	Limit        *int64  `help:"Tokens per period (0 blocks)."`
 	Period       *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
 	Burst        *int64  `help:"Bucket capacity (default: limit)."`
 	Cost         *int64  `help:"Tokens per request (default 1)."`
-	Kind         *string `help:"rate (a token bucket, the default) or quota (a calendar window: --period 1d, 1w, 1mo or 1y)."`
-	Anchor       *string `help:"A quota's windows repeat from this RFC 3339 time (default: UTC calendar alignment; \"\" clears)."`
-	MinRemaining *int64  `name:"min-remaining" help:"Admit only while at least this many tokens are left after the request."`
-	FailureMode  *string `name:"failure-mode" help:"open or closed: what happens when Redis is down."`
+	Kind         *string `help:"rate (default) or quota (--period 1d, 1w, 1mo, 1y)."`
+	Anchor       *string `help:"Quota windows repeat from this RFC 3339 time (\"\" clears)."`
+	MinRemaining *int64  `name:"min-remaining" help:"Admit only while this many tokens stay left."`
+	FailureMode  *string `name:"failure-mode" help:"open or closed, when Redis is down."`
 	Mode         *string `help:"enforce or shadow."`
-	Enabled      *bool   `help:"Whether the rule takes part in matching (--enabled=false turns it off)."`
-	Global       *bool   `help:"Share one budget across every Region of the deployment (--global=false makes it regional)."`
-	ExpiresAt    *string `name:"expires-at" placeholder:"TIME" help:"The rule stops applying at this RFC 3339 time, such as 2026-12-31T23:59:59Z (\"\" clears)."`
+	Enabled      *bool   `help:"Whether the rule is matched."`
+	Global       *bool   `help:"One budget across every Region."`
+	ExpiresAt    *string `name:"expires-at" placeholder:"TIME" help:"Stop applying at this RFC 3339 time (\"\" clears)."`
 	Description  *string `help:"Free text."`
-	Dimension    *string `help:"The dimension the rule limits (one of DIMENSIONS, such as ip); default: the default one."`
-	Version      *int64  `help:"If-Match this version (default: the current one)."`
+	Dimension    *string `help:"Dimension limited (one of DIMENSIONS)."`
+	Version      *int64  `help:"If-Match this version (default: current)."`
 }
 
 func (cmd *rulesPutCmd) Help() string {

@@ -15,7 +15,7 @@ import (
 type statsCmd struct {
 	adminFlags `embed:""`
 
-	Window string `default:"5m" help:"How far back, in whole minutes (at most 15m locally, 24h on AWS)."`
+	Window string `default:"5m" help:"How far back, whole minutes (at most 15m locally, 24h on AWS)."`
 	Top    int    `default:"10" help:"How many rules and subjects (1 to 100)."`
 }
 

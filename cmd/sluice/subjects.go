@@ -21,12 +21,12 @@ import (
 type subjectsCmd struct {
 	adminFlags `embed:""`
 
-	Limits subjectsLimitsCmd `cmd:"" help:"Show the rules that apply to a subject and its remaining tokens."`
+	Limits subjectsLimitsCmd `cmd:"" help:"The rules that apply to a subject, tokens left."`
 	Reset  subjectsResetCmd  `cmd:"" help:"Delete a subject's buckets (unblock it)."`
-	Find   subjectsFindCmd   `cmd:"" help:"Compute a subject's keyed hash and say whether it is among the top offenders."`
+	Find   subjectsFindCmd   `cmd:"" help:"A subject's keyed hash; is it a top offender?"`
 }
 
-const dimensionUsage = "The dimension whose rules the subject is looked up in (one of DIMENSIONS, such as ip for an IP's floor); default: the default one."
+const dimensionUsage = "Dimension to look in (one of DIMENSIONS)."
 
 func subjectQuery(api, route, dimension string) url.Values {
 	q := url.Values{}
@@ -45,7 +45,7 @@ func subjectQuery(api, route, dimension string) url.Values {
 type subjectsLimitsCmd struct {
 	Subject   string `arg:"" help:"The subject, as sent (an API key, a user id)."`
 	API       string `name:"api" help:"API id (default: every API)."`
-	Route     string `help:"Route such as 'GET /items/{id}' (default: every route)."`
+	Route     string `help:"Route (default: every route)."`
 	Dimension string `help:"${dimension_usage}"`
 }
 

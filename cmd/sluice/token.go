@@ -13,8 +13,8 @@ type tokenCmd struct {
 	adminFlags `embed:""`
 
 	Sub   string            `required:"" help:"The token's sub claim."`
-	TTL   time.Duration     `name:"ttl" default:"1h" help:"Lifetime of the token."`
-	Claim map[string]string `placeholder:"NAME=VALUE" help:"Another claim (repeatable), such as custom:tenant=acme."`
+	TTL   time.Duration     `name:"ttl" default:"1h" help:"Token lifetime."`
+	Claim map[string]string `placeholder:"NAME=VALUE" help:"Another claim, such as custom:tenant=acme (repeatable)."`
 }
 
 func (cmd *tokenCmd) Help() string {

@@ -23,12 +23,12 @@ import (
 )
 
 type verifyCmd struct {
-	Outputs string        `placeholder:"FILE" help:"The outputs of a deployed stack, as written by cdk deploy --outputs-file FILE."`
-	Stack   string        `default:"Sluice" help:"The stack's name in --outputs."`
-	Local   string        `placeholder:"URL" help:"Verify sluice local at URL instead (the demo API at URL/, the admin API at URL/admin)."`
+	Outputs string        `placeholder:"FILE" help:"The stack's cdk deploy --outputs-file."`
+	Stack   string        `default:"Sluice" help:"Stack name in --outputs."`
+	Local   string        `placeholder:"URL" help:"Verify sluice local at URL instead."`
 	Token   string        `envvar:"SLUICE_ADMIN_TOKEN" help:"Bearer token of sluice local's admin API."`
-	Region  string        `help:"AWS region for SigV4 and CloudWatch (default: from the URLs, then AWS_REGION)."`
-	Within  time.Duration `default:"3s" help:"How soon a rule written must bind the next request (docs/admin-api.md: the next version poll, within 1 s)."`
+	Region  string        `help:"AWS region (default: the URLs', then AWS_REGION)."`
+	Within  time.Duration `default:"3s" help:"How soon a written rule must bind."`
 	Timeout time.Duration `default:"30s" help:"Timeout of each HTTP request."`
 }
 
