@@ -44,8 +44,9 @@ func goBlocks(doc string) []quickstartBlock {
 }
 
 // TestQuickstartCompiles keeps docs/quickstart.md's Go from drifting: every
-// ```go block is a whole file, gofmt-formatted, and type-checks with go vet
-// against this checkout. Each block becomes its own package in a temporary
+// ```go block is a whole file, or one statement of the first whole file
+// changed (splice), gofmt-formatted, and type-checks with go vet against
+// this checkout. Each block becomes its own package in a temporary
 // directory inside this module, so its imports of github.com/sluicehq/sluice
 // resolve to the checkout as a `replace` would for a team's app. go vet
 // compiles without linking, so the CDK apps cost seconds (the aws-cdk-go
@@ -62,7 +63,8 @@ func TestQuickstartCompiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := goBlocks(string(doc))
-	// Step 2, Cognito, and the wrapped authorizer with its CDK app.
+	// Step 2, Cognito (a statement of step 2's), and the wrapped
+	// authorizer with its CDK app.
 	if len(blocks) < 4 {
 		t.Fatalf("docs/quickstart.md has %d ```go blocks, want at least 4", len(blocks))
 	}
@@ -79,11 +81,24 @@ func TestQuickstartCompiles(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 
 	args := []string{"vet"}
+	first := ""
 	for i, b := range blocks {
 		at := fmt.Sprintf("docs/quickstart.md:%d", b.line)
-		if !strings.HasPrefix(b.code, "package ") {
-			t.Errorf("%s: a Go block must be a whole file starting with its package clause", at)
+		switch {
+		case strings.HasPrefix(b.code, "package "):
+			if first == "" {
+				first = b.code
+			}
+		case first == "":
+			t.Errorf("%s: a Go block before the first whole file must be a whole file starting with its package clause", at)
 			continue
+		default:
+			code, err := splice(first, b.code)
+			if err != nil {
+				t.Errorf("%s: a Go block is a whole file or a statement of the first one: %v", at, err)
+				continue
+			}
+			b.code = code // go vet's lines in it are the spliced program's
 		}
 		if formatted, err := format.Source([]byte(b.code)); err != nil {
 			t.Errorf("%s: %v", at, err)
@@ -109,6 +124,35 @@ func TestQuickstartCompiles(t *testing.T) {
 	}
 }
 
+// splice returns program with the statement that starts at fragment's
+// first line, through the next line equal to fragment's last, replaced by
+// fragment: how the guide shows a variation of a program it showed whole.
+func splice(program, fragment string) (string, error) {
+	lines := strings.Split(strings.TrimSuffix(fragment, "\n"), "\n")
+	first, last := lines[0]+"\n", lines[len(lines)-1]+"\n"
+	i := strings.Index(program, first)
+	for i > 0 && program[i-1] != '\n' {
+		j := strings.Index(program[i+1:], first)
+		if j < 0 {
+			i = -1
+			break
+		}
+		i += 1 + j
+	}
+	if i < 0 {
+		return "", fmt.Errorf("no line %q to replace from", strings.TrimSpace(first))
+	}
+	end := i + len(first)
+	if len(lines) > 1 {
+		j := strings.Index(program[end-1:], "\n"+last)
+		if j < 0 {
+			return "", fmt.Errorf("no line %q after %q", strings.TrimSpace(last), strings.TrimSpace(first))
+		}
+		end += j - 1 + len("\n"+last)
+	}
+	return program[:i] + strings.TrimSuffix(fragment, "\n") + "\n" + program[end:], nil
+}
+
 // atDocLines rewrites go's "<dir>/blockN/main.go:L:C" positions in out as
 // docs/quickstart.md lines.
 func atDocLines(out, dir string, blocks []quickstartBlock) string {
@@ -119,4 +163,23 @@ func atDocLines(out, dir string, blocks []quickstartBlock) string {
 		l, _ := strconv.Atoi(s[2])
 		return fmt.Sprintf("docs/quickstart.md:%d", blocks[i].line+l-1)
 	})
+}
+
+func TestSplice(t *testing.T) {
+	const program = "func main() {\n\ta := f(\n\t\t1,\n\t)\n\tb := g()\n}\n"
+	for _, tc := range []struct {
+		fragment, want string
+		bad            bool
+	}{
+		{"\ta := f(\n\t\t2,\n\t\t3,\n\t)\n", "func main() {\n\ta := f(\n\t\t2,\n\t\t3,\n\t)\n\tb := g()\n}\n", false},
+		{"\tb := g()\n", program, false}, // one line: first and last
+		{"\tc := f(\n\t)\n", "", true},   // no such first line
+		{"\ta := f(\n\t})\n", "", true},  // no such last line after it
+		{"a := f(\n\t)\n", "", true},     // not a whole line of the program
+	} {
+		got, err := splice(program, tc.fragment)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("splice(%q) = %q, %v; want %q, error %v", tc.fragment, got, err, tc.want, tc.bad)
+		}
+	}
 }
