@@ -17,9 +17,10 @@ import (
 const (
 	// maxMarkdown is every .md of the repository, in bytes, the CLI and
 	// environment references (generated) and quickstart.md's programs
-	// (compiled) included. Issue 36 asks for 150 KB; the manual is not
-	// there yet: lower this as it gets there, raise it only on purpose.
-	maxMarkdown     = 161_000
+	// (compiled) included: 155,972 with the global-budget docs. Issue 36
+	// asks for 150,000; lower this as the manual gets there, raise it
+	// only on purpose.
+	maxMarkdown     = 156_000
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
