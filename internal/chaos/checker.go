@@ -98,6 +98,9 @@ type Result struct {
 	// Problems lists every bound the history broke; empty means the run
 	// held every bound.
 	Problems []string
+	// Global is a global scenario's verdict (then the fields above past
+	// the counts are zero); nil for the others.
+	Global *GlobalResult
 }
 
 // Excess is the most admitted beyond a limit for one (subject, rule), and

@@ -150,3 +150,49 @@ func TestCheckService(t *testing.T) {
 		t.Errorf("policyQ = %d, %v; want 2", q, ok)
 	}
 }
+
+// TestCheckGlobal: the global check finds a window that admitted beyond
+// the limit and ledger tokens left unspent beyond the bound, and only
+// those; a decision straddling a window's edge counts in neither.
+func TestCheckGlobal(t *testing.T) {
+	minute := int64(time.Minute / time.Millisecond)
+	admits := func(n int, startMs int64) []Op {
+		var ops []Op
+		for i := range n {
+			ops = append(ops, at("g1d1", "sg", globalRoute, startMs+int64(i), true))
+		}
+		return ops
+	}
+	item := func(used int64) []LedgerItem {
+		return []LedgerItem{{Key: "k#h#0", Used: used}}
+	}
+	straddling := at("g2d1", "sg", globalRoute, minute-1, true)
+	straddling.Recv += int64(time.Millisecond) // answered in the next window
+	tests := []struct {
+		name           string
+		ops            []Op
+		items          []LedgerItem
+		over, stranded int64
+		problems       int
+	}{
+		{"at the limit", admits(60, 0), item(60), 0, 0, 0},
+		{"one over", admits(61, 0), item(60), 1, 0, 1},
+		{"one over, bound 1", admits(61, 0), item(60), 1, 0, 0},
+		{"straddling not counted", append(admits(60, 0), straddling), item(60), 0, 0, 0},
+		{"stranded at the bound", admits(30, 0), item(60), 0, 30, 0},
+		{"stranded beyond", admits(29, 0), item(60), 0, 31, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := GlobalBounds{Limit: 60, Stranded: 30, PoolMax: -1}
+			if tt.name == "one over, bound 1" {
+				b.Over = 1
+			}
+			res := CheckGlobal("t", tt.ops, tt.items, nil, 0, b)
+			if g := res.Global; g.Over != tt.over || g.Stranded != tt.stranded || len(res.Problems) != tt.problems {
+				t.Errorf("CheckGlobal = over %d, stranded %d, problems %q; want %d, %d, %d problems",
+					g.Over, g.Stranded, res.Problems, tt.over, tt.stranded, tt.problems)
+			}
+		})
+	}
+}

@@ -103,7 +103,10 @@ type Cluster struct {
 	Redis     map[string]*Proc // r1..r3
 	Sentinels map[string]*Proc // s1..s3
 	PG        *Proc
-	Decide    map[string]*Proc // d1..d3
+	Decide    map[string]*Proc // d1..d3, and g1d1..g3d2 in global scenarios
+	// Dynalite and Ledger run on the ledger host once a global scenario
+	// has started them (StartLedger).
+	Dynalite, Ledger *Proc
 
 	http  *http.Client
 	pgDir string // removed by Close

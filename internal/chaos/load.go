@@ -126,6 +126,25 @@ type Stream struct {
 	Subject string  `json:"subject"`
 	Route   string  `json:"route"`
 	Rate    float64 `json:"rate"`
+	// Hosts, when not empty, are the only targets the stream sends to
+	// (a Region's decision hosts); From and Until, when not 0, are when
+	// it starts and stops, from the start of the load (a drain).
+	Hosts       []string      `json:"hosts,omitempty"`
+	From, Until time.Duration `json:",omitempty"`
+}
+
+// targetsOf returns the targets s sends to.
+func targetsOf(all []Target, s Stream) []Target {
+	if len(s.Hosts) == 0 {
+		return all
+	}
+	var out []Target
+	for _, t := range all {
+		if slices.Contains(s.Hosts, t.Host) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // runLoad is the load client: open-loop streams, every request recorded.
@@ -172,16 +191,24 @@ func Load(ctx context.Context, c LoadConfig) ([]Op, error) {
 		ops = append(ops, o)
 		mu.Unlock()
 	}
-	end := time.Now().Add(c.Duration)
+	begin := time.Now()
+	end := begin.Add(c.Duration)
 	runCtx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	for i, s := range c.Streams {
+		targets := targetsOf(c.Targets, s)
+		if len(targets) == 0 {
+			return nil, fmt.Errorf("load: stream %s has no target among %v", s.Subject, s.Hosts)
+		}
 		wg.Go(func() {
 			every := time.Duration(float64(time.Second) / s.Rate)
 			// A random phase, so streams of one rate do not send together.
-			next := time.Now().Add(time.Duration(rand.Int64N(int64(every))))
+			next := begin.Add(s.From + time.Duration(rand.Int64N(int64(every))))
 			turn := i
 			for {
+				if s.Until > 0 && next.After(begin.Add(s.Until)) {
+					return
+				}
 				select {
 				case <-runCtx.Done():
 					return
@@ -192,7 +219,7 @@ func Load(ctx context.Context, c LoadConfig) ([]Op, error) {
 				if n > c.MaxOps {
 					return
 				}
-				t := c.Targets[turn%len(c.Targets)]
+				t := targets[turn%len(targets)]
 				turn++
 				o := Op{Seq: n, Host: t.Host, Subject: s.Subject, Route: s.Route, Send: time.Now().UnixNano()}
 				if inFlight.Load() >= int64(c.MaxInFlight) {

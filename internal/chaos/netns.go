@@ -48,6 +48,13 @@ var hostAddrs = []struct {
 	{"pg", 31},                         // PostgreSQL
 	{"d1", 41}, {"d2", 42}, {"d3", 43}, // decision processes
 	{"load", 51}, // the load client
+	// The multi-Region topology of the global scenarios (global.go):
+	// Region i's Redis gi-r and decision processes gi-d1, gi-d2, and the
+	// ledger host (dynalite behind a ledgerproxy per Region).
+	{"g1r", 61}, {"g1d1", 62}, {"g1d2", 63},
+	{"g2r", 71}, {"g2d1", 72}, {"g2d2", 73},
+	{"g3r", 81}, {"g3d1", 82}, {"g3d2", 83},
+	{"led", 91},
 }
 
 // nsPrefix starts the name of every namespace a harness creates:

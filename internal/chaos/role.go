@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ const (
 	roleDecide = "decide"   // a decision process: app.New, served over HTTP
 	roleLoad   = "load"     // the load client
 	roleDelay  = "nfqdelay" // the packet delayer of a latency fault
+	roleLedger = "ledger"   // the ledger host's proxies (global.go)
 
 	decideAddrVar    = "SLUICE_CHAOS_ADDR"    // where a decision process listens
 	decideNameVar    = "SLUICE_CHAOS_NAME"    // its host name, in its logs
@@ -31,6 +33,7 @@ const (
 	loadConfigVar    = "SLUICE_CHAOS_LOAD"    // the load client's config file
 	delayQueueVar    = "SLUICE_CHAOS_QUEUE"   // the NFQUEUE number to serve
 	delayVar         = "SLUICE_CHAOS_DELAY"   // how long to hold each packet
+	decideStatsVar   = "SLUICE_CHAOS_STATS"   // where a decision process writes its global counters at exit
 )
 
 // IsRole reports whether this process was started as one of the harness's
@@ -50,6 +53,8 @@ func RunRole() int {
 		err = runLoad(ctx, os.Getenv(loadConfigVar))
 	case roleDelay:
 		err = runDelay(ctx, os.Getenv(delayQueueVar), os.Getenv(delayVar))
+	case roleLedger:
+		err = runLedger(ctx)
 	default:
 		err = fmt.Errorf("unknown role %q", r)
 	}
@@ -80,7 +85,13 @@ func runDecide(ctx context.Context) error {
 		return err
 	}
 	defer a.Close()
-	defer a.Shutdown() // leases go back, as on a Lambda's SIGTERM
+	defer func() {
+		a.Shutdown() // leases go back, as on a Lambda's SIGTERM
+		if p := os.Getenv(decideStatsVar); p != "" {
+			b, _ := json.Marshal(a.Limiter.GlobalStats())
+			_ = os.WriteFile(p, b, 0o644)
+		}
+	}()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })

@@ -65,6 +65,23 @@ func Run(ctx context.Context, o Options) (results []Result, err error) {
 		}
 		start := time.Now()
 		logf(o.Log, "scenario %s: %s", s.Name, s.Fault)
+		if s.Global != nil {
+			res, err := runGlobal(ctx, c, s, o)
+			if err != nil {
+				return results, fmt.Errorf("scenario %s: %w", s.Name, err)
+			}
+			results = append(results, res)
+			g := res.Global
+			logf(o.Log, "scenario %s: done in %v: %d global decisions over %d windows, over limit %d/%d (%d straddling), stranded %d/%d, Regions %v, regional rule max %d, %d ledger calls, credits %d, %d problems",
+				s.Name, time.Since(start).Round(time.Second), g.Decisions, g.Windows, g.Over, g.Bounds.Over, g.Ambiguous, g.Stranded, g.Bounds.Stranded,
+				g.RegionStranded, g.RegionalMax, g.LedgerCalls, g.Credits, len(res.Problems))
+			logf(o.Log, "  latency p50/p99 under the limit: global %v/%v, regional %v/%v; over it: global %v/%v, regional %v/%v",
+				g.GP50, g.GP99, g.RP50, g.RP99, g.SatGP50, g.SatGP99, g.SatRP50, g.SatRP99)
+			for _, p := range res.Problems {
+				logf(o.Log, "  problem: %s", p)
+			}
+			continue
+		}
 		res, err := runScenario(ctx, c, s, o)
 		if err != nil {
 			return results, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -96,6 +113,7 @@ type run struct {
 
 	mu     sync.Mutex
 	events []Event
+	pools  []PoolProbe // global scenarios: Region pools read during the fault
 }
 
 func (r *run) event(kind string) {
@@ -165,6 +183,7 @@ type ruleBody struct {
 	Anchor      string `json:"anchor,omitempty"`
 	FailureMode string `json:"failure_mode,omitempty"`
 	Durable     bool   `json:"durable,omitempty"`
+	Global      bool   `json:"global,omitempty"`
 	Description string `json:"description,omitempty"`
 }
 

@@ -24,6 +24,10 @@ type Scenario struct {
 	// charge costs its connection (WAIT answers after the call's budget),
 	// which changes how the rest of that host's traffic meets the fault.
 	Durable bool
+	// Global, when not nil, runs the scenario on the multi-Region
+	// topology (global.go) with these bounds; Redis and Bounds are then
+	// unused.
+	Global *GlobalBounds
 	// inject makes the fault and ends it, recording the fault, heal and
 	// promoted events; it returns when the fault is over.
 	inject func(ctx context.Context, r *run) error
@@ -66,7 +70,7 @@ func Scenarios() []Scenario {
 	defaults := RedisOptions{DownAfter: downAfter}
 	none := Bounds{LeaseTTL: leaseTTL, Propagation: propagationBound}
 	lost := func(w time.Duration) Bounds { b := none; b.LostWindow = w; return b }
-	return []Scenario{
+	return append([]Scenario{
 		{Name: "latency-50ms", Fault: "+50 ms between d1 and Redis", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
 			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error {
 				return n.Delay(ctx, "d1", 50*time.Millisecond, toRedis...)
@@ -96,7 +100,7 @@ func Scenarios() []Scenario {
 			Bounds: lost(minReplicasLag + 2*time.Second), inject: split(15 * time.Second)},
 		{Name: "pg-partition", Fault: "PostgreSQL partitioned from everything 10 s", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
 			inject: pgPartition(10 * time.Second)},
-	}
+	}, GlobalScenarios()...)
 }
 
 // ShortScenarios are the scenarios of the short run in make test.
@@ -107,7 +111,7 @@ func ShortScenarios() []Scenario {
 			out = append(out, s)
 		}
 	}
-	return out
+	return append(out, ShortGlobalScenarios()...)
 }
 
 // networkFault applies fault for d, then heals.

@@ -10,8 +10,25 @@ import (
 // quotes: per fault, the decisions, fail-open (and fail-closed) ones, the
 // most admitted beyond a limit against its bound for rate rules, quotas
 // and durable quotas, the longest gap, the recovery and the rule change's
-// propagation.
+// propagation. The global scenarios get their own table (WriteGlobalTable)
+// before it.
 func WriteTable(w io.Writer, results []Result) {
+	var regional, global []Result
+	for _, r := range results {
+		if r.Global != nil {
+			global = append(global, r)
+		} else {
+			regional = append(regional, r)
+		}
+	}
+	if len(global) > 0 {
+		WriteGlobalTable(w, global)
+		if len(regional) == 0 {
+			return
+		}
+		fmt.Fprintln(w)
+	}
+	results = regional
 	fmt.Fprintln(w, "| fault | decisions | fail-open | fail-closed | max excess admitted (measured / bound): rate · quota · durable quota | gap | recovery | rule change enforced | verdict |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
