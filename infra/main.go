@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/sluicehq/sluice/infra/sluice"
 )
 
 func main() {
@@ -36,11 +39,11 @@ const validateFlag = "@aws-cdk/core:validateAgainstDefaultRules"
 // with the check's findings as warnings: its template is never deployed,
 // and the second pass is checked as every other.
 func synthApp(props *awscdk.AppProps) error {
-	app, stack, err := build(props)
+	app, stacks, err := build(props)
 	if err != nil {
 		return err
 	}
-	if stack.LookupPending {
+	if slices.ContainsFunc(stacks, func(s *Stack) bool { return s.LookupPending }) {
 		p := awscdk.AppProps{}
 		if props != nil {
 			p = *props
@@ -61,27 +64,47 @@ func synthApp(props *awscdk.AppProps) error {
 	return nil
 }
 
-// build returns a new app with the stack the context describes.
-func build(props *awscdk.AppProps) (awscdk.App, *Stack, error) {
+// build returns a new app with the stacks the context describes.
+func build(props *awscdk.AppProps) (awscdk.App, []*Stack, error) {
 	app := awscdk.NewApp(props)
-	stack, err := run(app)
-	return app, stack, err
+	stacks, err := run(app)
+	return app, stacks, err
 }
 
-// run adds the stack the context describes to app.
-func run(app awscdk.App) (*Stack, error) {
+// run adds the stacks the context describes to app: one, or with
+// globalRegions one per Region, named <stackName>-<Region>, each a whole
+// deployment. The first Region's creates the ledger and the subject hash
+// key; the others depend on it, so `cdk deploy --all` deploys it first.
+func run(app awscdk.App) ([]*Stack, error) {
 	props, name, err := propsFromContext(app)
 	if err != nil {
 		return nil, err
 	}
-	stack, err := NewStack(app, name, props)
-	if err != nil {
-		return nil, err
+	var stacks []*Stack
+	if props.Global == nil {
+		stack, err := NewStack(app, name, props)
+		if err != nil {
+			return nil, err
+		}
+		stacks = append(stacks, stack)
+	} else {
+		for _, region := range props.Global.Regions {
+			p := *props
+			p.Env = &awscdk.Environment{Account: props.Env.Account, Region: jsii.String(region)}
+			stack, err := NewStack(app, name+"-"+region, &p)
+			if err != nil {
+				return nil, err
+			}
+			if len(stacks) > 0 {
+				stack.AddStackDependency(stacks[0].Stack, jsii.String("the ledger and the subject hash key are created in "+props.Global.Regions[0]))
+			}
+			stacks = append(stacks, stack)
+		}
 	}
 	if fmt.Sprint(app.Node().TryGetContext(jsii.String("nag"))) == "true" {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
 	}
-	return stack, nil
+	return stacks, nil
 }
 
 // contextFlags are the context keys the app reads, each with the
@@ -95,7 +118,7 @@ var contextFlags = []string{
 	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
 	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow", "limitsFile",
-	"demoApi", "apiGatewayAccount",
+	"demoApi", "apiGatewayAccount", "globalRegions", "globalWitness", "ledgerDestroy",
 }
 
 // propsFromContext reads the stack props from the CDK context, reporting
@@ -192,6 +215,23 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 	name := get("stackName")
 	if name == "" {
 		name = "Sluice"
+	}
+	if regions := splitList(get("globalRegions")); len(regions) > 0 || get("globalWitness") != "" {
+		p.Global = &Global{Regions: regions, Witness: get("globalWitness"), Name: name, DestroyLedger: boolean("ledgerDestroy", false)}
+		if err := sluice.CheckGlobalRegions(regions, p.Global.Witness); err != nil {
+			errs = append(errs, fmt.Errorf("-c globalRegions: %w", err))
+		}
+		// Each of these names one Region's resource, and every Region's
+		// stack would get it.
+		for _, k := range []string{"vpcId", "securityGroupIds", "redisUrl", "redisAuthSecretArn", "databaseUrl",
+			"databaseSecretArn", "databaseHost", "alarmTopicArn", "upstreamAuthorizerArn", "localstack"} {
+			if get(k) != "" {
+				errs = append(errs, fmt.Errorf("-c %s with -c globalRegions: it names one Region's resource, and every "+
+					"Region's stack creates its own; bring per-Region resources with StackProps (infra/stack.go) instead", k))
+			}
+		}
+	} else if get("ledgerDestroy") != "" {
+		errs = append(errs, errors.New("-c ledgerDestroy applies with -c globalRegions only"))
 	}
 	return p, name, errors.Join(errs...)
 }

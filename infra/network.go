@@ -143,6 +143,15 @@ func newNetwork(stack awscdk.Stack, p *StackProps) (*network, error) {
 			n.needs = append(n.needs, newEndpoint(n.vpc, at, svc))
 		}
 	}
+	if p.Global != nil && (n.created || endpoints) {
+		// The ledger of global budgets: a gateway endpoint, free, routed
+		// from the route tables of the Lambdas' subnets (with a NAT
+		// gateway too: it saves the NAT's per-GB charge).
+		n.vpc.AddGatewayEndpoint(jsii.String("DynamoDbEndpoint"), &awsec2.GatewayVpcEndpointOptions{
+			Service: awsec2.GatewayVpcEndpointAwsService_DYNAMODB(),
+			Subnets: &[]*awsec2.SubnetSelection{n.subnets},
+		})
+	}
 	return n, nil
 }
 
@@ -151,6 +160,9 @@ func serviceNames(p *StackProps) string {
 	s := "Secrets Manager"
 	if p.UpstreamAuthorizerArn != "" {
 		s += " and Lambda (the upstream authorizer)"
+	}
+	if p.Global != nil {
+		s += " and DynamoDB (the ledger, through a gateway endpoint)"
 	}
 	return s
 }

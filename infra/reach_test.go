@@ -972,8 +972,16 @@ func TestAccessMatchesMains(t *testing.T) {
 			// With the subject hash key when its route hashes a subject
 			// (the Stats part reads it when configured).
 			want.stats, want.key = true, hashesSubject(name)
-		case got["Full"], got["decidemain"]:
+		case got["Full"]:
 			want.redis = true
+			// The subject view shows a global rule's budget.
+			if slices.ContainsFunc(admin.Routes(), func(r admin.RouteInfo) bool {
+				return r.Function == name && r.Name == admin.RouteSubjectLimits
+			}) {
+				want.ledger = ledgerRead
+			}
+		case got["decidemain"]:
+			want.redis, want.ledger = true, ledgerDecide
 		case got["Migrator"]:
 			// It publishes the rules snapshot after migrating.
 			want.write, want.redis = true, true

@@ -210,7 +210,36 @@ type StackProps struct {
 	// account must have one before the stack is deployed: a stage that
 	// logs is refused without it. Default: the stack sets it.
 	NoAPIGatewayAccount bool
+
+	// Global makes the stack one Region (Env.Region) of a family sharing
+	// global budgets (docs/global.md, -c globalRegions). Default nil: a
+	// regional deployment, global rules decided as regional ones.
+	Global *Global
 }
+
+// Global is a family of stacks, one per Region, sharing the ledger of
+// global budgets and the subject hash key.
+type Global struct {
+	// Regions hold a stack and a ledger replica each: 3, or 2 with
+	// Witness, in one MRSC Region set (sluice.CheckGlobalRegions). The
+	// first one's stack creates the ledger and the subject hash key,
+	// which Secrets Manager replicates to the others.
+	Regions []string
+	// Witness is the ledger's MRSC witness Region. Default: none.
+	Witness string
+	// Name names the ledger table (<Name>-ledger) and the subject hash
+	// key's secret (<Name>-subject-key), the same in every Region.
+	Name string
+	// DestroyLedger deletes the ledger with the first Region's stack.
+	// Default: retained and deletion-protected.
+	DestroyLedger bool
+}
+
+// ledgerTable is the name of the ledger table.
+func (g *Global) ledgerTable() string { return g.Name + "-ledger" }
+
+// subjectKeyName is the name of the subject hash key's secret.
+func (g *Global) subjectKeyName() string { return g.Name + "-subject-key" }
 
 // small reports whether the props ask for the small profile.
 func (p *StackProps) small() bool { return p.Profile == "small" }
@@ -349,6 +378,9 @@ func (p *StackProps) validate() error {
 	if p.RedisMode != "" && p.RedisMode != "single" && p.RedisMode != "cluster" && p.RedisMode != "sentinel" {
 		errs = append(errs, fmt.Errorf("RedisMode %q: want single, cluster or sentinel", p.RedisMode))
 	}
+	if p.Global != nil {
+		errs = append(errs, p.Global.validate(p)...)
+	}
 	for _, f := range [...]struct{ field, arn string }{
 		{"RedisAuthSecretArn", p.RedisAuthSecretArn},
 		{"DatabaseSecretArn", p.DatabaseSecretArn},
@@ -359,6 +391,28 @@ func (p *StackProps) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// validate reports why g cannot make p one Region of a family.
+func (g *Global) validate(p *StackProps) []error {
+	var errs []error
+	if err := sluice.CheckGlobalRegions(g.Regions, g.Witness); err != nil {
+		errs = append(errs, err)
+	}
+	region := ""
+	if p.Env != nil && p.Env.Region != nil {
+		region = *p.Env.Region
+	}
+	if !slices.Contains(g.Regions, region) {
+		errs = append(errs, fmt.Errorf("Global: the stack's Region %q is not one of %s", region, strings.Join(g.Regions, ",")))
+	}
+	if !tableName.MatchString(g.ledgerTable()) {
+		errs = append(errs, fmt.Errorf("Global: ledger table name %q: want 3 to 255 letters, digits, '_', '-' or '.'", g.ledgerTable()))
+	}
+	return errs
+}
+
+// tableName matches a DynamoDB table name.
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 
 var (
 	// secretARN matches a Secrets Manager secret ARN, complete or partial.
@@ -447,6 +501,29 @@ type access struct {
 	// key: with stats, the subject hash key too (POST /subjects/find
 	// hashes the subject it looks for in the top denied subjects).
 	key bool
+	// ledger: what it does with the ledger of global budgets, in a
+	// family of Regions (Global).
+	ledger ledgerUse
+}
+
+// ledgerUse is what a function does with the ledger of global budgets.
+type ledgerUse int
+
+const (
+	noLedger     ledgerUse = iota
+	ledgerDecide           // takes and gives back blocks: UpdateItem
+	ledgerRead             // shows a subject's global budget: GetItem
+)
+
+// actions are the DynamoDB actions of u, nil for none.
+func (u ledgerUse) actions() []string {
+	switch u {
+	case ledgerDecide:
+		return sluice.LedgerDecideActions
+	case ledgerRead:
+		return sluice.LedgerReadActions
+	}
+	return nil
 }
 
 // adminAccess says what each admin function, a privilege class of
@@ -459,7 +536,7 @@ type access struct {
 var adminAccess = map[string]access{
 	admin.FunctionRead:     {},
 	admin.FunctionWrite:    {write: true, redis: true},
-	admin.FunctionSubjects: {redis: true},
+	admin.FunctionSubjects: {redis: true, ledger: ledgerRead},
 	admin.FunctionStats:    {stats: true, key: true},
 }
 
@@ -469,7 +546,11 @@ var adminAccess = map[string]access{
 // stack's authorizers find one), and each admin function has its
 // adminAccess.
 var functionAccess = func() map[string]access {
-	m := map[string]access{"authorizer": {redis: true}, "check": {redis: true}, "migrate": {write: true, redis: true}}
+	m := map[string]access{
+		"authorizer": {redis: true, ledger: ledgerDecide},
+		"check":      {redis: true, ledger: ledgerDecide},
+		"migrate":    {write: true, redis: true},
+	}
 	for name, a := range adminAccess {
 		m[name] = a
 	}
@@ -537,8 +618,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	// The subject hash key: every function that names buckets (the
 	// authorizer, check and admin) hashes subjects with it, so they agree on
 	// the keys, and a principalId or a log line cannot be reversed.
-	subjectKey := sluice.NewSubjectKey(stack, "SubjectHmacKey")
-	suppress(subjectKey, "AwsSolutions-SMG4", "Rotating the subject hash key renames every bucket, so every subject starts full again: rotate it by hand, when that is wanted.")
+	subjectKey, ledgerEnv, ledgerArn := newGlobal(stack, p)
 	redisEnv["SUBJECT_HMAC_KEY_SECRET_ARN"] = *subjectKey.SecretArn()
 	if rd.authSecret != nil {
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
@@ -578,6 +658,16 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		case !a.write && db.readerSecret != nil:
 			db.readerSecret.GrantRead(fn, nil)
 		}
+		if a.ledger != noLedger && ledgerArn != nil {
+			sluice.GrantLedger(fn, ledgerArn, a.ledger.actions())
+		}
+	}
+	// ledgerFor is the ledger's environment for a function that uses it.
+	ledgerFor := func(name string) map[string]string {
+		if functionAccess[name].ledger == noLedger {
+			return nil
+		}
+		return ledgerEnv
 	}
 
 	authEnv := map[string]string{}
@@ -602,7 +692,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	// database when it is missing): the read-only login.
 	s.Authorizer = sluice.NewAuthorizer(stack, "Authorizer", &sluice.AuthorizerProps{
 		FunctionProps: *fnProps("authorizer", cmp.Or(p.AuthorizerMemory, 512), p.AuthorizerReservedConcurrency,
-			redisEnv, db.readerEnv, authEnv, decideEnv),
+			redisEnv, db.readerEnv, authEnv, decideEnv, ledgerFor("authorizer")),
 		SubjectSources:   p.SubjectSources,
 		RateLimitHeaders: p.RateLimitHeaders,
 		Upstream:         upstream,
@@ -636,7 +726,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, env, redisEnv)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
 		case name == "check":
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv)
+			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv, ledgerFor(name))
 		case a.stats:
 			// GET /stats and POST /subjects/find read Contributor Insights
 			// and nothing else (the latter hashes with the subject key):
@@ -657,7 +747,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			if a.redis {
 				// DEFAULT_LIMIT too, so the subject limits view shows the
 				// default bucket and a reset clears it.
-				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, dbEnv, authEnv)
+				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, dbEnv, authEnv, ledgerFor(name))
 			} else {
 				// Rules and plans read: the database's read-only login
 				// alone, in the security group Redis does not admit.
@@ -733,6 +823,36 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	newInsights(stack, !p.small(), insightReaders, s.Authorizer.Function, s.Functions["check"])
 	newOutputs(stack, s, net, rd, db, subjectKey)
 	return s, nil
+}
+
+// newGlobal returns the subject hash key and, in a family of Regions
+// (Global), the ledger's environment and this Region's replica ARN. The
+// first Region's stack creates the ledger and the key, replicated to the
+// others, whose stacks use them by name: no stack references another
+// Region's. Without Global, the key alone, as NewSubjectKey makes it.
+func newGlobal(stack awscdk.Stack, p *StackProps) (key awssecretsmanager.ISecret, env map[string]string, ledgerArn *string) {
+	const smg4 = "Rotating the subject hash key renames every bucket, so every subject starts full again: rotate it by hand, when that is wanted."
+	g := p.Global
+	if g == nil {
+		k := sluice.NewSubjectKey(stack, "SubjectHmacKey")
+		suppress(k, "AwsSolutions-SMG4", smg4)
+		return k, nil, nil
+	}
+	region := *p.Env.Region
+	if region != g.Regions[0] {
+		key = sluice.ImportGlobalSubjectKey(stack, "SubjectHmacKey", g.subjectKeyName())
+	} else {
+		k := sluice.NewGlobalSubjectKey(stack, "SubjectHmacKey", g.subjectKeyName(), g.Regions[1:])
+		suppress(k, "AwsSolutions-SMG4", smg4)
+		key = k
+		ledger := sluice.NewLedger(stack, "Ledger", &sluice.LedgerProps{
+			TableName: g.ledgerTable(), Regions: g.Regions, Witness: g.Witness, Destroy: g.DestroyLedger,
+		})
+		suppress(ledger, "AwsSolutions-DDB3", "MRSC creates a table empty, so no backup can be restored into "+
+			"one: a lost ledger is replaced by an empty table (each global budget starts its window again), "+
+			"and deletion protection with a RETAIN policy guards against the usual loss")
+	}
+	return key, sluice.LedgerEnvironment(g.ledgerTable(), g.Regions), sluice.LedgerArn(stack, region, g.ledgerTable())
 }
 
 // jwtProps are the authorizer's JWT settings, or nil.
