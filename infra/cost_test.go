@@ -199,6 +199,13 @@ func costOf(js map[string]any, p prices) *estimate {
 			} else {
 				add(id, p.price(typ+":gateway", e.missing))
 			}
+		case "AWS::DynamoDB::GlobalTable":
+			// On demand: nothing at idle; each ledger write is billed in
+			// every replica's Region.
+			replicas := len(list(ps["Replicas"]))
+			w := p.price("assume:ledger-writes-per-decision", e.missing)
+			e.perMill = append(e.perMill, costLine{fmt.Sprintf("ledger writes (%v a decision × %d replicas)", w, replicas),
+				w * float64(replicas) * p.price(typ+":million-wru", e.missing)})
 		case "AWS::EC2::NatGateway", "AWS::EC2::EIP":
 			add(id, p.price(typ+":hour", e.missing)*hoursPerMonth)
 		case "AWS::SecretsManager::Secret":
@@ -303,6 +310,18 @@ func TestCostModel(t *testing.T) {
 			if got := e.perMillTotal(); got > smallPerMillTarget {
 				t.Errorf("small profile: %.3f USD per million decisions, want at most %.2f", got, smallPerMillTarget)
 			}
+		}
+	}
+	// -c globalRegions: a whole stack per Region; the first's holds the
+	// ledger, whose writes every decision of a global rule may cause.
+	_, globals := synthGlobal(t)
+	for i, js := range globals {
+		e := costOf(js, p)
+		for k := range e.missing {
+			missing[k] = true
+		}
+		if i == 0 {
+			fmt.Fprintf(&model, "| global, each of %d Regions | %.2f | %.2f | %.3f | — |\n", len(globals), e.idleTotal(), e.busyTotal(), e.perMillTotal())
 		}
 	}
 	fmt.Fprintf(&model, "| WAF rate-based rule | %.2f | 0.00 | %.3f | — |\n", wafMonth, wafPerMill)
