@@ -234,16 +234,17 @@ func functionName(r resource) string {
 
 // TestGlobalAccess: exactly the functions that lease or read the ledger
 // may, each on its own Region's replica and only with what its code calls
-// (internal/ledger: Take and Give are UpdateItem, Used is GetItem): the
-// authorizer and check UpdateItem, the subject view (admin-subjects)
-// GetItem. Nothing calls Sweep in a deployed function, so nobody may
-// Scan or DeleteItem. The same functions, and no other, get LEDGER_TABLE
-// and GLOBAL_REGIONS.
+// (internal/ledger: Take and Give are UpdateItem, with a GetItem when a
+// failed condition returns no item; Used is GetItem; Sweep, which a
+// decision process runs once a Region an hour, is Scan and DeleteItem):
+// the authorizer and check all four, the subject view (admin-subjects)
+// GetItem. The same functions, and no other, get LEDGER_TABLE and
+// GLOBAL_REGIONS.
 func TestGlobalAccess(t *testing.T) {
 	_, tmpls := synthGlobal(t)
 	want := map[string][]string{
-		"authorizer":     {"dynamodb:UpdateItem"},
-		"check":          {"dynamodb:UpdateItem"},
+		"authorizer":     {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"},
+		"check":          {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"},
 		"admin-subjects": {"dynamodb:GetItem"},
 	}
 	for i, js := range tmpls {

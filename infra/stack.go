@@ -511,7 +511,7 @@ type ledgerUse int
 
 const (
 	noLedger     ledgerUse = iota
-	ledgerDecide           // takes and gives back blocks: UpdateItem
+	ledgerDecide           // takes and gives back blocks, sweeps ended windows
 	ledgerRead             // shows a subject's global budget: GetItem
 )
 

@@ -17,12 +17,14 @@ import (
 
 // The DynamoDB actions of the ledger of global budgets (internal/ledger),
 // by who calls them: a decision takes and gives back blocks (Take, Give:
-// UpdateItem); the admin API's subject view reads a budget (Used:
-// GetItem); a sweeper deletes ended windows (Sweep: Scan, DeleteItem).
+// UpdateItem, and GetItem when a failed condition returns no item), and
+// one decision process a Region an hour deletes ended windows (Sweep:
+// Scan, DeleteItem; MRSC has no TTL); the admin API's subject view reads
+// a budget (Used: GetItem).
 var (
-	LedgerDecideActions = []string{"dynamodb:UpdateItem"}
-	LedgerReadActions   = []string{"dynamodb:GetItem"}
 	LedgerSweepActions  = []string{"dynamodb:Scan", "dynamodb:DeleteItem"}
+	LedgerDecideActions = append([]string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, LedgerSweepActions...)
+	LedgerReadActions   = []string{"dynamodb:GetItem"}
 )
 
 // MRSCRegionSets are the Region sets in which DynamoDB offers
