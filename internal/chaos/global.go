@@ -93,8 +93,8 @@ type GlobalResult struct {
 	Over, Ambiguous int64
 	// Stranded is the most ledger used − admitted of one window.
 	Stranded int64
-	// RegionStranded is each Region's taken − given − admitted from the
-	// ledger over the run (its processes' counters at exit): what its
+	// RegionStranded is each Region's taken + credited − given −
+	// admitted (answers not fail-open) over the run (its processes' counters at exit): what its
 	// pools held at window ends, or lost (a failover), or never gave back.
 	RegionStranded []int64
 	// Pools are the faulty Region's pools as the scenario read them.
@@ -105,9 +105,9 @@ type GlobalResult struct {
 	// LedgerCalls are the proxies' requests; Decisions the global rule's
 	// over both its subjects.
 	LedgerCalls, Decisions int64
-	// Credits are admissions from the fail-open allowance (they answer
-	// as any admission); FailOpen the global rule's fail-open answers
-	// (failOpen: true, admitted without Redis).
+	// Credits are tokens put in pools from the fail-open allowance;
+	// FailOpen the global rule's fail-open answers (failOpen: true), not
+	// counted as spent from a pool.
 	Credits, FailOpen int64
 	// LedgerErrors are the ledger calls that failed; each may have lost a
 	// block (Bounds.Stranded).
@@ -620,6 +620,8 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
+	saved, _ := json.Marshal(map[string]any{"items": items, "proxies": proxies})
+	_ = os.WriteFile(filepath.Join(dir, "ledger.json"), saved, 0o644)
 	ev, _ := json.Marshal(r.events)
 	_ = os.WriteFile(filepath.Join(o.Dir, s.Name+".events.json"), ev, 0o644)
 	var calls int64
@@ -770,11 +772,15 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 		if !o.Allowed {
 			continue
 		}
-		if r := regionOf(o.Host); r >= 0 {
+		if o.FailOpen {
+			g.FailOpen++
+		} else if r := regionOf(o.Host); r >= 0 {
 			admitted[r]++
 		}
 		ws, wr := o.Send/p, o.Recv/p
-		at((o.Send+o.Recv)/2/p).mid++
+		if !o.FailOpen {
+			at((o.Send+o.Recv)/2/p).mid++
+		}
 		if ws == wr {
 			at(ws).certain++
 		} else {
@@ -823,9 +829,10 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 			credits += stats[h].Credits
 		}
 		g.Credits += credits
-		// A credited admission (the fail-open allowance) answers as any
-		// other: it is in admitted, not from the ledger.
-		g.RegionStranded[i] = taken - given - (admitted[i] - credits)
+		// A pool takes tokens from the ledger and, cut off, from the
+		// fail-open allowance (credits); admissions from it answer
+		// without failOpen.
+		g.RegionStranded[i] = taken + credits - given - admitted[i]
 	}
 	g.GP50, g.GP99 = quantile(glo, 0.5), quantile(glo, 0.99)
 	g.RP50, g.RP99 = quantile(rlo, 0.5), quantile(rlo, 0.99)
