@@ -421,12 +421,21 @@ func (c *Cluster) globalEnv(g region, h, statsPath string, migrate bool) []strin
 }
 
 func (c *Cluster) startGlobalDecide(ctx context.Context, g region, h, dir string, migrate bool) error {
+	if err := c.spawnGlobalDecide(g, h, dir, migrate); err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, h, 60*time.Second)
+}
+
+// spawnGlobalDecide starts decision process h of Region g (not waiting
+// for it): one goroutine at a time, as it writes c.Decide.
+func (c *Cluster) spawnGlobalDecide(g region, h, dir string, migrate bool) error {
 	p, err := c.Procs.Start(h, h+"-decide", c.globalEnv(g, h, filepath.Join(dir, h+".stats.json"), migrate), c.bins.Self)
 	if err != nil {
 		return err
 	}
 	c.Decide[h] = p
-	return c.waitHealthy(ctx, h, 60*time.Second)
+	return nil
 }
 
 // globalStreams are the load of a global scenario: on each route one
@@ -529,8 +538,12 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 		if h == "g1d1" {
 			continue
 		}
-		g := regions[i/2]
-		wg.Go(func() { errs[i] = c.startGlobalDecide(ctx, g, h, dir, false) })
+		if err := c.spawnGlobalDecide(regions[i/2], h, dir, false); err != nil {
+			return Result{}, err
+		}
+	}
+	for i, h := range hosts {
+		wg.Go(func() { errs[i] = c.waitHealthy(ctx, h, 60*time.Second) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
