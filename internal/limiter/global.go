@@ -37,8 +37,10 @@ import (
 // be counted in the neighbouring window's item, never in none or two.
 //
 // A pool is refilled before it runs dry: a decision that leaves it under
-// its low-water mark starts one refill in the background, behind a lock in
-// Redis so the Region's processes do not all lease at once. Only a request
+// its low-water mark (a quarter of the last block this process took, else
+// the least block) starts one refill in the background, behind a lock in
+// Redis so the Region's processes do not all lease at once, and only if
+// the pool is still under the mark once the lock is held. Only a request
 // that finds the pool empty waits for the ledger (at most LedgerTimeout).
 // A block is sized to about GlobalHorizon of the Region's recent rate, at
 // least a thousandth of the limit and at most limit/(2·Regions): a steady
@@ -121,13 +123,16 @@ type globals struct {
 // pool is what this process knows of one Region pool: one global bucket
 // of one subject in one window.
 type pool struct {
-	key, mark, lock, meta, credit string // Redis keys
-	item                          string // the ledger's key
-	limit                         int64
-	start, end                    time.Time
-	open                          int64 // the fail-open allowance
+	key, lock, meta, credit string // Redis keys
+	item                    string // the ledger's key
+	limit                   int64
+	start, end              time.Time
+	open                    int64 // the fail-open allowance
 
 	filling atomic.Bool
+	// mark is the low-water mark: a quarter of the last block this
+	// process took; 0 until it takes one.
+	mark atomic.Int64
 	// spentUntil, Unix ns: until then the window's budget is taken as
 	// spent (the ledger had nothing left), and the ledger is not asked.
 	// Tokens another Region gives back reach this one after it.
@@ -252,7 +257,7 @@ func (l *Limiter) poolFor(sd subjectDigest, b Bucket, now time.Time) *pool {
 	ms := strconv.FormatInt(start.UnixMilli(), 10)
 	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + ms
 	p := &pool{
-		key: key, mark: key + ":w", lock: key + ":l", meta: key + ":m", credit: key + ":o",
+		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o",
 		item:  b.Global + "#" + hash + "#" + ms,
 		limit: b.Limit, start: start, end: end,
 		open: int64(math.Ceil(float64(b.Limit) * g.openShare)),
@@ -317,7 +322,7 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 				if !r.allowed {
 					break // nothing was charged: the pools are as they were
 				}
-				if levels[2*j] < levels[2*j+1] || levels[2*j+1] == 0 && levels[2*j] < req.Cost {
+				if levels[j] < l.lowWater(p, req.Cost) {
 					l.refillAsync(p, req.Cost)
 				}
 			}
@@ -336,7 +341,7 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 			return Decision{Limit: p.limit, Bucket: i, RetryAfter: 100 * time.Millisecond}, ledgerErr
 		}
 		g.waits.Add(1)
-		_, locked, err := l.fill(ctx, p, req.Cost)
+		_, locked, err := l.fill(ctx, p, req.Cost, req.Cost)
 		switch {
 		case err != nil:
 			b := req.Buckets[i]
@@ -410,7 +415,7 @@ func (l *Limiter) globalDeny(req Request, i int, p *pool, now time.Time, ck deny
 
 // runGlobal runs globalScript. short is the index in ps of a pool that
 // lacked the tokens (then nothing was charged), else -1; levels holds each
-// pool's level and low-water mark after the charge.
+// pool's level after the charge.
 //
 // On Redis Cluster a request whose buckets count several subjects is one
 // call per subject (dimensions.go), each carrying its buckets' pools
@@ -430,7 +435,7 @@ func (l *Limiter) globalCall(ctx context.Context, sub *subjects, cost int64, bs 
 	c.build(l.prefix, sub, cost, bs)
 	keys := c.keys
 	for _, p := range ps {
-		keys = append(keys, p.key, p.mark)
+		keys = append(keys, p.key)
 	}
 	args := append(c.args[:len(c.args):len(c.args)], len(ps))
 	c.ctx.arm(ctx, l.timeout)
@@ -453,7 +458,7 @@ func (l *Limiter) globalCall(ctx context.Context, sub *subjects, cost int64, bs 
 		return reply{}, -1, nil, err
 	}
 	if r.allowed {
-		levels = make([]int64, 2*len(ps))
+		levels = make([]int64, len(ps))
 		for j := range levels {
 			levels[j] = rd.next()
 		}
@@ -493,7 +498,7 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 		found  bool
 		mask   uint16
 		done   [MaxBuckets]bool
-		levels = make([]int64, 2*len(ps))
+		levels = make([]int64, len(ps))
 	)
 	for first := range req.Buckets {
 		if done[first] {
@@ -531,7 +536,7 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 			return r, -1, nil, nil
 		}
 		for k, j := range gj {
-			levels[2*j], levels[2*j+1] = lv[2*k], lv[2*k+1]
+			levels[j] = lv[k]
 		}
 		if !found || preferLimiting(req.Buckets, r, out) {
 			out, found = r, true
@@ -550,7 +555,7 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 		defer p.filling.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*l.global.timeout+l.timeout)
 		defer cancel()
-		if _, _, err := l.fill(ctx, p, cost); err != nil {
+		if _, _, err := l.fill(ctx, p, cost, l.lowWater(p, cost)); err != nil {
 			l.global.ledgerErrors.Add(1)
 		}
 	}()
@@ -559,13 +564,15 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 // fill takes a block from the ledger into p and returns its size: 0 when
 // the window's budget is spent. It first takes the Region's lock for p:
 // locked is false, and nothing is done, when another process holds it
-// (that one is filling the pool).
-func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, locked bool, err error) {
+// (that one is filling the pool). It takes nothing when the pool holds
+// need tokens once the lock is held.
+func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64) (got int64, locked bool, err error) {
 	g := l.global
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	pipe := l.rdb.Pipeline()
 	lock := pipe.SetNX(rctx, p.lock, "1", 2*g.timeout+time.Second)
 	meta := pipe.Get(rctx, p.meta)
+	level := pipe.Get(rctx, p.key)
 	_, err = pipe.Exec(rctx)
 	cancel()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -579,6 +586,9 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, loc
 		l.rdb.Del(uctx, p.lock)
 		ucancel()
 	}()
+	if n, _ := level.Int64(); n >= need {
+		return 0, true, nil // another process filled it since
+	}
 	now := time.Now()
 	lo, hi := g.blockBounds(p, cost)
 	want := lo
@@ -604,7 +614,8 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, loc
 		return 0, true, nil
 	}
 	g.taken.Add(uint64(got))
-	if err := l.putPool(ctx, p, got, max(cost, want/4)); err != nil {
+	p.mark.Store(max(cost, want/4))
+	if err := l.putPool(ctx, p, got); err != nil {
 		// The tokens left the ledger and never reached the pool: give them
 		// back, or they are stranded until the window ends.
 		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
@@ -620,12 +631,22 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost int64) (got int64, loc
 	return got, true, nil
 }
 
-// putPool adds n tokens to p's pool and sets its low-water mark.
-func (l *Limiter) putPool(ctx context.Context, p *pool, n, mark int64) error {
+// putPool adds n tokens to p's pool.
+func (l *Limiter) putPool(ctx context.Context, p *pool, n int64) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	exp := p.end.Add(time.Minute).UnixMilli()
-	return poolFillScript.Run(ctx, l.rdb, []string{p.key, p.mark}, n, exp, mark).Err()
+	return poolFillScript.Run(ctx, l.rdb, []string{p.key}, n, exp).Err()
+}
+
+// lowWater is the level under which a decision starts a refill of p:
+// its mark, else the least block.
+func (l *Limiter) lowWater(p *pool, cost int64) int64 {
+	if m := p.mark.Load(); m > 0 {
+		return m
+	}
+	lo, _ := l.global.blockBounds(p, cost)
+	return lo
 }
 
 // credit admits from the Region's fail-open allowance for p's window: it
@@ -637,7 +658,7 @@ func (l *Limiter) credit(ctx context.Context, p *pool, cost int64) (int64, error
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	exp := p.end.Add(time.Minute).UnixMilli()
-	n, err := creditScript.Run(ctx, l.rdb, []string{p.credit, p.key, p.mark}, lo, p.open, exp, max(cost, lo/4)).Int64()
+	n, err := creditScript.Run(ctx, l.rdb, []string{p.credit, p.key}, lo, p.open, exp).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("credit pool: %w", err)
 	}
@@ -650,8 +671,7 @@ func (l *Limiter) credit(ctx context.Context, p *pool, cost int64) (int64, error
 
 // creditScript moves up to ARGV[1] tokens of the allowance ARGV[2] into
 // the pool (KEYS[2]), counting them in KEYS[1]; ARGV[3] is the keys'
-// expiry (Unix ms), ARGV[4] the low-water mark (KEYS[3]). Reply: tokens
-// moved.
+// expiry (Unix ms). Reply: tokens moved.
 var creditScript = redis.NewScript(`
 local used = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local n = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
@@ -662,7 +682,6 @@ redis.call('INCRBY', KEYS[1], n)
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
 redis.call('INCRBY', KEYS[2], n)
 redis.call('PEXPIREAT', KEYS[2], ARGV[3])
-redis.call('SET', KEYS[3], ARGV[4], 'PXAT', ARGV[3])
 return n
 `)
 
@@ -687,7 +706,7 @@ func (l *Limiter) rdbPipeline() redis.Pipeliner { return l.rdb.Pipeline() }
 func (l *Limiter) drain(ctx context.Context, p *pool) error {
 	g := l.global
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
-	n, err := poolFillScript.Run(rctx, l.rdb, []string{p.key, p.mark}, "drain").Int64()
+	n, err := poolFillScript.Run(rctx, l.rdb, []string{p.key}, "drain").Int64()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("drain pool: %w", err)

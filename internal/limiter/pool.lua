@@ -9,8 +9,7 @@
 -- buckets are charged as ever, and a pool is charged only with them.
 --
 -- KEYS[1..n]      the buckets' keys (bucket.lua)
--- KEYS[n+1..n+2m] per global bucket, in bucket order, its pool and the
---                 pool's low-water mark (pool_fill.lua)
+-- KEYS[n+1..n+m]  the pools, one per global bucket, in bucket order
 -- ARGV[1..4n+1]   as bucket.lua
 -- ARGV[4n+2]      m
 --
@@ -19,15 +18,12 @@
 -- denies at once, before any bucket is read or written:
 --   p <j> <level>   pool j (1-based among the pools) holds <level> tokens
 -- Otherwise the reply is charge.lua's, followed, when it allows, by each
--- pool's level after its charge (a DECRBY, which keeps the expiry) and
--- its low-water mark (0 when none is set):
---   <charge.lua's reply> <level 1> <mark 1> ... <level m> <mark m>
+-- pool's level after its charge (a DECRBY, which keeps the expiry):
+--   <charge.lua's reply> <level 1> ... <level m>
 local pm = tonumber(ARGV[#ARGV])
 ARGV[#ARGV] = nil
-local pools, marks = {}, {}
+local pools = {}
 for j = pm, 1, -1 do
-	marks[j] = KEYS[#KEYS]
-	KEYS[#KEYS] = nil
 	pools[j] = KEYS[#KEYS]
 	KEYS[#KEYS] = nil
 end
@@ -43,7 +39,7 @@ end
 -- #after
 if allowed == 1 then
 	for j = 1, pm do
-		out = out .. ' ' .. redis.call('DECRBY', pools[j], cs) .. ' ' .. (redis.call('GET', marks[j]) or '0')
+		out = out .. ' ' .. redis.call('DECRBY', pools[j], cs)
 	end
 end
 return out

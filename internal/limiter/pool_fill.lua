@@ -2,12 +2,9 @@
 -- (global.go), or take them all out to give them back.
 --
 -- KEYS[1]  the pool: an integer, the tokens the Region holds
--- KEYS[2]  the pool's low-water mark: a decision that leaves the pool
---          below it starts a refill (pool.lua's reply carries the level)
 -- ARGV[1]  tokens to add, >= 0; "drain" takes every token out instead
 -- ARGV[2]  when the pool expires, Unix milliseconds (its window's end
 --          plus a margin); ignored by a drain
--- ARGV[3]  the low-water mark to set, >= 0; ignored by a drain
 --
 -- Reply: the pool's level after the call; a drain's, the tokens it took
 -- out (the key is gone after it).
@@ -21,5 +18,4 @@ if ARGV[1] == 'drain' then
 end
 local v = redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[2], ARGV[3], 'PXAT', ARGV[2])
 return v
