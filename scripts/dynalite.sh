@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # dynalite.sh prints the path of the dynalite program (a DynamoDB API on
-# LevelDB, the npm package dynalite), installed once into .cache/dynalite.
+# LevelDB, the npm package dynalite), installed once into .cache/dynalite,
+# behind run.js: dynalite 4.0.0 throws, and exits, when a client drops a
+# request while it reads the body (a ledger call timing out does), where
+# DynamoDB answers its other clients on; run.js keeps it up.
 # Run it on the Node.js that scripts/node.sh prints:
 #
 #   "$(scripts/node.sh)/node" "$(scripts/dynalite.sh)" --host 127.0.0.1 --port 4567
@@ -22,4 +25,17 @@ if ! installed; then
 	npm install --silent --no-audit --no-fund --no-save --prefix "$prefix" "dynalite@$version" >&2
 	installed || { echo "dynalite.sh: dynalite $version not found in $pkg after npm install" >&2; exit 1; }
 fi
-echo "$bin"
+run="$prefix/run.js"
+cat >"$run.tmp" <<'JS'
+// run.js (written by scripts/dynalite.sh): dynalite, kept up when a
+// client drops a request mid-body ("aborted", thrown from the request's
+// error handler), as DynamoDB is.
+process.on('uncaughtException', (err) => {
+  if (err && (err.message === 'aborted' || err.code === 'ECONNRESET')) return
+  console.error(err)
+  process.exit(1)
+})
+require('./node_modules/dynalite/cli.js')
+JS
+mv "$run.tmp" "$run"
+echo "$run"

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -373,4 +375,32 @@ func BenchmarkTake(b *testing.B) {
 	})
 	st := tbl.Stats()
 	b.ReportMetric(float64(st.Calls)/float64(b.N), "calls/op")
+}
+
+// TestDropMidBody: a client that drops a request while dynalite reads its
+// body (a ledger call timing out mid-send) leaves the server answering
+// the others, as DynamoDB does: testenv runs dynalite behind
+// scripts/dynalite.sh's run.js, without which dynalite 4.0.0 exits.
+func TestDropMidBody(t *testing.T) {
+	endpoint := testenv.DynamoDBURL(t)
+	name := newTable(t)
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n" +
+			"X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 100\r\n\r\n{\"a\":"))
+		time.Sleep(50 * time.Millisecond)
+		_ = c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	tb := open(t, endpoint, name, ledger.Options{})
+	if _, err := tb.Used(context.Background(), "after-drops"); err != nil {
+		t.Fatalf("dynalite after three dropped requests: %v", err)
+	}
 }

@@ -325,15 +325,20 @@ func createLedger(ctx context.Context, endpoint, table string) error {
 
 // errNoDynalite says how to get dynalite when it is not found.
 var errNoDynalite = errors.New("--regions needs a ledger: dynalite (npm) on Node.js, or a DynamoDB endpoint. " +
-	"From the repository, run scripts/dynalite.sh (it installs dynalite into .cache/dynalite and prints its cli.js; " +
-	"`make run-global` does it for you), set SLUICE_DYNALITE to that cli.js, or pass --ledger-url http://127.0.0.1:PORT")
+	"From the repository, run scripts/dynalite.sh (it installs dynalite into .cache/dynalite and prints the script to run; " +
+	"`make run-global` does it for you), set SLUICE_DYNALITE to that script, or pass --ledger-url http://127.0.0.1:PORT")
 
-// findDynalite returns node and dynalite's cli.js: cli given
-// (SLUICE_DYNALITE), else .cache/dynalite under the working directory;
-// node from .cache/node (scripts/node.sh) or PATH.
+// findDynalite returns node and the dynalite script to run: cli given
+// (SLUICE_DYNALITE), else scripts/dynalite.sh's run.js in .cache/dynalite
+// under the working directory (dynalite kept up when a client drops a
+// request), else dynalite's own cli.js there; node from .cache/node
+// (scripts/node.sh) or PATH.
 func findDynalite(cli string) (node, script string, err error) {
 	if cli == "" {
-		cli = filepath.Join(".cache", "dynalite", "node_modules", "dynalite", "cli.js")
+		cli = filepath.Join(".cache", "dynalite", "run.js")
+		if _, err := os.Stat(cli); err != nil {
+			cli = filepath.Join(".cache", "dynalite", "node_modules", "dynalite", "cli.js")
+		}
 	}
 	if _, err := os.Stat(cli); err != nil {
 		return "", "", fmt.Errorf("%w (dynalite not found: %v)", errNoDynalite, err)
