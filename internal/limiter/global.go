@@ -341,7 +341,7 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 			return Decision{Limit: p.limit, Bucket: i, RetryAfter: 100 * time.Millisecond}, ledgerErr
 		}
 		g.waits.Add(1)
-		_, locked, err := l.fill(ctx, p, req.Cost, req.Cost)
+		_, locked, err := l.fill(ctx, p, req.Cost, req.Cost, false)
 		switch {
 		case err != nil:
 			b := req.Buckets[i]
@@ -553,9 +553,12 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 	}
 	go func() {
 		defer p.filling.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*l.global.timeout+l.timeout)
+		// No request waits on this one: it may wait for a slow ledger
+		// longer than LedgerTimeout, where a take that times out after
+		// DynamoDB applied it would strand its block.
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundTake(l.global.timeout)+3*l.timeout)
 		defer cancel()
-		if _, _, err := l.fill(ctx, p, cost, l.lowWater(p, cost)); err != nil {
+		if _, _, err := l.fill(ctx, p, cost, l.lowWater(p, cost), true); err != nil {
 			l.global.ledgerErrors.Add(1)
 		}
 	}()
@@ -565,12 +568,13 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 // the window's budget is spent. It first takes the Region's lock for p:
 // locked is false, and nothing is done, when another process holds it
 // (that one is filling the pool). It takes nothing when the pool holds
-// need tokens once the lock is held.
-func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64) (got int64, locked bool, err error) {
+// need tokens once the lock is held. A background fill waits for the
+// ledger up to backgroundTake, a request's up to LedgerTimeout.
+func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, background bool) (got int64, locked bool, err error) {
 	g := l.global
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	pipe := l.rdb.Pipeline()
-	lock := pipe.SetNX(rctx, p.lock, "1", 2*g.timeout+time.Second)
+	lock := pipe.SetNX(rctx, p.lock, "1", backgroundTake(g.timeout)+time.Second)
 	meta := pipe.Get(rctx, p.meta)
 	level := pipe.Get(rctx, p.key)
 	_, err = pipe.Exec(rctx)
@@ -601,7 +605,11 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64) (got int6
 	}
 	want = min(max(want, lo), hi)
 
-	lctx, lcancel := context.WithTimeout(ctx, g.timeout)
+	budget := g.timeout
+	if background {
+		budget = backgroundTake(g.timeout) // refillAsync: no request waits
+	}
+	lctx, lcancel := context.WithTimeout(ctx, budget)
 	got, err = g.ledger.Take(lctx, p.item, want, p.limit, p.end)
 	lcancel()
 	g.takes.Add(1)
@@ -630,6 +638,10 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64) (got int6
 	l.rdb.Set(mctx, p.meta, strconv.FormatInt(now.UnixMilli(), 10)+" "+strconv.FormatInt(got, 10), time.Until(p.end)+time.Minute)
 	return got, true, nil
 }
+
+// backgroundTake is the budget of a background refill's take: 10 ×
+// LedgerTimeout, at least 2 s.
+func backgroundTake(t time.Duration) time.Duration { return max(10*t, 2*time.Second) }
 
 // putPool adds n tokens to p's pool.
 func (l *Limiter) putPool(ctx context.Context, p *pool, n int64) error {
