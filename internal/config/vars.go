@@ -138,26 +138,41 @@ func lookupVar(name string) *Var {
 	return nil
 }
 
-// FormatFull is the one table format: variable, default, the functions
-// it changes, meaning (docs/config.md).
+// FormatFull is the one table format (docs/config.md): a section per set
+// of functions a variable changes, in the order of their first variable,
+// each a table of variable, default, meaning in the order of Vars.
 const FormatFull = "full"
 
-// Markdown renders Vars as a markdown table in format, which must be
-// FormatFull. Doc's relative links resolve from docs/, where the table
-// lives.
+// Markdown renders Vars as markdown in format, which must be FormatFull.
+// Doc's relative links resolve from docs/, where the tables live.
 func Markdown(format string) (string, error) {
 	if format != FormatFull {
 		return "", fmt.Errorf("unknown table format %q: want %s", format, FormatFull)
 	}
-	var b strings.Builder
-	b.WriteString("| variable | default | read by | meaning |\n| --- | --- | --- | --- |\n")
+	var (
+		readers []string
+		rows    = map[string][]string{}
+	)
 	for _, v := range Vars {
 		def := v.DefaultDoc
 		if def == "" {
 			def = "`" + v.Default + "`"
 		}
-		cells := []string{"`" + v.Name + "`", def, strings.Join(v.Functions, ", "), v.Doc}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		r := strings.Join(v.Functions, ", ")
+		if _, ok := rows[r]; !ok {
+			readers = append(readers, r)
+		}
+		rows[r] = append(rows[r], "| `"+v.Name+"` | "+def+" | "+v.Doc+" |\n")
+	}
+	var b strings.Builder
+	for i, r := range readers {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("## " + r + "\n\n| variable | default | meaning |\n| --- | --- | --- |\n")
+		for _, row := range rows[r] {
+			b.WriteString(row)
+		}
 	}
 	return b.String(), nil
 }

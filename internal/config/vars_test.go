@@ -196,7 +196,7 @@ func TestRenderEnvDocs(t *testing.T) {
 			t.Errorf("Markdown(%s) lacks %s", FormatFull, v.Name)
 		}
 	}
-	if rows := strings.Count(out, "\n") - 2; rows != len(Vars) {
+	if rows := strings.Count(out, "\n| `"); rows != len(Vars) {
 		t.Errorf("Markdown(%s) has %d rows, want %d", FormatFull, rows, len(Vars))
 	}
 }
