@@ -373,33 +373,6 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 	}
 }
 
-// decided turns a script reply into Allow's decision, caching a deny.
-func (l *Limiter) decided(r reply, req Request, start int64, ck denyKey, useCache bool) Decision {
-	b := req.Buckets[r.index]
-	d := Decision{
-		Allowed:      r.allowed,
-		Limit:        b.Limit,
-		Remaining:    r.remaining,
-		Reset:        ms(r.reset),
-		Bucket:       r.index,
-		ShadowDenied: r.mask,
-	}
-	if r.allowed {
-		l.st.allowed.Add(1)
-		return d
-	}
-	l.st.denied.Add(1)
-	if r.retry < 0 {
-		d.RetryAfter = b.Period
-		return d
-	}
-	d.RetryAfter = ms(r.retry)
-	if useCache {
-		l.cache.add(ck, d, start, l.cacheUntil(start, d.RetryAfter))
-	}
-	return d
-}
-
 // globalDeny denies a request whose global bucket i has spent its window's
 // budget in every Region: until the window ends.
 func (l *Limiter) globalDeny(req Request, i int, p *pool, now time.Time, ck denyKey, useCache bool) Decision {

@@ -553,8 +553,13 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 
 	// 4. The decision, from the limiting bucket; a deny is cached until
 	// its retry-after.
+	return l.decided(r, req, start, ck, useCache), nil
+}
+
+// decided turns a script reply into Allow's decision, caching a deny.
+func (l *Limiter) decided(r reply, req Request, start int64, ck denyKey, useCache bool) Decision {
 	b := req.Buckets[r.index]
-	d = Decision{
+	d := Decision{
 		Allowed:      r.allowed,
 		Limit:        b.Limit,
 		Remaining:    r.remaining,
@@ -564,18 +569,18 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 	if r.allowed {
 		l.st.allowed.Add(1)
-		return d, nil
+		return d
 	}
 	l.st.denied.Add(1)
 	if r.retry < 0 {
 		d.RetryAfter = b.Period
-		return d, nil
+		return d
 	}
 	d.RetryAfter = ms(r.retry)
 	if useCache {
 		l.cache.add(ck, d, start, l.cacheUntil(start, d.RetryAfter))
 	}
-	return d, nil
+	return d
 }
 
 // cacheUntil is when a deny sent at start with retry-after r stops being
