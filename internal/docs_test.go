@@ -17,10 +17,9 @@ import (
 const (
 	// maxMarkdown is every .md of the repository, in bytes, the CLI and
 	// environment references (generated) and quickstart.md's programs
-	// (compiled) included: 155,972 with the global-budget docs. Issue 36
-	// asks for 150,000; lower this as the manual gets there, raise it
-	// only on purpose.
-	maxMarkdown     = 156_000
+	// (compiled) included: 154,246 bytes. Issue 36 asks for 150,000;
+	// lower this as the manual gets there, raise it only on purpose.
+	maxMarkdown     = 154_300
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
