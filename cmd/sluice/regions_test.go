@@ -153,7 +153,7 @@ func TestLocalRegions(t *testing.T) {
 		}
 		return used, spent, leased
 	}
-	used, spent, leased := views(false)
+	used, _, leased := views(false)
 	t.Logf("burst: admitted %d, leased %v, global used %d", admitted.Load(), leased, used[0])
 	if n := admitted.Load(); n > local.GlobalDemoLimit || n+sum(leased) > used[0] || used[0] > local.GlobalDemoLimit {
 		t.Errorf("after %d requests over 3 Regions: admitted %d, leased %v, global used %d: want admitted + leased <= used <= %d",
@@ -177,7 +177,7 @@ func TestLocalRegions(t *testing.T) {
 	if got := admitted.Load(); got != local.GlobalDemoLimit {
 		t.Errorf("admitted %d over 3 Regions, want exactly the global quota %d", got, local.GlobalDemoLimit)
 	}
-	used, spent, leased = views(true)
+	used, spent, leased := views(true)
 	for i := range bases {
 		if used[i] != local.GlobalDemoLimit {
 			t.Errorf("%s: global used = %d, want %d", bases[i], used[i], local.GlobalDemoLimit)

@@ -683,9 +683,6 @@ func parseMeta(s string) (time.Time, int64, bool) {
 	return time.UnixMilli(ms), n, true
 }
 
-// rdbPipeline returns a pipeline on the Limiter's client.
-func (l *Limiter) rdbPipeline() redis.Pipeliner { return l.rdb.Pipeline() }
-
 // drain takes every token out of p's pool and gives it back to the
 // ledger; what the ledger does not take back is counted stranded.
 func (l *Limiter) drain(ctx context.Context, p *pool) error {

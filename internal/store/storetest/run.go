@@ -330,7 +330,7 @@ func testGlobal(t *testing.T, s store.Store) {
 	if want := map[string]bool{"GET /g": true, "GET /r": false, "*": false}; !cmp.Equal(global, want) {
 		t.Errorf("ListRules() global by route = %v, want %v", global, want)
 	}
-	rs, ps, err := loadAll(ctx, s)
+	rs, _, err := loadAll(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,8 @@ func testGlobal(t *testing.T, s store.Store) {
 	if _, err := s.UpdatePlan(ctx, cp, 0, actor); err != nil {
 		t.Fatal(err)
 	}
-	if ps, err = s.ListPlans(ctx); err != nil {
+	ps, err := s.ListPlans(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	byName := map[string]bool{}
