@@ -17,9 +17,9 @@ import (
 const (
 	// maxMarkdown is every .md of the repository, in bytes, the CLI and
 	// environment references (generated) and quickstart.md's programs
-	// (compiled) included: 154,246 bytes. Issue 36 asks for 150,000;
+	// (compiled) included: 152,638 bytes. Issue 36 asks for 150,000;
 	// lower this as the manual gets there, raise it only on purpose.
-	maxMarkdown     = 154_300
+	maxMarkdown     = 152_700
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
