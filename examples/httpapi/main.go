@@ -21,7 +21,7 @@ func orders(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIG
 }
 
 func main() {
-	rl, err := awsenv.FromEnv(context.Background()) // REDIS_URL, DB_SECRET_ARN, SUBJECT_HMAC_KEY_SECRET_ARN, SUBJECT_SOURCES, …
+	rl, err := awsenv.FromEnv(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
