@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -9,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/sluicehq/sluice/internal/ledger"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/ledger/ledgertest"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -22,27 +18,10 @@ import (
 // own client, as each has its own Lambda role).
 func globalLedger(t testing.TB, regions int) []ratelimit.Ledger {
 	t.Helper()
-	endpoint := testenv.DynamoDBURL(t)
-	name := "sltest-rl-" + testenv.Random(t)
+	endpoint, name := ledgertest.Table(t)
 	var out []ratelimit.Ledger
-	for i := range regions {
-		c, err := ledger.NewClient(context.Background(), endpoint, "us-east-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := ledger.CreateTable(ctx, c, name); err != nil {
-				t.Fatal(err)
-			}
-			cancel()
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-			})
-		}
-		out = append(out, ledger.New(c, ledger.Options{Table: name, Timeout: 2 * time.Second}))
+	for range regions {
+		out = append(out, ledger.New(ledgertest.Client(t, endpoint), ledger.Options{Table: name, Timeout: 2 * time.Second}))
 	}
 	return out
 }

@@ -13,44 +13,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/ledger/ledgerproxy"
+	"github.com/sluicehq/sluice/internal/ledger/ledgertest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // newTable creates a ledger table of the test's own on the test dynalite
 // (deleted when the test ends) and returns its name.
 func newTable(tb testing.TB) string {
-	tb.Helper()
-	c := client(tb, testenv.DynamoDBURL(tb))
-	name := "sltest-ledger-" + testenv.Random(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ledger.CreateTable(ctx, c, name); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
-			tb.Errorf("delete table %s: %v", name, err)
-		}
-	})
+	_, name := ledgertest.Table(tb)
 	return name
 }
 
-func client(tb testing.TB, endpoint string) *dynamodb.Client {
-	tb.Helper()
-	c, err := ledger.NewClient(context.Background(), endpoint, "us-east-1")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
+func client(tb testing.TB, endpoint string) *dynamodb.Client { return ledgertest.Client(tb, endpoint) }
 
 // open returns a Table on the table name at endpoint.
 func open(tb testing.TB, endpoint, name string, o ledger.Options) *ledger.Table {

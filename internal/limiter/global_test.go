@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/ledger/ledgerproxy"
+	"github.com/sluicehq/sluice/internal/ledger/ledgertest"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -27,29 +26,8 @@ import (
 
 // ledgerTable creates a ledger table of the test's own, deleted after it.
 func ledgerTable(t testing.TB) string {
-	t.Helper()
-	c := dynamoClient(t, testenv.DynamoDBURL(t))
-	name := "sltest-global-" + testenv.Random(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ledger.CreateTable(ctx, c, name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
+	_, name := ledgertest.Table(t)
 	return name
-}
-
-func dynamoClient(t testing.TB, endpoint string) *dynamodb.Client {
-	t.Helper()
-	c, err := ledger.NewClient(context.Background(), endpoint, "us-east-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // region is one Region: a Limiter over its own prefix and the shared
@@ -61,7 +39,7 @@ type region struct {
 
 func newRegion(t testing.TB, rdb redis.UniversalClient, endpoint, table string, regions int, o limiter.Options) region {
 	t.Helper()
-	lt := ledger.New(dynamoClient(t, endpoint), ledger.Options{Table: table, Timeout: time.Second})
+	lt := ledger.New(ledgertest.Client(t, endpoint), ledger.Options{Table: table, Timeout: time.Second})
 	o.Prefix = testenv.Prefix(t, "global")
 	testenv.DeleteKeys(t, rdb, o.Prefix)
 	o.Ledger, o.Regions = lt, regions
