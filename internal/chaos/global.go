@@ -590,25 +590,8 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 			injectErr = s.inject(sctx, r)
 		}
 	})
-	select {
-	case <-load.Done():
-	case <-time.After(s.Load + time.Minute):
-		load.Kill()
-		cancel()
-		iwg.Wait()
-		return Result{}, errors.New("the load client did not finish")
-	case <-ctx.Done():
-		cancel()
-		iwg.Wait()
-		return Result{}, ctx.Err()
-	}
-	cancel()
-	iwg.Wait()
-	if injectErr != nil && !errors.Is(injectErr, context.Canceled) {
-		return Result{}, fmt.Errorf("fault: %w", injectErr)
-	}
-	if err := load.Err(); err != nil {
-		return Result{}, fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
+	if err := awaitLoad(ctx, load, s.Load, func() { cancel(); iwg.Wait() }, &injectErr); err != nil {
+		return Result{}, err
 	}
 	var proxies []struct{ Requests int64 }
 	if err := c.ledgerCall(ctx, http.MethodGet, "/stats", nil, &proxies); err != nil {

@@ -323,25 +323,8 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 		}
 	})
 
-	select {
-	case <-load.Done():
-	case <-time.After(s.Load + time.Minute):
-		load.Kill()
-		cancel()
-		wg.Wait()
-		return Result{}, errors.New("the load client did not finish")
-	case <-ctx.Done():
-		cancel()
-		wg.Wait()
-		return Result{}, ctx.Err()
-	}
-	cancel()
-	wg.Wait()
-	if injectErr != nil && !errors.Is(injectErr, context.Canceled) {
-		return Result{}, fmt.Errorf("fault: %w", injectErr)
-	}
-	if err := load.Err(); err != nil {
-		return Result{}, fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
+	if err := awaitLoad(ctx, load, s.Load, func() { cancel(); wg.Wait() }, &injectErr); err != nil {
+		return Result{}, err
 	}
 	ops, err := ReadHistory(hist)
 	if err != nil {
@@ -398,3 +381,27 @@ func (r *run) waitRules(ctx context.Context, searchID string) error {
 
 // Stop signals for the harness's executable: stop the run cleanly.
 var Stop = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+
+// awaitLoad waits for the load client (its run plus a minute at most),
+// then stops the fault's goroutines (stop) and reports how the load and
+// the fault, *injectErr once stopped, ended.
+func awaitLoad(ctx context.Context, load *Proc, run time.Duration, stop func(), injectErr *error) error {
+	select {
+	case <-load.Done():
+	case <-time.After(run + time.Minute):
+		load.Kill()
+		stop()
+		return errors.New("the load client did not finish")
+	case <-ctx.Done():
+		stop()
+		return ctx.Err()
+	}
+	stop()
+	if err := *injectErr; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("fault: %w", err)
+	}
+	if err := load.Err(); err != nil {
+		return fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
+	}
+	return nil
+}
