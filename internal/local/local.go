@@ -205,13 +205,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		}
 	}
 	mux := http.NewServeMux()
-	if c.dev != nil {
-		jwks := c.dev.JWKS()
-		mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(jwks) //nolint:errcheck // the client has gone
-		})
-	}
+	mountJWKS(mux, c.dev)
 	var mounted atomic.Bool
 	srv := &http.Server{
 		Handler:           startingGate(&mounted, mux),
@@ -320,12 +314,8 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
 	}
-	if c.dev != nil {
-		bi.devToken, err = c.dev.Sign("alice", nil, 24*time.Hour, time.Now())
-		if err != nil {
-			return err
-		}
-		bi.jwtClaim = jwtClaim(cfg.SubjectSources)
+	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
+		return err
 	}
 	banner(stdout, bi)
 

@@ -169,12 +169,8 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 		store: "embedded (in memory, shared by every Region; gone when sluice stops)", seed: seedDesc,
 		token: token, generated: generated, regions: regionsText(regions, ledgerDesc, c.Seed != ""),
 	}
-	if c.dev != nil {
-		bi.devToken, err = c.dev.Sign("alice", nil, 24*time.Hour, time.Now())
-		if err != nil {
-			return err
-		}
-		bi.jwtClaim = jwtClaim(cfg.SubjectSources)
+	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
+		return err
 	}
 	banner(stdout, bi)
 
@@ -224,12 +220,8 @@ func startRegion(ctx context.Context, c Config, cfg config.Config, i int, firstP
 		}
 	}
 	mux := http.NewServeMux()
-	if i == 0 && c.dev != nil {
-		jwks := c.dev.JWKS()
-		mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(jwks) //nolint:errcheck // the client has gone
-		})
+	if i == 0 {
+		mountJWKS(mux, c.dev)
 	}
 	var mounted atomic.Bool
 	r := &regionStack{name: regionName(i), base: "http://" + ln.Addr().String(), done: make(chan struct{})}

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/identity"
 )
@@ -131,4 +133,32 @@ func jwtClaim(sources []identity.Source) string {
 		}
 	}
 	return ""
+}
+
+// mountJWKS serves the development issuer's JWKS on mux, when there is
+// an issuer.
+func mountJWKS(mux *http.ServeMux, dev *identity.DevIssuer) {
+	if dev == nil {
+		return
+	}
+	jwks := dev.JWKS()
+	mux.HandleFunc(jwksPattern, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(jwks) //nolint:errcheck // the client has gone
+	})
+}
+
+// addDevToken gives the banner a day's token of the development issuer
+// for its curl line, and the claim the subject is read from, when there
+// is an issuer.
+func (bi *bannerInfo) addDevToken(dev *identity.DevIssuer, sources []identity.Source) error {
+	if dev == nil {
+		return nil
+	}
+	t, err := dev.Sign("alice", nil, 24*time.Hour, time.Now())
+	if err != nil {
+		return err
+	}
+	bi.devToken, bi.jwtClaim = t, jwtClaim(sources)
+	return nil
 }
