@@ -263,7 +263,7 @@ func TestConsoleBrowser(t *testing.T) {
 	rule.Limit = new(int64(7))
 	p.putRule(t, rule, 2)
 	drive(t, ctx, "save over a concurrent edit",
-		setField("cost", "2"), // not the rate: limit, period and burst merge as one value
+		setField("failure_mode", "closed"), // not the rate, which merges as one value
 		chromedp.Click(css(`#save`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="description"]`)),
 		chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
@@ -272,10 +272,10 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(css(`#reapply`)),
 		chromedp.WaitNotPresent(css(`#conflict`)),
 		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
-	// Only the operator's cost is reapplied; the limit and description
-	// saved meanwhile stay.
-	if rule = p.getRule(t, id); rule.Version != 4 || rule.Cost == nil || *rule.Cost != 2 || *rule.Limit != 7 || rule.Description != "changed elsewhere" {
-		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's cost 2, the other limit 7 and description", rule)
+	// Only the operator's failure mode is reapplied; the limit and
+	// description saved meanwhile stay.
+	if rule = p.getRule(t, id); rule.Version != 4 || rule.FailureMode != rules.FailClosed || *rule.Limit != 7 || rule.Description != "changed elsewhere" {
+		t.Fatalf("reapplied rule = %+v, want version 4 with the operator's failure mode closed, the other limit 7 and description", rule)
 	}
 
 	// History: four writes, newest first, with before/after.
@@ -518,6 +518,73 @@ func TestConsoleEdits(t *testing.T) {
 			t.Errorf("after the refused save: %d/%s, want theirs, 5/1h", *got.Limit, got.Period)
 		}
 	})
+
+	// What admits a request is one value, the rate: a cost, plan, kind,
+	// anchor or minimum remaining changed here and another of them
+	// changed there is a conflict, never a merge. Each case changes on
+	// one side only fields the rate held before (limit, period, burst), on
+	// the other only fields it did not, so a merge that forgot one of them
+	// would reapply. The issue's repro is the first: cost 5 here and limit
+	// 50 there would save 10 requests a minute, 5 times fewer than theirs
+	// and 10 times more than mine.
+	plan := "edits-" + strings.ToLower(testenv.Random(t))
+	p.adminJSON(t, http.MethodPost, "/admin/plans", map[string]any{"name": plan, "limit": 1000, "period": "1m"}, http.StatusCreated, nil)
+	daily := func(kind rules.Kind) func() rules.Rule {
+		return func() rules.Rule {
+			return p.postRule(t, rules.Rule{API: "edits", Route: "GET /d-" + testenv.Random(t), Subject: "*", Kind: kind,
+				Limit: new(int64(5)), Period: rules.Period(24 * time.Hour), Description: "as loaded"})
+		}
+	}
+	planned := func() rules.Rule {
+		return p.postRule(t, rules.Rule{API: "edits", Route: "GET /p-" + testenv.Random(t), Subject: "*", Plan: "partner", Description: "as loaded"})
+	}
+	for _, tc := range []struct {
+		name string
+		base func() rules.Rule
+		mine [][2]string // the console's field values
+		cli  []string    // the other operator's flags
+		want []string    // the conflicts
+	}{
+		{"cost and limit", func() rules.Rule { return newRule("as loaded") }, [][2]string{{"cost", "5"}}, []string{"--limit", "50"}, []string{"cost", "limit"}},
+		{"limit and cost", func() rules.Rule { return newRule("as loaded") }, [][2]string{{"limit", "100"}}, []string{"--cost", "2"}, []string{"cost", "limit"}},
+		{"kind and limit", daily(rules.Rate), [][2]string{{"kind", "quota"}}, []string{"--limit", "9"}, []string{"kind", "limit"}},
+		{"anchor and limit", daily(rules.Quota), [][2]string{{"anchor", "2026-01-01T00:00:00Z"}}, []string{"--limit", "9"}, []string{"anchor", "limit"}},
+		{"min remaining and period", daily(rules.Quota), [][2]string{{"min_remaining", "2"}}, []string{"--period", "1w"}, []string{"min_remaining", "period"}},
+		{"plan and cost", planned, [][2]string{{"plan", plan}}, []string{"--cost", "3"}, []string{"plan", "cost"}},
+	} {
+		t.Run("one rate: "+tc.name, func(t *testing.T) {
+			r := tc.base()
+			open(r.ID)
+			var edits []chromedp.Action[chromedp.Void]
+			for _, f := range tc.mine {
+				edits = append(edits, setField(f[0], f[1]))
+			}
+			drive(t, ctx, "edit", append(edits, setField("description", "mine"))...)
+			cli(append([]string{"rules", "put", "--id", r.ID}, tc.cli...)...)
+			theirs := p.getRule(t, r.ID)
+			drive(t, ctx, "save over their edit",
+				clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict`)))
+			want := map[string]string{"description": "mine"}
+			for _, f := range tc.want {
+				want[f] = "conflict"
+			}
+			if got := outcomes(); !maps.Equal(got, want) {
+				t.Errorf("conflict rows = %v, want %v", got, want)
+			}
+			if js[bool](t, ctx, `!!document.getElementById('reapply')`) {
+				t.Errorf("a Reapply button is offered that would save a rate nobody chose")
+			}
+			if got := p.getRule(t, r.ID); got.Version != theirs.Version {
+				t.Errorf("after the refused save: version %d, want theirs, %d", got.Version, theirs.Version)
+			}
+			// Editing on their version says why, next to each field.
+			note := `[data-note-for="` + tc.want[0] + `"]`
+			drive(t, ctx, "edit on the current version", chromedp.Click(css(`#edit-current`)), chromedp.WaitVisible(css(note)))
+			if got := js[string](t, ctx, `document.querySelector('`+note+`').textContent`); !strings.Contains(got, "cost, plan, kind, anchor") {
+				t.Errorf("%s's note = %q, want it to say cost, plan, kind and anchor are one rate with the limit", tc.want[0], got)
+			}
+		})
+	}
 
 	t.Run("delete a changed rule", func(t *testing.T) {
 		r := newRule("as loaded")

@@ -480,11 +480,13 @@ function withEdits(record, changes) {
 //   agreed    changed by both to the same value
 //   conflict  changed by both to different values: never reapplied
 //
-// A rate's limit, period and burst are one value: when both sides changed
-// any of them and the rates differ, every rate field either side changed
-// is a conflict (one changing the limit and the other the period must not
-// merge into a rate nobody chose).
-const RATE = ['limit', 'period', 'burst'];
+// The fields that together decide what is admitted are one value, the
+// rate: when both sides changed any of them and the rates differ, every
+// rate field either side changed is a conflict. One side raising the cost
+// to 100 and the other lowering the limit must not merge into a rate 100
+// times stricter than either chose; nor a plan with the other's limit.
+const RATE = ['limit', 'period', 'burst', 'cost', 'plan', 'kind', 'anchor', 'min_remaining'];
+const RATE_NOTE = 'Limit, period, burst, cost, plan, kind, anchor and min remaining are one rate. ';
 function merge(base, current, changes) {
   const keys = [...new Set([...Object.keys(base), ...Object.keys(current)])].filter(k => !SERVER_FIELDS.includes(k));
   const rows = [];
@@ -641,7 +643,7 @@ async function editor(spec, key) {
       if (m.conflicts.length) {
         const keep = new Map([...changes].filter(([k]) => !m.conflicts.includes(k)));
         const row = k => m.rows.find(r => r.field === k) || {};
-        const notes = new Map(m.conflicts.map(k => [k, (row(k).rate ? 'Limit, period and burst are one rate. ' : '') +
+        const notes = new Map(m.conflicts.map(k => [k, (row(k).rate ? RATE_NOTE : '') +
           'Yours was ' + showValue(row(k).mine) + '; this is version ' + current.version + '\'s. Set the value you mean.']));
         actions.push(h('button', { id: 'edit-current', onclick: () => { flash(); show(current, formValuesOf(current, keep), notes); } },
           'Edit on version ' + current.version));
