@@ -126,16 +126,18 @@ const (
 )
 
 // needs says what an input takes of an entry's encoding.
-type needs uint8
+type needs uint16
 
 const (
-	needAPI     needs = 1 << iota // the caller names the api
-	needRoute                     // the caller names the route
-	needRawUTF8                   // the subject's bytes are not UTF-8 and must reach the entry as they are
-	needDupSubj                   // the subject is sent twice
-	needDupAPI                    // the api is sent twice
-	needQuery                     // the subject is sent in the query string, spelled or beside another pair
-	needMethod                    // the request's method is not GET
+	needAPI         needs = 1 << iota // the caller names the api
+	needRoute                         // the caller names the route
+	needRawUTF8                       // the subject's bytes are not UTF-8 and must reach the entry as they are
+	needDupSubj                       // the subject is sent twice
+	needDupAPI                        // the api is sent twice
+	needQuery                         // the subject is sent in the query string, spelled or beside another pair
+	needMethod                        // the request's method is not GET
+	needOtherMethod                   // the method is not one a "GET /path" pattern routes (GET, HEAD)
+	needRouteRule                     // the outcome is a route rule's: the entry must tell it from the API-wide one
 )
 
 // entry is one way into Sluice, entered as a user or AWS enters it.
@@ -216,6 +218,26 @@ func TestHostileTargets(t *testing.T) {
 		// HEAD is GET without the body: H is blocked on GET /orders/{id}.
 		{"GET of a route H is blocked on", tg("H", method("GET")), isS},
 		{"HEAD of that route", tg("H", route("HEAD /orders/{id}"), method("HEAD")), isS},
+		// A method in any case is one method (rules.CanonicalMethod): a
+		// server routing any method to the handler serves "get" as GET.
+		{"get of that route", tg("H", method("get")), isS},
+		{"Get of that route", tg("H", method("Get")), isS},
+		{"gEt of that route", tg("H", method("gEt")), isS},
+		{"head of that route", tg("H", method("head")), isS},
+		{"Head of that route", tg("H", method("Head")), isS},
+		{"hEAD of that route", tg("H", method("hEAD")), isS},
+		{"POST of that route is not GET", tg("H", method("POST")), isNew},
+		{"post of that route is not GET", tg("H", method("post")), isNew},
+		// The same methods as the check API and the admin API name them.
+		{"route GET, H blocked on it", tg("H", route("GET /orders/{id}")), isS},
+		{"route get", tg("H", route("get /orders/{id}")), isS},
+		{"route Get", tg("H", route("Get /orders/{id}")), isS},
+		{"route gEt, trailing slash", tg("H", route("gEt /orders/{id}/")), isS},
+		{"route HEAD", tg("H", route("HEAD /orders/{id}")), isS},
+		{"route head", tg("H", route("head /orders/{id}")), isS},
+		{"route hEaD", tg("H", route("hEaD /orders/{id}")), isS},
+		{"route POST is not GET", tg("H", route("POST /orders/{id}")), isNew},
+		{"route post is not GET", tg("H", route("post /orders/{id}")), isNew},
 	}
 	entries := e.entries()
 	for _, row := range rows {
@@ -242,6 +264,12 @@ func TestHostileTargets(t *testing.T) {
 		if in.method != "" {
 			need |= needMethod
 			need &^= needRoute // the entries that take a method derive the route
+			if in.method != "GET" && in.method != "HEAD" {
+				need |= needOtherMethod
+			}
+		}
+		if in.subject == "H" {
+			need |= needRouteRule
 		}
 		ran := 0
 		for _, en := range entries {
@@ -323,23 +351,28 @@ func (e *hygiene) entries() []entry {
 	// request, each entered as its users enter it. A JSON transport turns
 	// bytes that are not UTF-8 into U+FFFD before Sluice sees them; the
 	// answer is the same.
-	header := needRawUTF8 | needDupSubj | needMethod
+	header := needRawUTF8 | needDupSubj | needMethod | needOtherMethod | needRouteRule
 	query := header | needQuery
+	// A "GET /orders/{id}" pattern answers another method 405 itself; a
+	// method-less one serves every method, "get" included.
+	getHeader, getQuery := header&^needOtherMethod, query&^needOtherMethod
 	return []entry{
 		{"authorizer REST header", header, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "headers") }},
 		{"authorizer REST query", query, func(t *testing.T, in target) string { return e.authorizerREST(t, in, "queryStringParameters") }},
 		{"authorizer HTTP header", header, func(t *testing.T, in target) string { return e.authorizerHTTP(t, in, false) }},
 		{"authorizer HTTP query", query, func(t *testing.T, in target) string { return e.authorizerHTTP(t, in, true) }},
-		{"POST /check", apiParts, e.check},
-		{"POST /usage", apiParts, e.usage},
-		{"GET /subjects/{subject}/limits", needAPI | needRoute | needRawUTF8 | needDupAPI, e.limits},
+		{"POST /check", apiParts | needRouteRule, e.check},
+		{"POST /usage", apiParts, e.usage}, // a blocked bucket is not charged, whichever rule blocks it
+		{"GET /subjects/{subject}/limits", needAPI | needRoute | needRawUTF8 | needDupAPI | needRouteRule, e.limits},
 		{"DELETE /subjects/{subject}/buckets", needAPI | needRawUTF8 | needDupAPI, e.reset},
 		{"ratelimit principalId", needRawUTF8, func(t *testing.T, in target) string { return e.wrapped(t, e.byPrincipal, in.subject, nil) }},
 		{"ratelimit context:tenant", needRawUTF8, func(t *testing.T, in target) string {
 			return e.wrapped(t, e.byCtx, "alice", map[string]any{"tenant": in.subject})
 		}},
-		{"ratelimit Handler header", header, func(t *testing.T, in target) string { return e.middleware(t, in, false) }},
-		{"ratelimit Handler query", query, func(t *testing.T, in target) string { return e.middleware(t, in, true) }},
+		{"ratelimit Handler header", getHeader, func(t *testing.T, in target) string { return e.middleware(t, in, "GET /orders/{id}", false) }},
+		{"ratelimit Handler query", getQuery, func(t *testing.T, in target) string { return e.middleware(t, in, "GET /orders/{id}", true) }},
+		{"ratelimit Handler header, any method", header, func(t *testing.T, in target) string { return e.middleware(t, in, "/orders/{id}", false) }},
+		{"ratelimit Handler query, any method", query, func(t *testing.T, in target) string { return e.middleware(t, in, "/orders/{id}", true) }},
 		{"ratelimit LimitHTTPAPI header", header, func(t *testing.T, in target) string { return e.httpAPI(t, in, false) }},
 		{"ratelimit LimitHTTPAPI query", query, func(t *testing.T, in target) string { return e.httpAPI(t, in, true) }},
 		{"ratelimit LimitProxy header", header, func(t *testing.T, in target) string { return e.proxy(t, in, false) }},
@@ -415,14 +448,14 @@ func (in target) headerValues() []string {
 	return []string{in.subject}
 }
 
-// middleware sends GET /orders/42 (or in's method) to a ServeMux behind
-// the net/http middleware, in process, so its bytes reach the handler as
-// they are: the subject in X-Api-Key (twice: two header lines), or in the
-// query as the client spells it.
-func (e *hygiene) middleware(t *testing.T, in target, inQuery bool) string {
+// middleware sends GET /orders/42 (or in's method) to a ServeMux routing
+// pattern, behind the net/http middleware, in process, so its bytes reach
+// the handler as they are: the subject in X-Api-Key (twice: two header
+// lines), or in the query as the client spells it.
+func (e *hygiene) middleware(t *testing.T, in target, pattern string, inQuery bool) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
 	target := "/orders/42"
 	if inQuery {
 		target += "?" + in.wireQuery()
@@ -694,7 +727,8 @@ func (e *hygiene) limits(t *testing.T, in target) string {
 		t.Fatalf("limits = %d %s", resp.StatusCode, resp.Body)
 	}
 	for _, l := range out.Limits {
-		if l.Subject == "S" && l.Limit == 0 && out.Subject == "S" {
+		// S's API-wide rule or H's route rule: a blocked subject's own.
+		if (out.Subject == "S" || out.Subject == "H") && l.Subject == out.Subject && l.Limit == 0 {
 			return isS
 		}
 	}

@@ -33,7 +33,8 @@ var ErrNoSubject = errors.New("no subject in request")
 type Request struct {
 	// API is the API Gateway API id (requestContext.apiId).
 	API string
-	// Method is the HTTP method, upper case.
+	// Method is the HTTP method in any case: Decide canonicalizes it
+	// (rules.CanonicalMethod), so every edge matches "get" as GET.
 	Method string
 	// Resource is the resource template as API Gateway names it,
 	// "/orders/{id}", not the concrete path.
@@ -295,6 +296,9 @@ func (a *Authorizer) WithObserver(fn Observe) *Authorizer {
 // FailOpen, or deny with FailClosed) together with the error, already
 // logged (sampled in a storm: Options.FailLogInterval).
 func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
+	// Matching canonicalizes the method too; done here as well, the log
+	// line and the stats name the route the rules matched.
+	r.Method = rules.CanonicalMethod(r.Method)
 	var start time.Time
 	if a.rec.observe != nil { // only an observer reads the decision's time
 		start = time.Now()

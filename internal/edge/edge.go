@@ -17,7 +17,9 @@
 //     pair never hides the others (net/http: the valid pairs are read).
 //   - A value sent twice is kept twice (multi-value maps), so that the
 //     subject sources refuse it (identity.Find).
-//   - HEAD is matched as GET unless a rule names HEAD for the route
+//   - A method is passed on as sent: the core matches it in any case
+//     (rules.CanonicalMethod), so "get" meets a GET rule at every edge,
+//     and HEAD is matched as GET unless a rule names HEAD for the route
 //     (rules.Snapshot.Match), as Go's ServeMux serves it.
 //   - A subject that is not UTF-8 is refused (401) at every edge, also
 //     where JSON already replaced its bytes with U+FFFD
@@ -50,7 +52,7 @@ type rest struct {
 func (e *rest) request() authorizer.Request {
 	return authorizer.Request{
 		API:          e.api,
-		Method:       strings.ToUpper(e.method),
+		Method:       e.method,
 		Resource:     e.resource,
 		Headers:      e.headers,
 		MultiHeaders: e.multiHeaders,
@@ -73,7 +75,7 @@ type v2 struct {
 
 func (e *v2) request() authorizer.Request {
 	method, resource := Route(e.routeKey, e.method)
-	return authorizer.Request{API: e.api, Method: strings.ToUpper(method), Resource: resource,
+	return authorizer.Request{API: e.api, Method: method, Resource: resource,
 		Headers: e.headers, Query: e.query, SourceIP: e.sourceIP}
 }
 
@@ -195,7 +197,7 @@ func HTTPAPI(ev *events.APIGatewayV2HTTPRequest, hops int) authorizer.Request {
 // request has none, as an ALB event carries no address of its own.
 func ALB(ev *events.ALBTargetGroupRequest, hops int) authorizer.Request {
 	req := authorizer.Request{
-		Method:       strings.ToUpper(ev.HTTPMethod),
+		Method:       ev.HTTPMethod,
 		Headers:      ev.Headers,
 		MultiHeaders: ev.MultiValueHeaders,
 	}

@@ -517,9 +517,10 @@ func defaultEffective(d Effective) (Effective, string) {
 }
 
 // Match returns the rules that charge a request: api is the API Gateway REST
-// API id, method the HTTP method in upper case and resource the resource
-// path as API Gateway names it ("/pets/{id}"), both as the gateway's event
-// gives them; subject is the caller's subject.
+// API id, method the HTTP method in any case (CanonicalMethod: "get" is
+// GET, at every edge) and resource the resource path as API Gateway names
+// it ("/pets/{id}"), both as the gateway's event gives them; subject is
+// the caller's subject.
 //
 // In each scope the most specific rule wins: an exact subject over Wildcard,
 // then an exact api over Wildcard, then an exact method over ANY. With no
@@ -550,6 +551,7 @@ func (s *Snapshot) MatchAt(api, method, resource, subject string, now time.Time)
 	if !s.expiring {
 		now = time.Time{} // no rule expires: skip the comparisons
 	}
+	method = CanonicalMethod(method)
 	if len(s.apiScope) > 0 {
 		m.API = s.matchAPI(api, subject, now)
 	}

@@ -67,6 +67,54 @@ func TestMatchRoutePrecedence(t *testing.T) {
 	}
 }
 
+// TestMatchMethodCase: a method in any case is one method, HEAD included,
+// so a rule on GET is not escaped by spelling ("get", "head"); a byte
+// outside ASCII is no letter of a method.
+func TestMatchMethodCase(t *testing.T) {
+	t.Parallel()
+	s := NewSnapshot([]Rule{
+		rule("get", "a", "GET /x", "*"),
+		rule("headY", "a", "HEAD /y", "*"),
+		rule("getY", "a", "GET /y", "*"),
+		rule("post", "a", "post /z", "*"), // stored as POST /z
+	}, nil, SnapshotOptions{})
+	for _, tc := range []struct{ method, resource, want string }{
+		{"GET", "/x", "get"},
+		{"get", "/x", "get"},
+		{"Get", "/x", "get"},
+		{"gEt", "/x", "get"},
+		{"HEAD", "/x", "get"}, // HEAD is GET where no rule names HEAD
+		{"head", "/x", "get"},
+		{"Head", "/x", "get"},
+		{"hEAD", "/y", "headY"}, // a rule names HEAD: it wins
+		{"head", "/y", "headY"},
+		{"get", "/y", "getY"},
+		{"POST", "/x", "-"},
+		{"Post", "/z", "post"},
+		{"po\u017ft", "/z", "-"}, // Unicode would fold ſ to S
+		{"GET\x00", "/x", "-"},
+	} {
+		if got := ids(s.Match("a", tc.method, tc.resource, "u"))[1]; got != tc.want {
+			t.Errorf("Match(a, %q, %s, u) route rule = %s, want %s", tc.method, tc.resource, got, tc.want)
+		}
+	}
+}
+
+// TestCanonicalMethod: ASCII letters upper-cased, other bytes kept, and
+// no allocation for a method already in upper case (not parallel:
+// AllocsPerRun).
+func TestCanonicalMethod(t *testing.T) {
+	for in, want := range map[string]string{"": "", "GET": "GET", "get": "GET", "gEt": "GET", "m-Search": "M-SEARCH",
+		"po\u017ft": "PO\u017fT", "\xffget": "\xffGET"} {
+		if got := CanonicalMethod(in); got != want {
+			t.Errorf("CanonicalMethod(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { CanonicalMethod("DELETE") }); n != 0 {
+		t.Errorf("CanonicalMethod(DELETE) allocates %v times, want 0", n)
+	}
+}
+
 func TestMatchAPIPrecedence(t *testing.T) {
 	t.Parallel()
 	candidates := []Rule{
@@ -120,8 +168,8 @@ func TestMatchScopesAndDefault(t *testing.T) {
 		{"b", "GET", "/y", "u", [2]string{"-", "route-y-any"}, false}, // route scope alone: no default
 		{"b", "GET", "/x", "u", [2]string{"default", "-"}, true},
 		{"", "", "", "", [2]string{"default", "-"}, true},
-		{"a", "get", "/x", "u", [2]string{"api-a", "-"}, false},  // methods are upper case, as API Gateway sends them
-		{"a", "GET", "/x/", "u", [2]string{"api-a", "-"}, false}, // resources match exactly
+		{"a", "get", "/x", "u", [2]string{"api-a", "route-x"}, false}, // a method in any case is one (CanonicalMethod)
+		{"a", "GET", "/x/", "u", [2]string{"api-a", "-"}, false},      // resources match exactly
 	}
 	for _, withDefault := range []bool{true, false} {
 		opt := SnapshotOptions{}
@@ -494,10 +542,10 @@ func refMatch(rules []Effective, def *Effective, api, method, resource, subject 
 		if res != resource {
 			continue
 		}
-		switch meth {
-		case method:
+		switch {
+		case strings.EqualFold(meth, method): // a method in any case is one method
 			score++
-		case AnyMethod:
+		case meth == AnyMethod:
 		default:
 			continue
 		}
@@ -562,9 +610,8 @@ func FuzzMatch(f *testing.F) {
 				t.Fatalf("Rules() holds %q, not an enabled input rule", e.ID)
 			}
 		}
-		// ForSubject must list what Match charges. (It upper-cases the
-		// method; Match takes it as the gateway sends it.)
-		if api != Wildcard && api != "" && method == strings.ToUpper(method) {
+		// ForSubject must list what Match charges, in any case of method.
+		if api != Wildcard && api != "" {
 			listed := s.ForSubject(subject, api, method+" "+resource)
 			for _, e := range []*Effective{got.API, got.Route} {
 				if e != nil && !slices.Contains(listed, e) {

@@ -46,6 +46,31 @@ const (
 // AnyMethod in a route matches every HTTP method, as in API Gateway.
 const AnyMethod = "ANY"
 
+// CanonicalMethod returns the HTTP method m as the rules name methods, its
+// ASCII letters upper-cased: "get", "Get" and "GET" are one method, and a
+// HEAD request spelled "head" is matched as GET as "HEAD" is. RFC 9110
+// makes methods case-sensitive, but a server whose route takes any method
+// (a ServeMux pattern without one, an ANY route, a handler comparing with
+// strings.EqualFold) serves "get" as it serves "GET", so a rule on GET
+// must charge every spelling. Bytes outside ASCII are kept (a method is an
+// ASCII token; Unicode folding would make "poſt" POST). Every edge reaches
+// the rules through this one function (Snapshot.MatchAt, NormalizeRoute),
+// which allocates only when m has a lower-case letter.
+func CanonicalMethod(m string) string {
+	for i := 0; i < len(m); i++ {
+		if 'a' <= m[i] && m[i] <= 'z' {
+			b := []byte(m)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return m
+}
+
 // methods are the route methods API Gateway knows.
 var methods = map[string]bool{
 	"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true,
@@ -89,9 +114,9 @@ func (r *Rule) Normalize() {
 	}
 }
 
-// NormalizeRoute trims route and its path, upper-cases the method and
-// drops a trailing slash, as rules store routes: "post /chat/ " names the
-// rules of "POST /chat".
+// NormalizeRoute trims route and its path, upper-cases the method
+// (CanonicalMethod) and drops a trailing slash, as rules store routes:
+// "post /chat/ " names the rules of "POST /chat".
 func NormalizeRoute(route string) string {
 	route = strings.TrimSpace(route)
 	method, path, ok := strings.Cut(route, " ")
@@ -102,7 +127,7 @@ func NormalizeRoute(route string) string {
 	if len(path) > 1 {
 		path = strings.TrimSuffix(path, "/")
 	}
-	return strings.ToUpper(method) + " " + path
+	return CanonicalMethod(method) + " " + path
 }
 
 // normalizeKind lower-cases k and fills the default, Rate.
