@@ -193,15 +193,19 @@ type Options struct {
 	Ledger Ledger
 	// Regions is GLOBAL_REGIONS's count: the Regions sharing Ledger.
 	Regions int
+	// Region is this Region's name (AWS_REGION), under which the ledger
+	// records what it holds; every Region sharing Ledger needs its own.
+	Region string
 }
 
 // Ledger holds global budgets per window: what every Region took. It is
 // internal/limiter's Ledger, declared here so that a Limiter without one
 // links no DynamoDB client.
 type Ledger interface {
-	Take(ctx context.Context, key string, want, limit int64, expires time.Time) (int64, error)
-	Give(ctx context.Context, key string, n int64) error
+	Take(ctx context.Context, key string, want, limit int64, expires time.Time, region string, held int64) (int64, error)
+	Give(ctx context.Context, key string, n int64, region string, held int64) error
 	Used(ctx context.Context, key string) (int64, error)
+	Reset(ctx context.Context, key string) (int64, error)
 }
 
 // Limiter limits the callers an authorizer handler lets through. It is
@@ -327,7 +331,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	d := decider.New(ctx, rdb, decider.Options{
 		Log: slog.New(slog.NewJSONHandler(out, nil)).With(slog.String("function", fn)), Out: out, Function: fn,
 		Prefix:     o.Prefix,
-		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions},
+		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions, Region: o.Region},
 		SubjectKey: key, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
 	})
 	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {

@@ -236,6 +236,7 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 			DenyCacheMaxAge: cfg.DenyCacheMaxAge,
 			Ledger:          led,
 			Regions:         len(cfg.GlobalRegions),
+			Region:          cfg.Region,
 			LedgerTimeout:   cfg.LedgerTimeout,
 			OpenShare:       cfg.GlobalOpenShare,
 		},
@@ -347,6 +348,7 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 		SubjectKey:       key,
 		Ledger:           led, // the subject view reads global budgets
 		Regions:          len(cfg.GlobalRegions),
+		Region:           cfg.Region,
 		LedgerTimeout:    max(cfg.LedgerTimeout, time.Second),
 	})
 	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats})

@@ -226,6 +226,9 @@ type Config struct {
 	LedgerTable string
 	// GlobalRegions is GLOBAL_REGIONS: the Regions sharing the ledger.
 	GlobalRegions []string
+	// Region is AWS_REGION: this process's Region, its name in the
+	// ledger's record of what each Region holds.
+	Region string
 	// LedgerEndpoint is LEDGER_ENDPOINT: a DynamoDB endpoint URL (dynalite).
 	LedgerEndpoint string
 	// LedgerTimeout is LEDGER_TIMEOUT: the budget of one ledger call.
@@ -578,10 +581,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.GlobalRegions = append(c.GlobalRegions, r)
 		}
 	}
+	c.Region = get("AWS_REGION")
 	c.LedgerEndpoint = get("LEDGER_ENDPOINT")
 	if v := c.LedgerEndpoint; v != "" {
 		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			fail("LEDGER_ENDPOINT", "%q is not an http(s) URL", v)
+			fail("LEDGER_ENDPOINT", "%q is not an http(s) URL", Redact(v))
 		}
 	}
 	c.LedgerTimeout = duration("LEDGER_TIMEOUT", 10*time.Millisecond, 5*time.Second)

@@ -116,6 +116,8 @@ var Vars = []Var{
 		Doc: "the DynamoDB table holding global rules' budgets, shared by every Region (`-c globalRegions`); unset: global rules are decided as regional ones ([global](global.md))"},
 	{Name: "GLOBAL_REGIONS", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the Regions sharing `LEDGER_TABLE`, comma-separated (`us-east-1,us-east-2,us-west-2`): their count bounds a block at limit/(2·Regions) and sets the fail-open allowance"},
+	{Name: "AWS_REGION", DefaultDoc: "set by Lambda", Functions: decideAdm,
+		Doc: "this Region's name: the ledger records what each Region holds under it, which a global reset keeps counted"},
 	{Name: "LEDGER_ENDPOINT", DefaultDoc: "the Region's", Functions: decideAdm,
 		Doc: "a DynamoDB endpoint URL instead of the Region's, with dummy credentials: dynalite in tests and `sluice local --regions`"},
 	{Name: "LEDGER_TIMEOUT", Default: "200ms", Functions: decide,

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,19 @@ const (
 	attrUsed    = "used" // N: tokens taken and not given back
 	attrLimit   = "lim"  // N: the limit of the last Take
 	attrExpires = "exp"  // N: unix seconds when the window ends
+	// attrHeldPrefix names, with a Region's name after it, the tokens that
+	// Region held (pool and refundable usage) at its last write: what a
+	// Reset keeps counted.
+	attrHeldPrefix = "held_"
 )
+
+// heldAttr is the attribute holding region's tokens.
+func heldAttr(region string) string {
+	if region == "" {
+		region = "-"
+	}
+	return attrHeldPrefix + region
+}
 
 // Options configures a Table. The zero value of each field means its
 // default.
@@ -132,20 +145,24 @@ func (t *Table) Stats() Stats {
 // than want is left it takes what is left, and it returns how many it took:
 // 0 when the budget is spent, when limit is at or below the used count (a
 // lowered limit), or when want or limit is not positive (no request then).
-// expires is the end of the key's window, stored so that Sweep deletes the
-// item after it; limit is stored too, for the record.
+// expires is the end of the key's window, stored by the item's first Take
+// and never changed after (the key names its window, so Sweep never
+// deletes a window's item before it ends); limit is stored too, for the
+// record. region and held record what the taking Region holds once the
+// take lands: held plus the tokens taken (Reset keeps that counted).
 //
 // On an error nothing was taken, except when a request timed out or the
-// connection broke after DynamoDB applied it: those tokens are lost to the
-// window (under-admission, never over-admission).
-func (t *Table) Take(ctx context.Context, key string, want, limit int64, expires time.Time) (int64, error) {
+// connection broke after DynamoDB applied it: those tokens are in doubt,
+// and the caller counts them stranded (under-admission, never
+// over-admission).
+func (t *Table) Take(ctx context.Context, key string, want, limit int64, expires time.Time, region string, held int64) (int64, error) {
 	t.takes.Add(1)
 	if want <= 0 || limit <= 0 {
 		return 0, nil
 	}
 	b := min(want, limit)
 	for range maxShrinks {
-		used, ok, err := t.tryTake(ctx, key, b, limit, expires)
+		used, ok, err := t.tryTake(ctx, key, b, limit, expires, region, held)
 		if err != nil {
 			t.errs.Add(1)
 			return 0, fmt.Errorf("ledger: take %d from %s: %w", b, key, err)
@@ -166,14 +183,15 @@ func (t *Table) Take(ctx context.Context, key string, want, limit int64, expires
 // tryTake adds b to key's used count if used+b <= limit. It reports
 // whether it did, and when not, the used count that stopped it (0 for an
 // item that does not exist).
-func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires time.Time) (used int64, ok bool, err error) {
+func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires time.Time, region string, held int64) (used int64, ok bool, err error) {
 	in := &dynamodb.UpdateItemInput{
-		TableName:           &t.opts.Table,
-		Key:                 keyOf(key),
-		UpdateExpression:    aws.String("SET #u = if_not_exists(#u, :zero) + :b, #l = :lim, #e = :exp"),
+		TableName: &t.opts.Table,
+		Key:       keyOf(key),
+		// exp is set once: a window's item keeps its end.
+		UpdateExpression:    aws.String("SET #u = if_not_exists(#u, :zero) + :b, #l = :lim, #e = if_not_exists(#e, :exp), #h = :held"),
 		ConditionExpression: aws.String("attribute_not_exists(#u) OR #u <= :max"),
 		ExpressionAttributeNames: map[string]string{
-			"#u": attrUsed, "#l": attrLimit, "#e": attrExpires,
+			"#u": attrUsed, "#l": attrLimit, "#e": attrExpires, "#h": heldAttr(region),
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":zero": num(0),
@@ -181,6 +199,7 @@ func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires
 			":lim":  num(limit),
 			":max":  num(limit - b),
 			":exp":  num(expires.Unix()),
+			":held": num(max(held, 0) + b),
 		},
 		// DynamoDB returns the item that failed the condition, which saves
 		// a read; dynalite ignores this and we read instead.
@@ -197,22 +216,25 @@ func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires
 	return used, false, err
 }
 
-// Give returns n unspent tokens to key: used -= n, never below 0. Giving
-// to a key without an item (swept, or never taken) does nothing. n <= 0
-// sends no request.
-func (t *Table) Give(ctx context.Context, key string, n int64) error {
+// Give returns n unspent tokens to key: used -= n, never below 0, and
+// records that region holds held tokens after it. Giving to a key without
+// an item (swept, or never taken) does nothing. n <= 0 sends no request.
+// On an error the tokens are in doubt, as for Take.
+func (t *Table) Give(ctx context.Context, key string, n int64, region string, held int64) error {
 	t.gives.Add(1)
 	for range maxShrinks {
 		if n <= 0 {
 			return nil
 		}
 		in := &dynamodb.UpdateItemInput{
-			TableName:                           &t.opts.Table,
-			Key:                                 keyOf(key),
-			UpdateExpression:                    aws.String("SET #u = #u - :n"),
-			ConditionExpression:                 aws.String("#u >= :n"),
-			ExpressionAttributeNames:            map[string]string{"#u": attrUsed},
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":n": num(n)},
+			TableName:                &t.opts.Table,
+			Key:                      keyOf(key),
+			UpdateExpression:         aws.String("SET #u = #u - :n, #h = :held"),
+			ConditionExpression:      aws.String("#u >= :n"),
+			ExpressionAttributeNames: map[string]string{"#u": attrUsed, "#h": heldAttr(region)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":n": num(n), ":held": num(max(held, 0)),
+			},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
 		err := t.write(ctx, func(ctx context.Context) error {
@@ -246,6 +268,78 @@ func (t *Table) usedAfter(ctx context.Context, key string, err error) (int64, er
 		return usedOf(ccf.Item)
 	}
 	return t.used(ctx, key)
+}
+
+// Reset starts key's window again in every Region: its used count becomes
+// what the Regions held at their last writes (their pools and refundable
+// usage, which stay theirs to spend), never more than it was. It returns
+// that count. A Region's tokens spent since its last write are not
+// counted again: a reset under-admits by at most those, never over-admits.
+// It reads the item and writes it back on the condition that the count
+// did not change, retrying while Regions take and give meanwhile.
+func (t *Table) Reset(ctx context.Context, key string) (int64, error) {
+	for range maxShrinks {
+		item, err := t.item(ctx, key)
+		if err != nil {
+			t.errs.Add(1)
+			return 0, fmt.Errorf("ledger: reset %s: %w", key, err)
+		}
+		if item == nil {
+			return 0, nil
+		}
+		used, err := usedOf(item)
+		if err != nil {
+			t.errs.Add(1)
+			return 0, fmt.Errorf("ledger: reset %s: %w", key, err)
+		}
+		var held int64
+		for name, v := range item {
+			if !strings.HasPrefix(name, attrHeldPrefix) {
+				continue
+			}
+			if n, ok := v.(*types.AttributeValueMemberN); ok {
+				h, err := strconv.ParseInt(n.Value, 10, 64)
+				if err == nil && h > 0 {
+					held += h
+				}
+			}
+		}
+		held = min(held, used)
+		in := &dynamodb.UpdateItemInput{
+			TableName:                 &t.opts.Table,
+			Key:                       keyOf(key),
+			UpdateExpression:          aws.String("SET #u = :held"),
+			ConditionExpression:       aws.String("#u = :used"),
+			ExpressionAttributeNames:  map[string]string{"#u": attrUsed},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":held": num(held), ":used": num(used)},
+		}
+		err = t.write(ctx, func(ctx context.Context) error {
+			_, err := t.db.UpdateItem(ctx, in)
+			return err
+		})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return held, nil
+		case !errors.As(err, &ccf):
+			t.errs.Add(1)
+			return 0, fmt.Errorf("ledger: reset %s: %w", key, err)
+		}
+	}
+	t.errs.Add(1)
+	return 0, fmt.Errorf("ledger: reset %s: used count changed %d times under it: %w", key, maxShrinks, ErrContended)
+}
+
+// item reads key's item, strongly consistent; nil when there is none.
+func (t *Table) item(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
+	defer cancel()
+	t.calls.Add(1)
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.opts.Table, Key: keyOf(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get item: %w", err)
+	}
+	return out.Item, nil
 }
 
 // Used returns key's used count from a strongly consistent read; 0 when

@@ -76,12 +76,12 @@ func TestTakeGiveUsed(t *testing.T) {
 	for i, s := range steps {
 		switch s.op {
 		case "take":
-			got, err := tbl.Take(ctx, "k", s.n, s.limit, window)
+			got, err := tbl.Take(ctx, "k", s.n, s.limit, window, "r", 0)
 			if err != nil || got != s.want {
 				t.Fatalf("step %d: Take(k, %d, %d) = %d, %v; want %d", i, s.n, s.limit, got, err, s.want)
 			}
 		case "give":
-			if err := tbl.Give(ctx, "k", s.n); err != nil {
+			if err := tbl.Give(ctx, "k", s.n, "r", 0); err != nil {
 				t.Fatalf("step %d: Give(k, %d) = %v", i, s.n, err)
 			}
 		}
@@ -118,12 +118,12 @@ func TestTakeEdges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "edge:" + tc.name
 			if tc.used > 0 {
-				if got, err := tbl.Take(ctx, key, tc.used, 1000, window); err != nil || got != tc.used {
+				if got, err := tbl.Take(ctx, key, tc.used, 1000, window, "r", 0); err != nil || got != tc.used {
 					t.Fatalf("setup Take(%d) = %d, %v", tc.used, got, err)
 				}
 			}
 			before := tbl.Stats().Calls
-			got, err := tbl.Take(ctx, key, tc.want, tc.limit, window)
+			got, err := tbl.Take(ctx, key, tc.want, tc.limit, window, "r", 0)
 			calls := tbl.Stats().Calls - before
 			if err != nil || got != tc.took {
 				t.Errorf("Take(%s, %d, %d) = %d, %v; want %d", key, tc.want, tc.limit, got, err, tc.took)
@@ -142,7 +142,7 @@ func TestGiveMissing(t *testing.T) {
 	t.Parallel()
 	tbl := open(t, testenv.DynamoDBURL(t), newTable(t), ledger.Options{})
 	ctx := context.Background()
-	if err := tbl.Give(ctx, "never", 5); err != nil {
+	if err := tbl.Give(ctx, "never", 5, "r", 0); err != nil {
 		t.Fatalf("Give(never, 5) = %v", err)
 	}
 	if used, err := tbl.Used(ctx, "never"); err != nil || used != 0 {
@@ -160,11 +160,11 @@ func TestSweep(t *testing.T) {
 	now := time.Now()
 	ended := []string{"a", "b", "c"}
 	for _, k := range ended {
-		if _, err := tbl.Take(ctx, k, 1, 10, now.Add(-time.Minute)); err != nil {
+		if _, err := tbl.Take(ctx, k, 1, 10, now.Add(-time.Minute), "r", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tbl.Take(ctx, "live", 4, 10, now.Add(time.Minute)); err != nil {
+	if _, err := tbl.Take(ctx, "live", 4, 10, now.Add(time.Minute), "r", 0); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := tbl.Sweep(ctx, now); err != nil || n != len(ended) {
@@ -195,7 +195,7 @@ func TestSweepPages(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	const n = 300
 	for i := range n {
-		if _, err := tbl.Take(ctx, strings.Repeat("x", 600)+string(rune('a'+i%26))+time.Duration(i).String(), 1, 10, past); err != nil {
+		if _, err := tbl.Take(ctx, strings.Repeat("x", 600)+string(rune('a'+i%26))+time.Duration(i).String(), 1, 10, past, "r", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +237,7 @@ func TestConcurrentTakes(t *testing.T) {
 						for range takes {
 							want := 1 + rand.Int64N(maxWant)
 							wanted.Add(want)
-							got, err := tables[r].Take(context.Background(), key, want, tc.limit, window)
+							got, err := tables[r].Take(context.Background(), key, want, tc.limit, window, "r", 0)
 							if err != nil {
 								t.Errorf("Take(%d) = %v", want, err)
 								return
@@ -280,7 +280,7 @@ func TestConflictsExhausted(t *testing.T) {
 	name := newTable(t)
 	_, url := proxy(t, ledgerproxy.Options{Conflict: 1})
 	tbl := open(t, url, name, ledger.Options{MaxAttempts: 4, Backoff: time.Millisecond})
-	got, err := tbl.Take(context.Background(), "k", 5, 10, window)
+	got, err := tbl.Take(context.Background(), "k", 5, 10, window, "r", 0)
 	var conflict *types.ReplicatedWriteConflictException
 	if got != 0 || !errors.Is(err, ledger.ErrContended) || !errors.As(err, &conflict) {
 		t.Fatalf("Take through all conflicts = %d, %v; want 0, ErrContended wrapping ReplicatedWriteConflictException", got, err)
@@ -302,15 +302,15 @@ func TestCutOff(t *testing.T) {
 	p, url := proxy(t, ledgerproxy.Options{})
 	tbl := open(t, url, name, ledger.Options{Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
-	if got, err := tbl.Take(ctx, "k", 5, 10, window); err != nil || got != 5 {
+	if got, err := tbl.Take(ctx, "k", 5, 10, window, "r", 0); err != nil || got != 5 {
 		t.Fatalf("Take = %d, %v; want 5", got, err)
 	}
 	p.SetDown(true)
 	start := time.Now()
-	if got, err := tbl.Take(ctx, "k", 5, 10, window); err == nil || got != 0 {
+	if got, err := tbl.Take(ctx, "k", 5, 10, window, "r", 0); err == nil || got != 0 {
 		t.Errorf("Take while cut off = %d, %v; want 0 and an error", got, err)
 	}
-	if err := tbl.Give(ctx, "k", 5); err == nil {
+	if err := tbl.Give(ctx, "k", 5, "r", 0); err == nil {
 		t.Error("Give while cut off = nil, want an error")
 	}
 	if took := time.Since(start); took > time.Second {
@@ -332,7 +332,7 @@ func TestSlowLedger(t *testing.T) {
 	_, url := proxy(t, ledgerproxy.Options{Delay: func() time.Duration { return 2 * time.Second }})
 	tbl := open(t, url, name, ledger.Options{Timeout: 100 * time.Millisecond})
 	start := time.Now()
-	_, err := tbl.Take(context.Background(), "k", 1, 10, window)
+	_, err := tbl.Take(context.Background(), "k", 1, 10, window, "r", 0)
 	if took := time.Since(start); err == nil || !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
 		t.Errorf("Take on a 2s ledger = %v after %v; want a deadline error at about 100ms", err, took)
 	}
@@ -346,7 +346,7 @@ func BenchmarkTake(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		key := "bench:" + time.Duration(next.Add(1)%16).String()
 		for pb.Next() {
-			if got, err := tbl.Take(context.Background(), key, 1, 1<<62, window); err != nil || got != 1 {
+			if got, err := tbl.Take(context.Background(), key, 1, 1<<62, window, "r", 0); err != nil || got != 1 {
 				b.Errorf("Take = %d, %v; want 1", got, err)
 				return
 			}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,21 +55,43 @@ import (
 //
 // Cut off from the ledger, a Region spends what its pool holds; then a
 // fail-closed bucket denies, and a fail-open one admits from an allowance
-// of OpenShare of the limit per window, counted in Redis, after which it
-// denies. So over-admission is at most the allowance of each Region cut
-// off, and nothing while every Region reaches the ledger.
+// of OpenShare of the limit per window, counted in Redis apart from the
+// pool, after which it denies. So over-admission is at most the allowance
+// of each Region cut off, and nothing while every Region reaches the
+// ledger.
+//
+// Conservation (docs/global.md), per ledger item: the ledger's used count
+// = the tokens in every Region's pool + the tokens spent from pools +
+// the tokens stranded. Every move keeps it by construction:
+//   - a decision and a usage report charge the pool in the same script
+//     call as the buckets; a refund puts back at most what this Region's
+//     usage charged in the window (usage_pool.lua);
+//   - a fill or a drain is fenced (pool_fill.lua): when its answer is
+//     lost, a resolve tells applied from not, and cancels a copy still on
+//     the way. A fill proven not applied goes back to the ledger; one
+//     whose fate stays unknown, and a ledger write whose answer is lost,
+//     are counted stranded (GlobalStats.Stranded), never given back;
+//   - allowance tokens never enter a pool, so none is given to the
+//     ledger;
+//   - a read (Global) writes nothing, in Redis or in this process.
 
 // Ledger holds global budgets: per window item, the tokens every Region
 // has taken. internal/ledger implements it on DynamoDB.
 type Ledger interface {
 	// Take adds up to want tokens to key's count, never past limit, and
 	// returns how many it took: 0 when the window's budget is spent.
-	// expires is the window's end.
-	Take(ctx context.Context, key string, want, limit int64, expires time.Time) (int64, error)
-	// Give returns n unspent tokens to key.
-	Give(ctx context.Context, key string, n int64) error
+	// expires is the window's end. region and held record what the Region
+	// holds once the take lands: held plus what it took (Reset keeps it).
+	// On an error the tokens are in doubt: taken or not.
+	Take(ctx context.Context, key string, want, limit int64, expires time.Time, region string, held int64) (int64, error)
+	// Give returns n unspent tokens to key; the Region holds held after
+	// it. On an error the tokens are in doubt.
+	Give(ctx context.Context, key string, n int64, region string, held int64) error
 	// Used returns key's count: what every Region took, spent or not.
 	Used(ctx context.Context, key string) (int64, error)
+	// Reset starts key's window again: its count becomes what the Regions
+	// held at their last writes, and it returns that count.
+	Reset(ctx context.Context, key string) (int64, error)
 }
 
 // Defaults of the global options.
@@ -82,11 +106,23 @@ var (
 	poolLua string
 	//go:embed pool_fill.lua
 	poolFillLua string
+	//go:embed usage_pool.lua
+	usagePoolLua string
 
 	// globalScript is chargeScript with pool.lua around it.
 	globalScript   = redis.NewScript(globalSrc())
 	poolFillScript = redis.NewScript(poolFillLua)
+	// usageGlobalScript is usageScript with usage_pool.lua around it.
+	usageGlobalScript = redis.NewScript(aroundUsage())
 )
+
+func aroundUsage() string {
+	before, after, ok := strings.Cut(usagePoolLua, "-- #after\n")
+	if !ok {
+		panic("limiter: usage_pool.lua without its \"-- #after\" line")
+	}
+	return "local charging, every_end = false, true\n" + before + bucketSrc + usageLua + after
+}
 
 func globalSrc() string {
 	before, after, ok := strings.Cut(poolLua, "-- #after\n")
@@ -104,10 +140,15 @@ var ErrLedger = errors.New("limiter: ledger")
 type globals struct {
 	ledger    Ledger
 	regions   int64
+	region    string // this Region's name in the ledger's held counts
 	timeout   time.Duration
 	horizon   time.Duration
 	idle      time.Duration
 	openShare float64
+
+	// clock places decisions in ledger windows: time.Now, but for tests
+	// that move between windows without waiting.
+	clock func() time.Time
 
 	mu        sync.Mutex
 	pools     map[poolKey]*pool
@@ -117,14 +158,18 @@ type globals struct {
 	stop      chan struct{}
 	done      chan struct{}
 
+	// bg counts background refills running (tests wait for them).
+	bg sync.WaitGroup
+
 	takes, taken, gives, given, stranded, ledgerErrors, waits, credits atomic.Uint64
 }
 
 // pool is what this process knows of one Region pool: one global bucket
 // of one subject in one window.
 type pool struct {
-	key, lock, meta, credit string // Redis keys
-	item                    string // the ledger's key
+	key, lock, meta, credit, charged string // Redis keys
+	fence                            string // the fences' key prefix
+	item                             string // the ledger's key
 	limit                   int64
 	start, end              time.Time
 	open                    int64 // the fail-open allowance
@@ -149,11 +194,13 @@ func newGlobals(o Options) *globals {
 	g := &globals{
 		ledger:    o.Ledger,
 		regions:   int64(max(o.Regions, 1)),
+		region:    o.Region,
 		timeout:   o.LedgerTimeout,
 		horizon:   o.GlobalHorizon,
 		idle:      o.GlobalIdle,
 		openShare: o.OpenShare,
 		pools:     map[poolKey]*pool{},
+		clock:     time.Now,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -165,6 +212,9 @@ func newGlobals(o Options) *globals {
 	}
 	if g.idle <= 0 {
 		g.idle = DefaultGlobalIdle
+	}
+	if g.region == "" {
+		g.region = "-"
 	}
 	if g.openShare <= 0 || g.openShare > 1 {
 		g.openShare = 1 / float64(g.regions)
@@ -240,34 +290,49 @@ type poolKey struct {
 	id    string
 	sd    subjectDigest
 	start int64 // the window's start, Unix ns
+	end   int64 // and its end
 	limit int64
 }
 
-// poolFor returns the pool of global bucket b of the subject sd at now.
+// poolFor returns the pool of global bucket b of the subject sd at now,
+// registered in this process: its sweep gives it back when idle, and
+// Close when the process ends.
 func (l *Limiter) poolFor(sd subjectDigest, b Bucket, now time.Time) *pool {
 	g := l.global
 	start, end := GlobalWindow(b, now)
-	k := poolKey{id: b.ID, sd: sd, start: start.UnixNano(), limit: b.Limit}
+	k := poolKey{id: b.ID, sd: sd, start: start.UnixNano(), end: end.UnixNano(), limit: b.Limit}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if p := g.pools[k]; p != nil {
 		return p
 	}
-	hash := string(appendSubjectHash(nil, sd))
-	ms := strconv.FormatInt(start.UnixMilli(), 10)
-	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + ms
-	p := &pool{
-		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o",
-		item:  b.Global + "#" + hash + "#" + ms,
-		limit: b.Limit, start: start, end: end,
-		open: int64(math.Ceil(float64(b.Limit) * g.openShare)),
-	}
+	p := l.newPool(sd, b, start, end)
 	g.pools[k] = p
 	g.loop.Do(func() {
 		g.started = true
 		go g.run(l)
 	})
 	return p
+}
+
+// newPool describes the pool of global bucket b of the subject sd in the
+// window [start, end), registering nothing.
+//
+// The ledger's item is named by the rule's global key, the subject's hash
+// and the window's start and end: two Regions share a budget only when
+// their copies of the rule agree on the window (period and anchor), and a
+// window's item is never another's.
+func (l *Limiter) newPool(sd subjectDigest, b Bucket, start, end time.Time) *pool {
+	hash := string(appendSubjectHash(nil, sd))
+	ms := strconv.FormatInt(start.UnixMilli(), 10)
+	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + ms
+	return &pool{
+		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o", charged: key + ":u",
+		fence: key + ":f:",
+		item:  b.Global + "#" + hash + "#" + ms + "-" + strconv.FormatInt(end.UnixMilli(), 10),
+		limit: b.Limit, start: start, end: end,
+		open: int64(math.Ceil(float64(b.Limit) * l.global.openShare)),
+	}
 }
 
 // spentRecheck is how long a process takes a window's budget as spent
@@ -287,10 +352,11 @@ func (g *globals) blockBounds(p *pool, cost int64) (lo, hi int64) {
 // allowGlobal is Allow for a request with global buckets: the regional
 // buckets and the Region's pools in one script call (pool.lua); a pool
 // found empty is filled from the ledger while the request waits, and the
-// call made again.
+// call made again. A fail-open bucket whose ledger failed is decided again
+// from the Region's allowance, which never enters the pool.
 func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, ck denyKey, useCache bool) (Decision, error) {
 	g := l.global
-	now := time.Now()
+	now := g.clock()
 	var ps []*pool
 	var at []int // the bucket index of each pool
 	for i, b := range req.Buckets {
@@ -299,10 +365,11 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		}
 		ps, at = append(ps, l.poolFor(sub.of(i), b, now)), append(at, i)
 	}
-	var ledgerErr error // a ledger failure the fail-open allowance answered
+	allow := make([]int64, len(ps)) // each pool's allowance, once its ledger failed
+	var ledgerErr error             // a ledger failure the allowance answers
 	// A request waits for the ledger at most this long, then denies
 	// briefly: a pool another process fills, or refills others spend.
-	deadline := now.Add(g.timeout + 2*l.timeout)
+	deadline := time.Now().Add(g.timeout + 2*l.timeout)
 	for {
 		start := l.now()
 		ok, probe := l.breaker.enter(start)
@@ -310,10 +377,15 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 			l.st.skipped.Add(1)
 			return l.failure(req, ErrBreakerOpen)
 		}
-		r, short, levels, err := l.runGlobal(ctx, sub, req, ps, at)
+		r, short, levels, credited, err := l.runGlobal(ctx, sub, req, ps, at, allow)
 		if err != nil {
 			l.st.errors.Add(1)
 			l.breaker.done(l.now(), false, probe)
+			if inDoubt(err) {
+				// The call may have charged the pools before its answer
+				// was lost: those tokens are spent for nothing.
+				g.stranded.Add(uint64(req.Cost) * uint64(len(ps)))
+			}
 			return l.failure(req, err)
 		}
 		l.breaker.done(0, true, probe)
@@ -322,19 +394,32 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 				if !r.allowed {
 					break // nothing was charged: the pools are as they were
 				}
-				if levels[j] < l.lowWater(p, req.Cost) {
+				if credited&(1<<j) != 0 {
+					g.credits.Add(uint64(req.Cost))
+				} else if levels[j] < l.lowWater(p, req.Cost) {
 					l.refillAsync(p, req.Cost)
 				}
 			}
 			d := l.decided(r, req, start, ck, useCache)
-			d.FailOpen = ledgerErr != nil && d.Allowed
-			return d, ledgerErr
+			d.FailOpen = credited != 0 && d.Allowed
+			if d.FailOpen {
+				l.st.failOpen.Add(1)
+				return d, ledgerErr
+			}
+			return d, nil
 		}
 		p, i := ps[short], at[short]
-		if p.spent(time.Now()) {
+		b := req.Buckets[i]
+		if allow[short] > 0 {
+			// Decided from the allowance, and it is spent: deny until the
+			// ledger answers again.
+			l.st.denied.Add(1)
+			return Decision{Limit: b.Limit, Bucket: i, RetryAfter: time.Second}, ledgerErr
+		}
+		if p.spent(g.clock()) {
 			// The ledger had nothing left when last asked, and the pool
 			// holds too little: the Region's share is spent.
-			return l.globalDeny(req, i, p, time.Now(), ck, useCache), nil
+			return l.globalDeny(req, i, p, g.clock(), ck, useCache), nil
 		}
 		if time.Now().After(deadline) {
 			l.st.denied.Add(1)
@@ -344,22 +429,14 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		_, locked, err := l.fill(ctx, p, req.Cost, req.Cost, false)
 		switch {
 		case err != nil:
-			b := req.Buckets[i]
 			err = fmt.Errorf("limiter: subject %s: %w", l.SubjectHash(req.Subject), err)
 			if b.FailClosed {
 				l.st.failClosed.Add(1)
 				l.st.denied.Add(1)
 				return Decision{Limit: b.Limit, Bucket: i, RetryAfter: time.Second}, err
 			}
-			n, cerr := l.credit(ctx, p, req.Cost)
-			if cerr != nil || n == 0 {
-				// The allowance is spent (or Redis failed): deny until the
-				// ledger answers again.
-				l.st.denied.Add(1)
-				return Decision{Limit: b.Limit, Bucket: i, RetryAfter: time.Second}, errors.Join(err, cerr)
-			}
-			l.st.failOpen.Add(1)
-			ledgerErr = err
+			// Decide again from the Region's allowance for the window.
+			allow[short], ledgerErr = p.open, err
 		case !locked:
 			// Another process of the Region is filling the pool.
 			select {
@@ -369,8 +446,15 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 			case <-time.After(2 * time.Millisecond):
 			}
 		}
-		// Filled (or found spent, or credited): decide again.
+		// Filled (or found spent, or on the allowance): decide again.
 	}
+}
+
+// inDoubt reports whether a failed Redis call may have run: anything but
+// a connection that was never made.
+func inDoubt(err error) bool {
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
 }
 
 // globalDeny denies a request whose global bucket i has spent its window's
@@ -388,68 +472,72 @@ func (l *Limiter) globalDeny(req Request, i int, p *pool, now time.Time, ck deny
 
 // runGlobal runs globalScript. short is the index in ps of a pool that
 // lacked the tokens (then nothing was charged), else -1; levels holds each
-// pool's level after the charge.
+// pool's level after the charge, credited the mask of the pools charged
+// to their allowance instead (allow: each pool's, 0 for none).
 //
 // On Redis Cluster a request whose buckets count several subjects is one
 // call per subject (dimensions.go), each carrying its buckets' pools
 // (runGlobalSplit).
-func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int) (r reply, short int, levels []int64, err error) {
+func (l *Limiter) runGlobal(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int, allow []int64) (r reply, short int, levels []int64, credited uint64, err error) {
 	if l.cluster && sub.many && !sub.sameSubject(len(req.Buckets)) {
-		return l.runGlobalSplit(ctx, sub, req, ps, at)
+		return l.runGlobalSplit(ctx, sub, req, ps, at, allow)
 	}
-	return l.globalCall(ctx, sub, req.Cost, req.Buckets, ps)
+	return l.globalCall(ctx, sub, req.Cost, req.Buckets, ps, allow)
 }
 
 // globalCall runs globalScript once over bs, all of one hash tag but for
 // a single-node Redis, with the pools ps.
-func (l *Limiter) globalCall(ctx context.Context, sub *subjects, cost int64, bs []Bucket, ps []*pool) (r reply, short int, levels []int64, err error) {
+func (l *Limiter) globalCall(ctx context.Context, sub *subjects, cost int64, bs []Bucket, ps []*pool, allow []int64) (r reply, short int, levels []int64, credited uint64, err error) {
 	c := getCall()
 	defer putCall(c)
 	c.build(l.prefix, sub, cost, bs)
 	keys := c.keys
-	for _, p := range ps {
-		keys = append(keys, p.key)
+	args := c.args[:len(c.args):len(c.args)]
+	for j, p := range ps {
+		keys = append(keys, p.key, p.credit)
+		args = append(args, allow[j], p.end.Add(time.Minute).UnixMilli())
 	}
-	args := append(c.args[:len(c.args):len(c.args)], len(ps))
+	args = append(args, len(ps))
 	c.ctx.arm(ctx, l.timeout)
 	l.st.redisCalls.Add(1)
 	res, err := globalScript.Run(&c.ctx, l.rdb, keys, args...).Text()
 	if err != nil {
-		return reply{}, -1, nil, err
+		return reply{}, -1, nil, 0, err
 	}
 	if rest, ok := strings.CutPrefix(res, "p "); ok {
 		j, _, _ := strings.Cut(rest, " ")
 		n, err := strconv.Atoi(j)
 		if err != nil || n < 1 || n > len(ps) {
-			return reply{}, -1, nil, fmt.Errorf("limiter: bad pool reply %q", res)
+			return reply{}, -1, nil, 0, fmt.Errorf("limiter: bad pool reply %q", res)
 		}
-		return reply{}, n - 1, nil, nil
+		return reply{}, n - 1, nil, 0, nil
 	}
 	rd := replyReader{s: res}
 	r, err = parseReply(&rd, len(bs))
 	if err != nil {
-		return reply{}, -1, nil, err
+		return reply{}, -1, nil, 0, err
 	}
 	if r.allowed {
 		levels = make([]int64, len(ps))
 		for j := range levels {
 			levels[j] = rd.next()
 		}
+		credited = uint64(rd.next())
 		if rd.err != nil {
-			return reply{}, -1, nil, rd.err
+			return reply{}, -1, nil, 0, rd.err
 		}
 	}
-	return r, -1, levels, nil
+	return r, -1, levels, credited, nil
 }
 
 // runGlobalSplit is runGlobal on Redis Cluster for buckets of several
 // subjects. One pipelined read of every pool first reports an empty one
-// before anything is charged (the caller fills it and calls again); then
-// each subject's buckets are one call with their pools, in order, as
-// runSplit's. A pool another process emptied between the read and its
-// call denies briefly; the calls before it stay charged, as on any
-// Cluster request whose later subject denies.
-func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int) (reply, int, []int64, error) {
+// (without an allowance) before anything is charged (the caller fills it
+// and calls again); then each subject's buckets are one call with their
+// pools, in order, as runSplit's. A pool another process emptied between
+// the read and its call denies briefly; the calls before it stay charged,
+// as on any Cluster request whose later subject denies.
+func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request, ps []*pool, at []int, allow []int64) (reply, int, []int64, uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	pipe := l.rdb.Pipeline()
 	gets := make([]*redis.StringCmd, len(ps))
@@ -459,19 +547,20 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 	_, err := pipe.Exec(rctx)
 	cancel()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return reply{}, -1, nil, err
+		return reply{}, -1, nil, 0, err
 	}
 	for j := range ps {
-		if n, _ := gets[j].Int64(); n < req.Cost {
-			return reply{}, j, nil, nil
+		if n, _ := gets[j].Int64(); n < req.Cost && allow[j] == 0 {
+			return reply{}, j, nil, 0, nil
 		}
 	}
 	var (
-		out    reply
-		found  bool
-		mask   uint16
-		done   [MaxBuckets]bool
-		levels = make([]int64, len(ps))
+		out      reply
+		found    bool
+		mask     uint16
+		credited uint64
+		done     [MaxBuckets]bool
+		levels   = make([]int64, len(ps))
 	)
 	for first := range req.Buckets {
 		if done[first] {
@@ -482,21 +571,22 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 		var group []Bucket
 		var gps []*pool
 		var gj []int // index in ps of each of gps
+		var gallow []int64
 		for i := first; i < len(req.Buckets); i++ {
 			if !done[i] && sub.of(i) == one.id {
 				done[i] = true
 				idx, group = append(idx, i), append(group, req.Buckets[i])
 				if j := slices.Index(at, i); j >= 0 {
-					gps, gj = append(gps, ps[j]), append(gj, j)
+					gps, gj, gallow = append(gps, ps[j]), append(gj, j), append(gallow, allow[j])
 				}
 			}
 		}
-		r, short, lv, err := l.globalCall(ctx, &one, req.Cost, group, gps)
+		r, short, lv, cr, err := l.globalCall(ctx, &one, req.Cost, group, gps, gallow)
 		if err != nil {
-			return reply{}, -1, nil, fmt.Errorf("subject %d of the request: %w", first, err)
+			return reply{}, -1, nil, 0, fmt.Errorf("subject %d of the request: %w", first, err)
 		}
 		if short >= 0 {
-			return reply{index: at[gj[short]], retry: 100}, -1, nil, nil
+			return reply{index: at[gj[short]], retry: 100}, -1, nil, 0, nil
 		}
 		for k := range group {
 			if r.mask&(1<<k) != 0 {
@@ -506,36 +596,75 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 		r.index = idx[r.index]
 		if !r.allowed {
 			r.mask = mask
-			return r, -1, nil, nil
+			return r, -1, nil, 0, nil
 		}
 		for k, j := range gj {
 			levels[j] = lv[k]
+			if cr&(1<<k) != 0 {
+				credited |= 1 << j
+			}
 		}
 		if !found || preferLimiting(req.Buckets, r, out) {
 			out, found = r, true
 		}
 	}
 	out.mask = mask
-	return out, -1, levels, nil
+	return out, -1, levels, credited, nil
 }
 
 // refillAsync starts one background refill of p, unless one runs.
 func (l *Limiter) refillAsync(p *pool, cost int64) {
-	if p.spent(time.Now()) || !p.filling.CompareAndSwap(false, true) {
+	g := l.global
+	if p.spent(g.clock()) || !p.filling.CompareAndSwap(false, true) {
 		return
 	}
+	g.bg.Add(1)
 	go func() {
+		defer g.bg.Done()
 		defer p.filling.Store(false)
 		// No request waits on this one: it may wait for a slow ledger
 		// longer than LedgerTimeout, where a take that times out after
 		// DynamoDB applied it would strand its block.
-		ctx, cancel := context.WithTimeout(context.Background(), backgroundTake(l.global.timeout)+3*l.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundTake(g.timeout)+3*l.timeout)
 		defer cancel()
 		if _, _, err := l.fill(ctx, p, cost, l.lowWater(p, cost), true); err != nil {
-			l.global.ledgerErrors.Add(1)
+			g.ledgerErrors.Add(1)
 		}
 	}()
 }
+
+// lockPool takes the Region's lock for p (one process moves its tokens at
+// a time) and reads its meta, level and charged counter. locked is false
+// when another process holds the lock; unlock releases it.
+func (l *Limiter) lockPool(ctx context.Context, p *pool) (locked bool, meta string, level, charged int64, unlock func(), err error) {
+	g := l.global
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	pipe := l.rdb.Pipeline()
+	lock := pipe.SetNX(rctx, p.lock, "1", backgroundTake(g.timeout)+time.Second)
+	m := pipe.Get(rctx, p.meta)
+	lv := pipe.Get(rctx, p.key)
+	ch := pipe.Get(rctx, p.charged)
+	_, err = pipe.Exec(rctx)
+	cancel()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		// The lock may be set: it expires by itself.
+		return false, "", 0, 0, nil, err
+	}
+	if !lock.Val() {
+		return false, "", 0, 0, nil, nil
+	}
+	level, _ = lv.Int64()
+	charged, _ = ch.Int64()
+	return true, m.Val(), level, charged, func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		l.rdb.Del(uctx, p.lock)
+		ucancel()
+	}, nil
+}
+
+// held is what a Region holds of a budget, for the ledger's record: its
+// pool and what its usage charged and may refund, never below 0.
+func held(level, charged int64) int64 { return max(level+charged, 0) }
 
 // fill takes a block from the ledger into p and returns its size: 0 when
 // the window's budget is spent. It first takes the Region's lock for p:
@@ -545,31 +674,21 @@ func (l *Limiter) refillAsync(p *pool, cost int64) {
 // ledger up to backgroundTake, a request's up to LedgerTimeout.
 func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, background bool) (got int64, locked bool, err error) {
 	g := l.global
-	rctx, cancel := context.WithTimeout(ctx, l.timeout)
-	pipe := l.rdb.Pipeline()
-	lock := pipe.SetNX(rctx, p.lock, "1", backgroundTake(g.timeout)+time.Second)
-	meta := pipe.Get(rctx, p.meta)
-	level := pipe.Get(rctx, p.key)
-	_, err = pipe.Exec(rctx)
-	cancel()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	locked, meta, level, charged, unlock, err := l.lockPool(ctx, p)
+	if err != nil {
 		return 0, false, fmt.Errorf("fill pool: %w", err)
 	}
-	if !lock.Val() {
+	if !locked {
 		return 0, false, nil
 	}
-	defer func() {
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		l.rdb.Del(uctx, p.lock)
-		ucancel()
-	}()
-	if n, _ := level.Int64(); n >= need {
+	defer unlock()
+	if level >= need {
 		return 0, true, nil // another process filled it since
 	}
-	now := time.Now()
+	now := g.clock()
 	lo, hi := g.blockBounds(p, cost)
 	want := lo
-	if last, amount, ok := parseMeta(meta.Val()); ok {
+	if last, amount, ok := parseMeta(meta); ok {
 		if dt := now.Sub(last); dt > 0 {
 			want = int64(math.Ceil(float64(amount) * float64(g.horizon) / float64(dt)))
 		} else {
@@ -582,11 +701,14 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 	if background {
 		budget = backgroundTake(g.timeout) // refillAsync: no request waits
 	}
+	base := held(level, charged)
 	lctx, lcancel := context.WithTimeout(ctx, budget)
-	got, err = g.ledger.Take(lctx, p.item, want, p.limit, p.end)
+	got, err = g.ledger.Take(lctx, p.item, want, p.limit, p.end, g.region, base)
 	lcancel()
 	g.takes.Add(1)
 	if err != nil {
+		// Taken or not, nobody can tell: if taken, they are in no pool.
+		g.stranded.Add(uint64(want))
 		g.ledgerErrors.Add(1)
 		return 0, true, fmt.Errorf("%w: take %d: %w", ErrLedger, want, err)
 	}
@@ -596,19 +718,25 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 	}
 	g.taken.Add(uint64(got))
 	p.mark.Store(max(cost, want/4))
-	if err := l.putPool(ctx, p, got); err != nil {
-		// The tokens left the ledger and never reached the pool: give them
-		// back, or they are stranded until the window ends.
+	moved, err := l.movePool(ctx, p, "fill", got)
+	switch {
+	case err != nil:
+		// Put in the pool or not, nobody can tell: stranded, never given
+		// back (given back while in the pool, they would be twice).
+		g.stranded.Add(uint64(got))
+		return 0, true, fmt.Errorf("fill pool: %w", err)
+	case moved == 0:
+		// Proven not put (the move was cancelled): they go back.
 		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
 		defer gcancel()
-		if gerr := g.ledger.Give(gctx, p.item, got); gerr != nil {
+		if gerr := g.ledger.Give(gctx, p.item, got, g.region, base); gerr != nil {
 			g.stranded.Add(uint64(got))
 		}
-		return 0, true, fmt.Errorf("fill pool: %w", err)
+		return 0, true, errors.New("fill pool: its write was lost, and cancelled")
 	}
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer mcancel()
-	l.rdb.Set(mctx, p.meta, strconv.FormatInt(now.UnixMilli(), 10)+" "+strconv.FormatInt(got, 10), time.Until(p.end)+time.Minute)
+	l.rdb.Set(mctx, p.meta, strconv.FormatInt(now.UnixMilli(), 10)+" "+strconv.FormatInt(got, 10), p.end.Sub(now)+time.Minute)
 	return got, true, nil
 }
 
@@ -616,12 +744,45 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 // LedgerTimeout, at least 2 s.
 func backgroundTake(t time.Duration) time.Duration { return max(10*t, 2*time.Second) }
 
-// putPool adds n tokens to p's pool.
-func (l *Limiter) putPool(ctx context.Context, p *pool, n int64) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	exp := p.end.Add(time.Minute).UnixMilli()
-	return poolFillScript.Run(ctx, l.rdb, []string{p.key}, n, exp).Err()
+// fenceTTL is how long a move's fence is kept: far longer than any copy
+// of the move can take to reach Redis.
+const fenceTTL = 10 * time.Minute
+
+// movePool runs a fenced fill of n tokens, or a drain, of p
+// (pool_fill.lua) and returns the tokens it moved. When the answer is
+// lost it resolves the move: moved is then what the move did, 0 when it
+// was cancelled (it did nothing, and a copy of it on its way will do
+// nothing). err is set only when the resolve failed too: the move's fate
+// is unknown.
+func (l *Limiter) movePool(ctx context.Context, p *pool, op string, n int64) (moved int64, err error) {
+	id := strconv.FormatUint(rand.Uint64(), 36)
+	keys := []string{p.key, p.fence + id}
+	args := []any{op}
+	if op == "fill" {
+		args = append(args, n, p.end.Add(time.Minute).UnixMilli())
+	}
+	args = append(args, fenceTTL.Milliseconds())
+	run := func(args []any) (string, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		defer cancel()
+		return poolFillScript.Run(rctx, l.rdb, keys, args...).Text()
+	}
+	res, err := run(args)
+	for try := 0; err != nil && try < 3; try++ {
+		res, err = run([]any{"resolve", fenceTTL.Milliseconds()})
+	}
+	if err != nil {
+		return 0, err
+	}
+	state, num, _ := strings.Cut(res, " ")
+	if state == "x" {
+		return 0, nil
+	}
+	moved, perr := strconv.ParseInt(num, 10, 64)
+	if state != "done" || perr != nil {
+		return 0, fmt.Errorf("limiter: bad pool move reply %q", res)
+	}
+	return moved, nil
 }
 
 // lowWater is the level under which a decision starts a refill of p:
@@ -633,42 +794,6 @@ func (l *Limiter) lowWater(p *pool, cost int64) int64 {
 	lo, _ := l.global.blockBounds(p, cost)
 	return lo
 }
-
-// credit admits from the Region's fail-open allowance for p's window: it
-// puts up to a block of it into the pool (at least cost) and returns how
-// many; 0 when the allowance is spent.
-func (l *Limiter) credit(ctx context.Context, p *pool, cost int64) (int64, error) {
-	g := l.global
-	lo, _ := g.blockBounds(p, cost)
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	exp := p.end.Add(time.Minute).UnixMilli()
-	n, err := creditScript.Run(ctx, l.rdb, []string{p.credit, p.key}, lo, p.open, exp).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("credit pool: %w", err)
-	}
-	if n < cost {
-		return 0, nil
-	}
-	g.credits.Add(uint64(n))
-	return n, nil
-}
-
-// creditScript moves up to ARGV[1] tokens of the allowance ARGV[2] into
-// the pool (KEYS[2]), counting them in KEYS[1]; ARGV[3] is the keys'
-// expiry (Unix ms). Reply: tokens moved.
-var creditScript = redis.NewScript(`
-local used = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-local n = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
-if n <= 0 then
-	return 0
-end
-redis.call('INCRBY', KEYS[1], n)
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-redis.call('INCRBY', KEYS[2], n)
-redis.call('PEXPIREAT', KEYS[2], ARGV[3])
-return n
-`)
 
 func parseMeta(s string) (time.Time, int64, bool) {
 	a, b, ok := strings.Cut(s, " ")
@@ -684,13 +809,25 @@ func parseMeta(s string) (time.Time, int64, bool) {
 }
 
 // drain takes every token out of p's pool and gives it back to the
-// ledger; what the ledger does not take back is counted stranded.
+// ledger, under the Region's lock for p (skipped when another process
+// holds it: that one is filling the pool, which is not idle). A pool in
+// debt keeps its debt. Tokens the ledger may not have taken back are
+// counted stranded.
 func (l *Limiter) drain(ctx context.Context, p *pool) error {
 	g := l.global
-	rctx, cancel := context.WithTimeout(ctx, l.timeout)
-	n, err := poolFillScript.Run(rctx, l.rdb, []string{p.key}, "drain").Int64()
-	cancel()
+	locked, _, level, charged, unlock, err := l.lockPool(ctx, p)
 	if err != nil {
+		return fmt.Errorf("drain pool: %w", err)
+	}
+	if !locked {
+		return nil
+	}
+	defer unlock()
+	n, err := l.movePool(ctx, p, "drain", 0)
+	if err != nil {
+		// Drained or not, nobody can tell: what the pool held is counted
+		// stranded (at most; decisions may have spent some since).
+		g.stranded.Add(uint64(max(level, 0)))
 		return fmt.Errorf("drain pool: %w", err)
 	}
 	if n == 0 {
@@ -699,7 +836,7 @@ func (l *Limiter) drain(ctx context.Context, p *pool) error {
 	lctx, lcancel := context.WithTimeout(ctx, g.timeout)
 	defer lcancel()
 	g.gives.Add(1)
-	if err := g.ledger.Give(lctx, p.item, n); err != nil {
+	if err := g.ledger.Give(lctx, p.item, n, g.region, held(0, charged)); err != nil {
 		g.stranded.Add(uint64(n))
 		return fmt.Errorf("%w: give %d: %w", ErrLedger, n, err)
 	}
@@ -718,7 +855,8 @@ func (g *globals) run(l *Limiter) {
 		select {
 		case <-g.stop:
 			return
-		case now := <-t.C:
+		case <-t.C:
+			now := g.clock()
 			g.sweep(l, now)
 			g.sweepLedger(l, now)
 		}
@@ -859,17 +997,25 @@ type GlobalState struct {
 	Used int64
 	// Pool is what this Region holds leased and unspent.
 	Pool int64
+	// Remaining is what this Region can still admit in the window: the
+	// ledger's unleased remainder and its own pool, limit - Used + Pool
+	// (never below 0). Every Region answers 429 when each one's is below
+	// the cost.
+	Remaining int64
 	// WindowEnd is when the window's budget starts again.
 	WindowEnd time.Time
 }
 
 // Global returns global bucket b of subject now: the ledger's count and
-// this Region's pool. Without a ledger it returns ErrNoLedger.
+// this Region's pool. It writes nothing: no pool is registered in this
+// process, none is touched in Redis. Without a ledger it returns
+// ErrNoLedger.
 func (l *Limiter) Global(ctx context.Context, subject string, b Bucket) (GlobalState, error) {
 	if l.global == nil {
 		return GlobalState{}, ErrNoLedger
 	}
-	p := l.poolFor(l.hash.digest(subject), b, time.Now())
+	start, end := GlobalWindow(b, l.global.clock())
+	p := l.newPool(l.hash.digest(subject), b, start, end)
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	level, err := l.rdb.Get(rctx, p.key).Int64()
 	cancel()
@@ -882,7 +1028,33 @@ func (l *Limiter) Global(ctx context.Context, subject string, b Bucket) (GlobalS
 	if err != nil {
 		return GlobalState{}, fmt.Errorf("%w: used: %w", ErrLedger, err)
 	}
-	return GlobalState{Used: used, Pool: level, WindowEnd: p.end}, nil
+	return GlobalState{Used: used, Pool: level, Remaining: max(b.Limit-used+max(level, 0), 0), WindowEnd: p.end}, nil
+}
+
+// ResetGlobal starts global bucket b of subject again in every Region:
+// the ledger's count for the window becomes what the Regions hold leased
+// (their pools stay theirs to spend), so every Region's next block comes
+// from a full budget. A Region that took the budget as spent asks the
+// ledger again within spentRecheck (5 s). It returns the count kept.
+// Without a ledger it returns ErrNoLedger.
+func (l *Limiter) ResetGlobal(ctx context.Context, subject string, b Bucket) (int64, error) {
+	if l.global == nil {
+		return 0, ErrNoLedger
+	}
+	start, end := GlobalWindow(b, l.global.clock())
+	p := l.newPool(l.hash.digest(subject), b, start, end)
+	lctx, lcancel := context.WithTimeout(ctx, l.global.timeout)
+	defer lcancel()
+	kept, err := l.global.ledger.Reset(lctx, p.item)
+	if err != nil {
+		return 0, fmt.Errorf("%w: reset: %w", ErrLedger, err)
+	}
+	l.global.mu.Lock()
+	if q := l.global.pools[poolKey{id: b.ID, sd: l.hash.digest(subject), start: start.UnixNano(), end: end.UnixNano(), limit: b.Limit}]; q != nil {
+		q.spentUntil.Store(0)
+	}
+	l.global.mu.Unlock()
+	return kept, nil
 }
 
 // ErrNoLedger is returned by Global when the Limiter has no ledger.

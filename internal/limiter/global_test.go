@@ -244,9 +244,11 @@ func TestGlobalGiveBack(t *testing.T) {
 	}
 }
 
+// windowMillis names b's window now in the ledger's item: its start and
+// end, Unix ms.
 func windowMillis(b limiter.Bucket) string {
-	s, _ := limiter.GlobalWindow(b, time.Now())
-	return strconv.FormatInt(s.UnixMilli(), 10)
+	s, e := limiter.GlobalWindow(b, time.Now())
+	return strconv.FormatInt(s.UnixMilli(), 10) + "-" + strconv.FormatInt(e.UnixMilli(), 10)
 }
 
 func TestGlobalWindow(t *testing.T) {
@@ -470,7 +472,7 @@ func TestGlobalSweep(t *testing.T) {
 	rdb := globalClient(t)
 	r := newRegion(t, rdb, testenv.DynamoDBURL(t), ledgerTable(t), 1, limiter.Options{GlobalIdle: 200 * time.Millisecond})
 	ctx := context.Background()
-	if _, err := r.ledger.Take(ctx, "old#window", 5, 10, time.Now().Add(-time.Hour)); err != nil {
+	if _, err := r.ledger.Take(ctx, "old#window", 5, 10, time.Now().Add(-time.Hour), "r", 0); err != nil {
 		t.Fatal(err)
 	}
 	b := limiter.Bucket{ID: "s", Limit: 100, Period: 24 * time.Hour, Window: limiter.Daily, Global: "sweep"}

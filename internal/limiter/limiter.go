@@ -304,6 +304,10 @@ type Options struct {
 	// A Limiter with a ledger runs a goroutine from its first global
 	// decision until Close, which gives its pools back.
 	Ledger Ledger
+	// Region names this Region in the ledger's record of what each
+	// Region holds (a reset keeps it counted); default "-". Every Region
+	// sharing a ledger needs a name of its own.
+	Region string
 	// Regions is the number of Regions sharing the ledger; default 1. A
 	// block holds at most a global bucket's limit/(2·Regions).
 	Regions int

@@ -1,21 +1,49 @@
--- pool_fill.lua: put tokens taken from the ledger into a Region's pool
--- (global.go), or take them all out to give them back.
+-- pool_fill.lua: move tokens between a Region's pool and the ledger
+-- (global.go) so that a write whose answer is lost can be told applied or
+-- not: every move is fenced.
 --
 -- KEYS[1]  the pool: an integer, the tokens the Region holds
--- ARGV[1]  tokens to add, >= 0; "drain" takes every token out instead
--- ARGV[2]  when the pool expires, Unix milliseconds (its window's end
---          plus a margin); ignored by a drain
+-- KEYS[2]  the move's fence: absent until the move or its cancel runs;
+--          then the tokens the move moved, or "x" when it was cancelled
+-- ARGV[1]  the operation:
+--   fill <n> <exp>  add n tokens taken from the ledger (n > 0); exp is the
+--                   pool's expiry, Unix ms (its window's end plus a margin)
+--   drain           take every token out, to give them back; a pool in
+--                   debt (below 0) is left as it is
+--   resolve         settle a move whose answer was lost: a move that ran
+--                   replies as it did; one that did not is cancelled, so a
+--                   copy of it still on the way does nothing
+-- ARGV[2], ARGV[3]  fill's n and exp
+-- ARGV[#ARGV]       the fence's expiry, milliseconds from now
 --
--- Reply: the pool's level after the call; a drain's, the tokens it took
--- out (the key is gone after it).
-if ARGV[1] == 'drain' then
-	local a = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-	redis.call('DEL', KEYS[1])
-	if a < 0 then
-		a = 0
-	end
-	return a
+-- Reply: "<state> <n>": state "done" with the tokens moved (fill: added;
+-- drain: taken out), "x" when the move was cancelled (n 0). A second copy
+-- of a move replies as the first did and moves nothing.
+local op, fence, ttl = ARGV[1], KEYS[2], ARGV[#ARGV]
+local prior = redis.call('GET', fence)
+if prior == 'x' then
+	return 'x 0'
+elseif prior then
+	return 'done ' .. prior
 end
-local v = redis.call('INCRBY', KEYS[1], ARGV[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-return v
+if op == 'resolve' then
+	redis.call('SET', fence, 'x', 'PX', ttl)
+	return 'x 0'
+end
+local n = 0
+if op == 'fill' then
+	n = tonumber(ARGV[2])
+	redis.call('INCRBY', KEYS[1], n)
+	redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+elseif op == 'drain' then
+	n = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+	if n > 0 then
+		redis.call('DECRBY', KEYS[1], n)
+	else
+		n = 0
+	end
+else
+	return redis.error_reply('pool_fill.lua: unknown operation ' .. tostring(op))
+end
+redis.call('SET', fence, n, 'PX', ttl)
+return 'done ' .. n

@@ -53,7 +53,7 @@ var (
 	peekScript = redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + peekLua)
 	// usageScript charges or refunds usage known after a response
 	// (Charge).
-	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + usageLua)
+	usageScript = redis.NewScript("local charging, every_end = false, true\n" + bucketSrc + usageLua + "return out\n")
 	// leaseScript is the charge of a token lease of a request with a
 	// quota (lease.go): the charge, reading every quota's window end,
 	// whose reply goes on to name them (lease.lua).

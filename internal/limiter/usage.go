@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -85,7 +87,22 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	c := buildCalls.Get().(*call)
 	defer buildCalls.Put(c)
 	c.build(l.prefix, &subjects{id: sd}, cost, buckets)
-	keys := c.keys
+	keys, args := c.keys, c.args
+	script := usageScript
+	var pools []*pool
+	if l.global != nil && hasGlobal(buckets) {
+		now := l.global.clock()
+		for _, b := range buckets {
+			if b.Global != "" {
+				pools = append(pools, l.poolFor(sd, b, now))
+			}
+		}
+		if idempotencyKey == "" && cost != 0 {
+			// A report the client sends again after a lost answer would
+			// charge the pools twice: a key of its own makes it count once.
+			idempotencyKey, scope = strconv.FormatUint(rand.Uint64(), 36), "\x00auto"
+		}
+	}
 	if idempotencyKey != "" {
 		// Hashed: the caller's key never reaches Redis as it is, and a
 		// bucket id (a rule's UUID, "default") never looks like this.
@@ -93,9 +110,20 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 		head := l.prefix + "{" + string(appendSubjectHash(nil, sd)) + "}:"
 		keys = append(keys[:len(keys):len(keys)], head+"idem:"+idemDigest(scope, idempotencyKey))
 	}
+	if len(pools) > 0 {
+		// The pools are charged in the same call (usage_pool.lua).
+		keys = keys[:len(keys):len(keys)]
+		args = args[:len(args):len(args)]
+		for _, p := range pools {
+			keys = append(keys, p.key, p.charged)
+			args = append(args, p.end.Add(time.Minute).UnixMilli())
+		}
+		args = append(args, len(pools))
+		script = usageGlobalScript
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	res, err := usageScript.Run(ctx, l.rdb, keys, c.args...).Text()
+	res, err := script.Run(ctx, l.rdb, keys, args...).Text()
 	if err != nil {
 		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), err)
 	}
@@ -114,36 +142,7 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 	if rd.err != nil {
 		return Usage{}, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), rd.err)
 	}
-	if !u.Duplicate && cost != 0 && l.global != nil && hasGlobal(buckets) {
-		if err := l.chargePools(ctx, sd, buckets, cost); err != nil {
-			return u, fmt.Errorf("limiter: usage of subject %s: %w", l.SubjectHash(subject), err)
-		}
-	}
 	return u, nil
-}
-
-// chargePools applies a usage report to the Region's pools of the global
-// buckets: a charge spends from the pool, into debt (a negative pool,
-// which the next block fills first), a refund puts tokens back. It follows
-// the usage script, not inside it: a process that dies between the two
-// leaves the pool short of one report's cost.
-func (l *Limiter) chargePools(ctx context.Context, sd subjectDigest, buckets []Bucket, cost int64) error {
-	now := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	pipe := l.rdb.Pipeline()
-	for _, b := range buckets {
-		if b.Global == "" {
-			continue
-		}
-		p := l.poolFor(sd, b, now)
-		pipe.IncrBy(ctx, p.key, -cost)
-		pipe.PExpireAt(ctx, p.key, p.end.Add(time.Minute))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("charge pools: %w", err)
-	}
-	return nil
 }
 
 // idemDigest names an idempotency key in Redis: the first 16 bytes of

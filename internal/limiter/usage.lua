@@ -104,4 +104,3 @@ end
 if idem and dup == 0 then
 	redis.call('SET', idem, '1', 'PX', 86400000)
 end
-return out

@@ -152,6 +152,8 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 	}()
 	firstPort := 0
 	for i := range c.Regions {
+		cfg := cfg
+		cfg.Region = regionName(i)
 		r, err := startRegion(ctx, c, cfg, i, &firstPort, rs, token, publishAll, served, &st, stderr)
 		if r != nil {
 			mu.Lock()

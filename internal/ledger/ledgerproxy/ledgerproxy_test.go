@@ -90,7 +90,7 @@ func TestTableRetries(t *testing.T) {
 	tbl := ledger.New(c, ledger.Options{Table: table, MaxAttempts: 30, Backoff: time.Millisecond})
 	ctx := context.Background()
 	for range 20 {
-		if got, err := tbl.Take(ctx, "k", 1, 100, time.Now().Add(time.Hour)); err != nil || got != 1 {
+		if got, err := tbl.Take(ctx, "k", 1, 100, time.Now().Add(time.Hour), "r", 0); err != nil || got != 1 {
 			t.Fatalf("Take = %d, %v; want 1", got, err)
 		}
 	}
