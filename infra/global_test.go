@@ -128,6 +128,10 @@ func TestGlobalStacks(t *testing.T) {
 				t.Errorf("%s has %d %s, want 1", *s.StackName(), n, typ)
 			}
 		}
+		// sluice verify reads it to require a global rule to move the ledger.
+		if out, _ := tmpls[i]["Outputs"].(map[string]any)["LedgerTable"].(map[string]any); out["Value"] != "Sluice-ledger" {
+			t.Errorf("%s output LedgerTable = %v, want Sluice-ledger", *s.StackName(), out)
+		}
 		tables := resources(tmpls[i], "AWS::DynamoDB::*")
 		if (i == 0) != (len(tables) == 1) || len(tables) > 1 {
 			t.Errorf("%s has %d DynamoDB tables, want 1 in the first Region's stack, 0 in the others", *s.StackName(), len(tables))

@@ -822,6 +822,12 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	}
 	newInsights(stack, !p.small(), insightReaders, s.Authorizer.Function, s.Functions["check"])
 	newOutputs(stack, s, net, rd, db, subjectKey)
+	if p.Global != nil {
+		// sluice verify reads it: a family's stack must move the ledger.
+		awscdk.NewCfnOutput(stack, jsii.String("LedgerTable"), &awscdk.CfnOutputProps{
+			Value: jsii.String(p.Global.ledgerTable()), Description: jsii.String("The ledger of global budgets (a DynamoDB global table)"),
+		})
+	}
 	return s, nil
 }
 
@@ -1484,18 +1490,23 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 		DefaultMethodOptions: a.MethodOptions(),
 	})
 	a.AddGatewayResponses(stack, "DemoApi", api)
+	// The 200 carries the rate-limit fields as the 429 does: mapped from
+	// the authorizer context, the one way a REST 200 gets them (sluice
+	// verify checks them).
+	fields, declared := a.AllowedResponseParameters()
 	echo := awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
 		RequestTemplates: &map[string]*string{"application/json": jsii.String(`{"statusCode": 200}`)},
 		IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{
 			StatusCode: jsii.String("200"),
 			ResponseTemplates: &map[string]*string{"application/json": jsii.String(
 				`{"message":"allowed by Sluice","resource":"$context.resourcePath","remaining":"$context.authorizer.remaining","limit":"$context.authorizer.limit"}`)},
+			ResponseParameters: &fields,
 		}},
 	})
 	ok := &awsapigateway.MethodOptions{
 		AuthorizationType: awsapigateway.AuthorizationType_CUSTOM,
 		Authorizer:        a.Authorizer,
-		MethodResponses:   &[]*awsapigateway.MethodResponse{{StatusCode: jsii.String("200")}},
+		MethodResponses:   &[]*awsapigateway.MethodResponse{{StatusCode: jsii.String("200"), ResponseParameters: &declared}},
 	}
 	api.Root().AddMethod(jsii.String("GET"), echo, ok)
 	api.Root().AddResource(jsii.String("hello"), nil).AddMethod(jsii.String("GET"), echo, ok)

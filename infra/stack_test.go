@@ -951,6 +951,9 @@ func TestOutputs(t *testing.T) {
 				t.Errorf("%s: no output %s", v, o)
 			}
 		}
+		if _, ok := outputs["LedgerTable"]; ok {
+			t.Errorf("%s: output LedgerTable in a regional stack: sluice verify would require a ledger", v)
+		}
 	}
 }
 

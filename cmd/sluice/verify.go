@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -35,10 +37,12 @@ type verifyCmd struct {
 func (cmd *verifyCmd) Help() string {
 	return `Checks a deployment end to end, after cdk deploy: the admin API refuses an
 unsigned request and accepts a signed one; a rule written through it binds
-the demo API's next requests within --within (200, then 429 with
-Retry-After, RateLimit and RateLimit-Policy), and no request with a subject
-gets 401; the check API answers; every alarm of the stack notifies its
-topic. The rule it writes and its subject's buckets are removed afterwards.
+the demo API's next requests within --within (200 with RateLimit and
+RateLimit-Policy, then 429 with Retry-After too), and no request with a
+subject gets 401; the check API answers; a global rule's use moves the
+ledger (a stack with one: the LedgerTable output); every alarm of the stack
+(named <stack>-...) notifies its topic. The rules it writes and their
+subjects' buckets are removed afterwards.
 Prints a table; exits 1 when any check fails.
 
   npx cdk deploy Sluice --outputs-file sluice.json && sluice verify --outputs sluice.json
@@ -50,7 +54,11 @@ type verifyTarget struct {
 	demo, admin  string // URLs, without a trailing slash; the check API is admin/check
 	api          string // the demo API's id, as rules name it
 	stack, topic string // for the alarms; empty locally
-	token        string // local admin token; empty when signing
+	// ledger is the LedgerTable output: the stack is one Region of a
+	// family sharing global budgets. Empty for a regional stack, and
+	// locally (where the answer tells).
+	ledger string
+	token  string // local admin token; empty when signing
 }
 
 // verifyResult is one row of the table.
@@ -86,7 +94,7 @@ func (cmd *verifyCmd) target() (verifyTarget, error) {
 		}
 		t := verifyTarget{
 			demo: strings.TrimRight(out["DemoApiUrl"], "/"), admin: strings.TrimRight(out["AdminApiUrl"], "/"),
-			stack: cmd.Stack, topic: out["AlarmTopicArn"],
+			stack: cmd.Stack, topic: out["AlarmTopicArn"], ledger: out["LedgerTable"],
 		}
 		if t.admin == "" || t.demo == "" {
 			return verifyTarget{}, fmt.Errorf("%s: stack %s has no AdminApiUrl or DemoApiUrl output (verify needs the demo API: deploy without -c demoApi=false)", cmd.Outputs, cmd.Stack)
@@ -139,11 +147,24 @@ type verifier struct {
 	t    verifyTarget
 	http *http.Client
 	res  []verifyResult
-	// What to remove once the checks are done: the rule written, with the
-	// client that wrote it, and its subject.
+	// cw lists the stack's alarms; nil builds a CloudWatch client from
+	// the AWS SDK's default chain.
+	cw alarmLister
+	// What to remove once the checks are done: the rules written, each
+	// with its subject, and the client that wrote them.
 	c       *adminclient.Client
+	written []writtenRule
+}
+
+// writtenRule is a rule verify wrote and the subject it was for.
+type writtenRule struct {
 	rule    rules.Rule
 	subject string
+}
+
+// alarmLister is the CloudWatch call verify makes (cloudwatch.Client).
+type alarmLister interface {
+	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
 }
 
 func (v *verifier) add(check string, err error, detail string, args ...any) {
@@ -161,8 +182,8 @@ func (v *verifier) skip(check, detail string) {
 // run does every check in order, then removes what it wrote.
 func (v *verifier) run() []verifyResult {
 	v.checks()
-	if v.c != nil && v.rule.ID != "" {
-		v.cleanup(v.c, v.rule, v.subject)
+	if v.c != nil && len(v.written) > 0 {
+		v.cleanup(v.c)
 	}
 	return v.res
 }
@@ -179,7 +200,9 @@ func (v *verifier) checks() {
 	v.add("admin API refuses an unsigned request", err, "GET /rules: %d", status(resp))
 
 	// 2. Signed (or with the token): accepted.
-	c, err := adminclient.New(ctx, adminclient.Options{Endpoint: v.t.admin, Token: v.t.token, Region: v.cmd.Region, Timeout: v.cmd.Timeout})
+	c, err := adminclient.New(ctx, adminclient.Options{
+		Endpoint: v.t.admin, Token: v.t.token, SigV4: v.t.token == "", Region: v.cmd.Region, Timeout: v.cmd.Timeout,
+	})
 	if err == nil {
 		var page rules.Page
 		_, err = c.GetJSON(ctx, "/rules", nil, &page)
@@ -190,7 +213,7 @@ func (v *verifier) checks() {
 	}
 	v.add("admin API accepts a "+how+" request", err, "GET /rules: 200")
 	if err != nil {
-		v.notRun("rule binds the demo API", "check API answers")
+		v.notRun("rule binds the demo API", "check API answers", globalCheck)
 		return
 	}
 
@@ -205,11 +228,11 @@ func (v *verifier) checks() {
 	written := time.Now()
 	if err := c.SendJSON(ctx, http.MethodPost, "/rules", rule, 0, &created); err != nil {
 		v.add("rule written", err, "")
-		v.notRun("rule binds the demo API", "check API answers")
+		v.notRun("rule binds the demo API", "check API answers", globalCheck)
 		return
 	}
 	v.add("rule written", nil, "POST /rules: %s (1 per hour for %s on GET /hello)", created.ID, subject)
-	v.c, v.rule, v.subject = c, created, subject
+	v.c, v.written = c, append(v.written, writtenRule{created, subject})
 	v.binds(ctx, created, subject, written)
 
 	// 4. The check API.
@@ -227,8 +250,79 @@ func (v *verifier) checks() {
 	}
 	v.add("check API answers", err, "POST /check: allowed=%v", dec.Allowed != nil && *dec.Allowed)
 
-	// 5. The alarms.
+	// 5. A global rule's use reaches the ledger.
+	v.global(ctx, c, subject+"-global")
+
+	// 6. The alarms.
 	v.alarms(ctx)
+}
+
+const globalCheck = "global rule moves the ledger"
+
+// global writes a global rule for subject and sends the demo API requests
+// under it until the ledger's count of the window moves, within --within:
+// the authorizer reached the ledger (its IAM grant, the VPC's DynamoDB
+// endpoint, this Region's replica) and named the budget with the subject
+// key every Region shares. Without that, global decisions fall back to the
+// rule's failure mode and every other check still passes.
+func (v *verifier) global(ctx context.Context, c *adminclient.Client, subject string) {
+	limit := int64(1000)
+	rule := rules.Rule{
+		API: v.t.api, Route: "GET /hello", Subject: subject, Limit: &limit, Period: rules.Period(time.Hour), Global: true,
+		Description: "sluice verify: removed when it finishes",
+	}
+	var created rules.Rule
+	if err := c.SendJSON(ctx, http.MethodPost, "/rules", rule, 0, &created); err != nil {
+		v.add(globalCheck, fmt.Errorf("POST /rules (global): %w", err), "")
+		return
+	}
+	v.written = append(v.written, writtenRule{created, subject})
+	deadline := time.Now().Add(v.cmd.Within)
+	query := url.Values{"api": {v.t.api}, "route": {rule.Route}}
+	var got []int
+	var use *admin.GlobalUse
+	for {
+		resp, err := v.do(ctx, http.MethodGet, v.t.demo+"/hello", map[string]string{"x-api-key": subject}, nil)
+		if err != nil {
+			v.add(globalCheck, err, "")
+			return
+		}
+		got = append(got, resp.StatusCode)
+		var lim admin.SubjectLimitsResponse
+		if _, err := c.GetJSON(ctx, "/subjects/"+url.PathEscape(subject)+"/limits", query, &lim); err != nil {
+			v.add(globalCheck, fmt.Errorf("GET /subjects/%s/limits: %w", subject, err), "")
+			return
+		}
+		use = nil
+		for _, l := range lim.Limits {
+			if l.Rule == created.ID {
+				use = l.Global
+			}
+		}
+		if use != nil && (use.Error == "no ledger" || use.Used != nil && *use.Used > 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // as binds: under the demo API's throttle
+	}
+	var err error
+	switch {
+	case use != nil && use.Error == "no ledger" && v.t.ledger == "":
+		v.skip(globalCheck, "no ledger: global rules are decided as regional ones (a stack outside a family of Regions)")
+		return
+	case use == nil:
+		err = fmt.Errorf("GET /subjects/%s/limits has no global state for rule %s", subject, created.ID)
+	case use.Error == "no ledger":
+		err = fmt.Errorf("the stack has the ledger %s, but the admin functions run without it (redeploy the stack)", v.t.ledger)
+	case use.Error != "":
+		err = fmt.Errorf("%s: check the functions' grant on the ledger, the VPC's DynamoDB endpoint and this Region's replica", use.Error)
+	case use.Used == nil || *use.Used == 0:
+		err = fmt.Errorf("answers %v, and the ledger's count of rule %s stayed 0 for %v: the authorizer decides global rules without the ledger (its failure mode)", got, created.ID, v.cmd.Within)
+	}
+	used := int64(0)
+	if use != nil && use.Used != nil {
+		used = *use.Used
+	}
+	v.add(globalCheck, err, "rule %s: %d taken from the ledger after %d requests", created.ID, used, len(got))
 }
 
 // binds sends GET /hello as subject until the rule's 429, within the bound.
@@ -269,7 +363,11 @@ func (v *verifier) binds(ctx context.Context, r rules.Rule, subject string, writ
 	case first == nil:
 		err = fmt.Errorf("answers %v: no 200 before the rule's 429", got)
 	case first.Header.Get("RateLimit") == "" || first.Header.Get("RateLimit-Policy") == "":
-		err = fmt.Errorf("200 without RateLimit or RateLimit-Policy (headers %v): the authorizer context's header mapping is missing", first.Header)
+		// On AWS a REST 200 carries a field only through its method
+		// response's mapping from context.authorizer.<key>, which the
+		// demo methods have had since the stack mapped them.
+		err = fmt.Errorf("200 without RateLimit or RateLimit-Policy (headers %v): the demo methods do not map them from "+
+			"the authorizer context (a stack deployed before they did: redeploy it)", first.Header)
 	}
 	v.add("200 with RateLimit, RateLimit-Policy", err, "RateLimit: %s", header(first, "RateLimit"))
 
@@ -294,30 +392,40 @@ func (v *verifier) alarms(ctx context.Context) {
 		v.skip(check, "no AlarmTopicArn output (-c alarmTopicArn= names a topic of yours)")
 		return
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if u, perr := url.Parse(v.t.admin); err == nil && perr == nil {
-		if r, ok := adminclient.ExecuteAPIRegion(u.Hostname()); ok {
-			cfg.Region = r
+	if v.cw == nil {
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			v.add(check, err, "")
+			return
 		}
+		if u, perr := url.Parse(v.t.admin); perr == nil {
+			if r, ok := adminclient.ExecuteAPIRegion(u.Hostname()); ok {
+				cfg.Region = r
+			}
+		}
+		if v.cmd.Region != "" {
+			cfg.Region = v.cmd.Region
+		}
+		v.cw = cloudwatch.NewFromConfig(cfg)
 	}
-	if v.cmd.Region != "" {
-		cfg.Region = v.cmd.Region
-	}
-	if err != nil {
-		v.add(check, err, "")
-		return
-	}
-	cw := cloudwatch.NewFromConfig(cfg)
+	// CloudFormation names an alarm <stack>-<logical id>-<suffix>. The
+	// hyphen keeps out SluiceStaging-...; ownAlarm keeps out the alarms of
+	// <stack>-<Region>, a family member deployed in the same Region.
+	prefix := v.t.stack + "-"
 	var n int
 	var bad []string
-	p := cloudwatch.NewDescribeAlarmsPaginator(cw, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: &v.t.stack})
+	var err error
+	p := cloudwatch.NewDescribeAlarmsPaginator(v.cw, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			v.add(check, fmt.Errorf("describe alarms %s-*: %w", v.t.stack, err), "")
+			v.add(check, fmt.Errorf("describe alarms %s*: %w", prefix, err), "")
 			return
 		}
 		for _, a := range page.MetricAlarms {
+			if !ownAlarm(v.t.stack, *a.AlarmName) {
+				continue
+			}
 			n++
 			if !slices.Contains(a.AlarmActions, v.t.topic) {
 				bad = append(bad, *a.AlarmName)
@@ -333,23 +441,46 @@ func (v *verifier) alarms(ctx context.Context) {
 	v.add(check, err, "%d alarms notify %s", n, v.t.topic)
 }
 
-// cleanup removes the rule and the subject's buckets, and says so.
-func (v *verifier) cleanup(c *adminclient.Client, r rules.Rule, subject string) {
+// regionName matches the start of a Region name and the hyphen after it.
+var regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+-`)
+
+// ownAlarm reports whether name, listed by the prefix stack-, is an alarm
+// of stack and not of stack-<Region> (globalRegions' stack names): the
+// stack's logical ids begin with a capital, a Region with a lowercase
+// letter.
+func ownAlarm(stack, name string) bool {
+	rest, ok := strings.CutPrefix(name, stack+"-")
+	return ok && !regionName.MatchString(rest)
+}
+
+// cleanup removes the rules and their subjects' buckets (the first
+// rule's subject also served the check API as <subject>-check), and says
+// so.
+func (v *verifier) cleanup(c *adminclient.Client) {
 	ctx := context.WithoutCancel(v.e.ctx)
-	err := c.SendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(r.ID), nil, r.Version, nil)
-	if err == nil {
-		for _, s := range []string{subject, subject + "-check"} {
+	var err error
+	var ids []string
+	for i, w := range v.written {
+		r := w.rule
+		ids = append(ids, r.ID)
+		if derr := c.SendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(r.ID), nil, r.Version, nil); derr != nil {
+			err = errors.Join(err, derr)
+			continue
+		}
+		subjects := []string{w.subject}
+		if i == 0 {
+			subjects = append(subjects, w.subject+"-check")
+		}
+		for _, s := range subjects {
 			if _, rerr := c.Do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(s)+"/buckets", nil, nil, 0); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("reset subject %s: %w", s, rerr))
 			}
 		}
-	}
-	if err == nil {
 		if _, gerr := c.GetJSON(ctx, "/rules/"+url.PathEscape(r.ID), nil, &rules.Rule{}); !isNotFound(gerr) {
-			err = fmt.Errorf("rule %s still there after DELETE: %v", r.ID, gerr)
+			err = errors.Join(err, fmt.Errorf("rule %s still there after DELETE: %v", r.ID, gerr))
 		}
 	}
-	v.add("test rule and subjects removed", err, "rule %s deleted, buckets of %s reset", r.ID, subject)
+	v.add("test rules and subjects removed", err, "rules %s deleted, buckets of %s reset", strings.Join(ids, ", "), v.written[0].subject)
 }
 
 func (v *verifier) notRun(checks ...string) {

@@ -461,6 +461,26 @@ func responseHeaders(d headers.Dialects) map[string]string {
 	return m
 }
 
+// AllowedResponseParameters put the rate-limit fields of the authorizer's
+// RateLimitHeaders on an allowed request's response, for a method with a
+// non-proxy integration (MOCK, AWS, HTTP): integration goes in the
+// IntegrationResponse's ResponseParameters (method.response.header.<field>
+// from context.authorizer.<key>, a documented mapping source: "Parameter
+// mapping source reference for REST APIs", API Gateway Developer Guide),
+// method in the MethodResponse's, which must declare every mapped header.
+// API Gateway adds none to a 200 by itself, and cannot map a proxy
+// integration's response: there the backend writes them from the context
+// it receives. A field whose key the authorizer left out (no rule
+// applied) is not sent.
+func (a *Authorizer) AllowedResponseParameters() (integration map[string]*string, method map[string]*bool) {
+	integration, method = map[string]*string{}, map[string]*bool{}
+	for _, f := range a.headers.Fields() {
+		integration["method.response.header."+f.Name] = jsii.String("context.authorizer." + f.Key)
+		method["method.response.header."+f.Name] = jsii.Bool(false)
+	}
+	return integration, method
+}
+
 // TooManyRequestsBody is the body template of the 429 response that
 // AddGatewayResponses installs: a JSON object of strings read from the
 // authorizer context (written once in internal/denial, which also renders

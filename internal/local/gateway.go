@@ -245,10 +245,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // setRateLimitHeaders copies the fields of the chosen header dialects of an
-// allowed request from the authorizer context, as the construct's gateway
-// response would map them on a deny, when a rule applied: API Gateway
-// itself adds them to no allowed response, the local gateway does to show
-// the numbers.
+// allowed request from the authorizer context, when a rule applied, as the
+// reference stack's demo methods map them
+// (sluice.Authorizer.AllowedResponseParameters): API Gateway itself adds
+// them to no allowed response.
 func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any) {
 	dialects := g.headers
 	if dialects == 0 {
