@@ -118,7 +118,7 @@ var contextFlags = []string{
 	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
 	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow", "limitsFile",
-	"demoApi", "apiGatewayAccount", "globalRegions", "globalWitness", "ledgerDestroy",
+	"demoApi", "apiGatewayAccount", "executionLogGroups", "globalRegions", "globalWitness", "ledgerDestroy",
 }
 
 // propsFromContext reads the stack props from the CDK context, reporting
@@ -197,6 +197,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		LimitsName:                    get("limitsFile"),
 		NoDemoAPI:                     !boolean("demoApi", true),
 		NoAPIGatewayAccount:           !boolean("apiGatewayAccount", true),
+		NoExecutionLogGroups:          !boolean("executionLogGroups", true),
 		NoVpc:                         boolean("localstack", false),
 		VpcID:                         get("vpcId"),
 		SecurityGroupIDs:              splitList(get("securityGroupIds")),

@@ -205,6 +205,13 @@ type StackProps struct {
 	// NoDemoAPI leaves out the demo API. Default: created, throttled to
 	// demoRateLimit requests a second.
 	NoDemoAPI bool
+	// NoExecutionLogGroups leaves the APIs' execution log groups to API
+	// Gateway, which keeps them forever, past the stack. Its one use: a
+	// stack deployed when they were AWS::Logs::LogGroup resources (its
+	// update fails with "Update of resource type is not permitted") is
+	// deployed once with it, then without (docs/deploy.md, context flags).
+	// Default: the stack keeps them a month and deletes them with it.
+	NoExecutionLogGroups bool
 	// NoAPIGatewayAccount leaves API Gateway's account-wide CloudWatch
 	// role alone, for an account where it is managed centrally. The
 	// account must have one before the stack is deployed: a stage that
@@ -804,14 +811,19 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	for i, api := range apis {
 		groups[i] = executionLogGroupName(api)
 	}
-	logRole := newExecutionLogsRole(stack, groups)
+	var logRole awsiam.Role
+	if !p.NoExecutionLogGroups {
+		logRole = newExecutionLogsRole(stack, groups)
+	}
 	for i, api := range apis {
 		stage := api.DeploymentStage()
 		if apiAccount != nil {
 			// A stage that logs is rejected until the account has the role.
 			stage.Node().AddDependency(apiAccount)
 		}
-		stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], groups[i], logRole))
+		if logRole != nil {
+			stage.Node().AddDependency(newExecutionLogs(stack, []string{"AdminApi", "DemoApi"}[i], groups[i], logRole))
+		}
 	}
 	newMonitoring(stack, p, s, rd)
 	var insightReaders []awslambda.Function
@@ -1322,7 +1334,10 @@ func stageLogging(stack awscdk.Stack, id string) *awsapigateway.StageOptions {
 // the same name would fail to create ("already exists"), and CloudFormation's
 // import of existing resources (`cdk deploy --import-existing-resources`)
 // adopts only resources with a static name, not one joined from the API's id
-// (TestExecutionLogsUpgrade).
+// (TestExecutionLogsUpgrade). A stack deployed when the group was an
+// AWS::Logs::LogGroup of this logical id cannot change its type in place:
+// one deploy with NoExecutionLogGroups deletes that group, the next adopts
+// the one API Gateway makes again (TestExecutionLogsFromLogGroups).
 func newExecutionLogs(stack awscdk.Stack, id string, group *string, role awsiam.Role) awslogs.LogRetention {
 	lr := awslogs.NewLogRetention(stack, jsii.String(id+"ExecutionLogs"), &awslogs.LogRetentionProps{
 		LogGroupName:  group,

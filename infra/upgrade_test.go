@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 )
 
 // TestExecutionLogsUpgrade enters an update as CloudFormation does, from a
@@ -221,4 +223,164 @@ func nameKey(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestExecutionLogsFromLogGroups enters the updates from the layout that
+// had the execution log groups as AWS::Logs::LogGroup resources (commit
+// bbb639d to 8e82e5e) as CloudFormation does (cfnUpdate), from an empty
+// account: that layout's logical ids are this template's, so a direct
+// update changes their type, which CloudFormation refuses; one deploy
+// with -c executionLogGroups=false and then one without leave every
+// logging stage's group the stack's, kept a month. Updates from the layout
+// without the groups (TestExecutionLogsUpgrade) and from this one work too.
+func TestExecutionLogsFromLogGroups(t *testing.T) {
+	// The flag's template is this one less the execution log groups and
+	// what only they use (withoutExecutionLogs), nothing else.
+	p := variantProps(full)
+	p.NoExecutionLogGroups = true
+	st, err := NewStack(newApp(variantContext(full)), "Sluice", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagged map[string]any
+	b, _ := json.Marshal(assertions.Template_FromStack(st.Stack, nil).ToJSON())
+	if err := json.Unmarshal(b, &flagged); err != nil {
+		t.Fatal(err)
+	}
+	flaggedRes, _ := flagged["Resources"].(map[string]any)
+	_, js := synth(t, full)
+	now, _ := js["Resources"].(map[string]any)
+	without, err := withoutExecutionLogs(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Sorted(maps.Keys(flaggedRes)), slices.Sorted(maps.Keys(without)); !slices.Equal(got, want) {
+		t.Errorf("-c executionLogGroups=false: resources %v,\nwant this template's less the execution log groups' %v", got, want)
+	}
+
+	for _, v := range allVariants() {
+		_, js := synth(t, v)
+		now, _ := js["Resources"].(map[string]any)
+		l0, err := withoutExecutionLogs(now)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		l1 := logGroupLayout(l0, now)
+		flag := l0
+		if v == full {
+			flag = flaggedRes
+		}
+		for _, tt := range []struct {
+			name    string
+			deploys []map[string]any
+			fails   string
+		}{
+			{"log groups, then this", []map[string]any{l1, now}, "Update of resource type is not permitted"},
+			{"log groups, the flag, then this", []map[string]any{l1, flag, now}, ""},
+			{"no groups, then this", []map[string]any{l0, now}, ""},
+			{"this, then this", []map[string]any{now, now}, ""},
+		} {
+			groups := map[string]float64{}
+			before := map[string]any{}
+			var err error
+			for _, after := range tt.deploys {
+				if err = cfnUpdate(before, after, groups); err != nil {
+					break
+				}
+				before = after
+			}
+			switch {
+			case tt.fails != "":
+				if err == nil || !strings.Contains(err.Error(), tt.fails) {
+					t.Errorf("%s: %s: %v, want %q", v, tt.name, err, tt.fails)
+				}
+				continue
+			case err != nil:
+				t.Errorf("%s: %s: %v", v, tt.name, err)
+				continue
+			}
+			for name, who := range implicitLogGroups(now) {
+				if !strings.HasPrefix(who, "stage ") {
+					continue
+				}
+				if days, ok := groups[name]; !ok || days != 30 {
+					t.Errorf("%s: %s: %s kept %v days (ok %v), want 30 (a month)", v, tt.name, name, days, ok)
+				}
+			}
+		}
+	}
+}
+
+// logGroupLayout is now as the layout of bbb639d had it: the resources of
+// l0 (now without the execution log groups), and each of now's
+// Custom::LogRetention of an execution log group as the AWS::Logs::LogGroup
+// it was, under the same logical id, a month, deleted with the stack.
+func logGroupLayout(l0, now map[string]any) map[string]any {
+	out := maps.Clone(l0)
+	for id, r := range now {
+		m, _ := r.(map[string]any)
+		p, _ := m["Properties"].(map[string]any)
+		if m["Type"] != "Custom::LogRetention" || !strings.Contains(nameKey(p["LogGroupName"]), "API-Gateway-Execution-Logs_") {
+			continue
+		}
+		out[id] = map[string]any{
+			"Type":                "AWS::Logs::LogGroup",
+			"Properties":          map[string]any{"LogGroupName": p["LogGroupName"], "RetentionInDays": 30.0},
+			"UpdateReplacePolicy": "Delete", "DeletionPolicy": "Delete",
+		}
+	}
+	return out
+}
+
+// cfnUpdate applies the update of a stack from before to after (an empty
+// before: its creation) to the account's log groups, name → days kept (0:
+// forever), as CloudFormation does: it refuses a logical id whose type
+// changes ("Update of resource type is not permitted"), creates and
+// updates (an AWS::Logs::LogGroup fails on a name that exists;
+// LogRetention creates the group or sets its retention), then deletes
+// what after left out in its cleanup, by the policy before gave it. Then
+// each logging stage logs once: API Gateway creates a missing group,
+// kept forever.
+func cfnUpdate(before, after map[string]any, groups map[string]float64) error {
+	typ := func(r any) any { return r.(map[string]any)["Type"] }
+	for _, id := range slices.Sorted(maps.Keys(after)) {
+		if b, ok := before[id]; ok && typ(b) != typ(after[id]) {
+			return fmt.Errorf("%s: Update of resource type is not permitted (%v to %v)", id, typ(b), typ(after[id]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(after)) {
+		r := after[id].(map[string]any)
+		name, ok := logGroupName(r)
+		if !ok {
+			continue
+		}
+		p, _ := r["Properties"].(map[string]any)
+		_, had := before[id]
+		if _, exists := groups[name]; exists && !had && r["Type"] == "AWS::Logs::LogGroup" {
+			return fmt.Errorf("%s: Resource of type 'AWS::Logs::LogGroup' with identifier '%s' already exists", id, name)
+		}
+		groups[name] = num(p["RetentionInDays"])
+	}
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		if _, kept := after[id]; kept {
+			continue
+		}
+		r := before[id].(map[string]any)
+		name, ok := logGroupName(r)
+		if !ok {
+			continue
+		}
+		p, _ := r["Properties"].(map[string]any)
+		switch {
+		case r["Type"] == "AWS::Logs::LogGroup" && r["DeletionPolicy"] != "Retain" && r["DeletionPolicy"] != "RetainExceptOnCreate",
+			r["Type"] == "Custom::LogRetention" && p["RemovalPolicy"] == "destroy":
+			delete(groups, name)
+		}
+	}
+	for name, who := range implicitLogGroups(after) {
+		if _, ok := groups[name]; !ok && strings.HasPrefix(who, "stage ") {
+			groups[name] = 0
+		}
+	}
+	return nil
 }
