@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -71,7 +72,7 @@ func classify(route string, err error) *httpapi.Error {
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || unavailableSQL(err) {
+		errors.Is(err, io.ErrUnexpectedEOF) || unavailableSQL(err) || errors.Is(err, limiter.ErrLedger) {
 		return &httpapi.Error{Status: http.StatusServiceUnavailable,
 			Detail: "A backend is unavailable or slow; retry shortly.",
 			Header: http.Header{"Retry-After": {"1"}}, Err: err}

@@ -74,6 +74,11 @@ type GlobalUse struct {
 	Used *int64 `json:"used,omitempty"`
 	// Leased is what this Region holds leased and unspent (its pool).
 	Leased *int64 `json:"leased,omitempty"`
+	// Remaining is what this Region can still admit in the window: the
+	// ledger's unleased remainder and its pool (limit - used + leased).
+	// The limit's Remaining is the lesser of it and the regional
+	// bucket's.
+	Remaining *int64 `json:"remaining,omitempty"`
 	// WindowEnd is when the window's budget starts again.
 	WindowEnd *time.Time `json:"window_end,omitempty"`
 	// Error says why Used is missing: "no ledger" (the rule is decided as
@@ -102,7 +107,7 @@ func (s *Service) globalUse(ctx context.Context, subject string, b limiter.Bucke
 		return &GlobalUse{Error: "ledger unavailable"}
 	}
 	end := st.WindowEnd.UTC()
-	return &GlobalUse{Used: &st.Used, Leased: &st.Pool, WindowEnd: &end}
+	return &GlobalUse{Used: &st.Used, Leased: &st.Pool, Remaining: &st.Remaining, WindowEnd: &end}
 }
 
 // subjectLimits peeks (charges nothing) at the buckets of the rules that
@@ -149,6 +154,11 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 		for j, st := range states {
 			l := &out.Limits[at[start+j]]
 			l.Remaining, l.ResetMs = st.Remaining, st.Reset.Milliseconds()
+			if g := l.Global; g != nil && g.Remaining != nil {
+				// The budget every Region shares bounds what this one's
+				// bucket holds.
+				l.Remaining = min(l.Remaining, *g.Remaining)
+			}
 			if l.Kind == rules.Quota {
 				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset).Round(time.Second)
 				l.Used, l.ResetsAt = &used, &end
@@ -158,8 +168,16 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 	return reply{status: http.StatusOK, body: out}, nil
 }
 
+// globalResetter starts a global bucket's window again in every Region
+// (limiter.Limiter with a ledger).
+type globalResetter interface {
+	ResetGlobal(ctx context.Context, subject string, b limiter.Bucket) (int64, error)
+}
+
 // resetSubject deletes the subject's buckets (an admin unblock): they start
-// full again. It is idempotent: 204 also when no rule applies.
+// full again, and so does the window's budget of a global rule, in every
+// Region (limiter.ResetGlobal). It is idempotent: 204 also when no rule
+// applies.
 func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 	t, err := subjectQuery(c, false)
 	if err != nil {
@@ -171,9 +189,20 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 		return reply{}, err
 	}
 	bs := make([]limiter.Bucket, 0, len(es))
+	var globals []limiter.Bucket
 	for _, e := range es {
 		if !e.Blocked() {
 			bs = append(bs, limiter.BucketFor(e))
+			if e.GlobalKey != "" {
+				globals = append(globals, limiter.BucketFor(e))
+			}
+		}
+	}
+	if gr, ok := s.buckets.(globalResetter); ok {
+		for _, b := range globals {
+			if _, err := gr.ResetGlobal(ctx, subject, b); err != nil && !errors.Is(err, limiter.ErrNoLedger) {
+				return reply{}, fmt.Errorf("reset the global budget of rule %s: %w", b.ID, err)
+			}
 		}
 	}
 	for start := 0; start < len(bs); start += limiter.MaxBuckets {

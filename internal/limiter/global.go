@@ -170,9 +170,9 @@ type pool struct {
 	key, lock, meta, credit, charged string // Redis keys
 	fence                            string // the fences' key prefix
 	item                             string // the ledger's key
-	limit                   int64
-	start, end              time.Time
-	open                    int64 // the fail-open allowance
+	limit                            int64
+	start, end                       time.Time
+	open                             int64 // the fail-open allowance
 
 	filling atomic.Bool
 	// mark is the low-water mark: a quarter of the last block this
@@ -324,12 +324,14 @@ func (l *Limiter) poolFor(sd subjectDigest, b Bucket, now time.Time) *pool {
 // window's item is never another's.
 func (l *Limiter) newPool(sd subjectDigest, b Bucket, start, end time.Time) *pool {
 	hash := string(appendSubjectHash(nil, sd))
-	ms := strconv.FormatInt(start.UnixMilli(), 10)
-	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + ms
+	window := strconv.FormatInt(start.UnixMilli(), 10) + "-" + strconv.FormatInt(end.UnixMilli(), 10)
+	// The pool is named by the window as the item is: tokens of one
+	// window's item are never spent or given back as another's.
+	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + window
 	return &pool{
 		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o", charged: key + ":u",
 		fence: key + ":f:",
-		item:  b.Global + "#" + hash + "#" + ms + "-" + strconv.FormatInt(end.UnixMilli(), 10),
+		item:  b.Global + "#" + hash + "#" + window,
 		limit: b.Limit, start: start, end: end,
 		open: int64(math.Ceil(float64(b.Limit) * l.global.openShare)),
 	}
@@ -428,6 +430,10 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		g.waits.Add(1)
 		_, locked, err := l.fill(ctx, p, req.Cost, req.Cost, false)
 		switch {
+		case err != nil && !errors.Is(err, ErrLedger):
+			// Redis failed around the fill: its failure mode decides.
+			l.st.errors.Add(1)
+			return l.failure(req, err)
 		case err != nil:
 			err = fmt.Errorf("limiter: subject %s: %w", l.SubjectHash(req.Subject), err)
 			if b.FailClosed {

@@ -57,6 +57,7 @@ type Proxy struct {
 
 	conflict atomic.Uint64 // math.Float64bits of the share
 	down     atomic.Bool
+	next     atomic.Int32 // a Fault for the next UpdateItem, 0 for none
 
 	requests, forwarded, conflicts, refused atomic.Int64
 }
@@ -80,6 +81,25 @@ func New(o Options) (*Proxy, error) {
 func (p *Proxy) SetConflict(share float64) {
 	p.conflict.Store(math.Float64bits(min(max(share, 0), 1)))
 }
+
+// Fault is a one-time fault of the next UpdateItem (FailNext).
+type Fault int32
+
+// The faults FailNext injects.
+const (
+	// Drop closes the connection without forwarding the write: it was
+	// not applied, and the client can't tell.
+	Drop Fault = iota + 1
+	// LoseReply forwards the write and closes the connection instead of
+	// answering: it was applied, and the client can't tell.
+	LoseReply
+	// Conflict answers ReplicatedWriteConflictException (not applied).
+	Conflict
+)
+
+// FailNext arms f for the next UpdateItem (a Take or Give): the one after
+// it is served as ever. FailNext(0) disarms it.
+func (p *Proxy) FailNext(f Fault) { p.next.Store(int32(f)) }
 
 // SetDown makes the proxy refuse (true) or serve (false) requests. While
 // down it closes each HTTP/1 connection without an answer, so that clients
@@ -115,7 +135,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if r.Header.Get("X-Amz-Target") == updateItem && rand.Float64() < math.Float64frombits(p.conflict.Load()) {
+	write := r.Header.Get("X-Amz-Target") == updateItem
+	var fault Fault
+	if write {
+		fault = Fault(p.next.Swap(0))
+	}
+	switch fault {
+	case Drop:
+		p.refuse(w)
+		return
+	case LoseReply:
+		p.forwarded.Add(1)
+		p.rp.ServeHTTP(discard{h: http.Header{}}, r)
+		p.refuse(w)
+		return
+	}
+	if write && (fault == Conflict || rand.Float64() < math.Float64frombits(p.conflict.Load())) {
 		p.conflicts.Add(1)
 		h := w.Header()
 		h.Set("Content-Type", "application/x-amz-json-1.0")
@@ -128,6 +163,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forwarded.Add(1)
 	p.rp.ServeHTTP(w, r)
 }
+
+// discard is a ResponseWriter that keeps nothing: the answer LoseReply
+// loses.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // refuse closes the client's connection without an answer.
 func (p *Proxy) refuse(w http.ResponseWriter) {
