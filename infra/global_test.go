@@ -396,6 +396,55 @@ func TestGlobalSubjectKey(t *testing.T) {
 	}
 }
 
+// TestGlobalLifetime: the ledger and the subject key live and die
+// together (its hashes name the ledger's items): both retained by `cdk
+// destroy --all`, with static names, so the next deploy adopts both
+// (`cdk deploy --import-existing-resources` takes a resource with a
+// static name and a Retain policy). Without the flag it fails on the
+// key's name before creating ElastiCache or Aurora, which wait for it.
+func TestGlobalLifetime(t *testing.T) {
+	_, tmpls := synthGlobal(t)
+	res, _ := tmpls[0]["Resources"].(map[string]any)
+	var key string
+	for _, want := range []struct{ typ, nameProp, name string }{
+		{"AWS::DynamoDB::GlobalTable", "TableName", "Sluice-ledger"},
+		{"AWS::SecretsManager::Secret", "Name", "Sluice-subject-key"},
+	} {
+		found := false
+		for _, r := range resources(tmpls[0], want.typ) {
+			if r.Props[want.nameProp] != want.name {
+				continue
+			}
+			found = true
+			m, _ := res[r.ID].(map[string]any)
+			if m["DeletionPolicy"] != "Retain" {
+				t.Errorf("%s %s DeletionPolicy = %v, want Retain: the two keep one lifetime", want.typ, want.name, m["DeletionPolicy"])
+			}
+			if want.typ == "AWS::SecretsManager::Secret" {
+				key = r.ID
+			}
+		}
+		if !found {
+			t.Errorf("first Region: no %s with %s %q (a static name, for the import)", want.typ, want.nameProp, want.name)
+		}
+	}
+	slow := 0
+	for _, typ := range []string{"AWS::ElastiCache::*", "AWS::RDS::DBCluster"} {
+		for _, r := range resources(tmpls[0], typ) {
+			if r.Type == "AWS::ElastiCache::SubnetGroup" || r.Type == "AWS::ElastiCache::User" || r.Type == "AWS::ElastiCache::UserGroup" {
+				continue
+			}
+			slow++
+			if !slices.Contains(dependsOn(res[r.ID].(map[string]any)), key) {
+				t.Errorf("%s (%s) does not wait for the subject key %s: a redeploy after destroy fails only after it", r.ID, r.Type, key)
+			}
+		}
+	}
+	if slow != 2 {
+		t.Errorf("%d slow data stores in the first Region, want 2 (Redis, Aurora)", slow)
+	}
+}
+
 // TestGlobalNag: every Region's stack is cdk-nag clean.
 func TestGlobalNag(t *testing.T) {
 	synthGlobal(t)

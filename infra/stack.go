@@ -862,6 +862,26 @@ func newGlobal(stack awscdk.Stack, p *StackProps) (key awssecretsmanager.ISecret
 	} else {
 		k := sluice.NewGlobalSubjectKey(stack, "SubjectHmacKey", g.subjectKeyName(), g.Regions[1:])
 		suppress(k, "AwsSolutions-SMG4", smg4)
+		// The key and the ledger have one lifetime: the ledger's items are
+		// named with subjects hashed by this key, so a ledger kept past
+		// `cdk destroy` beside a new key would match nothing. Both stay
+		// (or go, with DestroyLedger); the next deploy adopts both by name
+		// (--import-existing-resources, TestGlobalLifetime).
+		if !g.DestroyLedger {
+			k.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN)
+		}
+		// Without that flag, the deploy fails on the key's name: before
+		// ElastiCache and Aurora, not after their half hour.
+		for _, c := range *stack.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+			r, ok := c.(awscdk.CfnResource)
+			if !ok || !*awscdk.CfnResource_IsCfnResource(c) {
+				continue
+			}
+			switch *r.CfnResourceType() {
+			case "AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache", "AWS::RDS::DBCluster":
+				r.Node().AddDependency(k)
+			}
+		}
 		key = k
 		ledger := sluice.NewLedger(stack, "Ledger", &sluice.LedgerProps{
 			TableName: g.ledgerTable(), Regions: g.Regions, Witness: g.Witness, Destroy: g.DestroyLedger,
