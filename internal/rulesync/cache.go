@@ -76,9 +76,11 @@ type CacheOptions struct {
 	// meanwhile.
 	RetryMin, RetryMax time.Duration
 	// OnError, when set, is called with every failed version read or load,
-	// and with every snapshot the cache could not use (unreadable, or
-	// older than announced), from the goroutine that did it (the cache
-	// itself does not log). A missing snapshot is not an error.
+	// and with every snapshot the cache could not use (unreadable,
+	// refused, or older than announced), from the goroutine that did it
+	// (the cache itself does not log). A missing snapshot is not an error.
+	// A refused version or snapshot (ErrRefused) is also counted
+	// (CacheStats.Refused).
 	OnError func(error)
 	// OnReload, when set, is called after every successful load with the
 	// set's version, where it came from, and the new snapshot, whose
@@ -112,6 +114,11 @@ type CacheStats struct {
 	// VersionReads counts the version reads, successful or not: one per
 	// check, however many requests waited for it.
 	VersionReads uint64
+	// Refused counts the versions and snapshots refused (ErrRefused): not
+	// signed by the rule writers, or from the future. Each was written by
+	// a process holding Redis that is not a rule writer; the decider's
+	// RulesRefused metric is its growth.
+	Refused uint64
 	// LastError is the last failed version read and the last failed load
 	// (joined), each nil once an attempt of its kind succeeded since.
 	LastError error
@@ -166,6 +173,7 @@ type Cache struct {
 	snapLoads  uint64
 	fullLoads  uint64
 	verReads   uint64
+	refused    uint64
 	versionErr error // the last version read's error
 	loadErr    error // the last load's error
 }
@@ -305,6 +313,7 @@ func (c *Cache) Stats() CacheStats {
 		SnapshotLoads: c.snapLoads,
 		StoreLoads:    c.fullLoads,
 		VersionReads:  c.verReads,
+		Refused:       c.refused,
 		LastError:     errors.Join(c.versionErr, c.loadErr),
 	}
 	if s.Loaded {
@@ -516,6 +525,9 @@ func (c *Cache) count(n *uint64) {
 }
 
 func (c *Cache) report(err error) {
+	if errors.Is(err, ErrRefused) {
+		c.count(&c.refused)
+	}
 	if c.opt.OnError != nil {
 		c.opt.OnError(err)
 	}

@@ -20,6 +20,17 @@
 //	                          version and a SHA-256, then gzip'd JSON
 //
 // A Lua script (publish.lua) writes both at once, and only when the set is
-// newer than what Redis holds, so two writes publishing out of order leave
-// the newer set.
+// newer than the snapshot Redis holds, so two writes publishing out of
+// order leave the newer set.
+//
+// Every process that decides holds Redis (to charge buckets), so Redis is
+// no proof of who wrote the rules. The rule writers (admin-write, migrate)
+// sign each snapshot with an Ed25519 key only they hold
+// (SnapshotsOptions.SigningKey); deciders given the public half
+// (PublicKey) refuse anything else, and any version from the future, with
+// ErrRefused, and load from the store instead. A writer replaces a
+// snapshot it refuses rather than defer to its version, so no process
+// holding Redis can pin the rules. What it can still do is write back an
+// older signed set, which only a cold decider adopts, until its next
+// load from the store (RULES_REFRESH) or the next publish.
 package rulesync

@@ -142,7 +142,7 @@ func TestPublishOutOfOrder(t *testing.T) {
 // ErrCorrupt, never a set.
 func TestCorrupt(t *testing.T) {
 	t.Parallel()
-	good, err := encode(sampleSet(7, 5))
+	good, err := encode(sampleSet(7, 5), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestCorrupt(t *testing.T) {
 		"truncated body":    good[:len(good)-5],
 		"a flipped bit":     flip,
 		"unknown format":    append([]byte("SLR9"), good[4:]...),
-		"version 0":         append(append([]byte(magic), make([]byte, 8)...), good[12:]...),
+		"version 0":         append(append([]byte(magicUnsigned), make([]byte, 8)...), good[12:]...),
 		"not gzip":          resum([]byte("plain text")),
 		"gzip of not JSON":  resum(gz(t, []byte("{\"rules\": [oops"))),
 		"a rule of strings": resum(gz(t, []byte(`{"rules": [{"limit": "ten"}]}`))),
@@ -168,7 +168,7 @@ func TestCorrupt(t *testing.T) {
 	s, rdb := newSnapshots(t, SnapshotsOptions{})
 	_, key := s.Keys()
 	for name, b := range tests {
-		if _, err := decode(b); !errors.Is(err, ErrCorrupt) {
+		if _, err := decode(b, nil, 0); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decode(%s) error = %v, want ErrCorrupt", name, err)
 		}
 	}
@@ -210,12 +210,12 @@ func TestSize(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{100, 1000, 10_000} {
 		set := sampleSet(1, n)
-		b, err := encode(set)
+		b, err := encode(set, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := decode(b); err != nil {
+		if _, err := decode(b, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%6d rules: %8d bytes published (%.0f per rule), decoded in %v", n, len(b), float64(len(b))/float64(n), time.Since(start).Round(time.Microsecond))
@@ -249,15 +249,15 @@ func TestCluster(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	good, err := encode(sampleSet(3, 3))
+	good, err := encode(sampleSet(3, 3), nil)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good)
-	f.Add(good[:headerSize])
-	f.Add([]byte(magic))
+	f.Add(good[:headerUnsigned])
+	f.Add([]byte(magicUnsigned))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		set, err := decode(b)
+		set, err := decode(b, nil, 0)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decode error = %v, want ErrCorrupt", err)
 		}
@@ -269,13 +269,13 @@ func FuzzDecode(f *testing.F) {
 
 // encodeRaw frames body as a snapshot of version v with a valid checksum.
 func encodeRaw(v int64, body []byte) ([]byte, error) {
-	good, err := encode(rules.Set{Version: v})
+	good, err := encode(rules.Set{Version: v}, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := append(good[:headerSize:headerSize], body...)
+	out := append(good[:headerUnsigned:headerUnsigned], body...)
 	sum := sha256Sum(body)
-	copy(out[len(magic)+8:], sum)
+	copy(out[len(magicUnsigned)+8:], sum)
 	return out, nil
 }
 
