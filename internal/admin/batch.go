@@ -1,9 +1,7 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,26 +23,42 @@ type BatchResponse struct {
 	Results []store.Result `json:"results"`
 }
 
-// batch applies a store.Batch all or nothing: every op's rule or plan is
-// validated as POST /rules and POST /plans validate them (all problems at
-// once, named "ops[i].rule.limit"), then store.Apply writes them in one
-// transaction, checking each update's and delete's if_version and set.
+// batch applies a store.Batch all or nothing: the body is decoded as
+// strictly as every admin body (httpapi.DecodeBody, at every depth), and
+// every op's rule or plan is validated as POST /rules and POST /plans
+// validate them (checkBatch; all problems at once, named
+// "ops[i].rule.limit"), then store.Apply writes them in one transaction, checking each update's and delete's if_version and set.
 // A stale version is 412, a rule outside the set or a taken scope 409;
 // either way nothing is written, and the detail names the op.
 func (s *Service) batch(ctx context.Context, c *call) (reply, error) {
-	dec := json.NewDecoder(bytes.NewReader(c.Body))
-	dec.DisallowUnknownFields()
 	var b store.Batch
-	if err := dec.Decode(&b); err != nil {
-		return reply{}, &httpapi.Error{Status: http.StatusBadRequest,
-			Detail: "The request body is not a batch: " + err.Error() + `. Send {"set": "...", "ops": [{"action": "create", "rule": {...}}, ...]}.`, Err: err}
+	problems, err := httpapi.DecodeBody(c.Body, &b)
+	if err != nil {
+		return reply{}, err
 	}
+	if err := httpapi.WithValidation(problems, func() error { return checkBatch(b) }); err != nil {
+		return reply{}, err
+	}
+	res, err := s.store.Apply(ctx, b, c.actor())
+	if err != nil {
+		return reply{}, err
+	}
+	if len(b.Ops) > 0 {
+		s.publish(ctx, c.route)
+	}
+	return reply{status: http.StatusOK, body: BatchResponse{Results: res}}, nil
+}
+
+// checkBatch validates b's shape (store.CheckBatch) and each rule or plan
+// it creates or updates, as a *rules.ValidationError naming each problem
+// by its path ("ops[1].rule.limit"), at most 100.
+func checkBatch(b store.Batch) error {
 	var problems []rules.FieldError
 	var ve *rules.ValidationError
 	if err := store.CheckBatch(b); errors.As(err, &ve) {
 		problems = ve.Fields
 	} else if err != nil {
-		return reply{}, err
+		return err
 	}
 	for i, op := range b.Ops {
 		if op.Action == rules.ActionDelete || (op.Rule == nil) == (op.Plan == nil) || len(problems) > 100 {
@@ -70,16 +84,9 @@ func (s *Service) batch(ctx context.Context, c *call) (reply, error) {
 		}
 	}
 	if problems != nil {
-		return reply{}, &rules.ValidationError{Fields: problems}
+		return &rules.ValidationError{Fields: problems}
 	}
-	res, err := s.store.Apply(ctx, b, c.actor())
-	if err != nil {
-		return reply{}, err
-	}
-	if len(b.Ops) > 0 {
-		s.publish(ctx, c.route)
-	}
-	return reply{status: http.StatusOK, body: BatchResponse{Results: res}}, nil
+	return nil
 }
 
 // batchError is the problem of a failed op of a batch: the single write's

@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -26,6 +27,12 @@ import (
 // their json tag's name, else their Go name; fields tagged "-" and
 // unexported fields are unknown, and embedded structs are not flattened.
 // dst must be a non-nil pointer to a struct, or DecodeBody panics.
+//
+// The same holds at every depth: a field that is a struct, a pointer to
+// one or a slice of either (without its own UnmarshalJSON) is decoded
+// member by member too, and its problems are named by path, such as
+// "ops[1].rule.limit". A key twice in any object is a body-wide problem
+// naming its path.
 //
 // A body-wide problem comes back as err, a 400 *Error, and dst is then
 // untouched. Field problems come back as problems (at most
@@ -55,30 +62,12 @@ func DecodeBody(body []byte, dst any, required ...string) (problems []rules.Fiel
 	}
 	if k := duplicateKey(body); k != "" {
 		// Parsers disagree on which copy wins; refuse to guess.
-		return nil, BadRequest(FieldError(Truncate(k), "appears more than once"))
+		return nil, BadRequest(FieldError(k, "appears more than once"))
 	}
 
-	v := reflect.ValueOf(dst).Elem()
-	fields := jsonFields(v.Type())
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if len(problems) >= MaxFieldErrors {
-			break
-		}
-		idx, ok := fields[k]
-		if !ok {
-			problems = append(problems, FieldError(Truncate(k), "unknown field"))
-			continue
-		}
-		f := v.Field(idx)
-		if err := json.Unmarshal(obj[k], f.Addr().Interface()); err != nil {
-			problems = append(problems, fieldProblems(k, f.Type(), err)...)
-		}
-	}
+	d := decoder{}
+	d.object("", obj, reflect.ValueOf(dst).Elem())
+	problems = d.problems
 	for _, k := range required {
 		if _, ok := obj[k]; !ok && len(problems) < MaxFieldErrors {
 			problems = append(problems, FieldError(k, "is required"))
@@ -128,30 +117,167 @@ func WithValidation(decoded []rules.FieldError, validate func() error) error {
 // 64 KiB body of unknown fields does not get a megabyte of problems back.
 const MaxFieldErrors = 20
 
-// duplicateKey returns a key that appears twice at the top level of the
-// JSON object in body (already known to be valid), or "".
+// duplicateKey returns the path of a key that appears twice in one object
+// of the JSON value in body (already known to be valid, so at most
+// encoding/json's 10,000 levels deep), or "".
 func duplicateKey(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if _, err := dec.Token(); err != nil { // {
-		return ""
+	dup, _ := duplicateIn(json.NewDecoder(bytes.NewReader(body)), "")
+	return dup
+}
+
+// duplicateIn reads one JSON value from dec, at path, and returns the path
+// of the first key repeated in an object of it.
+func duplicateIn(dec *json.Decoder, path string) (string, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return "", err
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
+	switch t {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			k, _ := t.(string)
+			p := member(path, k)
+			if seen[k] {
+				return p, nil
+			}
+			seen[k] = true
+			if dup, err := duplicateIn(dec, p); dup != "" || err != nil {
+				return dup, err
+			}
 		}
-		k, _ := t.(string)
-		if seen[k] {
-			return k
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if dup, err := duplicateIn(dec, element(path, i)); dup != "" || err != nil {
+				return dup, err
+			}
 		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ""
+	default:
+		return "", nil
+	}
+	_, err = dec.Token() // the closing delimiter
+	return "", err
+}
+
+// member is the path of key k in the object at path; element that of
+// element i of the array at path. A key is cut short (Truncate).
+func member(path, k string) string {
+	if path == "" {
+		return Truncate(k)
+	}
+	return path + "." + Truncate(k)
+}
+
+func element(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// decoder decodes a body's members one by one, collecting the problems.
+type decoder struct {
+	problems []rules.FieldError
+}
+
+func (d *decoder) add(fs ...rules.FieldError) {
+	for _, f := range fs {
+		if len(d.problems) < MaxFieldErrors {
+			d.problems = append(d.problems, f)
 		}
 	}
-	return ""
+}
+
+// object decodes the members of obj, at path, into the struct v, each by
+// its exact name, in key order.
+func (d *decoder) object(path string, obj map[string]json.RawMessage, v reflect.Value) {
+	fields := jsonFields(v.Type())
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if len(d.problems) >= MaxFieldErrors {
+			return
+		}
+		p := member(path, k)
+		idx, ok := fields[k]
+		if !ok {
+			d.add(FieldError(p, "unknown field"))
+			continue
+		}
+		d.value(p, obj[k], v.Field(idx))
+	}
+}
+
+// value decodes raw, at path, into v: member by member when v is nested,
+// else as encoding/json does. null leaves a struct as it is and sets a
+// pointer or slice to nil, as encoding/json does.
+func (d *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
+	t := v.Type()
+	if !nested(t) {
+		if err := json.Unmarshal(raw, v.Addr().Interface()); err != nil {
+			d.add(fieldProblems(path, t, err)...)
+		}
+		return
+	}
+	null := bytes.Equal(raw, []byte("null"))
+	switch t.Kind() {
+	case reflect.Pointer:
+		if null {
+			v.SetZero()
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		d.value(path, raw, v.Elem())
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			d.add(fieldProblems(path, t, err)...)
+			return
+		}
+		if obj != nil { // null
+			d.object(path, obj, v)
+		}
+	case reflect.Slice:
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			d.add(fieldProblems(path, t, err)...)
+			return
+		}
+		if null {
+			v.SetZero()
+			return
+		}
+		s := reflect.MakeSlice(t, len(elems), len(elems))
+		for i, e := range elems {
+			if len(d.problems) >= MaxFieldErrors {
+				break
+			}
+			d.value(element(path, i), e, s.Index(i))
+		}
+		v.Set(s)
+	}
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// nested reports whether DecodeBody decodes a value of type t member by
+// member: a struct without its own UnmarshalJSON, or a pointer to or a
+// slice of such.
+func nested(t reflect.Type) bool {
+	if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		return nested(t.Elem())
+	case reflect.Struct:
+		return true
+	}
+	return false
 }
 
 func bodyError(detail string) *Error {

@@ -143,6 +143,78 @@ func TestDecodeBody(t *testing.T) {
 	}
 }
 
+// batch nests objects as POST /batch does: a slice of structs holding
+// pointers to structs.
+type batch struct {
+	Set  string `json:"set"`
+	Ops  []op   `json:"ops"`
+	Head *op    `json:"head,omitempty"`
+}
+
+type op struct {
+	Action string  `json:"action"`
+	Item   *sample `json:"item,omitempty"`
+}
+
+// TestDecodeBodyNested: a body's nested objects are decoded as strictly as
+// its top level, every problem named by its path.
+func TestDecodeBodyNested(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		body     string
+		want     batch
+		problems []rules.FieldError
+		err      *httpapi.Error
+	}{
+		{name: "every level", body: `{"set":"s","ops":[{"action":"a","item":{"name":"x","period":"1m"}},{"action":"b"}],"head":{"action":"h"}}`,
+			want: batch{Set: "s", Ops: []op{{Action: "a", Item: &sample{Name: "x", Period: rules.Period(time.Minute)}}, {Action: "b"}}, Head: &op{Action: "h"}}},
+		{name: "null", body: `{"ops":null,"head":null}`},
+		{name: "empty array", body: `{"ops":[]}`, want: batch{Ops: []op{}}},
+		{name: "key in another case", body: `{"Set":"s","ops":[{"Action":"a"}]}`, want: batch{Ops: []op{{}}},
+			problems: []rules.FieldError{fe("Set", "unknown field"), fe("ops[0].Action", "unknown field")}},
+		{name: "deep problems, others decoded", body: `{"ops":[{"action":"a","item":{"Name":"x","count":"1","on":true}}]}`,
+			want:     batch{Ops: []op{{Action: "a", Item: &sample{On: true}}}},
+			problems: []rules.FieldError{fe("ops[0].item.Name", "unknown field"), fe("ops[0].item.count", "must be an integer, not string")}},
+		{name: "type's own validation", body: `{"ops":[{"item":{"period":"0s"}}]}`, want: batch{Ops: []op{{Item: &sample{}}}},
+			problems: []rules.FieldError{fe("ops[0].item.period", "must be at least 1s")}},
+		{name: "array for object", body: `{"head":[]}`, want: batch{Head: &op{}},
+			problems: []rules.FieldError{fe("head", "must be an object, not array")}},
+		{name: "number for object", body: `{"ops":[1]}`, want: batch{Ops: []op{{}}},
+			problems: []rules.FieldError{fe("ops[0]", "must be an object, not number")}},
+		{name: "object for array", body: `{"ops":{}}`, problems: []rules.FieldError{fe("ops", "must be an array, not object")}},
+		{name: "duplicate key in an element", body: `{"ops":[{"action":"a","action":"b"}]}`,
+			err: httpapi.BadRequest(fe("ops[0].action", "appears more than once"))},
+		{name: "duplicate key deeper", body: `{"ops":[{},{"item":{"name":"a","count":1,"name":"b"}}]}`,
+			err: httpapi.BadRequest(fe("ops[1].item.name", "appears more than once"))},
+		{name: "same key in two objects", body: `{"ops":[{"action":"a"},{"action":"b"}],"head":{"action":"c"}}`,
+			want: batch{Ops: []op{{Action: "a"}, {Action: "b"}}, Head: &op{Action: "c"}}},
+		{name: "trailing data", body: `{"set":"s"}{"set":"t"}`, err: bodyErr("The request body has data after the JSON object.")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got batch
+			problems, err := httpapi.DecodeBody([]byte(tc.body), &got)
+			if tc.err != nil {
+				if diff := cmp.Diff(error(tc.err), err); diff != "" {
+					t.Errorf("DecodeBody(%.60q) error mismatch (-want +got):\n%s", tc.body, diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeBody(%.60q) error = %v, want none", tc.body, err)
+			}
+			if diff := cmp.Diff(tc.problems, problems, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("DecodeBody(%.60q) problems mismatch (-want +got):\n%s", tc.body, diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("DecodeBody(%.60q) decoded mismatch (-want +got):\n%s", tc.body, diff)
+			}
+		})
+	}
+}
+
 func TestWithValidation(t *testing.T) {
 	t.Parallel()
 	other := errors.New("store down")
@@ -223,49 +295,84 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-// FuzzDecodeBody: DecodeBody never panics; every failure is a 400 that
-// renders as a problem; what it accepts without a problem, encoding/json
-// decodes to the same value; and field problems are few and short.
+// FuzzDecodeBody: DecodeBody never panics, into a flat struct or a nested
+// one; every failure is a 400 that renders as a problem; what it accepts
+// without a problem, encoding/json decodes to the same value; and field
+// problems are few and short.
 func FuzzDecodeBody(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"a","count":3,"limit":0,"on":true,"period":"1m","at":"2026-11-29T23:15:00Z","tags":["x"],"Note":"n"}`,
 		`{}`, `{"count":1e400}`, `{"period":"1.5s"}`, `{"count":-1}`, `[[[[`, `{"a":`, `null`, `{"name":"\u0000"}`,
 		"{\"name\":\"\xff\"}", `{"Name":1}`, `{} {}`, `{"name":"a","name":"b"}`, `{"tags":[1,{}]}`, `{"at":5}`,
 		`{"subject":"s","api":"a","route":"GET /x","cost":2}`,
+		`{"set":"s","ops":[{"action":"a","item":{"name":"x","count":1}}],"head":null}`, `{"ops":[{"Action":"a"}]}`,
+		`{"ops":[{"item":{"name":"a","name":"b"}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var got sample
-		problems, err := httpapi.DecodeBody(body, &got, "count")
-		if err != nil {
-			var e *httpapi.Error
-			if !errors.As(err, &e) || e.Status != 400 || e.Detail == "" || problems != nil {
-				t.Fatalf("DecodeBody(%q) = %v, %v; want a 400 *Error with a detail and no problems", body, problems, err)
-			}
-			status, _, b := httpapi.Render(httpapi.TypeBase, err)
-			if status != 400 || !json.Valid(b) {
-				t.Fatalf("Render(DecodeBody(%q)) = %d %q, want a 400 problem", body, status, b)
-			}
-			return
-		}
-		if len(problems) > httpapi.MaxFieldErrors {
-			t.Fatalf("DecodeBody(%q) gave %d problems, want at most %d", body, len(problems), httpapi.MaxFieldErrors)
-		}
-		for _, p := range problems {
-			if p.Reason == "" || len(p.Field) > 64+len("…") || !utf8.ValidString(p.Field) {
-				t.Fatalf("DecodeBody(%q) problem %+v, want a reason and a short UTF-8 field", body, p)
-			}
-		}
-		if len(problems) > 0 {
-			return
-		}
-		var std sample
-		if err := json.Unmarshal(body, &std); err != nil {
-			t.Fatalf("DecodeBody(%q) accepted what encoding/json rejects: %v", body, err)
-		}
-		if diff := cmp.Diff(std, got); diff != "" {
-			t.Fatalf("DecodeBody(%q) and encoding/json disagree (-json +DecodeBody):\n%s", body, diff)
-		}
+		fuzzDecode[sample](t, body, "count")
+		fuzzDecode[batch](t, body)
 	})
+}
+
+func fuzzDecode[T any](t *testing.T, body []byte, required ...string) {
+	var got T
+	problems, err := httpapi.DecodeBody(body, &got, required...)
+	if err != nil {
+		var e *httpapi.Error
+		if !errors.As(err, &e) || e.Status != 400 || e.Detail == "" || problems != nil {
+			t.Fatalf("DecodeBody(%q) = %v, %v; want a 400 *Error with a detail and no problems", body, problems, err)
+		}
+		status, _, b := httpapi.Render(httpapi.TypeBase, err)
+		if status != 400 || !json.Valid(b) {
+			t.Fatalf("Render(DecodeBody(%q)) = %d %q, want a 400 problem", body, status, b)
+		}
+		return
+	}
+	if len(problems) > httpapi.MaxFieldErrors {
+		t.Fatalf("DecodeBody(%q) gave %d problems, want at most %d", body, len(problems), httpapi.MaxFieldErrors)
+	}
+	for _, p := range problems {
+		if p.Reason == "" || !utf8.ValidString(p.Field) {
+			t.Fatalf("DecodeBody(%q) problem %+v, want a reason and a UTF-8 field", body, p)
+		}
+		for _, part := range strings.Split(p.Field, ".") { // each key of the path is cut short
+			if len(part) > 64+len("…")+len("[99999]") {
+				t.Fatalf("DecodeBody(%q) problem %+v, want each key of the path short", body, p)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return
+	}
+	var std T
+	if err := json.Unmarshal(body, &std); err != nil {
+		t.Fatalf("DecodeBody(%q) accepted what encoding/json rejects: %v", body, err)
+	}
+	if diff := cmp.Diff(std, got); diff != "" {
+		t.Fatalf("DecodeBody(%q) and encoding/json disagree (-json +DecodeBody):\n%s", body, diff)
+	}
+}
+
+// BenchmarkDecodeBodyNested decodes a body shaped as a batch of 5,000
+// ops, the size of sluice apply's largest (TestApplyLarge).
+func BenchmarkDecodeBodyNested(b *testing.B) {
+	var s strings.Builder
+	s.WriteString(`{"set":"bulk","ops":[`)
+	for i := range 5000 {
+		if i > 0 {
+			s.WriteString(",")
+		}
+		fmt.Fprintf(&s, `{"action":"update","item":{"name":"r%d","count":20,"limit":20,"period":"1m","tags":["a"]}}`, i)
+	}
+	s.WriteString("]}")
+	body := []byte(s.String())
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		var got batch
+		if problems, err := httpapi.DecodeBody(body, &got); err != nil || problems != nil {
+			b.Fatal(problems, err)
+		}
+	}
 }
