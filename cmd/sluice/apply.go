@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rulefile"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
@@ -20,9 +21,6 @@ import (
 // exitChanges is `sluice diff`'s exit code when the file would change
 // something, so that CI can gate on it: 0 no change, 1 error.
 const exitChanges = 2
-
-// maxRulesFile bounds a rules file: 16 MiB.
-const maxRulesFile = 16 << 20
 
 type applyCmd struct {
 	adminFlags `embed:""`
@@ -48,29 +46,62 @@ type lintCmd struct {
 	Files []string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules files (repeatable)."`
 }
 
-// savedPlan is what diff --out writes and apply --plan reads: the batch
-// and, for people, its changes.
+// savedPlan is a batch and, for people, its changes (rulefile.Changes of
+// the batch). diff --out writes the batch alone, the body apply --plan
+// sends to POST /batch: the set it targets and its ops.
 type savedPlan struct {
-	Batch   store.Batch       `json:"batch"`
-	Changes []rulefile.Change `json:"changes"`
+	Batch   store.Batch
+	Changes []rulefile.Change
 }
 
-// readRulesFile reads and parses a rules file ("-": stdin).
+// readRulesFile reads and parses a rules file ("-": stdin), refusing one
+// over rulefile.MaxSize whole.
 func readRulesFile(e *env, name string) (*rulefile.File, error) {
-	var (
-		b   []byte
-		err error
-	)
 	if name == "-" {
-		b, err = io.ReadAll(io.LimitReader(e.stdin, maxRulesFile))
-		name = "stdin"
-	} else {
-		b, err = os.ReadFile(name)
+		return rulefile.Read("stdin", e.stdin)
 	}
+	f, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("read rules file: %w", err)
 	}
-	return rulefile.Parse(name, b)
+	defer f.Close()
+	return rulefile.Read(name, f)
+}
+
+// readPlan reads a plan diff --out saved, decoded as strictly as the
+// admin API decodes it (httpapi.DecodeBody): at most admin.MaxBatchBody,
+// no unknown, repeated or miscased key, nothing after it.
+func readPlan(name string) (store.Batch, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return store.Batch{}, fmt.Errorf("read the plan: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, admin.MaxBatchBody+1))
+	if err != nil {
+		return store.Batch{}, fmt.Errorf("read the plan %s: %w", name, err)
+	}
+	if len(b) > admin.MaxBatchBody {
+		return store.Batch{}, fmt.Errorf("the plan %s is larger than %d MiB, the most POST /batch takes", name, admin.MaxBatchBody>>20)
+	}
+	var batch store.Batch
+	problems, err := httpapi.DecodeBody(b, &batch)
+	var he *httpapi.Error
+	if errors.As(err, &he) {
+		problems = he.Fields
+		if problems == nil {
+			detail := strings.Replace(he.Detail, "The request body", "It", 1)
+			return store.Batch{}, fmt.Errorf("read the plan %s: %s (write it with sluice diff --out)", name, detail)
+		}
+	}
+	if problems != nil {
+		probs := make([]rulefile.Problem, len(problems))
+		for i, p := range problems {
+			probs[i] = rulefile.Problem{File: name, Field: p.Field, Reason: p.Reason}
+		}
+		return store.Batch{}, fmt.Errorf("read the plan (write it with sluice diff --out):\n%w", &rulefile.Error{Problems: probs})
+	}
+	return batch, nil
 }
 
 // current reads every rule and plan the admin API holds, a page of 1,000
@@ -133,7 +164,7 @@ func (cmd *diffCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	if cmd.Out != "" {
-		b, err := json.MarshalIndent(p, "", "  ")
+		b, err := json.MarshalIndent(p.Batch, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -157,17 +188,21 @@ func (cmd *applyCmd) Run(e *env, a *adminFlags) error {
 		err error
 	)
 	if cmd.Plan != "" {
-		b, err := os.ReadFile(cmd.Plan)
-		if err != nil {
-			return fmt.Errorf("read the plan: %w", err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return fmt.Errorf("read the plan %s: %w (write it with sluice diff --out)", cmd.Plan, err)
+		// What is shown is derived from what is sent, against what the
+		// deployment holds now; a batch reaching outside its set is
+		// refused before anything is sent.
+		if p.Batch, err = readPlan(cmd.Plan); err != nil {
+			return err
 		}
 		if c, err = a.connect(e); err != nil {
 			return err
+		}
+		have, err := current(e, c)
+		if err != nil {
+			return err
+		}
+		if p.Changes, err = rulefile.Changes(cmd.Plan, p.Batch, have); err != nil {
+			return fmt.Errorf("refused the plan for set %q; nothing was applied:\n%w", p.Batch.Set, err)
 		}
 	} else if c, p, err = plan(e, a, cmd.File); err != nil {
 		return err

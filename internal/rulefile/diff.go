@@ -3,6 +3,7 @@ package rulefile
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -55,7 +56,8 @@ func (c Change) String() string {
 //
 // The batch orders the writes so each can land: plans created and
 // updated first, then rules deleted, updated and created, then plans
-// deleted.
+// deleted. The changes are Changes of the batch: what is shown is derived
+// from what is sent.
 func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 	b := store.Batch{Set: f.Set}
 	var probs []Problem
@@ -65,29 +67,25 @@ func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 		plans[p.Name] = p
 	}
 	var planCreates, planUpdates, planDeletes []store.Op
-	var changes []Change
 	want := map[string]bool{}
 	for i, p := range f.Plans {
 		want[p.Name] = true
+		p.Set = "" // the batch's: the batch records its set once
 		cur, ok := plans[p.Name]
 		switch {
 		case !ok:
 			planCreates = append(planCreates, store.Op{Action: rules.ActionCreate, Plan: &p})
-			changes = append(changes, Change{Action: rules.ActionCreate, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name)})
 		case cur.Set != f.Set:
 			probs = append(probs, Problem{f.name, f.planLines[i], fmt.Sprintf("plans[%d].name", i), fmt.Sprintf("plan %q exists and belongs to %s: an apply of set %q changes only its own", p.Name, owner(cur.Set), f.Set)})
 		default:
 			if fs := fieldChanges(cur, p, planFields); len(fs) > 0 {
 				planUpdates = append(planUpdates, store.Op{Action: rules.ActionUpdate, Plan: &p, IfVersion: cur.Version})
-				changes = append(changes, Change{Action: rules.ActionUpdate, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name), Fields: fs})
 			}
 		}
 	}
-	var planDeleteChanges []Change
 	for _, p := range have.Plans {
 		if p.Set == f.Set && !want[p.Name] {
 			planDeletes = append(planDeletes, store.Op{Action: rules.ActionDelete, Plan: &rules.Plan{Name: p.Name}, IfVersion: p.Version})
-			planDeleteChanges = append(planDeleteChanges, Change{Action: rules.ActionDelete, Kind: rules.KindPlan, Name: fmt.Sprintf("%q", p.Name)})
 		}
 	}
 
@@ -96,16 +94,15 @@ func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 		byKey[KeyOf(r)] = r
 	}
 	var ruleCreates, ruleUpdates, ruleDeletes []store.Op
-	var createChanges, updateChanges, deleteChanges []Change
 	wantKey := map[Key]bool{}
 	for i, r := range f.Rules {
+		r.Set = ""
 		k := KeyOf(r)
 		wantKey[k] = true
 		cur, ok := byKey[k]
 		switch {
 		case !ok:
 			ruleCreates = append(ruleCreates, store.Op{Action: rules.ActionCreate, Rule: &r})
-			createChanges = append(createChanges, Change{Action: rules.ActionCreate, Kind: rules.KindRule, Name: k.String()})
 		case cur.Set != f.Set:
 			probs = append(probs, Problem{f.name, f.ruleLines[i], fmt.Sprintf("rules[%d]", i), fmt.Sprintf("rule %s holds this scope and belongs to %s: an apply of set %q changes only its own; delete or move that rule, or change this one's scope", cur.ID, owner(cur.Set), f.Set)})
 		default:
@@ -113,22 +110,118 @@ func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 				up := r
 				up.ID = cur.ID
 				ruleUpdates = append(ruleUpdates, store.Op{Action: rules.ActionUpdate, Rule: &up, IfVersion: cur.Version})
-				updateChanges = append(updateChanges, Change{Action: rules.ActionUpdate, Kind: rules.KindRule, Name: k.String(), ID: cur.ID, Fields: fs})
 			}
 		}
 	}
 	for _, r := range have.Rules {
 		if k := KeyOf(r); r.Set == f.Set && !wantKey[k] {
 			ruleDeletes = append(ruleDeletes, store.Op{Action: rules.ActionDelete, Rule: &rules.Rule{ID: r.ID}, IfVersion: r.Version})
-			deleteChanges = append(deleteChanges, Change{Action: rules.ActionDelete, Kind: rules.KindRule, Name: k.String(), ID: r.ID})
 		}
 	}
 	if probs != nil {
 		return store.Batch{}, nil, &Error{Problems: probs}
 	}
 	b.Ops = slices.Concat(planCreates, planUpdates, ruleDeletes, ruleUpdates, ruleCreates, planDeletes)
-	changes = slices.Concat(changes, deleteChanges, updateChanges, createChanges, planDeleteChanges)
+	changes, err := Changes(f.name, b, have)
+	if err != nil {
+		return store.Batch{}, nil, err
+	}
 	return b, changes, nil
+}
+
+// Changes describes for people what the batch b does to a deployment
+// holding have (every rule and plan, of any set): one Change per op, in
+// order, an update's fields against the stored rule or plan it replaces.
+// It is what diff prints and what apply --plan shows of the batch it
+// sends, so that nothing is shown that is not sent.
+//
+// It refuses, as an *Error naming each op ("ops[3]") in file name, a
+// batch that is malformed (store.CheckBatch), that carries a rule or plan
+// of a set other than b.Set, or that updates or deletes a rule or plan
+// that does not exist or belongs to another set (or none): a saved plan
+// writes only the set it records.
+func Changes(name string, b store.Batch, have rules.Set) ([]Change, error) {
+	var probs []Problem
+	add := func(field, reason string) { probs = append(probs, Problem{File: name, Field: field, Reason: reason}) }
+	var ve *rules.ValidationError
+	if err := store.CheckBatch(b); errors.As(err, &ve) {
+		for _, fe := range ve.Fields {
+			add(fe.Field, fe.Reason)
+		}
+		return nil, &Error{Problems: probs}
+	} else if err != nil {
+		return nil, err
+	}
+	rulesByID := map[string]rules.Rule{}
+	for _, r := range have.Rules {
+		rulesByID[r.ID] = r
+	}
+	plans := map[string]rules.Plan{}
+	for _, p := range have.Plans {
+		plans[p.Name] = p
+	}
+	// owned reports a problem unless the stored row exists and is b.Set's.
+	owned := func(field, what string, ok bool, set string) bool {
+		switch {
+		case !ok:
+			add(field, what+" does not exist; make the plan again (sluice diff --out)")
+		case set != b.Set:
+			add(field, fmt.Sprintf("%s belongs to %s: a plan for set %q changes only its own", what, owner(set), b.Set))
+		default:
+			return true
+		}
+		return false
+	}
+	changes := make([]Change, 0, len(b.Ops))
+	for i, op := range b.Ops {
+		field := fmt.Sprintf("ops[%d]", i)
+		c := Change{Action: op.Action}
+		if op.Rule != nil {
+			r := *op.Rule
+			c.Kind, c.Name = rules.KindRule, KeyOf(r).String()
+			if r.Set != "" && r.Set != b.Set {
+				add(field+".rule.set", fmt.Sprintf("is %q: a plan for set %q writes only its own", r.Set, b.Set))
+				continue
+			}
+			if op.Action == rules.ActionCreate {
+				changes = append(changes, c)
+				continue
+			}
+			cur, ok := rulesByID[r.ID]
+			if !owned(field, fmt.Sprintf("rule %q", r.ID), ok, cur.Set) {
+				continue
+			}
+			c.ID = cur.ID
+			if op.Action == rules.ActionDelete {
+				c.Name = KeyOf(cur).String()
+			} else {
+				r.Set = b.Set
+				c.Fields = fieldChanges(cur, r, ruleFields)
+			}
+		} else {
+			p := *op.Plan
+			c.Kind, c.Name = rules.KindPlan, fmt.Sprintf("%q", p.Name)
+			if p.Set != "" && p.Set != b.Set {
+				add(field+".plan.set", fmt.Sprintf("is %q: a plan for set %q writes only its own", p.Set, b.Set))
+				continue
+			}
+			if op.Action != rules.ActionCreate {
+				cur, ok := plans[p.Name]
+				if !owned(field, fmt.Sprintf("plan %q", p.Name), ok, cur.Set) {
+					continue
+				}
+				if op.Action == rules.ActionUpdate {
+					p.Set = b.Set
+					c.Fields = fieldChanges(cur, p, planFields)
+				}
+			}
+		}
+		changes = append(changes, c)
+	}
+	if probs != nil {
+		return nil, &Error{Problems: probs}
+	}
+	return changes, nil
 }
 
 func owner(set string) string {

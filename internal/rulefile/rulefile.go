@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"slices"
@@ -42,6 +43,21 @@ import (
 
 // Version is the file format's version, the file's "version".
 const Version = 1
+
+// MaxSize bounds a file: 16 MiB, room for 10,000 rules and plans with
+// long descriptions. A larger file is refused whole, never cut: cut, it
+// would apply as a set without the rules past the cut.
+const MaxSize = 16 << 20
+
+// Read reads a file named name (for problems) from r and parses it
+// (Parse). More than MaxSize bytes is an error naming the file.
+func Read(name string, r io.Reader) (*File, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return Parse(name, b)
+}
 
 // File is one set's plans and rules, as a file declares them.
 type File struct {
@@ -59,6 +75,7 @@ type File struct {
 	ruleLines  []int
 	planFields []map[string]int // each plan's field lines, by JSON name
 	ruleFields []map[string]int
+	ruleFailed []map[string]bool // each rule's fields that did not decode
 }
 
 // Problem is one thing wrong with a file: where, which field, and why.
@@ -129,12 +146,18 @@ var (
 // checks its shape and validates every plan and rule as the admin API
 // does (rules.Rule.Validate, rules.Plan.Validate, and a rule naming a
 // plan of the file against its numbers), and finds two plans of one name
-// or two rules of one scope. Every problem is reported, as an *Error.
+// or two rules of one scope. A key given twice in one mapping is a
+// problem, as is a file over MaxSize. Every problem is reported, as an
+// *Error.
 func Parse(name string, data []byte) (*File, error) {
 	f := &File{name: name}
 	var probs []Problem
 	add := func(line int, field, reason string) {
 		probs = append(probs, Problem{File: name, Line: line, Field: field, Reason: reason})
+	}
+	if len(data) > MaxSize {
+		add(0, "", fmt.Sprintf("is larger than %d MiB, the most a rules file may hold; split the set in two", MaxSize>>20))
+		return nil, &Error{Problems: probs}
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -151,8 +174,14 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	var plans, rs *yaml.Node
 	sawVersion := false
+	seen := map[string]int{} // key → its line
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k, v := doc.Content[i], doc.Content[i+1]
+		if first, dup := seen[k.Value]; dup {
+			add(k.Line, k.Value, twice(first))
+			continue
+		}
+		seen[k.Value] = k.Line
 		switch k.Value {
 		case "version":
 			sawVersion = true
@@ -205,7 +234,7 @@ func Parse(name string, data []byte) (*File, error) {
 			lines, known := checkKeys(item, path, sec.key == "rules", add)
 			if sec.key == "plans" {
 				var p rules.Plan
-				if decode(known, &p, path, lines, add) {
+				if len(decode(known, &p, path, add)) == 0 {
 					p.Normalize()
 					reportValidation(p.Validate(), path, item.Line, lines, add)
 				}
@@ -214,11 +243,13 @@ func Parse(name string, data []byte) (*File, error) {
 				f.planFields = append(f.planFields, lines)
 			} else {
 				var r rules.Rule
-				if decode(known, &r, path, lines, add) {
+				failed := decode(known, &r, path, add)
+				if len(failed) == 0 {
 					r.Normalize()
 					reportValidation(r.Validate(), path, item.Line, lines, add)
 				}
 				f.Rules = append(f.Rules, r)
+				f.ruleFailed = append(f.ruleFailed, failed)
 				f.ruleLines = append(f.ruleLines, item.Line)
 				f.ruleFields = append(f.ruleFields, lines)
 			}
@@ -255,7 +286,9 @@ func (f *File) crossCheck() []Problem {
 	}
 	scopes := map[Key]int{}
 	for i, r := range f.Rules {
-		if r.API == "" {
+		// A scope field that did not decode is reported on its own; the
+		// scope is unknown, so it is no duplicate of anything.
+		if r.API == "" || slices.ContainsFunc(scopeFields, func(k string) bool { return f.ruleFailed[i][k] }) {
 			continue
 		}
 		k := KeyOf(r)
@@ -265,12 +298,20 @@ func (f *File) crossCheck() []Problem {
 			continue
 		}
 		scopes[k] = i
-		if j, ok := plans[r.Plan]; ok && r.Plan != "" && f.Plans[j].Validate() == nil && r.Validate() == nil {
+		if j, ok := plans[r.Plan]; ok && r.Plan != "" && len(f.ruleFailed[i]) == 0 && f.Plans[j].Validate() == nil && r.Validate() == nil {
 			reportValidation(r.ValidateWithPlan(f.Plans[j]), fmt.Sprintf("rules[%d]", i), f.ruleLines[i], f.ruleFields[i],
 				func(line int, field, reason string) { probs = append(probs, Problem{f.name, line, field, reason}) })
 		}
 	}
 	return probs
+}
+
+// scopeFields are the JSON names of a rule's scope (Key).
+var scopeFields = []string{"api", "route", "subject", "kind", "dimension"}
+
+// twice is the problem of a key given again after line first.
+func twice(first int) string {
+	return fmt.Sprintf("is given twice (first at line %d); give each key once", first)
 }
 
 // Key is a rule's scope: what a file knows it by.
@@ -310,6 +351,10 @@ func checkKeys(m *yaml.Node, path string, rule bool, add func(int, string, strin
 	out.Content = nil
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i]
+		if first, dup := lines[k.Value]; dup {
+			add(k.Line, path+"."+k.Value, twice(first))
+			continue
+		}
 		lines[k.Value] = k.Line
 		if why, server := serverFields[k.Value]; server {
 			add(k.Line, path+"."+k.Value, why)
@@ -329,38 +374,38 @@ func checkKeys(m *yaml.Node, path string, rule bool, add func(int, string, strin
 }
 
 // decode decodes the mapping m into v through JSON, as the admin API
-// reads a body: a value of the wrong type is a problem on its field.
-func decode(m *yaml.Node, v any, path string, lines map[string]int, add func(int, string, string)) bool {
-	var raw any
+// reads a body, one field at a time so that a problem in one leaves the
+// others decoded: a value of the wrong type, or that its type's own
+// decoder (a period, a time) refuses, is a problem on its field. It
+// returns the fields that did not decode.
+func decode(m *yaml.Node, v any, path string, add func(int, string, string)) map[string]bool {
+	failed := map[string]bool{}
+	var raw map[string]any
 	if err := m.Decode(&raw); err != nil {
 		add(m.Line, path, err.Error())
-		return false
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		add(m.Line, path, err.Error())
-		return false
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			add(lineOf(lines, te.Field, m.Line), path+"."+te.Field, fmt.Sprintf("must be a %s, not a %s", jsonKind(te.Type), te.Value))
-			return false
-		}
-		// A field's own decoder (period, a time): find which by trying
-		// each field alone.
 		for i := 0; i+1 < len(m.Content); i += 2 {
-			k := m.Content[i].Value
-			one, _ := json.Marshal(map[string]any{k: raw.(map[string]any)[k]})
-			if e := json.Unmarshal(one, reflect.New(reflect.TypeOf(v).Elem()).Interface()); e != nil {
-				add(m.Content[i].Line, path+"."+k, strings.TrimPrefix(e.Error(), "json: "))
-				return false
-			}
+			failed[m.Content[i].Value] = true
 		}
-		add(m.Line, path, err.Error())
-		return false
+		return failed
 	}
-	return true
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i].Value
+		one, err := json.Marshal(map[string]any{k: raw[k]})
+		if err == nil {
+			err = json.Unmarshal(one, v)
+		}
+		if err == nil {
+			continue
+		}
+		failed[k] = true
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			add(m.Content[i].Line, path+"."+k, fmt.Sprintf("must be a %s, not a %s", jsonKind(te.Type), te.Value))
+		} else {
+			add(m.Content[i].Line, path+"."+k, strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	return failed
 }
 
 func jsonKind(t reflect.Type) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 const good = `version: 1
@@ -121,6 +122,69 @@ rules:
 	}
 }
 
+// TestParseStrict: a key given twice is refused, naming the key and both
+// lines; two rules whose scope fields do not decode are no duplicate of
+// each other; a file over MaxSize is refused whole.
+func TestParseStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+		not      string
+	}{
+		{"top-level key twice", "version: 1\nset: platform\nrules: []\nset: billing\n",
+			[]string{"limits.yaml:4: set: is given twice (first at line 2); give each key once"}, ""},
+		{"rules twice", "version: 1\nset: platform\nrules:\n  - {api: a, route: \"*\", subject: \"*\", limit: 1, period: 1s}\nrules: []\n",
+			[]string{"limits.yaml:5: rules: is given twice (first at line 3)"}, ""},
+		{"JSON key twice", `{"version": 1, "set": "platform", "set": "billing"}`,
+			[]string{"limits.yaml:1: set: is given twice (first at line 1)"}, ""},
+		{"field twice", "version: 1\nset: platform\nrules:\n  - api: a\n    route: \"*\"\n    subject: \"*\"\n    limit: 1\n    limit: 1000\n    period: 1s\n",
+			[]string{"limits.yaml:8: rules[0].limit: is given twice (first at line 7)"}, ""},
+		{"periods that do not parse", `version: 1
+set: platform
+rules:
+  - {api: shop, route: GET /a, subject: "*", limit: 1, period: fortnight}
+  - {api: shop, route: GET /b, subject: "*", limit: 1, period: 3 weeks}
+`, []string{"limits.yaml:4: rules[0].period:", "limits.yaml:5: rules[1].period:"}, "one rule per scope"},
+		{"routes that do not parse", `version: 1
+set: platform
+rules:
+  - {api: shop, route: [GET /a], subject: "*", limit: 1, period: 1s}
+  - {api: shop, route: {GET: /b}, subject: "*", limit: 1, period: 1s}
+`, []string{"limits.yaml:4: rules[0].route: must be a string", "limits.yaml:5: rules[1].route: must be a string"}, "one rule per scope"},
+		{"one scope, a bad limit", `version: 1
+set: platform
+rules:
+  - {api: shop, route: GET /a, subject: "*", limit: x, period: 1s}
+  - {api: shop, route: GET /a, subject: "*", limit: y, period: 1s}
+`, []string{"limits.yaml:5: rules[1]: the scope (api, route, subject, kind, dimension) of the rule at line 4: one rule per scope"}, ""},
+		{"over MaxSize", "version: 1\nset: platform\n#" + strings.Repeat("x", MaxSize) + "\n",
+			[]string{"limits.yaml: is larger than 16 MiB"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("limits.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatalf("Parse() = nil error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse() error =\n%v\nwant a line with %q", err, w)
+				}
+			}
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("Parse() error =\n%v\nwant no %q", err, tc.not)
+			}
+		})
+	}
+	// Read refuses a stream one byte over, rather than parse what fits.
+	big := "version: 1\nset: platform\n" + strings.Repeat("#", MaxSize-len("version: 1\nset: platform\n")) + "\n"
+	if _, err := Read("stdin", strings.NewReader(big)); err == nil || !strings.Contains(err.Error(), "stdin: is larger than 16 MiB") {
+		t.Errorf("Read(MaxSize+1 bytes) error = %v, want it refused", err)
+	}
+	if _, err := Read("stdin", strings.NewReader(big[:MaxSize])); err != nil {
+		t.Errorf("Read(MaxSize bytes) error = %v, want none", err)
+	}
+}
+
 func stored(f *File) rules.Set {
 	var s rules.Set
 	for i, p := range f.Plans {
@@ -205,6 +269,62 @@ func TestDiff(t *testing.T) {
 	}
 	if _, _, err := Diff(f3, have); err == nil || !strings.Contains(err.Error(), "limits.yaml:20: rules[2]: rule z holds this scope and belongs to no set") {
 		t.Errorf("Diff(scope held outside the set) error = %v", err)
+	}
+}
+
+// TestChanges: what a batch does is described from the batch and what is
+// stored, and a batch reaching outside its set is refused op by op.
+func TestChanges(t *testing.T) {
+	f, err := Parse("limits.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := stored(f)
+	have.Rules = append(have.Rules, rules.Rule{ID: "z", API: "shop", Route: "*", Subject: "vip", Limit: new(int64(1)), Period: rules.Period(time.Second), Version: 1})
+	have.Plans = append(have.Plans, rules.Plan{Name: "silver", Limit: 5, Period: rules.Period(time.Second), Set: "billing", Version: 1})
+	b := store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionUpdate, Rule: &rules.Rule{ID: "b", API: "shop", Route: "GET /orders", Subject: "customer-x", Limit: new(int64(9)), Period: rules.Period(time.Minute)}, IfVersion: 3},
+		{Action: rules.ActionDelete, Plan: &rules.Plan{Name: "gold"}, IfVersion: 1},
+	}}
+	cs, err := Changes("plan.json", b, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"~ update rule api \"shop\" route \"GET /orders\" subject \"customer-x\" (b)\n    limit: 500 -> 9\n    description: \"Black Friday override\" -> null\n    expires_at: \"2026-12-31T23:59:59Z\" -> null",
+		"- delete plan \"gold\"",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Changes() (-want +got):\n%s", diff)
+	}
+
+	tampered := store.Batch{Set: "platform", Ops: []store.Op{
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: "z"}, IfVersion: 1},
+		{Action: rules.ActionUpdate, Plan: &rules.Plan{Name: "silver", Limit: 1, Period: rules.Period(time.Second)}, IfVersion: 1},
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: "nope"}, IfVersion: 1},
+		{Action: rules.ActionCreate, Rule: &rules.Rule{API: "shop", Route: "GET /x", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Second), Set: "billing"}},
+		{Action: rules.ActionDelete, Rule: &rules.Rule{ID: "a"}, IfVersion: 3},
+	}}
+	_, err = Changes("plan.json", tampered, have)
+	for _, w := range []string{
+		`plan.json: ops[0]: rule "z" belongs to no set: a plan for set "platform" changes only its own`,
+		`plan.json: ops[1]: plan "silver" belongs to set "billing"`,
+		`plan.json: ops[2]: rule "nope" does not exist`,
+		`plan.json: ops[3].rule.set: is "billing"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Changes(tampered) error =\n%v\nwant a line with %q", err, w)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "ops[4]") {
+		t.Errorf("Changes(tampered) error =\n%v\nwant nothing on ops[4], a delete of the set's own rule", err)
+	}
+	if _, err := Changes("plan.json", store.Batch{Ops: b.Ops}, have); err == nil || !strings.Contains(err.Error(), "plan.json: set: is required") {
+		t.Errorf("Changes(no set) error = %v, want set is required", err)
 	}
 }
 

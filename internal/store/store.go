@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -169,6 +170,35 @@ type Op struct {
 	// them (>= 1), so that a batch never overwrites a write it has not
 	// seen. Ignored on create.
 	IfVersion int64 `json:"if_version,omitempty"`
+}
+
+// MarshalJSON writes op as POST /batch reads it. A delete's rule or plan
+// holds only what names it (id, name): a delete reads nothing else, and a
+// zero plan's other fields ("period": "0s") are not valid input.
+func (op Op) MarshalJSON() ([]byte, error) {
+	type plain Op // without this method
+	if op.Action != rules.ActionDelete {
+		return json.Marshal(plain(op))
+	}
+	type ruleKey struct {
+		ID string `json:"id"`
+	}
+	type planKey struct {
+		Name string `json:"name"`
+	}
+	out := struct {
+		Action    string   `json:"action"`
+		Rule      *ruleKey `json:"rule,omitempty"`
+		Plan      *planKey `json:"plan,omitempty"`
+		IfVersion int64    `json:"if_version,omitempty"`
+	}{Action: op.Action, IfVersion: op.IfVersion}
+	if op.Rule != nil {
+		out.Rule = &ruleKey{op.Rule.ID}
+	}
+	if op.Plan != nil {
+		out.Plan = &planKey{op.Plan.Name}
+	}
+	return json.Marshal(out)
 }
 
 // Result is what one Op stored: the rule or the plan after the write,
