@@ -49,6 +49,10 @@ chaos: ## the fault harness (root): every fault of docs/RELIABILITY.md under loa
 	$(GO) build -o $(BUILD)/sluice-chaos ./internal/chaos/cmd/chaos
 	scripts/testenv.sh $(BUILD)/sluice-chaos $(if $(SCENARIOS),-scenarios $(SCENARIOS)) $(ARGS)
 
+.PHONY: check-global
+check-global: ## the conservation checker of global budgets, long: CHECK_RUNS runs (default 200) of CHECK_STEPS steps (60) on a private Redis and dynalite
+	CHECK_RUNS=$${CHECK_RUNS:-200} scripts/testenv.sh $(GO) test -count=1 -run '^TestConservation$$' -timeout 60m ./internal/limiter/
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
 	scripts/fuzz.sh

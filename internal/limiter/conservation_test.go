@@ -9,11 +9,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
@@ -54,6 +58,7 @@ func TestConservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	direct := testenv.Client(t, url, nil)
+	ddb := ledgertest.Client(t, endpoint)
 	// Three Region slots, each with its Redis and ledger proxies, reused
 	// by every run (a run's keys and subject are its own).
 	var slots [3]*slot
@@ -69,7 +74,7 @@ func TestConservation(t *testing.T) {
 	run := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
-		c := newChecker(t, rt, slots[:rapid.IntRange(2, 3).Draw(rt, "regions")], direct, run)
+		c := newChecker(t, rt, slots[:rapid.IntRange(2, 3).Draw(rt, "regions")], direct, ddb, table, run)
 		defer c.close()
 		for range rapid.IntRange(steps/2, steps).Draw(rt, "steps") {
 			c.step(rt)
@@ -260,13 +265,15 @@ type checker struct {
 	now     time.Time // the Limiters' clock for ledger windows
 	items   map[string]*account
 	direct  *redis.Client
+	ddb     *dynamodb.Client
+	table   string
 	step0   int
 	usageN  int
 }
 
-func newChecker(t *testing.T, rt *rapid.T, slots []*slot, direct *redis.Client, run int) *checker {
+func newChecker(t *testing.T, rt *rapid.T, slots []*slot, direct *redis.Client, ddb *dynamodb.Client, table string, run int) *checker {
 	c := &checker{
-		t: t, direct: direct, items: map[string]*account{},
+		t: t, direct: direct, ddb: ddb, table: table, items: map[string]*account{},
 		subject: fmt.Sprintf("tenant-%s-%d", testenv.Random(t), run),
 		// In the future, so that every window's keys expire after the run.
 		now: time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC),
@@ -418,6 +425,7 @@ func (c *checker) step(rt *rapid.T) {
 	case "reset":
 		a, _ := c.account()
 		c.quiet()
+		usedBefore, heldBefore := c.held(rt, a)
 		// An operator whose reset failed runs it again until answered: a
 		// reset whose answer was lost may have applied.
 		var err error
@@ -433,6 +441,12 @@ func (c *checker) step(rt *rapid.T) {
 		used, pools := c.ledgerAndPools(rt, a)
 		if used < pools {
 			rt.Fatalf("after a reset the ledger counts %d, fewer than the %d the pools hold", used, pools)
+		}
+		// The reset keeps counted what the Regions held at their last
+		// ledger writes (pools and usage they may refund), and nothing
+		// more: the budget starts again.
+		if want := min(heldBefore, usedBefore); used != want {
+			rt.Fatalf("after a reset the ledger counts %d, want what the Regions held, %d (it counted %d)", used, want, usedBefore)
 		}
 		a.spent, a.reset = 0, true
 		a.base = used - pools
@@ -558,6 +572,35 @@ func (c *checker) ledgerAndPools(rt *rapid.T, a *account) (used, pools int64) {
 		pools += c.poolLevel(rt, r, a)
 	}
 	return used, pools
+}
+
+// held reads a's item in the ledger: its used count and what the Regions
+// held at their last writes (the held_<region> attributes).
+func (c *checker) held(rt *rapid.T, a *account) (used, held int64) {
+	r0 := c.regions[0]
+	l := &Limiter{prefix: r0.prefix, hash: r0.procs[0].l.hash, global: r0.procs[0].l.global}
+	p := l.newPool(l.hash.digest(c.subject), a.b, a.start, a.end)
+	out, err := c.ddb.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &c.table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: p.item}},
+	})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	for name, v := range out.Item {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			continue
+		}
+		x, _ := strconv.ParseInt(n.Value, 10, 64)
+		switch {
+		case name == "used":
+			used = x
+		case strings.HasPrefix(name, "held_"):
+			held += max(x, 0)
+		}
+	}
+	return used, held
 }
 
 // stranded is what every process, running or shut down, counted
