@@ -25,14 +25,14 @@ const exitChanges = 2
 type applyCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"Rules file, YAML or JSON (-: stdin)."`
-	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by diff --out; refused if anything changed since."`
+	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
+	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by diff --out; refused if it reaches outside its set or changed since."`
 }
 
 type diffCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules file, YAML or JSON (-: stdin)."`
+	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
 	Out  string `name:"out" placeholder:"FILE" help:"Also save the plan here, for apply --plan."`
 }
 
