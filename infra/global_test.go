@@ -249,7 +249,7 @@ func TestGlobalAccess(t *testing.T) {
 	want := map[string][]string{
 		"authorizer":     {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"},
 		"check":          {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"},
-		"admin-subjects": {"dynamodb:GetItem"},
+		"admin-subjects": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	}
 	for i, js := range tmpls {
 		region := globalRegions[i]

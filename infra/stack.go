@@ -519,7 +519,7 @@ type ledgerUse int
 const (
 	noLedger     ledgerUse = iota
 	ledgerDecide           // takes and gives back blocks, sweeps ended windows
-	ledgerRead             // shows a subject's global budget: GetItem
+	ledgerRead             // shows and resets a subject's global budget: GetItem, UpdateItem
 )
 
 // actions are the DynamoDB actions of u, nil for none.

@@ -1,7 +1,8 @@
 // Command admin-read is the Lambda function behind the rule and plan reads
-// of the Sluice admin API. Wiring only: the routes' code is in
-// internal/admin, the object graph is built by internal/app. It builds the
-// Read part: the database's read-only role, no Redis.
+// of the Sluice admin API, and its OpenAPI document. Wiring only: the
+// routes' code is in internal/admin, the object graph is built by
+// internal/app. It builds the Read part: the database's read-only role, no
+// Redis.
 package main
 
 import (
@@ -14,5 +15,6 @@ func main() {
 	adminmain.Run(admin.FunctionRead, app.AdminRead, []string{
 		admin.RouteListRules, admin.RouteGetRule, admin.RouteRuleHistory,
 		admin.RouteListPlans, admin.RouteGetPlan, admin.RoutePlanHistory,
+		admin.RouteOpenAPI,
 	}, nil)
 }

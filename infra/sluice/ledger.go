@@ -19,12 +19,13 @@ import (
 // by who calls them: a decision takes and gives back blocks (Take, Give:
 // UpdateItem, and GetItem when a failed condition returns no item), and
 // one decision process a Region an hour deletes ended windows (Sweep:
-// Scan, DeleteItem; MRSC has no TTL); the admin API's subject view reads
-// a budget (Used: GetItem).
+// Scan, DeleteItem; MRSC has no TTL); the admin API's subject routes read
+// a budget (Used: GetItem) and reset it (Reset: GetItem, then a
+// conditional UpdateItem).
 var (
 	LedgerSweepActions  = []string{"dynamodb:Scan", "dynamodb:DeleteItem"}
 	LedgerDecideActions = append([]string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, LedgerSweepActions...)
-	LedgerReadActions   = []string{"dynamodb:GetItem"}
+	LedgerReadActions   = []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}
 )
 
 // MRSCRegionSets are the Region sets in which DynamoDB offers

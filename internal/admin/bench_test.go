@@ -115,7 +115,7 @@ func BenchmarkSubjects(b *testing.B) {
 			prefix := testenv.Prefix(b, "admin")
 			testenv.DeleteKeys(b, rdb, prefix)
 			svc := admin.New(postgres.New(pool), nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{})
-			h := lambdaHandler(svc)
+			h := benchHandler(svc)
 			for _, c := range []struct {
 				name   string
 				route  string

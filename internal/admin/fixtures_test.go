@@ -46,6 +46,7 @@ var fixtures = []struct {
 	{"admin-stats", admin.RouteStats, 200},
 	{"admin-write-batch", admin.RouteBatch, 200},
 	{"admin-write-plans-delete", admin.RouteDeletePlan, 204},
+	{"admin-read-openapi", admin.RouteOpenAPI, 200},
 }
 
 func readEvent(t *testing.T, file string) (events.APIGatewayProxyRequest, []byte) {

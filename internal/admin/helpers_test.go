@@ -75,8 +75,9 @@ func (f *flakyPublisher) Publish(context.Context, rules.Set) (bool, error) {
 	return true, nil
 }
 
+// newHTTPServer serves h, its answers checked against openapi.yaml.
 func newHTTPServer(t *testing.T, h http.Handler) *httptest.Server {
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(contract.wrap(h))
 	t.Cleanup(srv.Close)
 	return srv
 }

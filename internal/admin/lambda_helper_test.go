@@ -19,7 +19,8 @@ func lambdaHandler(svc *admin.Service) func(context.Context, events.APIGatewayPr
 }
 
 // pinnedHandler is the Lambda handler of one admin route, wired as
-// internal/app.Admin.Handler(route) wires it.
+// internal/app.Admin.Handler(route) wires it, its answers checked against
+// openapi.yaml.
 func pinnedHandler(svc *admin.Service, route string) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
 	var resource string
@@ -27,7 +28,14 @@ func pinnedHandler(svc *admin.Service, route string) func(context.Context, event
 		o.Routes = []string{route}
 		_, resource, _ = strings.Cut(route, " ")
 	}
-	return lambdahttp.New(svc.Handler(o), lambdahttp.Options{Resource: resource}).Proxy
+	return lambdahttp.New(contract.wrap(svc.Handler(o)), lambdahttp.Options{Resource: resource}).Proxy
+}
+
+// benchHandler is lambdaHandler without the contract check, for
+// benchmarks.
+func benchHandler(svc *admin.Service) func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	o := admin.HandlerOptions{Actor: lambdahttp.Caller, RequestID: lambdahttp.RequestID}
+	return lambdahttp.New(svc.Handler(o), lambdahttp.Options{}).Proxy
 }
 
 // response is what the admin handler answered.
@@ -37,7 +45,8 @@ type response struct {
 	Body   []byte
 }
 
-// serve sends one request to svc's handler, in process. path is the
+// serve sends one request to svc's handler, in process, its answer
+// checked against openapi.yaml. path is the
 // escaped path and query, such as "/subjects/a%2Fb/limits?api=x".
 func serve(svc *admin.Service, method, path string, header http.Header, body string) response {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -45,6 +54,6 @@ func serve(svc *admin.Service, method, path string, header http.Header, body str
 		r.Header[k] = v
 	}
 	w := httptest.NewRecorder()
-	svc.Handler(admin.HandlerOptions{}).ServeHTTP(w, r)
+	contract.wrap(svc.Handler(admin.HandlerOptions{})).ServeHTTP(w, r)
 	return response{Status: w.Code, Header: w.Header(), Body: w.Body.Bytes()}
 }

@@ -15,7 +15,7 @@ import (
 // encoding rather than PostgreSQL's round trips.
 func BenchmarkHandler(b *testing.B) {
 	svc := admin.New(mustMemory(), nil, nil, admin.Options{})
-	h := lambdaHandler(svc)
+	h := benchHandler(svc)
 	ctx := context.Background()
 	create, err := h(ctx, event(admin.RouteCreateRule, nil, ruleBody))
 	if err != nil || create.StatusCode != 201 {

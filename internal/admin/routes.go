@@ -36,14 +36,16 @@ const (
 	// RouteBatch applies a store.Batch of rule and plan writes all or
 	// nothing (sluice apply).
 	RouteBatch = "POST /batch"
+	// RouteOpenAPI serves the admin API's OpenAPI document (OpenAPI).
+	RouteOpenAPI = "GET /openapi.json"
 )
 
 // The admin Lambda functions, one per privilege class: each serves the
 // routes whose code uses the same grants, and holds those alone.
 const (
 	// FunctionRead serves the rule and plan reads (GET /rules, /plans,
-	// one of them, their history): the database's read-only role, no
-	// Redis.
+	// one of them, their history) and GET /openapi.json: the database's
+	// read-only role, no Redis.
 	FunctionRead = "admin-read"
 	// FunctionWrite serves the rule and plan writes (POST, PUT, DELETE):
 	// the database's owner login, and Redis to publish the snapshot.
@@ -134,6 +136,7 @@ var routes = func() []*route {
 		{RouteUsage, FunctionSubjects, true, (*Service).usage},
 		{RouteStats, FunctionStats, false, (*Service).stats},
 		{RouteBatch, FunctionWrite, true, (*Service).batch},
+		{RouteOpenAPI, FunctionRead, false, (*Service).openAPI},
 	}
 	rs := make([]*route, 0, len(table))
 	for _, t := range table {

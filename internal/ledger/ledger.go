@@ -172,6 +172,12 @@ func (t *Table) Take(ctx context.Context, key string, want, limit int64, expires
 		}
 		left := limit - used
 		if left <= 0 {
+			// Spent: record what the Region holds now, so that a reset
+			// starts the budget again without counting what it spent.
+			if err := t.setHeld(ctx, key, region, held); err != nil {
+				t.errs.Add(1)
+				return 0, fmt.Errorf("ledger: take from %s: %w", key, err)
+			}
 			return 0, nil
 		}
 		b = min(want, left)
@@ -214,6 +220,28 @@ func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires
 	}
 	used, err = t.usedAfter(ctx, key, err)
 	return used, false, err
+}
+
+// setHeld records that region holds held tokens of key's budget, when
+// the item exists.
+func (t *Table) setHeld(ctx context.Context, key, region string, held int64) error {
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 &t.opts.Table,
+		Key:                       keyOf(key),
+		UpdateExpression:          aws.String("SET #h = :held"),
+		ConditionExpression:       aws.String("attribute_exists(#u)"),
+		ExpressionAttributeNames:  map[string]string{"#u": attrUsed, "#h": heldAttr(region)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":held": num(max(held, 0))},
+	}
+	err := t.write(ctx, func(ctx context.Context) error {
+		_, err := t.db.UpdateItem(ctx, in)
+		return err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("record held: %w", err)
+	}
+	return nil
 }
 
 // Give returns n unspent tokens to key: used -= n, never below 0, and
