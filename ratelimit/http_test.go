@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -162,11 +163,24 @@ func TestHandler(t *testing.T) {
 
 	close(obs.got)
 	count := map[string]int{}
+	var remaining []int64 // alice's on GET /orders/42: RateLimit's r
 	for d := range obs.got {
 		count[d.Outcome]++
 		if d.Outcome == ratelimit.OutcomeDeny && (d.API != "shop" || d.Rule == "") {
 			t.Errorf("deny decision = %+v, want api shop and the rule", d)
 		}
+		if d.Rule != "" && (d.Limit != 2 || d.Window != time.Minute) {
+			t.Errorf("decision %+v, want the rule's RateLimit-Policy q=2, w=60s", d)
+		}
+		if d.Rule == "" && d.Limit+d.Remaining+int64(d.Window) != 0 {
+			t.Errorf("decision without a rule %+v, want no numbers", d)
+		}
+		if d.Rule != "" && len(remaining) < 3 {
+			remaining = append(remaining, d.Remaining)
+		}
+	}
+	if !slices.Equal(remaining, []int64{1, 0, 0}) {
+		t.Errorf("observed remaining %v, want 1, 0, 0 as RateLimit's r said", remaining)
 	}
 	if want := map[string]int{"allow": 6, "deny": 1, "unauthorized": 1}; !equalCounts(count, want) {
 		t.Errorf("observed outcomes = %v, want %v", count, want)

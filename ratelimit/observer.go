@@ -39,6 +39,14 @@ type Decision struct {
 	LimiterTime time.Duration
 	// Duration is the whole decision's time: subject, rules, limiter.
 	Duration time.Duration
+	// Limit and Window are Rule's RateLimit-Policy q and w: tokens per
+	// window (a quota's calendar window as RateLimit-Policy states it).
+	// Remaining is RateLimit's r: the whole tokens left after this
+	// request. All 0 when no rule applied; Remaining is 0 for
+	// OutcomeShadowDeny.
+	Limit     int64
+	Window    time.Duration
+	Remaining int64
 }
 
 // Observer is told of every decision of the handlers whose options name
@@ -51,7 +59,7 @@ type Observer interface {
 // decision is what an Observer is told of the core's observation.
 func decision(o authorizer.Observation) Decision {
 	return Decision{API: o.API, Rule: o.Rule, Outcome: o.Outcome, FailOpen: o.FailOpen, FailClosed: o.FailClosed,
-		Cached: o.Cached, LimiterTime: o.LimiterTime, Duration: o.Duration}
+		Cached: o.Cached, LimiterTime: o.LimiterTime, Duration: o.Duration, Limit: o.Limit, Window: o.Window, Remaining: o.Remaining}
 }
 
 // Health is the state of a Limiter's backends, for gauges.

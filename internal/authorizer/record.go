@@ -54,6 +54,13 @@ type Observation struct {
 	LimiterTime time.Duration
 	// Duration is the whole decision's time: subject, rules, limiter.
 	Duration time.Duration
+	// Limit, Window and Remaining are the RateLimit fields of Rule (its
+	// q and w, and r after this request): tokens per Window, and the
+	// whole tokens left. All 0 when no rule applied; Remaining is 0 for a
+	// shadow rule's outcome (its bucket is not the one reported).
+	Limit     int64
+	Window    time.Duration
+	Remaining int64
 }
 
 // Observe is told of every decision, on the request's goroutine before the
@@ -62,15 +69,23 @@ type Observe func(Observation)
 
 // observation is what an observer is told of res, err.
 func observation(req *Request, res *Result, err error, took time.Duration) Observation {
-	o := Observation{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took}
+	o := Observation{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took,
+		Limit: res.Limit, Remaining: res.Remaining}
+	if res.Effective != nil {
+		o.Window = res.Effective.Period
+	}
 	switch {
 	case errors.Is(err, ErrNoSubject):
-		o.Outcome, o.Rule = OutcomeUnauthorized, ""
+		o.Outcome, o.Rule, o.Limit, o.Window, o.Remaining = OutcomeUnauthorized, "", 0, 0, 0
 	case !res.Allowed:
 		o.Outcome, o.FailClosed = OutcomeDeny, err != nil
 	case res.ShadowDenied:
 		// The shadow rule's outcome, not the enforcing rule's.
 		o.Outcome, o.Rule = OutcomeShadowDeny, res.ShadowRule
+		o.Limit, o.Window, o.Remaining = 0, 0, 0
+		if res.Shadow != nil {
+			o.Limit, o.Window = res.Shadow.Limit, res.Shadow.Period
+		}
 	default:
 		o.Outcome = OutcomeAllow
 	}
