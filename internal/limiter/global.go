@@ -149,6 +149,9 @@ type globals struct {
 	// clock places decisions in ledger windows: time.Now, but for tests
 	// that move between windows without waiting.
 	clock func() time.Time
+	// fixedHorizon sizes blocks and idle drains by GlobalHorizon and
+	// GlobalIdle alone, as before windowShare: benchmarks compare.
+	fixedHorizon bool
 
 	mu        sync.Mutex
 	pools     map[poolKey]*pool
@@ -160,6 +163,10 @@ type globals struct {
 
 	// bg counts background refills running (tests wait for them).
 	bg sync.WaitGroup
+	// breaker stops asking a ledger that failed ledgerBreakerThreshold
+	// times in a row, for ledgerBreakerCooldown: a cut ledger then costs
+	// a decision nothing, where each would wait LedgerTimeout.
+	breaker breaker
 
 	takes, taken, gives, given, stranded, ledgerErrors, waits, credits atomic.Uint64
 }
@@ -216,6 +223,7 @@ func newGlobals(o Options) *globals {
 	if g.region == "" {
 		g.region = "-"
 	}
+	g.breaker.init(ledgerBreakerThreshold, ledgerBreakerCooldown, nil)
 	if g.openShare <= 0 || g.openShare > 1 {
 		g.openShare = 1 / float64(g.regions)
 	}
@@ -337,12 +345,44 @@ func (l *Limiter) newPool(sd subjectDigest, b Bucket, start, end time.Time) *poo
 	}
 }
 
+// The ledger's breaker: open after this many failed takes in a row, for
+// this long, then one take probes.
+const (
+	ledgerBreakerThreshold = 3
+	ledgerBreakerCooldown  = time.Second
+)
+
+// ErrLedgerOpen is wrapped (with ErrLedger) by a decision's error while
+// the ledger's breaker is open: the ledger was not asked.
+var ErrLedgerOpen = errors.New("limiter: ledger breaker open")
+
 // spentRecheck is how long a process takes a window's budget as spent
 // before it asks the ledger again (tokens a drained Region gave back).
 const spentRecheck = 5 * time.Second
 
 // spent reports whether p's budget is taken as spent at now.
 func (p *pool) spent(now time.Time) bool { return now.UnixNano() < p.spentUntil.Load() }
+
+// windowShare is the share of a window a block covers at least: a block
+// holds the Region's rate over max(GlobalHorizon, window/windowShare),
+// and a pool stays that long unspent before it goes back.
+//
+// It is what serves the long tail: a subject with one request a minute
+// under a monthly quota takes a block of about 216 (3.6 h of its rate),
+// one ledger write per 216 decisions, where a 5 s horizon and a 10 s
+// idle drain made every one of its decisions wait on a take. A Region
+// holds at most window/windowShare of its rate, so what a window's end
+// strands is at most 1/windowShare (0.5 %) of what each Region spent in
+// it, and never more than limit/(2·Regions) (blockBounds).
+const windowShare = 200
+
+// horizonOf is how much of the Region's rate a block of p covers.
+func (g *globals) horizonOf(p *pool) time.Duration {
+	if g.fixedHorizon {
+		return g.horizon
+	}
+	return max(g.horizon, p.end.Sub(p.start)/windowShare)
+}
 
 // blockBounds returns the least and the most a block of p may hold.
 func (g *globals) blockBounds(p *pool, cost int64) (lo, hi int64) {
@@ -696,7 +736,7 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 	want := lo
 	if last, amount, ok := parseMeta(meta); ok {
 		if dt := now.Sub(last); dt > 0 {
-			want = int64(math.Ceil(float64(amount) * float64(g.horizon) / float64(dt)))
+			want = int64(math.Ceil(float64(amount) * float64(g.horizonOf(p)) / float64(dt)))
 		} else {
 			want = hi
 		}
@@ -708,10 +748,15 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 		budget = backgroundTake(g.timeout) // refillAsync: no request waits
 	}
 	base := held(level, charged)
+	ok, probe := g.breaker.enter(l.now())
+	if !ok {
+		return 0, true, fmt.Errorf("%w: %w", ErrLedger, ErrLedgerOpen)
+	}
 	lctx, lcancel := context.WithTimeout(ctx, budget)
 	got, err = g.ledger.Take(lctx, p.item, want, p.limit, p.end, g.region, base)
 	lcancel()
 	g.takes.Add(1)
+	g.breaker.done(l.now(), err == nil, probe)
 	if err != nil {
 		// Taken or not, nobody can tell: if taken, they are in no pool.
 		g.stranded.Add(uint64(want))
@@ -888,7 +933,7 @@ func (g *globals) sweep(l *Limiter, now time.Time) {
 			continue
 		}
 		p.mu.Lock()
-		idle := level == p.seen && now.Sub(p.seenAt) >= g.idle
+		idle := level == p.seen && now.Sub(p.seenAt) >= max(g.idle, g.horizonOf(p))
 		if level != p.seen {
 			p.seen, p.seenAt = level, now
 		}

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strconv"
 	"sync"
@@ -519,5 +520,35 @@ func TestGlobalCloseTwice(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("decide=%v: Close hangs", decide)
 		}
+	}
+}
+
+// TestGlobalLedgerBreaker: a ledger that answers later than LedgerTimeout
+// (a cut that times out) is asked ledgerBreakerThreshold times, then the
+// breaker opens and 200 decisions apply the failure mode without asking
+// it (within the second of cool-down, a probe or so more).
+func TestGlobalLedgerBreaker(t *testing.T) {
+	rdb := globalClient(t)
+	table := ledgerTable(t)
+	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t), Delay: func() time.Duration { return 2 * time.Second }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	r := newRegion(t, rdb, srv.URL, table, 2, limiter.Options{LedgerTimeout: 50 * time.Millisecond})
+	b := limiter.Bucket{ID: "q", Limit: 1000, Period: 24 * time.Hour, Window: limiter.Daily, Global: "breaker", FailClosed: true}
+	for i := range 200 {
+		d, err := r.lim.Allow(context.Background(), limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1})
+		if d.Allowed || !errors.Is(err, limiter.ErrLedger) {
+			t.Fatalf("decision %d with the ledger timing out: %+v, %v; want a fail-closed deny wrapping ErrLedger", i, d, err)
+		}
+	}
+	// Each request to the proxy is a take, the first ones waited out.
+	if n := p.Stats().Requests; n > 5 {
+		t.Errorf("200 decisions asked a timing-out ledger %d times; want the breaker open after 3", n)
+	}
+	if st := r.lim.GlobalStats(); st.Takes > 5 {
+		t.Errorf("GlobalStats().Takes = %d, want at most 5", st.Takes)
 	}
 }
