@@ -228,7 +228,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 			"databaseSecretArn", "databaseHost", "alarmTopicArn", "upstreamAuthorizerArn", "localstack"} {
 			if get(k) != "" {
 				errs = append(errs, fmt.Errorf("-c %s with -c globalRegions: it names one Region's resource, and every "+
-					"Region's stack creates its own; bring per-Region resources with StackProps (infra/stack.go) instead", k))
+					"Region's stack creates its own; bring per-Region resources with StackProps (infra/props.go) instead", k))
 			}
 		}
 	} else if get("ledgerDestroy") != "" {

@@ -1,0 +1,56 @@
+// The stack's outputs.
+
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/infra/sluice"
+)
+
+// newOutputs writes the stack's outputs: the APIs, the authorizer, the alarm
+// topic, and what a function of another app needs to share this
+// deployment's Redis, database and subject hash key (the sluice.Output*
+// names, which sluice.ReadOutputs reads).
+func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret) {
+	out := func(key string, value *string, desc string) {
+		awscdk.NewCfnOutput(stack, jsii.String(key), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+	}
+	join := func(l *[]*string) *string { return awscdk.Fn_Join(jsii.String(","), l) }
+	out("AdminApiUrl", s.AdminAPI.Url(), "Admin REST API (IAM-signed requests)")
+	if s.DemoAPI != nil {
+		out("DemoApiUrl", s.DemoAPI.Url(), "Demo REST API behind the Sluice authorizer")
+	}
+	out("AuthorizerArn", s.Authorizer.Function.FunctionArn(), "Sluice authorizer Lambda ARN")
+	if s.AlarmTopic != nil {
+		out("AlarmTopicArn", s.AlarmTopic.TopicArn(), "SNS topic every alarm notifies: subscribe to it")
+	}
+	if net.vpc != nil {
+		selected := net.vpc.SelectSubnets(net.subnets)
+		var groups []*string
+		for _, g := range net.groups {
+			groups = append(groups, g.SecurityGroupId())
+		}
+		out(sluice.OutputVpcID, net.vpc.VpcId(), "VPC of the Lambdas, Redis and the database proxy")
+		out(sluice.OutputAvailabilityZones, join(selected.AvailabilityZones), "Availability zones of the subnets below")
+		out(sluice.OutputSubnetIDs, join(selected.SubnetIds), "Subnets of the Lambdas: a function here reaches Redis, the database proxy and Secrets Manager")
+		out(sluice.OutputSecurityGroupIDs, join(&groups), "Security groups of the Lambdas, which Redis and the database proxy admit")
+	}
+	out(sluice.OutputRedisURL, jsii.String(rd.url), "REDIS_URL")
+	out(sluice.OutputRedisMode, jsii.String(rd.mode), "REDIS_MODE")
+	if rd.authSecret != nil {
+		out(sluice.OutputRedisAuthSecretArn, rd.authSecret.SecretArn(), "REDIS_AUTH_SECRET_ARN: the Redis AUTH token")
+	}
+	out(sluice.OutputSubjectKeySecretArn, subjectKey.SecretArn(), "SUBJECT_HMAC_KEY_SECRET_ARN: the subject hash key, which names the buckets")
+	// The read-only role's login: a function of another app that shares
+	// this deployment reads rules and never writes them (the owner's
+	// login stays with the migration and the rule writes).
+	if v, ok := db.readerEnv["DB_SECRET_ARN"]; ok {
+		out(sluice.OutputDatabaseSecretArn, jsii.String(v), "DB_SECRET_ARN: the rules database's read-only login")
+	}
+	if v, ok := db.env["DB_HOST"]; ok {
+		out(sluice.OutputDatabaseHost, jsii.String(v), "DB_HOST: the RDS Proxy endpoint the Lambdas connect to")
+	}
+}
