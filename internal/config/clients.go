@@ -296,7 +296,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 	case RedisCluster:
 		o, err := redis.ParseClusterURL(string(cfg.RedisURL))
 		if err != nil {
-			return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+			return nil, fmt.Errorf("redis: REDIS_URL: %s", redactIn(err.Error(), string(cfg.RedisURL)))
 		}
 		if haveAuth {
 			o.Username, o.Password = user, password
@@ -331,7 +331,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 	default:
 		o, err := redis.ParseURL(string(cfg.RedisURL))
 		if err != nil {
-			return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+			return nil, fmt.Errorf("redis: REDIS_URL: %s", redactIn(err.Error(), string(cfg.RedisURL)))
 		}
 		if haveAuth {
 			o.Username, o.Password = user, password
@@ -354,7 +354,7 @@ func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.Universal
 func failoverOptions(cfg Config, user, password string, haveAuth bool) (*redis.FailoverOptions, error) {
 	o, err := redis.ParseFailoverURL(string(cfg.RedisURL))
 	if err != nil {
-		return nil, fmt.Errorf("redis: REDIS_URL: %s", scrubURLError(err, string(cfg.RedisURL)))
+		return nil, fmt.Errorf("redis: REDIS_URL: %s", redactIn(err.Error(), string(cfg.RedisURL)))
 	}
 	if o.MasterName == "" {
 		return nil, errors.New("redis: REDIS_URL: sentinel mode needs ?master_name=<name>")
@@ -452,9 +452,10 @@ func readerCredentials(ctx context.Context, sm secretGetter, arn string) (*Crede
 	return &Credentials{Username: sec.Username, Password: sec.Password}, nil
 }
 
-// Postgres returns a connection pool for cfg, from DatabaseURL as given or
-// from the RDS secret DBSecretARN (DBHost replacing its host, DBSSLMode
-// its sslmode, DBSSLRootCert its sslrootcert). A connection that verifies
+// Postgres returns a connection pool for cfg, from DatabaseURL (with
+// sslmode verify-full when it names none) or from the RDS secret
+// DBSecretARN (DBHost replacing its host, DBSSLMode its sslmode,
+// DBSSLRootCert its sslrootcert). A connection that verifies
 // the server and names no root file trusts the system roots and
 // RDSCABundle. The pool holds at most 2 connections and does not connect
 // until first used, so a Lambda starts while the database is down. With
@@ -490,7 +491,10 @@ func postgresConfig(ctx context.Context, cfg Config, sm secretGetter) (*pgxpool.
 			return nil, fmt.Errorf("postgres: secret %s: %w", cfg.DBSecretARN, err)
 		}
 	case cfg.DatabaseURL != "":
-		conn = string(cfg.DatabaseURL)
+		// Without an sslmode of its own, verify-full, as from a secret:
+		// pgx's default (prefer) takes any certificate, and no TLS at all
+		// from a server that offers none.
+		conn = WithSSLMode(string(cfg.DatabaseURL), DefaultDBSSLMode)
 	default:
 		return nil, errors.New("postgres: neither DATABASE_URL nor DB_SECRET_ARN is set")
 	}

@@ -399,7 +399,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		if err != nil {
 			// The parser's message may quote the URL, password included.
-			fail("REDIS_URL", "not a redis:// or rediss:// URL (%s)", scrubURLError(err, v))
+			fail("REDIS_URL", "not a redis:// or rediss:// URL (%s)", redactIn(err.Error(), v))
 		}
 	}
 	c.RedisAuthSecretARN = get("REDIS_AUTH_SECRET_ARN")
@@ -435,7 +435,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := get("DATABASE_URL"); v != "" {
 		c.DatabaseURL = Secret(v)
 		if _, err := pgxpool.ParseConfig(v); err != nil {
-			fail("DATABASE_URL", "not a PostgreSQL connection string (%s)", scrubURLError(err, v))
+			fail("DATABASE_URL", "not a PostgreSQL connection string (%s)", parseError(err, v))
 		}
 	}
 	c.DBSecretARN = get("DB_SECRET_ARN")
@@ -515,7 +515,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.JWTJWKSURL = get("JWT_JWKS_URL")
 	for name, v := range map[string]string{"JWT_ISSUER": c.JWTIssuer, "JWT_JWKS_URL": c.JWTJWKSURL} {
 		if u, err := url.Parse(v); v != "" && (err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http") {
-			fail(name, "%q is not an http(s) URL", v)
+			fail(name, "%q is not an http(s) URL", Redact(v))
 		}
 	}
 	if c.HasSource(identity.SourceJWT) {
@@ -674,88 +674,6 @@ func formatLimit(e *rules.Effective) string {
 		s += ",burst=" + strconv.FormatInt(e.Burst, 10)
 	}
 	return s
-}
-
-// scrubURLError returns err's message with the URL's password, if any,
-// replaced, so a config error can be logged. The password is found by hand
-// (scheme://user:password@host): the errors that quote a URL whole are
-// net/url's, for URLs url.Parse rejects.
-func scrubURLError(err error, raw string) string {
-	msg := err.Error()
-	_, rest, ok := strings.Cut(raw, "://")
-	at := strings.LastIndex(rest, "@")
-	if !ok || at < 0 {
-		return msg
-	}
-	if _, password, ok := strings.Cut(rest[:at], ":"); ok && password != "" {
-		msg = strings.ReplaceAll(msg, password, "xxxxx")
-	}
-	return msg
-}
-
-// Redact returns a connection string fit to print: a URL
-// (scheme://user:password@host/...) with its password replaced by "xxxxx",
-// or a keyword/value string (host=... password=...) with the value of its
-// password keyword replaced. Whatever cannot be told apart is replaced
-// whole: a string that may hold a password is never printed as is.
-func Redact(dsn string) string {
-	if dsn == "" {
-		return ""
-	}
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isScheme(scheme) {
-		at := strings.LastIndex(rest, "@")
-		if at < 0 {
-			return dsn
-		}
-		if user, _, hasPW := strings.Cut(rest[:at], ":"); hasPW {
-			return scheme + "://" + user + ":xxxxx" + rest[at:]
-		}
-		return dsn
-	}
-	if !strings.Contains(dsn, "=") {
-		return "[redacted]"
-	}
-	// keyword/value: the value may be 'quoted' with \' and \\ escapes.
-	var b strings.Builder
-	for i := 0; i < len(dsn); {
-		j := strings.Index(dsn[i:], "password")
-		if j < 0 {
-			b.WriteString(dsn[i:])
-			break
-		}
-		j += i
-		k := j + len("password")
-		for k < len(dsn) && dsn[k] == ' ' {
-			k++
-		}
-		if k >= len(dsn) || dsn[k] != '=' || j > 0 && dsn[j-1] != ' ' {
-			b.WriteString(dsn[i:k])
-			i = k
-			continue
-		}
-		k++
-		for k < len(dsn) && dsn[k] == ' ' {
-			k++
-		}
-		b.WriteString(dsn[i:k])
-		b.WriteString("xxxxx")
-		if k < len(dsn) && dsn[k] == '\'' {
-			k++
-			for k < len(dsn) && dsn[k] != '\'' {
-				if dsn[k] == '\\' {
-					k++
-				}
-				k++
-			}
-			k++
-		} else {
-			for k < len(dsn) && dsn[k] != ' ' {
-				k++
-			}
-		}
-		i = min(k, len(dsn))
-	}
-	return b.String()
 }
 
 // isScheme reports whether s is a URL scheme (RFC 3986: a letter, then

@@ -53,7 +53,8 @@ var Vars = []Var{
 	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
 		Doc: "the start of every Redis key, one per deployment sharing a Redis; at most 64 printable ASCII characters, no space, `{` or `}`"},
 	{Name: "DATABASE_URL", DefaultDoc: "—", Functions: withStore,
-		Doc: "the rules database as a PostgreSQL URL or keyword/value string, used as given; not with `DB_SECRET_ARN`"},
+		Doc: "the rules database as a PostgreSQL URL or keyword/value string; without an `sslmode`, `verify-full` as `DB_SSLMODE` " +
+			"(`sluice local`: `disable` on this machine); not with `DB_SECRET_ARN`"},
 	{Name: "DB_SECRET_ARN", DefaultDoc: "—", Functions: withStore,
 		Doc: "the rules database as an RDS-format secret (JSON `username`, `password`, `host`, `port`, `dbname`)"},
 	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,

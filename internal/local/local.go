@@ -148,6 +148,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		c.ln.Close()
 		return fmt.Errorf("%w: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer", ErrConfig)
 	}
+	cfg.DatabaseURL = config.Secret(withLocalSSLMode(string(cfg.DatabaseURL)))
 	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
 		// As the stack keeps one in Secrets Manager: generated once, kept,
 		// so a persistent REDIS_URL keeps its buckets across restarts.

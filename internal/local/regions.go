@@ -85,7 +85,7 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 		return fmt.Errorf("%w: --regions runs each Region on an embedded Redis of its own over an in-memory rules store: unset REDIS_URL and DATABASE_URL", ErrConfig)
 	}
 
-	endpoint, ledgerDesc := c.LedgerURL, "DynamoDB at "+c.LedgerURL
+	endpoint, ledgerDesc := c.LedgerURL, "DynamoDB at "+config.Redact(c.LedgerURL)
 	if endpoint == "" {
 		var stop func()
 		var err error
