@@ -175,6 +175,7 @@ type globals struct {
 // of one subject in one window.
 type pool struct {
 	key, lock, meta, credit, charged string // Redis keys
+	spentKey                         string // set while the ledger has nothing left
 	fence                            string // the fences' key prefix
 	item                             string // the ledger's key
 	limit                            int64
@@ -337,7 +338,7 @@ func (l *Limiter) newPool(sd subjectDigest, b Bucket, start, end time.Time) *poo
 	// window's item are never spent or given back as another's.
 	key := l.prefix + "{" + hash + "}:" + b.ID + ":g" + window
 	return &pool{
-		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o", charged: key + ":u",
+		key: key, lock: key + ":l", meta: key + ":m", credit: key + ":o", charged: key + ":u", spentKey: key + ":s",
 		fence: key + ":f:",
 		item:  b.Global + "#" + hash + "#" + window,
 		limit: b.Limit, start: start, end: end,
@@ -686,6 +687,7 @@ func (l *Limiter) lockPool(ctx context.Context, p *pool) (locked bool, meta stri
 	g := l.global
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	pipe := l.rdb.Pipeline()
+	spent := pipe.PTTL(rctx, p.spentKey)
 	lock := pipe.SetNX(rctx, p.lock, "1", backgroundTake(g.timeout)+time.Second)
 	m := pipe.Get(rctx, p.meta)
 	lv := pipe.Get(rctx, p.key)
@@ -695,6 +697,11 @@ func (l *Limiter) lockPool(ctx context.Context, p *pool) (locked bool, meta stri
 	if err != nil && !errors.Is(err, redis.Nil) {
 		// The lock may be set: it expires by itself.
 		return false, "", 0, 0, nil, err
+	}
+	if ttl := spent.Val(); ttl > 0 {
+		// Another process of the Region found the ledger spent: so is
+		// this one, without asking it again.
+		p.spentUntil.Store(g.clock().Add(ttl).UnixNano())
 	}
 	if !lock.Val() {
 		return false, "", 0, 0, nil, nil
@@ -728,10 +735,10 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 		return 0, false, nil
 	}
 	defer unlock()
-	if level >= need {
-		return 0, true, nil // another process filled it since
-	}
 	now := g.clock()
+	if level >= need || p.spent(now) {
+		return 0, true, nil // another process filled it since, or found it spent
+	}
 	lo, hi := g.blockBounds(p, cost)
 	want := lo
 	if last, amount, ok := parseMeta(meta); ok {
@@ -764,7 +771,16 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 		return 0, true, fmt.Errorf("%w: take %d: %w", ErrLedger, want, err)
 	}
 	if got == 0 {
-		p.spentUntil.Store(min(p.end.UnixNano(), now.Add(spentRecheck).UnixNano()))
+		until := now.Add(spentRecheck)
+		if p.end.Before(until) {
+			until = p.end
+		}
+		p.spentUntil.Store(until.UnixNano())
+		// The Region's other processes learn it from Redis, not from the
+		// ledger: one take a Region per spentRecheck, however many wait.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		l.rdb.Set(sctx, p.spentKey, "1", max(until.Sub(now), time.Millisecond))
+		scancel()
 		return 0, true, nil
 	}
 	g.taken.Add(uint64(got))
@@ -1100,6 +1116,9 @@ func (l *Limiter) ResetGlobal(ctx context.Context, subject string, b Bucket) (in
 	if err != nil {
 		return 0, fmt.Errorf("%w: reset: %w", ErrLedger, err)
 	}
+	dctx, dcancel := context.WithTimeout(ctx, l.timeout)
+	l.rdb.Del(dctx, p.spentKey)
+	dcancel()
 	l.global.mu.Lock()
 	if q := l.global.pools[poolKey{id: b.ID, sd: l.hash.digest(subject), start: start.UnixNano(), end: end.UnixNano(), limit: b.Limit}]; q != nil {
 		q.spentUntil.Store(0)

@@ -552,3 +552,47 @@ func TestGlobalLedgerBreaker(t *testing.T) {
 		t.Errorf("GlobalStats().Takes = %d, want at most 5", st.Takes)
 	}
 }
+
+// TestGlobalSpentOncePerRegion: once one process found the ledger with
+// nothing left, the Region's other processes learn it from its Redis:
+// their 200 denied decisions ask the ledger nothing (they asked it three
+// requests each before).
+func TestGlobalSpentOncePerRegion(t *testing.T) {
+	rdb := globalClient(t)
+	table := ledgerTable(t)
+	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	prefix := testenv.Prefix(t, "spent")
+	testenv.DeleteKeys(t, rdb, prefix)
+	var procs []*limiter.Limiter
+	for range 4 {
+		lt := ledger.New(ledgertest.Client(t, srv.URL), ledger.Options{Table: table, Timeout: time.Second})
+		l := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: time.Second, Ledger: lt, Regions: 1, DenyCacheSize: -1})
+		t.Cleanup(func() { _ = l.Close(context.Background()) })
+		procs = append(procs, l)
+	}
+	b := limiter.Bucket{ID: "q", Limit: 10, Period: 24 * time.Hour, Window: limiter.Daily, Global: "spent"}
+	req := limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1}
+	allowed := 0
+	for range 12 {
+		if d, _ := procs[0].Allow(context.Background(), req); d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 10 {
+		t.Fatalf("allowed %d of 12, want the limit, 10", allowed)
+	}
+	before := p.Stats().Requests
+	for i := range 200 {
+		if d, _ := procs[1+i%3].Allow(context.Background(), req); d.Allowed {
+			t.Fatalf("decision %d allowed past a spent budget", i)
+		}
+	}
+	if n := p.Stats().Requests - before; n > 1 {
+		t.Errorf("200 denied decisions over 3 other processes sent %d ledger requests, want none", n)
+	}
+}
