@@ -74,15 +74,15 @@ type v2 struct {
 }
 
 func (e *v2) request() authorizer.Request {
-	method, resource := Route(e.routeKey, e.method)
+	method, resource := route(e.routeKey, e.method)
 	return authorizer.Request{API: e.api, Method: method, Resource: resource,
 		Headers: e.headers, Query: e.query, SourceIP: e.sourceIP}
 }
 
-// Route splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
+// route splits an HTTP API route key ("GET /orders/{id}", "ANY /x",
 // "$default") into the method the rules match (the request's real one, as
 // the key's may be ANY) and the resource template.
-func Route(routeKey, method string) (string, string) {
+func route(routeKey, method string) (string, string) {
 	m, r, ok := strings.Cut(routeKey, " ")
 	if !ok {
 		return method, routeKey
@@ -249,10 +249,10 @@ func addDecoded(q url.Values, k, v string) {
 	q[dk] = append(q[dk], dv)
 }
 
-// Query decodes a raw query string as a Go handler's r.URL.Query() does:
+// parseQuery decodes a raw query string as a Go handler's r.URL.Query() does:
 // each pair that decodes is kept, a malformed one ("%zz", a ';') is
 // dropped without hiding the others. Nil for an empty query.
-func Query(raw string) (map[string]string, map[string][]string) {
+func parseQuery(raw string) (map[string]string, map[string][]string) {
 	if raw == "" {
 		return nil, nil
 	}
@@ -270,10 +270,10 @@ func Query(raw string) (map[string]string, map[string][]string) {
 // docs/middleware.md gives the value for each host (an ALB in append mode:
 // 1; CloudFront in front of it: 2).
 //
-// Forwarded returns that address of the X-Forwarded-For values xff, in
+// forwarded returns that address of the X-Forwarded-For values xff, in
 // canonical form; "" when the header has fewer addresses than hops, or
 // that one does not parse as an IP address.
-func Forwarded(xff []string, hops int) string {
+func forwarded(xff []string, hops int) string {
 	if hops <= 0 {
 		return ""
 	}
@@ -299,17 +299,17 @@ func Forwarded(xff []string, hops int) string {
 	return ""
 }
 
-// forwardedEvent is Forwarded over an event's X-Forwarded-For header,
+// forwardedEvent is forwarded over an event's X-Forwarded-For header,
 // looked up case-insensitively, every value when the event has them.
 func forwardedEvent(single map[string]string, multi map[string][]string, hops int) string {
 	for k, vs := range multi {
 		if strings.EqualFold(k, "x-forwarded-for") {
-			return Forwarded(vs, hops)
+			return forwarded(vs, hops)
 		}
 	}
 	for k, v := range single {
 		if strings.EqualFold(k, "x-forwarded-for") {
-			return Forwarded([]string{v}, hops)
+			return forwarded([]string{v}, hops)
 		}
 	}
 	return ""

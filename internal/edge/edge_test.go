@@ -31,8 +31,8 @@ func TestForwarded(t *testing.T) {
 		{[]string{"2001:DB8::1"}, 1, "2001:db8::1"},
 		{nil, 1, ""},
 	} {
-		if got := Forwarded(tt.xff, tt.hops); got != tt.want {
-			t.Errorf("Forwarded(%q, %d) = %q, want %q", tt.xff, tt.hops, got, tt.want)
+		if got := forwarded(tt.xff, tt.hops); got != tt.want {
+			t.Errorf("forwarded(%q, %d) = %q, want %q", tt.xff, tt.hops, got, tt.want)
 		}
 	}
 }
@@ -101,9 +101,9 @@ func TestRoute(t *testing.T) {
 		{"$default", "POST", "POST", "$default"},
 		{"GET /x", "", "GET", "/x"},
 	} {
-		m, r := Route(tt.key, tt.method)
+		m, r := route(tt.key, tt.method)
 		if m != tt.wantMethod || r != tt.wantResource {
-			t.Errorf("Route(%q, %q) = %q, %q; want %q, %q", tt.key, tt.method, m, r, tt.wantMethod, tt.wantResource)
+			t.Errorf("route(%q, %q) = %q, %q; want %q, %q", tt.key, tt.method, m, r, tt.wantMethod, tt.wantResource)
 		}
 	}
 }
@@ -135,9 +135,9 @@ func FuzzForwarded(f *testing.F) {
 	f.Add("198.51.100.1, 203.0.113.7", 1)
 	f.Add(",,,", 3)
 	f.Fuzz(func(t *testing.T, xff string, hops int) {
-		got := Forwarded(strings.Split(xff, "\n"), hops%8)
+		got := forwarded(strings.Split(xff, "\n"), hops%8)
 		if got != "" && (!utf8.ValidString(got) || strings.ContainsAny(got, ", ")) {
-			t.Fatalf("Forwarded(%q, %d) = %q", xff, hops, got)
+			t.Fatalf("forwarded(%q, %d) = %q", xff, hops, got)
 		}
 	})
 }

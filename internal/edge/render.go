@@ -48,14 +48,14 @@ func Context(res *authorizer.Result, d headers.Dialects, now time.Time) map[stri
 		}
 	}
 	if d&headers.Legacy != 0 {
-		v[KeyResetAt] = ResetAt(now, res)
+		v[KeyResetAt] = resetAt(now, res)
 	}
 	return v
 }
 
-// ResetAt is the Unix time in seconds, rounded up, when res's bucket is
+// resetAt is the Unix time in seconds, rounded up, when res's bucket is
 // full; now when no rule applied.
-func ResetAt(now time.Time, res *authorizer.Result) int64 {
+func resetAt(now time.Time, res *authorizer.Result) int64 {
 	return now.Add(res.Reset).Add(time.Second - 1).Unix()
 }
 
@@ -80,7 +80,7 @@ func SetFields(hdr http.Header, res *authorizer.Result, d headers.Dialects, now 
 			case KeyReset:
 				v = strconv.FormatInt(authorizer.Seconds(res.Reset), 10)
 			case KeyResetAt:
-				v = strconv.FormatInt(ResetAt(now, res), 10)
+				v = strconv.FormatInt(resetAt(now, res), 10)
 			default:
 				continue
 			}

@@ -61,16 +61,6 @@ func New(h http.Handler, o Options) *Adapter {
 
 type ctxKey struct{}
 
-// ProxyRequestContext returns the request context of the proxy event a
-// request came from; false for a request that did not come through Proxy.
-func ProxyRequestContext(ctx context.Context) (events.APIGatewayProxyRequestContext, bool) {
-	rc, ok := ctx.Value(ctxKey{}).(*events.APIGatewayProxyRequestContext)
-	if !ok {
-		return events.APIGatewayProxyRequestContext{}, false
-	}
-	return *rc, true
-}
-
 // Caller names the IAM caller of a request that came through Proxy: the
 // identity's user ARN, else its caller, else "" (also for a request that
 // did not come through Proxy).
