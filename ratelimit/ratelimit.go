@@ -61,6 +61,8 @@ package ratelimit
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -148,6 +150,12 @@ type Options struct {
 	// Manager). "" is an unkeyed hash, which a keyed deployment's record
 	// refuses (see the package documentation). Keep it out of logs.
 	SubjectKey string
+	// RulesPublicKey is RULES_PUBLIC_KEY: the Sluice deployment's rule
+	// writers' Ed25519 public key, 32 bytes in standard base64 (sluice
+	// local prints it). A rules snapshot in Redis they did not sign is
+	// then refused, so a process holding Redis cannot change the rules.
+	// "" reads snapshots unverified, with a warning.
+	RulesPublicKey string
 	// Timeout is REDIS_TIMEOUT: the budget of one Redis call, after which
 	// each rule's failure mode decides (open: allow; closed: deny). 0 is
 	// ServiceTimeout (250ms), or LambdaTimeout (25ms) in a Lambda; at most
@@ -277,6 +285,14 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	if o.SubjectKey != "" && len(o.SubjectKey) < 16 {
 		bad("SubjectKey (SUBJECT_HMAC_KEY)", errors.New("must be at least 16 bytes"))
 	}
+	var rulesKey ed25519.PublicKey
+	if o.RulesPublicKey != "" {
+		if k, err := base64.StdEncoding.DecodeString(o.RulesPublicKey); err != nil || len(k) != ed25519.PublicKeySize {
+			bad("RulesPublicKey (RULES_PUBLIC_KEY)", fmt.Errorf("want %d bytes in standard base64", ed25519.PublicKeySize))
+		} else {
+			rulesKey = k
+		}
+	}
 	if o.Timeout < 0 || o.Timeout > 10*time.Second {
 		bad("Timeout (REDIS_TIMEOUT)", fmt.Errorf("%s: want 0 (the default) up to 10s", o.Timeout))
 	}
@@ -332,7 +348,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		Log: slog.New(slog.NewJSONHandler(out, nil)).With(slog.String("function", fn)), Out: out, Function: fn,
 		Prefix:     o.Prefix,
 		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions, Region: o.Region},
-		SubjectKey: key, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
+		SubjectKey: key, RulesPublicKey: rulesKey, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
 	})
 	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {
 		d.Close()

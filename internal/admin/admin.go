@@ -173,9 +173,11 @@ func (s *Service) publish(ctx context.Context, route string) {
 		s.log.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
 			slog.String("route", route), slog.Any("error", loadErr))
 	case err != nil && published:
-		// Too large to store: the version moved, authorizers load from
-		// the store.
-		s.log.ErrorContext(ctx, "rules snapshot not stored; authorizers load the rules from the database",
+		// The version moved, with a problem the error names: too large
+		// to store (authorizers load the rules from the database), or it
+		// replaced a snapshot the rule writers did not sign (a process
+		// holding Redis wrote one).
+		s.log.ErrorContext(ctx, "rules snapshot published with a problem",
 			slog.String("route", route), slog.Int64("version", set.Version), slog.Any("error", err))
 	case err != nil:
 		s.log.WarnContext(ctx, "rules snapshot not published; authorizers reload at their next full refresh",

@@ -13,8 +13,10 @@
 package app
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"log/slog"
@@ -133,18 +135,32 @@ func (c *clients) openStore(ctx context.Context, cfg config.Config, o *Options) 
 }
 
 // openRedis opens Redis (o.Redis, or a client of the configuration) and
-// the rules snapshot on it.
+// the rules snapshot on it: signed with the rule writers' key when the
+// configuration holds it (RULES_SIGNING_KEY or its secret: the
+// admin-write and migrate functions, sluice local), verified with
+// RULES_PUBLIC_KEY, else with the key's public half.
 func (c *clients) openRedis(ctx context.Context, cfg config.Config, o *Options) error {
+	secret, err := config.RulesSigningSecret(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	so := rulesync.SnapshotsOptions{Prefix: o.Prefix, PublicKey: cfg.RulesPublicKey}
+	if secret != nil {
+		so.SigningKey = rulesync.NewSigningKey(secret)
+		if pub := so.SigningKey.Public().(ed25519.PublicKey); so.PublicKey != nil && !bytes.Equal(pub, so.PublicKey) {
+			return fmt.Errorf("rules signing key: RULES_PUBLIC_KEY %s is not its public half (%s): the deciders would refuse every snapshot",
+				rulesync.FormatPublicKey(so.PublicKey), rulesync.FormatPublicKey(pub))
+		}
+	}
 	rdb := o.Redis
 	if rdb == nil {
-		var err error
 		if rdb, err = config.Redis(ctx, cfg); err != nil {
 			return err
 		}
 		c.onClose(func() { rdb.Close() })
 	}
 	c.Redis = rdb
-	c.Snapshots = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix})
+	c.Snapshots = rulesync.NewSnapshots(rdb, so)
 	return nil
 }
 
@@ -240,7 +256,8 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 			LedgerTimeout:   cfg.LedgerTimeout,
 			OpenShare:       cfg.GlobalOpenShare,
 		},
-		SubjectKey: key, Store: d.Store, Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
+		SubjectKey: key, Store: d.Store, RulesPublicKey: cfg.RulesPublicKey,
+		Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
 		Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, ShowSubjects: cfg.SubjectShow, Stats: o.Stats,
 	}
 	if cfg.HasSource(identity.SourceJWT) {

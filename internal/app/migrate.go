@@ -210,10 +210,16 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		// it (authorizers load from the database until a rule is written),
 		// so a Redis failure does not roll the deploy back.
 		published, err := m.publish(ctx)
-		if err != nil {
+		switch {
+		case err != nil && published:
+			// Too large to store, or it replaced a snapshot the rule
+			// writers did not sign: the error says which.
+			out.Published = &published
+			log.ErrorContext(ctx, "rules snapshot published with a problem", slog.Any("error", err))
+		case err != nil:
 			log.ErrorContext(ctx, "rules snapshot not published: authorizers load from the database until a rule or plan is written",
 				slog.Any("error", err))
-		} else {
+		default:
 			out.Published = &published
 			log.InfoContext(ctx, "rules snapshot published", slog.Bool("published", published))
 		}

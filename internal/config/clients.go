@@ -207,6 +207,31 @@ func subjectKey(ctx context.Context, sm secretGetter, arn string) ([]byte, error
 	return []byte(s), nil
 }
 
+// RulesSigningSecret returns the secret the rule writers' signing key is
+// derived from: RulesSigningKey, or the secret RulesSigningKeySecretARN
+// names (read once, at init); nil when neither is set.
+func RulesSigningSecret(ctx context.Context, cfg Config) ([]byte, error) {
+	if cfg.RulesSigningKey != "" {
+		return []byte(cfg.RulesSigningKey), nil
+	}
+	sm, err := secretsIfNeeded(ctx, cfg.RulesSigningKeySecretARN)
+	if err != nil || sm == nil {
+		return nil, err
+	}
+	return rulesSigningSecret(ctx, sm, cfg.RulesSigningKeySecretARN)
+}
+
+func rulesSigningSecret(ctx context.Context, sm secretGetter, arn string) ([]byte, error) {
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return nil, fmt.Errorf("rules signing key: %w", err)
+	}
+	if len(s) < MinRulesSigningKey {
+		return nil, fmt.Errorf("rules signing key: secret %s holds %d bytes, want at least %d", arn, len(s), MinRulesSigningKey)
+	}
+	return []byte(s), nil
+}
+
 // lambdaInvoker is the one Lambda call the upstream authorizer needs.
 type lambdaInvoker interface {
 	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)

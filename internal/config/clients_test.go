@@ -294,6 +294,25 @@ func TestSubjectKey(t *testing.T) {
 	}
 }
 
+func TestRulesSigningSecret(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:rules"
+	sm := fakeSecrets{arn: strings.Repeat("r", MinRulesSigningKey)}
+	if got, err := rulesSigningSecret(t.Context(), sm, arn); err != nil || string(got) != sm[arn] {
+		t.Errorf("rulesSigningSecret(arn) = %q, %v; want the secret", got, err)
+	}
+	if _, err := rulesSigningSecret(t.Context(), fakeSecrets{arn: strings.Repeat("r", MinRulesSigningKey-1)}, arn); err == nil {
+		t.Error("rulesSigningSecret(31-byte secret) = nil error, want too short")
+	}
+	if key, err := RulesSigningSecret(t.Context(), Config{}); key != nil || err != nil {
+		t.Errorf("RulesSigningSecret(unset) = %q, %v; want nil, nil", key, err)
+	}
+	cfg, err := FromEnv(env(map[string]string{"RULES_PUBLIC_KEY": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}))
+	if err != nil || len(cfg.RulesPublicKey) != 32 || cfg.RulesPublicKey[0] != 0xd7 {
+		t.Errorf("FromEnv(RULES_PUBLIC_KEY) = %x, %v; want the 32 bytes", cfg.RulesPublicKey, err)
+	}
+}
+
 // fakeLambda answers Invoke with a fixed output.
 type fakeLambda struct {
 	out *lambda.InvokeOutput

@@ -9,6 +9,8 @@ package config
 
 import (
 	"cmp"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +58,10 @@ const (
 	// DefaultDBSSLMode verifies the server's certificate and host name
 	// against the system roots and the RDS CA bundle (RDSCABundle).
 	DefaultDBSSLMode = "verify-full"
+	// MinRulesSigningKey is the shortest RULES_SIGNING_KEY accepted, in
+	// bytes: the Ed25519 seed is its SHA-256, so 32 random bytes are a
+	// full-strength key.
+	MinRulesSigningKey = 32
 	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
 	// bytes.
 	MinSubjectHMACKey = 16
@@ -183,6 +189,20 @@ type Config struct {
 	// Manager secret whose SecretString is the key (the stack creates
 	// one).
 	SubjectHMACKeySecretARN string
+	// RulesSigningKey is RULES_SIGNING_KEY: the secret the rule writers'
+	// Ed25519 key is derived from (rulesync.NewSigningKey), at least
+	// MinRulesSigningKey bytes. Set it or RulesSigningKeySecretARN
+	// (production), not both. Neither: rules snapshots are published
+	// unsigned, which deciders with a RulesPublicKey refuse.
+	RulesSigningKey Secret
+	// RulesSigningKeySecretARN is RULES_SIGNING_KEY_SECRET_ARN: a Secrets
+	// Manager secret whose SecretString is that secret, for the rule
+	// writers alone (admin-write, migrate).
+	RulesSigningKeySecretARN string
+	// RulesPublicKey is RULES_PUBLIC_KEY decoded (standard base64 of 32
+	// bytes): the rule writers' public key. Deciders refuse the rules
+	// snapshots it does not verify. Nil: snapshots are read unverified.
+	RulesPublicKey ed25519.PublicKey
 	// DefaultLimit is DEFAULT_LIMIT, the limit applied when no rule
 	// matches: "100/1m" (100 per minute) or "100/1m,burst=200". Nil (the
 	// variable unset or empty) allows such requests without limit. Only
@@ -293,6 +313,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("jwtTokenUse", c.JWTTokenUse),
 		slog.String("jwtJwksUrl", c.JWTJWKSURL),
 		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
+		slog.Bool("rulesSigningKeySet", c.RulesSigningKey != ""),
+		slog.String("rulesSigningKeySecretArn", c.RulesSigningKeySecretARN),
+		slog.String("rulesPublicKey", base64.StdEncoding.EncodeToString(c.RulesPublicKey)),
 		slog.Duration("rulesRefresh", c.RulesRefresh),
 		slog.Duration("rulesVersionPoll", c.RulesVersionPoll),
 		slog.String("rateLimitHeaders", c.RateLimitHeaders.String()),
@@ -538,6 +561,27 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.SubjectHMACKey != "" && c.SubjectHMACKeySecretARN != "" {
 		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "set SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN, not both")
+	}
+	if v := get("RULES_SIGNING_KEY"); v != "" {
+		c.RulesSigningKey = Secret(v)
+		if len(v) < MinRulesSigningKey {
+			fail("RULES_SIGNING_KEY", "%d bytes is too short: at least %d", len(v), MinRulesSigningKey)
+		}
+	}
+	c.RulesSigningKeySecretARN = get("RULES_SIGNING_KEY_SECRET_ARN")
+	if v := c.RulesSigningKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("RULES_SIGNING_KEY_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.RulesSigningKey != "" && c.RulesSigningKeySecretARN != "" {
+		fail("RULES_SIGNING_KEY_SECRET_ARN", "set RULES_SIGNING_KEY or RULES_SIGNING_KEY_SECRET_ARN, not both")
+	}
+	if v := get("RULES_PUBLIC_KEY"); v != "" {
+		k, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(k) != ed25519.PublicKeySize {
+			fail("RULES_PUBLIC_KEY", "%q is not an Ed25519 public key: want %d bytes in standard base64 (%d characters)", v, ed25519.PublicKeySize, base64.StdEncoding.EncodedLen(ed25519.PublicKeySize))
+		} else {
+			c.RulesPublicKey = k
+		}
 	}
 	if v := get("DEFAULT_LIMIT"); v != "" {
 		d, err := ParseLimit(v)

@@ -33,6 +33,7 @@ var (
 	decideAdm  = []string{"authorizer", "check", "admin"}
 	everything = []string{"authorizer", "check", "admin", "admin-stats", "migrate"}
 	withStore  = []string{"authorizer", "check", "admin", "migrate"}
+	writers    = []string{"admin-write", "migrate"}
 )
 
 // Vars is every environment variable FromEnv reads, in the order the
@@ -98,6 +99,13 @@ var Vars = []Var{
 			"neither: the unkeyed hash, with a warning"},
 	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
+	{Name: "RULES_PUBLIC_KEY", DefaultDoc: "—", Functions: decide,
+		Doc: "the rule writers' Ed25519 public key, 32 bytes in base64: a rules snapshot they did not sign, or a version from the future, is refused " +
+			"([security](SECURITY.md#rules-in-redis)); unset: snapshots are read unverified, with a warning"},
+	{Name: "RULES_SIGNING_KEY_SECRET_ARN", DefaultDoc: "—", Functions: writers,
+		Doc: "a secret of at least 32 bytes the rules snapshot's signing key is derived from; not with `RULES_SIGNING_KEY`; neither: unsigned"},
+	{Name: "RULES_SIGNING_KEY", DefaultDoc: "—", Functions: writers,
+		Doc: "that secret itself, for development (`sluice local` generates one)"},
 	{Name: "DEFAULT_LIMIT", DefaultDoc: "allow", Functions: decideAdm,
 		Doc: "the limit when no rule matches, such as `100/1m` or `100/1m,burst=200`; unset allows such requests"},
 	{Name: "RATELIMIT_HEADERS", Default: "draft11", Functions: decide,

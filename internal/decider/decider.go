@@ -10,6 +10,8 @@ package decider
 
 import (
 	"context"
+	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,6 +57,11 @@ type Options struct {
 	// missing or behind, and at every Refresh (PostgreSQL, built by
 	// internal/app). Nil: the snapshot alone.
 	Store rulesync.Loader
+	// RulesPublicKey, when set, is the rule writers' public key
+	// (RULES_PUBLIC_KEY): a snapshot they did not sign is refused, counted
+	// (the RulesRefused metric) and logged, and the rules come from the
+	// store. Nil: snapshots are read unverified, with a warning at start.
+	RulesPublicKey ed25519.PublicKey
 	// Default is the rule of a request no rule matches; nil allows it.
 	Default *rules.Effective
 	// Refresh and Poll are rulesync.CacheOptions'.
@@ -142,7 +149,10 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 	}
 	pcancel()
 
-	d.Snapshot = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix})
+	d.Snapshot = rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: o.Prefix, PublicKey: o.RulesPublicKey})
+	if o.RulesPublicKey == nil {
+		log.Warn("no rules public key (RULES_PUBLIC_KEY): rules snapshots are not verified, and any process holding Redis can publish rules")
+	}
 	var st rulesync.Loader = d.Snapshot
 	if o.Store != nil {
 		st = o.Store
@@ -159,6 +169,11 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 		VersionTimeout: lo.Timeout,
 		LoadTimeout:    InitLoadTimeout,
 		OnError: func(err error) {
+			if errors.Is(err, rulesync.ErrRefused) {
+				log.Error("rules refused: a process holding Redis wrote a rules version or snapshot the rule writers did not sign; "+
+					"the rules held, or the database's, apply", slog.Any("error", err))
+				return
+			}
 			log.Error("rules refresh failed", slog.Any("error", err))
 		},
 		OnReload: LogReload(log),
@@ -189,6 +204,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 			s := lim.Stats()
 			return metrics.LeaseCounts{Leased: s.Leased, Taken: s.Leases, Returned: s.LeaseReturned}
 		},
+		RulesRefused: func() uint64 { return cache.Stats().Refused },
 	})
 	d.opts = o
 	d.Core = authorizer.New(cache, lim, d.CoreOptions(o.Sources))

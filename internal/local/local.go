@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -43,6 +44,7 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
@@ -160,6 +162,22 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			return err
 		}
 		cfg.SubjectHMACKey = config.Secret(key)
+	}
+	if cfg.RulesSigningKey == "" && cfg.RulesSigningKeySecretARN == "" {
+		// The rule writers' key, kept as the subject key is: the admin
+		// API signs each rules snapshot, and every limiter sharing this
+		// Redis (RULES_PUBLIC_KEY) refuses one it did not sign.
+		key, err := localSecret(c.StateDir, "rules-signing.key", 32)
+		if err != nil {
+			if c.ln != nil {
+				c.ln.Close()
+			}
+			return err
+		}
+		cfg.RulesSigningKey = config.Secret(key)
+		if cfg.RulesPublicKey == nil {
+			cfg.RulesPublicKey = rulesync.NewSigningKey([]byte(key)).Public().(ed25519.PublicKey)
+		}
 	}
 	if c.Regions > 1 {
 		return serveRegions(ctx, c, cfg, stdout, stderr)
@@ -314,6 +332,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
+		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey),
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
 		return err
@@ -619,6 +638,9 @@ type bannerInfo struct {
 	// regions is the lines on the Regions of `sluice local --regions`,
 	// each ending in a newline; empty for one.
 	regions string
+	// rulesKey is RULES_PUBLIC_KEY: what a limiter sharing this Redis
+	// verifies the rules with.
+	rulesKey string
 }
 
 // banner prints what is running and commands to try.
@@ -626,6 +648,10 @@ func banner(w io.Writer, b bannerInfo) {
 	// A generated token is printed: it exists nowhere else. A token the
 	// user chose is already in their environment, and terminals get shared
 	// and recorded: print it masked, and refer to the variable.
+	var rulesKey string
+	if b.rulesKey != "" {
+		rulesKey = "  rules key  " + b.rulesKey + "  (RULES_PUBLIC_KEY: a limiter on this Redis refuses rules this admin API did not sign)\n"
+	}
 	shown, ref := b.token, b.token
 	note, export := "generated; set SLUICE_ADMIN_TOKEN to choose one", "SLUICE_ADMIN_TOKEN="+b.token+" "
 	consoleURL := b.base + "/console/#token=" + url.QueryEscape(b.token)
@@ -646,7 +672,7 @@ func banner(w io.Writer, b bannerInfo) {
   Redis      %[7]s
   store      %[8]s
   rules      %[9]s
-%[18]s
+%[19]s%[18]s
 Try:
 %[12]s  curl -s -H "Authorization: Bearer %[10]s" %[1]s/admin/rules
   curl -s -H "Authorization: Bearer %[10]s" -H 'Content-Type: application/json' \
@@ -658,7 +684,7 @@ CLI (make run built it in build/):
 
 Ctrl-C stops.
 `, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
-		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions)
+		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions, rulesKey)
 }
 
 // tryLines are the banner's first curl lines: with the API key, or with a

@@ -38,6 +38,11 @@ type Options struct {
 	// Leases, when set, is called at every flush for the limiter's token
 	// lease counters since it started; each line reports what they grew.
 	Leases func() LeaseCounts
+	// RulesRefused, when set, is called at every flush for the number of
+	// rules versions and snapshots refused since start (not signed by the
+	// rule writers, or from the future: rulesync.CacheStats.Refused); a
+	// line reports its growth as RulesRefused when not zero.
+	RulesRefused func() uint64
 }
 
 // LeaseCounts are the limiter's token lease counters (limiter.Stats),
@@ -53,8 +58,8 @@ type LeaseCounts struct {
 // shadowDeny, unauthorized), FailOpen, FailClosed (only when not zero),
 // DenyCacheHits, RedisLatency (ms,
 // a uniform sample of up to 100 per flush), BreakerOpen (0 or 1),
-// SnapshotAgeSeconds, and with leasing LeasedAdmissions, LeasesTaken and
-// LeaseTokensReturned.
+// SnapshotAgeSeconds, RulesRefused (only when not zero), and with leasing
+// LeasedAdmissions, LeasesTaken and LeaseTokensReturned.
 // Recording costs a few atomic adds; a nil *Metrics records nothing.
 type Metrics struct {
 	o     Options
@@ -66,9 +71,10 @@ type Metrics struct {
 	lat                                                        [latencySamples]atomic.Uint64 // float64 bits, ms
 	next                                                       atomic.Int64                  // next flush, ns since epoch
 
-	mu     sync.Mutex // serialises flushes
-	buf    []byte
-	leases LeaseCounts // at the last flush
+	mu      sync.Mutex // serialises flushes
+	buf     []byte
+	leases  LeaseCounts // at the last flush
+	refused uint64      // RulesRefused at the last flush
 }
 
 // New returns Metrics writing to o.W.
@@ -207,6 +213,16 @@ func (m *Metrics) flushLocked() {
 	if failClosed > 0 {
 		decl += `,{"Name":"FailClosed","Unit":"Count"}`
 	}
+	// Left out at zero too: a refused rules snapshot is a process holding
+	// Redis writing rules, which the stack pages on.
+	var refused uint64
+	if m.o.RulesRefused != nil {
+		total := m.o.RulesRefused()
+		refused, m.refused = total-m.refused, total
+	}
+	if refused > 0 {
+		decl += `,{"Name":"RulesRefused","Unit":"Count"}`
+	}
 	var lc LeaseCounts
 	if m.o.Leases != nil {
 		decl += `,{"Name":"LeasedAdmissions","Unit":"Count"},{"Name":"LeasesTaken","Unit":"Count"},{"Name":"LeaseTokensReturned","Unit":"Count"}`
@@ -220,6 +236,10 @@ func (m *Metrics) flushLocked() {
 	if failClosed > 0 {
 		b = append(b, `,"FailClosed":`...)
 		b = strconv.AppendUint(b, failClosed, 10)
+	}
+	if refused > 0 {
+		b = append(b, `,"RulesRefused":`...)
+		b = strconv.AppendUint(b, refused, 10)
 	}
 	if n > 0 {
 		b = append(b, `,"RedisLatency":[`...)
