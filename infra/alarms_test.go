@@ -29,6 +29,7 @@ func TestAlarmsPage(t *testing.T) {
 		}
 		for id, want := range map[string][2]float64{
 			"FailOpenAlarm": {2, 3}, "BreakerOpenAlarm": {2, 3}, "FailClosedAlarm": {1, 1}, "AuthorizerStartFailuresAlarm": {1, 1},
+			"RulesRefusedAlarm": {1, 1},
 		} {
 			a, ok := alarms[id]
 			if !ok {
@@ -39,6 +40,13 @@ func TestAlarmsPage(t *testing.T) {
 			if got != want {
 				t.Errorf("%s: %s on %v of %v datapoints, want %v of %v", v, id, got[0], got[1], want[0], want[1])
 			}
+		}
+		// A refused rules snapshot is counted by every decider the
+		// fail-closed alarm watches.
+		refused, _ := json.Marshal(alarms["RulesRefusedAlarm"]["Metrics"])
+		closed, _ := json.Marshal(alarms["FailClosedAlarm"]["Metrics"])
+		if n, want := strings.Count(string(refused), `"MetricName":"RulesRefused"`), strings.Count(string(closed), `"MetricName":"FailClosed"`); n != want || n == 0 {
+			t.Errorf("%s: RulesRefusedAlarm watches %d deciders' RulesRefused, want the %d FailClosedAlarm watches", v, n, want)
 		}
 		filters := resources(js, "AWS::Logs::MetricFilter")
 		var found bool

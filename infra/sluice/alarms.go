@@ -54,6 +54,10 @@ type Alarms struct {
 	FailClosed awscloudwatch.Alarm
 	// BreakerOpen: a function's Redis circuit breaker was open.
 	BreakerOpen awscloudwatch.Alarm
+	// RulesRefused: a decider refused a rules version or snapshot in
+	// Redis that the rule writers did not sign (or one from the future):
+	// a process holding Redis tried to change the rules.
+	RulesRefused awscloudwatch.Alarm
 	// Throttles: Lambda throttled the authorizer (a 500 for the caller).
 	Throttles awscloudwatch.Alarm
 	// P99: the authorizer's p99 duration was above the threshold.
@@ -65,14 +69,14 @@ type Alarms struct {
 	StartFailures awscloudwatch.Alarm
 
 	// The metrics alarmed on, for dashboards.
-	FailOpenMetric, FailClosedMetric, BreakerOpenMetric awscloudwatch.IMetric
-	ServerErrorMetrics                                  []awscloudwatch.IMetric
-	StartFailuresMetric                                 awscloudwatch.IMetric
+	FailOpenMetric, FailClosedMetric, BreakerOpenMetric, RulesRefusedMetric awscloudwatch.IMetric
+	ServerErrorMetrics                                                      []awscloudwatch.IMetric
+	StartFailuresMetric                                                     awscloudwatch.IMetric
 }
 
 // NewAlarms creates the authorizer's alarms in scope, with ids starting
 // with prefix (unique in scope): <prefix>FailOpenAlarm,
-// FailClosedAlarm, BreakerOpenAlarm, AuthorizerThrottlesAlarm,
+// FailClosedAlarm, BreakerOpenAlarm, RulesRefusedAlarm, AuthorizerThrottlesAlarm,
 // AuthorizerP99Alarm, AuthorizerStartFailuresAlarm (with its log metric
 // filter AuthorizerStartFailures) and AuthorizerFailuresAlarm (then 2, 3,
 // ... for each further API). Each sends ALARM and OK to the topic; missing data is not
@@ -126,9 +130,10 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		})
 	}
 	al := &Alarms{
-		FailOpenMetric:    across("SUM", "FailOpen", "Sum", "Fail-open decisions"),
-		FailClosedMetric:  across("SUM", "FailClosed", "Sum", "Fail-closed decisions"),
-		BreakerOpenMetric: across("MAX", "BreakerOpen", "Maximum", "Redis breaker open"),
+		FailOpenMetric:     across("SUM", "FailOpen", "Sum", "Fail-open decisions"),
+		FailClosedMetric:   across("SUM", "FailClosed", "Sum", "Fail-closed decisions"),
+		BreakerOpenMetric:  across("MAX", "BreakerOpen", "Maximum", "Redis breaker open"),
+		RulesRefusedMetric: across("SUM", "RulesRefused", "Sum", "Rules refused (not the writers')"),
 	}
 	// Fail-open and the breaker page on 2 minutes of any 3: a Redis
 	// failover (about 30 s in a maintenance window) fills one minute or
@@ -139,6 +144,10 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		al.FailOpenMetric, 0, 2, 3)
 	al.FailClosed = alarm("FailClosedAlarm", "Sluice denied requests because Redis failed on failure_mode closed rules "+
 		"(callers got 429 without being over a limit)", al.FailClosedMetric, 0, 1)
+	// A refused rules snapshot pages on the first minute: no failure
+	// writes one, a process holding Redis does (docs/SECURITY.md).
+	al.RulesRefused = alarm("RulesRefusedAlarm", "A Sluice decider refused rules in Redis the rule writers did not sign, "+
+		"or a version from the future: a process holding Redis tried to change the rules", al.RulesRefusedMetric, 0, 1)
 	al.BreakerOpen = alarmOf("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 2 of the last 3 minutes: decisions "+
 		"fall back to each rule's failure mode without asking Redis", al.BreakerOpenMetric, 0, 2, 3)
 	// A start that fails (a bad secret, a configuration the function
