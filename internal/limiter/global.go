@@ -104,33 +104,21 @@ const (
 var (
 	//go:embed pool.lua
 	poolLua string
+	//go:embed pool_after.lua
+	poolAfterLua string
 	//go:embed pool_fill.lua
 	poolFillLua string
 	//go:embed usage_pool.lua
 	usagePoolLua string
+	//go:embed usage_pool_after.lua
+	usagePoolAfterLua string
 
-	// globalScript is chargeScript with pool.lua around it.
-	globalScript   = redis.NewScript(globalSrc())
+	// globalScript is chargeScript with the pools around it.
+	globalScript   = redis.NewScript("local charging, every_end = true, false\n" + poolLua + bucketSrc + chargeLua + poolAfterLua)
 	poolFillScript = redis.NewScript(poolFillLua)
-	// usageGlobalScript is usageScript with usage_pool.lua around it.
-	usageGlobalScript = redis.NewScript(aroundUsage())
+	// usageGlobalScript is usageScript with the pools around it.
+	usageGlobalScript = redis.NewScript("local charging, every_end = false, true\n" + usagePoolLua + bucketSrc + usageLua + usagePoolAfterLua)
 )
-
-func aroundUsage() string {
-	before, after, ok := strings.Cut(usagePoolLua, "-- #after\n")
-	if !ok {
-		panic("limiter: usage_pool.lua without its \"-- #after\" line")
-	}
-	return "local charging, every_end = false, true\n" + before + bucketSrc + usageLua + after
-}
-
-func globalSrc() string {
-	before, after, ok := strings.Cut(poolLua, "-- #after\n")
-	if !ok {
-		panic("limiter: pool.lua without its \"-- #after\" line")
-	}
-	return "local charging, every_end = true, false\n" + before + bucketSrc + chargeLua + after
-}
 
 // ErrLedger wraps a ledger failure a decision met (its failure mode
 // decided it).

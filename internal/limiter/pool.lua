@@ -1,6 +1,6 @@
 -- pool.lua: the Region's pools of a request's global buckets (global.go),
--- around charge.lua: this file's first part runs before bucket.lua, its
--- second (after the "-- #after" line) after charge.lua.
+-- around charge.lua: this file runs before bucket.lua,
+-- pool_after.lua after charge.lua.
 --
 -- A global bucket's budget is shared by every Region through a ledger; a
 -- Region decides from the tokens it leased from the ledger and has not
@@ -60,19 +60,3 @@ do
 		end
 	end
 end
--- #after
-if allowed == 1 then
-	local cmask = 0
-	for j = 1, pm do
-		if from_credit[j] then
-			redis.call('INCRBY', credits[j], cs)
-			redis.call('PEXPIREAT', credits[j], cexp[j])
-			out = out .. ' ' .. (tonumber(redis.call('GET', pools[j]) or '0') or 0)
-			cmask = cmask + 2 ^ (j - 1)
-		else
-			out = out .. ' ' .. redis.call('DECRBY', pools[j], cs)
-		end
-	end
-	out = out .. string.format(' %d', cmask)
-end
-return out

@@ -1,7 +1,6 @@
 -- usage_pool.lua: a usage report's charge to the Region's pools of its
--- global buckets (usage.go), around usage.lua, in the same call: its first
--- part runs before bucket.lua, its second (after the "-- #after" line)
--- after usage.lua. A report the idempotency key finds a duplicate charges
+-- global buckets (usage.go), around usage.lua, in the same call: this file
+-- runs before bucket.lua, usage_pool_after.lua after usage.lua. A report the idempotency key finds a duplicate charges
 -- no pool either.
 --
 -- A charge spends from the pool, into debt (below 0) if it must: the
@@ -29,20 +28,3 @@ for j = pm, 1, -1 do
 	uexp[j] = ARGV[#ARGV]
 	ARGV[#ARGV] = nil
 end
--- #after
-if dup == 0 and cost ~= 0 then
-	for j = 1, pm do
-		local c = cost
-		if c < 0 then
-			local charged = tonumber(redis.call('GET', ucharged[j]) or '0') or 0
-			c = -math.min(-c, charged)
-		end
-		if c ~= 0 then
-			redis.call('DECRBY', upools[j], c)
-			redis.call('INCRBY', ucharged[j], c)
-			redis.call('PEXPIREAT', upools[j], uexp[j])
-			redis.call('PEXPIREAT', ucharged[j], uexp[j])
-		end
-	end
-end
-return out
