@@ -57,6 +57,10 @@ check-global: ## the conservation checker of global budgets, long: CHECK_RUNS ru
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time; not part of test
 	scripts/fuzz.sh
 
+.PHONY: openapi
+openapi: ## regenerate what comes from internal/admin/openapi.yaml: the TypeScript client's types, docs/admin-api.md's route table
+	scripts/clients.sh generate
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (make test runs it first)
 	GO=$(GO) scripts/lint.sh
