@@ -37,6 +37,14 @@ func Literal(s string) Value { return Value{literal: s} }
 // $context.authorizer.<key>.
 func Authorizer(key string) Value { return Value{vr: "authorizer." + key} }
 
+// Var is v's $context variable without "$context." (such as
+// "authorizer.limit" or "requestId"); "" for a literal. The edge's
+// function (internal/cdn) fills the same variables in.
+func (v Value) Var() string { return v.vr }
+
+// Text is v's literal text; "" for a variable.
+func (v Value) Text() string { return v.literal }
+
 // RequestID is API Gateway's id of the request: $context.requestId.
 var RequestID = Value{vr: "requestId"}
 
