@@ -99,6 +99,9 @@ type clients struct {
 	// Snapshots is the copy of the rules in Redis the admin path publishes
 	// and the decision path reads first; nil without Redis.
 	Snapshots *rulesync.Snapshots
+	// signedBy is the public half of the key Snapshots signs with
+	// (RULES_SIGNING_KEY or its secret); nil when it publishes unsigned.
+	signedBy ed25519.PublicKey
 
 	pool    *pgxpool.Pool // the database's, when one was built
 	closers []func()
@@ -147,10 +150,12 @@ func (c *clients) openRedis(ctx context.Context, cfg config.Config, o *Options) 
 	so := rulesync.SnapshotsOptions{Prefix: o.Prefix, PublicKey: cfg.RulesPublicKey}
 	if secret != nil {
 		so.SigningKey = rulesync.NewSigningKey(secret)
-		if pub := so.SigningKey.Public().(ed25519.PublicKey); so.PublicKey != nil && !bytes.Equal(pub, so.PublicKey) {
+		pub := so.SigningKey.Public().(ed25519.PublicKey)
+		if so.PublicKey != nil && !bytes.Equal(pub, so.PublicKey) {
 			return fmt.Errorf("rules signing key: RULES_PUBLIC_KEY %s is not its public half (%s): the deciders would refuse every snapshot",
 				rulesync.FormatPublicKey(so.PublicKey), rulesync.FormatPublicKey(pub))
 		}
+		c.signedBy = pub
 	}
 	rdb := o.Redis
 	if rdb == nil {

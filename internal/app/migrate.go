@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rulefile"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/migrations"
@@ -48,10 +49,17 @@ type migrateProperties struct {
 	// Limits is the limits file the stack declares (StackProps.Limits,
 	// -c limitsFile), applied after the migrations; "" declares none.
 	Limits string `json:"Limits"`
+	// RulesSigningKey is the ARN of the rules signing key's secret the
+	// stack gives the function: a new one republishes the snapshot signed
+	// with it, and the function must sign (RulesPublicKey in Data).
+	RulesSigningKey string `json:"RulesSigningKey"`
 }
 
 // MigrateResult is the migrate function's reply. PhysicalResourceID and
-// Data are read by the CDK Provider framework and ignored by everyone else.
+// Data are read by the CDK Provider framework and ignored by everyone else:
+// Data holds Version (when migrated) and RulesPublicKey, the public half
+// of the key the snapshots are signed with, which the stack gives the
+// deciders as RULES_PUBLIC_KEY.
 type MigrateResult struct {
 	// Applied names the migration files applied by this call, in order;
 	// empty (not null) when the database was up to date.
@@ -59,8 +67,8 @@ type MigrateResult struct {
 	// Version is the schema version after the call.
 	Version int64 `json:"version"`
 	// Skipped says why nothing was done, else empty: "delete" (a custom
-	// resource Delete), "unchanged" (an Update that asks for the set
-	// already asked for), "rollback" (an Update that asks for another set
+	// resource Delete), "unchanged" (an Update that changes none of the
+	// migrateProperties), "rollback" (an Update that asks for another set
 	// than this function carries: CloudFormation rolling back).
 	Skipped string `json:"skipped,omitempty"`
 	// Published says whether the rules snapshot was written to Redis
@@ -106,6 +114,9 @@ type Migrator struct {
 	// publish, when set, publishes the rules snapshot to Redis after
 	// every migration run (Migration.PublishSnapshot sets it).
 	publish func(context.Context) (bool, error)
+	// rulesKey, set with publish, is RULES_PUBLIC_KEY of the key publish
+	// signs with; "" when it publishes unsigned.
+	rulesKey string
 }
 
 // PublishSnapshot makes the migrator publish the rules and plans to
@@ -125,6 +136,9 @@ func (m *Migration) PublishSnapshot(ctx context.Context, cfg config.Config, o Op
 		return err
 	}
 	m.Migrator.publish = m.PublishRules
+	if m.signedBy != nil {
+		m.Migrator.rulesKey = rulesync.FormatPublicKey(m.signedBy)
+	}
 	return nil
 }
 
@@ -154,8 +168,7 @@ func skipReason(ev *migrateEvent) string {
 		return ""
 	case ev.ResourceProperties.Migrations != migrations.Digest():
 		return "rollback"
-	case ev.ResourceProperties.Migrations == ev.OldResourceProperties.Migrations &&
-		ev.ResourceProperties.Limits == ev.OldResourceProperties.Limits:
+	case ev.ResourceProperties == ev.OldResourceProperties:
 		return "unchanged"
 	}
 	return ""
@@ -169,10 +182,16 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	if ev.RequestType != "" {
 		log = log.With(slog.String("requestType", ev.RequestType))
 	}
+	if arn := ev.ResourceProperties.RulesSigningKey; arn != "" && m.rulesKey == "" && ev.RequestType != "Delete" {
+		return MigrateResult{}, fmt.Errorf("migrate: the stack gives the rules signing key %s, but this function does not sign "+
+			"(no RULES_SIGNING_KEY_SECRET_ARN, or no REDIS_URL): the deciders would get no RULES_PUBLIC_KEY", arn)
+	}
 	if skip := skipReason(&ev); skip != "" {
 		log.InfoContext(ctx, "custom resource event: nothing to do", slog.String("skipped", skip),
 			slog.String("migrations", ev.ResourceProperties.Migrations), slog.String("carried", migrations.Digest()))
-		return MigrateResult{Applied: []string{}, Skipped: skip, PhysicalResourceID: MigrationsResourceID}, nil
+		// The key even so: CloudFormation answers GetAtt from the last
+		// response's Data alone.
+		return MigrateResult{Applied: []string{}, Skipped: skip, PhysicalResourceID: MigrationsResourceID, Data: m.data(nil)}, nil
 	}
 
 	start := time.Now()
@@ -226,9 +245,25 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 	}
 	if ev.RequestType != "" {
 		out.PhysicalResourceID = MigrationsResourceID
-		out.Data = map[string]string{"Version": strconv.FormatInt(res.Version, 10)}
+		out.Data = m.data(&res.Version)
 	}
 	return out, nil
+}
+
+// data is a custom resource event's Data: the schema version, when
+// migrated, and RulesPublicKey, when the function signs; nil when empty.
+func (m *Migrator) data(version *int64) map[string]string {
+	d := map[string]string{}
+	if version != nil {
+		d["Version"] = strconv.FormatInt(*version, 10)
+	}
+	if m.rulesKey != "" {
+		d["RulesPublicKey"] = m.rulesKey
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	return d
 }
 
 // LimitsActor is the audit log's actor of the writes a deploy's limits

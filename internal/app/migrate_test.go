@@ -1,6 +1,8 @@
 package app
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -301,4 +303,85 @@ func mustCreate(t *testing.T, mg *Migration, body string) rules.Rule {
 		t.Fatal(err)
 	}
 	return created
+}
+
+// TestHandleGivesRulesPublicKey: the migration custom resource answers
+// every event with RulesPublicKey, the public half of the key the
+// function signs snapshots with (the stack's deciders get it as
+// RULES_PUBLIC_KEY through GetAtt), skipped events too, since
+// CloudFormation keeps the last response's Data alone. An Update that
+// changes only the signing key is not skipped: it republishes the
+// snapshot signed with the new key. A function that does not sign, given
+// a key by the stack, fails the deploy and says why.
+func TestHandleGivesRulesPublicKey(t *testing.T) {
+	const secret = "the migration's own rules signing secret, 32+ bytes"
+	const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:RulesSigningKey-AbCdEf"
+	want := rulesync.FormatPublicKey(rulesync.NewSigningKey([]byte(secret)).Public().(ed25519.PublicKey))
+	dbURL := pgtest.NewEmptyDatabase(t)
+	newMigration := func(env map[string]string) (*Migration, string) {
+		t.Helper()
+		cfg, err := config.FromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		rdb := testenv.Redis(t)
+		prefix := testenv.Prefix(t, "migrate")
+		t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
+		if err := m.PublishSnapshot(t.Context(), cfg, Options{Redis: rdb, Prefix: prefix}); err != nil {
+			t.Fatal(err)
+		}
+		return m, prefix
+	}
+	m, prefix := newMigration(map[string]string{"DATABASE_URL": dbURL, "RULES_SIGNING_KEY": secret})
+	event := func(kind string, now, was map[string]string) json.RawMessage {
+		b, err := json.Marshal(map[string]any{"RequestType": kind, "PhysicalResourceId": MigrationsResourceID,
+			"ResourceProperties": now, "OldResourceProperties": was})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	digest := migrations.Digest()
+	props := map[string]string{"Migrations": digest, "RulesSigningKey": arn}
+	for _, tc := range []struct {
+		name      string
+		event     json.RawMessage
+		skipped   string
+		published bool
+	}{
+		{"create", event("Create", props, nil), "", true},
+		{"update asking for the same", event("Update", props, props), "unchanged", false},
+		{"rollback to the previous set", event("Update", map[string]string{"Migrations": "0ld", "RulesSigningKey": arn}, props), "rollback", false},
+		{"update giving the key first (an upgrade)", event("Update", props, map[string]string{"Migrations": digest}), "", true},
+		{"update to another key", event("Update", props, map[string]string{"Migrations": digest, "RulesSigningKey": arn + "0"}), "", true},
+		{"delete", event("Delete", props, nil), "delete", false},
+	} {
+		got, err := m.Migrator.Handle(t.Context(), tc.event)
+		if err != nil {
+			t.Fatalf("Handle(%s) error = %v", tc.name, err)
+		}
+		if got.Skipped != tc.skipped || (got.Published != nil) != tc.published || got.Data["RulesPublicKey"] != want {
+			t.Errorf("Handle(%s) = skipped %q, published %v, Data %v; want skipped %q, published %v, RulesPublicKey %s",
+				tc.name, got.Skipped, got.Published != nil, got.Data, tc.skipped, tc.published, want)
+		}
+	}
+	// What it published verifies with the key it answered.
+	pub, _ := base64.StdEncoding.DecodeString(want)
+	verify := rulesync.NewSnapshots(m.Redis, rulesync.SnapshotsOptions{Prefix: prefix, PublicKey: pub})
+	if set, err := verify.LoadAll(t.Context()); err != nil || set.Version < 1 {
+		t.Errorf("the published snapshot under RulesPublicKey: %+v, %v; want it verified", set, err)
+	}
+
+	unsigned, _ := newMigration(map[string]string{"DATABASE_URL": dbURL})
+	if got, err := unsigned.Migrator.Handle(t.Context(), event("Create", props, nil)); err == nil || !strings.Contains(err.Error(), "RULES_SIGNING_KEY_SECRET_ARN") {
+		t.Errorf("Handle(create) without a signing key = %+v, %v; want an error naming RULES_SIGNING_KEY_SECRET_ARN", got, err)
+	}
+	if got, err := unsigned.Migrator.Handle(t.Context(), event("Delete", props, nil)); err != nil || got.Skipped != "delete" || got.Data != nil {
+		t.Errorf("Handle(delete) without a signing key = %+v, %v; want skipped, no Data", got, err)
+	}
 }

@@ -185,6 +185,11 @@ type Options struct {
 	// Observe, when set, is told of every decision, unauthorized ones
 	// included (see WithObserver for one per edge).
 	Observe Observe
+	// Denied, when set, is told of every denial a rule made (not a
+	// failed-closed one), with the request's API, after it is recorded:
+	// the CDN edge's recorder (internal/cdn). On the request's goroutine:
+	// it must not block.
+	Denied func(api string, res *Result)
 	// Now is the clock rules expire by (rules.Rule.ExpiresAt): a rule
 	// past its expiry is passed over at decision time, with no new
 	// snapshot needed. Default time.Now.
@@ -207,6 +212,7 @@ type Authorizer struct {
 	claims []claimKey
 	rec    recorder
 	now    func() time.Time
+	denied func(api string, res *Result)
 }
 
 // claimKey is a claim a rule limits by, and its authorizer context key.
@@ -225,7 +231,7 @@ func New(snaps snapshots, lim *limiter.Limiter, o Options) *Authorizer {
 			src[i] = identity.HeaderSource(src[i].Name)
 		}
 	}
-	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT, rec: newRecorder(&o), now: o.Now}
+	a := &Authorizer{snaps: snaps, lim: lim, sources: src, jwt: o.JWT, rec: newRecorder(&o), now: o.Now, denied: o.Denied}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -279,7 +285,7 @@ func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHa
 // observer of its own (the middleware's HandlerOptions.Observer, sluice
 // local's Prometheus metrics) decides through it.
 func (a *Authorizer) WithObserver(fn Observe) *Authorizer {
-	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims, now: a.now}
+	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims, now: a.now, denied: a.denied}
 	c.rec = a.rec
 	c.rec.observe = fn
 	return c
@@ -309,6 +315,9 @@ func (a *Authorizer) Decide(ctx context.Context, r *Request) (Result, error) {
 		took = time.Since(start)
 	}
 	a.record(ctx, r, &res, err, took)
+	if a.denied != nil && err == nil && !res.Allowed {
+		a.denied(r.API, &res)
+	}
 	return res, err
 }
 
