@@ -118,7 +118,7 @@ func (e *estimate) busyTotal() float64    { return sum(e.busy) }
 // ecpuPerDecision maps the Redis CPU of a decision to ElastiCache
 // Serverless ECPUs. AWS's definition (aws.amazon.com/elasticache/pricing):
 // a simple read or write of up to 1 KB is 1 ECPU, and commands that need
-// more vCPU time consume proportionally more. TestRedisCost measures the
+// more vCPU time consume proportionally more. tools/rediscost measures the
 // decision's script (usec_per_call, INFO commandstats) and a SET beside
 // it on the same redis-server: their ratio, rounded up, is the ECPUs; the
 // request and reply are under 1 KB.

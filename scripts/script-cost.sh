@@ -7,11 +7,11 @@
 #
 #   scripts/script-cost.sh ROUNDS N "label|file.lua|nkeys|args" ...
 #
-# The scripts as Redis runs them come from TestDumpScripts; an argument
+# The scripts as Redis runs them come from tools/rediscost; an argument
 # list is ARGV (bucket.lua). For example, charge_one.lua against itself
 # under RESP3:
 #
-#   SLUICE_DUMP_SCRIPTS=/tmp/lua go test -count=1 -run TestDumpScripts ./internal/limiter/
+#   go run ./tools/rediscost dump /tmp/lua
 #   { echo 'redis.setresp(3)'; cat /tmp/lua/charge_one.lua; } > /tmp/lua/resp3.lua
 #   A="1 1000000 1000000 1000000 0"
 #   scripts/script-cost.sh 16 50000 "one|/tmp/lua/charge_one.lua|1|$A" "resp3|/tmp/lua/resp3.lua|1|$A"
