@@ -48,7 +48,9 @@ import (
 //
 // make test runs CHECK_RUNS runs (default 12) of CHECK_STEPS steps
 // (default 60); make check-global runs more. A failure prints rapid's
-// seed and the shrunk sequence: rerun it with -rapid.seed.
+// seed and the shrunk sequence: rerun it with -rapid.seed. Each
+// invariant fails with a message of its own, its numbers logged apart,
+// so that rapid shrinks a sequence however its numbers vary.
 func TestConservation(t *testing.T) {
 	endpoint := testenv.DynamoDBURL(t)
 	url := testenv.RedisURL(t)
@@ -118,6 +120,7 @@ func newSlot(t *testing.T, redisAddr, endpoint, table string) *slot {
 type faultProxy struct {
 	addr string
 	next atomic.Int32 // 1 drop, 2 lose the reply
+	skip atomic.Int32 // commands to let through before next applies
 	cut  atomic.Bool
 	mu   sync.Mutex
 	open map[net.Conn]bool
@@ -177,6 +180,14 @@ func (p *faultProxy) closeAll() {
 	}
 }
 
+// arm makes the command after the next skip ones fail with fault: a
+// decision's script, the lock and reads before a fill, the fill, its
+// resolve, the unlock.
+func (p *faultProxy) arm(fault, skip int) {
+	p.skip.Store(int32(skip))
+	p.next.Store(int32(fault))
+}
+
 // setCut cuts the Region from its Redis (every connection closed, new
 // ones refused) or restores it.
 func (p *faultProxy) setCut(cut bool) {
@@ -215,7 +226,11 @@ func (p *faultProxy) serve(c, s net.Conn) {
 		if silent.Load() {
 			continue
 		}
-		switch p.next.Swap(0) {
+		fault := int32(0)
+		if p.next.Load() != 0 && p.skip.Add(-1) < 0 {
+			fault = p.next.Swap(0)
+		}
+		switch fault {
 		case dropCmd:
 			silent.Store(true)
 			continue
@@ -290,6 +305,10 @@ func newChecker(t *testing.T, rt *rapid.T, slots []*slot, direct *redis.Client, 
 		r := &region{slot: s, prefix: fmt.Sprintf("cons:%s:%d:%d:", testenv.Random(t), run, i), credit: map[string]int64{}, charged: map[string]int64{}}
 		r.rdb = redis.NewClient(&redis.Options{Addr: s.redis.addr, Protocol: 2, ContextTimeoutEnabled: true, MaxRetries: 1, PoolSize: 8})
 		c.regions = append(c.regions, r)
+	}
+	// Started once every Region is there: each process's Regions count
+	// sizes its blocks and allowance.
+	for i, r := range c.regions {
 		for range rapid.IntRange(1, 2).Draw(rt, "procs") {
 			c.start(r, i)
 		}
@@ -440,13 +459,15 @@ func (c *checker) step(rt *rapid.T) {
 		}
 		used, pools := c.ledgerAndPools(rt, a)
 		if used < pools {
-			rt.Fatalf("after a reset the ledger counts %d, fewer than the %d the pools hold", used, pools)
+			rt.Logf("after a reset the ledger counts %d, fewer than the %d the pools hold", used, pools)
+			rt.Fatal("a reset left the ledger counting fewer tokens than the pools hold")
 		}
 		// The reset keeps counted what the Regions held at their last
 		// ledger writes (pools and usage they may refund), and nothing
 		// more: the budget starts again.
 		if want := min(heldBefore, usedBefore); used != want {
-			rt.Fatalf("after a reset the ledger counts %d, want what the Regions held, %d (it counted %d)", used, want, usedBefore)
+			rt.Logf("after a reset the ledger counts %d, want what the Regions held, %d (it counted %d)", used, want, usedBefore)
+			rt.Fatal("a reset did not start the budget again from what the Regions held")
 		}
 		a.spent, a.reset = 0, true
 		a.base = used - pools
@@ -469,9 +490,9 @@ func (c *checker) step(rt *rapid.T) {
 	case "fault":
 		switch rapid.SampledFrom([]string{"redis-drop", "redis-lose", "redis-cut", "ledger-drop", "ledger-lose", "ledger-conflict", "ledger-cut"}).Draw(rt, "fault") {
 		case "redis-drop":
-			r.slot.redis.next.Store(dropCmd)
+			r.slot.redis.arm(dropCmd, rapid.IntRange(0, 4).Draw(rt, "skip"))
 		case "redis-lose":
-			r.slot.redis.next.Store(loseRepl)
+			r.slot.redis.arm(loseRepl, rapid.IntRange(0, 4).Draw(rt, "skip"))
 		case "redis-cut":
 			r.slot.redis.setCut(true)
 		case "ledger-drop":
@@ -512,15 +533,18 @@ func (c *checker) read(rt *rapid.T, r *region, ri int) {
 		return // the ledger is cut: nothing to compare
 	}
 	if n := len(l.global.pools); n != 0 {
-		rt.Fatalf("an admin read registered %d pools in its process", n)
+		rt.Logf("an admin read registered %d pools in its process", n)
+		rt.Fatal("an admin read registered a pool")
 	}
 	if after := c.dump(rt, r); after != before {
-		rt.Fatalf("an admin read wrote to Redis:\nbefore %s\nafter  %s", before, after)
+		rt.Logf("before %s\nafter  %s", before, after)
+		rt.Fatal("an admin read wrote to Redis")
 	}
 	a, _ := c.account()
 	pool := c.poolLevel(rt, r, a)
 	if want := max(c.b.Limit-st.Used+max(pool, 0), 0); st.Remaining != want {
-		rt.Fatalf("admin read: remaining %d, want limit %d - used %d + pool %d = %d", st.Remaining, c.b.Limit, st.Used, pool, want)
+		rt.Logf("admin read: remaining %d, want limit %d - used %d + pool %d = %d", st.Remaining, c.b.Limit, st.Used, pool, want)
+		rt.Fatal("an admin read's remaining is not limit - used + pool")
 	}
 }
 
@@ -630,7 +654,8 @@ func (c *checker) check(rt *rapid.T) {
 			gap -= a.base // what the reset left counted beyond the pools
 		}
 		if gap < 0 {
-			rt.Fatalf("item %s: ledger used %d < pools %d + spent %d (+ %d at a reset): %d tokens made", k, used, pools, a.spent, a.base, -gap)
+			rt.Logf("item %s: ledger used %d < pools %d + spent %d (+ %d at a reset): %d tokens made", k, used, pools, a.spent, a.base, -gap)
+			rt.Fatal("tokens made: ledger used < pools + spent")
 		}
 		gaps += gap
 		// Since a reset, what the Regions held then and the budget left
@@ -641,16 +666,19 @@ func (c *checker) check(rt *rapid.T) {
 			debt += max(-c.poolLevel(rt, r, a), 0)
 		}
 		if a.spent+a.base > a.maxLimit+debt {
-			rt.Fatalf("item %s: spent %d (+ %d the reset kept) over the limit %d and the pools' debt %d", k, a.spent, a.base, a.maxLimit, debt)
+			rt.Logf("item %s: spent %d (+ %d the reset kept) over the limit %d and the pools' debt %d", k, a.spent, a.base, a.maxLimit, debt)
+			rt.Fatal("spent over the limit")
 		}
 		for _, r := range c.regions {
 			n := int64(len(c.regions))
 			if open := (a.maxLimit + n - 1) / n; r.credit[k] > open {
-				rt.Fatalf("item %s: a Region admitted %d on its allowance, more than %d", k, r.credit[k], open)
+				rt.Logf("item %s: a Region admitted %d on its allowance, more than %d", k, r.credit[k], open)
+				rt.Fatal("a Region admitted more than its allowance")
 			}
 		}
 	}
 	if gaps > stranded {
-		rt.Fatalf("ledger used - pools - spent = %d over every item, but only %d counted stranded: tokens lost silently", gaps, stranded)
+		rt.Logf("ledger used - pools - spent = %d over every item, but only %d counted stranded", gaps, stranded)
+		rt.Fatal("tokens lost silently: ledger used - pools - spent > stranded")
 	}
 }
