@@ -282,7 +282,6 @@ type checker struct {
 	direct  *redis.Client
 	ddb     *dynamodb.Client
 	table   string
-	step0   int
 	usageN  int
 }
 

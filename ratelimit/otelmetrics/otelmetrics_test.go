@@ -66,7 +66,7 @@ func sortKeys(m map[string]int64) map[string]int64 {
 func attrs(s attribute.Set) string {
 	var out []string
 	for _, kv := range s.ToSlice() {
-		out = append(out, string(kv.Key)+"="+kv.Value.Emit())
+		out = append(out, string(kv.Key)+"="+kv.Value.String())
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
