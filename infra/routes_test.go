@@ -2,13 +2,9 @@ package main
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,9 +19,7 @@ import (
 // synthesized admin API disagree with it.
 
 const (
-	functionsDir = "../functions"      // one directory per Lambda, `make build` builds each
-	adminDir     = "../internal/admin" // where the Route constants are declared
-	adminPkg     = "github.com/sluicehq/sluice/internal/admin"
+	functionsDir = "../functions" // one directory per Lambda, `make build` builds each
 )
 
 // checkRoute is the one admin API method that is not an admin route.
@@ -70,118 +64,6 @@ func TestFunctionsMatchDirectories(t *testing.T) {
 	if diff := cmp.Diff(want, dirs); diff != "" {
 		t.Errorf("functions/ directories differ from sluice.Functions (-Functions +directories):\n%s", diff)
 	}
-}
-
-// TestAdminMainsNameTheirRoutes checks that each admin function's main
-// mentions the Route constants of the routes the table gives it, and no
-// other: whatever the wiring looks like, the constants it passes are the
-// routes the function is deployed for, so a main cannot serve a route of
-// another privilege class.
-func TestAdminMainsNameTheirRoutes(t *testing.T) {
-	consts := routeConstants(t)
-	want := map[string][]string{}
-	for _, r := range admin.Routes() {
-		c, ok := consts[r.Name]
-		if !ok {
-			t.Errorf("route %q has no Route constant in %s", r.Name, adminDir)
-			continue
-		}
-		want[r.Function] = append(want[r.Function], c)
-	}
-	for fn, cs := range want {
-		file := filepath.Join(functionsDir, fn, "main.go")
-		got, err := routeConstantsUsed(file)
-		if err != nil {
-			t.Errorf("function %s: %v", fn, err)
-			continue
-		}
-		slices.Sort(cs)
-		if diff := cmp.Diff(cs, got); diff != "" {
-			t.Errorf("%s names other Route constants than the table gives %s (-table +main):\n%s", file, fn, diff)
-		}
-	}
-}
-
-// routeConstants maps each route name to the Route constant declared for it
-// in internal/admin: "GET /rules/{id}" → "RouteGetRule".
-func routeConstants(t *testing.T) map[string]string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(adminDir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	consts := map[string]string{}
-	fset := token.NewFileSet()
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Route") || i >= len(vs.Values) {
-						continue
-					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						continue
-					}
-					v, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatalf("%s: %s: %v", file, name.Name, err)
-					}
-					consts[v] = name.Name
-				}
-			}
-		}
-	}
-	if len(consts) == 0 {
-		t.Fatalf("no Route constants found in %s", adminDir)
-	}
-	return consts
-}
-
-// routeConstantsUsed returns the Route constants of internal/admin that
-// the Go file refers to (comments aside), sorted, each once.
-func routeConstantsUsed(file string) ([]string, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, err
-	}
-	pkg := ""
-	for _, imp := range f.Imports {
-		if path, _ := strconv.Unquote(imp.Path.Value); path == adminPkg {
-			pkg = "admin"
-			if imp.Name != nil {
-				pkg = imp.Name.Name
-			}
-		}
-	}
-	if pkg == "" {
-		return nil, fmt.Errorf("%s does not import %s", file, adminPkg)
-	}
-	var used []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		sel, ok := n.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		if x, ok := sel.X.(*ast.Ident); ok && x.Name == pkg && strings.HasPrefix(sel.Sel.Name, "Route") {
-			used = append(used, sel.Sel.Name)
-		}
-		return true
-	})
-	slices.Sort(used)
-	return slices.Compact(used), nil
 }
 
 // TestAdminAPIMatchesRoutes reads the admin RestApi back from each

@@ -12,9 +12,5 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionRead, app.AdminRead, []string{
-		admin.RouteListRules, admin.RouteGetRule, admin.RouteRuleHistory,
-		admin.RouteListPlans, admin.RouteGetPlan, admin.RoutePlanHistory,
-		admin.RouteOpenAPI,
-	}, nil)
+	adminmain.Run(admin.FunctionRead, app.AdminRead, nil)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionStats, app.AdminStats, []string{admin.RouteStats, admin.RouteFindSubject},
+	adminmain.Run(admin.FunctionStats, app.AdminStats,
 		func(ctx context.Context, prefix string) (admin.StatsReader, error) {
 			return insights.Load(ctx, prefix)
 		})

@@ -12,7 +12,5 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionSubjects, app.AdminFull, []string{
-		admin.RouteSubjectLimits, admin.RouteResetSubject, admin.RouteUsage,
-	}, nil)
+	adminmain.Run(admin.FunctionSubjects, app.AdminFull, nil)
 }

@@ -12,9 +12,5 @@ import (
 )
 
 func main() {
-	adminmain.Run(admin.FunctionWrite, app.AdminFull, []string{
-		admin.RouteCreateRule, admin.RouteUpdateRule, admin.RouteDeleteRule,
-		admin.RouteCreatePlan, admin.RouteUpdatePlan, admin.RouteDeletePlan,
-		admin.RouteBatch,
-	}, nil)
+	adminmain.Run(admin.FunctionWrite, app.AdminFull, nil)
 }

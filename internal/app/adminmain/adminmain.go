@@ -1,9 +1,9 @@
 // Package adminmain is every admin Lambda's main: the configuration from
 // the environment, the object graph of one app part, and the Lambda
 // runtime on the handlers of the function's routes. Each
-// functions/admin-*/main.go is one call of Run, naming its function, its
-// part (what infra's TestAccessMatchesMains reads) and its routes (what
-// TestAdminMainsNameTheirRoutes checks against internal/admin's table).
+// functions/admin-*/main.go is one call of Run, naming its function and
+// its part (what infra's TestAccessMatchesMains reads); its routes are the
+// ones internal/admin's table assigns to the function.
 package adminmain
 
 import (
@@ -30,11 +30,11 @@ import (
 type Reader func(ctx context.Context, prefix string) (admin.StatsReader, error)
 
 // Run is the main of the admin Lambda function name: it builds the admin
-// API of class and serves routes (admin.Route constants) with Handler. reader is nil but for
+// API of class and serves the function's routes with Handler. reader is nil but for
 // the function whose routes read Contributor Insights. A configuration or
 // build failure exits 1 with a line naming the function, which the Lambda
 // console shows as the init error.
-func Run(name string, class app.AdminClass, routes []string, reader Reader) {
+func Run(name string, class app.AdminClass, reader Reader) {
 	ctx := context.Background()
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
@@ -50,24 +50,28 @@ func Run(name string, class app.AdminClass, routes []string, reader Reader) {
 	if err != nil {
 		fail(name, err)
 	}
-	lambda.Start(Handler(a, name, routes))
+	lambda.Start(Handler(a, name))
 }
 
 // ProxyHandler is the handler lambda.Start runs for an API Gateway REST
 // API proxy integration.
 type ProxyHandler = func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 
-// Handler is the Lambda handler of the admin function name serving routes
-// from a. An event is answered by the handler of the route its method and
+// Handler is the Lambda handler of the admin function name serving, from
+// a, the routes admin.Routes assigns to name. An event is answered by the handler of the route its method and
 // resource name ("GET" and "/rules/{id}": API Gateway's resource template,
 // whatever the base path), which is a's Handler for that route alone.
 // An event for any other route, another class's included, runs no route's
 // code: it gets a 404 problem naming the function, and an error line in
 // the log, since only a misconfigured API sends one.
-func Handler(a *app.Admin, name string, routes []string) ProxyHandler {
-	byRoute := make(map[string]ProxyHandler, len(routes))
-	for _, r := range routes {
-		byRoute[r] = a.Handler(r)
+func Handler(a *app.Admin, name string) ProxyHandler {
+	byRoute := map[string]ProxyHandler{}
+	var routes []string
+	for _, r := range admin.Routes() {
+		if r.Function == name {
+			byRoute[r.Name] = a.Handler(r.Name)
+			routes = append(routes, r.Name)
+		}
 	}
 	log := a.Log
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {

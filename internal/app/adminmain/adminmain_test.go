@@ -28,7 +28,7 @@ import (
 // variable, which is what the Lambda console shows as the init error.
 func TestRunFailsNamingTheFunction(t *testing.T) {
 	if os.Getenv("SLUICE_ADMINMAIN_CHILD") == "1" {
-		adminmain.Run("admin-test", app.AdminRead, []string{admin.RouteListRules}, nil)
+		adminmain.Run("admin-test", app.AdminRead, nil)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunFailsNamingTheFunction$")
@@ -71,8 +71,7 @@ func TestHandlerServesOnlyItsRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	routes := classRoutes()[admin.FunctionRead]
-	h := adminmain.Handler(a, admin.FunctionRead, routes)
+	h := adminmain.Handler(a, admin.FunctionRead)
 	proxy := func(method, resource, path, body string) events.APIGatewayProxyResponse {
 		ev := events.APIGatewayProxyRequest{HTTPMethod: method, Resource: resource, Path: path, Body: body,
 			Headers: map[string]string{"Content-Type": "application/json"}}
@@ -142,7 +141,7 @@ func TestStatsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	h := adminmain.Handler(a, admin.FunctionStats, classRoutes()[admin.FunctionStats])
+	h := adminmain.Handler(a, admin.FunctionStats)
 	for _, tt := range []struct {
 		ev   events.APIGatewayProxyRequest
 		want int
