@@ -67,6 +67,10 @@ type Bucket struct {
 	// Limit is the number of tokens refilled per Period. 0 blocks the
 	// subject: the bucket denies without a Redis call.
 	Limit int64
+	// Until is when a blocked bucket's block ends (its rule's expiry): a
+	// request it denies gets RetryAfter the time until then. Zero (no
+	// end) gives Period. Ignored when Limit is not 0.
+	Until time.Time
 	// Period is the refill period; it must be > 0. Microsecond resolution.
 	Period time.Duration
 	// Burst is the capacity; <= 0 means Limit. The refill horizon,
@@ -179,8 +183,8 @@ type Decision struct {
 	// (millisecond resolution, rounded up): at least 1ms, at most the
 	// limiting bucket's Reset; for an exhausted quota, the time until its
 	// window ends. When Cost exceeds a bucket's Burst, or a bucket is
-	// blocked (Limit 0), no wait helps: RetryAfter is then that bucket's
-	// Period.
+	// blocked (Limit 0) with no Until, no wait helps: RetryAfter is then
+	// that bucket's Period; a block with an Until, the time until then.
 	// A fail-closed deny (Redis failed) carries the breaker cooldown, a
 	// hint of when Redis is asked again.
 	RetryAfter time.Duration
@@ -471,6 +475,19 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// blockedFor is the RetryAfter of blocked bucket b: the time until its
+// block ends, to the millisecond rounded up, else its Period.
+func blockedFor(b Bucket) time.Duration {
+	if b.Until.IsZero() {
+		return b.Period
+	}
+	d := time.Until(b.Until)
+	if d <= 0 {
+		return time.Millisecond // ended meanwhile: the next try passes it
+	}
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
 // SubjectHash returns the hex hash of subject under the Limiter's
 // SubjectKey, as its Redis keys name it: what may be logged or returned
 // in place of the subject.
@@ -498,7 +515,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		if b.Limit == 0 && !b.Shadow {
 			l.st.blocked.Add(1)
 			l.st.denied.Add(1)
-			return Decision{Bucket: i, RetryAfter: b.Period}, nil
+			return Decision{Bucket: i, RetryAfter: blockedFor(b)}, nil
 		}
 	}
 	var sub subjects

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -247,6 +248,29 @@ func TestBlockedBucketSkipsRedis(t *testing.T) {
 	if s := l.Stats(); s.RedisCalls != 0 || s.Blocked != 1 || s.Denied != 1 {
 		t.Errorf("Stats() = %+v, want 0 Redis calls, 1 blocked, 1 denied", s)
 	}
+}
+
+// TestBlockUntil: a block that ends (an expiring rule of limit 0) tells
+// a denied request to retry when it ends, not after the rule's period.
+func TestBlockUntil(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(deadClient(t), Options{})
+		for _, tc := range []struct {
+			until time.Time
+			want  time.Duration
+		}{
+			{time.Now().Add(150 * time.Second), 150 * time.Second},
+			{time.Now().Add(1500*time.Microsecond + 1), 2 * time.Millisecond}, // rounded up
+			{time.Now().Add(-time.Second), time.Millisecond},                  // ended meanwhile
+			{time.Time{}, time.Minute},                                        // no end: the period
+		} {
+			b := []Bucket{{ID: "x", Limit: 0, Period: time.Minute, Until: tc.until}}
+			got, err := l.Allow(context.Background(), Request{Subject: "s", Buckets: b, Cost: 1})
+			if err != nil || got.Allowed || got.RetryAfter != tc.want {
+				t.Errorf("Allow(blocked until %v) = %+v, %v, want RetryAfter %v", tc.until, got, err, tc.want)
+			}
+		}
+	})
 }
 
 func TestInvalidRequest(t *testing.T) {

@@ -19,6 +19,9 @@ func BucketFor(e *rules.Effective) Bucket {
 		Durable:      e.Durable,
 		Global:       e.GlobalKey,
 	}
+	if e.Blocked() {
+		b.Until = e.Expires
+	}
 	if e.Kind == rules.Quota {
 		b.Window = windowOf(rules.Period(e.Period))
 		b.Anchor = e.Anchor
