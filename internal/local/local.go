@@ -331,7 +331,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
-		redis: redisDesc, store: storeDesc, seed: seedDesc, token: token, generated: generated,
+		redis: redisDesc, store: storeDesc, seed: seedDesc, seedless: c.Seed == "", token: token, generated: generated,
 		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey),
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
@@ -638,6 +638,8 @@ type bannerInfo struct {
 	// regions is the lines on the Regions of `sluice local --regions`,
 	// each ending in a newline; empty for one.
 	regions string
+	// seedless is --seed "": no demo rule limits /search.
+	seedless bool
 	// rulesKey is RULES_PUBLIC_KEY: what a limiter sharing this Redis
 	// verifies the rules with.
 	rulesKey string
@@ -690,21 +692,25 @@ Ctrl-C stops.
 // tryLines are the banner's first curl lines: with the API key, or with a
 // development token when the subject is a JWT claim.
 func tryLines(b bannerInfo) string {
+	four := "# run it 4 times: the 4th gets 429 (3 a minute)"
+	if b.seedless {
+		four = "# --seed \"\": no rule limits it until you add one"
+	}
 	if b.devToken == "" {
 		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
-  curl -i -H 'x-api-key: alice' %[1]s/search   # run it 4 times: the 4th gets 429 (3 a minute)
+  curl -i -H 'x-api-key: alice' %[1]s/search   %[2]s
   curl -i -H 'x-api-key: alice' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
   curl -i -H 'x-api-key: alice' %[1]s/service/search   # and from the net/http middleware
   curl -s %[1]s/metrics | grep sluice_decisions_total
-`, b.base)
+`, b.base, four)
 	}
 	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   # run it 4 times: the 4th gets 429
+  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   %[4]s
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
   curl -i -H 'Authorization: Bearer %[2]s' %[1]s/service/search   # and from the net/http middleware
   # another token, after the CLI export below: sluice token --sub bob --claim custom:tenant=acme
-`, b.base, b.devToken, b.jwtClaim)
+`, b.base, b.devToken, b.jwtClaim, four)
 }
 
 // maskToken shows enough of a token to tell which one it is, and no more:

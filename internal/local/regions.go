@@ -168,7 +168,7 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 	bi := bannerInfo{
 		base: regions[0].base, api: c.API, stage: c.Stage,
 		redis: fmt.Sprintf("embedded: one miniredis per Region (%d)", c.Regions),
-		store: "embedded (in memory, shared by every Region; gone when sluice stops)", seed: seedDesc,
+		store: "embedded (in memory, shared by every Region; gone when sluice stops)", seed: seedDesc, seedless: c.Seed == "",
 		token: token, generated: generated, regions: regionsText(regions, ledgerDesc, c.Seed != ""),
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
