@@ -190,17 +190,10 @@ func TestPropagation(t *testing.T) {
 	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 7, "period": "1m",
 	}, http.StatusOK)
-	var took time.Duration
-	for {
-		if res := decide(t, app, "prop-key"); res.Limit == 7 {
-			took = time.Since(start)
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("the authorizer still applies the old limit %v after the change", time.Since(start))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Await(t, 5*time.Second, 5*time.Millisecond, "the authorizer applies the new limit", func() bool {
+		return decide(t, app, "prop-key").Limit == 7
+	})
+	took := time.Since(start)
 	t.Logf("propagation, admin update to first decision by the new rule: %v", took)
 	if took > 2*time.Second {
 		t.Errorf("propagation took %v, want <= 2s", took)
@@ -272,14 +265,7 @@ func TestDatabaseDown(t *testing.T) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: %v", what, testenv.Await(t, d, 20*time.Millisecond, what, cond).Round(time.Millisecond))
 }
 
 // TestRedisDown wires the authorizer to a Redis nothing listens on: it

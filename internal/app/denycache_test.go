@@ -35,13 +35,7 @@ func TestRefundReachesWarmAuthorizer(t *testing.T) {
 		"anchor": time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second).Format(time.RFC3339)}); resp.Status != http.StatusCreated {
 		t.Fatalf("POST /rules = %d %s", resp.Status, resp.Body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for probe(t, authz).Limit != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the quota rule never reached the authorizer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Await(t, 10*time.Second, 20*time.Millisecond, "the quota rule reaches the authorizer", func() bool { return probe(t, authz).Limit == 2 })
 
 	subject := "refund-" + testenv.Random(t)
 	req := &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,

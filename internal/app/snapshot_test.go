@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -486,14 +487,13 @@ func TestReadsPerAdminWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, in := range instances {
-			deadline := time.Now().Add(5 * time.Second)
-			for in.cache.Stats().Version != want {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: version %d not loaded; stats %+v", in.name, want, in.cache.Stats())
+			testenv.Await(t, 5*time.Second, 2*time.Millisecond, fmt.Sprintf("%s: version %d loaded", in.name, want), func() bool {
+				if in.cache.Stats().Version == want {
+					return true
 				}
 				in.cache.Snapshot(context.Background())
-				time.Sleep(2 * time.Millisecond)
-			}
+				return false
+			})
 		}
 	}
 	for _, in := range instances {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // stack is a local stack Run in process on the embedded Redis and store,
@@ -189,17 +191,12 @@ func TestLimitedRoutes(t *testing.T) {
 	if resp, b := s.do(t, "POST", "/admin/rules", "", map[string]any{"api": ServiceAPI, "route": "GET /service/items/{id}", "subject": "*", "limit": 1, "period": "1m"}); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /admin/rules = %d %s", resp.StatusCode, b)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n := 0; ; n++ {
+	n := 0
+	testenv.Await(t, 5*time.Second, 50*time.Millisecond, "GET /service/items/{id} is limited by the rule the admin API wrote", func() bool {
+		n++
 		resp, _ := s.do(t, "GET", "/service/items/"+strconv.Itoa(n), "carol", nil)
-		if resp.StatusCode == http.StatusTooManyRequests {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /service/items/{id} is never limited by the rule the admin API wrote (last %d)", resp.StatusCode)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return resp.StatusCode == http.StatusTooManyRequests
+	})
 
 	// GET /admin/resources lists the two APIs, so `rules put` does not
 	// warn about their rules.

@@ -1,13 +1,9 @@
 package rulesync
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,53 +280,16 @@ func encodeRaw(v int64, body []byte) ([]byte, error) {
 // address; the server is killed, by pid, when the test ends.
 func startClusterNode(t *testing.T) string {
 	t.Helper()
-	testenv.RedisURL(t) // the integration gate
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found: %v", err)
-	}
-	var addr string
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = l.Addr().String()
-		l.Close()
-		_, port, _ := net.SplitHostPort(addr)
-		if p, _ := strconv.Atoi(port); p+10000 < 65536 {
-			break
-		}
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	dir := t.TempDir()
-	cmd := exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
-		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := testenv.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "$DIR/nodes.conf").Addr
 	node := redis.NewClient(&redis.Options{Addr: addr})
 	defer node.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for node.Ping(ctx).Err() != nil {
-		if ctx.Err() != nil {
-			t.Fatalf("redis-server on %s did not answer", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ctx := t.Context()
 	if err := node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
 	}
-	for {
+	testenv.Await(t, 10*time.Second, 10*time.Millisecond, "cluster on "+addr+" ok", func() bool {
 		info, _ := node.ClusterInfo(ctx).Result()
-		if strings.Contains(info, "cluster_state:ok") {
-			return addr
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("cluster on %s not ok: %s", addr, info)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(info, "cluster_state:ok")
+	})
+	return addr
 }
