@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/sluicehq/sluice/internal/admin"
@@ -37,9 +38,19 @@ func (cmd *plansLsCmd) Run(e *env, a *adminFlags) error {
 
 func printPlans(w io.Writer, ps []rules.Plan) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tLIMIT\tBURST\tVERSION\tDESCRIPTION")
+	// SET only when a plan has one, as rules ls does.
+	set := slices.ContainsFunc(ps, func(p rules.Plan) bool { return p.Set != "" })
+	head := "NAME\tKIND\tLIMIT\tBURST\tVERSION"
+	if set {
+		head += "\tSET"
+	}
+	fmt.Fprintln(tw, head+"\tDESCRIPTION")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, orDefault(string(p.Kind), string(rules.Rate)), planLimit(p), planBurst(p), p.Version, p.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t", p.Name, orDefault(string(p.Kind), string(rules.Rate)), planLimit(p), planBurst(p), p.Version)
+		if set {
+			fmt.Fprintf(tw, "%s\t", orDefault(p.Set, "-"))
+		}
+		fmt.Fprintln(tw, p.Description)
 	}
 	tw.Flush()
 }
@@ -158,6 +169,9 @@ func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 		cur = &p
 	} else if !isNotFound(err) {
 		return err
+	}
+	if cur != nil {
+		warnOwned(e, "plans put", "plan", cur.Name, cur.Set)
 	}
 	out := in
 	if cur != nil && cmd.File == "" {

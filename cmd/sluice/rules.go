@@ -270,6 +270,9 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 		}
 	}
 
+	if cur != nil {
+		warnOwned(e, "rules put", "rule", cur.ID, cur.Set)
+	}
 	out := in
 	if cur != nil && !fromFile {
 		out = *cur // flags change only what they name
@@ -314,6 +317,16 @@ func updatedLine(what, id string, ifMatch, version int64) string {
 		return fmt.Sprintf("%s %s unchanged (already so at version %d)", what, id, version)
 	}
 	return fmt.Sprintf("updated %s %s to version %d", what, id, version)
+}
+
+// warnOwned warns, on stderr, that the rule or plan key a command
+// changes belongs to set (none when ""): `sluice apply` of that set puts
+// back what its file says, and a plan saved before the change is refused.
+func warnOwned(e *env, cmd, kind, key, set string) {
+	if set != "" {
+		fmt.Fprintf(e.stderr, "sluice: %s: warning: %s %s belongs to set %s: the next `sluice apply` of it reverts this change, "+
+			"and a plan saved before it (apply --plan) fails; change the file too\n", cmd, kind, key, set)
+	}
 }
 
 // warnNeverMatches warns, on stderr, of a rule sluice local can tell will

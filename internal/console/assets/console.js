@@ -109,7 +109,10 @@ const enc = encodeURIComponent;
 function showError(err) {
   if (err && err.name === 'AbortError') return; // a page left behind
   if (err instanceof ApiError && err.status === 401) {
-    flash('error', 'Not signed in: open the console with the URL sluice printed (…/console/#token=…).');
+    // A token sent and refused is not the same trouble as none at all.
+    flash('error', sessionStorage.getItem(TOKEN_KEY)
+      ? 'The admin API refused this token: open the console with the URL sluice printed (…/console/#token=…) or the token in SLUICE_ADMIN_TOKEN.'
+      : 'Not signed in: open the console with the URL sluice printed (…/console/#token=…).');
   } else {
     flash('error', err.message || String(err));
   }
@@ -282,8 +285,16 @@ async function probeWrite() {
       document.querySelector('header').append(ro);
     }
   } finally {
+    if (document.body.classList.contains('read-only')) document.querySelectorAll('form.grid').forEach(lockForm);
     document.body.dataset.writeProbe = 'done';
   }
+}
+
+// lockForm makes an editor's fields read-only for an operator who cannot
+// save: they read as values, not as inputs (console.css).
+function lockForm(form) {
+  form.querySelectorAll('input, textarea').forEach(i => { i.readOnly = true; });
+  form.querySelectorAll('select, input[type=checkbox]').forEach(i => { i.disabled = true; });
 }
 
 // ---- rules ----
@@ -341,20 +352,32 @@ function table(attrs, heads, rows, empty) {
     h('thead', {}, h('tr', {}, heads.map(t => h('th', {}, t)))), h('tbody', {}, body)));
 }
 
-const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Version', ''];
+const RULE_HEADS = ['API', 'Route', 'Subject', 'Description', 'Limit', 'Burst', 'Mode', 'On failure', 'Enabled', 'Set', 'Version', ''];
 
 // RULES_PAGE is the page size the list asks for. The API filters and
 // sorts (by api, route, subject), so each page continues the one above.
 const RULES_PAGE = 100;
 
+// expired says whether rule r's expires_at has passed: it no longer
+// applies, as if deleted.
+function expired(r) { return !!r.expires_at && new Date(r.expires_at) <= new Date(); }
+
+// enabledText is "yes", "no", "yes, until 2026-12-07 12:44:10 UTC", or
+// "expired 2026-12-07 12:44:10 UTC" (the CLI's words) once that has passed.
+function enabledText(r) {
+  if (expired(r)) return h('span', { 'data-expires': 'expired' }, 'expired ', when(r.expires_at, utcSecond(r.expires_at)));
+  return [r.enabled === false ? 'no' : 'yes',
+    r.expires_at && h('span', { class: 'muted', 'data-expires': '' }, ', until ', when(r.expires_at, utcSecond(r.expires_at)))];
+}
+
 function ruleRow(r, plans) {
-  return labelled(h('tr', { 'data-id': r.id, class: r.enabled === false ? 'disabled' : undefined },
+  return labelled(h('tr', { 'data-id': r.id, class: r.enabled === false || expired(r) ? 'disabled' : undefined },
     h('td', { class: 'mono' }, r.api), h('td', { class: 'mono' }, r.route),
     h('td', { class: 'mono' }, r.subject, r.dimension && h('span', { class: 'muted' }, ' (' + r.dimension + ')')),
     h('td', { class: 'desc' }, r.description || ''),
     h('td', { 'data-limit': '' }, limitText(r, plans), globalBadge(r, plans)), h('td', { class: 'num', 'data-burst': '' }, burstText(r, plans)),
-    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, r.enabled === false ? 'no' : 'yes',
-      r.expires_at && h('span', { class: 'muted', 'data-expires': '' }, ', until ', when(r.expires_at, utcMinute(r.expires_at)))),
+    h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, enabledText(r)),
+    h('td', { class: 'mono', 'data-set': r.set || '' }, r.set || '—'),
     h('td', { class: 'num' }, r.version),
     h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
       h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS);
@@ -400,7 +423,7 @@ async function rulesPage() {
     shown += data.rules.length;
     cursor = data.next_cursor && data.next_cursor !== cursor ? data.next_cursor : '';
     more.hidden = !cursor;
-    status.textContent = !shown ? '' : cursor ? `${shown} rules shown; More shows the next ${RULES_PAGE}.` : `${shown} rules.`;
+    status.textContent = !shown ? '' : cursor ? `${shown} rules shown; More shows the next ${RULES_PAGE}.` : plural(shown, 'rule') + '.';
   }
   more.addEventListener('click', () => { if (cursor) page().catch(showError); });
   await page();
@@ -408,13 +431,13 @@ async function rulesPage() {
 
 // ---- plans ----
 
-const PLAN_HEADS = ['Name', 'Limit', 'Burst', 'Description', 'Version', ''];
+const PLAN_HEADS = ['Name', 'Limit', 'Burst', 'Description', 'Set', 'Version', ''];
 
 async function plansPage() {
   const data = await api('GET', '/plans');
   const rows = data.plans.map(p => h('tr', { 'data-name': p.name },
     h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p), globalBadge(p)), h('td', { class: 'num' }, burstText(p)),
-    h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'num' }, p.version),
+    h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'mono', 'data-set': p.set || '' }, p.set || '—'), h('td', { class: 'num' }, p.version),
     h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
       ' · ', h('a', { href: '#/rules?plan=' + enc(p.name) }, 'rules'))));
   render(h('h1', {}, 'Plans'), h('p', { class: 'toolbar' }, h('a', { class: 'button', href: '#/plans/new', id: 'new-plan' }, 'New plan')),
@@ -698,9 +721,16 @@ async function editor(spec, key) {
       showError(err);
     }
 
+    // A set's record is its file's: say so before the operator edits it.
+    const owned = base && base.set && h('p', { class: 'panel owned', id: 'owned-by-set', 'data-set': base.set },
+      `This ${spec.kind} belongs to set `, h('code', {}, base.set), ', written by ', h('code', {}, 'sluice apply'),
+      `: the next apply of ${base.set} reverts a change made here, and a plan saved before it (apply --plan) then fails. `,
+      'For an incident, change it here and in the file.');
     render(h('h1', {}, base ? spec.title + ' ' : 'New ' + spec.kind, base && h('code', {}, key),
-      base && h('span', { class: 'muted', id: 'version' }, ' version ' + base.version)),
-    slot, form);
+      base && h('span', { class: 'muted', id: 'version' }, ' version ' + base.version),
+      base && expired(base) && h('span', { class: 'muted', id: 'expired' }, ', expired ', when(base.expires_at, utcSecond(base.expires_at)))),
+    owned, slot, form);
+    if (document.body.classList.contains('read-only')) lockForm(form);
   }
 }
 
@@ -708,6 +738,12 @@ async function editor(spec, key) {
 
 // utc is t as the CLI prints it: RFC 3339 in UTC, whole seconds.
 function utc(t) { return new Date(t).toISOString().replace(/\.\d+Z$/, 'Z'); }
+
+// utcSecond is "2027-01-01 00:00:05 UTC".
+function utcSecond(t) { return new Date(t).toISOString().slice(0, 19).replace('T', ' ') + ' UTC'; }
+
+// plural is "1 rule", "2 rules".
+function plural(n, word) { return n + ' ' + word + (n === 1 ? '' : 's'); }
 
 // utcMinute is "2027-01-01 00:00 UTC".
 function utcMinute(t) { return new Date(t).toISOString().slice(0, 16).replace('T', ' ') + ' UTC'; }
