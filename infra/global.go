@@ -11,7 +11,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/infra/sluice"
 )
@@ -32,6 +34,9 @@ type Global struct {
 	// DestroyLedger deletes the ledger with the first Region's stack.
 	// Default: retained and deletion-protected.
 	DestroyLedger bool
+	// RegionSet is one more MRSC Region set, for one AWS adds after
+	// sluice.MRSCRegionSets was written. Default: none.
+	RegionSet []string
 }
 
 // ledgerTable is the name of the ledger table.
@@ -43,7 +48,7 @@ func (g *Global) subjectKeyName() string { return g.Name + "-subject-key" }
 // validate reports why g cannot make p one Region of a family.
 func (g *Global) validate(p *StackProps) []error {
 	var errs []error
-	if err := sluice.CheckGlobalRegions(g.Regions, g.Witness); err != nil {
+	if err := sluice.CheckGlobalRegions(g.Regions, g.Witness, g.RegionSet...); err != nil {
 		errs = append(errs, err)
 	}
 	region := ""
@@ -57,6 +62,55 @@ func (g *Global) validate(p *StackProps) []error {
 		errs = append(errs, fmt.Errorf("Global: ledger table name %q: want 3 to 255 letters, digits, '_', '-' or '.'", g.ledgerTable()))
 	}
 	return errs
+}
+
+// regionSet is the family's Regions and witness as the flags spell
+// them: what each Region's stack records.
+func (g *Global) regionSet() string {
+	s := "globalRegions=" + strings.Join(g.Regions, ",")
+	if g.Witness != "" {
+		s += " globalWitness=" + g.Witness
+	}
+	return s
+}
+
+// regionSetParameter names the SSM parameter holding regionSet.
+func (g *Global) regionSetParameter() string { return "/sluice/" + g.Name + "/global-regions" }
+
+// noRegionSet is the lookup's answer where no family was deployed.
+const noRegionSet = "none"
+
+// recordRegionSet records the family's Regions and witness in stack's
+// Region and refuses a set that a deployed family cannot become: MRSC
+// fixes a table's replicas and witness when it is created, so 2 and a
+// witness cannot become 3 replicas, nor take another witness or Region,
+// and the first Region creates the ledger. The record (an SSM parameter,
+// kept as long as the ledger) is read back at synth through the CDK
+// context: the CLI looks it up in each Region once the stack has an
+// account, and caches the answer in cdk.context.json under a key that
+// holds the set asked for, so a changed set is always looked up afresh
+// while an unchanged one is not looked up again.
+func recordRegionSet(stack awscdk.Stack, g *Global) error {
+	param := awsssm.NewStringParameter(stack, jsii.String("GlobalRegionSet"), &awsssm.StringParameterProps{
+		ParameterName: jsii.String(g.regionSetParameter()),
+		StringValue:   jsii.String(g.regionSet()),
+		Description:   jsii.String("The Regions and witness of the ledger " + g.ledgerTable() + ", fixed when it was created"),
+	})
+	if !g.DestroyLedger {
+		param.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN)
+	}
+	if *awscdk.Token_IsUnresolved(stack.Account()) {
+		return nil // an environment-agnostic synth: nothing to look up
+	}
+	got := *awsssm.StringParameter_ValueFromLookup(stack, jsii.String(g.regionSetParameter()), jsii.String(noRegionSet),
+		&awsssm.StringParameterLookupOptions{AdditionalCacheKey: jsii.String(g.regionSet())})
+	if got == noRegionSet || got == g.regionSet() {
+		return nil
+	}
+	return fmt.Errorf("-c globalRegions: the family %s was deployed with -c %s (SSM parameter %s in %s); "+
+		"an MRSC ledger keeps the Regions and witness it was created with, so it cannot become -c %s. "+
+		"Deploy the recorded set, or a new family with a new ledger (-c stackName=<another name>; docs/deploy.md#global-budgets)",
+		g.Name, got, g.regionSetParameter(), *stack.Region(), g.regionSet())
 }
 
 // tableName matches a DynamoDB table name.

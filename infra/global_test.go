@@ -475,11 +475,17 @@ func TestGlobalRefused(t *testing.T) {
 		{map[string]any{"globalRegions": "us-east-1,us-east-2,us-west-2", "vpcId": "vpc-0123456789abcdef0"}, "-c vpcId with -c globalRegions"},
 		{map[string]any{"globalRegions": "us-east-1,us-east-2,us-west-2", "redisUrl": "rediss://r:6379"}, "-c redisUrl with -c globalRegions"},
 		{map[string]any{"ledgerDestroy": "true"}, "ledgerDestroy applies with -c globalRegions only"},
+		{map[string]any{"globalRegionSet": "sa-east-1,us-east-1,us-east-2"}, "globalRegionSet applies with -c globalRegions only"},
 	} {
 		_, _, err := propsFromContext(newApp(c.ctx))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("propsFromContext(%v) = %v, want an error with %q", c.ctx, err, c.want)
 		}
+	}
+	// A Region set AWS adds later, named by the flag, is taken.
+	ctx := map[string]any{"globalRegions": "us-east-1,us-east-2,sa-east-1", "globalRegionSet": "us-east-1,us-east-2,sa-east-1"}
+	if _, _, err := propsFromContext(newApp(ctx)); err != nil {
+		t.Errorf("propsFromContext(%v) = %v, want the declared set taken", ctx, err)
 	}
 }
 
@@ -540,8 +546,8 @@ func TestGlobalFirstPass(t *testing.T) {
 		}
 	}
 	for _, mi := range m.Missing {
-		if mi.Provider != "availability-zones" {
-			t.Errorf("first pass: missing context %s (%s), want only the availability zones the CLI looks up", mi.Key, mi.Provider)
+		if mi.Provider != "availability-zones" && mi.Provider != "ssm" {
+			t.Errorf("first pass: missing context %s (%s), want only the availability zones and recorded Region sets the CLI looks up", mi.Key, mi.Provider)
 		}
 	}
 	var r struct {

@@ -118,7 +118,7 @@ var contextFlags = []string{
 	"jwtIssuer", "jwtAudience", "jwtTokenUse", "jwtJwksUrl",
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
 	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow", "limitsFile",
-	"demoApi", "apiGatewayAccount", "executionLogGroups", "globalRegions", "globalWitness", "ledgerDestroy",
+	"demoApi", "apiGatewayAccount", "executionLogGroups", "globalRegions", "globalWitness", "ledgerDestroy", "globalRegionSet",
 }
 
 // propsFromContext reads the stack props from the CDK context, reporting
@@ -218,8 +218,9 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		name = "Sluice"
 	}
 	if regions := splitList(get("globalRegions")); len(regions) > 0 || get("globalWitness") != "" {
-		p.Global = &Global{Regions: regions, Witness: get("globalWitness"), Name: name, DestroyLedger: boolean("ledgerDestroy", false)}
-		if err := sluice.CheckGlobalRegions(regions, p.Global.Witness); err != nil {
+		p.Global = &Global{Regions: regions, Witness: get("globalWitness"), Name: name, DestroyLedger: boolean("ledgerDestroy", false),
+			RegionSet: splitList(get("globalRegionSet"))}
+		if err := sluice.CheckGlobalRegions(regions, p.Global.Witness, p.Global.RegionSet...); err != nil {
 			errs = append(errs, fmt.Errorf("-c globalRegions: %w", err))
 		}
 		// Each of these names one Region's resource, and every Region's
@@ -231,8 +232,12 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 					"Region's stack creates its own; bring per-Region resources with StackProps (infra/props.go) instead", k))
 			}
 		}
-	} else if get("ledgerDestroy") != "" {
-		errs = append(errs, errors.New("-c ledgerDestroy applies with -c globalRegions only"))
+	} else {
+		for _, k := range []string{"ledgerDestroy", "globalRegionSet"} {
+			if get(k) != "" {
+				errs = append(errs, fmt.Errorf("-c %s applies with -c globalRegions only", k))
+			}
+		}
 	}
 	return p, name, errors.Join(errs...)
 }

@@ -51,6 +51,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	}
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: stack, Functions: map[string]awslambda.Function{}}
+	if p.Global != nil {
+		if err := recordRegionSet(stack, p.Global); err != nil {
+			return nil, fmt.Errorf("sluice stack %s: %w", id, err)
+		}
+	}
 
 	net, err := newNetwork(stack, p)
 	if err != nil {

@@ -42,8 +42,9 @@ var regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]$`)
 
 // CheckGlobalRegions reports every reason regions and witness cannot make
 // an MRSC global table: it takes exactly 3 Regions, 3 replicas or 2
-// replicas and a witness, all distinct and in one MRSC Region set.
-func CheckGlobalRegions(regions []string, witness string) error {
+// replicas and a witness, all distinct and in one MRSC Region set, of
+// MRSCRegionSets or extraSet (one AWS added since, -c globalRegionSet).
+func CheckGlobalRegions(regions []string, witness string, extraSet ...string) error {
 	var errs []error
 	all := slices.Clone(regions)
 	if witness != "" {
@@ -70,8 +71,11 @@ func CheckGlobalRegions(regions []string, witness string) error {
 			continue
 		}
 		set := mrscSet(r)
+		if slices.Contains(extraSet, r) {
+			set = "extra"
+		}
 		if set == "" {
-			errs = append(errs, fmt.Errorf("globalRegions: %s offers no multi-Region strong consistency; pick 3 Regions of one set: %s", r, regionSets()))
+			errs = append(errs, fmt.Errorf("globalRegions: %s offers no multi-Region strong consistency; pick 3 Regions of one set: %s (or name a newer one, -c globalRegionSet)", r, regionSets()))
 			continue
 		}
 		sets[set] = true
