@@ -21,9 +21,98 @@ import (
 type subjectsCmd struct {
 	adminFlags `embed:""`
 
-	Limits subjectsLimitsCmd `cmd:"" help:"The rules that apply to a subject, tokens left."`
-	Reset  subjectsResetCmd  `cmd:"" help:"Delete a subject's buckets (unblock it)."`
-	Find   subjectsFindCmd   `cmd:"" help:"A subject's keyed hash; is it a top offender?"`
+	Limits  subjectsLimitsCmd  `cmd:"" help:"The rules that apply to a subject, tokens left."`
+	Reset   subjectsResetCmd   `cmd:"" help:"Delete a subject's buckets (refill them)."`
+	Find    subjectsFindCmd    `cmd:"" help:"A subject's keyed hash; is it a top offender?"`
+	Block   subjectsBlockCmd   `cmd:"" help:"Deny a subject until a time (an expiring rule of limit 0)."`
+	Unblock subjectsUnblockCmd `cmd:"" help:"Delete a subject's blocks."`
+}
+
+type subjectsBlockCmd struct {
+	Subject string        `arg:"" help:"The subject, as sent."`
+	API     string        `name:"api" default:"*" help:"API id (default: every API)."`
+	For     time.Duration `help:"How long: 15m, 1h."`
+	Until   string        `help:"Until when (RFC 3339)."`
+	Reason  string        `required:"" help:"Why, for the audit log."`
+}
+
+func (cmd *subjectsBlockCmd) Run(e *env, a *adminFlags) error {
+	var until time.Time
+	switch {
+	case (cmd.For != 0) == (cmd.Until != ""):
+		return usageErrorf("give one of --for and --until")
+	case cmd.For < 0:
+		return usageErrorf("--for %s: want a length of time after now, such as 15m", cmd.For)
+	case cmd.For > 0:
+		until = time.Now().Add(cmd.For).Truncate(time.Second).Add(time.Second)
+	default:
+		t, err := time.Parse(time.RFC3339, cmd.Until)
+		if err != nil {
+			return usageErrorf("--until %q: want RFC 3339, such as 2026-12-07T18:00:00Z", cmd.Until)
+		}
+		if !t.After(time.Now()) {
+			return usageErrorf("--until %s: already past", cmd.Until)
+		}
+		until = t
+	}
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	rs, err := listRules(e, c, rules.Filter{API: cmd.API, Route: rules.Wildcard, Subject: cmd.Subject})
+	if err != nil {
+		return err
+	}
+	r := rules.Rule{API: cmd.API, Route: rules.Wildcard, Subject: cmd.Subject, Limit: new(int64(0)),
+		Period: rules.Period(time.Minute), ExpiresAt: new(until.UTC()), Description: "Blocked: " + cmd.Reason}
+	var got rules.Rule
+	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Kind != rules.Quota && r.Dimension == "" }); i >= 0 {
+		cur := rs[i]
+		if cur.Limit == nil || *cur.Limit != 0 || cur.Plan != "" {
+			return fmt.Errorf("rule %s already limits subject %s on api %s (%s): change it with sluice rules put --id %s --limit 0 --expires-at …",
+				cur.ID, cmd.Subject, cmd.API, ruleLimit(cur), cur.ID)
+		}
+		r.ID = cur.ID
+		if err := c.SendJSON(e.ctx, http.MethodPut, "/rules/"+url.PathEscape(cur.ID), r, cur.Version, &got); err != nil {
+			return fmt.Errorf("move the end of block %s: %w", cur.ID, err)
+		}
+	} else if err := c.SendJSON(e.ctx, http.MethodPost, "/rules", r, 0, &got); err != nil {
+		return fmt.Errorf("block subject %s: %w", cmd.Subject, err)
+	}
+	fmt.Fprintf(e.stderr, "blocked %s on api %s until %s (rule %s; sluice subjects unblock %s ends it)\n",
+		cmd.Subject, cmd.API, got.ExpiresAt.UTC().Format(time.RFC3339), got.ID, cmd.Subject)
+	return e.print(got, func() { printRules(e.stdout, []rules.Rule{got}) })
+}
+
+type subjectsUnblockCmd struct {
+	Subject string `arg:"" help:"The subject, as sent."`
+	API     string `name:"api" help:"API id (default: every API)."`
+}
+
+func (cmd *subjectsUnblockCmd) Run(e *env, a *adminFlags) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	rs, err := listRules(e, c, rules.Filter{API: cmd.API, Subject: cmd.Subject})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range rs {
+		if r.Limit == nil || *r.Limit != 0 || r.Plan != "" {
+			continue // a limit, not a block
+		}
+		if _, err := c.Do(e.ctx, http.MethodDelete, "/rules/"+url.PathEscape(r.ID), nil, nil, r.Version); err != nil {
+			return fmt.Errorf("delete block %s of subject %s: %w", r.ID, cmd.Subject, err)
+		}
+		fmt.Fprintf(e.stderr, "deleted block %s (api %s, route %s)\n", r.ID, r.API, r.Route)
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no block of subject %s%s", cmd.Subject, scopeText(cmd.API, ""))
+	}
+	return nil
 }
 
 const dimensionUsage = "Dimension to look in (one of DIMENSIONS)."
@@ -82,7 +171,7 @@ func scopeText(api, route string) string {
 func printLimits(w io.Writer, ls []admin.BucketLimit) {
 	global := slices.ContainsFunc(ls, func(l admin.BucketLimit) bool { return l.Global != nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET"
+	head := "RULE\tAPI\tROUTE\tSUBJECT\tLIMIT\tBURST\tCOST\tMODE\tFAIL\tREMAINING\tRESET\tDENIES"
 	if global {
 		head += "\tGLOBAL"
 	}
@@ -97,14 +186,26 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.UTC().Format("2006-01-02 15:04 UTC"))
 			burst = "-" // a quota's window holds exactly its limit
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s", l.Rule, l.API, l.Route, l.Subject,
-			limit, burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, humanDuration(time.Duration(l.ResetMs)*time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s", l.Rule, l.API, l.Route, l.Subject,
+			limit, burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, humanDuration(time.Duration(l.ResetMs)*time.Millisecond), deniesText(l))
 		if global {
 			fmt.Fprintf(tw, "\t%s", globalText(l))
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// deniesText is the DENIES cell: "-", "until deleted" (a block with no
+// end), or "until 2026-12-07T12:44:10Z" when the rule admits again.
+func deniesText(l admin.BucketLimit) string {
+	switch {
+	case !l.Denies:
+		return "-"
+	case l.FreesAt == nil:
+		return "until deleted"
+	}
+	return "until " + l.FreesAt.UTC().Format(time.RFC3339)
 }
 
 // globalText is the GLOBAL cell of a global rule's limits: what every

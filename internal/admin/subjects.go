@@ -63,6 +63,20 @@ type BucketLimit struct {
 	// host's clock plus ResetMs; the window itself is Redis's). Nil for a
 	// rate rule.
 	ResetsAt *time.Time `json:"resets_at,omitempty"`
+	// ExpiresAt is when the rule stops applying (its expires_at): when a
+	// block ends. Nil never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Denies says this rule denies the subject's next request of Cost
+	// now: it blocks (Limit 0), or holds fewer than Cost + MinRemaining
+	// tokens (Remaining, the global budget's included). Never for a shadow
+	// rule.
+	Denies bool `json:"denies,omitempty"`
+	// FreesAt is, when Denies, when the rule admits such a request again
+	// (the admin host's clock): a block's end, the window's end of a
+	// quota, when a rate bucket holds the tokens. Nil for a block with no
+	// end, or a global budget spent until its window ends elsewhere
+	// (Global.WindowEnd).
+	FreesAt *time.Time `json:"frees_at,omitempty"`
 }
 
 // GlobalUse is a global rule's budget for a subject, as this Region sees
@@ -134,6 +148,12 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 		if !e.Anchor.IsZero() {
 			out.Limits[i].Anchor = e.Anchor.Format(time.RFC3339)
 		}
+		if !e.Expires.IsZero() {
+			out.Limits[i].ExpiresAt = new(e.Expires.UTC())
+		}
+		if e.Blocked() && e.Mode != rules.Shadow {
+			out.Limits[i].Denies, out.Limits[i].FreesAt = true, out.Limits[i].ExpiresAt
+		}
 		if !e.Blocked() { // a blocked bucket has nothing in Redis
 			peek, at = append(peek, limiter.BucketFor(e)), append(at, i)
 			if e.GlobalKey != "" {
@@ -163,9 +183,31 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset).Round(time.Second)
 				l.Used, l.ResetsAt = &used, &end
 			}
+			l.Denies, l.FreesAt = frees(l, st.Remaining, now)
 		}
 	}
 	return reply{status: http.StatusOK, body: out}, nil
+}
+
+// frees says whether l, whose regional bucket holds regional tokens now,
+// denies a request of its cost, and when it admits one again.
+func frees(l *BucketLimit, regional int64, now time.Time) (bool, *time.Time) {
+	need := l.Cost + l.MinRemaining
+	if l.Mode == rules.Shadow || l.Remaining >= need {
+		return false, nil
+	}
+	if regional >= need { // the global budget is what is short
+		if g := l.Global; g != nil && g.WindowEnd != nil {
+			return true, g.WindowEnd
+		}
+		return true, nil
+	}
+	if l.Kind == rules.Quota {
+		return true, l.ResetsAt
+	}
+	// A rate bucket refills Limit tokens per Period, continuously.
+	wait := time.Duration(float64(need-regional) * float64(time.Duration(l.Period)) / float64(l.Limit))
+	return true, new(now.Add(wait).Round(time.Second))
 }
 
 // globalResetter starts a global bucket's window again in every Region

@@ -210,6 +210,9 @@ function showFieldErrors(form, err) {
     }
   }
   flash('error', [err.message].concat(rest).join(' — '));
+  // The keyboard goes where the first problem is.
+  const first = form.querySelector('.invalid');
+  if (first) first.focus();
 }
 
 // ---- routing ----
@@ -237,9 +240,17 @@ function route() {
     (a.dataset.nav === 'rules' && hash.startsWith('#/history/rule')) || (a.dataset.nav === 'plans' && hash.startsWith('#/history/plan'))));
   for (const [re, page] of routes) {
     const m = hash.match(re);
-    if (m) { Promise.resolve(page(m)).catch(showError); return; }
+    // Then focus the new view's heading, as a page load would.
+    if (m) { Promise.resolve(page(m)).then(focusView).catch(showError); return; }
   }
   location.hash = '#/rules';
+}
+
+// focusView moves the keyboard focus to the view's heading, so that a
+// screen reader reads it and Tab continues from there.
+function focusView() {
+  const h1 = app().querySelector('h1');
+  if (h1) { h1.tabIndex = -1; h1.focus({ preventScroll: true }); }
 }
 
 // go shows hash's page with msg as its flash.
@@ -261,6 +272,8 @@ window.addEventListener('hashchange', () => {
 });
 window.addEventListener('DOMContentLoaded', () => {
   document.getElementById('endpoint').textContent = 'API ' + API;
+  // The skip link focuses the view; following #app would change the route.
+  document.getElementById('skip').addEventListener('click', e => { e.preventDefault(); focusView(); });
   route();
   probeWrite();
 });
@@ -379,8 +392,13 @@ function ruleRow(r, plans) {
     h('td', {}, r.mode || 'enforce'), h('td', {}, r.failure_mode || 'open'), h('td', {}, enabledText(r)),
     h('td', { class: 'mono', 'data-set': r.set || '' }, r.set || '—'),
     h('td', { class: 'num' }, r.version),
-    h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id }, 'edit'), ' · ',
-      h('a', { href: '#/history/rule/' + enc(r.id) }, 'history'))), RULE_HEADS);
+    h('td', { class: 'links' }, h('a', { href: '#/rules/' + enc(r.id), 'data-edit': r.id, 'aria-label': 'Edit rule ' + ruleWords(r) }, 'edit'), ' · ',
+      h('a', { href: '#/history/rule/' + enc(r.id), 'aria-label': 'History of rule ' + ruleWords(r) }, 'history'))), RULE_HEADS);
+}
+
+// ruleWords names a rule for a link: "demo GET /search for *".
+function ruleWords(r) {
+  return r.api + ' ' + r.route + ' for ' + r.subject + (r.dimension ? ' (' + r.dimension + ')' : '');
 }
 
 async function rulesPage() {
@@ -438,8 +456,9 @@ async function plansPage() {
   const rows = data.plans.map(p => h('tr', { 'data-name': p.name },
     h('td', { class: 'mono' }, p.name), h('td', {}, limitText(p), globalBadge(p)), h('td', { class: 'num' }, burstText(p)),
     h('td', { class: 'desc' }, p.description || ''), h('td', { class: 'mono', 'data-set': p.set || '' }, p.set || '—'), h('td', { class: 'num' }, p.version),
-    h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name) }, 'edit'), ' · ', h('a', { href: '#/history/plan/' + enc(p.name) }, 'history'),
-      ' · ', h('a', { href: '#/rules?plan=' + enc(p.name) }, 'rules'))));
+    h('td', { class: 'links' }, h('a', { href: '#/plans/' + enc(p.name), 'aria-label': 'Edit plan ' + p.name }, 'edit'), ' · ',
+      h('a', { href: '#/history/plan/' + enc(p.name), 'aria-label': 'History of plan ' + p.name }, 'history'),
+      ' · ', h('a', { href: '#/rules?plan=' + enc(p.name), 'aria-label': 'Rules of plan ' + p.name }, 'rules'))));
   render(h('h1', {}, 'Plans'), h('p', { class: 'toolbar' }, h('a', { class: 'button', href: '#/plans/new', id: 'new-plan' }, 'New plan')),
     table({ id: 'plans' }, PLAN_HEADS, rows, 'No plans.'));
 }
@@ -851,7 +870,24 @@ async function ruleName(id) {
 // The fields of a subject's limits that have a column or a cell of
 // their own; any other field the API adds shows as a column named in words.
 const SHOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode',
-  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at', 'global'];
+  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at', 'global', 'expires_at', 'denies', 'frees_at'];
+
+// held is a subject opened from Top offenders after a find: kept in this
+// page, never in the URL (it may be an API key).
+let held = null;
+
+// isBlock says whether limit l is a block of subject s (a rule of limit 0
+// naming it), which Unblock deletes.
+function isBlock(l, s) { return l.limit === 0 && l.subject === s && l.rule !== 'default' && !l.plan; }
+
+// denial says whether l denies the subject's next request and when it
+// frees: "denies, frees 12:44:10 UTC (in 5 min)", "denies until deleted".
+function denial(l, now) {
+  if (!l.denies) return 'no';
+  if (!l.frees_at) return 'denies until deleted';
+  const ms = new Date(l.frees_at) - now;
+  return ['denies, frees ', when(l.frees_at, utcSecond(l.frees_at)), ms > 0 && ms < TWO_DAYS ? ' (in ' + duration(ms) + ')' : ''];
+}
 
 const TWO_DAYS = 48 * 3600 * 1000;
 
@@ -881,7 +917,8 @@ async function subjectPage() {
   h('label', {}, 'api (optional)', h('input', { name: 'api', value: p.get('api') || '', size: 12 })),
   h('label', {}, 'route (optional)', h('input', { name: 'route', value: p.get('route') || '', size: 18 })),
   h('button', { type: 'submit', id: 'look' }, 'Show'));
-  const s = p.get('s');
+  const s = p.get('s') || (p.get('held') && held) || '';
+  if (s && !p.get('s')) form.elements.s.value = s;
   if (!s) {
     render(h('h1', {}, 'Subject'), form, h('p', { class: 'muted' }, 'The rules that apply to a subject, its live remaining tokens and reset times; reset it from here.'));
     return;
@@ -896,23 +933,75 @@ async function subjectPage() {
       await load();
     } catch (err) { showError(err); }
   } }, 'Reset buckets');
+  // Block: a rule of limit 0 on the API (every API: *) that expires, the
+  // reason its description; blocking again moves the end of the block.
+  const reason = h('input', { name: 'reason', id: 'block-reason', size: 28, autocomplete: 'off', 'aria-describedby': 'e-reason' });
+  const untilIn = h('input', { name: 'until', id: 'block-until-at', type: 'datetime-local', step: 1, 'aria-describedby': 'e-until' });
+  const blockForm = h('form', { class: 'toolbar panel', id: 'block-form', novalidate: true, onsubmit: e => { e.preventDefault(); blockUntil(); } },
+    h('label', {}, 'reason (kept in the audit log)', reason),
+    h('button', { type: 'button', class: 'danger', id: 'block-15m', onclick: () => block(new Date(Date.now() + 15 * 60e3)) }, 'Block 15 min'),
+    h('button', { type: 'button', class: 'danger', id: 'block-1h', onclick: () => block(new Date(Date.now() + 3600e3)) }, 'Block 1 h'),
+    h('label', {}, 'or until (your time)', untilIn),
+    h('button', { type: 'submit', class: 'danger', id: 'block-until' }, 'Block until then'),
+    h('div', { class: 'field-error', id: 'e-reason', 'data-error-for': 'reason', hidden: true }),
+    h('div', { class: 'field-error', id: 'e-until', 'data-error-for': 'until', hidden: true }));
+  let last = [];
+  function blockUntil() {
+    const at = untilIn.value ? new Date(untilIn.value) : null;
+    if (!at || isNaN(at) || at <= new Date()) {
+      return showFieldErrors(blockForm, new ApiError(400, { detail: 'Not blocked.', errors: [{ field: 'until', reason: 'must be a time after now' }] }));
+    }
+    return block(at);
+  }
+  async function block(at) {
+    clearErrors(blockForm);
+    const why = reason.value.trim();
+    if (!why) return showFieldErrors(blockForm, new ApiError(400, { detail: 'Not blocked.', errors: [{ field: 'reason', reason: 'say why: the audit log keeps it' }] }));
+    const scope = p.get('api') || '*';
+    const rule = { api: scope, route: '*', subject: s, limit: 0, period: '1m', expires_at: utc(new Date(Math.ceil(at / 1000) * 1000)), description: 'Blocked: ' + why };
+    try {
+      const cur = last.find(l => isBlock(l, s) && l.api === scope && l.route === '*');
+      if (cur) {
+        const r = await api('GET', '/rules/' + enc(cur.rule));
+        await api('PUT', '/rules/' + enc(cur.rule), { body: { ...withEdits(r, new Map()), ...rule }, ifMatch: r.version });
+      } else {
+        await api('POST', '/rules', { body: rule });
+      }
+      flash('ok', ['Blocked ', h('code', {}, s), (scope === '*' ? ' on every API' : ' on API ' + scope) + ' until ', when(rule.expires_at, utcSecond(rule.expires_at)),
+        '. Unblock in its row ends it now.']);
+      reason.value = '';
+      await load();
+    } catch (err) { showError(err); }
+  }
+  async function unblock(id) {
+    if (!confirm('Unblock ' + s + ' (delete rule ' + id.slice(0, 8) + ')?')) return;
+    try {
+      const r = await api('GET', '/rules/' + enc(id));
+      await api('DELETE', '/rules/' + enc(id), { ifMatch: r.version });
+      flash('ok', ['Unblocked ', h('code', {}, s), '. ', ...deletedFlash(RULE, id)]);
+      await load();
+    } catch (err) { showError(err); }
+  }
   async function load() {
     const data = await api('GET', '/subjects/' + enc(s) + '/limits', { query: { api: p.get('api') || '', route: p.get('route') || '' } });
+    last = data.limits;
     const now = Date.now();
     const quota = data.limits.some(l => l.used !== undefined);
     const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !SHOWN_LIMIT_KEYS.includes(k));
     // A global rule's budget: what every Region used, this Region's share
     // (its regional bucket's use, a quota's only) and its leased unspent.
     const global = data.limits.some(l => l.global);
-    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', ...(quota ? ['Used'] : []), 'Full or reset',
+    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', 'Denies', ...(quota ? ['Used'] : []), 'Full or reset',
       ...(global ? ['Global used', 'This Region', 'Leased unspent'] : []), ...extra.map(words)];
     const names = await Promise.all(data.limits.map(l => ruleName(l.rule)));
-    const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule },
-      h('td', {}, names[i]),
+    const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule, class: l.denies ? 'denies' : undefined },
+      h('td', {}, names[i], isBlock(l, s) && h('button', { class: 'secondary', 'data-unblock': l.rule, onclick: () => unblock(l.rule),
+        'aria-label': 'Unblock ' + s + (l.api === '*' ? ' on every API' : ' on API ' + l.api) }, 'Unblock')),
       h('td', {}, limitText(l), l.anchor && h('span', { class: 'muted' }, ', windows from ', when(l.anchor, utcMinute(l.anchor)))),
       h('td', { class: 'num' }, l.kind === 'quota' ? '—' : l.burst),
       h('td', {}, l.mode),
       h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
+      h('td', { 'data-denies': l.denies ? 'yes' : 'no' }, denial(l, now)),
       quota && h('td', { class: 'num' }, l.used ?? ''),
       h('td', { 'data-refill': '' }, refill(l, now)),
       global && (l.global ? [
@@ -925,7 +1014,7 @@ async function subjectPage() {
       h('p', { class: 'muted' }, 'Updated ', when(now), '.'));
   }
   render(h('h1', {}, 'Subject ', h('code', {}, s)), form,
-    h('p', { class: 'toolbar' }, reset, h('label', {}, h('span', {}, 'live (every 2 s)'), live)), out);
+    h('p', { class: 'toolbar' }, reset, h('label', {}, h('span', {}, 'live (every 2 s)'), live)), blockForm, out);
   every(2000, () => { if (live.checked) load().catch(showError); });
   await load();
 }
@@ -985,7 +1074,7 @@ function chart(series, W) {
 }
 
 const TOP_RULE_HEADS = ['Rule', 'API', 'Denied', 'Shadow-denied', 'Fail-open', 'Allowed'];
-const TOP_SUBJECT_HEADS = ['Subject (hash)', 'Rule', 'API', 'Denied'];
+const TOP_SUBJECT_HEADS = ['Subject (hash)', 'Rule', 'API', 'Denied', ''];
 
 async function statsPage() {
   ruleCache = new Map();
@@ -1049,7 +1138,7 @@ async function statsPage() {
       h('td', { class: 'mono hash' }, s.shown && h('span', { class: 'shown', 'data-shown': '' }, s.shown, ' '), s.shown ? h('span', { class: 'muted' }, s.subject) : s.subject,
         found && s.subject === found.hash && h('span', { class: 'found-as', 'data-found': '' }, ' = ' + found.subject)),
       h('td', {}, subjectRuleNames[i]),
-      h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied))),
+      h('td', { class: 'mono' }, s.api), h('td', { class: 'num' }, s.denied), h('td', { class: 'links' }, openLink(s)))),
       'No subject denied in this window.'));
     // Bar widths through the CSSOM: the page's CSP allows no inline styles.
     out.querySelectorAll('.bar').forEach(b => { b.style.width = (b.dataset.w * 0.8) + 'px'; });
@@ -1077,6 +1166,18 @@ async function statsPage() {
   h('label', {}, 'find a subject', findInput),
   h('button', { type: 'submit', class: 'secondary', id: 'find' }, 'Find'),
   h('div', { class: 'field-error', 'data-error-for': 'subject', hidden: true }));
+  // openLink opens a top subject's view, where it is blocked: by the
+  // subject as shown, or as found (held in the page, not the URL); a bare
+  // hash cannot be opened (find it first).
+  function openLink(s) {
+    const q = '&api=' + enc(s.api);
+    if (s.shown) return h('a', { href: '#/subject?s=' + enc(s.shown) + q, 'data-open': s.subject, 'aria-label': 'Open subject ' + s.shown + ' to block it' }, 'open · block');
+    if (found && s.subject === found.hash) {
+      return h('a', { href: '#/subject?held=1' + q, 'data-open': s.subject, 'aria-label': 'Open subject ' + found.subject + ' to block it',
+        onclick: () => { held = found.subject; } }, 'open · block');
+    }
+    return h('span', { class: 'muted' }, 'find it to open');
+  }
   // findResult says where the found subject is in data's lists.
   function findResult(data) {
     if (!found) return h('p', { id: 'find-result', hidden: true });
