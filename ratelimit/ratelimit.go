@@ -12,12 +12,13 @@
 // The Limiter must hash subjects with the deployment's subject hash key
 // (Options.SubjectKey; SUBJECT_HMAC_KEY_SECRET_ARN with awsenv): a subject's
 // buckets are named by that hash, and the admin API's reset, usage refund
-// and limits view act on the buckets of its own key. The first process to
-// name buckets under a key prefix records its key's id in Redis, next to
-// the rules snapshot; a Limiter whose key differs refuses to start (New and
-// FromEnv return the error), and the admin API refuses to act on buckets
-// (409) when the key recorded is not its own. Neither side charges or
-// resets a bucket the other cannot see.
+// and limits view act on the buckets of its own key. The deployment
+// records its key's id in Redis, next to the rules snapshot (package
+// internal/subjectkey); a Limiter only compares: one whose key differs
+// refuses to start (New and FromEnv return the error, which names the
+// fix), and refuses requests if the record changes later; it is accepted
+// again within a second of the fix. Neither side charges or resets a
+// bucket the other cannot see.
 //
 // It is the in-process sibling of the authorizer's UPSTREAM_AUTHORIZER
 // setting, and both run one implementation: the wrapped handler's error
@@ -86,6 +87,7 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 )
 
 // MaxSubjectLen is the longest subject, in bytes, that a Limiter charges:
@@ -232,13 +234,11 @@ type Limiter struct {
 	// and dimensions read (Authorization with a jwt: source): the only
 	// ones a net/http request's single-value map is given.
 	headers []string
-	// keyOK is set once the subject hash key was found to be the one
-	// recorded for the buckets (or was recorded as it); keyErr holds the
-	// mismatch once found, and every later call is refused with it.
-	keyOK  atomic.Bool
-	keyErr atomic.Pointer[error]
-	// keyNext is when, in Unix nanoseconds, the key may be checked again
-	// after a check Redis did not answer.
+	// keyErr holds the refusal the last check of the subject hash key
+	// found (nil: none), which every call returns until a later check
+	// finds the record fixed; keyNext is when, in Unix nanoseconds, the
+	// key is checked next.
+	keyErr  atomic.Pointer[error]
 	keyNext atomic.Int64
 }
 
@@ -253,7 +253,8 @@ func inLambda() bool { return os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != "" }
 // failure modes and the default limit apply, and both are retried (the key
 // is checked at later requests, at most once a second, until Redis
 // answers). New returns an error for settings it cannot use, naming each,
-// and for a subject hash key other than the one recorded for the buckets.
+// and for a subject hash key other than the one recorded for the buckets
+// (a record nobody wrote yet accepts any key).
 func New(ctx context.Context, o Options) (*Limiter, error) {
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, fmt.Errorf("%s: %w", field, err)) }
@@ -445,40 +446,47 @@ func headerNames(sources []identity.Source, dims []identity.Dimension) []string 
 	return slices.Compact(names)
 }
 
-// keyRetry is the least time between two checks of the subject hash key
-// that Redis did not answer.
-const keyRetry = time.Second
+// keyRetry is the time between two checks of the subject hash key while
+// it is refused or Redis does not answer, and keyRecheck while it is
+// accepted: a fix, or a rotation away from this Limiter's key, is seen
+// within them.
+var (
+	keyRetry   = time.Second
+	keyRecheck = 10 * time.Second
+)
 
-// checkKey checks the Limiter's subject hash key against the one recorded
-// for the buckets (limiter.ClaimSubjectKey), once: it returns the mismatch,
-// now and on every later call. A check Redis does not answer is logged and
-// tried again at a later call, at most once a keyRetry; until then the
-// Limiter decides as its rules' failure modes and Redis allow.
+// checkKey compares the Limiter's subject hash key with the one the
+// deployment recorded for the buckets (subjectkey.Record.Check, one Redis
+// GET; it never writes), at most once a keyRecheck while they agree or
+// nothing is recorded, once a keyRetry otherwise, and returns the refusal
+// the last check found. A check Redis does not answer is logged and
+// changes nothing; meanwhile the Limiter decides as its rules' failure
+// modes and Redis allow.
 func (l *Limiter) checkKey(ctx context.Context) error {
-	if l.keyOK.Load() {
-		return nil
+	now := time.Now().UnixNano()
+	if next := l.keyNext.Load(); now >= next && l.keyNext.CompareAndSwap(next, now+int64(keyRetry)) {
+		refused := l.keyErr.Load() != nil
+		switch err := l.dec.SubjectKey.Check(ctx); {
+		case err == nil:
+			l.keyErr.Store(nil)
+			l.keyNext.Store(now + int64(keyRecheck))
+			if refused {
+				l.dec.Log.InfoContext(ctx, "subject hash key accepted: the record names it now")
+			}
+		case errors.Is(err, subjectkey.ErrMismatch):
+			err = fmt.Errorf("ratelimit: %w (ratelimit: Options.SubjectKey, or ratelimit/awsenv); "+
+				"until then its admin API's resets, refunds and limits would act on other buckets than this Limiter charges", err)
+			l.keyErr.Store(&err)
+			if !refused {
+				l.dec.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
+			}
+		default:
+			l.dec.Log.WarnContext(ctx, "subject hash key not checked: Redis did not answer; checked again at a later request", slog.Any("error", err))
+		}
 	}
 	if p := l.keyErr.Load(); p != nil {
 		return *p
 	}
-	now := time.Now().UnixNano()
-	next := l.keyNext.Load()
-	if now < next || !l.keyNext.CompareAndSwap(next, now+int64(keyRetry)) {
-		return nil // checked lately, or being checked
-	}
-	err := l.dec.Limiter.ClaimSubjectKey(ctx)
-	switch {
-	case err == nil:
-		l.keyOK.Store(true)
-		return nil
-	case errors.Is(err, limiter.ErrSubjectKeyMismatch):
-		err = fmt.Errorf("ratelimit: %w: its admin API's resets, refunds and limits would act on other buckets than this Limiter charges; "+
-			"give it the deployment's key (Options.SubjectKey, or ratelimit/awsenv with SUBJECT_HMAC_KEY_SECRET_ARN or SUBJECT_HMAC_KEY)", err)
-		l.keyErr.Store(&err)
-		l.dec.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
-		return err
-	}
-	l.dec.Log.WarnContext(ctx, "subject hash key not checked yet: Redis did not answer; checked again at a later request", slog.Any("error", err))
 	return nil
 }
 
@@ -581,9 +589,10 @@ func wrap[E, R any](l *Limiter, h func(context.Context, E) (R, error), chain fun
 var ErrUnauthorized = apigw.ErrUnauthorized
 
 // CheckKey checks the Limiter's subject hash key against the one recorded
-// for the buckets now (New does): the mismatch is returned, now and at
-// every later call. For ratelimit/awsenv, which builds a Limiter another
-// way.
+// for the buckets, as New does and every request does again (at most once
+// a second while refused, every 10 s while accepted), and returns the
+// refusal found, if any. For ratelimit/awsenv, which builds a Limiter
+// another way.
 func (l *Limiter) CheckKey(ctx context.Context) error { return l.checkKey(ctx) }
 
 // FromEnv builds a Limiter from the environment variables of Options'

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -235,14 +236,23 @@ func TestSubjectKeyMismatch(t *testing.T) {
 	})
 
 	t.Run("embedded first", func(t *testing.T) {
+		// The first writer: a Limiter without the key, started
+		// before the deployment wrote anything, records nothing, so the
+		// deployment's admin API still acts (and records its key), and
+		// the Limiter is refused from its next check on.
+		defer ratelimit.SetKeyChecks(50*time.Millisecond, 50*time.Millisecond)()
 		d := newDeployment(t, deploymentKey) // no rule written: nothing recorded yet
 		rl, err := d.limiter(ratelimit.Options{DefaultLimit: "4/1m"})
 		if err != nil {
 			t.Fatalf("New on a prefix nothing recorded: %v", err)
 		}
 		defer rl.Close()
-		if e := effect(t, rl.WrapREST(restAnswer("Allow", "", "alice", nil, nil))); e != "Allow" {
+		h := rl.WrapREST(restAnswer("Allow", "", "alice", nil, nil))
+		if e := effect(t, h); e != "Allow" {
 			t.Fatalf("first request = %s, want Allow", e)
+		}
+		if n := testenv.Redis(t).Exists(context.Background(), subjectkey.Key(d.prefix)).Val(); n != 0 {
+			t.Fatalf("the unkeyed Limiter wrote the subject-key record")
 		}
 		for _, c := range []struct {
 			method, path string
@@ -251,13 +261,14 @@ func TestSubjectKeyMismatch(t *testing.T) {
 		}{
 			{"GET", "/subjects/alice/limits", url.Values{"api": {sampleAPI}}, nil},
 			{"DELETE", "/subjects/alice/buckets", url.Values{"api": {sampleAPI}}, nil},
-			{"POST", "/usage", nil, map[string]any{"api": sampleAPI, "route": "*", "subject": "alice", "cost": -1}},
 		} {
-			resp := d.call(t, c.method, c.path, c.query, c.body)
-			if resp.Status != http.StatusConflict || !strings.Contains(string(resp.Body), "subject hash key") {
-				t.Errorf("%s %s = %d %s, want 409 naming the subject hash key", c.method, c.path, resp.Status, resp.Body)
+			if resp := d.call(t, c.method, c.path, c.query, c.body); resp.Status >= 300 {
+				t.Errorf("%s %s = %d %s, want it served: the deployment's key wins", c.method, c.path, resp.Status, resp.Body)
 			}
 		}
+		awaitEffect(t, h, "the unkeyed Limiter refused, naming the key to give it, once the deployment wrote the record", func(e string) bool {
+			return strings.Contains(e, "this process has no subject hash key") && strings.Contains(e, "SUBJECT_HMAC_KEY_SECRET_ARN")
+		})
 	})
 
 	t.Run("checked once Redis answers", func(t *testing.T) {

@@ -25,6 +25,7 @@ type localCmd struct {
 	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches (100/1m,burst=200); \"\" allows."`
 	Regions          int     `default:"1" help:"Regions to run (1 to ${max_regions}): ports from --addr up, one Redis each, one ledger."`
 	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"The Regions' ledger (DynamoDB endpoint; default: start dynalite)."`
+	SubjectKeyFrom   string  `name:"subject-key-from" placeholder:"ID" help:"Record this run's subject hash key in place of key id ID (docs/SECURITY.md#subject-hash-key)."`
 }
 
 func (cmd *localCmd) Help() string {
@@ -83,7 +84,7 @@ func (cmd *localCmd) Run(e *env) error {
 	}
 	c := local.Config{
 		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
-		Regions: cmd.Regions, LedgerURL: cmd.LedgerURL, Dynalite: e.env("SLUICE_DYNALITE"),
+		Regions: cmd.Regions, LedgerURL: cmd.LedgerURL, Dynalite: e.env("SLUICE_DYNALITE"), SubjectKeyFrom: cmd.SubjectKeyFrom,
 		Token:     e.env("SLUICE_ADMIN_TOKEN"),
 		ReadToken: e.env("SLUICE_READ_TOKEN"),
 		StateDir:  e.env("SLUICE_STATE_DIR"),

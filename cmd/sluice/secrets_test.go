@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -102,5 +104,34 @@ func TestBinaryRedactsDatabaseURL(t *testing.T) {
 				t.Errorf("stdout wants %q, stderr %q:\nstdout:\n%s\nstderr:\n%s", tc.wantOut, tc.wantErrOut, stdout, stderr)
 			}
 		})
+	}
+}
+
+// TestLocalSubjectKeyRecord: sluice local on a Redis whose subject-key
+// record names another key does not start (its admin API would refuse
+// every reset and refund), and says the two ways out: the key that wrote
+// it, or --subject-key-from <id>, which records its own key in a
+// compare-and-set.
+func TestLocalSubjectKeyRecord(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "localkey")
+	testenv.DeleteKeys(t, rdb, prefix)
+	const key = "local-subject-key-0123456789"
+	other := subjectkey.ID([]byte("another-deployments-key-0123456789"))
+	if err := rdb.Set(context.Background(), subjectkey.Key(prefix), other, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SLUICE_ADMIN_TOKEN=t", "REDIS_URL=" + testenv.RedisURL(t), "DATABASE_URL=", "LOG_LEVEL=warn", "SUBJECT_HMAC_KEY=" + key}
+	var out, errOut bytes.Buffer
+	code := runLocal(context.Background(), &out, &errOut, env, "--addr", "127.0.0.1:0", "--redis-prefix", prefix)
+	for _, w := range []string{"records subject hash key id " + other, "set SUBJECT_HMAC_KEY to the key that wrote it", "sluice local --subject-key-from " + other, subjectkey.Recovery} {
+		if code == 0 || !strings.Contains(errOut.String(), w) {
+			t.Errorf("sluice local next to another key's record: exit %d, want it refused saying %q:\n%s%s", code, w, out.String(), errOut.String())
+		}
+	}
+	startLocal(t, env[1:], "--redis-prefix", prefix, "--subject-key-from", other)
+	if got := rdb.Get(context.Background(), subjectkey.Key(prefix)).Val(); got != subjectkey.ID([]byte(key)) {
+		t.Errorf("record after --subject-key-from = %q, want this key's id %s", got, subjectkey.ID([]byte(key)))
 	}
 }

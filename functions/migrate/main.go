@@ -16,6 +16,7 @@ import (
 
 func main() {
 	local := flag.Bool("local", false, "migrate DATABASE_URL once and exit instead of serving Lambda invocations")
+	keyFrom := flag.String("subject-key-from", "", "with -local: rotate the subject-key record from this key id to SUBJECT_HMAC_KEY's (docs/SECURITY.md#subject-hash-key)")
 	flag.Parse()
 	cfg, err := config.FromEnv(os.Getenv)
 	exitOn(err)
@@ -28,7 +29,7 @@ func main() {
 	if !*local && os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		lambda.Start(a.Migrator.Handle)
 	}
-	exitOn(a.Migrator.Once(context.Background(), os.Stdout))
+	exitOn(a.Migrator.Once(context.Background(), os.Stdout, *keyFrom))
 }
 
 func exitOn(err error) {

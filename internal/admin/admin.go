@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 )
 
 // DefaultMaxBody is the largest request body accepted (64 KiB); larger
@@ -44,9 +45,13 @@ type bucketKeeper interface {
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
 	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
 	SubjectHash(subject string) string
-	// ClaimSubjectKey records the subject hash key's id for the buckets,
-	// or fails with limiter.ErrSubjectKeyMismatch when another is.
-	ClaimSubjectKey(ctx context.Context) error
+}
+
+// keyRecord is the record of which subject hash key names the buckets
+// (*subjectkey.Record), which the admin API, part of the deployment,
+// writes.
+type keyRecord interface {
+	Deploy(ctx context.Context) (subjectkey.Outcome, error)
 }
 
 // Options configure a Service. The zero value is usable; each field's
@@ -78,6 +83,11 @@ type Options struct {
 	// hash key and the stats source, not Redis. Default: the
 	// limiter's (nil without one: the route answers 503).
 	SubjectHash func(subject string) string
+	// SubjectKey is the record of the subject hash key naming the
+	// buckets (a *subjectkey.Record), written after each publish and
+	// before each read, reset or charge of buckets; nil writes none and
+	// checks nothing (tests).
+	SubjectKey keyRecord
 }
 
 // DefaultPublishTimeout is Options.PublishTimeout's default.
@@ -98,6 +108,7 @@ type Service struct {
 	def            *rules.Effective
 	statsSrc       StatsReader
 	hasher         func(string) string // nil: POST /subjects/find answers 503
+	subjectKey     keyRecord           // nil: none written or checked
 }
 
 // New returns a Service over st. snapshots may be nil (nothing published
@@ -114,6 +125,7 @@ func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *
 		def:            o.Default,
 		statsSrc:       o.Stats,
 		hasher:         o.SubjectHash,
+		subjectKey:     o.SubjectKey,
 	}
 	if s.hasher == nil && buckets != nil {
 		s.hasher = buckets.SubjectHash

@@ -43,6 +43,7 @@ import (
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 )
 
 // minAdminRedisTimeout is the least time an admin peek or reset gets from
@@ -316,6 +317,9 @@ type Admin struct {
 	clients
 	// Service is the admin API.
 	Service *admin.Service
+	// SubjectKey is the record of the subject hash key, which the
+	// deployment writes (AdminFull only; nil otherwise).
+	SubjectKey *subjectkey.Record
 }
 
 // NewAdmin builds the admin API of class from cfg. Nothing is dialled: a
@@ -373,7 +377,8 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 		Region:           cfg.Region,
 		LedgerTimeout:    max(cfg.LedgerTimeout, time.Second),
 	})
-	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats})
+	a.SubjectKey = subjectkey.New(a.Redis, o.Prefix, key, max(cfg.RedisTimeout, minAdminRedisTimeout))
+	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats, SubjectKey: a.SubjectKey})
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("admin", true))
 	return a, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/postgres"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -39,6 +40,10 @@ type migrateEvent struct {
 	// OldResourceProperties those it replaces (Update only).
 	ResourceProperties    migrateProperties `json:"ResourceProperties"`
 	OldResourceProperties migrateProperties `json:"OldResourceProperties"`
+	// SubjectKeyFrom, in a direct invocation, rotates the subject-key
+	// record from this key id to the function's own key's
+	// (subjectkey.Record.Rotate): after a deliberate key change.
+	SubjectKeyFrom string `json:"subjectKeyFrom"`
 }
 
 // migrateProperties are the custom resource's properties the migrator reads.
@@ -77,7 +82,11 @@ type MigrateResult struct {
 	Published *bool `json:"published,omitempty"`
 	// LimitsApplied is the number of writes the stack's limits file made
 	// (0: the deployment already matched it); nil without a file.
-	LimitsApplied      *int              `json:"limitsApplied,omitempty"`
+	LimitsApplied *int `json:"limitsApplied,omitempty"`
+	// SubjectKey is what became of the subject-key record: a
+	// subjectkey.Outcome, "rotated", or "refused" (logged with the fix);
+	// empty without Redis.
+	SubjectKey         string            `json:"subjectKey,omitempty"`
 	PhysicalResourceID string            `json:"PhysicalResourceId,omitempty"`
 	Data               map[string]string `json:"Data,omitempty"`
 }
@@ -114,6 +123,9 @@ type Migrator struct {
 	// publish, when set, publishes the rules snapshot to Redis after
 	// every migration run (Migration.PublishSnapshot sets it).
 	publish func(context.Context) (bool, error)
+	// subjectKey, set with publish, is the subject-key record the
+	// deployment writes after every migration run.
+	subjectKey *subjectkey.Record
 	// rulesKey, set with publish, is RULES_PUBLIC_KEY of the key publish
 	// signs with; "" when it publishes unsigned.
 	rulesKey string
@@ -136,6 +148,11 @@ func (m *Migration) PublishSnapshot(ctx context.Context, cfg config.Config, o Op
 		return err
 	}
 	m.Migrator.publish = m.PublishRules
+	key, err := config.SubjectKey(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	m.Migrator.subjectKey = subjectkey.New(m.Redis, o.Prefix, key, 0)
 	if m.signedBy != nil {
 		m.Migrator.rulesKey = rulesync.FormatPublicKey(m.signedBy)
 	}
@@ -146,11 +163,14 @@ func (m *Migration) PublishSnapshot(ctx context.Context, cfg config.Config, o Op
 const onceTimeout = 5 * time.Minute
 
 // Once migrates the database as a direct invocation would, outside Lambda,
-// and writes the result to w as one JSON line.
-func (m *Migrator) Once(ctx context.Context, w io.Writer) error {
+// and writes the result to w as one JSON line; subjectKeyFrom, when not
+// empty, rotates the subject-key record from that key id, as the event's
+// subjectKeyFrom does.
+func (m *Migrator) Once(ctx context.Context, w io.Writer, subjectKeyFrom ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
 	defer cancel()
-	res, err := m.Handle(ctx, json.RawMessage(`{}`))
+	ev, _ := json.Marshal(migrateEvent{SubjectKeyFrom: strings.Join(subjectKeyFrom, "")})
+	res, err := m.Handle(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -243,6 +263,13 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 			log.InfoContext(ctx, "rules snapshot published", slog.Bool("published", published))
 		}
 	}
+	if m.subjectKey != nil {
+		sk, err := m.recordKey(ctx, log, ev.SubjectKeyFrom)
+		if err != nil {
+			return MigrateResult{}, fmt.Errorf("migrate: %w", err)
+		}
+		out.SubjectKey = sk
+	}
 	if ev.RequestType != "" {
 		out.PhysicalResourceID = MigrationsResourceID
 		out.Data = m.data(&res.Version)
@@ -264,6 +291,29 @@ func (m *Migrator) data(version *int64) map[string]string {
 		return nil
 	}
 	return d
+}
+
+// recordKey writes the subject-key record as the deployment does
+// (subjectkey.Record.Deploy), or rotates it from the key id from. At a
+// deploy, a record of another key is left as it is and logged with the
+// fix, and so is Redis failing: neither rolls the deploy back (the admin
+// API and the limiters refuse with the same fix). A rotation asked for
+// and refused is the invocation's error.
+func (m *Migrator) recordKey(ctx context.Context, log *slog.Logger, from string) (string, error) {
+	if from != "" {
+		if err := m.subjectKey.Rotate(ctx, from); err != nil {
+			return "", err
+		}
+		log.InfoContext(ctx, "subject-key record rotated", slog.String("from", from), slog.String("to", m.subjectKey.ID()))
+		return "rotated", nil
+	}
+	outcome, err := m.subjectKey.Deploy(ctx)
+	if err != nil {
+		log.ErrorContext(ctx, "subject-key record not written: the admin API and embedded limiters refuse until it is fixed", slog.Any("error", err))
+		return "refused", nil
+	}
+	log.InfoContext(ctx, "subject-key record", slog.String("outcome", string(outcome)), slog.String("keyId", m.subjectKey.ID()))
+	return string(outcome), nil
 }
 
 // LimitsActor is the audit log's actor of the writes a deploy's limits

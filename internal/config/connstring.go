@@ -5,6 +5,7 @@ package config
 
 import (
 	"errors"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -309,4 +310,26 @@ func WithSSLMode(dsn, mode string) string {
 		base += "#" + frag
 	}
 	return base
+}
+
+// OnThisMachine reports whether every host the PostgreSQL connection
+// string dsn names is this machine: localhost, a loopback address or a
+// Unix socket (pgx's defaults apply to what dsn leaves out). False for
+// one that does not parse.
+func OnThisMachine(dsn string) bool {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false
+	}
+	hosts := []string{pc.Host}
+	for _, fb := range pc.Fallbacks {
+		hosts = append(hosts, fb.Host)
+	}
+	for _, h := range hosts {
+		ip := net.ParseIP(h)
+		if !(h == "localhost" || strings.HasPrefix(h, "/") || ip != nil && ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
 }

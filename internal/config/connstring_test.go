@@ -135,6 +135,28 @@ func TestWithSSLMode(t *testing.T) {
 	}
 }
 
+func TestOnThisMachine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dsn  string
+		want bool
+	}{
+		{"postgres://u@localhost/x", true},
+		{"postgres://u@127.0.0.2:5432/x", true},
+		{"postgres://u@[::1]:5432/x", true},
+		{"host=/var/run/postgresql user=u", true},
+		{"postgres://u@localhost,127.0.0.1/x", true},
+		{"postgres://u@localhost,db.example/x", false},
+		{"postgres://u@db.example/x", false},
+		{"postgres://u@10.0.0.1/x", false},
+		{"postgres://u@db:notaport/x", false},
+	} {
+		if got := OnThisMachine(tc.dsn); got != tc.want {
+			t.Errorf("OnThisMachine(%q) = %v, want %v", tc.dsn, got, tc.want)
+		}
+	}
+}
+
 // TestDatabaseURLVerifies connects, as every function and sluice local
 // does (postgresConfig), to real PostgreSQL servers with a DATABASE_URL
 // that names no sslmode. It verifies the server as DB_SECRET_ARN's

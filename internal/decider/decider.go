@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
+	"github.com/sluicehq/sluice/internal/subjectkey"
 )
 
 // InitLoadTimeout bounds the first rules load: a start with the database
@@ -90,6 +91,10 @@ type Decider struct {
 	Snapshot *rulesync.Snapshots
 	// Core is the decision every edge asks.
 	Core *authorizer.Authorizer
+	// SubjectKey is the record of which subject hash key names the
+	// buckets, on this path's Redis and prefix, with its key (an embedded
+	// ratelimit.Limiter checks it).
+	SubjectKey *subjectkey.Record
 
 	opts    Options // as New was given them, defaults filled
 	closers []func()
@@ -135,6 +140,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 		log.Warn("redis circuit breaker", slog.String("from", from.String()), slog.String("to", to.String()))
 	}
 	d.Limiter = limiter.New(rdb, lo)
+	d.SubjectKey = subjectkey.New(rdb, o.Prefix, o.SubjectKey, lo.Timeout)
 	// Closed before the Redis client (closers run newest first): the
 	// leases' unused tokens go back while it still works.
 	d.closers = append(d.closers, d.closeLeases)

@@ -94,6 +94,9 @@ type Config struct {
 	// LedgerURL is the DynamoDB endpoint of the Regions' ledger; empty
 	// starts dynalite (Dynalite) for the run.
 	LedgerURL string
+	// SubjectKeyFrom, when set, rotates the subject-key record from this
+	// key id to the subject hash key's (--subject-key-from).
+	SubjectKeyFrom string
 	// Dynalite is the path of dynalite's cli.js (SLUICE_DYNALITE); empty
 	// looks in .cache/dynalite under the working directory, where
 	// scripts/dynalite.sh installs it.
@@ -301,6 +304,9 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect to Redis %s: %w", redisDesc, err)
+	}
+	if err := recordSubjectKey(ctx, a.Admin.SubjectKey, c.SubjectKeyFrom); err != nil {
+		return err
 	}
 	if mig == nil {
 		// Publish the seeded rules, so every authorizer sharing this
