@@ -90,8 +90,13 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 			"CloudFormation deletes the cluster; deletion protection (DatabaseDeletionProtection, off by default) "+
 			"would make `cdk destroy` fail")
 	}
-	suppress(cluster, "AwsSolutions-RDS6", "the functions reach the cluster only through the RDS Proxy, which "+
-		"authenticates with the Secrets Manager credentials; IAM database authentication would be unused")
+	rds6 := "the functions reach the cluster only through the RDS Proxy, which authenticates with the " +
+		"Secrets Manager credentials; IAM database authentication would be unused"
+	if p.small() {
+		rds6 = "the functions connect to the cluster (the small profile has no RDS Proxy) with the Secrets " +
+			"Manager credentials they read at a cold start; IAM database authentication would be unused"
+	}
+	suppress(cluster, "AwsSolutions-RDS6", rds6)
 	suppress(cluster, "AwsSolutions-SMG4", "the functions read the database credentials once per cold start "+
 		"and keep them, so a rotation would lock warm functions out of the proxy until they restart")
 	// The read-only role's login (migration 00007): the migrate function

@@ -99,8 +99,9 @@ type StackProps struct {
 	RedisNodeType string
 	// RedisEngine is "valkey" or "redis". Default: "valkey".
 	RedisEngine string
-	// RedisEngineVersion of the replication group, pinned so that a deploy
-	// never picks up whatever ElastiCache's default is that day. ElastiCache
+	// RedisEngineVersion of the replication group (its major version for a
+	// serverless cache), pinned so that a deploy never picks up whatever
+	// ElastiCache's default is that day. ElastiCache
 	// upgrades in place but cannot downgrade: a stack created before the pin
 	// must set the major.minor version its nodes run (describe-cache-clusters)
 	// or a newer one. Default: "7.2" for valkey, "7.1" for redis (the last Redis OSS).
@@ -241,6 +242,12 @@ const (
 	smallRulesRefresh = "24h"
 )
 
+// maxLimits is the largest Limits in bytes: the custom resource's event
+// carries it as the new and, on an update, the old property, and
+// CloudFormation invokes the provider asynchronously, whose payload
+// Lambda caps at 256 KB.
+const maxLimits = 100_000
+
 // byoDatabase reports whether the props name an existing database.
 func (p *StackProps) byoDatabase() bool { return p.DatabaseURL != "" || p.DatabaseSecretArn != "" }
 
@@ -258,7 +265,11 @@ func (p *StackProps) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if p.Limits != "" {
+	if n := len(p.Limits); n > maxLimits {
+		//lint:ignore ST1005 it names the field, as the caller spells it
+		errs = append(errs, fmt.Errorf("Limits: %d bytes, want at most %d: CloudFormation sends it twice in the "+
+			"migration's event (new and old properties), which Lambda caps at 256 KB; apply a larger file with sluice apply", n, maxLimits))
+	} else if p.Limits != "" {
 		if _, err := rulefile.Parse(cmp.Or(p.LimitsName, "limits"), []byte(p.Limits)); err != nil {
 			//lint:ignore ST1005 it names the field, as the caller spells it
 			errs = append(errs, fmt.Errorf("Limits: %w (run sluice lint -f on it)", err))

@@ -6,6 +6,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -60,8 +61,13 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		name := resourceName(stack, "cache")
 		auth := newCacheUser(stack, engine)
 		const maxGB, maxECPU = 10, 100000
+		// The major version pinned, as the replication group's version is:
+		// unset, each new stack would get whatever ElastiCache's default
+		// is that day (it patches minor versions itself).
+		major, _, _ := strings.Cut(redisEngineVersion(engine, p.RedisEngineVersion), ".")
 		c := awselasticache.NewCfnServerlessCache(stack, jsii.String("Redis"), &awselasticache.CfnServerlessCacheProps{
 			Engine:              jsii.String(engine),
+			MajorEngineVersion:  jsii.String(major),
 			ServerlessCacheName: jsii.String(name),
 			Description:         jsii.String("Sluice token buckets"),
 			SubnetIds:           &subnetIDs,
