@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/admin"
@@ -25,14 +26,14 @@ const exitChanges = 2
 type applyCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" xor:"source" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
+	File string `short:"f" name:"file" placeholder:"FILE" xor:"source" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
 	Plan string `name:"plan" placeholder:"FILE" xor:"source" required:"" help:"Apply a plan saved by diff --out; refused if it reaches outside its set or changed since."`
 }
 
 type diffCmd struct {
 	adminFlags `embed:""`
 
-	File string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
+	File string `short:"f" name:"file" placeholder:"FILE" required:"" help:"Rules file, YAML or JSON, up to 16 MiB (-: stdin)."`
 	Out  string `name:"out" placeholder:"FILE" help:"Also save the plan here, for apply --plan."`
 }
 
@@ -43,7 +44,7 @@ type exportCmd struct {
 }
 
 type lintCmd struct {
-	Files []string `short:"f" name:"f" placeholder:"FILE" required:"" help:"Rules files (repeatable)."`
+	Files []string `short:"f" name:"file" placeholder:"FILE" required:"" help:"Rules files (repeatable)."`
 }
 
 // savedPlan is a batch and, for people, its changes (rulefile.Changes of
@@ -235,6 +236,10 @@ func (cmd *exportCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	f := rulefile.Export(cmd.Set, have)
+	if len(f.Rules) == 0 && len(f.Plans) == 0 {
+		// An empty file would delete everything apply -f finds beside it.
+		return fmt.Errorf("no rule or plan belongs to set %s (sets: %s)", cmd.Set, setNames(have))
+	}
 	if e.output == "json" {
 		return printJSON(e.stdout, f)
 	}
@@ -244,6 +249,23 @@ func (cmd *exportCmd) Run(e *env, a *adminFlags) error {
 	}
 	_, err = e.stdout.Write(b)
 	return err
+}
+
+// setNames lists the sets that own a rule or a plan in have, or "none".
+func setNames(have rules.Set) string {
+	var names []string
+	for _, r := range have.Rules {
+		names = append(names, r.Set)
+	}
+	for _, p := range have.Plans {
+		names = append(names, p.Set)
+	}
+	slices.Sort(names)
+	names = slices.DeleteFunc(slices.Compact(names), func(n string) bool { return n == "" })
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 func (cmd *lintCmd) Run(e *env) error {

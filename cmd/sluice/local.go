@@ -22,7 +22,7 @@ type localCmd struct {
 	Refresh          string  `envvar:"RULES_REFRESH" help:"Full reload interval (default 5m)."`
 	SubjectSources   string  `envvar:"SUBJECT_SOURCES" default:"${subject_sources}" help:"Where the subject comes from, in order (none: 401)."`
 	RatelimitHeaders string  `name:"ratelimit-headers" envvar:"RATELIMIT_HEADERS" help:"Rate-limit header dialects: ${header_names} (default draft11)."`
-	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches (100/1m,burst=200); \"\" allows."`
+	DefaultLimit     string  `envvar:"DEFAULT_LIMIT" help:"Limit when no rule matches (100/1m,burst=200); unset: allow."`
 	Regions          int     `default:"1" help:"Regions to run (1 to ${max_regions}): ports from --addr up, one Redis each, one ledger."`
 	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"The Regions' ledger (DynamoDB endpoint; default: start dynalite)."`
 	SubjectKeyFrom   string  `name:"subject-key-from" placeholder:"ID" help:"Record this run's subject hash key in place of key id ID (docs/SECURITY.md#subject-hash-key)."`

@@ -121,7 +121,7 @@ func (cmd *plansHistoryCmd) Run(e *env, a *adminFlags) error {
 // plansPutCmd: a nil field was not given; on update only the flags given
 // change the plan.
 type plansPutCmd struct {
-	File        string  `short:"f" name:"f" placeholder:"FILE" help:"The plan as JSON (-: stdin)."`
+	File        string  `short:"f" name:"file" placeholder:"FILE" help:"The plan as JSON (-: stdin)."`
 	Name        *string `help:"Plan name."`
 	Limit       *int64  `help:"Tokens per period (0 blocks)."`
 	Period      *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`

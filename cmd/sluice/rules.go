@@ -183,7 +183,7 @@ func orDefault(s, d string) string {
 // rulesPutCmd sets from flags the fields of a rule: a nil field was not
 // given, and on update only the flags given change the rule.
 type rulesPutCmd struct {
-	File         string  `short:"f" name:"f" placeholder:"FILE" help:"The rule as JSON (-: stdin)."`
+	File         string  `short:"f" name:"file" placeholder:"FILE" help:"The rule as JSON (-: stdin)."`
 	ID           *string `name:"id" help:"Rule to update."`
 	API          *string `name:"api" help:"API id, or * for every API."`
 	Route        *string `help:"* (whole API) or 'METHOD /resource/{param}'."`

@@ -342,10 +342,14 @@ func printFound(e *env, c *adminclient.Client, subject string, ans admin.FindSub
 	fmt.Fprintln(tw, "RANK\tAPI\tROUTE\tRULE SUBJECT\tDENIED")
 	for _, m := range ans.Matches {
 		route, rs := "?", "?"
-		if r, err := fetch[rules.Rule](e, c, "rule", m.Rule); err == nil {
+		r, err := fetch[rules.Rule](e, c, "rule", m.Rule)
+		switch {
+		case err == nil:
 			route, rs = r.Route, r.Subject
-		} else if m.Rule == rules.DefaultID {
+		case m.Rule == rules.DefaultID:
 			route, rs = "(default)", "*"
+		case isNotFound(err): // its history outlives it
+			route, rs = "(deleted rule "+m.Rule+")", "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", m.Rank, m.API, route, rs, m.Denied)
 	}

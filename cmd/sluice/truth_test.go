@@ -93,3 +93,32 @@ func TestScreensTellTheTruth(t *testing.T) {
 		t.Errorf("a refused token reads %q, want that the admin API refused it", got)
 	}
 }
+
+// TestCLISaysWhatHolds runs the built binary where its words used to
+// mislead: an export of a set that owns nothing, the odd long form
+// --f, the default limit's help, and a top offender's deleted rule.
+func TestCLISaysWhatHolds(t *testing.T) {
+	t.Parallel()
+	p := startLocal(t, nil)
+	dir := t.TempDir()
+	if out := p.wantExit(t, dir, 1, "export", "nosuchset"); !strings.Contains(out, "no rule or plan belongs to set nosuchset") {
+		t.Errorf("export of a set that owns nothing says:\n%s", out)
+	}
+	p.wantExit(t, dir, 2, "lint", "--f=x.yaml")
+	if out := p.wantExit(t, dir, 1, "lint", "--file=x.yaml"); strings.Contains(out, "unknown flag") {
+		t.Errorf("lint --file is not the flag's name:\n%s", out)
+	}
+	if out := p.wantExit(t, dir, 0, "local", "--help"); !strings.Contains(strings.Join(strings.Fields(out), " "), "(100/1m,burst=200); unset: allow.") {
+		t.Errorf("local --help does not say what no default limit means:\n%s", out)
+	}
+
+	// A subject denied by a rule since deleted: find names it deleted.
+	s := "gone-" + testenv.Random(t)
+	r := p.postRule(t, rules.Rule{API: "demo", Route: "*", Subject: s, Limit: new(int64(1)), Period: rules.Period(time.Minute)})
+	p.get(t, "/hello", s)
+	p.get(t, "/hello", s) // denied
+	p.wantExit(t, dir, 0, "rules", "rm", r.ID)
+	if out := p.wantExit(t, dir, 0, "subjects", "find", s); !strings.Contains(out, "(deleted rule "+r.ID+")") {
+		t.Errorf("subjects find of a subject a deleted rule denied says:\n%s", out)
+	}
+}
