@@ -130,8 +130,8 @@ func TestNewAlarms(t *testing.T) {
 			t.Errorf("alarm %s AlarmActions = %s, want the topic", id, acts)
 		}
 	}
-	if alarms != 8 {
-		t.Errorf("alarms = %d, want 8 (fail-open, fail-closed, breaker, throttles, p99, start failures, two APIs' 5XX)", alarms)
+	if alarms != 9 {
+		t.Errorf("alarms = %d, want 9 (fail-open, fail-closed, breaker, rules refused, throttles, p99, start failures, two APIs' 5XX)", alarms)
 	}
 	for _, name := range []string{`"Value":"shop"`, `"Value":"billing"`} {
 		if !strings.Contains(string(b), name) {
