@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -119,7 +120,7 @@ func TestShadowAttribution(t *testing.T) {
 		map[string]any{"api": "shadow", "route": "*", "subject": "*", "limit": 100, "period": "1m"},
 		map[string]any{"api": "shadow", "route": "GET /items/{id}", "subject": "*", "limit": 1, "period": "1m", "mode": "shadow"},
 	)
-	rl := s.limiterWith(t, ratelimit.Options{})
+	rl := s.limiterWith(t, ratelimit.Options{LogLevel: slog.LevelInfo}) // a line per shadow deny
 	enforcing, shadow := ids[0], ids[1]
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items/{id}", func(http.ResponseWriter, *http.Request) {})

@@ -171,6 +171,18 @@ type Options struct {
 	// Out receives the JSON log lines and the CloudWatch EMF metric lines
 	// (decisions, fail-opens). nil is os.Stdout, a Lambda's log stream.
 	Out io.Writer
+	// LogLevel is the least level of the lines written to Out. Nil is
+	// slog.LevelInfo in a Lambda (a line per deny, as Sluice's Lambdas
+	// write) and slog.LevelWarn elsewhere, where a busy service would
+	// write a line per deny: failures, fail-opens (sampled, FailLogEvery)
+	// and warnings only. slog.LevelInfo logs every deny.
+	LogLevel slog.Leveler
+	// EMF says whether decision metrics are written to Out as CloudWatch
+	// EMF lines, one a function every 10 s: EMFAuto (the default) in a
+	// Lambda only, where CloudWatch reads its log stream; elsewhere count
+	// with an Observer (prommetrics, otelmetrics). EMFOn, EMFOff: always,
+	// never.
+	EMF EMF
 
 	// Sources is SUBJECT_SOURCES of the requests the Limiter answers
 	// itself: the net/http middleware (Handler) and the Lambda integration
@@ -207,6 +219,17 @@ type Options struct {
 	// records what it holds; every Region sharing Ledger needs its own.
 	Region string
 }
+
+// EMF says where a Limiter writes CloudWatch EMF metric lines
+// (Options.EMF).
+type EMF uint8
+
+// The EMF settings.
+const (
+	EMFAuto EMF = iota // in a Lambda only
+	EMFOn              // always, to Options.Out
+	EMFOff             // never
+)
 
 // Ledger holds global budgets per window: what every Region took. It is
 // internal/limiter's Ledger, declared here so that a Limiter without one
@@ -345,8 +368,18 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 	if out == nil {
 		out = os.Stdout
 	}
+	level, emf := o.LogLevel, out
+	if level == nil {
+		level = slog.LevelWarn
+		if inLambda() {
+			level = slog.LevelInfo
+		}
+	}
+	if o.EMF == EMFOff || (o.EMF == EMFAuto && !inLambda()) {
+		emf = io.Discard // the decider's metrics, counted, written nowhere
+	}
 	d := decider.New(ctx, rdb, decider.Options{
-		Log: slog.New(slog.NewJSONHandler(out, nil)).With(slog.String("function", fn)), Out: out, Function: fn,
+		Log: slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level})).With(slog.String("function", fn)), Out: emf, Function: fn,
 		Prefix:     o.Prefix,
 		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions, Region: o.Region},
 		SubjectKey: key, RulesPublicKey: rulesKey, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
