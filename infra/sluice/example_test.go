@@ -28,7 +28,7 @@ func Example() {
 		SubjectSources: "header:x-api-key", // and FunctionProps.Vpc when Redis lives in a VPC
 	})
 	db.GrantRead(limiter.Function, nil)
-	sluice.AddGatewayResponses(stack, "RateLimit", api)
+	limiter.AddGatewayResponses(stack, "RateLimit", api)
 	orders.AddMethod(jsii.String("GET"), awsapigateway.NewHttpIntegration(jsii.String("https://backend.example.com/orders"), nil), limiter.MethodOptions())
 
 	template := app.Synth(nil).GetStackByName(jsii.String("Shop")).Template().(map[string]any)
