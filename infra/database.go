@@ -200,7 +200,13 @@ func proxyName(stack awscdk.Stack) string {
 // limits, when not "", is the stack's limits file (StackProps.Limits),
 // the Limits property: the function applies it after migrating, and an
 // Update that changes only it applies it without migrating again.
-func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, limits string, needs ...constructs.IDependable) awscdk.CustomResource {
+//
+// rulesKey's ARN is the RulesSigningKey property: a stack that gains or
+// replaces the key sends an Update, which republishes the snapshot signed
+// with it. Every event answers the key's public half (GetAtt
+// RulesPublicKey).
+func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, limits string, rulesKey awssecretsmanager.ISecret,
+	needs ...constructs.IDependable) awscdk.CustomResource {
 	provider := customresources.NewProvider(stack, jsii.String("MigrateProvider"), &customresources.ProviderProps{
 		OnEventHandler: fn,
 		// The framework function's log group, with an expiry (Lambda
@@ -213,7 +219,7 @@ func newMigration(stack awscdk.Stack, fn awslambda.Function, db database, limits
 	suppress(provider, "AwsSolutions-IAM5", "the CDK Provider framework may invoke the migrate function's "+
 		"versions and aliases (<function ARN>:*), and nothing else",
 		`/^Resource::<Migrate[0-9A-F]{8}\.Arn>:\*$/`)
-	props := map[string]interface{}{"Migrations": migrations.Digest()}
+	props := map[string]interface{}{"Migrations": migrations.Digest(), "RulesSigningKey": rulesKey.SecretArn()}
 	if limits != "" {
 		props["Limits"] = limits
 	}

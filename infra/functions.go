@@ -24,6 +24,9 @@ type access struct {
 	// key: with stats, the subject hash key too (POST /subjects/find
 	// hashes the subject it looks for in the top denied subjects).
 	key bool
+	// sign: the rules signing key (the rules snapshot is published
+	// signed): the rule writers alone.
+	sign bool
 	// ledger: what it does with the ledger of global budgets, in a
 	// family of Regions (Global).
 	ledger ledgerUse
@@ -51,14 +54,14 @@ func (u ledgerUse) actions() []string {
 
 // adminAccess says what each admin function, a privilege class of
 // routes (admin.Routes), may use. Rules and plans are read on the
-// read-only role alone; their writes take the owner's login and Redis, to
-// publish the snapshot; the subject and usage routes read rules
+// read-only role alone; their writes take the owner's login, Redis and
+// the rules signing key, to publish the snapshot; the subject and usage routes read rules
 // (read-only role) and work on buckets (Redis); GET /stats and POST
 // /subjects/find read CloudWatch, the latter hashing with the subject
 // key. A function missing here fails the synth.
 var adminAccess = map[string]access{
 	admin.FunctionRead:     {},
-	admin.FunctionWrite:    {write: true, redis: true},
+	admin.FunctionWrite:    {write: true, redis: true, sign: true},
 	admin.FunctionSubjects: {redis: true, ledger: ledgerRead},
 	admin.FunctionStats:    {stats: true, key: true},
 }
@@ -72,7 +75,7 @@ var functionAccess = func() map[string]access {
 	m := map[string]access{
 		"authorizer": {redis: true, ledger: ledgerDecide},
 		"check":      {redis: true, ledger: ledgerDecide},
-		"migrate":    {write: true, redis: true},
+		"migrate":    {write: true, redis: true, sign: true},
 	}
 	for name, a := range adminAccess {
 		m[name] = a

@@ -206,6 +206,8 @@ func TestFunctionsStart(t *testing.T) {
 					s = "rediss://redis.example:6379"
 				case k == "INSIGHTS_RULE_PREFIX":
 					s = "Sluice-sluice"
+				case k == "RULES_PUBLIC_KEY":
+					s = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" // the migration's RulesPublicKey
 				default:
 					s = "host.example"
 				}

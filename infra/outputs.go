@@ -13,8 +13,9 @@ import (
 // newOutputs writes the stack's outputs: the APIs, the authorizer, the alarm
 // topic, and what a function of another app needs to share this
 // deployment's Redis, database and subject hash key (the sluice.Output*
-// names, which sluice.ReadOutputs reads).
-func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret) {
+// names, which sluice.ReadOutputs reads), and the rules public key a
+// limiter sharing its Redis verifies the rules with.
+func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret, rulesPub *string) {
 	out := func(key string, value *string, desc string) {
 		awscdk.NewCfnOutput(stack, jsii.String(key), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
 	}
@@ -44,6 +45,7 @@ func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db databas
 		out(sluice.OutputRedisAuthSecretArn, rd.authSecret.SecretArn(), "REDIS_AUTH_SECRET_ARN: the Redis AUTH token")
 	}
 	out(sluice.OutputSubjectKeySecretArn, subjectKey.SecretArn(), "SUBJECT_HMAC_KEY_SECRET_ARN: the subject hash key, which names the buckets")
+	out(rulesPublicKey, rulesPub, "RULES_PUBLIC_KEY: the rule writers' public key, which a limiter sharing this Redis verifies the rules with")
 	// The read-only role's login: a function of another app that shares
 	// this deployment reads rules and never writes them (the owner's
 	// login stays with the migration and the rule writes).

@@ -627,6 +627,7 @@ const (
 	holdsRedis       = "Redis (REDIS_URL, or admitted by its security group)"
 	holdsRedisAuth   = "Redis's AUTH token"
 	holdsSubjectKey  = "the subject hash key"
+	holdsSigningKey  = "the rules signing key"
 	holdsDBOwner     = "the database's owner login"
 	holdsDBReader    = "the database's read-only login"
 	holdsDBShared    = "the database brought along (its one login)"
@@ -656,6 +657,7 @@ func allowedHoldings(name string, a access) map[string]bool {
 	if a.redis {
 		ok[holdsRedis], ok[holdsRedisAuth], ok[holdsSubjectKey] = true, true, true
 	}
+	ok[holdsSigningKey] = a.sign
 	switch name {
 	case "authorizer":
 		ok[holdsLambda] = true
@@ -679,6 +681,8 @@ func (r *reach) secretKind(v any, p *StackProps) string {
 			return holdsRedisAuth
 		case strings.HasPrefix(id, "SubjectHmacKey"):
 			return holdsSubjectKey
+		case strings.HasPrefix(id, "RulesSigningKey"):
+			return holdsSigningKey
 		}
 	}
 	s := fmt.Sprint(v) // a literal ARN, or Fn::Join's parts printed
@@ -706,6 +710,8 @@ func (r *reach) holdings(fn string, p *StackProps) map[string]bool {
 			has[holdsSubjectKey] = true
 		case "REDIS_AUTH_SECRET_ARN":
 			has[holdsRedisAuth] = true
+		case "RULES_SIGNING_KEY_SECRET_ARN", "RULES_SIGNING_KEY":
+			has[holdsSigningKey] = true
 		case "DB_SECRET_ARN":
 			if kind := r.secretKind(v, p); kind != "" {
 				has[kind] = true
@@ -830,7 +836,7 @@ func overGranted(js map[string]any, p *StackProps) []string {
 // does not use: admin-read (the rule and plan reads) has the database's
 // read-only login alone (no Redis, not admitted by Redis's security
 // group), only admin-write (the rule and plan writes) and migrate have the
-// owner's login, admin-stats is outside the VPC with CloudWatch and the
+// owner's login and the rules signing key, admin-stats is outside the VPC with CloudWatch and the
 // subject hash key alone, and only the authorizer may invoke an upstream.
 func TestLeastPrivilege(t *testing.T) {
 	for _, v := range allVariants() {
@@ -864,8 +870,8 @@ func TestLeastPrivilegeWalk(t *testing.T) {
 	if h := r.holdings(get, variantProps(full)); !h[holdsDBReader] || h[holdsDBOwner] || h[holdsRedis] {
 		t.Fatalf("admin-read holds %v, want the read-only login and neither Redis nor the owner's", h)
 	}
-	if h := r.holdings(create, variantProps(full)); !h[holdsDBOwner] || !h[holdsRedis] || !h[holdsSubjectKey] {
-		t.Fatalf("admin-write holds %v, want the owner's login, Redis and the subject hash key", h)
+	if h := r.holdings(create, variantProps(full)); !h[holdsDBOwner] || !h[holdsRedis] || !h[holdsSubjectKey] || !h[holdsSigningKey] {
+		t.Fatalf("admin-write holds %v, want the owner's login, Redis, the subject hash key and the rules signing key", h)
 	}
 	if h := r.holdings(subjects, variantProps(full)); !h[holdsDBReader] || h[holdsDBOwner] || !h[holdsRedis] {
 		t.Fatalf("admin-subjects holds %v, want the read-only login and Redis, not the owner's login", h)
@@ -881,16 +887,18 @@ func TestLeastPrivilegeWalk(t *testing.T) {
 		t.Fatal("no DbSecret attachment in the full template")
 	}
 	createGroups := r.props(create)["VpcConfig"].(map[string]any)["SecurityGroupIds"]
-	grantOwner := func(fn string) func(js map[string]any) {
+	signingKey := logicalIDOr(js, "AWS::SecretsManager::Secret", "RulesSigningKey")
+	grantSecret := func(fn, secret string) func(js map[string]any) {
 		return func(js map[string]any) {
 			role := refID(fnProps(js, fn)["Role"])
 			js["Resources"].(map[string]any)["ExtraPolicy"] = map[string]any{"Type": "AWS::IAM::Policy", "Properties": map[string]any{
 				"Roles": []any{map[string]any{"Ref": role}},
 				"PolicyDocument": map[string]any{"Statement": []any{map[string]any{
-					"Action": []any{"secretsmanager:GetSecretValue"}, "Effect": "Allow", "Resource": map[string]any{"Ref": ownerSecret}}}},
+					"Action": []any{"secretsmanager:GetSecretValue"}, "Effect": "Allow", "Resource": map[string]any{"Ref": secret}}}},
 			}}
 		}
 	}
+	grantOwner := func(fn string) func(js map[string]any) { return grantSecret(fn, ownerSecret) }
 	for _, tc := range []struct {
 		name   string
 		fn     string // the admin function given it
@@ -908,6 +916,10 @@ func TestLeastPrivilegeWalk(t *testing.T) {
 			fnProps(js, get)["VpcConfig"].(map[string]any)["SecurityGroupIds"] = createGroups
 		}, holdsRedis},
 		{"a grant on the owner's secret", admin.FunctionSubjects, grantOwner(subjects), holdsDBOwner},
+		{"a grant on the rules signing key", admin.FunctionSubjects, grantSecret(subjects, signingKey), holdsSigningKey},
+		{"RULES_SIGNING_KEY_SECRET_ARN", admin.FunctionRead, func(js map[string]any) {
+			fnProps(js, get)["Environment"].(map[string]any)["Variables"].(map[string]any)["RULES_SIGNING_KEY_SECRET_ARN"] = map[string]any{"Ref": signingKey}
+		}, holdsSigningKey},
 	} {
 		var mutated map[string]any
 		b, _ := json.Marshal(js)
@@ -983,13 +995,15 @@ func TestAccessMatchesMains(t *testing.T) {
 		case got["decidemain"]:
 			want.redis, want.ledger = true, ledgerDecide
 		case got["Migrator"]:
-			// It publishes the rules snapshot after migrating.
-			want.write, want.redis = true, true
+			// It publishes the rules snapshot, signed, after migrating.
+			want.write, want.redis, want.sign = true, true, true
 		default:
 			t.Errorf("functions/%s/main.go names no app part", name)
 			continue
 		}
 		want.write = want.write || a.write // checked against the routes below
+		// The full admin signs the snapshot it publishes after a write.
+		want.sign = want.sign || got["Full"] && want.write
 		if a != want {
 			t.Errorf("%s: functionAccess %+v, but its main builds %v: want %+v", name, a, slices.Sorted(maps.Keys(got)), want)
 		}

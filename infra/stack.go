@@ -86,6 +86,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if rd.authSecret != nil {
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
 	}
+	rulesKey := newRulesSigningKey(stack)
 	fnProps := func(name string, memory, reserved float64, env ...map[string]string) *sluice.FunctionProps {
 		merged := map[string]string{}
 		for _, m := range append([]map[string]string{common}, env...) {
@@ -106,14 +107,18 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		return fp
 	}
 	// grant lets fn read the secrets of what it may use: Redis's AUTH
-	// token and the subject hash key with redisToo, the database's owner
-	// login with write, else its read-only login.
+	// token and the subject hash key with redis, the database's owner
+	// login with write, else its read-only login, the rules signing key
+	// with sign.
 	grant := func(fn awslambda.Function, a access) {
 		if a.redis && rd.authSecret != nil {
 			rd.authSecret.GrantRead(fn, nil)
 		}
 		if a.redis {
 			subjectKey.GrantRead(fn, nil)
+		}
+		if a.sign {
+			rulesKey.GrantRead(fn, nil)
 		}
 		switch {
 		case a.write && db.secret != nil:
@@ -221,6 +226,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			}
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(adminTimeout))
 		}
+		if a.sign {
+			fp.Environment["RULES_SIGNING_KEY_SECRET_ARN"] = *rulesKey.SecretArn()
+		}
 		fn := sluice.NewFunction(stack, sluice.LogicalName(name), fp)
 		switch {
 		case !a.stats:
@@ -243,7 +251,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole")
 
-	migration := newMigration(stack, s.Functions["migrate"], db, p.Limits, net.needs...)
+	migration := newMigration(stack, s.Functions["migrate"], db, p.Limits, rulesKey, net.needs...)
+	// The deciders verify the rules snapshot with the key's public half,
+	// which the migration computes: they are created (or switched to it)
+	// after it has published a snapshot signed with that key.
+	rulesPub := migration.GetAttString(jsii.String(rulesPublicKey))
+	for _, fn := range []awslambda.Function{s.Authorizer.Function, s.Functions["check"]} {
+		fn.AddEnvironment(jsii.String("RULES_PUBLIC_KEY"), rulesPub, nil)
+	}
 	if db.readsOnly() {
 		// The read-only login works once migrate has set it: the functions
 		// that use it are created (or switched to it) after the migration.
@@ -289,7 +304,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		}
 	}
 	newInsights(stack, !p.small(), insightReaders, s.Authorizer.Function, s.Functions["check"])
-	newOutputs(stack, s, net, rd, db, subjectKey)
+	newOutputs(stack, s, net, rd, db, subjectKey, rulesPub)
 	if p.Global != nil {
 		// sluice verify reads it: a family's stack must move the ledger.
 		awscdk.NewCfnOutput(stack, jsii.String("LedgerTable"), &awscdk.CfnOutputProps{

@@ -932,7 +932,7 @@ func TestOutputs(t *testing.T) {
 		_, js := synth(t, v)
 		outputs, _ := js["Outputs"].(map[string]any)
 		want := []string{"AdminApiUrl", "AuthorizerArn", sluice.OutputRedisURL, sluice.OutputRedisMode,
-			sluice.OutputSubjectKeySecretArn}
+			sluice.OutputSubjectKeySecretArn, rulesPublicKey}
 		if v != lean {
 			want = append(want, "DemoApiUrl", "AlarmTopicArn")
 		}
@@ -960,13 +960,16 @@ func TestOutputs(t *testing.T) {
 // TestMigration: the custom resource names the migrations the function
 // carries by their digest, so CloudFormation updates it (and the function
 // migrates) only when they change, and a rollback sends the old digest,
-// which the function skips (internal/app TestHandleSkipsWithoutDatabase).
+// which the function skips (internal/app TestHandleSkipsWithoutDatabase);
+// it names the rules signing key too, so a new key republishes the
+// snapshot (TestHandleGivesRulesPublicKey).
 func TestMigration(t *testing.T) {
 	tmpl, js := synth(t, full)
 	check(t, "migration", func() {
 		tmpl.HasResourceProperties(jsii.String("Custom::SluiceMigrate"), assertions.Match_ObjectEquals(&map[string]any{
-			"ServiceToken": assertions.Match_AnyValue(),
-			"Migrations":   migrations.Digest(),
+			"ServiceToken":    assertions.Match_AnyValue(),
+			"Migrations":      migrations.Digest(),
+			"RulesSigningKey": map[string]any{"Ref": logicalID(t, js, "AWS::SecretsManager::Secret", "RulesSigningKey")},
 		}))
 	})
 	// The migration depends on the Secrets Manager endpoint, so deleting
@@ -1022,10 +1025,11 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 			t.Errorf("localstack: %d %s, want none", len(rs), typ)
 		}
 	}
-	// The one secret is the subject hash key, which every variant creates.
+	// The secrets are the subject hash key and the rules signing key,
+	// which every variant creates.
 	for _, r := range resources(js, "AWS::SecretsManager::Secret") {
-		if !strings.HasPrefix(r.ID, "SubjectHmacKey") {
-			t.Errorf("localstack: secret %s created, want only the subject hash key", r.ID)
+		if !strings.HasPrefix(r.ID, "SubjectHmacKey") && !strings.HasPrefix(r.ID, "RulesSigningKey") {
+			t.Errorf("localstack: secret %s created, want only the subject hash key and the rules signing key", r.ID)
 		}
 	}
 	for _, r := range sluiceFunctions(js) {
