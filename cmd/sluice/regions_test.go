@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,21 +22,29 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/local"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-var regionLine = regexp.MustCompile(`^  region (local-\d)\s+(http://\S+)\s`)
+var (
+	regionLine   = regexp.MustCompile(`^  region (local-\d)\s+(http://\S+)\s`)
+	rulesKeyLine = regexp.MustCompile(`^  rules key  (\S+)  \(RULES_PUBLIC_KEY`)
+)
 
 // startRegions runs the built binary as a newcomer does, `sluice local
 // --regions n`, over the test dynalite (--ledger-url) and a ledger table
 // of the test's own, and returns each Region's base URL once the banner
 // is out; Ctrl-C stops it when the test ends, and it must exit cleanly.
+// The banner must print the rules public key (RULES_PUBLIC_KEY) of the
+// signing key kept in its state directory, as one Region's does.
 func startRegions(t *testing.T, n int, token string) []string {
 	t.Helper()
+	state := t.TempDir()
 	cmd := exec.Command(sluiceBin, "local", "--regions", fmt.Sprint(n), "--addr", "127.0.0.1:0",
 		"--seed", "../../examples/rules.json", "--ledger-url", testenv.DynamoDBURL(t))
 	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+token, "REDIS_URL=", "DATABASE_URL=", "LOG_LEVEL=warn",
-		"REDIS_TIMEOUT=1s", "LEDGER_TABLE=sltest-regions-"+testenv.Random(t))
+		"REDIS_TIMEOUT=1s", "LEDGER_TABLE=sltest-regions-"+testenv.Random(t), "SLUICE_STATE_DIR="+state,
+		"RULES_SIGNING_KEY=", "RULES_SIGNING_KEY_SECRET_ARN=", "RULES_PUBLIC_KEY=")
 	out := &testenv.Buffer{}
 	cmd.Stderr = out
 	stdout, err := cmd.StdoutPipe()
@@ -45,6 +55,7 @@ func startRegions(t *testing.T, n int, token string) []string {
 		t.Fatalf("start sluice local --regions %d: %v", n, err)
 	}
 	ready := make(chan []string, 1)
+	var rulesKey string
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		var bases []string
@@ -52,6 +63,9 @@ func startRegions(t *testing.T, n int, token string) []string {
 			fmt.Fprintln(out, sc.Text())
 			if m := regionLine.FindStringSubmatch(sc.Text() + " "); m != nil {
 				bases = append(bases, m[2])
+			}
+			if m := rulesKeyLine.FindStringSubmatch(sc.Text()); m != nil {
+				rulesKey = m[1]
 			}
 			if strings.HasPrefix(sc.Text(), "Ctrl-C stops") {
 				ready <- bases
@@ -76,6 +90,14 @@ func startRegions(t *testing.T, n int, token string) []string {
 	case bases := <-ready:
 		if len(bases) != n {
 			t.Fatalf("banner names %d Regions, want %d; output:\n%s", len(bases), n, out)
+		}
+		secret, err := os.ReadFile(filepath.Join(state, "rules-signing.key"))
+		if err != nil {
+			t.Fatalf("no rules-signing.key in the state directory: %v", err)
+		}
+		want := rulesync.FormatPublicKey(rulesync.NewSigningKey(bytes.TrimSpace(secret)).Public().(ed25519.PublicKey))
+		if rulesKey != want {
+			t.Fatalf("banner rules key = %q, want the kept secret's public half %q; output:\n%s", rulesKey, want, out)
 		}
 		return bases
 	case err := <-done:

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
@@ -170,6 +171,7 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 		redis: fmt.Sprintf("embedded: one miniredis per Region (%d)", c.Regions),
 		store: "embedded (in memory, shared by every Region; gone when sluice stops)", seed: seedDesc, seedless: c.Seed == "",
 		token: token, generated: generated, regions: regionsText(regions, ledgerDesc, c.Seed != ""),
+		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey),
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
 		return err
