@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
@@ -270,20 +271,36 @@ func setNames(have rules.Set) string {
 
 func (cmd *lintCmd) Run(e *env) error {
 	var errs []error
-	n := 0
+	nr, np, problems := 0, 0, 0
 	for _, name := range cmd.Files {
 		f, err := readRulesFile(e, name)
 		if err != nil {
 			errs = append(errs, err)
+			var fe *rulefile.Error
+			if problems++; errors.As(err, &fe) {
+				problems += len(fe.Problems) - 1
+			}
 			continue
 		}
-		n += len(f.Rules) + len(f.Plans)
+		nr, np = nr+len(f.Rules), np+len(f.Plans)
+		for _, w := range f.Warnings(time.Now()) {
+			fmt.Fprintf(e.stderr, "sluice: lint: warning: %s\n", w)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return exitError{code: exitFailure, msg: "\n" + err.Error()}
+		// The count on the command's line, each problem on its own.
+		return exitError{code: exitFailure, msg: plural(problems, "problem") + ":\n" + err.Error()}
 	}
 	if e.output != "json" {
-		fmt.Fprintf(e.stdout, "%d file(s), %d rules and plans: no problems.\n", len(cmd.Files), n)
+		fmt.Fprintf(e.stdout, "%s, %s and %s: no problems.\n", plural(len(cmd.Files), "file"), plural(nr, "rule"), plural(np, "plan"))
 	}
 	return nil
+}
+
+// plural is "1 problem", "2 problems".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,5 +121,36 @@ func TestCLISaysWhatHolds(t *testing.T) {
 	p.wantExit(t, dir, 0, "rules", "rm", r.ID)
 	if out := p.wantExit(t, dir, 0, "subjects", "find", s); !strings.Contains(out, "(deleted rule "+r.ID+")") {
 		t.Errorf("subjects find of a subject a deleted rule denied says:\n%s", out)
+	}
+}
+
+// TestLintSaysEveryProblem runs the built binary's lint: every problem of
+// a rule, counted on the command's line (no empty "sluice: lint:"), and a
+// past expires_at as a warning that does not fail.
+func TestLintSaysEveryProblem(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lint := func(file string, want int) string {
+		t.Helper()
+		cmd := exec.Command(sluiceBin, "lint", "-f", file)
+		cmd.Dir = dir
+		out, _ := cmd.CombinedOutput()
+		if got := cmd.ProcessState.ExitCode(); got != want {
+			t.Fatalf("sluice lint -f %s = exit %d, want %d\n%s", file, got, want, out)
+		}
+		return string(out)
+	}
+	writeFile(t, dir, "bad.yaml", "version: 1\nset: team\nrules:\n  - {api: demo, route: GET /y, subject: '*', limit: -5, period: 1m, cost: -2, burst: -1}\n")
+	out := lint("bad.yaml", 1)
+	if !strings.HasPrefix(out, "sluice: lint: 3 problems:\nbad.yaml:4: rules[0].limit: ") ||
+		!strings.Contains(out, "rules[0].burst: ") || !strings.Contains(out, "rules[0].cost: ") {
+		t.Errorf("lint of a rule with three bad fields says:\n%s", out)
+	}
+	writeFile(t, dir, "past.yaml", "version: 1\nset: team\nrules:\n  - api: demo\n    route: GET /x\n    subject: '*'\n"+
+		"    limit: 5\n    period: 1m\n    expires_at: 2020-01-01T00:00:00Z\n")
+	out = lint("past.yaml", 0)
+	if !strings.Contains(out, "sluice: lint: warning: past.yaml:9: rules[0].expires_at: 2020-01-01T00:00:00Z is past: the rule never applies") ||
+		!strings.Contains(out, "1 file, 1 rule and 0 plans: no problems.") {
+		t.Errorf("lint of a rule already expired says:\n%s", out)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -114,6 +115,25 @@ func (e *Error) Error() string {
 		lines[i] = p.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Warnings returns what f declares that is valid but likely a mistake: a
+// rule whose expires_at is not after now, which never applies (apply
+// writes it all the same).
+func (f *File) Warnings(now time.Time) []Problem {
+	var out []Problem
+	for i, r := range f.Rules {
+		if r.ExpiresAt == nil || r.ExpiresAt.After(now) {
+			continue
+		}
+		line := f.ruleLines[i]
+		if l, ok := f.ruleFields[i]["expires_at"]; ok {
+			line = l
+		}
+		out = append(out, Problem{File: f.name, Line: line, Field: fmt.Sprintf("rules[%d].expires_at", i),
+			Reason: r.ExpiresAt.UTC().Format(time.RFC3339) + " is past: the rule never applies"})
+	}
+	return out
 }
 
 // serverFields are a rule's or plan's fields a file leaves out.
