@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -40,5 +41,29 @@ func TestDocsAgreeWithTheTree(t *testing.T) {
 				t.Errorf("%s: a block builds an Authorizer and calls the package's AddGatewayResponses; call the Authorizer's method", filepath.Base(path))
 			}
 		}
+	}
+}
+
+// TestRulesAsCodeLintSample lints rules-as-code.md's own file with
+// `limit: 500` mistyped, as its sample says, and wants the sample's lines.
+func TestRulesAsCodeLintSample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/rules-as-code.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	file := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(doc)
+	sample := regexp.MustCompile("(?s)\\$ sluice lint -f limits.yaml\n(.*?)\\$ ").FindStringSubmatch(doc)
+	if file == nil || sample == nil || !strings.Contains(file[1], "    limit: 500\n") {
+		t.Fatal("rules-as-code.md has no yaml file with limit: 500, or no lint sample")
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "limits.yaml", strings.Replace(file[1], "    limit: 500\n", "    limt: 500\n", 1))
+	cmd := exec.Command(sluiceBin, "lint", "-f", "limits.yaml")
+	cmd.Dir = dir
+	out, _ := cmd.CombinedOutput()
+	if string(out) != sample[1] {
+		t.Errorf("rules-as-code.md's lint sample:\n%s\nthe binary prints:\n%s", sample[1], out)
 	}
 }
