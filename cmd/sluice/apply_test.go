@@ -247,7 +247,7 @@ func TestApplyLarge(t *testing.T) {
 	writeFile(t, dir, "big.yaml", bigFile(n, 10))
 
 	start := time.Now()
-	p.wantExit(t, dir, 0, "apply", "-f", "big.yaml")
+	p.wantExit(t, dir, 0, "apply", "--timeout", "2m", "-f", "big.yaml") // 5,000 rules in one transaction: slow under -race on a loaded machine
 	applied := time.Since(start)
 	start = time.Now()
 	p.wantExit(t, dir, 0, "diff", "-f", "big.yaml")
@@ -288,7 +288,7 @@ func TestApplyLarge(t *testing.T) {
 		}
 	})
 	start = time.Now()
-	_, errOut, code := p.bin(t, dir, "apply", "-f", "big.yaml")
+	_, errOut, code := p.bin(t, dir, "apply", "--timeout", "2m", "-f", "big.yaml")
 	updated := time.Since(start)
 	close(stop)
 	wg.Wait()
@@ -323,7 +323,7 @@ func TestApplyLarge(t *testing.T) {
 
 	// With no one else writing, the apply lands; then nothing is left.
 	start = time.Now()
-	p.wantExit(t, dir, 0, "apply", "-f", "big.yaml")
+	p.wantExit(t, dir, 0, "apply", "--timeout", "2m", "-f", "big.yaml")
 	t.Logf("%d rules: apply again, alone %v", n, time.Since(start).Round(time.Millisecond))
 	p.wantExit(t, dir, 0, "diff", "-f", "big.yaml")
 	for _, r := range p.rulesOf(t, "GET /r8") {
