@@ -245,18 +245,35 @@ func TestCheck(t *testing.T) {
 		}
 		return answer{resp.StatusCode, resp.Headers, b}
 	}
+	// millis checks reset_ms and retry_after_ms are within the second
+	// before reset and retryAfter (Redis's clock moved meanwhile), then
+	// sets them to those seconds, for the comparisons below.
+	millis := func(a answer) answer {
+		t.Helper()
+		for ms, s := range map[string]string{"reset_ms": "reset", "retry_after_ms": "retryAfter"} {
+			v, ok := a.Body[ms].(float64)
+			sec, _ := a.Body[s].(float64)
+			if !ok || v > sec*1000 || v <= (sec-1)*1000 {
+				t.Errorf("%s = %v, want within the second before %s %v", ms, v, s, sec)
+			}
+			a.Body[ms] = sec * 1000
+		}
+		return a
+	}
 	json200 := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
 		"RateLimit-Policy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "RateLimit": `"r-order";r=1;t=30`}
 	if diff := cmp.Diff(answer{200, json200, map[string]any{
 		"allowed": true, "limit": 2.0, "remaining": 1.0, "reset": 30.0, "retryAfter": 0.0, "rule": "r-order",
-	}}, call("POST", body)); diff != "" {
+		"reset_ms": 30000.0, "retry_after_ms": 0.0,
+	}}, millis(call("POST", body))); diff != "" {
 		t.Errorf("check 1 mismatch (-want +got):\n%s", diff)
 	}
 	call("POST", body)
 	if diff := cmp.Diff(answer{429, map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store",
 		"RateLimit-Policy": `"r-api";q=100;w=60, "r-order";q=2;w=60`, "RateLimit": `"r-order";r=0;t=60`, "Retry-After": "30"}, map[string]any{
 		"allowed": false, "limit": 2.0, "remaining": 0.0, "reset": 60.0, "retryAfter": 30.0, "rule": "r-order",
-	}}, call("POST", body)); diff != "" {
+		"reset_ms": 60000.0, "retry_after_ms": 30000.0,
+	}}, millis(call("POST", body))); diff != "" {
 		t.Errorf("check 3 mismatch (-want +got):\n%s", diff)
 	}
 

@@ -47,14 +47,27 @@ type CheckResponse struct {
 	// Remaining is the tokens left in the limiting bucket.
 	Remaining int64 `json:"remaining"`
 	// Reset is the seconds until the limiting bucket is full, rounded up.
+	// Deprecated: read ResetMs, in the admin API's unit and spelling.
 	Reset int64 `json:"reset"`
 	// RetryAfter is the seconds until the request could pass, rounded up;
-	// 0 when allowed.
+	// 0 when allowed. Deprecated: read RetryAfterMs.
 	RetryAfter int64 `json:"retryAfter"`
+	// ResetMs and RetryAfterMs are Reset and RetryAfter in milliseconds,
+	// rounded up, named as the admin API names its times (reset_ms).
+	ResetMs      int64 `json:"reset_ms"`
+	RetryAfterMs int64 `json:"retry_after_ms"`
 	// Rule is the limiting rule's id; empty when no rule applied.
 	Rule string `json:"rule,omitempty"`
 	// FailOpen is set when Redis failed and the request was allowed.
 	FailOpen bool `json:"failOpen,omitempty"`
+}
+
+// millis is d in whole milliseconds, rounded up; 0 for d <= 0.
+func millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // CheckProblemTypeBase prefixes the type URI of the check API's problem
@@ -124,13 +137,15 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, _ := h.decide(r.Context(), &ar)
 
 	out, _ := json.Marshal(CheckResponse{
-		Allowed:    res.Allowed,
-		Limit:      res.Limit,
-		Remaining:  res.Remaining,
-		Reset:      authorizer.Seconds(res.Reset),
-		RetryAfter: authorizer.Seconds(res.RetryAfter),
-		Rule:       res.Rule,
-		FailOpen:   res.FailOpen,
+		Allowed:      res.Allowed,
+		Limit:        res.Limit,
+		Remaining:    res.Remaining,
+		Reset:        authorizer.Seconds(res.Reset),
+		RetryAfter:   authorizer.Seconds(res.RetryAfter),
+		ResetMs:      millis(res.Reset),
+		RetryAfterMs: millis(res.RetryAfter),
+		Rule:         res.Rule,
+		FailOpen:     res.FailOpen,
 	})
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
