@@ -503,6 +503,18 @@ export interface components {
              * @description quotas: when the window ends
              */
             resets_at?: string;
+            /**
+             * Format: date-time
+             * @description when the rule stops applying (a block's end)
+             */
+            expires_at?: string;
+            /** @description it denies the next request of its cost now */
+            denies?: boolean;
+            /**
+             * Format: date-time
+             * @description when denies: when it admits one again; absent for a block with no end
+             */
+            frees_at?: string;
             global?: components["schemas"]["GlobalUse"];
         };
         /** @description A global rule's budget for the subject, as this Region sees it. */
@@ -517,6 +529,11 @@ export interface components {
              * @description what this Region holds leased and unspent
              */
             leased?: number;
+            /**
+             * Format: int64
+             * @description what this Region can still admit in the window (limit - used + leased)
+             */
+            remaining?: number;
             /** Format: date-time */
             window_end?: string;
             /** @enum {string} */
@@ -680,14 +697,26 @@ export interface components {
             remaining: number;
             /**
              * Format: int64
-             * @description seconds until the bucket is full
+             * @deprecated
+             * @description seconds until the bucket is full; read reset_ms
              */
             reset: number;
             /**
              * Format: int64
-             * @description seconds until the request could pass; 0 when allowed
+             * @deprecated
+             * @description seconds until the request could pass; read retry_after_ms
              */
             retryAfter: number;
+            /**
+             * Format: int64
+             * @description milliseconds until the bucket is full
+             */
+            reset_ms: number;
+            /**
+             * Format: int64
+             * @description milliseconds until the request could pass; 0 when allowed
+             */
+            retry_after_ms: number;
             /** @description the limiting rule's id */
             rule?: string;
             /** @description Redis failed and the rule allowed */
