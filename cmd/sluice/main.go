@@ -272,7 +272,7 @@ func shortValues(args []string) []string {
 }
 
 // shortFlags are the one-letter flags that take a value, by long name.
-var shortFlags = map[string]string{"-o": "--output", "-f": "--f"}
+var shortFlags = map[string]string{"-o": "--output", "-f": "--file"}
 
 // dashValue is a flag value that starts with a dash: "-", "-1", "-0.5".
 var dashValue = regexp.MustCompile(`^-([0-9][0-9.]*)?$`)
