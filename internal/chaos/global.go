@@ -790,8 +790,10 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 	}
 	used := map[int64]int64{}
 	for _, it := range items {
+		// The item names its window "#<start ms>-<end ms>".
 		i := strings.LastIndexByte(it.Key, '#')
-		ms, err := strconv.ParseInt(it.Key[i+1:], 10, 64)
+		start, _, _ := strings.Cut(it.Key[i+1:], "-")
+		ms, err := strconv.ParseInt(start, 10, 64)
 		if i < 0 || err != nil {
 			res.Problems = append(res.Problems, "ledger item with no window: "+it.Key)
 			continue
