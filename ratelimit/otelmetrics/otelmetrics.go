@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/sluicehq/sluice/internal/cardinality"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -92,7 +93,7 @@ type Metrics struct {
 	remaining         metric.Int64Histogram
 	count             metric.Int64Counter
 	duration, limiter metric.Float64Histogram
-	apis, policies    bounded
+	apis, policies    cardinality.Set
 
 	// sets caches each decision shape's attribute options, so that a
 	// decision seen before allocates none: at most maxSets of them.
@@ -128,7 +129,7 @@ func New(o Options) (*Metrics, error) {
 		o.MaxAttributeValues = 100
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{apis: bounded{max: int64(o.MaxAttributeValues)}, policies: bounded{max: int64(o.MaxAttributeValues)}}
+	m := &Metrics{apis: cardinality.Set{Max: int64(o.MaxAttributeValues)}, policies: cardinality.Set{Max: int64(o.MaxAttributeValues)}}
 	var err error
 	if m.count, err = meter.Int64Counter("ratelimit.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rate-limit decisions by policy (rule), its quota and window, and the decision.")); err != nil {
@@ -178,9 +179,9 @@ func New(o Options) (*Metrics, error) {
 // ObserveDecision records d. It does not allocate once a decision of the
 // same shape (api, policy, numbers, outcome) was seen.
 func (m *Metrics) ObserveDecision(d ratelimit.Decision) {
-	k := key{api: m.apis.value(d.API), outcome: decisionValue(d.Outcome), failOpen: "false"}
+	k := key{api: value(&m.apis, d.API), outcome: decisionValue(d.Outcome), failOpen: "false"}
 	if d.Rule != "" {
-		k.policy, k.quota, k.window = m.policies.value(d.Rule), d.Limit, d.Window
+		k.policy, k.quota, k.window = value(&m.policies, d.Rule), d.Limit, d.Window
 	}
 	if d.FailOpen {
 		k.failOpen = "true"
@@ -247,26 +248,10 @@ func decisionValue(outcome string) string {
 	return DecisionAllow
 }
 
-// bounded admits the first max distinct values of an attribute.
-type bounded struct {
-	max  int64
-	n    atomic.Int64
-	seen sync.Map // string → struct{}
-}
-
-func (b *bounded) value(v string) string {
+// value bounds v to the set's values; empty for no value.
+func value(b *cardinality.Set, v string) string {
 	if v == "" {
 		return ""
 	}
-	if _, ok := b.seen.Load(v); ok {
-		return v
-	}
-	if b.n.Add(1) > b.max {
-		b.n.Add(-1)
-		return Other
-	}
-	if _, dup := b.seen.LoadOrStore(v, struct{}{}); dup {
-		b.n.Add(-1) // another goroutine kept it first
-	}
-	return v
+	return b.Keep(v, Other)
 }

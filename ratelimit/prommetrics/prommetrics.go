@@ -27,11 +27,9 @@
 package prommetrics
 
 import (
-	"sync"
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/cardinality"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -57,7 +55,7 @@ type Metrics struct {
 	decisions, failOpen, failClosed *prometheus.CounterVec
 	cacheHits                       prometheus.Counter
 	duration, redis                 prometheus.Histogram
-	apis, rules                     bounded
+	apis, rules                     cardinality.Set
 }
 
 // defaultBuckets are the latency histograms' default bounds, in seconds.
@@ -89,8 +87,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help: "Time of a whole decision: subject, rules and limiter.", Buckets: o.Buckets}),
 		redis: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "redis_latency_seconds",
 			Help: "Time of the limiter's Redis call, round trip included.", Buckets: o.Buckets}),
-		apis:  bounded{max: int64(o.MaxLabelValues)},
-		rules: bounded{max: int64(o.MaxLabelValues)},
+		apis:  cardinality.Set{Max: int64(o.MaxLabelValues)},
+		rules: cardinality.Set{Max: int64(o.MaxLabelValues)},
 	}
 	cs := []prometheus.Collector{m.decisions, m.failOpen, m.failClosed, m.cacheHits, m.duration, m.redis}
 	if h := o.Health; h != nil {
@@ -117,7 +115,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 // ObserveDecision records d. It does not allocate once d's labels were
 // seen.
 func (m *Metrics) ObserveDecision(d ratelimit.Decision) {
-	api, rule := m.apis.label(d.API), m.rules.label(d.Rule)
+	api, rule := label(&m.apis, d.API), label(&m.rules, d.Rule)
 	m.decisions.WithLabelValues(api, rule, d.Outcome).Inc()
 	if d.FailOpen {
 		m.failOpen.WithLabelValues(api, rule).Inc()
@@ -134,32 +132,16 @@ func (m *Metrics) ObserveDecision(d ratelimit.Decision) {
 	}
 }
 
-// bounded admits the first max distinct values of a label.
-type bounded struct {
-	max  int64
-	n    atomic.Int64
-	seen sync.Map // string → struct{}
-}
-
 // Labels of values not kept.
 const (
 	Other = "other" // a value past MaxLabelValues
 	None  = "none"  // no value: no rule applied
 )
 
-func (b *bounded) label(v string) string {
+// label bounds v to the set's values; None for no value.
+func label(b *cardinality.Set, v string) string {
 	if v == "" {
 		return None
 	}
-	if _, ok := b.seen.Load(v); ok {
-		return v
-	}
-	if b.n.Add(1) > b.max {
-		b.n.Add(-1)
-		return Other
-	}
-	if _, dup := b.seen.LoadOrStore(v, struct{}{}); dup {
-		b.n.Add(-1) // another goroutine kept it first
-	}
-	return v
+	return b.Keep(v, Other)
 }
