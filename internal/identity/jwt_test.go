@@ -26,14 +26,14 @@ import (
 )
 
 // issuer is a JWKS served by httptest, with keys generated in the test; it
-// can rotate its keys and go down.
+// can rotate its keys, stall and go down.
 type issuer struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	keys    []jose.JSONWebKey // public keys published
+	stall   func()            // nil, or run before each fetch is answered
 	down    atomic.Bool
 	fetches atomic.Int64
-	delay   atomic.Int64 // ns each fetch waits before answering
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -41,7 +41,12 @@ func newIssuer(t *testing.T) *issuer {
 	is := &issuer{}
 	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.fetches.Add(1)
-		time.Sleep(time.Duration(is.delay.Load()))
+		is.mu.Lock()
+		stall := is.stall
+		is.mu.Unlock()
+		if stall != nil {
+			stall()
+		}
 		if is.down.Load() || r.URL.Path != "/.well-known/jwks.json" {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -734,8 +739,8 @@ func TestVerifyConcurrent(t *testing.T) {
 	}
 }
 
-// TestVerifySlowJWKS: while an unknown kid's refetch waits on a slow JWKS
-// (1s), tokens of cached keys verify without waiting for it.
+// TestVerifySlowJWKS: while an unknown kid's refetch waits on a JWKS that
+// does not answer, tokens of cached keys verify without waiting for it.
 func TestVerifySlowJWKS(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
@@ -744,15 +749,24 @@ func TestVerifySlowJWKS(t *testing.T) {
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 	c.add(time.Minute)
-	is.delay.Store(int64(time.Second))
+	started, held := make(chan struct{}, 1), make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release) // before the server closes, should the test stop early
+	is.mu.Lock()
+	is.stall = func() {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-held
+	}
+	is.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		v.Verify(context.Background(), sign(t, ecKey(t, "new"), claims(nil)))
 	}()
-	for is.fetches.Load() < 2 { // the refetch has started
-		time.Sleep(time.Millisecond)
-	}
+	<-started // the refetch is under way, its answer held
 	start := time.Now()
 	if _, err := v.Verify(context.Background(), sign(t, rs, claims(nil))); err != nil {
 		t.Errorf("Verify(cached key) during a refetch = %v", err)
@@ -760,5 +774,6 @@ func TestVerifySlowJWKS(t *testing.T) {
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("Verify(cached key) took %v during a slow refetch, want no wait", took)
 	}
+	release()
 	<-done
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Bounds and defaults of the upstream answer cache.
@@ -214,6 +214,8 @@ type UpstreamOptions struct {
 	// Bytes bounds the cache in bytes of answers; default
 	// DefaultUpstreamCacheBytes.
 	Bytes int
+	// Now is the clock the TTL is counted on; default time.Now.
+	Now func() time.Time
 }
 
 // Upstream calls an existing authorizer first (a REST API method has one
@@ -233,22 +235,28 @@ type UpstreamOptions struct {
 type Upstream struct {
 	inv     Invoker
 	sources []UpstreamSource
-	cache   *expirable.LRU[[sha256.Size]byte, upstreamEntry] // nil: no cache
-	mu      sync.Mutex                                       // serialises adds, so bytes is exact
-	bytes   atomic.Int64                                     // cost of the cached entries
+	cache   *lru.Cache[[sha256.Size]byte, upstreamEntry] // nil: no cache
+	ttl     time.Duration
+	now     func() time.Time
+	mu      sync.Mutex   // serialises adds, so bytes is exact
+	bytes   atomic.Int64 // cost of the cached entries
 	budget  int64
 }
 
 type upstreamEntry struct {
-	answer []byte
-	err    error // nil or ErrUpstreamUnauthorized
+	answer  []byte
+	err     error     // nil or ErrUpstreamUnauthorized
+	expires time.Time // when it stops being reused
 }
 
 func (e upstreamEntry) cost() int64 { return int64(len(e.answer)) + entryOverhead }
 
 // NewUpstream returns an Upstream calling inv.
 func NewUpstream(inv Invoker, o UpstreamOptions) *Upstream {
-	u := &Upstream{inv: inv, sources: o.Sources, budget: int64(o.Bytes)}
+	u := &Upstream{inv: inv, sources: o.Sources, budget: int64(o.Bytes), ttl: min(o.TTL, MaxUpstreamTTL), now: o.Now}
+	if u.now == nil {
+		u.now = time.Now
+	}
 	if o.Size <= 0 {
 		o.Size = DefaultUpstreamCacheSize
 	}
@@ -256,9 +264,11 @@ func NewUpstream(inv Invoker, o UpstreamOptions) *Upstream {
 		u.budget = DefaultUpstreamCacheBytes
 	}
 	if o.TTL > 0 && len(o.Sources) > 0 {
-		u.cache = expirable.NewLRU(o.Size, func(_ [sha256.Size]byte, e upstreamEntry) {
+		// An expired answer is dropped when next looked up, or leaves
+		// as the least recently used: both bounds hold without a sweeper.
+		u.cache, _ = lru.NewWithEvict(o.Size, func(_ [sha256.Size]byte, e upstreamEntry) {
 			u.bytes.Add(-e.cost())
-		}, min(o.TTL, MaxUpstreamTTL))
+		}) // err only for a size <= 0
 	}
 	return u
 }
@@ -278,12 +288,12 @@ func (u *Upstream) Authorize(ctx context.Context, r *UpstreamRequest, event []by
 		b, cached = u.identity(r)
 		if cached {
 			idKey = sha256.Sum256(append(b, 0))
-			if e, ok := u.cache.Get(idKey); ok {
+			if e, ok := u.get(idKey); ok {
 				return e.answer, e.err
 			}
 			routeKey = sha256.Sum256(append(append(b, 1), r.Route...))
 			if r.Route != "" {
-				if e, ok := u.cache.Get(routeKey); ok {
+				if e, ok := u.get(routeKey); ok {
 					return e.answer, e.err
 				}
 			}
@@ -301,9 +311,9 @@ func (u *Upstream) Authorize(ctx context.Context, r *UpstreamRequest, event []by
 	switch {
 	case !cached:
 	case err == nil && isPolicyAnswer(answer):
-		u.add(idKey, upstreamEntry{answer: answer})
+		u.add(idKey, upstreamEntry{answer: answer, expires: u.now().Add(u.ttl)})
 	case r.Route != "":
-		u.add(routeKey, upstreamEntry{answer: answer, err: err})
+		u.add(routeKey, upstreamEntry{answer: answer, err: err, expires: u.now().Add(u.ttl)})
 	}
 	return answer, err
 }
@@ -333,6 +343,17 @@ func isPolicyAnswer(answer []byte) bool {
 	}
 	isNull := func(m json.RawMessage) bool { return len(m) == 0 || string(m) == "null" }
 	return !isNull(a.PolicyDocument) && isNull(a.IsAuthorized)
+}
+
+// get returns the answer cached under key unless it expired, which it
+// drops.
+func (u *Upstream) get(key [sha256.Size]byte) (upstreamEntry, bool) {
+	e, ok := u.cache.Get(key)
+	if ok && !u.now().Before(e.expires) {
+		u.cache.Remove(key) // its cost leaves through the eviction callback
+		return upstreamEntry{}, false
+	}
+	return e, ok
 }
 
 // add caches e under key, then evicts the least recently used answers

@@ -63,7 +63,9 @@ func TestUpstreamCache(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	inv := &countingInvoker{}
-	u := identity.NewUpstream(inv, identity.UpstreamOptions{Sources: mustSources(t, "header:authorization"), TTL: 200 * time.Millisecond, Size: 3})
+	now := time.Unix(1_900_000_000, 0)
+	u := identity.NewUpstream(inv, identity.UpstreamOptions{Sources: mustSources(t, "header:authorization"), TTL: 200 * time.Millisecond, Size: 3,
+		Now: func() time.Time { return now }})
 	calls := func() int64 { return inv.calls.Load() }
 	for _, route := range []string{"GET/a", "GET/b", "GET/a"} {
 		if got, err := u.Authorize(ctx, req("tok-p", route), []byte(policyAnswer)); err != nil || string(got) != policyAnswer {
@@ -107,11 +109,16 @@ func TestUpstreamCache(t *testing.T) {
 	}
 	// The TTL ends reuse.
 	u.Authorize(ctx, req("tok-p", "GET/a"), []byte(policyAnswer))
-	time.Sleep(250 * time.Millisecond)
+	now = now.Add(199 * time.Millisecond)
 	before = calls()
 	u.Authorize(ctx, req("tok-p", "GET/a"), []byte(policyAnswer))
+	if calls() != before {
+		t.Error("an answer younger than the TTL was not reused")
+	}
+	now = now.Add(time.Millisecond)
+	u.Authorize(ctx, req("tok-p", "GET/a"), []byte(policyAnswer))
 	if calls() != before+1 {
-		t.Error("an answer older than the TTL was reused")
+		t.Error("an answer as old as the TTL was reused")
 	}
 }
 
