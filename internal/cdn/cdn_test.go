@@ -76,7 +76,9 @@ func TestRecordPublishSweep(t *testing.T) {
 
 	// A rule change drops the rule's entries.
 	rec2.Denied("api", denial(quota, "again", 2*time.Hour))
-	time.Sleep(50 * time.Millisecond) // the recorder's writer is a goroutine of its own: let it write
+	if err := rec2.Flush(ctx); err != nil { // the recorder's writer is a goroutine of its own
+		t.Fatal(err)
+	}
 	pub.Once(ctx)
 	if st.Len() != 1 {
 		t.Fatalf("store holds %d, want 1", st.Len())

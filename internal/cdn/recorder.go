@@ -76,7 +76,12 @@ type Recorder struct {
 	done chan struct{}
 }
 
-type record struct{ key, value string }
+// record is one HSET of the outbox, or, with flushed set, a mark the
+// writer closes once it reaches it.
+type record struct {
+	key, value string
+	flushed    chan struct{}
+}
 
 // NewRecorder returns a Recorder writing to rdb; Close stops its writer.
 func NewRecorder(rdb redis.UniversalClient, o RecorderOptions) (*Recorder, error) {
@@ -116,9 +121,31 @@ func (r *Recorder) Close() {
 	<-r.done
 }
 
+// Flush returns once the writer has written (or failed to write) every
+// record queued before the call, or with ctx's error when ctx ends first.
+// It must not be called after Close.
+func (r *Recorder) Flush(ctx context.Context) error {
+	mark := make(chan struct{})
+	select {
+	case r.q <- record{flushed: mark}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-mark:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (r *Recorder) write() {
 	defer close(r.done)
 	for rec := range r.q {
+		if rec.flushed != nil {
+			close(rec.flushed)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
 		err := r.rdb.HSet(ctx, r.keys.Out, rec.key, rec.value).Err()
 		cancel()
@@ -197,7 +224,7 @@ func (r *Recorder) Denied(api string, res *authorizer.Result) {
 		return
 	}
 	select {
-	case r.q <- record{key, Fingerprint(e) + " " + strconv.FormatInt(ent.Expires, 10) + " " + v}:
+	case r.q <- record{key: key, value: Fingerprint(e) + " " + strconv.FormatInt(ent.Expires, 10) + " " + v}:
 	default: // the writer is behind: the edge knows less
 	}
 }
