@@ -97,11 +97,6 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 				pools = append(pools, l.poolFor(sd, b, now))
 			}
 		}
-		if idempotencyKey == "" && cost != 0 {
-			// A report the client sends again after a lost answer would
-			// charge the pools twice: a key of its own makes it count once.
-			idempotencyKey, scope = strconv.FormatUint(rand.Uint64(), 36), "\x00auto"
-		}
 	}
 	if idempotencyKey != "" {
 		// Hashed: the caller's key never reaches Redis as it is, and a
@@ -118,6 +113,10 @@ func (l *Limiter) Charge(ctx context.Context, subject string, buckets []Bucket, 
 			keys = append(keys, p.key, p.charged)
 			args = append(args, p.end.Add(time.Minute).UnixMilli())
 		}
+		// A copy of this call go-redis sends again after a broken
+		// connection must not charge the pools twice (a refund would make
+		// tokens): the call's fence, in the subject's slot.
+		keys = append(keys, pools[0].key+":uf:"+strconv.FormatUint(rand.Uint64(), 36))
 		args = append(args, len(pools))
 		script = usageGlobalScript
 	}

@@ -1,6 +1,6 @@
--- usage_pool_after.lua: the end of usage_pool.lua (see there): the report's charge or refund
--- to the pools, and the reply.
-if dup == 0 and cost ~= 0 then
+-- usage_pool_after.lua: the end of usage_pool.lua (see there): the
+-- report's charge or refund to the pools, once, and the reply.
+if dup == 0 and cost ~= 0 and redis.call('SET', ufence, '1', 'NX', 'PX', 60000) then
 	for j = 1, pm do
 		local c = cost
 		if c < 0 then
