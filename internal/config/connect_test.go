@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"testing"
@@ -145,12 +146,8 @@ func TestPostgresReleases(t *testing.T) {
 		}
 		// pgxpool runs AfterRelease and destroys the connection on a
 		// goroutine of its own: wait for it, a second at most.
-		for deadline := time.Now().Add(time.Second); pool.Stat().TotalConns() != tc.idle && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if got := pool.Stat().TotalConns(); got != tc.idle {
-			t.Errorf("%s: %d connections open after the query, want %d", tc.name, got, tc.idle)
-		}
+		testenv.Await(t, time.Second, 5*time.Millisecond, fmt.Sprintf("%s: the pool down to %d connection(s) after the query", tc.name, tc.idle),
+			func() bool { return pool.Stat().TotalConns() == tc.idle })
 		pool.Close()
 	}
 }
