@@ -396,8 +396,9 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 		}
 		ps, at = append(ps, l.poolFor(sub.of(i), b, now)), append(at, i)
 	}
-	allow := make([]int64, len(ps)) // each pool's allowance, once its ledger failed
-	var ledgerErr error             // a ledger failure the allowance answers
+	var allowAt [MaxBuckets]int64
+	allow := allowAt[:len(ps)] // each pool's allowance, once its ledger failed
+	var ledgerErr error        // a ledger failure the allowance answers
 	// A request waits for the ledger at most this long, then denies
 	// briefly: a pool another process fills, or refills others spend.
 	deadline := time.Now().Add(g.timeout + 2*l.timeout)
@@ -485,8 +486,8 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 	}
 }
 
-// inDoubt reports whether a failed Redis call may have run: anything but
-// a connection that was never made.
+// inDoubt reports whether a failed Redis or ledger call may have run:
+// anything but a connection that was never made.
 func inDoubt(err error) bool {
 	var op *net.OpError
 	return !(errors.As(err, &op) && op.Op == "dial")
@@ -753,8 +754,10 @@ func (l *Limiter) fill(ctx context.Context, p *pool, cost, need int64, backgroun
 	g.takes.Add(1)
 	g.breaker.done(l.now(), err == nil, probe)
 	if err != nil {
-		// Taken or not, nobody can tell: if taken, they are in no pool.
-		g.stranded.Add(uint64(want))
+		if inDoubt(err) {
+			// Taken or not, nobody can tell: if taken, they are in no pool.
+			g.stranded.Add(uint64(want))
+		}
 		g.ledgerErrors.Add(1)
 		return 0, true, fmt.Errorf("%w: take %d: %w", ErrLedger, want, err)
 	}
