@@ -45,7 +45,7 @@ func blast(t *testing.T, rl *ratelimit.Limiter, n int, start time.Time) (admitte
 		next atomic.Int64
 		slow atomic.Int64 // the slowest request, ns
 	)
-	time.Sleep(time.Until(start))
+	time.Sleep(time.Until(start)) // sleep: this and the other process send from one wall-clock instant
 	for range 16 {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {

@@ -21,17 +21,12 @@ import (
 // clock, against a real Redis), and returns that answer.
 func awaitEffect(t *testing.T, h ratelimit.RESTHandler, what string, cond func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		e := effect(t, h)
-		if cond(e) {
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s after 3s", what, e)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var e string
+	testenv.Await(t, 3*time.Second, 20*time.Millisecond, what, func() bool {
+		e = effect(t, h)
+		return cond(e)
+	})
+	return e
 }
 
 // config returns the deployment's configuration with key as its subject

@@ -102,18 +102,19 @@ func effect(t *testing.T, h ratelimit.RESTHandler) string {
 // refills a token only every 15 s.
 func awaitAllowed(t *testing.T, h ratelimit.RESTHandler, after string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(2 * time.Second)
-	for {
-		e := effect(t, h)
-		if e == "Allow" {
-			return time.Since(start)
-		}
-		if e != "Deny" || time.Now().After(deadline) {
-			t.Fatalf("after %s the wrapped authorizer still answers %s: the admin API acted on other buckets than it charges", after, e)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testenv.Await(t, 2*time.Second, 20*time.Millisecond,
+		"after "+after+" the wrapped authorizer still denies: the admin API acted on other buckets than it charges",
+		func() bool {
+			switch e := effect(t, h); e {
+			case "Allow":
+				return true
+			case "Deny":
+				return false
+			default:
+				t.Fatalf("after %s the wrapped authorizer answers %s, want Deny until Allow", after, e)
+				return false
+			}
+		})
 }
 
 // TestAdminActsOnWrappedBuckets: a wrapped authorizer given the
@@ -282,14 +283,9 @@ func TestSubjectKeyMismatch(t *testing.T) {
 		defer rl.Close()
 		proxy.Up(t)
 		h := rl.WrapREST(restAnswer("Allow", "", "alice", nil, nil))
-		deadline := time.Now().Add(3 * time.Second)
-		var e string
-		for e = effect(t, h); !strings.Contains(e, "subject hash key differs") && time.Now().Before(deadline); e = effect(t, h) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !strings.Contains(e, "subject hash key differs") {
-			t.Fatalf("wrapped request once Redis is up = %s, want the unkeyed Limiter refused", e)
-		}
+		testenv.Await(t, 3*time.Second, 50*time.Millisecond, "wrapped request once Redis is up: the unkeyed Limiter refused", func() bool {
+			return strings.Contains(effect(t, h), "subject hash key differs")
+		})
 		if e := effect(t, h); !strings.Contains(e, "subject hash key differs") {
 			t.Errorf("the request after = %s, want refused again", e)
 		}
