@@ -50,7 +50,7 @@ var Vars = []Var{
 	{Name: "REDIS_TIMEOUT", Default: "25ms", Functions: decideAdm,
 		Doc: "the limiter's budget per Redis call, at most `10s`; past it, each rule's failure mode decides"},
 	{Name: "REDIS_POOL_SIZE", Default: "4", Functions: decideAdm,
-		Doc: "connections per Redis node, 1 to 1024 (a Lambda serves one request at a time; `sluice local` uses 64)"},
+		Doc: "connections per Redis node, 1 to 1024"},
 	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
 		Doc: "the start of every Redis key, one per deployment sharing a Redis; at most 64 printable ASCII characters, no space, `{` or `}`"},
 	{Name: "DATABASE_URL", DefaultDoc: "—", Functions: withStore,
@@ -61,11 +61,10 @@ var Vars = []Var{
 	{Name: "DB_HOST", DefaultDoc: "the secret's", Functions: withStore,
 		Doc: "replaces the secret's host, such as with an RDS Proxy endpoint; only with `DB_SECRET_ARN`"},
 	{Name: "DB_READER_SECRET_ARN", DefaultDoc: "—", Functions: []string{"migrate"},
-		Doc: "a secret with the `username` and `password` of the read-only role `sluice_reader`, which migrate gives LOGIN and that password; " +
-			"the read-only functions connect with it ([deploy](deploy.md#admin-functions))"},
+		Doc: "the `username` and `password` migrate gives the read-only role `sluice_reader`, " +
+			"which the read-only functions log in as ([deploy](deploy.md#admin-functions))"},
 	{Name: "DB_SSLMODE", Default: "verify-full", Functions: withStore,
-		Doc: "libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` checks the certificate against the system roots and the built-in RDS CA bundle; " +
-			"`require` encrypts without verifying ([store](store.md#tls-to-postgresql))"},
+		Doc: "libpq `sslmode` with `DB_SECRET_ARN`: `verify-full` or `require` ([TLS](store.md#tls-to-postgresql))"},
 	{Name: "DB_SSLROOTCERT", DefaultDoc: "built in", Functions: withStore,
 		Doc: "a PEM file of CA certificates to trust instead, such as a newer RDS bundle; only with `DB_SECRET_ARN`"},
 	{Name: "MAX_RULES", DefaultDoc: "`10000`", Functions: []string{"admin"},
@@ -75,7 +74,7 @@ var Vars = []Var{
 			"`jwt:CLAIM` (a verified bearer token), `principal`, `context:KEY` (the upstream's answer) ([subject](authorizer.md#subject))"},
 	{Name: "SUBJECT_SHOW", DefaultDoc: "—", Functions: decide,
 		Doc: "sources whose subjects the decision line and top offenders show as sent, beside the hash: a comma list of `jwt`, `context`, " +
-			"`principal`, `ip`; credentials (`header`, `query`, `apikey`) are refused ([security](SECURITY.md#subjects-shown-as-sent)). Unset: hashes only"},
+			"`principal`, `ip` ([security](SECURITY.md#subjects-shown-as-sent))"},
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
 		Doc: "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
 	{Name: "UPSTREAM_AUTHORIZER", DefaultDoc: "—", Functions: decide,
@@ -95,7 +94,7 @@ var Vars = []Var{
 	{Name: "JWT_JWKS_URL", DefaultDoc: "`<issuer>/.well-known/jwks.json`", Functions: decide,
 		Doc: "where the issuer's signing keys are"},
 	{Name: "SUBJECT_HMAC_KEY_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
-		Doc: "a secret holding the deployment's subject-hash key (the reference stack creates it); not with `SUBJECT_HMAC_KEY`; " +
+		Doc: "a secret holding the deployment's subject-hash key; not with `SUBJECT_HMAC_KEY`; " +
 			"neither: the unkeyed hash, with a warning"},
 	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
@@ -126,7 +125,7 @@ var Vars = []Var{
 	{Name: "GLOBAL_REGIONS", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the Regions sharing `LEDGER_TABLE`, comma-separated (`us-east-1,us-east-2,us-west-2`): their count bounds a block at limit/(2·Regions) and sets the fail-open allowance"},
 	{Name: "AWS_REGION", DefaultDoc: "set by Lambda", Functions: decideAdm,
-		Doc: "this Region's name: the ledger records what each Region holds under it, which a global reset keeps counted"},
+		Doc: "this Region's name, under which the ledger records what it holds"},
 	{Name: "LEDGER_ENDPOINT", DefaultDoc: "the Region's", Functions: decideAdm,
 		Doc: "a DynamoDB endpoint URL instead of the Region's, with dummy credentials: dynalite in tests and `sluice local --regions`"},
 	{Name: "LEDGER_TIMEOUT", Default: "200ms", Functions: decide,
