@@ -165,7 +165,7 @@ func TestFailoverPostgresRestart(t *testing.T) {
 	route = page.Rules[0]
 
 	ld := startLoad(t, dec, 8, loadSubjects(t, 32), time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	ld.awaitByRedis(t, 500, "before the database stops")
 	pg.Stop()
 	down := ld.since()
 
@@ -193,7 +193,9 @@ func TestFailoverPostgresRestart(t *testing.T) {
 				w.method, w.path, resp.Status, resp.Header, resp.Body)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // decisions keep flowing meanwhile
+	// Decisions keep flowing meanwhile: the outage lasts until Redis has
+	// answered plenty of them (the check below wants 100 in it).
+	ld.awaitByRedis(t, 2000, "with the database down")
 	pg.Start(t)
 	up := ld.since()
 
@@ -209,7 +211,7 @@ func TestFailoverPostgresRestart(t *testing.T) {
 		return r.Rule == route.ID && r.Limit == 3
 	})
 	t.Logf("database restart: admin update to first decision by it %v", time.Since(changed).Round(time.Millisecond))
-	time.Sleep(200 * time.Millisecond)
+	ld.awaitByRedis(t, 300, "after the restart")
 	rep := ld.finish()
 
 	during := rep.window(down, up)
@@ -285,37 +287,46 @@ func warm(t *testing.T, a *app.Decider, n int) {
 // again, and returns how long that took.
 func waitRedisDecision(t *testing.T, a *app.Decider, within time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for time.Since(start) < within {
+	return testenv.Await(t, within, 5*time.Millisecond, "a decision answered by Redis", func() bool {
 		res, err := a.Core.Decide(context.Background(), &authorizer.Request{API: loadAPI, Method: loadMethod, Resource: loadResource,
 			Headers: map[string]string{"x-api-key": "fo-probe-" + testenv.Random(t)}})
-		if err == nil && !res.FailOpen {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no decision answered by Redis within %v", within)
-	return 0
+		return err == nil && !res.FailOpen
+	})
 }
 
-// watchPromotion polls the sentinel at addr until it names want as the
-// primary of name, and sends the load's clock then (0 after 20s).
+// watchPromotion subscribes to the +switch-master events of the sentinel
+// at addr and, once it announces want as the primary of name, sends the
+// load's clock then (0 when it has not within 20s). Call it before the
+// failover starts: the event is not repeated.
 func watchPromotion(t *testing.T, addr, name, want string, ld *load) <-chan time.Duration {
 	t.Helper()
-	ch := make(chan time.Duration, 1)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Protocol: 2})
+	sub := sc.Subscribe(context.Background(), "+switch-master")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatalf("SUBSCRIBE +switch-master on %s: %v", addr, err)
+	}
+	ch := make(chan time.Duration, 1)
 	go func() {
 		defer sc.Close()
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			hp, err := sc.GetMasterAddrByName(ctx, name).Result()
-			cancel()
-			if err == nil && len(hp) == 2 && net.JoinHostPort(hp[0], hp[1]) == want {
-				ch <- ld.since()
+		defer sub.Close()
+		timeout := time.After(20 * time.Second)
+		msgs := sub.Channel()
+		for {
+			select {
+			case m := <-msgs:
+				// <name> <old ip> <old port> <new ip> <new port>
+				f := strings.Fields(m.Payload)
+				if len(f) == 5 && f[0] == name && net.JoinHostPort(f[3], f[4]) == want {
+					ch <- ld.since()
+					return
+				}
+			case <-timeout:
+				ch <- 0
 				return
 			}
 		}
-		ch <- 0
 	}()
 	return ch
 }
@@ -343,13 +354,13 @@ func TestFailoverSentinel(t *testing.T) {
 	warm(t, a, 8)
 	t0 := redisTime(t, primary.Addr)
 	ld := startLoad(t, a, 8, loadSubjects(t, 32), time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	promoted := watchPromotion(t, sentinels[0].Addr, "sluice", replica.Addr, ld)
+	ld.awaitByRedis(t, 1000, "before the kill")
 	before := a.Limiter.Stats()
 	primary.Kill()
 	killed := ld.since()
-	promoted := watchPromotion(t, sentinels[0].Addr, "sluice", replica.Addr, ld)
 	back := waitRedisDecision(t, a, 20*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	ld.awaitByRedis(t, 1000, "by the new primary")
 	rep := ld.finish()
 	t1 := redisTime(t, replica.Addr)
 	after := a.Limiter.Stats()
@@ -499,7 +510,7 @@ func TestFailoverClusterReshard(t *testing.T) {
 	warm(t, a, 8)
 	t0 := redisTime(t, from)
 	ld := startLoad(t, a, 8, subjects, time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	ld.awaitByRedis(t, 1000, "before the reshard")
 	begin := ld.since()
 	reshard := exec.Command(testenv.Binary(t, "redis-cli"), "--cluster", "reshard", from,
 		"--cluster-from", ids[0], "--cluster-to", ids[1], "--cluster-slots", strconv.Itoa(moved), "--cluster-yes")
@@ -508,7 +519,7 @@ func TestFailoverClusterReshard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("redis-cli --cluster reshard: %v\n%s", err, out)
 	}
-	time.Sleep(300 * time.Millisecond)
+	ld.awaitByRedis(t, 500, "after the reshard")
 	rep := ld.finish()
 	t1 := redisTime(t, from)
 
@@ -593,16 +604,16 @@ func TestFailoverSlowRedis(t *testing.T) {
 	warm(t, a, 8)
 
 	ld := startLoad(t, a, 8, loadSubjects(t, 32), time.Millisecond)
-	time.Sleep(400 * time.Millisecond)
+	ld.awaitByRedis(t, 800, "before the delay")
 	before := a.Limiter.Stats()
 	px.SetDelay(delay)
 	slow := ld.since()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // sleep: Redis stays slow this long; the checks below are rates over it, against the breaker's cooldown
 	during := a.Limiter.Stats()
 	px.SetDelay(0)
 	fast := ld.since()
 	waitRedisDecision(t, a, 5*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	ld.awaitByRedis(t, 300, "after the delay")
 	rep := ld.finish()
 	after := a.Limiter.Stats()
 
@@ -691,12 +702,12 @@ func TestFailoverRedisRestartedEmpty(t *testing.T) {
 
 	warm(t, busy, 8)
 	ld := startLoad(t, busy, 8, loadSubjects(t, 32), time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	ld.awaitByRedis(t, 500, "before the restart")
 	down := ld.since()
 	srv.Restart(t)
 	up := ld.since()
 	back := waitRedisDecision(t, busy, 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	ld.awaitByRedis(t, 500, "after the restart")
 	rep := ld.finish()
 	gap, at := rep.gap()
 	t.Logf("redis restarted empty in %v; first decision by it %v later", (up - down).Round(time.Millisecond), back.Round(time.Millisecond))

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // The request every load decision makes: one API-wide and one route rule
@@ -59,7 +60,8 @@ type load struct {
 	subjects []string
 	stop     atomic.Bool
 	wg       sync.WaitGroup
-	per      [][]sample // one slice per worker
+	per      [][]sample   // one slice per worker
+	byRedis  atomic.Int64 // decisions answered by Redis so far, for awaitByRedis
 
 	mu   sync.Mutex
 	errs []string // the Redis errors seen, for failure messages
@@ -100,13 +102,29 @@ func startLoad(t *testing.T, a *app.Decider, workers int, subjects []string, pac
 				if err != nil && !errors.Is(err, limiter.ErrBreakerOpen) {
 					l.noteError(smp.end, err)
 				}
+				if smp.out == byRedis {
+					l.byRedis.Add(1)
+				}
 				out = append(out, smp)
-				time.Sleep(pace)
+				time.Sleep(pace) // sleep: the load's request rate against the real Redis, not a wait for anything
 			}
 			l.per[w] = out
 		}()
 	}
 	return l
+}
+
+// awaitByRedis waits until n more decisions of the load have been
+// answered by Redis: the load's steady state before a fault, its flow
+// through one, or its tail after recovery, counted in decisions rather
+// than in time so that a slow machine stretches the phase instead of
+// thinning it. The test fails, naming when, if they do not come within
+// 20s.
+func (l *load) awaitByRedis(t *testing.T, n int64, when string) {
+	t.Helper()
+	from := l.byRedis.Load()
+	testenv.Await(t, 20*time.Second, 5*time.Millisecond, fmt.Sprintf("%d decisions answered by Redis %s", n, when),
+		func() bool { return l.byRedis.Load() >= from+n })
 }
 
 // noteError records an error of the load (all of them up to 200).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -109,14 +110,19 @@ func TestForgedRulesRefused(t *testing.T) {
 			invoke(authz.Authorizer)
 			return authz.Cache.Stats().Refused > refused
 		})
-		for range 5 {
-			if got := invoke(authz.Authorizer); got != "Allow" {
-				t.Fatalf("%s: the authorizer with RULES_PUBLIC_KEY answered %s, want Allow (the writers' 100/1m)", forge.name, got)
-			}
-			if embeddedBlocks() {
-				t.Fatalf("%s: the embedded limiter adopted the forged rules", forge.name)
-			}
-			time.Sleep(20 * time.Millisecond)
+		// Every look keeps the writers' rules, through 5 more version reads
+		// of each (the forgery is refused on every check, not once).
+		for i := range 5 {
+			reads, embReads := authz.Cache.Stats().VersionReads, embedded.Cache.Stats().VersionReads
+			testenv.Await(t, 5*time.Second, 5*time.Millisecond, fmt.Sprintf("%s: version read %d of the authorizer and the embedded limiter", forge.name, i+1), func() bool {
+				if got := invoke(authz.Authorizer); got != "Allow" {
+					t.Fatalf("%s: the authorizer with RULES_PUBLIC_KEY answered %s, want Allow (the writers' 100/1m)", forge.name, got)
+				}
+				if embeddedBlocks() {
+					t.Fatalf("%s: the embedded limiter adopted the forged rules", forge.name)
+				}
+				return authz.Cache.Stats().VersionReads > reads && embedded.Cache.Stats().VersionReads > embReads
+			})
 		}
 	}
 	if !strings.Contains(out.String(), "rules refused") {

@@ -242,31 +242,18 @@ func TestBurstOfWrites(t *testing.T) {
 	a, _ := newApp(t, map[string]string{"REDIS_URL": rURL, "DATABASE_URL": dbURL, "REDIS_TIMEOUT": "1s"})
 	before := a.Cache.Stats()
 
-	// Requests keep arriving during the burst, as they would in production.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				a.Cache.Snapshot(context.Background())
-				time.Sleep(time.Millisecond)
-			}
-		}
-	})
+	// Requests keep arriving during the burst, as they would in
+	// production: one right after every write, each a chance to reload.
 	const writes = 40
 	start := time.Now()
 	for i := range writes {
 		resp := call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 			"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": i + 2, "period": "1m"}, http.StatusOK)
 		etag = resp.Header.Get("Etag")
+		a.Cache.Snapshot(context.Background())
 	}
 	burst := time.Since(start)
 	waitFor(t, 5*time.Second, "the last write", func() bool { return limitOf(a) == writes+1 })
-	close(stop)
-	wg.Wait()
 	a.Cache.Wait()
 
 	after := a.Cache.Stats()
@@ -304,12 +291,16 @@ func TestRedisEmptied(t *testing.T) {
 	if err := a.Redis.Del(context.Background(), vkey, skey).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+	// Requests go on until the cache has read the emptied version a few
+	// times (each read a poll apart); none of the reads may reload.
+	testenv.Await(t, 5*time.Second, 2*time.Millisecond, "3 version reads of the emptied Redis", func() bool {
 		a.Cache.Snapshot(context.Background())
-	}
+		st := a.Cache.Stats()
+		return st.LastError == nil && st.VersionReads >= before.VersionReads+3
+	})
 	a.Cache.Wait()
-	if st := a.Cache.Stats(); st.Reloads != before.Reloads || st.Version != before.Version || limitOf(a) != 10 {
-		t.Errorf("after Redis emptied: %+v, want the same set (version %d), no reload", st, before.Version)
+	if st := a.Cache.Stats(); st.Reloads != before.Reloads || st.Version != before.Version || st.LastError != nil || limitOf(a) != 10 {
+		t.Errorf("after Redis emptied: %+v, want the same set (version %d), no reload, no error", st, before.Version)
 	}
 	call(t, svc, "PUT", "/rules/"+r.ID, http.Header{"If-Match": {etag}}, map[string]any{
 		"api": "a1b2c3d4e5", "route": "*", "subject": "*", "limit": 11, "period": "1m"}, http.StatusOK)
