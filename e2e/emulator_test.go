@@ -213,16 +213,15 @@ func startEmulator(t testing.TB, bin string, env map[string]string) *emulator {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		e := launchEmulator(t, bin, env)
-		err := e.waitListening(10 * time.Second)
-		if err == nil {
-			t.Cleanup(func() { e.stop(t) })
+		t.Cleanup(func() { e.stop(t) })
+		if e.awaitListening(t, 10*time.Second) {
 			return e
 		}
 		e.kill()
 		if attempt == 3 {
-			t.Fatalf("aws-lambda-rie did not start: %v\nemulator output:\n%s", err, e.out.String())
+			t.Fatalf("aws-lambda-rie did not start: exited before listening on %s\nemulator output:\n%s", e.host(), e.out.String())
 		}
-		t.Logf("aws-lambda-rie start %d failed (%v), retrying on other ports", attempt, err)
+		t.Logf("aws-lambda-rie start %d failed (exited before listening on %s), retrying on other ports", attempt, e.host())
 	}
 }
 
@@ -253,25 +252,25 @@ func (e *emulator) host() string {
 	return strings.TrimSuffix(strings.TrimPrefix(e.url, "http://"), "/2015-03-31/functions/function/invocations")
 }
 
-// waitListening waits until the emulator accepts connections, or fails when
-// it exits or the timeout passes.
-func (e *emulator) waitListening(timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; {
+// awaitListening waits until the emulator accepts connections (true) or
+// exits (false); the test fails when it does neither within timeout.
+func (e *emulator) awaitListening(t testing.TB, timeout time.Duration) bool {
+	t.Helper()
+	listening := false
+	testenv.Await(t, timeout, time.Millisecond, "aws-lambda-rie listening on "+e.host(), func() bool {
 		select {
 		case <-e.done:
-			return fmt.Errorf("exited before listening on %s", e.host())
+			return true
 		default:
 		}
 		c, err := net.Dial("tcp", e.host())
 		if err == nil {
 			c.Close()
-			return nil
+			listening = true
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not listening on %s after %v: %w", e.host(), timeout, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return listening
+	})
+	return listening
 }
 
 // kill ends the emulator's process group and waits for it. The negative pid
@@ -297,22 +296,18 @@ func (e *emulator) stop(t testing.TB) {
 // the emulator is not listening yet.
 func (e *emulator) invoke(t testing.TB, payload []byte) []byte {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Post(e.url, "application/json", bytes.NewReader(payload))
-		if err == nil {
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("invoke: %d %s, %v\nemulator output:\n%s", resp.StatusCode, b, err, e.out.String())
-			}
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoke: %v\nemulator output:\n%s", err, e.out.String())
-		}
-		time.Sleep(2 * time.Millisecond)
+	var resp *http.Response
+	testenv.Await(t, 30*time.Second, 2*time.Millisecond, "invoke: the emulator listening", func() bool {
+		var err error
+		resp, err = http.Post(e.url, "application/json", bytes.NewReader(payload))
+		return err == nil
+	})
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke: %d %s, %v\nemulator output:\n%s", resp.StatusCode, b, err, e.out.String())
 	}
+	return b
 }
 
 // TestEmulator runs bootstraps under the emulator with configuration from
@@ -680,7 +675,7 @@ func checkProxy(t *testing.T, what string, r events.APIGatewayProxyResponse, sta
 // first rules load and one decision.
 func coldStart(tb testing.TB, bin string, env map[string]string, payload []byte) time.Duration {
 	e := startEmulator(tb, bin, env)
-	defer e.stop(tb)
+	defer e.kill() // startEmulator logs its output should the test fail
 	start := time.Now()
 	e.invoke(tb, payload)
 	return time.Since(start)
