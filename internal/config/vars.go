@@ -40,9 +40,8 @@ var (
 // tables list them.
 var Vars = []Var{
 	{Name: "REDIS_URL", DefaultDoc: "—", Functions: decideAdm,
-		Doc: "`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. In `cluster` mode `?addr=HOST:PORT` adds seed nodes; " +
-			"in `sentinel` mode the host is a sentinel's, `?master_name=NAME` (required) names the primary and `?addr=` adds sentinels " +
-			"([deploy](deploy.md#redis-sentinel))"},
+		Doc: "`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS; in `cluster` mode `?addr=HOST:PORT` adds seed nodes " +
+			"([sentinel](deploy.md#redis-sentinel))"},
 	{Name: "REDIS_MODE", Default: "single", Functions: decideAdm,
 		Doc: "`cluster` for Redis Cluster, ElastiCache cluster mode or Serverless; `sentinel` for a primary and replicas under Redis Sentinel"},
 	{Name: "REDIS_AUTH_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
@@ -78,8 +77,8 @@ var Vars = []Var{
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
 		Doc: "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
 	{Name: "UPSTREAM_AUTHORIZER", DefaultDoc: "—", Functions: decide,
-		Doc: "name or ARN of an existing authorizer Lambda invoked first with the same event: its Deny or 401 is a 401; its `principalId` " +
-			"and context feed the `principal` and `context:KEY` sources (which require it)"},
+		Doc: "name or ARN of an authorizer Lambda [invoked first](authorizer.md#chaining-an-existing-authorizer); " +
+			"the `principal` and `context:KEY` sources require it"},
 	{Name: "UPSTREAM_IDENTITY_SOURCES", DefaultDoc: "—", Functions: decide,
 		Doc: "every value the upstream reads (`header:NAME`, `query:NAME`, `apikey`, `ip`, `route`, `stagevar:NAME`): " +
 			"its answers are cached per those, and only when named"},
@@ -99,8 +98,8 @@ var Vars = []Var{
 	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
 	{Name: "RULES_PUBLIC_KEY", DefaultDoc: "—", Functions: decide,
-		Doc: "the rule writers' Ed25519 public key, 32 bytes in base64: a rules snapshot they did not sign, or a version from the future, is refused " +
-			"([security](SECURITY.md#rules-in-redis)); unset: snapshots are read unverified, with a warning"},
+		Doc: "the rule writers' Ed25519 public key, 32 bytes in base64: other snapshots are refused " +
+			"([security](SECURITY.md#rules-in-redis)); unset: read unverified, with a warning"},
 	{Name: "RULES_SIGNING_KEY_SECRET_ARN", DefaultDoc: "—", Functions: writers,
 		Doc: "a secret of at least 32 bytes the rules snapshot's signing key is derived from; not with `RULES_SIGNING_KEY`; neither: unsigned"},
 	{Name: "RULES_SIGNING_KEY", DefaultDoc: "—", Functions: writers,
@@ -109,7 +108,7 @@ var Vars = []Var{
 		Doc: "the limit when no rule matches, such as `100/1m` or `100/1m,burst=200`; unset allows such requests"},
 	{Name: "RATELIMIT_HEADERS", Default: "draft11", Functions: decide,
 		Doc: "the rate-limit fields of a 429 and the check API, a comma list of `draft11`, `draft6`, `legacy` " +
-			"([dialects](authorizer.md#header-dialects)); `Retry-After` is always sent"},
+			"([dialects](authorizer.md#header-dialects)); `Retry-After` always"},
 	{Name: "RULES_VERSION_POLL", Default: "1s", Functions: decide,
 		Doc: "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
 	{Name: "RULES_REFRESH", Default: "5m", Functions: decide,
