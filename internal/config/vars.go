@@ -69,13 +69,13 @@ var Vars = []Var{
 	{Name: "MAX_RULES", DefaultDoc: "`10000`", Functions: []string{"admin"},
 		Doc: "the most rules stored, up to 1000000; a create beyond is a 409"},
 	{Name: "SUBJECT_SOURCES", Default: "header:x-api-key", Functions: decide,
-		Doc: "where the subject is read, in order: `header:NAME`, `query:NAME`, `apikey` (validated by API Gateway), `ip`, " +
-			"`jwt:CLAIM` (a verified bearer token), `principal`, `context:KEY` (the upstream's answer) ([subject](authorizer.md#subject))"},
+		Doc: "where the subject is read, in order: `header:NAME`, `query:NAME`, `apikey`, `ip`, " +
+			"`jwt:CLAIM`, `principal`, `context:KEY` ([subject](authorizer.md#subject))"},
 	{Name: "SUBJECT_SHOW", DefaultDoc: "—", Functions: decide,
 		Doc: "sources whose subjects the decision line and top offenders show as sent, beside the hash: a comma list of `jwt`, `context`, " +
 			"`principal`, `ip` ([security](SECURITY.md#subjects-shown-as-sent))"},
 	{Name: "DIMENSIONS", DefaultDoc: "—", Functions: decide,
-		Doc: "more subjects limited per request, `name=sources;...` such as `ip=ip` (a per-IP floor); a rule picks one with `\"dimension\"`"},
+		Doc: "more subjects limited per request, `name=sources;...` such as `ip=ip` ([dimensions](authorizer.md#several-dimensions-per-request))"},
 	{Name: "UPSTREAM_AUTHORIZER", DefaultDoc: "—", Functions: decide,
 		Doc: "name or ARN of an authorizer Lambda [invoked first](authorizer.md#chaining-an-existing-authorizer); " +
 			"the `principal` and `context:KEY` sources require it"},
@@ -126,7 +126,7 @@ var Vars = []Var{
 	{Name: "AWS_REGION", DefaultDoc: "set by Lambda", Functions: decideAdm,
 		Doc: "this Region's name, under which the ledger records what it holds"},
 	{Name: "LEDGER_ENDPOINT", DefaultDoc: "the Region's", Functions: decideAdm,
-		Doc: "a DynamoDB endpoint URL instead of the Region's, with dummy credentials: dynalite in tests and `sluice local --regions`"},
+		Doc: "a DynamoDB endpoint URL, with dummy credentials: dynalite in tests and `sluice local --regions`"},
 	{Name: "LEDGER_TIMEOUT", Default: "200ms", Functions: decide,
 		Doc: "the budget of one ledger call, `10ms` to `5s`; only a request finding its Region's pool empty waits for one"},
 	{Name: "GLOBAL_OPEN_SHARE", DefaultDoc: "1/Regions", Functions: decide,
