@@ -142,7 +142,7 @@ func (p *shell) paste(t *testing.T, line string) (string, bool) {
 		if err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		time.Sleep(time.Duration(n) * time.Second)
+		time.Sleep(time.Duration(n) * time.Second) // sleep: the document's own wait, on the real server's clock
 		return "", true
 	}
 	if m := assign.FindStringSubmatch(line); m != nil {

@@ -23,7 +23,7 @@ func TestLocalBlockAfterQuiet(t *testing.T) {
 				t.Fatalf("GET /hello = %d %s, want 200", resp.StatusCode, body)
 			}
 
-			time.Sleep(3 * time.Second) // no traffic
+			time.Sleep(3 * time.Second) // sleep: the quiet spell the binary's rule cache must not trust through
 			if resp, body := p.post(t, "/admin/rules", "Bearer "+p.token,
 				`{"api":"demo","route":"*","subject":"`+subject+`","limit":0,"period":"1m"}`); resp.StatusCode != http.StatusCreated {
 				t.Fatalf("POST /admin/rules (block) = %d %s", resp.StatusCode, body)

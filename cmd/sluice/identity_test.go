@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestLocalSubjectHygiene: through sluice local and the CLI, a doubled or oversized
@@ -35,17 +37,12 @@ func TestLocalSubjectHygiene(t *testing.T) {
 	}
 	// Wait for the rule to load (poll 250ms), then three fresh keys from
 	// one IP: the floor of 2 denies the third.
-	deadline := 0
-	for ; deadline < 50; deadline++ {
-		resp, _ := p.get(t, "/items", "probe-"+strconv.Itoa(deadline))
-		if resp.StatusCode == http.StatusTooManyRequests {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if deadline == 50 {
-		t.Fatal("the per-IP floor never denied fresh keys")
-	}
+	probe := 0
+	testenv.Await(t, 10*time.Second, 100*time.Millisecond, "the per-IP floor denying fresh keys", func() bool {
+		probe++
+		resp, _ := p.get(t, "/items", "probe-"+strconv.Itoa(probe))
+		return resp.StatusCode == http.StatusTooManyRequests
+	})
 	// The CLI sees and resets the IP's floor through --dimension.
 	out, stderr, code := p.cli(t, "subjects", "limits", "127.0.0.1", "--api", "demo", "--route", "GET /items", "--dimension", "ip", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"remaining": 0`) && !strings.Contains(out, `"remaining":0`) {

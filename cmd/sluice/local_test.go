@@ -713,7 +713,7 @@ func testRuleChange(t *testing.T, p *localProc) {
 		return resp.StatusCode
 	}
 	applied := func(limit int) time.Duration {
-		for time.Since(start) < 5*time.Second {
+		testenv.Await(t, 5*time.Second, 20*time.Millisecond, fmt.Sprintf("rule %s limit %d applied", route, limit), func() bool {
 			s := "change-" + testenv.Random(t)
 			n := 0
 			for range limit + 1 {
@@ -721,13 +721,9 @@ func testRuleChange(t *testing.T, p *localProc) {
 					n++
 				}
 			}
-			if n == limit {
-				return time.Since(start)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("rule %s limit %d not applied after 5s", route, limit)
-		return 0
+			return n == limit
+		})
+		return time.Since(start)
 	}
 	if d := applied(1); d > 2*time.Second {
 		t.Errorf("new rule applied after %v, want within 2s", d)
@@ -962,21 +958,12 @@ func TestLocalDatabaseDown(t *testing.T) {
 		}
 		proxy.Up(t)
 		start := time.Now()
-		for !strings.Contains(p.out.String(), "database reachable: migrated, seeded and published") {
-			if time.Since(start) > 20*time.Second {
-				t.Fatalf("no catch-up within 20s of the database coming up; output:\n%s", p.out)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		for {
-			if got := statuses(p, "up-"+testenv.Random(t), 4); fmt.Sprint(got) == "[200 200 200 429]" {
-				break
-			}
-			if time.Since(start) > 25*time.Second {
-				t.Fatalf("the seeded rule not applied within 25s of the database coming up")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testenv.Await(t, 20*time.Second, 50*time.Millisecond, "catch-up after the database came up", func() bool {
+			return strings.Contains(p.out.String(), "database reachable: migrated, seeded and published")
+		})
+		testenv.Await(t, 25*time.Second-time.Since(start), 100*time.Millisecond, "the seeded rule applied after the database came up", func() bool {
+			return fmt.Sprint(statuses(p, "up-"+testenv.Random(t), 4)) == "[200 200 200 429]"
+		})
 		t.Logf("database up to the seeded rule applied: %v", time.Since(start).Round(time.Millisecond))
 	})
 }

@@ -189,13 +189,15 @@ func TestLocalRegions(t *testing.T) {
 	// background refill racing a waiting one) stays in its pool; its next
 	// request, once the 1s deny cache lets one through, spends it. So
 	// keep asking every Region until the quota is spent: exactly 10.
-	deadline := time.Now().Add(20 * time.Second)
-	for admitted.Load() < local.GlobalDemoLimit && time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
+	testenv.Await(t, 20*time.Second, 250*time.Millisecond, "the global quota spent over 3 Regions", func() bool {
+		if admitted.Load() >= local.GlobalDemoLimit {
+			return true
+		}
 		for _, base := range bases {
 			send(base)
 		}
-	}
+		return false
+	})
 	for _, base := range bases {
 		send(base)
 	}
@@ -232,13 +234,9 @@ func TestLocalRegions(t *testing.T) {
 
 	// A rule written once, through local-2, reaches local-3's Redis.
 	regionCLI(t, bases[1], token, "rules", "put", "--api", "demo", "--route", "*", "--subject", "late", "--limit", "0", "--period", "1m")
-	deadline = time.Now().Add(10 * time.Second)
-	for hello(t, bases[2], "late") != http.StatusTooManyRequests {
-		if time.Now().After(deadline) {
-			t.Fatalf("a rule blocking late, put through %s, is not enforced by %s after 10s", bases[1], bases[2])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Await(t, 10*time.Second, 50*time.Millisecond, fmt.Sprintf("a rule blocking late, put through %s, enforced by %s", bases[1], bases[2]), func() bool {
+		return hello(t, bases[2], "late") == http.StatusTooManyRequests
+	})
 }
 
 // globalView reads the demo subject's global quota through the built

@@ -25,12 +25,13 @@ func TestLocalStartupAnswers(t *testing.T) {
 	cases := []struct {
 		name string
 		env  func(t *testing.T) []string
+		args func(t *testing.T) []string
 	}{
-		{"embedded", func(*testing.T) []string { return nil }},
+		{"embedded", func(*testing.T) []string { return nil }, nil},
 		{"redis+postgres", func(t *testing.T) []string {
 			return []string{"REDIS_URL=" + testenv.RedisURL(t), "DATABASE_URL=" + pgtest.NewEmptyDatabase(t)}
-		}},
-		{"jwt issuer", func(*testing.T) []string { return []string{"SUBJECT_SOURCES=jwt:sub"} }},
+		}, func(t *testing.T) []string { return []string{"--redis-prefix", testenv.Prefix(t, "startup")} }},
+		{"jwt issuer", func(*testing.T) []string { return []string{"SUBJECT_SOURCES=jwt:sub"} }, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +64,7 @@ func TestLocalStartupAnswers(t *testing.T) {
 						req.Header.Set("x-api-key", "startup")
 						resp, err := client.Do(req)
 						if err != nil { // not listening yet
-							time.Sleep(time.Millisecond)
+							time.Sleep(time.Millisecond) // sleep: the process is starting; redial without spinning
 							continue
 						}
 						b, _ := io.ReadAll(resp.Body)
@@ -74,8 +75,27 @@ func TestLocalStartupAnswers(t *testing.T) {
 					}
 				})
 			}
-			p := startLocal(t, env, "--addr", "127.0.0.1:"+strconv.Itoa(port))
-			time.Sleep(50 * time.Millisecond) // a few answers from the mounted routes
+			args := []string{"--addr", "127.0.0.1:" + strconv.Itoa(port)}
+			if tc.args != nil {
+				args = append(args, tc.args(t)...)
+			}
+			p := startLocal(t, env, args...)
+			mu.Lock()
+			atBanner := map[string]int{}
+			for path, answers := range got {
+				atBanner[path] = len(answers)
+			}
+			mu.Unlock()
+			testenv.Await(t, 5*time.Second, time.Millisecond, "a few answers from the mounted routes", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, path := range []string{"/hello", "/admin/rules", "/console/"} {
+					if len(got[path]) < atBanner[path]+3 {
+						return false
+					}
+				}
+				return true
+			})
 			close(stop)
 			pollWG.Wait()
 			// A connection the transport dialed and never used is a new
