@@ -25,11 +25,11 @@ func TestFailLogSamples(t *testing.T) {
 		if _, ok := f.take(false); !ok {
 			t.Errorf("the first fail-closed line was suppressed by the fail-open storm")
 		}
-		time.Sleep(999 * time.Millisecond)
+		time.Sleep(999 * time.Millisecond) // sleep: virtual, on synctest's clock
 		if _, ok := f.take(true); ok {
 			t.Errorf("a second line within the interval")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // sleep: virtual, on synctest's clock
 		n, ok := f.take(true)
 		if !ok || n != 1000 {
 			t.Errorf("after the interval: written %v carrying %d suppressed, want a line carrying 1000", ok, n)

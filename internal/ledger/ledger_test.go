@@ -374,10 +374,10 @@ func TestDropMidBody(t *testing.T) {
 		}
 		_, _ = c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n" +
 			"X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 100\r\n\r\n{\"a\":"))
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // sleep: dynalite reads the partial body before the drop
 		_ = c.Close()
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // sleep: time for a dynalite that dies of a drop to die
 	tb := open(t, endpoint, name, ledger.Options{})
 	if _, err := tb.Used(context.Background(), "after-drops"); err != nil {
 		t.Fatalf("dynalite after three dropped requests: %v", err)

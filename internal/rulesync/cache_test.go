@@ -78,7 +78,7 @@ func limitOf(s *rules.Snapshot) int64 {
 // (synctest.Wait panics outside a bubble).
 func advance(d time.Duration) {
 	synctest.Wait()
-	time.Sleep(d)
+	time.Sleep(d) // sleep: virtual, on the bubble's clock
 }
 
 // eventually polls c.Snapshot until cond holds, failing after d on the
