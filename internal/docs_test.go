@@ -17,10 +17,8 @@ import (
 const (
 	// maxMarkdown is every .md of the repository, in bytes, the CLI and
 	// environment references (generated) and quickstart.md's programs
-	// (compiled) included: issue 36's 150 KB, raised to 160 KB for the
-	// round that added the clients and telemetry page, token
-	// conservation and the rules key's and subject key's recovery.
-	maxMarkdown     = 160_000
+	// (compiled) included: issue 36's 150 KB.
+	maxMarkdown     = 150_000
 	maxREADME       = 12 << 10
 	maxDoc          = 25 << 10 // any one document
 	maxArchitecture = 12 << 10 // docs/ARCHITECTURE.md: the map, not its history
