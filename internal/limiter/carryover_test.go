@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestChangeOfNumbersKeepsUsed pins the issue "An upgrade takes effect at
@@ -40,9 +42,10 @@ func TestChangeOfNumbersKeepsUsed(t *testing.T) {
 		// so the tolerance is that many times the time measured between
 		// them (17 ms under a loaded make test is a second here).
 		refillScale time.Duration
-		// then, when denied: sleep this long, and the next Allow passes
-		// (the conversion was written by the deny; without it the bucket
-		// would be converted again from the old rate and still deny).
+		// then, when denied: this long later (the retry, a token at the
+		// new rate) the next Allow passes (the conversion was written by
+		// the deny; without it the bucket would be converted again from
+		// the old rate and still deny).
 		refill time.Duration
 	}{
 		{name: "upgrade 100/1h used 100 to 1000/1h", from: Bucket{Limit: 100, Period: h}, used: 100,
@@ -108,10 +111,10 @@ func TestChangeOfNumbersKeepsUsed(t *testing.T) {
 			if d.Allowed {
 				return
 			}
-			// The deny wrote the conversion: a second later the wait is a
-			// second shorter (converted again from the old rate it would
-			// still be the full wait).
-			time.Sleep(time.Second)
+			// The deny wrote the conversion: a second later (of Redis TIME,
+			// the scripts' clock) the wait is a second shorter (converted
+			// again from the old rate it would still be the full wait).
+			awaitRedisTime(t, c, redisNow(t, c).Add(time.Second), 10*time.Millisecond)
 			d, err = l.Allow(ctx, Request{Subject: subj, Buckets: []Bucket{tt.to}, Cost: 1})
 			if err != nil || d.Allowed || d.RetryAfter > tt.wantRetry-time.Second || d.RetryAfter < tt.wantRetry-time.Second-100*time.Millisecond {
 				t.Errorf("Allow 1 s later = %+v, %v, want a deny with retry %v", d, err, tt.wantRetry-time.Second)
@@ -119,7 +122,17 @@ func TestChangeOfNumbersKeepsUsed(t *testing.T) {
 			if tt.refill == 0 {
 				return
 			}
-			time.Sleep(d.RetryAfter)
+			// The bucket holds a token again at the retry, not before.
+			took := testenv.Await(t, d.RetryAfter+5*time.Second, 10*time.Millisecond, "a token at the new rate", func() bool {
+				st, err := l.Peek(ctx, subj, []Bucket{tt.to})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st[0].Remaining >= 1
+			})
+			if took < d.RetryAfter-250*time.Millisecond {
+				t.Errorf("a token %v after a deny with retry %v: RetryAfter too long", took, d.RetryAfter)
+			}
 			if d, err := l.Allow(ctx, Request{Subject: subj, Buckets: []Bucket{tt.to}, Cost: 1}); err != nil || !d.Allowed || d.Remaining != 0 {
 				t.Errorf("Allow at the retry, %v after the change = %+v, %v, want the first token at the new rate", tt.refill, d, err)
 			}

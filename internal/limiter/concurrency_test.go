@@ -83,7 +83,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 	close(start)
 	<-firstDone
 	i0 := redisNow(t, timeClient)
-	time.Sleep(run)
+	time.Sleep(run) // sleep: the run is real time on Redis TIME, the refill the bound counts
 	i1 := redisNow(t, timeClient)
 	stop.Store(true)
 	wg.Wait()

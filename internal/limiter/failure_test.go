@@ -135,6 +135,7 @@ func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
 		Timeout: failTimeout, BreakerThreshold: 3, BreakerCooldown: 150 * time.Millisecond,
 		OnBreakerChange: tr.record,
 	})
+	clock := injectClock(l)
 	open := Request{Subject: "s", Buckets: []Bucket{openBucket}, Cost: 1}
 	closed := Request{Subject: "s", Buckets: []Bucket{openBucket, closedBucket}, Cost: 1}
 
@@ -163,8 +164,9 @@ func TestStalledRedisFailsOpenAndBreaks(t *testing.T) {
 	if !errors.Is(err, ErrBreakerOpen) || d.Allowed || d.Bucket != 1 {
 		t.Errorf("Allow(breaker open, fail closed) = %+v, %v, want a deny by bucket 1", d, err)
 	}
-	// After the cooldown one probe goes through, fails, and reopens it.
-	time.Sleep(160 * time.Millisecond)
+	// After the cooldown (the Limiter's clock moved past it, no wait) one
+	// probe goes through, fails, and reopens it.
+	clock.advance(160 * time.Millisecond)
 	if _, _, err := timedAllow(t, &lat, l, open); err == nil || errors.Is(err, ErrBreakerOpen) {
 		t.Errorf("probe: err = %v, want a Redis timeout", err)
 	}
@@ -221,21 +223,28 @@ func TestStalledRealRedisRecovers(t *testing.T) {
 	t.Cleanup(func() { _ = sleeper.Close() })
 	done := make(chan error, 1)
 	go func() { done <- sleeper.Do(context.Background(), "DEBUG", "SLEEP", "0.4").Err() }()
-	time.Sleep(20 * time.Millisecond) // let DEBUG SLEEP reach Redis
+	// DEBUG SLEEP reached Redis once a PING of a third client times out
+	// (50ms: an eighth of the stall, far beyond a PING's time otherwise).
+	probe := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = probe.Close() })
+	testenv.Await(t, 2*time.Second, time.Millisecond, "Redis stalled by DEBUG SLEEP", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		return probe.Ping(ctx).Err() != nil
+	})
 
 	var failOpen int
-	stallEnd := time.Now().Add(5 * time.Second)
-	for time.Now().Before(stallEnd) {
+	testenv.Await(t, 5*time.Second, 5*time.Millisecond, "Redis answering again after the stall", func() bool {
 		d, _, err := timedAllow(t, &lat, l, req)
 		if err == nil && !d.FailOpen {
-			break // Redis answers again
+			return true
 		}
 		if !d.Allowed || !d.FailOpen {
 			t.Fatalf("Allow during the stall = %+v, %v, want fail-open", d, err)
 		}
 		failOpen++
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	if err := <-done; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}

@@ -198,7 +198,7 @@ func TestGlobalCutOff(t *testing.T) {
 			t.Fatalf("first request: %+v, %v", d, err)
 		}
 		// Let any background refill finish before the cut.
-		time.Sleep(200 * time.Millisecond)
+		r.lim.WaitGlobalRefills()
 		p.SetDown(true)
 		pool := r.lim.GlobalStats().Taken - 1
 		got := hammer(t, []region{r}, subject, b, 1000, 2)[0]
@@ -225,7 +225,7 @@ func TestGlobalGiveBack(t *testing.T) {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a background refill in flight
+	r.lim.WaitGlobalRefills() // a background refill in flight
 	st, err := r.lim.Global(context.Background(), "s", b)
 	if err != nil {
 		t.Fatal(err)
@@ -480,19 +480,13 @@ func TestGlobalSweep(t *testing.T) {
 	if _, err := r.lim.Allow(ctx, limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testenv.Await(t, 5*time.Second, 50*time.Millisecond, "the ended window's item deleted from the ledger", func() bool {
 		used, err := r.ledger.Used(ctx, "old#window")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if used == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the ended window's item is still in the ledger")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return used == 0
+	})
 	st, err := r.lim.Global(ctx, "s", b)
 	if err != nil || st.Used == 0 {
 		t.Errorf("the live window's item: %+v, %v", st, err)

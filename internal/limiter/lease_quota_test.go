@@ -198,9 +198,7 @@ func TestLeaseQuotaWindowBoundary(t *testing.T) {
 	if used, e := quotaUsed(t, c, key); e != end.UnixMilli() || used < held {
 		t.Fatalf("before the end: used %d, end %d; want the lease's %d charged to the window ending %d", used, e, held, end.UnixMilli())
 	}
-	for redisNow(t, c).Before(end.Add(100 * time.Millisecond)) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitRedisTime(t, c, end.Add(100*time.Millisecond), 10*time.Millisecond)
 	// The new window: 5 requests elsewhere.
 	for i := range 5 {
 		if d, err := other.Allow(ctx, req); err != nil || !d.Allowed {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // newLeasing returns a Limiter with leases on prefix, closed (its leases
@@ -159,11 +161,12 @@ func TestLeaseAdapts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			l := newLeasing(t, c, prefix, Options{LeaseMax: tt.max, DenyCacheSize: -1})
+			clock := injectClock(l)
 			req := Request{Subject: subject(t, i), Buckets: tt.buckets, Cost: tt.cost}
 			var admitted, leased int64
 			prev := int64(-1)
 			for range tt.calls {
-				time.Sleep(tt.pause)
+				clock.advance(tt.pause) // the demand is counted on the Limiter's clock
 				d, err := l.Allow(ctx, req)
 				if err != nil {
 					t.Fatal(err)
@@ -236,19 +239,22 @@ func TestLeaseGivesBack(t *testing.T) {
 	for i, how := range []string{"expiry", "close"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			l := newLeasing(t, c, prefix, Options{LeaseMax: 32, LeaseTTL: 100 * time.Millisecond})
+			const ttl = 100 * time.Millisecond
+			l := newLeasing(t, c, prefix, Options{LeaseMax: 32, LeaseTTL: ttl})
+			clock := injectClock(l)
 			req := Request{Subject: subject(t, i), Buckets: bs, Cost: 1}
 			admitted := hotUntilLeased(t, l, req)
 			held := l.Stats().LeaseOutstanding
 			switch how {
 			case "expiry":
-				deadline := time.Now().Add(2 * time.Second)
-				for l.Stats().LeaseOutstanding > 0 || l.Stats().LeaseReturned == 0 {
-					if time.Now().After(deadline) {
-						t.Fatalf("lease not given back 2s after its 100ms TTL: %+v", l.Stats())
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				// Past the TTL on the Limiter's clock: the sweeper, which
+				// ticks every TTL/4 (real time), gives the lease back to
+				// Redis at its next tick.
+				clock.advance(ttl)
+				testenv.Await(t, 2*time.Second, time.Millisecond, "the expired lease given back", func() bool {
+					s := l.Stats()
+					return s.LeaseOutstanding == 0 && s.LeaseReturned > 0
+				})
 			case "close":
 				if err := l.Close(ctx); err != nil {
 					t.Fatal(err)
@@ -285,6 +291,7 @@ func TestLeaseGivesBack(t *testing.T) {
 	}
 }
 
+// TestLeaseInvalidation checks that a change of the numbers and a Reset end
 // TestLeaseInvalidation checks that a change of the numbers and a Reset end
 // a lease at once, and that a lease denied falls back to one request.
 func TestLeaseInvalidation(t *testing.T) {
@@ -455,7 +462,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 						}
 						ready.Done()
 						<-start
-						for !stop.Load() {
+						for n := 0; !stop.Load(); n++ {
 							d, err := l.Allow(context.Background(), req)
 							switch {
 							case err != nil:
@@ -464,6 +471,15 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 								admitted.Add(1)
 							default:
 								denied.Add(1)
+							}
+							if n%16 == 0 {
+								// Sample the tokens held by all leases, for the record.
+								var out int64
+								for _, l := range ls {
+									out += l.Stats().LeaseOutstanding
+								}
+								for p := peak.Load(); out > p && !peak.CompareAndSwap(p, out); p = peak.Load() {
+								}
 							}
 							now := time.Now().UnixNano()
 							if prev := lastDone.Swap(now); prev != 0 && !stop.Load() {
@@ -477,52 +493,44 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 					}()
 				}
 			}
-			// Sample the tokens held by all leases, for the record.
-			sampled := make(chan struct{})
-			go func() {
-				defer close(sampled)
-				for !stop.Load() {
-					var out int64
-					for _, l := range ls {
-						out += l.Stats().LeaseOutstanding
-					}
-					if out > peak.Load() {
-						peak.Store(out)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}()
 			ready.Wait()
 			t0 := redisNow(t, timeClient)
 			close(start)
 			<-firstDone
 			i0 := redisNow(t, timeClient)
-			time.Sleep(run)
+			time.Sleep(run) // sleep: the run is real time on Redis TIME, the refill the bound counts
 			i1 := redisNow(t, timeClient)
 			stop.Store(true)
 			wg.Wait()
 			if hasQuota(bs) {
-				// A cool-down below the refill rate, one caller a Limiter:
-				// leases are still taken, and hold tokens when it ends, so
-				// that Close gives them back to the quota.
-				var cool sync.WaitGroup
+				// A cool-down: once the rate bucket has refilled some, each
+				// Limiter in turn calls until it holds a lease (unless the
+				// quota, spent, denies), so that leases hold tokens when
+				// Close gives them back to the quota.
+				testenv.Await(t, 5*time.Second, 5*time.Millisecond, "the rate bucket refilled", func() bool {
+					st, err := ls[0].Peek(context.Background(), req.Subject, bs[:1])
+					if err != nil {
+						t.Fatal(err)
+					}
+					return st[0].Remaining >= 64*tt.cost
+				})
 				for _, l := range ls {
-					cool.Add(1)
-					go func() {
-						defer cool.Done()
-						for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-							if d, err := l.Allow(context.Background(), req); err != nil {
-								failed.Add(1)
-							} else if d.Allowed {
-								admitted.Add(1)
-							}
+					for range 100 {
+						if l.Stats().LeaseOutstanding > 0 {
+							break
 						}
-					}()
+						d, err := l.Allow(context.Background(), req)
+						if err != nil {
+							failed.Add(1)
+						}
+						if err != nil || !d.Allowed {
+							break
+						}
+						admitted.Add(1)
+					}
 				}
-				cool.Wait()
 			}
 			t1 := redisNow(t, timeClient)
-			<-sampled
 			// What the workers left in the bucket when they stopped (a
 			// loaded machine can starve them of CPU near the end).
 			st, err := ls[0].Peek(context.Background(), req.Subject, bs)

@@ -416,8 +416,12 @@ type Limiter struct {
 	leases  *leases       // nil when disabled (lease.go)
 	global  *globals      // nil without a ledger (global.go)
 	breaker breaker
-	epoch   time.Time // monotonic origin for the cache and the breaker
-	st      counters
+	epoch   time.Time // monotonic origin of now
+	// now is the monotonic time since New, in nanoseconds: the clock of
+	// the deny cache, the breaker and the leases. A field, so that tests
+	// can move it ahead (export_test.go).
+	now func() int64
+	st  counters
 }
 
 // counters back Stats.
@@ -442,6 +446,7 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 		maxAge:  o.DenyCacheMaxAge,
 		epoch:   time.Now(),
 	}
+	l.now = func() int64 { return int64(time.Since(l.epoch)) }
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
 	}
@@ -492,9 +497,6 @@ func blockedFor(b Bucket) time.Duration {
 // SubjectKey, as its Redis keys name it: what may be logged or returned
 // in place of the subject.
 func (l *Limiter) SubjectHash(subject string) string { return l.hash.SubjectHash(subject) }
-
-// now is the monotonic time since New, in nanoseconds.
-func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // Allow checks and charges req.Cost tokens from every bucket of req,
 // atomically, in one Redis round trip (none when the local deny cache or a

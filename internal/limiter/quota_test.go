@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // calendarScript runs bucket.lua's window function alone, with a given
@@ -111,6 +113,16 @@ func dailyEndingIn(t *testing.T, c redis.UniversalClient, id string, limit int64
 	return Bucket{ID: id, Limit: limit, Period: 24 * time.Hour, Window: Daily, Anchor: end.Add(-24 * time.Hour)}, end
 }
 
+// awaitRedisTime polls Redis TIME every interval until it reaches at: the
+// scripts' clock, which the test cannot move.
+func awaitRedisTime(t *testing.T, c redis.UniversalClient, at time.Time, every time.Duration) {
+	t.Helper()
+	within := time.Until(at) + 5*time.Second
+	testenv.Await(t, within, every, "Redis TIME at "+at.Format(time.RFC3339Nano), func() bool {
+		return !redisNow(t, c).Before(at)
+	})
+}
+
 // TestQuotaExact: 4 clients × 32 goroutines hammer one subject's 2 rate and
 // 2 quota buckets; exactly the smallest quota's worth is admitted, and
 // every bucket was charged exactly as many times (all or nothing).
@@ -210,16 +222,12 @@ func TestQuotaWindowReset(t *testing.T) {
 		t.Errorf("PTTL = %v, %v; want the key to expire with the window, in %v", pttl, err, end.Sub(now))
 	}
 	// Just before the end: still denied.
-	for redisNow(t, c).Before(end.Add(-150 * time.Millisecond)) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitRedisTime(t, c, end.Add(-150*time.Millisecond), 20*time.Millisecond)
 	if d, err := l.Allow(ctx, req); err != nil || d.Allowed {
 		t.Errorf("Allow() just before the end = %+v, %v; want denied", d, err)
 	}
 	// Right after it: a fresh window.
-	for redisNow(t, c).Before(end) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitRedisTime(t, c, end, 5*time.Millisecond)
 	d, err = l.Allow(ctx, req)
 	if err != nil || !d.Allowed || d.Bucket != 1 || d.Remaining != 2 {
 		t.Errorf("Allow() after the end = %+v, %v; want allowed by a fresh quota with 2 left", d, err)
