@@ -25,6 +25,19 @@ import (
 // reached directly or through a ledgerproxy that adds MRSC's conflicts and
 // cuts the ledger off.
 
+// proxied serves a ledgerproxy to the test DynamoDB API with o's faults
+// until t ends, and returns it and its URL.
+func proxied(t testing.TB, o ledgerproxy.Options) (*ledgerproxy.Proxy, string) {
+	o.Target = testenv.DynamoDBURL(t)
+	p, err := ledgerproxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return p, srv.URL
+}
+
 // ledgerTable creates a ledger table of the test's own, deleted after it.
 func ledgerTable(t testing.TB) string {
 	_, name := ledgertest.Table(t)
@@ -155,16 +168,11 @@ func checkLedger(t *testing.T, rs []region, subject string, b limiter.Bucket, ad
 func TestGlobalConflicts(t *testing.T) {
 	rdb := globalClient(t)
 	table := ledgerTable(t)
-	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t), Conflict: 0.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
+	p, url := proxied(t, ledgerproxy.Options{Conflict: 0.3})
 	b := limiter.Bucket{ID: "q", Limit: 300, Period: 24 * time.Hour, Window: limiter.Daily, Global: "gc"}
 	var rs []region
 	for range 3 {
-		rs = append(rs, newRegion(t, rdb, srv.URL, table, 3, limiter.Options{}))
+		rs = append(rs, newRegion(t, rdb, url, table, 3, limiter.Options{}))
 	}
 	got := hammer(t, rs, "tenant", b, 200, 3)
 	checkLedger(t, rs, "tenant", b, got)
@@ -180,13 +188,8 @@ func TestGlobalCutOff(t *testing.T) {
 	rdb := globalClient(t)
 	table := ledgerTable(t)
 	for _, closed := range []bool{true, false} {
-		p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(p)
-		t.Cleanup(srv.Close)
-		r := newRegion(t, rdb, srv.URL, table, 2, limiter.Options{LedgerTimeout: 300 * time.Millisecond})
+		p, url := proxied(t, ledgerproxy.Options{})
+		r := newRegion(t, rdb, url, table, 2, limiter.Options{LedgerTimeout: 300 * time.Millisecond})
 		b := limiter.Bucket{ID: "q", Limit: 1000, Period: 24 * time.Hour, Window: limiter.Daily, Global: "cut", FailClosed: closed}
 		subject := "tenant-open"
 		if closed {
@@ -524,13 +527,8 @@ func TestGlobalCloseTwice(t *testing.T) {
 func TestGlobalLedgerBreaker(t *testing.T) {
 	rdb := globalClient(t)
 	table := ledgerTable(t)
-	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t), Delay: func() time.Duration { return 2 * time.Second }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	r := newRegion(t, rdb, srv.URL, table, 2, limiter.Options{LedgerTimeout: 50 * time.Millisecond})
+	p, url := proxied(t, ledgerproxy.Options{Delay: func() time.Duration { return 2 * time.Second }})
+	r := newRegion(t, rdb, url, table, 2, limiter.Options{LedgerTimeout: 50 * time.Millisecond})
 	b := limiter.Bucket{ID: "q", Limit: 1000, Period: 24 * time.Hour, Window: limiter.Daily, Global: "breaker", FailClosed: true}
 	for i := range 200 {
 		d, err := r.lim.Allow(context.Background(), limiter.Request{Subject: "s", Buckets: []limiter.Bucket{b}, Cost: 1})
@@ -554,17 +552,12 @@ func TestGlobalLedgerBreaker(t *testing.T) {
 func TestGlobalSpentOncePerRegion(t *testing.T) {
 	rdb := globalClient(t)
 	table := ledgerTable(t)
-	p, err := ledgerproxy.New(ledgerproxy.Options{Target: testenv.DynamoDBURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
+	p, url := proxied(t, ledgerproxy.Options{})
 	prefix := testenv.Prefix(t, "spent")
 	testenv.DeleteKeys(t, rdb, prefix)
 	var procs []*limiter.Limiter
 	for range 4 {
-		lt := ledger.New(ledgertest.Client(t, srv.URL), ledger.Options{Table: table, Timeout: time.Second})
+		lt := ledger.New(ledgertest.Client(t, url), ledger.Options{Table: table, Timeout: time.Second})
 		l := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: time.Second, Ledger: lt, Regions: 1, DenyCacheSize: -1})
 		t.Cleanup(func() { _ = l.Close(context.Background()) })
 		procs = append(procs, l)
