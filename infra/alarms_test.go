@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,15 +13,11 @@ import (
 )
 
 // TestAlarmsPage: one transient event pages once at most. Fail-open and
-// the breaker alarm on 2 of 3 one-minute datapoints, so a Redis failover
-// (about 30 s) alone does not page; fail-closed stays on the first
+// the breaker alarm on 3 of 5 one-minute datapoints, so a Redis failover
+// (about 30 s) alone does not page (TestFailoverDoesNotPage); fail-closed stays on the first
 // minute, since it refuses callers within their limits. The authorizer's
 // start failures and timeouts are alarmed on from its log, with no API
-// name. Lambda writes "Runtime.ExitError" in the log when the runtime
-// process exits, "Status: timeout" in INIT_REPORT when the init phase
-// runs past 10 s, and "Task timed out" when an invocation does (AWS Lambda
-// Developer Guide, "Lambda execution environment lifecycle" and
-// "Troubleshoot invocation issues").
+// name (the lines it matches: TestStartFailureFilters).
 func TestAlarmsPage(t *testing.T) {
 	for _, v := range []variant{full, small, lean} {
 		_, js := synth(t, v)
@@ -28,7 +26,7 @@ func TestAlarmsPage(t *testing.T) {
 			alarms[strings.TrimRight(r.ID, "0123456789ABCDEF")] = r.Props
 		}
 		for id, want := range map[string][2]float64{
-			"FailOpenAlarm": {2, 3}, "BreakerOpenAlarm": {2, 3}, "FailClosedAlarm": {1, 1}, "AuthorizerStartFailuresAlarm": {1, 1},
+			"FailOpenAlarm": {3, 5}, "BreakerOpenAlarm": {3, 5}, "FailClosedAlarm": {1, 1}, "AuthorizerStartFailuresAlarm": {1, 1},
 			"RulesRefusedAlarm": {1, 1},
 		} {
 			a, ok := alarms[id]
@@ -51,8 +49,8 @@ func TestAlarmsPage(t *testing.T) {
 		filters := resources(js, "AWS::Logs::MetricFilter")
 		var found bool
 		for _, f := range filters {
-			pattern := fmt.Sprint(f.Props["FilterPattern"])
-			if !strings.Contains(pattern, "Runtime.ExitError") || !strings.Contains(pattern, "Status: timeout") || !strings.Contains(pattern, "Task timed out") {
+			// What each pattern matches: TestStartFailureFilters.
+			if !strings.HasPrefix(f.ID, "AuthorizerStartFailures") {
 				continue
 			}
 			found = true
@@ -159,4 +157,221 @@ func TestAdminTimeout(t *testing.T) {
 	if n != 4 {
 		t.Errorf("%d functions with the admin timeout %d s, want the 4 admin functions", n, adminTimeout)
 	}
+}
+
+// TestFailoverDoesNotPage runs the fail-open and breaker alarms' rule, as
+// synthesized, over a Redis outage starting at every second of a minute:
+// a planned failover (ElastiCache's about 30 s, the breaker's 1 s
+// cool-down, the chaos `kill` scenario's promotion after Sentinel's 7 s:
+// taken as up to 60 s, twice the documented one) never pages, and an
+// outage past 2 minutes always does, within 5. (2 of 3 paged on about
+// half of 30 s failovers: those straddling a minute boundary.)
+func TestFailoverDoesNotPage(t *testing.T) {
+	_, js := synth(t, small)
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		id := strings.TrimRight(r.ID, "0123456789ABCDEF")
+		if id != "FailOpenAlarm" && id != "BreakerOpenAlarm" {
+			continue
+		}
+		m, n := int(num(r.Props["DatapointsToAlarm"])), int(num(r.Props["EvaluationPeriods"]))
+		metrics, _ := json.Marshal(r.Props["Metrics"])
+		if !strings.Contains(string(metrics), `"Period":60`) {
+			t.Errorf("%s: metrics %s, want 1-minute periods", id, metrics)
+		}
+		// pages reports whether an outage of d seconds starting at second
+		// start breaches m of the last n minutes at any minute's end.
+		pages := func(start, d int) bool {
+			breach := make([]bool, 12)
+			for s := start; s < start+d; s++ {
+				breach[s/60] = true
+			}
+			for end := range breach {
+				k := 0
+				for i := max(0, end-n+1); i <= end; i++ {
+					if breach[i] {
+						k++
+					}
+				}
+				if k >= m {
+					return true
+				}
+			}
+			return false
+		}
+		for start := 60; start < 120; start++ {
+			for _, d := range []int{1, 30, 31, 45, 60} {
+				if pages(start, d) {
+					t.Errorf("%s (%d of %d): a %d s failover starting at second %d pages", id, m, n, d, start%60)
+				}
+			}
+			for _, d := range []int{121, 180, 300} {
+				if !pages(start, d) {
+					t.Errorf("%s (%d of %d): a %d s outage starting at second %d does not page", id, m, n, d, start%60)
+				}
+			}
+		}
+	}
+}
+
+// TestStartFailureFilters feeds the authorizer's start-failure metric
+// filter, as synthesized, the lines Lambda writes in the function's log
+// format: production's Text and small's JSON (SystemLogLevel WARN). Each
+// failure (an init that timed out or exited, a process exit, an
+// invocation that timed out) matches; a healthy start, invocation, a
+// REST authorizer's 401 (a handler error) and the function's own lines do
+// not. The lines are Lambda's formats ("Lambda execution environment
+// lifecycle", the Telemetry API's platform.initReport, platform.runtimeDone
+// and platform.report records); the pattern language's subset is
+// evaluated by matchFilter.
+func TestStartFailureFilters(t *testing.T) {
+	const (
+		slogLine = `{"time":"2026-12-07T10:00:00.1Z","level":"INFO","msg":"decision","decision":"allow","ruleId":"r1"}`
+		emfLine  = `{"_aws":{"Timestamp":1796637600000,"CloudWatchMetrics":[{"Namespace":"Sluice","Dimensions":[["Function"]],"Metrics":[{"Name":"FailOpen"}]}]},"Function":"a","FailOpen":0}`
+	)
+	lines := map[variant]struct{ fail, ok []string }{
+		full: {
+			fail: []string{
+				"INIT_REPORT Init Duration: 10000.12 ms\tPhase: init\tStatus: timeout",
+				"INIT_REPORT Init Duration: 41.30 ms\tPhase: init\tStatus: error\tError Type: Runtime.ExitError",
+				"RequestId: 4f6b0c3e-1d2a-4b7e-9c1a-0a1b2c3d4e5f Error: Runtime exited with error: exit status 1\nRuntime.ExitError",
+				"2026-12-07T10:00:10.000Z 4f6b0c3e-1d2a-4b7e-9c1a-0a1b2c3d4e5f Task timed out after 10.00 seconds",
+			},
+			ok: []string{
+				"INIT_START Runtime Version: provided:al2023.v95\tRuntime Version ARN: arn:aws:lambda:eu-west-1::runtime:abc",
+				"START RequestId: 4f6b0c3e-1d2a-4b7e-9c1a-0a1b2c3d4e5f Version: $LATEST",
+				"REPORT RequestId: 4f6b0c3e-1d2a-4b7e-9c1a-0a1b2c3d4e5f\tDuration: 2.10 ms\tBilled Duration: 3 ms\tMemory Size: 512 MB\tMax Memory Used: 30 MB\tInit Duration: 80.00 ms",
+				`{"errorMessage":"Unauthorized","errorType":"errorString"}`,
+				slogLine, emfLine,
+			},
+		},
+		small: {
+			fail: []string{
+				`{"time":"2026-12-07T10:00:10.000Z","type":"platform.initReport","record":{"initializationType":"on-demand","phase":"init","status":"timeout","metrics":{"durationMs":10000.12}}}`,
+				`{"time":"2026-12-07T10:00:00.041Z","type":"platform.initReport","record":{"initializationType":"on-demand","phase":"init","status":"error","errorType":"Runtime.ExitError","metrics":{"durationMs":41.3}}}`,
+				`{"time":"2026-12-07T10:00:00.050Z","type":"platform.runtimeDone","record":{"requestId":"4f6b0c3e","status":"error","errorType":"Runtime.ExitError"}}`,
+				`{"time":"2026-12-07T10:00:10.000Z","type":"platform.report","record":{"requestId":"4f6b0c3e","metrics":{"durationMs":10000.0,"billedDurationMs":10000,"memorySizeMB":256,"maxMemoryUsedMB":30},"status":"timeout"}}`,
+			},
+			ok: []string{
+				`{"time":"2026-12-07T10:00:00.080Z","type":"platform.initReport","record":{"initializationType":"on-demand","phase":"init","status":"success","metrics":{"durationMs":80.0}}}`,
+				`{"time":"2026-12-07T10:00:00.083Z","type":"platform.report","record":{"requestId":"4f6b0c3e","metrics":{"durationMs":2.1,"billedDurationMs":3,"memorySizeMB":256,"maxMemoryUsedMB":30},"status":"success"}}`,
+				`{"time":"2026-12-07T10:00:00.083Z","type":"platform.runtimeDone","record":{"requestId":"4f6b0c3e","status":"error","errorType":"errorString"}}`,
+				`{"timestamp":"2026-12-07T10:00:00.082Z","level":"ERROR","message":"Unauthorized","errorType":"errorString","requestId":"4f6b0c3e"}`,
+				slogLine, emfLine, "not JSON at all: Runtime.ExitError",
+			},
+		},
+	}
+	for v, want := range lines {
+		_, js := synth(t, v)
+		fn := logicalIDOr(js, "AWS::Lambda::Function", "AuthorizerFunction")
+		group := fmt.Sprint(refs(js["Resources"].(map[string]any)[fn].(map[string]any)["Properties"].(map[string]any)["LoggingConfig"].(map[string]any)["LogGroup"]))
+		var pattern string
+		for _, f := range resources(js, "AWS::Logs::MetricFilter") {
+			if fmt.Sprint(refs(f.Props["LogGroupName"])) == group && strings.HasPrefix(f.ID, "AuthorizerStartFailures") {
+				pattern, _ = f.Props["FilterPattern"].(string)
+			}
+		}
+		if pattern == "" {
+			t.Errorf("%s: no AuthorizerStartFailures filter on the authorizer's log group %s", v, group)
+			continue
+		}
+		for _, l := range want.fail {
+			if ok, err := matchFilter(pattern, l); !ok || err != nil {
+				t.Errorf("%s: filter %s on\n\t%s\n= %v, %v; want a match", v, pattern, l, ok, err)
+			}
+		}
+		for _, l := range want.ok {
+			if ok, err := matchFilter(pattern, l); ok || err != nil {
+				t.Errorf("%s: filter %s on\n\t%s\n= %v, %v; want none", v, pattern, l, ok, err)
+			}
+		}
+	}
+}
+
+// matchFilter evaluates a CloudWatch Logs filter pattern on one log
+// event, for the two forms the stacks write: terms joined by OR
+// (?"a" ?"b": the event contains one, case-sensitively), and a JSON
+// pattern of $.selector = or != "string", && and || and parentheses (an
+// event that is no JSON object, or lacks the selected field, matches no
+// comparison).
+func matchFilter(pattern, event string) (bool, error) {
+	if !strings.HasPrefix(pattern, "{") {
+		terms := regexp.MustCompile(`\?"([^"]*)"`).FindAllStringSubmatch(pattern, -1)
+		if len(terms) == 0 || strings.TrimSpace(regexp.MustCompile(`\?"[^"]*"`).ReplaceAllString(pattern, "")) != "" {
+			return false, fmt.Errorf("term pattern %q: want ?\"term\" ...", pattern)
+		}
+		for _, tm := range terms {
+			if strings.Contains(event, tm[1]) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	toks := regexp.MustCompile(`\s*(\|\||&&|!=|=|\(|\)|\{|\}|"[^"]*"|\$[.\w]+)`).FindAllStringSubmatch(pattern, -1)
+	var ts []string
+	for _, tk := range toks {
+		ts = append(ts, tk[1])
+	}
+	if strings.Join(ts, "") != strings.Join(strings.Fields(pattern), "") || len(ts) < 2 || ts[0] != "{" || ts[len(ts)-1] != "}" {
+		return false, fmt.Errorf("JSON pattern %q: tokens %q", pattern, ts)
+	}
+	var doc map[string]any
+	_ = json.Unmarshal([]byte(event), &doc)
+	ts = ts[1 : len(ts)-1]
+	var or func() (bool, error)
+	field := func(sel string) (string, bool) {
+		var v any = doc
+		for _, k := range strings.Split(strings.TrimPrefix(sel, "$."), ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "", false
+			}
+			v = m[k]
+		}
+		s, ok := v.(string)
+		return s, ok
+	}
+	primary := func() (bool, error) {
+		if len(ts) > 0 && ts[0] == "(" {
+			ts = ts[1:]
+			b, err := or()
+			if err != nil || len(ts) == 0 || ts[0] != ")" {
+				return false, cmp.Or(err, fmt.Errorf("JSON pattern %q: unbalanced (", pattern))
+			}
+			ts = ts[1:]
+			return b, nil
+		}
+		if len(ts) < 3 || !strings.HasPrefix(ts[0], "$.") || (ts[1] != "=" && ts[1] != "!=") || !strings.HasPrefix(ts[2], `"`) {
+			return false, fmt.Errorf("JSON pattern %q: want $.field = \"value\" at %q", pattern, ts)
+		}
+		got, ok := field(ts[0])
+		eq := got == strings.Trim(ts[2], `"`)
+		b := ok && (eq == (ts[1] == "="))
+		ts = ts[3:]
+		return b, nil
+	}
+	and := func() (bool, error) {
+		b, err := primary()
+		for err == nil && len(ts) > 0 && ts[0] == "&&" {
+			ts = ts[1:]
+			var c bool
+			c, err = primary()
+			b = b && c
+		}
+		return b, err
+	}
+	or = func() (bool, error) {
+		b, err := and()
+		for err == nil && len(ts) > 0 && ts[0] == "||" {
+			ts = ts[1:]
+			var c bool
+			c, err = and()
+			b = b || c
+		}
+		return b, err
+	}
+	b, err := or()
+	if err == nil && len(ts) > 0 {
+		err = fmt.Errorf("JSON pattern %q: left over %q", pattern, ts)
+	}
+	return b, err
 }

@@ -74,6 +74,23 @@ type Alarms struct {
 	StartFailuresMetric                                                     awscloudwatch.IMetric
 }
 
+// StartFailurePattern matches the lines Lambda writes when a function's
+// process exits, its init fails or passes 10 s, or an invocation times
+// out, in the function's log format. Text: "Runtime.ExitError", the
+// INIT_REPORT line's "Status: timeout", "Task timed out". JSON (a
+// function with SystemLogLevel, whose lines are objects): a record whose
+// errorType is Runtime.ExitError, whose status is timeout (platform.report,
+// platform.runtimeDone), or a platform.initReport whose status is not
+// success; a handler's own error (every 401 of a REST authorizer) is none
+// of these.
+func StartFailurePattern(jsonFormat bool) awslogs.IFilterPattern {
+	if jsonFormat {
+		return awslogs.FilterPattern_Literal(jsii.String(`{ $.record.errorType = "Runtime.ExitError" || $.record.status = "timeout" || ` +
+			`($.type = "platform.initReport" && $.record.status != "success") }`))
+	}
+	return awslogs.FilterPattern_AnyTerm(jsii.String("Runtime.ExitError"), jsii.String("Status: timeout"), jsii.String("Task timed out"))
+}
+
 // NewAlarms creates the authorizer's alarms in scope, with ids starting
 // with prefix (unique in scope): <prefix>FailOpenAlarm,
 // FailClosedAlarm, BreakerOpenAlarm, RulesRefusedAlarm, AuthorizerThrottlesAlarm,
@@ -135,21 +152,24 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		BreakerOpenMetric:  across("MAX", "BreakerOpen", "Maximum", "Redis breaker open"),
 		RulesRefusedMetric: across("SUM", "RulesRefused", "Sum", "Rules refused (not the writers')"),
 	}
-	// Fail-open and the breaker page on 2 minutes of any 3: a Redis
-	// failover (about 30 s in a maintenance window) fills one minute or
-	// two half ones, and lets every request through meanwhile, which is
-	// what fail-open is for. Fail-closed pages on the first minute: it
-	// refuses callers who are within their limits.
-	al.FailOpen = alarmOf("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open) in 2 of the last 3 minutes",
-		al.FailOpenMetric, 0, 2, 3)
+	// Fail-open and the breaker page on 3 minutes of any 5: a planned
+	// Redis failover (about 30 s in a maintenance window, plus the
+	// breaker's 1 s cool-down) fills at most 2 one-minute datapoints
+	// wherever it starts, so it never pages, while a Redis that stays
+	// down pages within 3 minutes (TestFailoverDoesNotPage). Meanwhile
+	// every request is let through, which is what fail-open is for.
+	// Fail-closed pages on the first minute: it refuses callers who are
+	// within their limits.
+	al.FailOpen = alarmOf("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open) in 3 of the last 5 minutes",
+		al.FailOpenMetric, 0, 3, 5)
 	al.FailClosed = alarm("FailClosedAlarm", "Sluice denied requests because Redis failed on failure_mode closed rules "+
 		"(callers got 429 without being over a limit)", al.FailClosedMetric, 0, 1)
 	// A refused rules snapshot pages on the first minute: no failure
 	// writes one, a process holding Redis does (docs/SECURITY.md).
 	al.RulesRefused = alarm("RulesRefusedAlarm", "A Sluice decider refused rules in Redis the rule writers did not sign, "+
 		"or a version from the future: a process holding Redis tried to change the rules", al.RulesRefusedMetric, 0, 1)
-	al.BreakerOpen = alarmOf("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 2 of the last 3 minutes: decisions "+
-		"fall back to each rule's failure mode without asking Redis", al.BreakerOpenMetric, 0, 2, 3)
+	al.BreakerOpen = alarmOf("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 3 of the last 5 minutes: decisions "+
+		"fall back to each rule's failure mode without asking Redis", al.BreakerOpenMetric, 0, 3, 5)
 	// A start that fails (a bad secret, a configuration the function
 	// refuses, an init past Lambda's 10 s) or an invocation that times out
 	// is a 500 on every API behind the authorizer, whatever their names:
@@ -157,7 +177,7 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	// (Its Errors metric cannot tell: it counts every 401 too.)
 	starts := awslogs.NewMetricFilter(scope, jsii.String(prefix+"AuthorizerStartFailures"), &awslogs.MetricFilterProps{
 		LogGroup:        a.Function.LogGroup(),
-		FilterPattern:   awslogs.FilterPattern_AnyTerm(jsii.String("Runtime.ExitError"), jsii.String("Status: timeout"), jsii.String("Task timed out")),
+		FilterPattern:   StartFailurePattern(a.jsonLogs),
 		MetricNamespace: jsii.String(MetricsNamespace),
 		MetricName:      awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("StartFailures-"), a.Function.FunctionName()}),
 		MetricValue:     jsii.String("1"),

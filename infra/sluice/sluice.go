@@ -289,6 +289,7 @@ type Authorizer struct {
 	identitySources []*string
 	headers         headers.Dialects
 	apis            []awsapigateway.IRestApi // given to AddGatewayResponses: what NewAlarms watches
+	jsonLogs        bool                     // Lambda writes the function's log in JSON (SystemLogLevel set)
 }
 
 // NewAuthorizer creates the authorizer Lambda and its REQUEST authorizer.
@@ -343,6 +344,7 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 		scope:           construct,
 		identitySources: p.IdentitySources,
 		headers:         dialects,
+		jsonLogs:        fp.SystemLogLevel != "",
 	}
 	if p.Upstream != nil {
 		// On the authorizer's role, not the upstream's resource policy: an
