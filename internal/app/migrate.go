@@ -81,7 +81,9 @@ type MigrateResult struct {
 	// (no Redis configured, a skipped event, or a failure, logged).
 	Published *bool `json:"published,omitempty"`
 	// LimitsApplied is the number of writes the stack's limits file made
-	// (0: the deployment already matched it); nil without a file.
+	// (0: the deployment already matched it); nil without a file. On a
+	// rollback, those that put back the file rolled back to (nil: none
+	// restored, logged).
 	LimitsApplied *int `json:"limitsApplied,omitempty"`
 	// SubjectKey is what became of the subject-key record: a
 	// subjectkey.Outcome, "rotated", or "refused" (logged with the fix);
@@ -105,13 +107,14 @@ type MigrateResult struct {
 // Only a Create, or an Update to the set of migrations this function
 // carries, touches the database. The custom resource's Migrations property
 // is the digest of the set (migrations.Digest), so CloudFormation sends an
-// Update only when it changes. Three custom resource events never reach
-// the database, so that no failing database can hold up a stack that is
-// leaving it: a Delete; an Update whose Migrations differ from this
-// function's, which is CloudFormation rolling back (it sends the previous
-// template's properties to the function that still runs the new code,
-// and migrations only go forward); and an Update that asks again for the
-// set it asked for before.
+// Update only when it changes. Three custom resource events never migrate,
+// so that no failing database can hold up a stack that is leaving it: a
+// Delete; an Update whose Migrations differ from this function's, which
+// is CloudFormation rolling back (it sends the previous template's
+// properties to the function that still runs the new code, and
+// migrations only go forward: only a changed limits file is put back,
+// best effort); and an Update that asks again for the set it asked for
+// before.
 type Migrator struct {
 	db  *sql.DB
 	log *slog.Logger
@@ -211,7 +214,11 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 			slog.String("migrations", ev.ResourceProperties.Migrations), slog.String("carried", migrations.Digest()))
 		// The key even so: CloudFormation answers GetAtt from the last
 		// response's Data alone.
-		return MigrateResult{Applied: []string{}, Skipped: skip, PhysicalResourceID: MigrationsResourceID, Data: m.data(nil)}, nil
+		out := MigrateResult{Applied: []string{}, Skipped: skip, PhysicalResourceID: MigrationsResourceID, Data: m.data(nil)}
+		if skip == "rollback" {
+			out.LimitsApplied, out.Published = m.restoreLimits(ctx, log, &ev)
+		}
+		return out, nil
 	}
 
 	start := time.Now()
@@ -275,6 +282,46 @@ func (m *Migrator) Handle(ctx context.Context, raw json.RawMessage) (MigrateResu
 		out.Data = m.data(&res.Version)
 	}
 	return out, nil
+}
+
+// restoreLimits puts back, on a rollback, the limits file of the template
+// rolled back to, when the failed deploy changed it: that deploy's
+// Update applied its own file before a later resource failed, and
+// migrations only go forward but a limits file is data. It returns the
+// writes made and whether the snapshot was published (nil: nothing done).
+// A failure is logged with the fix and does not fail the rollback, which
+// must not hang on the database (Handle); nor does a rollback to a
+// template without a file, whose rules before are not known.
+func (m *Migrator) restoreLimits(ctx context.Context, log *slog.Logger, ev *migrateEvent) (*int, *bool) {
+	back, failed := ev.ResourceProperties.Limits, ev.OldResourceProperties.Limits
+	switch {
+	case back == failed:
+		return nil, nil
+	case back == "":
+		log.WarnContext(ctx, "rollback: the failed deploy's limits file stays applied (the template rolled back to has none); "+
+			"run sluice apply on the file you want")
+		return nil, nil
+	}
+	n, err := 0, m.awaitDB(ctx)
+	if err == nil {
+		n, err = m.applyLimits(ctx, back)
+	}
+	if err != nil {
+		log.ErrorContext(ctx, "rollback: the limits file rolled back to is not applied; the failed deploy's stays: "+
+			"run sluice apply on the file rolled back to", slog.Any("error", err))
+		return nil, nil
+	}
+	log.InfoContext(ctx, "rollback: limits file rolled back to applied", slog.Int("writes", n))
+	if m.publish == nil || n == 0 {
+		return &n, nil
+	}
+	published, err := m.publish(ctx)
+	if err != nil && !published {
+		log.ErrorContext(ctx, "rules snapshot not published: authorizers load from the database until a rule or plan is written",
+			slog.Any("error", err))
+		return &n, nil
+	}
+	return &n, &published
 }
 
 // data is a custom resource event's Data: the schema version, when

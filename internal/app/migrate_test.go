@@ -108,6 +108,8 @@ func TestHandleSkipsWithoutDatabase(t *testing.T) {
 	}{
 		{"delete", `{"RequestType":"Delete","PhysicalResourceId":"sluice-migrations"}`, "delete"},
 		{"rollback to the previous set", update("0ld", digest), "rollback"},
+		{"rollback to the previous set and limits file", `{"RequestType":"Update","ResourceProperties":{"Migrations":"0ld","Limits":"version: 1\nset: a\nrules: []\n"},` +
+			`"OldResourceProperties":{"Migrations":"` + digest + `","Limits":"version: 1\nset: b\nrules: []\n"}}`, "rollback"},
 		{"update asking for the same set", update(digest, digest), "unchanged"},
 		{"create", `{"RequestType":"Create","ResourceProperties":{"Migrations":"` + digest + `"}}`, ""},
 		{"update to this set", update(digest, "0ld"), ""},
@@ -287,6 +289,57 @@ func TestHandleAppliesLimitsFile(t *testing.T) {
 		if r.ID == override.ID && r.Version != override.Version {
 			t.Errorf("the override outside the set was written: version %d, want %d", r.Version, override.Version)
 		}
+	}
+}
+
+// TestRollbackRestoresLimits: a deploy that changed both the migrations
+// and the limits file applied its file, then failed on a later resource;
+// CloudFormation's rollback Update (the previous template's properties,
+// sent to the function that carries the new set) migrates nothing but
+// puts the previous file back and publishes it. A rollback that leaves
+// the file as it was writes nothing, and one whose database is gone
+// still succeeds (TestHandleSkipsWithoutDatabase).
+func TestRollbackRestoresLimits(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabase(t)
+	cfg := config.Config{DatabaseURL: config.Secret(dbURL)}
+	mg, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mg.Close)
+	m := mg.Migrator
+	digest := migrations.Digest()
+	v1 := "version: 1\nset: platform\nrules:\n  - api: orders\n    route: \"*\"\n    subject: \"*\"\n    limit: 100\n    period: 1m\n"
+	v2 := strings.Replace(v1, "limit: 100", "limit: 200", 1)
+	event := func(migs, limits, oldMigs, oldLimits string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"RequestType": "Update",
+			"ResourceProperties":    map[string]string{"Migrations": migs, "Limits": limits},
+			"OldResourceProperties": map[string]string{"Migrations": oldMigs, "Limits": oldLimits}})
+		return b
+	}
+	limit := func() int64 {
+		set, err := mg.Store.LoadAll(t.Context())
+		if err != nil || len(set.Rules) != 1 {
+			t.Fatalf("rules = %+v, %v; want the file's one", set, err)
+		}
+		return *set.Rules[0].Limit
+	}
+	if _, err := m.Handle(t.Context(), event(digest, v1, "0ld", "")); err != nil {
+		t.Fatal(err)
+	}
+	// The failed deploy: new migrations (this function's set) and v2.
+	if res, err := m.Handle(t.Context(), event(digest, v2, "0ld", v1)); err != nil || limit() != 200 {
+		t.Fatalf("deploy of v2 = %+v, %v; limit %d, want 200", res, err, limit())
+	}
+	res, err := m.Handle(t.Context(), event("0ld", v1, digest, v2))
+	if err != nil || res.Skipped != "rollback" || res.LimitsApplied == nil || *res.LimitsApplied != 1 || len(res.Applied) != 0 {
+		t.Errorf("rollback = %+v, %v; want skipped as a rollback, 1 write, no migration", res, err)
+	}
+	if got := limit(); got != 100 {
+		t.Errorf("limit after the rollback = %d, want the file rolled back to's 100", got)
+	}
+	if res, err := m.Handle(t.Context(), event("0ld", v1, digest, v1)); err != nil || res.Skipped != "rollback" || res.LimitsApplied != nil {
+		t.Errorf("rollback with the file unchanged = %+v, %v; want skipped, nothing written", res, err)
 	}
 }
 
