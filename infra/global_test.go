@@ -129,8 +129,13 @@ func TestGlobalStacks(t *testing.T) {
 			}
 		}
 		// sluice verify reads it to require a global rule to move the ledger.
-		if out, _ := tmpls[i]["Outputs"].(map[string]any)["LedgerTable"].(map[string]any); out["Value"] != "Sluice-ledger" {
-			t.Errorf("%s output LedgerTable = %v, want Sluice-ledger", *s.StackName(), out)
+		// And these to check this Region's replica of the subject key.
+		for k, want := range map[string]string{
+			"LedgerTable": "Sluice-ledger", "SubjectKeyName": "Sluice-subject-key", "GlobalRegions": "us-east-1,us-east-2,us-west-2",
+		} {
+			if out, _ := tmpls[i]["Outputs"].(map[string]any)[k].(map[string]any); out["Value"] != want {
+				t.Errorf("%s output %s = %v, want %s", *s.StackName(), k, out, want)
+			}
 		}
 		tables := resources(tmpls[i], "AWS::DynamoDB::*")
 		if (i == 0) != (len(tables) == 1) || len(tables) > 1 {

@@ -310,6 +310,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		awscdk.NewCfnOutput(stack, jsii.String("LedgerTable"), &awscdk.CfnOutputProps{
 			Value: jsii.String(p.Global.ledgerTable()), Description: jsii.String("The ledger of global budgets (a DynamoDB global table)"),
 		})
+		// And these, to check each Region's replica of the key: Secrets
+		// Manager's failed replica is a successful deploy to CloudFormation.
+		awscdk.NewCfnOutput(stack, jsii.String("SubjectKeyName"), &awscdk.CfnOutputProps{
+			Value: jsii.String(p.Global.subjectKeyName()), Description: jsii.String("The subject hash key's secret, replicated from the first Region"),
+		})
+		awscdk.NewCfnOutput(stack, jsii.String("GlobalRegions"), &awscdk.CfnOutputProps{
+			Value: jsii.String(strings.Join(p.Global.Regions, ",")), Description: jsii.String("The family's Regions; the first holds the primary key"),
+		})
 	}
 	return s, nil
 }

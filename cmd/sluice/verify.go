@@ -16,8 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
@@ -40,8 +42,10 @@ unsigned request and accepts a signed one; a rule written through it binds
 the demo API's next requests within --within (200 with RateLimit and
 RateLimit-Policy, then 429 with Retry-After too), and no request with a
 subject gets 401; the check API answers; a global rule's use moves the
-ledger (a stack with one: the LedgerTable output); every alarm of the stack
-(named <stack>-...) notifies its topic. The rules it writes and their
+ledger (a stack with one: the LedgerTable output), and Secrets Manager
+has this Region's replica of the family's subject hash key in sync (in
+the first Region: every replica); every alarm of the stack (named
+<stack>-...) notifies its topic. The rules it writes and their
 subjects' buckets are removed afterwards.
 Prints a table; exits 1 when any check fails.
 
@@ -58,7 +62,12 @@ type verifyTarget struct {
 	// family sharing global budgets. Empty for a regional stack, and
 	// locally (where the answer tells).
 	ledger string
-	token  string // local admin token; empty when signing
+	// subjectKey and regions are the SubjectKeyName and GlobalRegions
+	// outputs of a family's stack: the key's secret, replicated from
+	// regions[0] to the others. Empty for a regional stack.
+	subjectKey string
+	regions    []string
+	token      string // local admin token; empty when signing
 }
 
 // verifyResult is one row of the table.
@@ -94,7 +103,10 @@ func (cmd *verifyCmd) target() (verifyTarget, error) {
 		}
 		t := verifyTarget{
 			demo: strings.TrimRight(out["DemoApiUrl"], "/"), admin: strings.TrimRight(out["AdminApiUrl"], "/"),
-			stack: cmd.Stack, topic: out["AlarmTopicArn"], ledger: out["LedgerTable"],
+			stack: cmd.Stack, topic: out["AlarmTopicArn"], ledger: out["LedgerTable"], subjectKey: out["SubjectKeyName"],
+		}
+		if r := out["GlobalRegions"]; r != "" {
+			t.regions = strings.Split(r, ",")
 		}
 		if t.admin == "" || t.demo == "" {
 			return verifyTarget{}, fmt.Errorf("%s: stack %s has no AdminApiUrl or DemoApiUrl output (verify needs the demo API: deploy without -c demoApi=false)", cmd.Outputs, cmd.Stack)
@@ -150,6 +162,9 @@ type verifier struct {
 	// cw lists the stack's alarms; nil builds a CloudWatch client from
 	// the AWS SDK's default chain.
 	cw alarmLister
+	// sm describes the subject key's primary secret, in regions[0]; nil
+	// builds a Secrets Manager client there.
+	sm secretDescriber
 	// What to remove once the checks are done: the rules written, each
 	// with its subject, and the client that wrote them.
 	c       *adminclient.Client
@@ -165,6 +180,12 @@ type writtenRule struct {
 // alarmLister is the CloudWatch call verify makes (cloudwatch.Client).
 type alarmLister interface {
 	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
+}
+
+// secretDescriber is the Secrets Manager call verify makes
+// (secretsmanager.Client).
+type secretDescriber interface {
+	DescribeSecret(ctx context.Context, in *secretsmanager.DescribeSecretInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error)
 }
 
 func (v *verifier) add(check string, err error, detail string, args ...any) {
@@ -188,10 +209,19 @@ func (v *verifier) run() []verifyResult {
 	return v.res
 }
 
-// checks does every check in order; a check that the next ones need stops
-// them (each then reported as not run).
+// checks does every check in order. The Region's replica of the subject
+// key and the alarms are checked whatever the APIs answer: a failed
+// replica is what makes them fail.
 func (v *verifier) checks() {
 	ctx := v.e.ctx
+	v.apiChecks(ctx)
+	v.replica(ctx)
+	v.alarms(ctx)
+}
+
+// apiChecks does the checks through the APIs in order; a check that the
+// next ones need stops them (each then reported as not run).
+func (v *verifier) apiChecks(ctx context.Context) {
 	// 1. Unsigned: refused.
 	resp, err := v.do(ctx, http.MethodGet, v.t.admin+"/rules", nil, nil)
 	if err == nil && resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
@@ -252,9 +282,6 @@ func (v *verifier) checks() {
 
 	// 5. A global rule's use reaches the ledger.
 	v.global(ctx, c, subject+"-global")
-
-	// 6. The alarms.
-	v.alarms(ctx)
 }
 
 const globalCheck = "global rule moves the ledger"
@@ -381,6 +408,84 @@ func (v *verifier) binds(ctx context.Context, r rules.Rule, subject string, writ
 	v.add("rule binds the demo API", err, "429 after %v, Retry-After: %s", took, header(denied, "Retry-After"))
 }
 
+// awsConfig is the SDK's default configuration in the stack's Region:
+// --region, else the admin API's, else the chain's.
+func (v *verifier) awsConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return cfg, err
+	}
+	if u, perr := url.Parse(v.t.admin); perr == nil {
+		if r, ok := adminclient.ExecuteAPIRegion(u.Hostname()); ok {
+			cfg.Region = r
+		}
+	}
+	if v.cmd.Region != "" {
+		cfg.Region = v.cmd.Region
+	}
+	return cfg, nil
+}
+
+const replicaCheck = "subject key replicated here"
+
+// replica checks, in a family of Regions, that Secrets Manager holds the
+// subject hash key in the stack's Region: CloudFormation reports the
+// primary secret created even when a replica failed (a secret of that
+// name already in the Region, a KMS key it cannot use), and the
+// authorizers there then fail at every cold start. The primary's
+// ReplicationStatus tells each replica's state; from the first Region's
+// stack, every replica's.
+func (v *verifier) replica(ctx context.Context) {
+	if v.t.subjectKey == "" || len(v.t.regions) == 0 {
+		v.skip(replicaCheck, "no SubjectKeyName and GlobalRegions outputs: a stack outside a family of Regions keeps its key to itself")
+		return
+	}
+	cfg, err := v.awsConfig(ctx)
+	if err != nil {
+		v.add(replicaCheck, err, "")
+		return
+	}
+	primary, here := v.t.regions[0], cfg.Region
+	want := []string{here}
+	if here == primary {
+		want = v.t.regions[1:]
+	} else if !slices.Contains(v.t.regions, here) {
+		v.add(replicaCheck, fmt.Errorf("the stack's Region %q is not one of GlobalRegions %s (pass --region)", here, strings.Join(v.t.regions, ",")), "")
+		return
+	}
+	if v.sm == nil {
+		cfg.Region = primary
+		v.sm = secretsmanager.NewFromConfig(cfg)
+	}
+	out, err := v.sm.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: &v.t.subjectKey})
+	if err != nil {
+		v.add(replicaCheck, fmt.Errorf("describe secret %s in %s: %w", v.t.subjectKey, primary, err), "")
+		return
+	}
+	status := map[string]string{}
+	var bad []string
+	for _, r := range out.ReplicationStatus {
+		if r.Region != nil {
+			status[*r.Region] = string(r.Status)
+			if r.Status != "InSync" && slices.Contains(want, *r.Region) {
+				bad = append(bad, fmt.Sprintf("%s %s (%s)", *r.Region, r.Status, aws.ToString(r.StatusMessage)))
+			}
+		}
+	}
+	for _, r := range want {
+		if _, ok := status[r]; !ok {
+			bad = append(bad, r+" not a replica")
+		}
+	}
+	if bad != nil {
+		err = fmt.Errorf("secret %s in %s: replica %s: the authorizers there fail at cold start, or hash with another key; "+
+			"InProgress settles within minutes, else fix the cause and retry: aws secretsmanager replicate-secret-to-regions "+
+			"--region %s --secret-id %s --add-replica-regions Region=<Region> --force-overwrite-replica-secret",
+			v.t.subjectKey, primary, strings.Join(bad, ", "), primary, v.t.subjectKey)
+	}
+	v.add(replicaCheck, err, "secret %s: %s InSync (primary in %s)", v.t.subjectKey, strings.Join(want, ", "), primary)
+}
+
 // alarms checks that every alarm of the stack notifies its topic.
 func (v *verifier) alarms(ctx context.Context) {
 	const check = "alarms notify the topic"
@@ -393,18 +498,10 @@ func (v *verifier) alarms(ctx context.Context) {
 		return
 	}
 	if v.cw == nil {
-		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		cfg, err := v.awsConfig(ctx)
 		if err != nil {
 			v.add(check, err, "")
 			return
-		}
-		if u, perr := url.Parse(v.t.admin); perr == nil {
-			if r, ok := adminclient.ExecuteAPIRegion(u.Hostname()); ok {
-				cfg.Region = r
-			}
-		}
-		if v.cmd.Region != "" {
-			cfg.Region = v.cmd.Region
 		}
 		v.cw = cloudwatch.NewFromConfig(cfg)
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/sluicehq/sluice/internal/headers"
 )
@@ -20,16 +24,17 @@ import (
 // awsGateway answers as a deployed stack's two REST APIs do, in front of
 // a `sluice local` Region (base, token) that decides: the admin API
 // (AWS_IAM) refuses an unsigned request with API Gateway's 403 and takes
-// a SigV4-signed one; the demo API's 200 comes from its MOCK integration
-// and carries API Gateway's own headers and only the fields its method
-// response maps (mapped), where sluice local adds every rate-limit field;
+// one SigV4-signed for its region; the demo API's 200 comes from its
+// MOCK integration and carries API Gateway's own headers and only the
+// fields its method response maps (mapped), where sluice local adds every
+// rate-limit field;
 // a 429 or 401 is the gateway response, which sluice local renders as
 // API Gateway does (internal/denial).
 type awsGateway struct {
 	admin, demo *httptest.Server
 }
 
-func newAWSGateway(t *testing.T, base, token string, mapped []string) *awsGateway {
+func newAWSGateway(t *testing.T, base, token string, mapped []string, region string) *awsGateway {
 	t.Helper()
 	forward := func(w http.ResponseWriter, r *http.Request, target string, edit func(*http.Request)) *http.Response {
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, target, r.Body)
@@ -63,7 +68,7 @@ func newAWSGateway(t *testing.T, base, token string, mapped []string) *awsGatewa
 	g.admin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path, ok := strings.CutPrefix(r.URL.Path, "/prod")
 		auth := r.Header.Get("Authorization")
-		if !ok || !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=") || !strings.Contains(auth, "/eu-west-1/execute-api/aws4_request") {
+		if !ok || !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=") || !strings.Contains(auth, "/"+region+"/execute-api/aws4_request") {
 			w.Header().Set("x-amzn-ErrorType", "MissingAuthenticationTokenException")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
@@ -126,6 +131,34 @@ func (f fakeAlarms) DescribeAlarms(_ context.Context, in *cloudwatch.DescribeAla
 	return out, nil
 }
 
+// fakeSecrets is Secrets Manager's DescribeSecret in the primary Region
+// over secrets by name, as it answers for a primary secret: its
+// ReplicationStatus, one entry per replica Region.
+type fakeSecrets map[string][]smtypes.ReplicationStatusType
+
+func (f fakeSecrets) DescribeSecret(_ context.Context, in *secretsmanager.DescribeSecretInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error) {
+	rs, ok := f[aws.ToString(in.SecretId)]
+	if !ok {
+		return nil, &smtypes.ResourceNotFoundException{Message: aws.String("Secrets Manager can't find the specified secret.")}
+	}
+	return &secretsmanager.DescribeSecretOutput{Name: in.SecretId, ReplicationStatus: rs}, nil
+}
+
+// replicas is a ReplicationStatus: region=status pairs, and a failed
+// one's message as Secrets Manager words it.
+func replicas(pairs ...string) []smtypes.ReplicationStatusType {
+	var out []smtypes.ReplicationStatusType
+	for _, p := range pairs {
+		r, st, _ := strings.Cut(p, "=")
+		e := smtypes.ReplicationStatusType{Region: aws.String(r), Status: smtypes.StatusType(st), KmsKeyId: aws.String("alias/aws/secretsmanager")}
+		if st == "Failed" {
+			e.StatusMessage = aws.String("Replication failed: Secret with the same name already exists in this region.")
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 func alarm(name, topic string) cwtypes.MetricAlarm {
 	return cwtypes.MetricAlarm{AlarmName: aws.String(name), AlarmActions: []string{topic}}
 }
@@ -135,8 +168,10 @@ func alarm(name, topic string) cwtypes.MetricAlarm {
 // a healthy regional stack and a healthy Region of a family pass every
 // check, neighbours' alarms (SluiceStaging-..., Sluice-us-east-1-...)
 // left out; a stack deployed before the demo methods mapped the fields, a
-// family whose functions decide without the ledger, and an alarm that
-// notifies nobody each fail the one check that names them.
+// family whose functions decide without the ledger, a Region whose
+// replica of the subject key failed (or, seen from the first Region, any
+// Region's), and an alarm that notifies nobody each fail the one check
+// that names them.
 func TestVerifyAWS(t *testing.T) {
 	for k, v := range map[string]string{
 		"AWS_ACCESS_KEY_ID": "AKIDVERIFYTEST", "AWS_SECRET_ACCESS_KEY": "verify-test-secret", "AWS_REGION": "eu-west-1",
@@ -164,6 +199,9 @@ func TestVerifyAWS(t *testing.T) {
 			alarm(stack+"-RedisCpuAlarm9C0D-Y3", topic),
 		}
 	}
+	const key = "Sluice-subject-key"
+	inSync := fakeSecrets{key: replicas("eu-west-1=InSync", "eu-west-2=InSync")}
+	failed := fakeSecrets{key: replicas("eu-west-1=InSync", "eu-west-2=Failed")}
 	concat := func(fs ...fakeAlarms) fakeAlarms {
 		var out fakeAlarms
 		for _, f := range fs {
@@ -178,38 +216,56 @@ func TestVerifyAWS(t *testing.T) {
 		mapped    []string
 		stack     string
 		ledger    string
+		region    string   // the stack's; default eu-west-1
+		regions   []string // GlobalRegions; the first holds the primary key
+		secrets   fakeSecrets
 		alarms    fakeAlarms
 		fail      string // the one check that fails; "" for none
 		detail    string
-		skipped   string // a check skipped
+		skipped   []string // checks skipped
 	}{
 		{name: "healthy regional stack", base: regional.base, tok: regional.token, mapped: mapped, stack: "Sluice",
-			alarms: concat(neighbours, own("Sluice"), own("Sluice-eu-west-1")), skipped: globalCheck},
+			alarms: concat(neighbours, own("Sluice"), own("Sluice-eu-west-1")), skipped: []string{globalCheck, replicaCheck}},
 		{name: "healthy Region of a family", base: family[0], tok: token, mapped: mapped, stack: "Sluice-eu-west-1", ledger: "Sluice-ledger",
-			alarms: concat(neighbours, own("Sluice-eu-west-1"))},
+			regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: inSync, alarms: concat(neighbours, own("Sluice-eu-west-1"))},
+		{name: "healthy first Region of a family", base: family[0], tok: token, mapped: mapped, stack: "Sluice-eu-west-3", ledger: "Sluice-ledger",
+			region: "eu-west-3", regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: inSync, alarms: own("Sluice-eu-west-3")},
+		{name: "this Region's replica failed", base: family[0], tok: token, mapped: mapped, stack: "Sluice-eu-west-2", ledger: "Sluice-ledger",
+			region: "eu-west-2", regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: failed, alarms: own("Sluice-eu-west-2"),
+			fail: replicaCheck, detail: "eu-west-2 Failed (Replication failed: Secret with the same name already exists"},
+		{name: "another Region's replica failed, seen from the first", base: family[0], tok: token, mapped: mapped, stack: "Sluice-eu-west-3",
+			ledger: "Sluice-ledger", region: "eu-west-3", regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: failed,
+			alarms: own("Sluice-eu-west-3"), fail: replicaCheck, detail: "--region eu-west-3 --secret-id Sluice-subject-key"},
+		{name: "a Region that is no replica", base: family[0], tok: token, mapped: mapped, stack: "Sluice-eu-west-1", ledger: "Sluice-ledger",
+			regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: fakeSecrets{key: replicas("eu-west-2=InSync")},
+			alarms: own("Sluice-eu-west-1"), fail: replicaCheck, detail: "eu-west-1 not a replica"},
 		{name: "demo methods map no field", base: regional.base, tok: regional.token, stack: "Sluice", alarms: own("Sluice"),
-			fail: "200 with RateLimit, RateLimit-Policy", detail: "redeploy", skipped: globalCheck},
+			fail: "200 with RateLimit, RateLimit-Policy", detail: "redeploy", skipped: []string{globalCheck, replicaCheck}},
 		{name: "family functions without the ledger", base: regional.base, tok: regional.token, mapped: mapped, stack: "Sluice-eu-west-1",
-			ledger: "Sluice-ledger", alarms: own("Sluice-eu-west-1"), fail: globalCheck, detail: "run without it"},
+			ledger: "Sluice-ledger", regions: []string{"eu-west-3", "eu-west-1", "eu-west-2"}, secrets: inSync, alarms: own("Sluice-eu-west-1"),
+			fail: globalCheck, detail: "run without it"},
 		{name: "an alarm notifies no topic", base: regional.base, tok: regional.token, mapped: mapped, stack: "Sluice",
 			alarms: append(own("Sluice"), alarm("Sluice-LedgerAlarm1F2E-Y4", "")), fail: "alarms notify the topic",
-			detail: "Sluice-LedgerAlarm1F2E-Y4", skipped: globalCheck},
+			detail: "Sluice-LedgerAlarm1F2E-Y4", skipped: []string{globalCheck, replicaCheck}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newAWSGateway(t, tt.base, tt.tok, tt.mapped)
-			cmd := &verifyCmd{Region: "eu-west-1", Within: 3 * time.Second, Timeout: 10 * time.Second}
+			cmd := &verifyCmd{Region: cmp.Or(tt.region, "eu-west-1"), Within: 3 * time.Second, Timeout: 10 * time.Second}
+			g := newAWSGateway(t, tt.base, tt.tok, tt.mapped, cmd.Region)
 			v := &verifier{
 				e: &env{ctx: context.Background(), stdout: io.Discard, stderr: io.Discard}, cmd: cmd,
 				t: verifyTarget{
 					demo: g.demo.URL + "/prod", admin: g.admin.URL + "/prod", api: "demo",
-					stack: tt.stack, topic: topic, ledger: tt.ledger,
+					stack: tt.stack, topic: topic, ledger: tt.ledger, regions: tt.regions,
 				},
 				http: &http.Client{Timeout: cmd.Timeout}, cw: tt.alarms,
 			}
+			if tt.regions != nil {
+				v.t.subjectKey, v.sm = key, tt.secrets
+			}
 			res := v.run()
 			b, _ := json.MarshalIndent(res, "", "  ")
-			if len(res) != 10 {
-				t.Errorf("%d checks, want 10:\n%s", len(res), b)
+			if len(res) != 11 {
+				t.Errorf("%d checks, want 11:\n%s", len(res), b)
 			}
 			for _, r := range res {
 				switch {
@@ -217,7 +273,7 @@ func TestVerifyAWS(t *testing.T) {
 					if r.OK || r.Skip || !strings.Contains(r.Detail, tt.detail) {
 						t.Errorf("check %q = %+v, want failed naming %q", r.Check, r, tt.detail)
 					}
-				case r.Check == tt.skipped:
+				case slices.Contains(tt.skipped, r.Check):
 					if !r.Skip {
 						t.Errorf("check %q = %+v, want skipped", r.Check, r)
 					}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -78,8 +79,9 @@ func verifyBin(t *testing.T, p *localProc, token string) (string, int) {
 
 // TestVerifyTarget: verify reads what it checks from cdk deploy's outputs
 // file: the demo API (its id is the rules' api), the admin API and the
-// alarm topic; a stack without the demo API, or no target at all, is
-// refused saying what to give.
+// alarm topic; a family's stack, its ledger, subject key and Regions; a
+// stack without the demo API, or no target at all, is refused saying what
+// to give.
 func TestVerifyTarget(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -87,7 +89,10 @@ func TestVerifyTarget(t *testing.T) {
 	out := `{"Sluice": {"DemoApiUrl": "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod/",
 		"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/",
 		"AlarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic"},
-		"Lean": {"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/"}}`
+		"Lean": {"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/"},
+		"Sluice-eu-west-2": {"DemoApiUrl": "https://k1l2m3n4o5.execute-api.eu-west-2.amazonaws.com/prod/",
+		"AdminApiUrl": "https://p6q7r8s9t0.execute-api.eu-west-2.amazonaws.com/prod/", "LedgerTable": "Sluice-ledger",
+		"SubjectKeyName": "Sluice-subject-key", "GlobalRegions": "eu-west-1,eu-west-2,eu-west-3"}}`
 	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +101,16 @@ func TestVerifyTarget(t *testing.T) {
 		demo: "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod", admin: "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod",
 		api: "a1b2c3d4e5", stack: "Sluice", topic: "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic",
 	}
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("target() = %+v, %v; want %+v", got, err, want)
+	}
+	got, err = (&verifyCmd{Outputs: file, Stack: "Sluice-eu-west-2"}).target()
+	want = verifyTarget{
+		demo: "https://k1l2m3n4o5.execute-api.eu-west-2.amazonaws.com/prod", admin: "https://p6q7r8s9t0.execute-api.eu-west-2.amazonaws.com/prod",
+		api: "k1l2m3n4o5", stack: "Sluice-eu-west-2", ledger: "Sluice-ledger", subjectKey: "Sluice-subject-key",
+		regions: []string{"eu-west-1", "eu-west-2", "eu-west-3"},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("target() = %+v, %v; want %+v", got, err, want)
 	}
 	for _, tt := range []struct {
