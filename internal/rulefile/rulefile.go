@@ -26,6 +26,7 @@ package rulefile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,9 +255,10 @@ func Parse(name string, data []byte) (*File, error) {
 			lines, known := checkKeys(item, path, sec.key == "rules", add)
 			if sec.key == "plans" {
 				var p rules.Plan
-				if len(decode(known, &p, path, add)) == 0 {
+				failed := decode(known, &p, path, add)
+				if validatable(failed) {
 					p.Normalize()
-					reportValidation(p.Validate(), path, item.Line, lines, add)
+					reportValidation(p.Validate(), path, item.Line, lines, failed, add)
 				}
 				f.Plans = append(f.Plans, p)
 				f.planLines = append(f.planLines, item.Line)
@@ -264,9 +266,9 @@ func Parse(name string, data []byte) (*File, error) {
 			} else {
 				var r rules.Rule
 				failed := decode(known, &r, path, add)
-				if len(failed) == 0 {
+				if validatable(failed) {
 					r.Normalize()
-					reportValidation(r.Validate(), path, item.Line, lines, add)
+					reportValidation(r.Validate(), path, item.Line, lines, failed, add)
 				}
 				f.Rules = append(f.Rules, r)
 				f.ruleFailed = append(f.ruleFailed, failed)
@@ -277,6 +279,9 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	probs = append(probs, f.crossCheck()...)
 	if probs != nil {
+		// In file order, as an editor lists them; a line's own in the
+		// order found.
+		slices.SortStableFunc(probs, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, &Error{Problems: probs}
 	}
 	for i := range f.Plans {
@@ -319,7 +324,7 @@ func (f *File) crossCheck() []Problem {
 		}
 		scopes[k] = i
 		if j, ok := plans[r.Plan]; ok && r.Plan != "" && len(f.ruleFailed[i]) == 0 && f.Plans[j].Validate() == nil && r.Validate() == nil {
-			reportValidation(r.ValidateWithPlan(f.Plans[j]), fmt.Sprintf("rules[%d]", i), f.ruleLines[i], f.ruleFields[i],
+			reportValidation(r.ValidateWithPlan(f.Plans[j]), fmt.Sprintf("rules[%d]", i), f.ruleLines[i], f.ruleFields[i], nil,
 				func(line int, field, reason string) { probs = append(probs, Problem{f.name, line, field, reason}) })
 		}
 	}
@@ -419,8 +424,11 @@ func decode(m *yaml.Node, v any, path string, add func(int, string, string)) map
 		}
 		failed[k] = true
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			add(m.Content[i].Line, path+"."+k, fmt.Sprintf("must be a %s, not a %s", jsonKind(te.Type), te.Value))
+		var pe *time.ParseError
+		if errors.As(err, &pe) {
+			add(m.Content[i].Line, path+"."+k, fmt.Sprintf("must be an RFC 3339 time such as 2026-12-31T23:00:00Z, not %q", pe.Value))
+		} else if errors.As(err, &te) {
+			add(m.Content[i].Line, path+"."+k, fmt.Sprintf("must be %s, not a %s", jsonKind(te.Type), te.Value))
 		} else {
 			add(m.Content[i].Line, path+"."+k, strings.TrimPrefix(err.Error(), "json: "))
 		}
@@ -434,23 +442,35 @@ func jsonKind(t reflect.Type) string {
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		return "whole number"
+		return "a whole number"
 	case reflect.Bool:
 		return "true or false"
 	case reflect.String:
-		return "string"
+		return "a string"
 	}
-	return t.String()
+	return "a " + t.String()
+}
+
+// validatable reports whether a plan or rule whose fields failed did not
+// decode is still worth validating: not when its kind or plan failed,
+// which decide what the other fields may be.
+func validatable(failed map[string]bool) bool {
+	return !failed["kind"] && !failed["plan"]
 }
 
 // reportValidation turns a *rules.ValidationError into problems on path's
-// fields, each at its key's line.
-func reportValidation(err error, path string, line int, lines map[string]int, add func(int, string, string)) {
+// fields, each at its key's line, leaving out the fields that failed to
+// decode and the reasons that name one (reported already; their zero
+// value is not what the file says).
+func reportValidation(err error, path string, line int, lines map[string]int, failed map[string]bool, add func(int, string, string)) {
 	var ve *rules.ValidationError
 	if !errors.As(err, &ve) {
 		return
 	}
 	for _, fe := range ve.Fields {
+		if failed[fe.Field] || slices.ContainsFunc(strings.Fields(fe.Reason), func(w string) bool { return failed[strings.Trim(w, ",.:;()")] }) {
+			continue
+		}
 		add(lineOf(lines, fe.Field, line), path+"."+fe.Field, fe.Reason)
 	}
 }

@@ -1,6 +1,7 @@
 package rulefile
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,50 @@ rules:
 				}
 			}
 		})
+	}
+}
+
+// TestParseEveryProblem: a rule whose field has the wrong type is still
+// validated, so one pass reports every problem of the file, in line
+// order, each once: no problem of a field that did not decode, nor one
+// naming it (burst against a limit that is not there), and no Go time
+// layout.
+func TestParseEveryProblem(t *testing.T) {
+	in := `version: 1
+set: platform
+rules:
+  - api: shop
+    route: GET /q
+    subject: "*"
+    colour: red
+    limit: ten
+    burst: 2
+    period: 1m
+    mode: bogus
+    expires_at: tomorrow
+  - {api: shop, route: GET /r, subject: "*", limit: 10, period: 1m, enabled: "yes"}
+  - {api: shop, route: GET /s, subject: "*", limit: -1, period: 7q}
+`
+	_, err := Parse("limits.yaml", []byte(in))
+	var fe *Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("Parse() = %v, want an *Error", err)
+	}
+	var got []string
+	for _, p := range fe.Problems {
+		got = append(got, p.String())
+	}
+	want := []string{
+		`limits.yaml:7: rules[0].colour: unknown field`,
+		`limits.yaml:8: rules[0].limit: must be a whole number, not a string`,
+		`limits.yaml:11: rules[0].mode: must be "enforce" or "shadow"`,
+		`limits.yaml:12: rules[0].expires_at: must be an RFC 3339 time such as 2026-12-31T23:00:00Z, not "tomorrow"`,
+		`limits.yaml:13: rules[1].enabled: must be true or false, not a string`,
+		`limits.yaml:14: rules[2].period: invalid period: is not a period: use a number and a unit among s, m, h, d, w, y, such as "1m" or "1h30m"`,
+		`limits.yaml:14: rules[2].limit: must be between 0 (block) and 1000000000`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Parse() problems (-want +got):\n%s", diff)
 	}
 }
 
