@@ -93,7 +93,10 @@ func checkBatch(b store.Batch) error {
 // problem, its detail prefixed by the op and followed by what to do.
 func batchError(be *store.BatchError) *httpapi.Error {
 	route := RouteUpdateRule
-	if strings.Contains(be.Op, " plan ") {
+	switch {
+	case strings.HasPrefix(be.Op, rules.ActionCreate+" plan "):
+		route = RouteCreatePlan // a conflict is the name taken
+	case strings.Contains(be.Op, " plan "):
 		route = RouteUpdatePlan
 	}
 	e := *classify(route, be.Err)

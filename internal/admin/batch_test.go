@@ -53,6 +53,12 @@ func TestBatch(t *testing.T) {
 			t.Errorf("409 detail = %q, want it to say the rule belongs to no set", p.Detail)
 		}
 
+		// A plan's name taken is said as such, not as a rule's scope.
+		p = wantProblem(t, e.do(t, event(admin.RouteBatch, nil, `{"set":"platform","ops":[{"action":"create","plan":{"name":"gold","limit":100,"period":"1m"}}]}`)), 409)
+		if !strings.Contains(p.Detail, `op 0 (create plan "gold")`) || !strings.Contains(p.Detail, "A plan with this name already exists") || strings.Contains(p.Detail, "rule") {
+			t.Errorf("409 detail of a plan created twice = %q, want it to say the name is taken", p.Detail)
+		}
+
 		p = wantProblem(t, e.do(t, event(admin.RouteBatch, nil, `{"set":"platform","ops":[
 			{"action":"create","rule":{"api":"a","route":"GET /z","subject":"*","limit":-1,"period":"1s"}},
 			{"action":"update","plan":{"name":"gold","limit":1,"period":"1m"}}]}`)), 400)

@@ -10,6 +10,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -174,11 +175,29 @@ type Op struct {
 
 // MarshalJSON writes op as POST /batch reads it. A delete's rule or plan
 // holds only what names it (id, name): a delete reads nothing else, and a
-// zero plan's other fields ("period": "0s") are not valid input.
+// zero plan's other fields ("period": "0s") are not valid input. A create
+// or update's holds what its writer sets, without the server's fields it
+// does not yet have (a create's id; version and times, which the server
+// ignores): a saved plan shows no "0001-01-01" time nor empty id.
 func (op Op) MarshalJSON() ([]byte, error) {
-	type plain Op // without this method
 	if op.Action != rules.ActionDelete {
-		return json.Marshal(plain(op))
+		out := struct {
+			Action    string          `json:"action"`
+			Rule      json.RawMessage `json:"rule,omitempty"`
+			Plan      json.RawMessage `json:"plan,omitempty"`
+			IfVersion int64           `json:"if_version,omitempty"`
+		}{Action: op.Action, IfVersion: op.IfVersion}
+		var err error
+		if op.Rule != nil {
+			out.Rule, err = writerFields(op.Rule)
+		}
+		if op.Plan != nil && err == nil {
+			out.Plan, err = writerFields(op.Plan)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
 	}
 	type ruleKey struct {
 		ID string `json:"id"`
@@ -199,6 +218,40 @@ func (op Op) MarshalJSON() ([]byte, error) {
 		out.Plan = &planKey{op.Plan.Name}
 	}
 	return json.Marshal(out)
+}
+
+// writerFields is v's JSON object, in field order, without the server's
+// version, created_at and updated_at, and without an empty id.
+func writerFields(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, err
+		}
+		switch key := k.(string); {
+		case key == "version", key == "created_at", key == "updated_at", key == "id" && string(val) == `""`:
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k)
+		out = append(append(append(out, kb...), ':'), val...)
+	}
+	return append(out, '}'), nil
 }
 
 // Result is what one Op stored: the rule or the plan after the write,
