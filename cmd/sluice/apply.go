@@ -203,6 +203,21 @@ func (cmd *applyCmd) Run(e *env, a *adminFlags) error {
 		if err != nil {
 			return err
 		}
+		// A plan run again: done is done, and a set changed since says
+		// how, rather than a 409 on the first write that is there.
+		if store.CheckBatch(p.Batch) == nil && len(p.Batch.Ops) > 0 {
+			held, rest := rulefile.Progress(cmd.Plan, p.Batch, have)
+			switch {
+			case held == len(p.Batch.Ops):
+				return e.print(appliedResult{Changes: []rulefile.Change{}, Results: []store.Result{}, AlreadyApplied: true}, func() {
+					fmt.Fprintf(e.stdout, "The plan %s is already applied: set %q holds each of its %s. Nothing to do.\n",
+						cmd.Plan, p.Batch.Set, plural(len(p.Batch.Ops), "write"))
+				})
+			case held > 0:
+				return fmt.Errorf("the plan %s was applied (%d of its %s hold) and set %q changed since; nothing was sent:\n%w\nto bring the set back to its file, plan again: sluice diff -f FILE --out %s",
+					cmd.Plan, held, plural(len(p.Batch.Ops), "write"), p.Batch.Set, &rulefile.Error{Problems: rest}, cmd.Plan)
+			}
+		}
 		if p.Changes, err = rulefile.Changes(cmd.Plan, p.Batch, have); err != nil {
 			return fmt.Errorf("refused the plan for set %q; nothing was applied:\n%w", p.Batch.Set, err)
 		}
@@ -216,15 +231,21 @@ func (cmd *applyCmd) Run(e *env, a *adminFlags) error {
 			return fmt.Errorf("apply set %q: %w", p.Batch.Set, err)
 		}
 	}
-	return e.print(struct {
-		Changes []rulefile.Change `json:"changes"`
-		Results []store.Result    `json:"results"`
-	}{p.Changes, res.Results}, func() {
+	return e.print(appliedResult{Changes: p.Changes, Results: res.Results}, func() {
 		printChanges(e.stdout, p)
 		if len(p.Batch.Ops) > 0 {
 			fmt.Fprintf(e.stdout, "Applied %d change(s) in one transaction.\n", len(p.Batch.Ops))
 		}
 	})
+}
+
+// appliedResult is apply's JSON output: the changes shown, each op's
+// stored rule or plan, and whether a saved plan was applied already
+// (then nothing was sent).
+type appliedResult struct {
+	Changes        []rulefile.Change `json:"changes"`
+	Results        []store.Result    `json:"results"`
+	AlreadyApplied bool              `json:"already_applied,omitempty"`
 }
 
 func (cmd *exportCmd) Run(e *env, a *adminFlags) error {

@@ -332,3 +332,67 @@ func TestApplyLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyPlanAgain: a saved plan holds no zero time, empty id or
+// version; run again once applied, apply --plan says so and exits 0,
+// sending nothing; after someone changed what it wrote, it exits 1 naming
+// the op, the rule and the field, and how to plan again, never a 409.
+func TestApplyPlanAgain(t *testing.T) {
+	p := startLocal(t, nil)
+	dir := t.TempDir()
+	writeFile(t, dir, "limits.yaml", limitsV1)
+	p.wantExit(t, dir, 2, "diff", "-f", "limits.yaml", "--out", "plan.json")
+	saved, err := os.ReadFile(filepath.Join(dir, "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"0001-01-01", `"id": ""`, `"version"`, `"created_at"`} {
+		if strings.Contains(string(saved), bad) {
+			t.Errorf("plan.json holds %s:\n%s", bad, saved)
+		}
+	}
+	p.wantExit(t, dir, 0, "apply", "--plan", "plan.json")
+
+	out := p.wantExit(t, dir, 0, "apply", "--plan", "plan.json")
+	if !strings.Contains(out, `The plan plan.json is already applied: set "platform" holds each of its 4 writes. Nothing to do.`) || strings.Contains(out, "409") {
+		t.Errorf("apply --plan run again =\n%s\nwant it to say the plan is already applied", out)
+	}
+	var res struct {
+		Changes        []any `json:"changes"`
+		AlreadyApplied bool  `json:"already_applied"`
+	}
+	p.cliJSON(t, &res, "apply", "--plan", filepath.Join(dir, "plan.json"))
+	if !res.AlreadyApplied || len(res.Changes) != 0 {
+		t.Errorf("apply -o json --plan run again = %+v, want already_applied and no changes", res)
+	}
+
+	// Another operator lowers the wildcard rule the plan created.
+	var wild rules.Rule
+	for _, r := range p.rulesOf(t, "*") {
+		if r.API == "shop" && r.Subject == "*" {
+			wild = r
+		}
+	}
+	body := `{"api":"shop","route":"*","subject":"*","limit":50,"period":"1m","set":"platform"}`
+	if code, b := p.adminDo(t, http.MethodPut, "/rules/"+wild.ID, body, wild.Version); code != 200 {
+		t.Fatalf("PUT the wildcard rule = %d %s", code, b)
+	}
+	out = p.wantExit(t, dir, 1, "apply", "--plan", "plan.json")
+	for _, w := range []string{
+		`the plan plan.json was applied (3 of its 4 writes hold) and set "platform" changed since; nothing was sent`,
+		`plan.json: ops[1]: create rule api "shop" route "*": rule ` + wild.ID + ` (version 2) differs: limit is 50, the plan writes 100`,
+		"sluice diff -f FILE --out plan.json",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("apply --plan after a change =\n%s\nwant %q", out, w)
+		}
+	}
+	if strings.Contains(out, "409") {
+		t.Errorf("apply --plan after a change =\n%s\nwant no 409", out)
+	}
+	for _, r := range p.rulesOf(t, "*") {
+		if r.API == "shop" && r.Subject == "*" && *r.Limit != 50 {
+			t.Errorf("the other operator's limit is %d, want 50 kept", *r.Limit)
+		}
+	}
+}

@@ -311,3 +311,79 @@ func Export(set string, have rules.Set) *File {
 	})
 	return f
 }
+
+// Progress compares a saved batch b with what the deployment holds now
+// (have, every rule and plan), op by op, for a plan that may have been
+// applied already. It returns how many ops already hold: a create's rule
+// (by scope) or plan (by name) exists in b.Set with the fields written,
+// an update's holds them at any version, a delete's is gone. For every
+// other op it returns a Problem ("ops[2]") saying what the deployment
+// holds instead. All held: the plan was applied and nothing changed
+// since. None held: the plan is still to apply (or stale: the admin API
+// refuses it then). Some: it was applied, or partly, and changed since.
+// b must pass store.CheckBatch.
+func Progress(name string, b store.Batch, have rules.Set) (held int, rest []Problem) {
+	byKey, byID := map[Key]rules.Rule{}, map[string]rules.Rule{}
+	for _, r := range have.Rules {
+		byKey[KeyOf(r)], byID[r.ID] = r, r
+	}
+	plans := map[string]rules.Plan{}
+	for _, p := range have.Plans {
+		plans[p.Name] = p
+	}
+	for i, op := range b.Ops {
+		var why string
+		if op.Rule != nil {
+			want := *op.Rule
+			want.Set = b.Set
+			cur, ok := byID[want.ID]
+			if op.Action == rules.ActionCreate {
+				cur, ok = byKey[KeyOf(want)]
+			}
+			why = progress(op, ok, cur.Set, cur.Version, b.Set, "rule "+cur.ID, func() []FieldChange { return fieldChanges(cur, want, ruleFields) })
+		} else {
+			want := *op.Plan
+			want.Set = b.Set
+			cur, ok := plans[want.Name]
+			why = progress(op, ok, cur.Set, cur.Version, b.Set, fmt.Sprintf("plan %q", cur.Name), func() []FieldChange { return fieldChanges(cur, want, planFields) })
+		}
+		if why == "" {
+			held++
+			continue
+		}
+		rest = append(rest, Problem{File: name, Field: fmt.Sprintf("ops[%d]", i), Reason: op.Describe() + ": " + why})
+	}
+	return held, rest
+}
+
+// progress is "" when op's write holds on the stored row (ok: it exists,
+// in set, at version), else what holds instead; what names the row and
+// diff lists its fields against the op's.
+func progress(op store.Op, ok bool, set string, version int64, batchSet, what string, diff func() []FieldChange) string {
+	switch {
+	case op.Action == rules.ActionDelete && !ok:
+		return ""
+	case op.Action == rules.ActionDelete && version == op.IfVersion:
+		return "not deleted yet"
+	case op.Action == rules.ActionDelete:
+		return fmt.Sprintf("%s changed since (version %d, the plan deletes version %d)", what, version, op.IfVersion)
+	case !ok && op.Action == rules.ActionCreate:
+		return "not created yet"
+	case !ok:
+		return what + " was deleted since"
+	case set != batchSet:
+		return fmt.Sprintf("%s holds it and belongs to %s", what, owner(set))
+	}
+	fs := diff()
+	if len(fs) == 0 {
+		return ""
+	}
+	if op.Action == rules.ActionUpdate && version == op.IfVersion {
+		return "not updated yet"
+	}
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = fmt.Sprintf("%s is %s, the plan writes %s", f.Field, f.Old, f.New)
+	}
+	return fmt.Sprintf("%s (version %d) differs: %s", what, version, strings.Join(parts, "; "))
+}
