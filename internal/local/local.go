@@ -105,7 +105,13 @@ type Config struct {
 	// ...; the CLI overlays its flags); Defaults fill what it leaves
 	// empty. Nil reads nothing, so every setting is its default.
 	Getenv func(string) string
+	// Edge runs the CDN edge in front of the demo API (--edge): the
+	// stack's CloudFront Function in goja over an in-memory KeyValueStore
+	// (docs/edge.md). One Region only.
+	Edge bool
 
+	// edge is that edge, once started.
+	edge *edge
 	// ln, when set, is the listener already open on Addr (the development
 	// issuer's URL names its address); dev is that issuer.
 	ln  net.Listener
@@ -182,7 +188,16 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			cfg.RulesPublicKey = rulesync.NewSigningKey([]byte(key)).Public().(ed25519.PublicKey)
 		}
 	}
+	if c.Edge && cfg.EdgeKey == "" && cfg.EdgeKeySecretARN == "" {
+		cfg.EdgeKey = config.Secret(edgeKey()) // the store is in memory: a key per run
+	}
 	if c.Regions > 1 {
+		if c.Edge {
+			if c.ln != nil {
+				c.ln.Close()
+			}
+			return fmt.Errorf("%w: --edge runs with one Region", ErrConfig)
+		}
 		return serveRegions(ctx, c, cfg, stdout, stderr)
 	}
 	return serve(ctx, c, cfg, stdout, stderr)
@@ -326,11 +341,21 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		st.onClose(func() { stop(); <-done })
 	}
 
+	var edgeLine string
+	if c.Edge {
+		e, stop, err := startEdge(ctx, a, cfg, c.API)
+		if err != nil {
+			return err
+		}
+		st.onClose(stop)
+		c.edge = e
+		edgeLine = fmt.Sprintf("  edge       %s/  (the CloudFront Function in goja before the demo API; long denials published every %v)\n", "http://"+ln.Addr().String(), EdgeInterval)
+	}
 	token, generated, err := adminToken(c.Token)
 	if err != nil {
 		return err
 	}
-	if err := mount(mux, c, cfg, a, token, nil); err != nil {
+	if err := mount(mux, c, cfg, a, token, nil, st.onClose); err != nil {
 		return err
 	}
 	mounted.Store(true)
@@ -338,7 +363,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, seedless: c.Seed == "", token: token, generated: generated,
-		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey),
+		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey), edge: edgeLine,
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
 		return err
@@ -379,7 +404,12 @@ func adminToken(given string) (token string, generated bool, err error) {
 // the admin and check APIs behind token, the console and the metrics.
 // afterWrite, when set, runs after every admin call that is not a read
 // (sluice local --regions publishes the rules to every Region's Redis).
-func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token string, afterWrite func(context.Context)) error {
+//
+// With onClose, the decisions are also exported as OpenTelemetry metrics
+// when the standard variables ask for them (otelWanted); onClose takes
+// the flush. --regions passes nil: N Regions would export N copies of
+// one series.
+func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token string, afterWrite func(context.Context), onClose func(func())) error {
 	// The admin and check Lambdas' own http.Handlers: the functions run
 	// them through internal/lambdahttp, local mounts them as they are.
 	adminHandler := sameProcess(a.Admin.Service.Handler(admin.HandlerOptions{Actor: func(*http.Request) string { return AdminActor }}), a.Cache, a.Limiter, a.Log)
@@ -413,12 +443,29 @@ func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token 
 	if err != nil {
 		return fmt.Errorf("register the Prometheus metrics: %w", err)
 	}
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(prom)), a.Log)
+	obs := observers{prom}
+	if onClose != nil && otelWanted(c.getenv) {
+		m, shutdown, err := otelObserver(c.getenv, rl.Health)
+		if err != nil {
+			return err
+		}
+		onClose(shutdown)
+		obs = append(obs, m)
+	}
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(obs)), a.Log)
 	gw.headers = cfg.RateLimitHeaders
-	mux.Handle("/", gw)
+	mux.Handle("/", c.front(gw))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	limitedRoutes(mux, rl, prom, a.Log)
+	limitedRoutes(mux, rl, obs, a.Log)
 	return nil
+}
+
+// getenv is c.Getenv, or nothing when it is nil.
+func (c Config) getenv(k string) string {
+	if c.Getenv == nil {
+		return ""
+	}
+	return c.Getenv(k)
 }
 
 // localTokenFrom says where sluice local's admin token is, for its 401s.
@@ -649,6 +696,8 @@ type bannerInfo struct {
 	// rulesKey is RULES_PUBLIC_KEY: what a limiter sharing this Redis
 	// verifies the rules with.
 	rulesKey string
+	// edge is the banner's line on --edge, or empty.
+	edge string
 }
 
 // banner prints what is running and commands to try.
@@ -692,7 +741,7 @@ CLI (make run built it in build/):
 
 Ctrl-C stops.
 `, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
-		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions, rulesKey)
+		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions, rulesKey+b.edge)
 }
 
 // tryLines are the banner's first curl lines: with the API key, or with a

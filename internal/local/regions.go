@@ -268,7 +268,7 @@ func startRegion(ctx context.Context, c Config, cfg config.Config, i int, firstP
 	if _, err := a.PublishRules(ctx); err != nil {
 		return r, fmt.Errorf("publish the rules to Redis: %w", err)
 	}
-	if err := mount(mux, c, cfg, a, token, publishAll); err != nil {
+	if err := mount(mux, c, cfg, a, token, publishAll, nil); err != nil {
 		return r, err
 	}
 	mounted.Store(true)
