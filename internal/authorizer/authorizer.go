@@ -1,12 +1,14 @@
-// Package authorizer is Sluice's decision: it takes a request as API Gateway
-// describes it (API, method, resource template, headers, query, API key,
-// source IP), finds its subject, looks up the rules that apply in the
-// current snapshot, and charges the subject's buckets with one limiter call.
+// Package authorizer is Sluice's decision, the core every transport asks:
+// it takes a Request (API, method, resource template, headers, query, API
+// key, source IP), finds its subject, looks up the rules that apply in the
+// current snapshot, charges the subject's buckets with one limiter call,
+// and records the Result once (log line, metrics, stats, observer).
 //
-// It knows nothing of Lambda events: the adapters in internal/authorizer/apigw
-// turn events into a Request and a Result into an IAM policy or an HTTP
-// answer, so the Lambda, the check API, the local gateway and the benchmarks
-// all run this same code.
+// It knows nothing of Lambda, HTTP or AWS: internal/edge turns each
+// transport's request into a Request and a Result into its answer, and
+// internal/edge/apigw answers API Gateway's events with it, so the
+// Lambdas, the ratelimit middleware, sluice local and the benchmarks all
+// run this same code.
 package authorizer
 
 import (
@@ -468,7 +470,7 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 	if d.ShadowDenied != 0 {
 		// The shadow outcome is its rule's, whichever rule bound the
 		// answer: bit j is bucket j's.
-		j := bits.TrailingZeros16(d.ShadowDenied)
+		j := bits.TrailingZeros32(d.ShadowDenied)
 		if j < n {
 			res.Shadow, res.ShadowRule = effs[j], effs[j].ID
 			res.ShadowDimension, res.ShadowSubject, res.ShadowSource = identity.DefaultDimension, subj, from

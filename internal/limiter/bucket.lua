@@ -36,18 +36,22 @@
 --   period       a token bucket's refill period in microseconds, integer >
 --                0; a quota's window, one letter: d (day), w (week), m
 --                (calendar month), y (calendar year). A first byte above '9'
---                is what makes the bucket a quota.
+--                is what makes the bucket a quota; "c" makes it a
+--                concurrency bucket (see "In flight").
 --   burst        a token bucket's capacity in tokens, integer > 0; a
 --                quota's anchor, in microseconds since 2024-01-01 UTC, an
 --                integer multiple of 1000 (whole milliseconds), 0 when the
 --                rule has none: midnight UTC, and 2024-01-01 was a Monday,
 --                the 1st and January. (A quota's capacity is its limit.)
+--                A concurrency bucket's slot TTL in microseconds.
 --   flags        "0" enforcing or "1" shadow (1 = never denies: charged when
 --                it has the tokens, a would-be deny is reported in the
 --                shadow mask); with an admission floor (min_remaining)
 --                "<shadow> <floor>", such as "0 100": the request needs
 --                cost + floor tokens in this bucket, and the caller keeps
---                cost + floor <= burst (a quota: <= limit)
+--                cost + floor <= burst (a quota: <= limit). A
+--                concurrency bucket's is "<shadow> <slot id>" (a peek's
+--                has no id).
 --
 -- The caller keeps every bucket's refill horizon, burst*period/limit (the
 -- time an empty bucket takes to fill up), at most 10 years (MaxHorizon in
@@ -119,6 +123,21 @@
 -- it, and a key without one is a fresh window there. So it never denies
 -- anybody, and is repaired by the first charge after it would have.
 --
+-- In flight. A concurrency bucket holds at most <limit> slots at once. Its
+-- key is a sorted set of slot ids, each scored by when it expires (us since
+-- 2024, now + TTL), and the key expires with its last slot. A slot is live
+-- while its score is above now; a release (ZREM, limiter's Release) or its
+-- expiry frees it, so a holder that never releases (a crash, an API
+-- Gateway authorizer) holds it for the TTL and no longer. A request needs
+-- one free slot whatever its cost. The slot id is the caller's, one per
+-- request: a call re-sent after a lost reply finds its own slot, counts
+-- it as free and re-adds it (the same member), so it holds one slot, not
+-- two. Step 1 only reads (ZCOUNT, ZSCORE); charge.lua's step 3 drops
+-- expired slots and adds the request's (ZREMRANGEBYSCORE, ZADD: neither
+-- fails on a sorted set). A denied request's retry is 1 s: a slot frees
+-- when any holder finishes, which no clock says, so the wait is a hint and
+-- is never cached. Its reset is 0.
+--
 -- Every millisecond count, the PX of a write and the reset and retry of a
 -- reply, is an integer clamped to MAX_MS (100 years), and the PX is written
 -- with %d: never an exponent, which SET refuses ("value is not an integer
@@ -183,9 +202,9 @@ end
 
 -- st: one table for all buckets (a script's cost is mostly allocations).
 -- st[4i-3] = when bucket i is full again (us since 2024; a quota's window
--- end, false while not read), st[4i-2] = its tokens now, st[4i-1] = us per
--- token (0 when blocked, -1 for a quota), st[4i] = the PX of its write (a
--- string), false when it is not written: a token bucket converted to new
+-- end, false while not read), st[4i-2] = its tokens now (free slots), st[4i-1] = us per
+-- token (0 when blocked, -1 for a quota, -2 for a concurrency bucket), st[4i] = the PX of its write (a
+-- string; "c" for a slot to add), false when it is not written: a token bucket converted to new
 -- numbers has one from step 1, a charged one gets one from charge.lua; a
 -- quota step 1 charged holds 1, or 2 when the charge made or replaced its
 -- key. Presized for two buckets, or four.
@@ -215,7 +234,33 @@ for i = 1, n do
 	local o = 4 * i - 2
 	local p = ARGV[o + 1]
 	local at, h, T, px = now, 0, 0, false
-	if ARGV[o] ~= '0' and byte(p) > 57 then
+	if p == 'c' then
+		-- A concurrency bucket (see "In flight"): its free slots, one of
+		-- them the request's own when a re-sent call finds it.
+		T = -2
+		local key, flags = KEYS[i], ARGV[o + 3]
+		local held = redis.call('ZCOUNT', key, format('(%d', now), '+inf')
+		if #flags > 2 then
+			local mine = redis.call('ZSCORE', key, string.sub(flags, 3))
+			if mine and tonumber(mine) > now then
+				held = held - 1
+			end
+		end
+		h = tonumber(ARGV[o]) - held
+		if h < 1 then
+			if byte(flags) == 49 then
+				mask = mask + 2 ^ (i - 1)
+			else
+				if allowed == 1 then
+					first = i
+				end
+				allowed = 0
+				if wait ~= -1 and 1000 > wait then
+					lim, wait = i, 1000
+				end
+			end
+		end
+	elseif ARGV[o] ~= '0' and byte(p) > 57 then
 		at, T, quotas = false, -1, true
 	else
 		local burst = 0
@@ -298,7 +343,7 @@ if quotas then
 	end
 
 	for i = 1, n do
-		if st[4 * i - 1] < 0 then
+		if st[4 * i - 1] == -1 then
 			local limit = tonumber(ARGV[4 * i - 2])
 			local flags = ARGV[4 * i + 1]
 			local shadow, need_i = flags == '1', need

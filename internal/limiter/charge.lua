@@ -64,7 +64,7 @@
 if spec and (allowed == 0 or mask > 0) then
 	for i = 1, n do
 		local c = st[4 * i]
-		if st[4 * i - 1] < 0 and c and (allowed == 0 or st[4 * i - 2] + EPS < cost) then
+		if st[4 * i - 1] == -1 and c and (allowed == 0 or st[4 * i - 2] + EPS < cost) then
 			if c == 2 then
 				redis.call('DEL', KEYS[i])
 			else
@@ -90,10 +90,15 @@ if allowed == 1 then
 				ttl = MAX_MS
 			end
 			st[4 * i - 3], st[4 * i - 2], st[4 * i] = at, h, format('%d', ttl)
-		elseif T < 0 and st[4 * i] then
+		elseif T == -1 and st[4 * i] then
 			-- A quota charged in step 1.
 			h = h - cost
 			st[4 * i - 2] = h
+		elseif T == -2 and h >= 1 then
+			-- A concurrency bucket with a free slot (a shadow one may
+			-- have none): the request takes one.
+			h = h - 1
+			st[4 * i - 2], st[4 * i] = h, 'c'
 		end
 		local f = ARGV[4 * i + 1]
 		if (f == '0' or f ~= '1' and byte(f) == 48) and (lim == 0 or h < st[4 * lim - 2]) then
@@ -126,6 +131,15 @@ for i = 1, n do
 			f = '%d %d %s'
 		end
 		redis.call('SET', KEYS[i], format(f, at, T, ARGV[4 * i]), 'PX', st[4 * i])
+	elseif st[4 * i] == 'c' then
+		-- The request's slot, expiring at now + TTL; the expired ones go,
+		-- and the key lives as long as its last slot (a TTL shortened by
+		-- an edit leaves an older, later slot the last).
+		local key = KEYS[i]
+		redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now))
+		redis.call('ZADD', key, format('%d', now + tonumber(ARGV[4 * i])), string.sub(ARGV[4 * i + 1], 3))
+		local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+		redis.call('PEXPIREAT', key, format('%d', tonumber(last[2]) / 1000 + 1704067200001))
 	end
 end
 

@@ -63,7 +63,7 @@ func (p *chargePair) compare(t testing.TB, b Bucket, cost int64, stored string, 
 	keys := [2]string{p.prefix + "g" + strconv.Itoa(p.n), p.prefix + "o" + strconv.Itoa(p.n)}
 	defer p.c.Del(ctx, keys[0], keys[1])
 	// The arguments as every call builds them (appendArgs).
-	buf, ends := appendArgs(nil, nil, cost, []Bucket{b})
+	buf, ends := appendArgs(nil, nil, cost, []Bucket{b}, "")
 	args := make([]any, len(ends))
 	for i, from := 0, 0; i < len(ends); i++ {
 		args[i], from = string(buf[from:ends[i]]), ends[i]

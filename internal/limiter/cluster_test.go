@@ -42,7 +42,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Allow(%s) #%d: %v", sub, n, err)
 			}
-			wantAllowed, wantMask := n <= 3, uint16(0)
+			wantAllowed, wantMask := n <= 3, uint32(0)
 			if n >= 2 {
 				wantMask = 0b100
 			}

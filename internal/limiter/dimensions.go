@@ -33,6 +33,9 @@ type subjects struct {
 	// holds every bucket's digest.
 	many bool
 	each [MaxBuckets]subjectDigest
+	// member is the request's slot id in its concurrency buckets
+	// (concurrency.go); empty when it has none, or takes none (a peek).
+	member string
 }
 
 // of returns the digest of bucket i's subject.
@@ -83,7 +86,7 @@ func (l *Limiter) digests(req *Request, s *subjects) {
 func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []Bucket) (reply, error) {
 	var (
 		out   reply
-		mask  uint16
+		mask  uint32
 		found bool
 		done  [MaxBuckets]bool
 		idx   [MaxBuckets]int
@@ -93,7 +96,7 @@ func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []
 		if done[first] {
 			continue
 		}
-		one := subjects{id: sub.of(first)}
+		one := subjects{id: sub.of(first), member: sub.member}
 		n := 0
 		for i := first; i < len(bs); i++ {
 			if !done[i] && sub.of(i) == one.id {

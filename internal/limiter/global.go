@@ -433,6 +433,9 @@ func (l *Limiter) allowGlobal(ctx context.Context, sub *subjects, req Request, c
 				}
 			}
 			d := l.decided(r, req, start, ck, useCache)
+			if sub.member != "" {
+				l.holding(ctx, &d, sub, req.Buckets)
+			}
 			d.FailOpen = credited != 0 && d.Allowed
 			if d.FailOpen {
 				l.st.failOpen.Add(1)
@@ -593,7 +596,7 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 	var (
 		out      reply
 		found    bool
-		mask     uint16
+		mask     uint32
 		credited uint64
 		done     [MaxBuckets]bool
 		levels   = make([]int64, len(ps))

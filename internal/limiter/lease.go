@@ -300,7 +300,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 	sd := sub.id
 	var fl int64
 	for _, b := range req.Buckets {
-		if b.Shadow || b.Durable || b.Global != "" && l.global != nil {
+		if b.Shadow || b.Durable || b.Concurrency || b.Global != "" && l.global != nil {
 			return h, d, nil, false
 		}
 		fl = max(fl, b.MinRemaining)

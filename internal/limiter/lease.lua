@@ -16,7 +16,7 @@
 -- milliseconds until it; "0 0" for a token bucket (or a blocked quota).
 
 for i = 1, n do
-	if st[4 * i - 1] < 0 then
+	if st[4 * i - 1] == -1 then
 		local at = st[4 * i - 3]
 		out = out .. format(' %d %d', floor(at / 1000) + 1704067200000, floor((at - now) / 1000))
 	else

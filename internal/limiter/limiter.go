@@ -41,10 +41,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxBuckets is the most buckets one Request may charge: the rate and
-// quota rules of a request's two scopes (4) for each of up to 4 dimensions
-// (the default and identity's MaxDimensions named ones).
-const MaxBuckets = 16
+// MaxBuckets is the most buckets one Request may charge: the rate, quota
+// and concurrency rules of a request's two scopes (6) for each of up to 4
+// dimensions (the default and identity's MaxDimensions named ones).
+const MaxBuckets = 24
 
 // MaxHorizon bounds a bucket's refill horizon, Burst·Period/Limit: the time
 // its empty bucket takes to fill up again. Ten years (of 365 days) keeps
@@ -114,6 +114,11 @@ type Bucket struct {
 	// caller's IP beside its API key (see dimensions.go for what is atomic
 	// on Redis Cluster). Peek and Reset ignore it.
 	Subject string
+	// Concurrency makes the bucket a limit on requests in flight: at most
+	// Limit hold a slot at once (concurrency.go). An allowed request takes
+	// one slot, whatever its Cost, and holds it until Release or Period,
+	// the slot's TTL, passes. Burst, Window and MinRemaining do not apply.
+	Concurrency bool
 }
 
 // Window is a quota's calendar window. Every window is in UTC and repeats
@@ -192,7 +197,7 @@ type Decision struct {
 	Bucket int
 	// ShadowDenied has bit i set when shadow bucket Request.Buckets[i]
 	// would have denied.
-	ShadowDenied uint16
+	ShadowDenied uint32
 	// FailOpen is set when Redis failed (or the breaker was open) and the
 	// buckets' failure mode allowed the request.
 	FailOpen bool
@@ -201,6 +206,10 @@ type Decision struct {
 	// Leased is set when a token lease admitted the request (lease.go): its
 	// tokens were charged in Redis by an earlier call.
 	Leased bool
+	// Slots are the in-flight slots an allowed request holds, one per
+	// concurrency bucket that had room; hand them to Release when the work
+	// ends. Zero when the request has none.
+	Slots Slots
 }
 
 // BucketState is one bucket as Peek sees it.
@@ -347,6 +356,9 @@ type Stats struct {
 	// NotReplicated counts durable admissions no replica acknowledged in
 	// time (decided by the failure mode; durable.go).
 	NotReplicated uint64
+	// In-flight slots (concurrency.go): taken by allowed requests, handed
+	// to Release, and Release calls that failed (their slots free at TTL).
+	Slots, Released, ReleaseErrors uint64
 
 	Breaker       BreakerState // the breaker's state now
 	BreakerOpened uint64       // transitions to open (from closed or half-open)
@@ -428,6 +440,7 @@ type Limiter struct {
 type counters struct {
 	calls, allowed, denied, cacheHits, blocked, redisCalls, errors,
 	failOpen, failClosed, skipped, notReplicated atomic.Uint64
+	slots, released, releaseErrors atomic.Uint64
 }
 
 // New returns a Limiter over c, which may be a single node, Sentinel or
@@ -522,6 +535,9 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	}
 	var sub subjects
 	l.digests(&req, &sub)
+	if req.Cost > 0 && hasConcurrency(req.Buckets) {
+		sub.member = slotID()
+	}
 
 	// 1. The deny cache: a request denied until its retry-after is denied
 	// again without a Redis call (denycache.go). A peek (cost 0) is
@@ -576,7 +592,11 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 
 	// 4. The decision, from the limiting bucket; a deny is cached until
 	// its retry-after.
-	return l.decided(r, req, start, ck, useCache), nil
+	d = l.decided(r, req, start, ck, useCache)
+	if sub.member != "" {
+		l.holding(ctx, &d, &sub, req.Buckets)
+	}
+	return d, nil
 }
 
 // decided turns a script reply into Allow's decision, caching a deny.
@@ -600,7 +620,9 @@ func (l *Limiter) decided(r reply, req Request, start int64, ck denyKey, useCach
 		return d
 	}
 	d.RetryAfter = ms(r.retry)
-	if useCache {
+	// A request held back by requests in flight is asked again: a slot
+	// frees when any holder finishes, which no clock says.
+	if useCache && !b.Concurrency {
 		l.cache.add(ck, d, start, l.cacheUntil(start, d.RetryAfter))
 	}
 	return d
@@ -724,6 +746,9 @@ func (l *Limiter) Stats() Stats {
 		FailClosed:    l.st.failClosed.Load(),
 		Skipped:       l.st.skipped.Load(),
 		NotReplicated: l.st.notReplicated.Load(),
+		Slots:         l.st.slots.Load(),
+		Released:      l.st.released.Load(),
+		ReleaseErrors: l.st.releaseErrors.Load(),
 		Breaker:       l.breaker.state(),
 		BreakerOpened: l.breaker.opened.Load(),
 		BreakerClosed: l.breaker.closed.Load(),
@@ -753,9 +778,11 @@ func validate(bs []Bucket, cost int64, horizon bool) error {
 			return fmt.Errorf("%w: bucket %q: min remaining %d < 0", ErrInvalidRequest, b.ID, b.MinRemaining)
 		case b.Window > Yearly:
 			return fmt.Errorf("%w: bucket %q: unknown window %d", ErrInvalidRequest, b.ID, b.Window)
+		case b.Concurrency && (b.Window != NoWindow || b.Global != ""):
+			return fmt.Errorf("%w: bucket %q: a concurrency bucket has no window and is not global", ErrInvalidRequest, b.ID)
 		case b.Window != NoWindow && !b.Anchor.IsZero() && (b.Anchor.Before(minAnchor) || !b.Anchor.Before(maxAnchor)):
 			return fmt.Errorf("%w: bucket %q: anchor %v outside 1970..2100", ErrInvalidRequest, b.ID, b.Anchor)
-		case horizon && b.Window == NoWindow && !withinHorizon(b):
+		case horizon && b.Window == NoWindow && !b.Concurrency && !withinHorizon(b):
 			return fmt.Errorf("%w: bucket %q: burst %d at %d per %v takes longer than MaxHorizon (%v) to refill",
 				ErrInvalidRequest, b.ID, b.capacity(), b.Limit, b.Period, MaxHorizon)
 		}

@@ -33,7 +33,7 @@ func denied(bucket int, limit, remaining int64, reset, retry time.Duration) Deci
 	return Decision{Bucket: bucket, Limit: limit, Remaining: remaining, Reset: reset, RetryAfter: retry}
 }
 
-func shadow(d Decision, mask uint16) Decision { d.ShadowDenied = mask; return d }
+func shadow(d Decision, mask uint32) Decision { d.ShadowDenied = mask; return d }
 
 // durationsWithin compares durations with a tolerance: a scenario's clock is
 // Redis TIME, which keeps moving between steps.

@@ -746,7 +746,7 @@ type model struct {
 	allowed bool
 	lim     int   // limiting bucket, 0-based
 	wait    int64 // ms; -1 never
-	mask    uint16
+	mask    uint32
 	at, h   [limiter.MaxBuckets]float64 // full-again time (µs) and tokens, after the call
 	t       [limiter.MaxBuckets]float64 // µs per token; 0 blocked
 	burst   [limiter.MaxBuckets]float64 // capacity

@@ -22,9 +22,12 @@ func BucketFor(e *rules.Effective) Bucket {
 	if e.Blocked() {
 		b.Until = e.Expires
 	}
-	if e.Kind == rules.Quota {
+	switch e.Kind {
+	case rules.Quota:
 		b.Window = windowOf(rules.Period(e.Period))
 		b.Anchor = e.Anchor
+	case rules.Concurrency:
+		b.Concurrency = true
 	}
 	return b
 }

@@ -113,7 +113,7 @@ func scriptFor(cost int64, bs []Bucket) *redis.Script {
 func chargeFor(bs []Bucket) *redis.Script {
 	if len(bs) == 1 {
 		b := bs[0]
-		if b.Window == NoWindow && !b.Shadow && b.MinRemaining == 0 && b.Limit > 0 && !b.Durable {
+		if b.Window == NoWindow && !b.Shadow && b.MinRemaining == 0 && b.Limit > 0 && !b.Durable && !b.Concurrency {
 			return chargeOneScript
 		}
 	}
@@ -142,7 +142,7 @@ type reply struct {
 	remaining int64 // tokens
 	reset     int64 // ms
 	retry     int64 // ms; -1 = never
-	mask      uint16
+	mask      uint32
 }
 
 // errBadReply wraps a script reply the Limiter cannot parse.
@@ -184,7 +184,7 @@ func parseReply(rd *replyReader, n int) (reply, error) {
 	r.remaining = rd.next()
 	r.reset = rd.next()
 	r.retry = rd.next()
-	r.mask = uint16(rd.next())
+	r.mask = uint32(rd.next())
 	if rd.err != nil {
 		return reply{}, rd.err
 	}
@@ -270,7 +270,7 @@ func (c *call) build(prefix string, sub *subjects, amount int64, bs []Bucket) {
 		c.keyEnd[i] = len(buf)
 	}
 	keysEnd := len(buf)
-	buf, c.ends = appendArgs(buf, c.ends[:0], amount, bs)
+	buf, c.ends = appendArgs(buf, c.ends[:0], amount, bs, sub.member)
 	c.buf = buf
 
 	s := string(buf[:keysEnd])
@@ -290,26 +290,37 @@ func (c *call) build(prefix string, sub *subjects, amount int64, bs []Bucket) {
 }
 
 // appendArgs appends the scripts' ARGV (bucket.lua) to dst, each followed
-// by its end offset in ends.
-func appendArgs(dst []byte, ends []int, amount int64, bs []Bucket) ([]byte, []int) {
+// by its end offset in ends; member is the request's slot id in its
+// concurrency buckets (empty: none is taken).
+func appendArgs(dst []byte, ends []int, amount int64, bs []Bucket, member string) ([]byte, []int) {
 	dst = strconv.AppendInt(dst, amount, 10)
 	ends = append(ends, len(dst))
 	for _, b := range bs {
 		dst = strconv.AppendInt(dst, b.Limit, 10)
 		ends = append(ends, len(dst))
-		if b.Window != NoWindow {
+		switch {
+		case b.Concurrency:
+			// A concurrency bucket's period is "c", its burst the TTL.
+			dst = append(dst, 'c')
+			ends = append(ends, len(dst))
+			dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
+		case b.Window != NoWindow:
 			// A quota's period is its window's letter, its burst its
 			// anchor.
 			dst = append(dst, windowUnits[b.Window])
 			ends = append(ends, len(dst))
 			dst = strconv.AppendInt(dst, anchorMicros(b), 10)
-		} else {
+		default:
 			dst = strconv.AppendInt(dst, periodMicros(b.Period), 10)
 			ends = append(ends, len(dst))
 			dst = strconv.AppendInt(dst, b.capacity(), 10)
 		}
 		ends = append(ends, len(dst))
 		dst = appendFlags(dst, b)
+		if b.Concurrency && member != "" {
+			dst = append(dst, ' ')
+			dst = append(dst, member...)
+		}
 		ends = append(ends, len(dst))
 	}
 	return dst, ends
@@ -320,6 +331,11 @@ func appendArgs(dst []byte, ends []int, amount int64, bs []Bucket) ([]byte, []in
 // rule whose window changes counts in a fresh key (bucket.lua, "Quotas").
 func appendKeyID(dst []byte, b Bucket) []byte {
 	dst = append(dst, b.ID...)
+	if b.Concurrency {
+		// A sorted set: its own key, so a rule whose kind changes never
+		// reads another kind's value.
+		return append(dst, ':', 'c')
+	}
 	if b.Window == NoWindow {
 		return dst
 	}

@@ -47,7 +47,7 @@ end
 local out, sets = 'u ' .. dup, {}
 for i = 1, n do
 	local at, h, T = st[4 * i - 3], st[4 * i - 2], st[4 * i - 1]
-	if T < 0 then
+	if T == -1 then
 		local limit = tonumber(ARGV[4 * i - 2])
 		if dup == 0 and cost ~= 0 then
 			local used = limit - h + cost

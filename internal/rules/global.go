@@ -44,6 +44,10 @@ func globalProblems(v *validator, mode Mode, minRemaining *int64, durable bool, 
 	if durable {
 		v.add("global", "cannot be combined with durable: the ledger's write is already replicated")
 	}
+	if kind == Concurrency {
+		v.add("global", "cannot be combined with kind concurrency: requests in flight are counted in each Region's Redis, where they are released")
+		return
+	}
 	if kind != Quota && period != 0 && period < MinGlobalPeriod {
 		v.add("period", "must be at least 1m for a global rate rule")
 	}

@@ -35,7 +35,7 @@ func TestQuotaValidate(t *testing.T) {
 		{"quota of 1h", func(r *Rule) { r.Period = Period(time.Hour) }, []fe{{"period", `a quota's period must be "1d", "1w", "1mo" or "1y"`}}},
 		{"quota of 2d", func(r *Rule) { r.Period = Period(2 * Day) }, []fe{{"period", `a quota's period must be "1d", "1w", "1mo" or "1y"`}}},
 		{"rate of 1mo", func(r *Rule) { r.Kind, r.Anchor = Rate, "" }, []fe{{"period", `"1mo" is a calendar month, for quotas only: use "30d" or "4w" for a rate`}}},
-		{"unknown kind", func(r *Rule) { r.Kind = "bucket" }, []fe{{"kind", `must be "rate" or "quota"`}}},
+		{"unknown kind", func(r *Rule) { r.Kind = "bucket" }, []fe{{"kind", `must be "rate", "quota" or "concurrency"`}}},
 		{"quota with a burst", func(r *Rule) { r.Burst = new(int64(200_000)) }, []fe{{"burst", "must be empty for a quota: its limit is the window's capacity"}}},
 		{"anchor not RFC 3339", func(r *Rule) { r.Anchor = "2026-01-31" }, []fe{{"anchor", `must be an RFC 3339 time such as "2026-01-31T00:00:00Z"`}}},
 		{"anchor fraction", func(r *Rule) { r.Anchor = "2026-01-31T00:00:00.5Z" }, []fe{{"anchor", "must be a whole second"}}},
@@ -88,7 +88,7 @@ func TestQuotaPlans(t *testing.T) {
 		{"hourly quota plan", Plan{Name: "q", Kind: Quota, Limit: 1, Period: Period(time.Hour)}, []fe{{"period", `a quota's period must be "1d", "1w", "1mo" or "1y"`}}},
 		{"quota plan with a burst", Plan{Name: "q", Kind: Quota, Limit: 1, Period: Period(Day), Burst: new(int64(2))}, []fe{{"burst", "must be empty for a quota: its limit is the window's capacity"}}},
 		{"monthly rate plan", Plan{Name: "q", Limit: 1, Period: Month}, []fe{{"period", `"1mo" is a calendar month, for quotas only: use "30d" or "4w" for a rate`}}},
-		{"unknown kind", Plan{Name: "q", Kind: "x", Limit: 1, Period: Period(Day)}, []fe{{"kind", `must be "rate" or "quota"`}}},
+		{"unknown kind", Plan{Name: "q", Kind: "x", Limit: 1, Period: Period(Day)}, []fe{{"kind", `must be "rate", "quota" or "concurrency"`}}},
 	} {
 		var ve *ValidationError
 		if err := tt.p.Validate(); !errors.As(err, &ve) || !cmp.Equal(tt.want, ve.Fields) {

@@ -47,7 +47,18 @@ const (
 	// or year (Period 1d, 1w, 1mo or 1y), aligned to UTC or to Anchor, and
 	// resets at the window's end.
 	Quota Kind = "quota"
+	// Concurrency bounds requests in flight: at most Limit at once per
+	// subject. Each admitted request holds a slot until it is released or
+	// its Period, the slot's lease TTL (1 s to MaxLeaseTTL), ends, so a
+	// holder that crashes frees its slot by itself. Where nothing releases
+	// (an API Gateway authorizer sees no response) a slot is held for the
+	// whole TTL: at most Limit requests start per TTL (docs/concurrency.md).
+	Concurrency Kind = "concurrency"
 )
+
+// MaxLeaseTTL is the longest a concurrency rule's slot may be held
+// unreleased: its Period.
+const MaxLeaseTTL = Period(24 * time.Hour)
 
 // Rule is one rate limit or quota on one scope (API, route, subject).
 // A rate rule and a quota rule may claim the same scope: a scope is (api,

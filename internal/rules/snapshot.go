@@ -128,6 +128,10 @@ type Match struct {
 	// when none applies. They stack on the rate rules: the request is
 	// charged against all four.
 	APIQuota, RouteQuota *Effective
+	// APIConcurrency and RouteConcurrency are the concurrency rules of the
+	// two scopes; nil when none applies. The request holds a slot of each
+	// (not its cost), decided with the others all or nothing.
+	APIConcurrency, RouteConcurrency *Effective
 	// Default is set when no rate rule matched in either scope and the
 	// configured default (in API) applies; quotas stack on it. With no
 	// default configured and no rule, Match is empty and the request is
@@ -154,13 +158,17 @@ func (m Match) Cost() int64 {
 
 // Any reports whether a rule (or the default) applies.
 func (m Match) Any() bool {
-	return m.API != nil || m.Route != nil || m.APIQuota != nil || m.RouteQuota != nil
+	return m.API != nil || m.Route != nil || m.APIQuota != nil || m.RouteQuota != nil ||
+		m.APIConcurrency != nil || m.RouteConcurrency != nil
 }
 
+// MatchRules is the most rules one Match holds: three kinds in two scopes.
+const MatchRules = 6
+
 // All returns the rules of m, rate rules first: API, Route, APIQuota,
-// RouteQuota, nil where absent.
-func (m Match) All() [4]*Effective {
-	return [4]*Effective{m.API, m.Route, m.APIQuota, m.RouteQuota}
+// RouteQuota, APIConcurrency, RouteConcurrency, nil where absent.
+func (m Match) All() [MatchRules]*Effective {
+	return [MatchRules]*Effective{m.API, m.Route, m.APIQuota, m.RouteQuota, m.APIConcurrency, m.RouteConcurrency}
 }
 
 // SnapshotOptions configure NewSnapshot.
@@ -220,9 +228,9 @@ func (g *group) add(e *Effective) {
 // allocate. A Snapshot is safe for concurrent use; replace it as a whole
 // (atomic.Pointer) to change the rules.
 type Snapshot struct {
-	// The rate rules' index and the quota rules'.
+	// The rate rules' index, the quota rules' and the concurrency rules'.
 	index
-	quota index
+	quota, conc index
 
 	rules   []Effective // sorted by ID; the maps point into it
 	plans   []Plan      // valid plans, sorted by name
@@ -276,6 +284,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 	s := &Snapshot{
 		index:       newIndex(),
 		quota:       newIndex(),
+		conc:        newIndex(),
 		routesByAPI: make(map[string][]routeKey),
 	}
 
@@ -347,8 +356,11 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 		k := keyOf(e)
 		apis[e.API] = true
 		ix := &s.index
-		if e.Kind == Quota {
+		switch e.Kind {
+		case Quota:
 			ix = &s.quota
+		case Concurrency:
+			ix = &s.conc
 		}
 		if e.Route == Wildcard {
 			g := ix.apiScope[e.API]
@@ -564,6 +576,12 @@ func (s *Snapshot) MatchAt(api, method, resource, subject string, now time.Time)
 	if len(s.quota.routeScope) > 0 {
 		m.RouteQuota = s.quota.matchRoute(api, method, resource, subject, now)
 	}
+	if len(s.conc.apiScope) > 0 {
+		m.APIConcurrency = s.conc.matchAPI(api, subject, now)
+	}
+	if len(s.conc.routeScope) > 0 {
+		m.RouteConcurrency = s.conc.matchRoute(api, method, resource, subject, now)
+	}
 	if m.API == nil && m.Route == nil && s.def != nil {
 		m.API, m.Default = s.def, true
 	}
@@ -722,6 +740,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 			apiRule := s.matchAPI(a, subject, now)
 			add(apiRule)
 			add(s.quota.matchAPI(a, subject, now))
+			add(s.conc.matchAPI(a, subject, now))
 			useDefault = useDefault || apiRule == nil
 			if route == Wildcard {
 				continue
@@ -730,6 +749,7 @@ func (s *Snapshot) ForSubject(subject, api, route string) []*Effective {
 				for _, rk := range list {
 					add(s.matchRoute(a, rk.method, rk.resource, subject, now))
 					add(s.quota.matchRoute(a, rk.method, rk.resource, subject, now))
+					add(s.conc.matchRoute(a, rk.method, rk.resource, subject, now))
 				}
 			}
 		default:

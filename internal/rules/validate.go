@@ -198,6 +198,8 @@ func (r Rule) Validate() error {
 		}
 		if quota && r.Burst != nil {
 			v.add("burst", "must be empty for a quota: its limit is the window's capacity")
+		} else if r.Kind == Concurrency && r.Burst != nil {
+			v.add("burst", burstConcurrency)
 		} else if r.Burst != nil {
 			if p := burstProblem(*r.Burst, r.Limit); p != "" {
 				v.add("burst", p)
@@ -208,7 +210,9 @@ func (r Rule) Validate() error {
 		}
 	}
 	cost := int64(1)
-	if r.Cost != nil {
+	if r.Kind == Concurrency {
+		concurrencyProblems(&v, r.Cost, r.MinRemaining)
+	} else if r.Cost != nil {
 		cost = *r.Cost
 		if p := costProblem(*r.Cost, burst); p != "" {
 			v.add("cost", p)
@@ -216,7 +220,7 @@ func (r Rule) Validate() error {
 			v.check("cost", horizonProblem(*r.Cost, *r.Limit, r.Period, costHorizon))
 		}
 	}
-	if r.MinRemaining != nil {
+	if r.MinRemaining != nil && r.Kind != Concurrency {
 		v.check("min_remaining", minRemainingProblem(*r.MinRemaining, cost, burst, ""))
 	}
 	if r.Anchor != "" && !quota && kindProblem(r.Kind) == "" {
@@ -311,6 +315,8 @@ func (p Plan) Validate() error {
 	}
 	if p.Burst != nil && p.Kind == Quota {
 		v.add("burst", "must be empty for a quota: its limit is the window's capacity")
+	} else if p.Burst != nil && p.Kind == Concurrency {
+		v.add("burst", burstConcurrency)
 	} else if p.Burst != nil {
 		if reason := burstProblem(*p.Burst, &p.Limit); reason != "" {
 			v.add("burst", reason)
@@ -350,7 +356,7 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 		v.add("kind", "must be the kind ("+string(normalizeKind(p.Kind))+") of plan "+strconv.Quote(p.Name))
 		return v.err()
 	}
-	if r.MinRemaining != nil && p.Limit > 0 {
+	if r.MinRemaining != nil && p.Limit > 0 && normalizeKind(p.Kind) != Concurrency {
 		v.check("min_remaining", minRemainingProblem(*r.MinRemaining, cost, burst, " of plan "+strconv.Quote(p.Name)))
 	}
 	if p.Global && !r.Global {
@@ -359,7 +365,7 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 		globalProblems(&v, r.Mode, r.MinRemaining, r.Durable, p.Kind, p.Period)
 	}
 	switch {
-	case p.Limit <= 0 || p.Period <= 0:
+	case p.Limit <= 0 || p.Period <= 0 || normalizeKind(p.Kind) == Concurrency:
 	case normalizeKind(p.Kind) == Quota:
 		if cost > burst {
 			v.add("cost", "must be at most the limit ("+strconv.FormatInt(burst, 10)+") of plan "+strconv.Quote(p.Name)+", or no request could pass")
@@ -372,6 +378,21 @@ func (r Rule) ValidateWithPlan(p Plan) error {
 		v.check("cost", horizonProblem(cost, p.Limit, p.Period, costHorizon))
 	}
 	return v.err()
+}
+
+// burstConcurrency is why a concurrency rule or plan has no burst.
+const burstConcurrency = "must be empty for a concurrency rule: its limit is the requests in flight at once"
+
+// concurrencyProblems reports what a concurrency rule cannot carry: a
+// cost (every request holds one slot, whatever it costs the rates) and
+// an admission floor.
+func concurrencyProblems(v *validator, cost, minRemaining *int64) {
+	if cost != nil && *cost != 1 {
+		v.add("cost", "must be empty for a concurrency rule: every request holds one slot")
+	}
+	if minRemaining != nil && *minRemaining != 0 {
+		v.add("min_remaining", "must be empty for a concurrency rule")
+	}
 }
 
 // BrokenRule is a rule that a plan's new numbers would break, and why.
@@ -693,10 +714,10 @@ func costProblem(cost, burst int64) string {
 
 func kindProblem(k Kind) string {
 	switch k {
-	case "", Rate, Quota:
+	case "", Rate, Quota, Concurrency:
 		return ""
 	}
-	return `must be "rate" or "quota"`
+	return `must be "rate", "quota" or "concurrency"`
 }
 
 // kindPeriodProblem checks a valid period against the kind: a quota's is a
@@ -707,6 +728,8 @@ func kindPeriodProblem(k Kind, p Period) string {
 		return "" // reported on kind
 	case k == Quota && !p.Calendar():
 		return `a quota's period must be "1d", "1w", "1mo" or "1y"`
+	case k == Concurrency && p > MaxLeaseTTL:
+		return `a concurrency rule's period is its slots' lease TTL: at most "1d"`
 	case k != Quota && p == Month:
 		return `"1mo" is a calendar month, for quotas only: use "30d" or "4w" for a rate`
 	}

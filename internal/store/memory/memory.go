@@ -544,7 +544,7 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("mode", "out of range")
 	case len(r.Description) > rules.MaxDescriptionLen:
 		return input.FieldError("description", "out of range")
-	case r.Kind != rules.Rate && r.Kind != rules.Quota:
+	case r.Kind != rules.Rate && r.Kind != rules.Quota && r.Kind != rules.Concurrency:
 		return input.FieldError("kind", "out of range")
 	case r.Anchor != "" && (r.Kind != rules.Quota || !validAnchor(r)):
 		return input.FieldError("anchor", "out of range")
@@ -552,6 +552,10 @@ func checkRule(r rules.Rule) error {
 		return input.FieldError("min_remaining", "out of range")
 	case r.Kind == rules.Quota && r.Plan == "" && (!r.Period.Calendar() || r.Burst != nil):
 		return input.FieldError("period", "out of range")
+	case r.Kind == rules.Concurrency && r.Plan == "" && (r.Period > rules.MaxLeaseTTL || r.Burst != nil):
+		return input.FieldError("period", "out of range")
+	case r.Kind == rules.Concurrency && r.Global:
+		return input.FieldError("global", "cannot be combined with kind concurrency")
 	case r.Dimension != "" && !rules.ValidDimension(r.Dimension):
 		return input.FieldError("dimension", "out of range")
 	case r.Set != "" && !planName.MatchString(r.Set):
@@ -588,10 +592,14 @@ func checkPlan(p rules.Plan) error {
 		return input.FieldError("burst", "out of range")
 	case len(p.Description) > rules.MaxDescriptionLen:
 		return input.FieldError("description", "out of range")
-	case p.Kind != rules.Rate && p.Kind != rules.Quota:
+	case p.Kind != rules.Rate && p.Kind != rules.Quota && p.Kind != rules.Concurrency:
 		return input.FieldError("kind", "out of range")
 	case p.Kind == rules.Quota && (!p.Period.Calendar() || p.Burst != nil):
 		return input.FieldError("period", "out of range")
+	case p.Kind == rules.Concurrency && (p.Period > rules.MaxLeaseTTL || p.Burst != nil):
+		return input.FieldError("period", "out of range")
+	case p.Kind == rules.Concurrency && p.Global:
+		return input.FieldError("global", "cannot be combined with kind concurrency")
 	case p.Set != "" && !planName.MatchString(p.Set):
 		return input.FieldError("set", "out of range")
 	case p.Global && p.Kind != rules.Quota && p.Period < rules.MinGlobalPeriod:

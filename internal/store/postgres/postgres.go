@@ -838,7 +838,10 @@ func checkError(constraint, tablePrefix string) error {
 	field := strings.TrimSuffix(strings.TrimPrefix(constraint, tablePrefix), "_check")
 	reason := "out of range"
 	if field == "period_kind" {
-		field, reason = "period", `a quota's period must be "1d", "1w", "1mo" or "1y", and it has no burst`
+		field, reason = "period", `a quota's period must be "1d", "1w", "1mo" or "1y", a concurrency rule's at most "1d", and neither has a burst`
+	}
+	if field == "global_kind" {
+		field, reason = "global", "cannot be combined with kind concurrency"
 	}
 	if field == "plan" {
 		reason = "a rule names a plan or carries limit and period, not both"

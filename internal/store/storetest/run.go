@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RuleScopeConflict", testRuleScopeConflict},
 		{"QuotaScopes", testQuotaScopes},
 		{"QuotaPlans", testQuotaPlans},
+		{"ConcurrencyScopes", testConcurrencyScopes},
 		{"RuleDimension", testRuleDimension},
 		{"Global", testGlobal},
 		{"RuleStale", testRuleStale},
@@ -492,6 +493,35 @@ func testQuotaScopes(t *testing.T, s store.Store) {
 	}
 }
 
+// testConcurrencyScopes: a concurrency rule stacks on the rate and quota
+// rules of its scope, keeps its kind and TTL, and may name a concurrency
+// plan.
+func testConcurrencyScopes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreateRule(t, s, inline("api", "POST /exports", "*", 10, time.Second))
+	c := inline("api", "POST /exports", "*", 5, 15*time.Minute)
+	c.Kind = rules.Concurrency
+	got := mustCreateRule(t, s, c)
+	if got.Kind != rules.Concurrency || got.Period != rules.Period(15*time.Minute) || *got.Limit != 5 {
+		t.Errorf("CreateRule(concurrency) = %+v", got)
+	}
+	if _, err := s.CreateRule(ctx, c, actor); !errors.Is(err, rules.ErrConflict) {
+		t.Errorf("a second concurrency rule on the scope: %v, want ErrConflict", err)
+	}
+	mustCreatePlan(t, s, rules.Plan{Name: "exports", Kind: rules.Concurrency, Limit: 3, Period: rules.Period(time.Hour)})
+	onPlan := rules.Rule{API: "api", Route: "*", Subject: "acme", Kind: rules.Concurrency, Plan: "exports"}
+	if r := mustCreateRule(t, s, onPlan); r.Kind != rules.Concurrency || r.Plan != "exports" {
+		t.Errorf("CreateRule(on a concurrency plan) = %+v", r)
+	}
+	onPlan.Subject, onPlan.Kind = "other", rules.Rate
+	if _, err := s.CreateRule(ctx, onPlan, actor); fieldOf(err) != "kind" {
+		t.Errorf("a rate rule naming a concurrency plan: %v, want a ValidationError on kind", err)
+	}
+	if rs, _, err := loadAll(ctx, s); err != nil || len(rs) != 3 {
+		t.Errorf("LoadAll() = %d rules, %v; want 3", len(rs), err)
+	}
+}
+
 // testQuotaPlans: a plan may be a quota; a rule naming it must be one; a
 // plan cannot change kind under its rules.
 func testQuotaPlans(t *testing.T, s store.Store) {
@@ -685,6 +715,9 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 			r.Global, r.Kind, r.Period, r.Durable = true, rules.Quota, rules.Period(rules.Day), true
 		}, "global"},
 		{"global rate of 1s", func(r *rules.Rule) { r.Global, r.Period = true, rules.Period(time.Second) }, "period"},
+		{"concurrency with a burst", func(r *rules.Rule) { r.Kind, r.Burst = rules.Concurrency, new(int64(20)) }, "period"},
+		{"concurrency TTL of 2d", func(r *rules.Rule) { r.Kind, r.Period = rules.Concurrency, rules.Period(2*rules.Day) }, "period"},
+		{"global concurrency", func(r *rules.Rule) { r.Kind, r.Global = rules.Concurrency, true }, "global"},
 	}
 	for _, tc := range tests {
 		r := base

@@ -1,0 +1,161 @@
+package limiter
+
+import (
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A concurrency bucket (Bucket.Concurrency) limits requests in flight: the
+// script checks it with the request's other buckets, all or nothing, and an
+// allowed request takes one of its Limit slots (bucket.lua, "In flight").
+// The slot is named by an id this Limiter draws per request, so a call
+// go-redis sends again after a lost reply finds its own slot rather than
+// taking a second. Release frees the slots; a slot never released frees
+// itself when its TTL (the bucket's Period) ends, so a crash costs
+// under-admission for at most the TTL, never over-admission.
+
+// Slots are the in-flight slots one allowed request holds: one per
+// concurrency bucket that had room (a shadow bucket without room gives
+// none). The zero value holds none. (A pointer inside keeps Decision
+// comparable.)
+type Slots struct{ h *slotSet }
+
+type slotSet struct {
+	member string
+	keys   []string
+}
+
+// Held reports whether s holds a slot.
+func (s Slots) Held() bool { return s.h != nil && len(s.h.keys) > 0 }
+
+// Equal reports whether s and o are the same slots (go-cmp uses it).
+func (s Slots) Equal(o Slots) bool { return s.h == o.h }
+
+// Count is the number of slots s holds.
+func (s Slots) Count() int {
+	if s.h == nil {
+		return 0
+	}
+	return len(s.h.keys)
+}
+
+// slotID draws a request's slot id: 128 random bits, as 32 hex digits.
+// math/rand/v2's global source is a per-goroutine ChaCha8 stream seeded from
+// the OS: unpredictable enough that no caller can guess another's slot, and
+// free of locks and system calls.
+func slotID() string {
+	var b [16]byte
+	for i := range 2 {
+		v := rand.Uint64()
+		for j := range 8 {
+			b[8*i+j] = byte(v >> (8 * j))
+		}
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// hasConcurrency reports whether bs holds a concurrency bucket.
+func hasConcurrency(bs []Bucket) bool {
+	for i := range bs {
+		if bs[i].Concurrency {
+			return true
+		}
+	}
+	return false
+}
+
+// holding fills d.Slots with the keys of the concurrency buckets an
+// allowed request took a slot in. A denied request holds none; on Redis
+// Cluster, where a request spanning subjects is charged subject by subject
+// (dimensions.go), an earlier subject's slots are freed at once.
+func (l *Limiter) holding(ctx context.Context, d *Decision, sub *subjects, bs []Bucket) {
+	c := buildCalls.Get().(*call)
+	defer buildCalls.Put(c)
+	c.build(l.prefix, sub, 0, bs)
+	var keys []string
+	for i := range bs {
+		if !bs[i].Concurrency || d.Allowed && d.ShadowDenied&(1<<i) != 0 {
+			continue
+		}
+		keys = append(keys, c.keys[i])
+	}
+	if len(keys) == 0 {
+		return
+	}
+	s := Slots{&slotSet{member: sub.member, keys: keys}}
+	if d.Allowed {
+		d.Slots = s
+		l.st.slots.Add(uint64(len(keys)))
+		return
+	}
+	if l.cluster && sub.many {
+		_ = l.release(ctx, s)
+	}
+}
+
+// Release frees the in-flight slots of an allowed request: call it when
+// the request's work ends (the middleware does, panics included). It is
+// idempotent, and a slot its TTL already freed is left alone. On an error
+// the slots free themselves at their TTL.
+func (l *Limiter) Release(ctx context.Context, s Slots) error {
+	if !s.Held() {
+		return nil
+	}
+	l.st.released.Add(uint64(len(s.h.keys)))
+	if err := l.release(ctx, s); err != nil {
+		l.st.releaseErrors.Add(1)
+		return err
+	}
+	return nil
+}
+
+// release sends one ZREM per slot, pipelined (the keys may live in
+// different cluster slots), within the Limiter's timeout.
+func (l *Limiter) release(ctx context.Context, s Slots) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	p := l.rdb.Pipeline()
+	for _, k := range s.h.keys {
+		p.ZRem(ctx, k, s.h.member)
+	}
+	_, err := p.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("limiter: release %d slots: %w", len(s.h.keys), err)
+	}
+	return nil
+}
+
+// errNoSlots is what InFlight reports for a bucket that is no concurrency
+// bucket.
+var errNoSlots = errors.New("not a concurrency bucket")
+
+//go:embed inflight.lua
+var inflightLua string
+
+// inflightScript counts a concurrency bucket's live slots by Redis TIME.
+var inflightScript = redis.NewScript(inflightLua)
+
+// InFlight returns the slots of concurrency bucket b that subject holds now
+// (expired ones not counted): what the subject view and the checker read.
+// It may exceed b.Limit after the limit was lowered.
+func (l *Limiter) InFlight(ctx context.Context, subject string, b Bucket) (int64, error) {
+	if !b.Concurrency {
+		return 0, fmt.Errorf("%w: bucket %q: %w", ErrInvalidRequest, b.ID, errNoSlots)
+	}
+	c := buildCalls.Get().(*call)
+	defer buildCalls.Put(c)
+	c.build(l.prefix, &subjects{id: l.hash.digest(subject)}, 0, []Bucket{b})
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	n, err := inflightScript.Run(ctx, l.rdb, c.keys[:1]).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("limiter: in flight of subject %s: %w", l.SubjectHash(subject), err)
+	}
+	return n, nil
+}
