@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -374,4 +375,21 @@ func matchFilter(pattern, event string) (bool, error) {
 		err = fmt.Errorf("JSON pattern %q: left over %q", pattern, ts)
 	}
 	return b, err
+}
+
+// TestAlarmsDocumented: docs/deploy.md's alarm table names every alarm
+// the production stack makes, so a new one gets its row.
+func TestAlarmsDocumented(t *testing.T) {
+	_, js := synth(t, full)
+	doc, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "### Alarms")
+	table, _, _ = strings.Cut(table, "\n### ")
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		if id := strings.TrimRight(r.ID, "0123456789ABCDEF"); !strings.Contains(table, "`"+id+"`") {
+			t.Errorf("docs/deploy.md's alarm table has no row for %s", id)
+		}
+	}
 }
