@@ -201,15 +201,30 @@ func costOf(js map[string]any, p prices) *estimate {
 			}
 		case "AWS::DynamoDB::GlobalTable":
 			// On demand: nothing at idle; each ledger write is billed in
-			// every replica's Region.
-			replicas := len(list(ps["Replicas"]))
-			w := p.price("assume:ledger-writes-per-decision", e.missing)
-			e.perMill = append(e.perMill, costLine{fmt.Sprintf("ledger writes (%v a decision × %d replicas)", w, replicas),
-				w * float64(replicas) * p.price(typ+":million-wru", e.missing)})
+			// every replica's Region, and so is each delete of an ended
+			// window's item: at most one a write that made it.
+			replicas := float64(len(list(ps["Replicas"])))
+			w, wru := p.price("assume:ledger-writes-per-decision", e.missing), p.price(typ+":million-wru", e.missing)
+			e.perMill = append(e.perMill,
+				costLine{fmt.Sprintf("ledger writes (%v a decision × %v replicas)", w, replicas), w * replicas * wru},
+				costLine{fmt.Sprintf("ledger deletes of ended windows (at most %v a decision × %v replicas)", w, replicas), w * replicas * wru})
+			// Each Region's sweep scans the whole table every hour
+			// (eventually consistent: half a read unit per 4 KB, half a
+			// unit at least), and each replica stores every item.
+			items, size := p.price("assume:ledger-items", e.missing), p.price("assume:ledger-item-bytes", e.missing)
+			scan := math.Max(1, math.Ceil(items*size/4096)) / 2
+			e.busy = append(e.busy,
+				costLine{fmt.Sprintf("ledger sweep (an hourly scan of %.0f items in each of %v Regions)", items, replicas),
+					replicas * hoursPerMonth * scan / 1e6 * p.price(typ+":million-rru", e.missing)},
+				costLine{fmt.Sprintf("ledger storage (%.0f items of %.0f bytes × %v replicas)", items, size, replicas),
+					replicas * items * size / 1e9 * p.price(typ+":gb-month", e.missing)})
 		case "AWS::EC2::NatGateway", "AWS::EC2::EIP":
 			add(id, p.price(typ+":hour", e.missing)*hoursPerMonth)
 		case "AWS::SecretsManager::Secret":
 			add("secret "+id, p.price(typ+":month", e.missing))
+			if n := len(list(ps["ReplicaRegions"])); n > 0 {
+				add(fmt.Sprintf("secret %s: %d replicas", id, n), float64(n)*p.price(typ+":replica-month", e.missing))
+			}
 		case "AWS::CloudWatch::Alarm":
 			metrics := 1
 			if ms := list(ps["Metrics"]); ms != nil {
@@ -321,7 +336,7 @@ func TestCostModel(t *testing.T) {
 			missing[k] = true
 		}
 		if i == 0 {
-			fmt.Fprintf(&model, "| global, each of %d Regions | %.2f | %.2f | %.3f | — |\n", len(globals), e.idleTotal(), e.busyTotal(), e.perMillTotal())
+			fmt.Fprintf(&model, "| global, first of %d Regions | %.2f | %.2f | %.3f | — |\n", len(globals), e.idleTotal(), e.busyTotal(), e.perMillTotal())
 		}
 	}
 	fmt.Fprintf(&model, "| WAF rate-based rule | %.2f | 0.00 | %.3f | — |\n", wafMonth, wafPerMill)
@@ -530,5 +545,38 @@ func TestReservedConcurrencyFitsNewAccount(t *testing.T) {
 	}
 	if !sawSmall {
 		t.Error("the small variant asks for reservations: nothing checks the small profile's defaults")
+	}
+}
+
+// TestCostModelGlobal: a family's first stack pays for the whole ledger,
+// in every replica (writes, deletes of ended windows, each Region's
+// hourly sweep, storage) and for the subject key's replicas, one a
+// further Region; the other stacks for none of it.
+func TestCostModelGlobal(t *testing.T) {
+	p := readPrices(t)
+	_, globals := synthGlobal(t)
+	for i, js := range globals {
+		e := costOf(js, p)
+		got := map[string]float64{}
+		for _, l := range slices.Concat(e.idle, e.busy, e.perMill) {
+			for _, prefix := range []string{"ledger writes", "ledger deletes", "ledger sweep", "ledger storage"} {
+				if strings.HasPrefix(l.what, prefix) {
+					got[prefix] += l.usd
+				}
+			}
+			if strings.HasPrefix(l.what, "secret SubjectHmacKey") && strings.HasSuffix(l.what, "replicas") {
+				got["key replicas"] += l.usd
+			}
+		}
+		want := 5
+		if i > 0 {
+			want = 0
+		}
+		if len(got) != want {
+			t.Errorf("stack %d: ledger and key replica lines %v, want %d", i, got, want)
+		}
+		if i == 0 && got["key replicas"] != 2*p.price("AWS::SecretsManager::Secret:replica-month", map[string]bool{}) {
+			t.Errorf("stack 0: the subject key's replicas cost %.2f, want 2 × the replica-month", got["key replicas"])
+		}
 	}
 }
