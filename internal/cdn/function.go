@@ -65,7 +65,7 @@ func render(o FunctionOptions) string {
 		A   string      `json:"a"`
 		Src [][2]string `json:"src"`
 		H   [][3]string `json:"h"`
-		B   [][3]string `json:"b"`
+		B   [][4]string `json:"b"`
 	}
 	c := conf{S: o.StoreID, K: o.EdgeKey, A: o.API, Src: [][2]string{}}
 	for _, s := range o.Sources {
@@ -85,7 +85,11 @@ func render(o FunctionOptions) string {
 		c.H = append(c.H, [3]string{f.Name, f.Value.Var(), f.Value.Text()})
 	}
 	for _, f := range r.Body {
-		c.B = append(c.B, [3]string{quote(f.Name), f.Value.Var(), quote(f.Value.Text())})
+		q := `"` // a number unquoted, as the gateway's template has it
+		if f.Value.Number() {
+			q = ""
+		}
+		c.B = append(c.B, [4]string{quote(f.Name), f.Value.Var(), quote(f.Value.Text()), q})
 	}
 	b, _ := json.Marshal(c) // strings only
 	return strings.Replace(functionJS, "__CONFIG__", string(b), 1)

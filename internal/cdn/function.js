@@ -37,7 +37,7 @@ function deny(v, now, rid) {
     const x = val(f);
     if (x) headers[f[0].toLowerCase()] = {value: x};
   }
-  const body = '{' + C.b.map(f => f[0] + ':' + (f[1] === '' ? f[2] : '"' + val(f) + '"')).join(',') + '}';
+  const body = '{' + C.b.map(f => f[0] + ':' + (f[1] === '' ? f[2] : f[3] + val(f) + f[3])).join(',') + '}';
   return {statusCode: 429, statusDescription: 'Too Many Requests', headers: headers, body: {encoding: 'text', data: body}};
 }
 async function handler(event) {

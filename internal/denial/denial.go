@@ -27,6 +27,7 @@ const KeyRule = "rule"
 type Value struct {
 	literal string
 	vr      string // $context variable without "$context.", such as "requestId"; "" for a literal
+	number  bool   // a number: written into the body unquoted
 }
 
 // Literal is the value s as it is. s is written into the body as a JSON
@@ -36,6 +37,16 @@ func Literal(s string) Value { return Value{literal: s} }
 // Authorizer is the authorizer context's value of key:
 // $context.authorizer.<key>.
 func Authorizer(key string) Value { return Value{vr: "authorizer." + key} }
+
+// Number is the authorizer context's number of key, written into the body
+// unquoted so that the member is a JSON number. Sluice's authorizer puts
+// every number key in the context of each answer (edge.Context), so every
+// Deny fills it in.
+func Number(key string) Value { return Value{vr: "authorizer." + key, number: true} }
+
+// Number reports whether v is written into a body as a JSON number
+// (unquoted), not a string.
+func (v Value) Number() bool { return v.number }
 
 // Var is v's $context variable without "$context." (such as
 // "authorizer.limit" or "requestId"); "" for a literal. The edge's
@@ -60,21 +71,24 @@ type Response struct {
 	Status int
 	// Headers are the header fields, names as they are written.
 	Headers []Field
-	// Body is a JSON object of string members, in this order.
+	// Body is a JSON object of string and number members, in this order.
 	Body []Field
 }
 
 // TooManyRequests is the response to an authorizer's Deny: 429, with
 // Retry-After and the fields of the dialects d (0 is [headers.Default]),
-// and a body carrying the numbers and the rule id as JSON strings.
+// and a body carrying retryAfter, limit, remaining and reset as JSON
+// numbers (the check API's types) and the rule id as a string.
 //
 // Gateway response templates are not run through VTL, only simple
-// $context substitution, so every body value is a JSON string (an absent
-// key gives "" rather than invalid JSON) and no value can be escaped. That
-// is why the body carries the numbers and the rule id but not
-// rateLimitPolicy and rateLimit: their IETF syntax quotes the policy name
-// ("<rule>";q=10;w=60), which would break the JSON. They reach the client
-// as the RateLimit-Policy and RateLimit header fields.
+// $context substitution: no value can be escaped, and none has a
+// default. A number is placed unquoted ([Number]); Sluice's Deny always
+// carries it. An ACCESS_DENIED that is not Sluice's (an API resource
+// policy's) carries none, and its body is not JSON then, as its 429 is no
+// rate limit. The body leaves out rateLimitPolicy and rateLimit: their
+// IETF syntax quotes the policy name ("<rule>";q=10;w=60), which would
+// break the JSON. They reach the client as the RateLimit-Policy and
+// RateLimit header fields.
 func TooManyRequests(d headers.Dialects) Response {
 	if d == 0 {
 		d = headers.Default
@@ -88,10 +102,10 @@ func TooManyRequests(d headers.Dialects) Response {
 		Headers: h,
 		Body: []Field{
 			{"message", Literal("Too Many Requests")},
-			{"retryAfter", Authorizer(headers.KeyRetryAfter)},
-			{"limit", Authorizer(headers.KeyLimit)},
-			{"remaining", Authorizer(headers.KeyRemaining)},
-			{"reset", Authorizer(headers.KeyReset)},
+			{"retryAfter", Number(headers.KeyRetryAfter)},
+			{"limit", Number(headers.KeyLimit)},
+			{"remaining", Number(headers.KeyRemaining)},
+			{"reset", Number(headers.KeyReset)},
 			{"rule", Authorizer(KeyRule)},
 			{"requestId", RequestID},
 		},
@@ -173,9 +187,12 @@ func (r Response) body(subst func(Value) string) string {
 		}
 		b.WriteString(quote(f.Name))
 		b.WriteByte(':')
-		if f.Value.vr == "" {
+		switch {
+		case f.Value.vr == "":
 			b.WriteString(quote(f.Value.literal))
-		} else {
+		case f.Value.number:
+			b.WriteString(subst(f.Value))
+		default:
 			b.WriteString(`"` + subst(f.Value) + `"`)
 		}
 	}

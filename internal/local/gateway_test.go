@@ -162,7 +162,7 @@ func TestGatewayEventAndPolicy(t *testing.T) {
 			// construct's template (denial's test holds the two equal).
 			id := w.Header().Get("X-Amzn-Requestid")
 			wantBody := map[int]string{
-				429: `{"message":"Too Many Requests","retryAfter":"7","limit":"3","remaining":"0","reset":"60","rule":"r","requestId":"` + id + `"}`,
+				429: `{"message":"Too Many Requests","retryAfter":7,"limit":3,"remaining":0,"reset":60,"rule":"r","requestId":"` + id + `"}`,
 				401: `{"message":"Unauthorized","requestId":"` + id + `"}`,
 			}[tt.status]
 			if wantBody != "" {
