@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log"
@@ -74,5 +75,5 @@ func main() {
 	http.Handle("/metrics", promhttp.Handler())
 	limited := rl.Handler(mux, ratelimit.HandlerOptions{API: "orders", Observer: metrics})
 	http.Handle("/", limited)
-	log.Fatal(http.ListenAndServe(":8080", nil))
+	log.Fatal(http.ListenAndServe(cmp.Or(os.Getenv("ADDR"), ":8080"), nil)) // ADDR: beside make run, say :8081
 }
