@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 // ProblemTypeBase prefixes the type URI of the problem documents the
@@ -84,8 +85,12 @@ func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
 	core := l.decider(&o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := l.netRequest(r, mux, &o)
-		status, body := l.judge(r.Context(), core, &req, w.Header(), &o)
+		status, body, slots := l.judge(r.Context(), core, &req, w.Header(), &o)
 		if status == 0 {
+			// The request's in-flight slots are freed when next returns,
+			// panicking or not, and when the client went away (release
+			// ignores the request's cancellation).
+			defer core.Release(r.Context(), slots)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -157,12 +162,14 @@ func patternResource(p string) string {
 
 // judge decides on req for the middleware and the integration wrappers,
 // and says how to answer: status 0 lets the request through, with the
-// RateLimit fields in hdr when o.AllowHeaders is set; else hdr holds the
-// answer's fields and body its problem document (429 denied, 401 no
+// RateLimit fields in hdr when o.AllowHeaders is set, holding slots (its
+// in-flight slots, for core.Release when the work ends); else hdr holds
+// the answer's fields and body its problem document (429 denied, 401 no
 // usable subject, 500 a subject hash key other than the deployment's).
-func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte) {
+func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, hdr http.Header, o *HandlerOptions) (status int, body []byte, slots limiter.Slots) {
 	if err := l.checkKey(ctx); err != nil {
-		return render(hdr, httpapi.Internal(err))
+		status, body = render(hdr, httpapi.Internal(err))
+		return status, body, slots
 	}
 	res, err := core.Decide(ctx, req)
 	switch {
@@ -175,12 +182,13 @@ func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *a
 		if req.Subject != "" {
 			e.Detail = "The request names no caller Sluice can limit."
 		}
-		return render(hdr, e)
+		status, body = render(hdr, e)
+		return status, body, slots
 	case res.Allowed:
 		if o.AllowHeaders {
 			edge.SetFields(hdr, &res, l.dialect, time.Now())
 		}
-		return 0, nil
+		return 0, nil, res.Slots
 	}
 	edge.SetFields(hdr, &res, l.dialect, time.Now())
 	hdr.Set("Content-Type", "application/problem+json")
@@ -188,7 +196,7 @@ func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *a
 	secs := authorizer.Seconds(res.RetryAfter)
 	b, _ := json.Marshal(httpapi.Problem{Type: ProblemTypeBase + "too-many-requests", Title: http.StatusText(http.StatusTooManyRequests),
 		Status: http.StatusTooManyRequests, Detail: fmt.Sprintf("Rate limit exceeded: retry in %d s.", secs)})
-	return http.StatusTooManyRequests, append(b, '\n')
+	return http.StatusTooManyRequests, append(b, '\n'), slots
 }
 
 // render writes e's problem document's fields into hdr and returns its

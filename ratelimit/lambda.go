@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 // HTTPAPIHandler is a Lambda integration handler of an API Gateway HTTP
@@ -37,10 +38,12 @@ func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandle
 	core := l.decider(&o)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		req := edge.HTTPAPI(&ev, o.ForwardedHops)
-		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
+		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
 		if status != 0 {
 			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
 		}
+		// The in-flight slots are freed when h returns, panics included.
+		defer core.Release(ctx, slots)
 		resp, err := h(ctx, ev)
 		if err == nil && len(hdr) > 0 {
 			resp.Headers = addFields(resp.Headers, hdr)
@@ -59,10 +62,12 @@ func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
 	core := l.decider(&o)
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		req := edge.Proxy(&ev, o.ForwardedHops)
-		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
+		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
 		if status != 0 {
 			return events.APIGatewayProxyResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
 		}
+		// The in-flight slots are freed when h returns, panics included.
+		defer core.Release(ctx, slots)
 		resp, err := h(ctx, ev)
 		if err == nil && len(hdr) > 0 {
 			resp.Headers = addFields(resp.Headers, hdr)
@@ -89,7 +94,7 @@ func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
 		if o.Resource != nil {
 			req.Resource = o.Resource(ev.HTTPMethod, ev.Path)
 		}
-		hdr, status, body := l.judgeEvent(ctx, core, &req, &o)
+		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
 		multi := ev.MultiValueHeaders != nil
 		if status != 0 {
 			resp := events.ALBTargetGroupResponse{StatusCode: status, StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status), Body: string(body)}
@@ -100,6 +105,8 @@ func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
 			}
 			return resp, nil
 		}
+		// The in-flight slots are freed when h returns, panics included.
+		defer core.Release(ctx, slots)
 		resp, err := h(ctx, ev)
 		if err == nil && len(hdr) > 0 {
 			if multi {
@@ -121,13 +128,13 @@ func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
 
 // judgeEvent is judge for an integration event: o.API, when set, names
 // the api; hdr is nil when the request passes without fields to add.
-func (l *Limiter) judgeEvent(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, o *HandlerOptions) (hdr http.Header, status int, body []byte) {
+func (l *Limiter) judgeEvent(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, o *HandlerOptions) (hdr http.Header, status int, body []byte, slots limiter.Slots) {
 	if o.API != "" {
 		req.API = o.API
 	}
 	hdr = http.Header{}
-	status, body = l.judge(ctx, core, req, hdr, o)
-	return hdr, status, body
+	status, body, slots = l.judge(ctx, core, req, hdr, o)
+	return hdr, status, body, slots
 }
 
 // single is h with one value a name, as single-value event responses carry

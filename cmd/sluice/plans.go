@@ -59,6 +59,9 @@ func printPlans(w io.Writer, ps []rules.Plan) {
 // plan.
 func planLimit(p rules.Plan) string {
 	l := fmt.Sprintf("%d/%s", p.Limit, p.Period)
+	if p.Kind == rules.Concurrency {
+		l = fmt.Sprintf("%d in flight, ttl %s", p.Limit, p.Period)
+	}
 	if p.Global {
 		return "global " + l
 	}
@@ -69,7 +72,7 @@ func planLimit(p rules.Plan) string {
 // window holds exactly the limit).
 func planBurst(p rules.Plan) string {
 	switch {
-	case p.Kind == rules.Quota:
+	case p.Kind == rules.Quota || p.Kind == rules.Concurrency:
 		return "-"
 	case p.Burst != nil:
 		return fmt.Sprint(*p.Burst)
@@ -126,7 +129,7 @@ type plansPutCmd struct {
 	Limit       *int64  `help:"Tokens per period (0 blocks)."`
 	Period      *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
 	Burst       *int64  `help:"Bucket capacity (default: limit)."`
-	Kind        *string `help:"rate (default) or quota (--period 1d, 1w, 1mo, 1y)."`
+	Kind        *string `help:"rate (default), quota (--period 1d, 1w, 1mo, 1y) or concurrency (--period is the slot TTL)."`
 	Description *string `help:"Free text."`
 	Global      *bool   `help:"Its rules share one budget across Regions."`
 	Version     *int64  `help:"If-Match this version (default: current)."`

@@ -147,14 +147,20 @@ func ruleLimit(r rules.Rule) string {
 	if r.Plan != "" && r.Kind == rules.Quota {
 		return "quota plan " + r.Plan
 	}
+	if r.Plan != "" && r.Kind == rules.Concurrency {
+		return "in-flight plan " + r.Plan
+	}
 	if r.Plan != "" {
 		return "plan " + r.Plan
 	}
 	if r.Limit == nil {
 		return "-"
 	}
-	if r.Kind == rules.Quota {
+	switch r.Kind {
+	case rules.Quota:
 		return fmt.Sprintf("quota %d/%s", *r.Limit, r.Period)
+	case rules.Concurrency:
+		return fmt.Sprintf("%d in flight, ttl %s", *r.Limit, r.Period)
 	}
 	return fmt.Sprintf("%d/%s", *r.Limit, r.Period)
 }
@@ -163,7 +169,7 @@ func ruleBurst(r rules.Rule) string {
 	switch {
 	case r.Burst != nil:
 		return strconv.FormatInt(*r.Burst, 10)
-	case r.Kind == rules.Quota:
+	case r.Kind == rules.Quota || r.Kind == rules.Concurrency:
 		return "-"
 	case r.Plan != "":
 		return "plan"
@@ -193,7 +199,7 @@ type rulesPutCmd struct {
 	Period       *string `help:"Refill period: 1s, 1m, 1h, 1d, 1w, 1y or a Go duration."`
 	Burst        *int64  `help:"Bucket capacity (default: limit)."`
 	Cost         *int64  `help:"Tokens per request (default 1)."`
-	Kind         *string `help:"rate (default) or quota (--period 1d, 1w, 1mo, 1y)."`
+	Kind         *string `help:"rate (default), quota (--period 1d, 1w, 1mo, 1y) or concurrency (--period is the slot TTL)."`
 	Anchor       *string `help:"Quota windows repeat from this RFC 3339 time (\"\" clears)."`
 	MinRemaining *int64  `name:"min-remaining" help:"Admit only while this many tokens stay left."`
 	FailureMode  *string `name:"failure-mode" help:"open or closed, when Redis is down."`

@@ -66,7 +66,7 @@ func (cmd *subjectsBlockCmd) Run(e *env, a *adminFlags) error {
 	r := rules.Rule{API: cmd.API, Route: rules.Wildcard, Subject: cmd.Subject, Limit: new(int64(0)),
 		Period: rules.Period(time.Minute), ExpiresAt: new(until.UTC()), Description: "Blocked: " + cmd.Reason}
 	var got rules.Rule
-	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Kind != rules.Quota && r.Dimension == "" }); i >= 0 {
+	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return (r.Kind == "" || r.Kind == rules.Rate) && r.Dimension == "" }); i >= 0 {
 		cur := rs[i]
 		if cur.Limit == nil || *cur.Limit != 0 || cur.Plan != "" {
 			return fmt.Errorf("rule %s already limits subject %s on api %s (%s): change it with sluice rules put --id %s --limit 0 --expires-at …",
@@ -186,6 +186,10 @@ func printLimits(w io.Writer, ls []admin.BucketLimit) {
 			limit = fmt.Sprintf("quota %s, used %d, resets %s", limit, *l.Used, l.ResetsAt.UTC().Format("2006-01-02 15:04 UTC"))
 			burst = "-" // a quota's window holds exactly its limit
 		}
+		if l.InFlight != nil {
+			limit = fmt.Sprintf("%d in flight of %d, ttl %s", *l.InFlight, l.Limit, l.Period)
+			burst = "-"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s", l.Rule, l.API, l.Route, l.Subject,
 			limit, burst, l.Cost, l.Mode, l.FailureMode, l.Remaining, humanDuration(time.Duration(l.ResetMs)*time.Millisecond), deniesText(l))
 		if global {
@@ -202,6 +206,8 @@ func deniesText(l admin.BucketLimit) string {
 	switch {
 	case !l.Denies:
 		return "-"
+	case l.Kind == rules.Concurrency:
+		return "until a request ends"
 	case l.FreesAt == nil:
 		return "until deleted"
 	}

@@ -44,6 +44,7 @@ type bucketKeeper interface {
 	Peek(ctx context.Context, subject string, b []limiter.Bucket) ([]limiter.BucketState, error)
 	Reset(ctx context.Context, subject string, b []limiter.Bucket) error
 	Charge(ctx context.Context, subject string, b []limiter.Bucket, cost int64, scope, idempotencyKey string) (limiter.Usage, error)
+	InFlight(ctx context.Context, subject string, b limiter.Bucket) (int64, error)
 	SubjectHash(subject string) string
 }
 

@@ -40,9 +40,9 @@ type BucketLimit struct {
 	Cost        int64             `json:"cost"`
 	FailureMode rules.FailureMode `json:"failure_mode"`
 	Mode        rules.Mode        `json:"mode"`
-	// Kind is "rate" or "quota"; a quota's Period is its calendar window
-	// and Anchor (empty: UTC calendar alignment) where its windows repeat
-	// from.
+	// Kind is "rate", "quota" or "concurrency"; a quota's Period is its
+	// calendar window and Anchor (empty: UTC calendar alignment) where its
+	// windows repeat from; a concurrency rule's Period is its slots' TTL.
 	Kind         rules.Kind `json:"kind"`
 	Anchor       string     `json:"anchor,omitempty"`
 	MinRemaining int64      `json:"min_remaining,omitempty"`
@@ -57,6 +57,10 @@ type BucketLimit struct {
 	// Remaining (so at most Limit, also in debt). Nil for a rate rule.
 	// For a global quota, this Region's share of it.
 	Used *int64 `json:"used,omitempty"`
+	// InFlight is, for a concurrency rule, the subject's requests holding
+	// a slot now (at most Limit, more only after the limit was lowered);
+	// Remaining is then the free slots. Nil for the other kinds.
+	InFlight *int64 `json:"in_flight,omitempty"`
 	// Global is set for a global rule (docs/global.md).
 	Global *GlobalUse `json:"global,omitempty"`
 	// ResetsAt is, for a quota, when its current window ends (the admin
@@ -179,9 +183,19 @@ func (s *Service) subjectLimits(ctx context.Context, c *call) (reply, error) {
 				// bucket holds.
 				l.Remaining = min(l.Remaining, *g.Remaining)
 			}
-			if l.Kind == rules.Quota {
+			switch l.Kind {
+			case rules.Quota:
 				used, end := max(l.Limit-st.Remaining, 0), now.Add(st.Reset).Round(time.Second)
 				l.Used, l.ResetsAt = &used, &end
+			case rules.Concurrency:
+				n := l.Limit - st.Remaining
+				if st.Remaining == 0 {
+					// Full, or over a lowered limit: count them.
+					if n, err = s.buckets.InFlight(ctx, subject, peek[start+j]); err != nil {
+						return reply{}, fmt.Errorf("count in-flight slots: %w", err)
+					}
+				}
+				l.InFlight = &n
 			}
 			l.Denies, l.FreesAt = frees(l, st.Remaining, now)
 		}
@@ -202,8 +216,12 @@ func frees(l *BucketLimit, regional int64, now time.Time) (bool, *time.Time) {
 		}
 		return true, nil
 	}
-	if l.Kind == rules.Quota {
+	switch l.Kind {
+	case rules.Quota:
 		return true, l.ResetsAt
+	case rules.Concurrency:
+		// A slot frees when a holder finishes: no clock says when.
+		return true, nil
 	}
 	// A rate bucket refills Limit tokens per Period, continuously.
 	wait := time.Duration(float64(need-regional) * float64(time.Duration(l.Period)) / float64(l.Limit))

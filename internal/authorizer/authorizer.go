@@ -142,6 +142,11 @@ type Result struct {
 	// included); 0 when there was none (the deny cache denied, or a token
 	// lease admitted).
 	LimiterTime time.Duration
+	// Slots are the in-flight slots an allowed request holds, one per
+	// concurrency rule that applied: Release them when the request's work
+	// ends. Where nothing can (an API Gateway authorizer sees no
+	// response) they free themselves at their rule's period, its TTL.
+	Slots limiter.Slots
 
 	// applied are every rule charged, the named dimensions' first, then
 	// the default dimension's; within each the rate rules (API, route),
@@ -461,6 +466,7 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 		ShadowDenied:     d.ShadowDenied != 0,
 		FailOpen:         d.FailOpen,
 		Cached:           d.Cached,
+		Slots:            d.Slots,
 		Context:          ctxv,
 		applied:          effs,
 	}
@@ -487,6 +493,19 @@ func (a *Authorizer) decide(ctx context.Context, r *Request) (Result, error) {
 		return res, fmt.Errorf("limit %s %s on api %s (rule %s): %w", r.Method, r.Resource, r.API, res.Rule, err)
 	}
 	return res, nil
+}
+
+// Release frees in-flight slots a Result held (Result.Slots): the
+// request's work has ended. Zero Slots do nothing, and a second call
+// nothing more. A failed release is logged; its slots free themselves at
+// their TTL.
+func (a *Authorizer) Release(ctx context.Context, s limiter.Slots) {
+	if !s.Held() {
+		return
+	}
+	if err := a.lim.Release(ctx, s); err != nil {
+		a.rec.log.WarnContext(ctx, "release in-flight slots", "slots", s.Count(), "error", err)
+	}
 }
 
 // verifiedContext returns the verified claims the sources read, by their

@@ -296,16 +296,16 @@ export interface components {
             reason: string;
         };
         /**
-         * @description 30s, 15m, 1h, 1d, 1w, 1y or a Go duration (whole seconds, 1 s to 1 year); 1mo for quotas.
+         * @description 30s, 15m, 1h, 1d, 1w, 1y or a Go duration (whole seconds, 1 s to 1 year); 1mo for quotas; a concurrency rule's slot TTL, at most 1d.
          * @example 1m
          * @example 1mo
          */
         Period: string;
         /**
-         * @description rate (token bucket, the default) or quota (calendar window).
+         * @description rate (token bucket, the default), quota (calendar window) or concurrency (requests in flight at once).
          * @enum {string}
          */
-        Kind: "rate" | "quota";
+        Kind: "rate" | "quota" | "concurrency";
         /** @description What a rule's writer sets. */
         RuleFields: {
             /** @description the API Gateway API id, or * (every API) */
@@ -498,6 +498,11 @@ export interface components {
              * @description quotas: what the window used
              */
             used?: number;
+            /**
+             * Format: int64
+             * @description concurrency rules: requests holding a slot now
+             */
+            in_flight?: number;
             /**
              * Format: date-time
              * @description quotas: when the window ends

@@ -129,7 +129,7 @@ const RULE_FIELDS = [
   { name: 'subject', label: 'Subject', hint: '* (each subject its own bucket) or one subject' },
   { name: 'dimension', label: 'Dimension', hint: 'empty for the default subject, or one of the authorizer\'s DIMENSIONS, such as ip' },
   { name: 'plan', label: 'Plan', hint: 'a plan\'s name instead of limit/period/burst' },
-  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window)' },
+  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota', 'concurrency'], hint: 'rate (token bucket, default), quota (calendar window) or concurrency (requests in flight; period is the slot TTL)' },
   { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period' },
   { name: 'period', label: 'Period', hint: '1s … 365d, such as 1m, 1h, 1d' },
   { name: 'burst', label: 'Burst', type: 'int', hint: 'bucket capacity (rate; default the limit)' },
@@ -146,7 +146,7 @@ const RULE_FIELDS = [
 
 const PLAN_FIELDS = [
   { name: 'name', label: 'Name', hint: 'rules name it in their plan field' },
-  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota'], hint: 'rate (token bucket, default) or quota (calendar window); its rules have its kind' },
+  { name: 'kind', label: 'Kind', type: 'select', options: ['', 'rate', 'quota', 'concurrency'], hint: 'rate (token bucket, default), quota (calendar window) or concurrency (requests in flight); its rules have its kind' },
   { name: 'limit', label: 'Limit', type: 'int', hint: 'tokens per period (per window for a quota)' },
   { name: 'period', label: 'Period', hint: 'such as 1m, 1h; a quota: 1d, 1w, 1mo or 1y' },
   { name: 'burst', label: 'Burst', type: 'int', hint: 'bucket capacity (rate; default the limit)' },
@@ -319,15 +319,17 @@ function numbers(r, plans) {
   // A subject's limits carry their plan's numbers; a rule only its name.
   const src = r.plan && r.limit === undefined ? plans && plans.get(r.plan) : r;
   if (!src) return null;
-  const quota = (src.kind || r.kind) === 'quota';
-  return { limit: src.limit, period: src.period, burst: quota ? null : src.burst ?? src.limit, quota };
+  const kind = src.kind || r.kind;
+  const quota = kind === 'quota', conc = kind === 'concurrency';
+  return { limit: src.limit, period: src.period, burst: quota || conc ? null : src.burst ?? src.limit, quota, conc };
 }
 
-// limitText is "10 / 1m", "1000 / 1mo quota", "plan gold: 100 / 1m", or
-// "plan gold" when the plan's numbers are not known.
+// limitText is "10 / 1m", "1000 / 1mo quota", "5 at once (slot TTL 15m)",
+// "plan gold: 100 / 1m", or "plan gold" when the plan's numbers are not
+// known.
 function limitText(r, plans) {
   const n = numbers(r, plans);
-  const s = n ? n.limit + ' / ' + n.period + (n.quota ? ' quota' : '') : '?';
+  const s = !n ? '?' : n.conc ? n.limit + ' at once (slot TTL ' + n.period + ')' : n.limit + ' / ' + n.period + (n.quota ? ' quota' : '');
   return r.plan ? 'plan ' + r.plan + (n ? ': ' + s : '') : s;
 }
 
@@ -340,7 +342,7 @@ function globalBadge(r, plans) {
 
 function burstText(r, plans) {
   const n = numbers(r, plans);
-  return !n ? '?' : n.quota ? '—' : String(n.burst);
+  return !n ? '?' : n.quota || n.conc ? '—' : String(n.burst);
 }
 
 // loadPlans returns every plan by name (GET /plans has no pages).
@@ -870,7 +872,7 @@ async function ruleName(id) {
 // The fields of a subject's limits that have a column or a cell of
 // their own; any other field the API adds shows as a column named in words.
 const SHOWN_LIMIT_KEYS = ['rule', 'api', 'route', 'subject', 'plan', 'limit', 'period', 'burst', 'cost', 'failure_mode', 'mode',
-  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at', 'global', 'expires_at', 'denies', 'frees_at'];
+  'remaining', 'reset_ms', 'kind', 'anchor', 'used', 'resets_at', 'global', 'expires_at', 'denies', 'frees_at', 'in_flight'];
 
 // held is a subject opened from Top offenders after a find: kept in this
 // page, never in the URL (it may be an API key).
@@ -884,6 +886,7 @@ function isBlock(l, s) { return l.limit === 0 && l.subject === s && l.rule !== '
 // frees: "denies, frees 12:44:10 UTC (in 5 min)", "denies until deleted".
 function denial(l, now) {
   if (!l.denies) return 'no';
+  if (l.kind === 'concurrency') return 'denies: every slot is in flight';
   if (!l.frees_at) return 'denies until deleted';
   const ms = new Date(l.frees_at) - now;
   return ['denies, frees ', when(l.frees_at, utcSecond(l.frees_at)), ms > 0 && ms < TWO_DAYS ? ' (in ' + duration(ms) + ')' : ''];
@@ -894,6 +897,7 @@ const TWO_DAYS = 48 * 3600 * 1000;
 // refill says when a bucket is full again, or when a quota's window
 // resets: "full", "full in 42 s", "resets 2027-01-01 00:00 UTC (in 5 h)".
 function refill(l, now) {
+  if (l.kind === 'concurrency') return 'a slot frees as a request ends';
   if (l.kind === 'quota' || l.resets_at) {
     const at = l.resets_at ? new Date(l.resets_at) : new Date(now + l.reset_ms);
     return ['resets ', when(at, utcMinute(at)), l.reset_ms < TWO_DAYS ? ' (in ' + duration(l.reset_ms) + ')' : ''];
@@ -987,22 +991,24 @@ async function subjectPage() {
     last = data.limits;
     const now = Date.now();
     const quota = data.limits.some(l => l.used !== undefined);
+    const conc = data.limits.some(l => l.in_flight !== undefined);
     const extra = [...new Set(data.limits.flatMap(l => Object.keys(l)))].filter(k => !SHOWN_LIMIT_KEYS.includes(k));
     // A global rule's budget: what every Region used, this Region's share
     // (its regional bucket's use, a quota's only) and its leased unspent.
     const global = data.limits.some(l => l.global);
-    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', 'Denies', ...(quota ? ['Used'] : []), 'Full or reset',
+    const heads = ['Rule', 'Limit', 'Burst', 'Mode', 'Remaining', 'Denies', ...(quota ? ['Used'] : []), ...(conc ? ['In flight'] : []), 'Full or reset',
       ...(global ? ['Global used', 'This Region', 'Leased unspent'] : []), ...extra.map(words)];
     const names = await Promise.all(data.limits.map(l => ruleName(l.rule)));
     const rows = data.limits.map((l, i) => h('tr', { 'data-rule': l.rule, class: l.denies ? 'denies' : undefined },
       h('td', {}, names[i], isBlock(l, s) && h('button', { class: 'secondary', 'data-unblock': l.rule, onclick: () => unblock(l.rule),
         'aria-label': 'Unblock ' + s + (l.api === '*' ? ' on every API' : ' on API ' + l.api) }, 'Unblock')),
       h('td', {}, limitText(l), l.anchor && h('span', { class: 'muted' }, ', windows from ', when(l.anchor, utcMinute(l.anchor)))),
-      h('td', { class: 'num' }, l.kind === 'quota' ? '—' : l.burst),
+      h('td', { class: 'num' }, l.kind === 'quota' || l.kind === 'concurrency' ? '—' : l.burst),
       h('td', {}, l.mode),
       h('td', { class: 'num', 'data-remaining': l.remaining }, l.remaining),
       h('td', { 'data-denies': l.denies ? 'yes' : 'no' }, denial(l, now)),
       quota && h('td', { class: 'num' }, l.used ?? ''),
+      conc && h('td', { class: 'num', 'data-in-flight': l.in_flight ?? '' }, l.in_flight === undefined ? '' : l.in_flight + ' of ' + l.limit),
       h('td', { 'data-refill': '' }, refill(l, now)),
       global && (l.global ? [
         h('td', { class: 'num', 'data-global-used': l.global.used ?? '' }, l.global.used ?? l.global.error),
