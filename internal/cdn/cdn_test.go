@@ -109,7 +109,7 @@ func TestPublishConflict(t *testing.T) {
 	ctx := context.Background()
 	st := &cdn.MemoryStore{}
 	pub := cdn.NewPublisher(rdb, st, cdn.PublisherOptions{Prefix: prefix})
-	if err := rdb.HSet(ctx, prefix+"edge:out", cdn.Key("k", "a"), "").Err(); err != nil {
+	if err := rdb.HSet(ctx, cdn.KeysFor(prefix).Out, cdn.Key("k", "a"), "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pub.Publish(ctx); err != nil {
@@ -120,7 +120,7 @@ func TestPublishConflict(t *testing.T) {
 	if _, err := st.Update(ctx, etag, map[string]string{"other": "{}"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.HSet(ctx, prefix+"edge:out", cdn.Key("k", "b"), "").Err(); err != nil {
+	if err := rdb.HSet(ctx, cdn.KeysFor(prefix).Out, cdn.Key("k", "b"), "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := pub.Publish(ctx); err != nil || r.Deleted != 1 {

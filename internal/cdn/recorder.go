@@ -30,9 +30,11 @@ type Keys struct {
 	Rules string
 }
 
-// KeysFor returns the edge tier's keys under the limiter's prefix.
+// KeysFor returns the edge tier's keys under the limiter's prefix, in
+// one Redis Cluster slot (the {edge} hash tag): the Publisher's
+// acknowledgement is one script over three of them.
 func KeysFor(prefix string) Keys {
-	p := prefix + "edge:"
+	p := prefix + "{edge}:"
 	return Keys{Out: p + "out", Live: p + "live", Expiry: p + "exp", Rules: p + "rules"}
 }
 

@@ -207,6 +207,27 @@ func subjectKey(ctx context.Context, sm secretGetter, arn string) ([]byte, error
 	return []byte(s), nil
 }
 
+// EdgeKey returns the key the CDN edge hashes subjects with: EdgeKey, or
+// the secret EdgeKeySecretARN names (read once, at init); "" when
+// neither is set (no edge tier).
+func EdgeKey(ctx context.Context, cfg Config) (string, error) {
+	if cfg.EdgeKey != "" {
+		return string(cfg.EdgeKey), nil
+	}
+	sm, err := secretsIfNeeded(ctx, cfg.EdgeKeySecretARN)
+	if err != nil || sm == nil {
+		return "", err
+	}
+	s, err := getSecret(ctx, sm, cfg.EdgeKeySecretARN)
+	if err != nil {
+		return "", fmt.Errorf("edge key: %w", err)
+	}
+	if len(s) < MinSubjectHMACKey {
+		return "", fmt.Errorf("edge key: secret %s holds %d bytes, want at least %d", cfg.EdgeKeySecretARN, len(s), MinSubjectHMACKey)
+	}
+	return string(s), nil
+}
+
 // RulesSigningSecret returns the secret the rule writers' signing key is
 // derived from: RulesSigningKey, or the secret RulesSigningKeySecretARN
 // names (read once, at init); nil when neither is set.

@@ -189,6 +189,16 @@ type Config struct {
 	// Manager secret whose SecretString is the key (the stack creates
 	// one).
 	SubjectHMACKeySecretARN string
+	// EdgeKey is EDGE_KEY: the key the CDN edge hashes subjects with
+	// (internal/cdn), at least MinSubjectHMACKey bytes. Set it or
+	// EdgeKeySecretARN, not both. Neither: no edge tier.
+	EdgeKey Secret
+	// EdgeKeySecretARN is EDGE_KEY_SECRET_ARN: a Secrets Manager secret
+	// whose SecretString is the edge key.
+	EdgeKeySecretARN string
+	// EdgeStoreARN is EDGE_STORE_ARN: the CloudFront KeyValueStore the
+	// edge publisher writes.
+	EdgeStoreARN string
 	// RulesSigningKey is RULES_SIGNING_KEY: the secret the rule writers'
 	// Ed25519 key is derived from (rulesync.NewSigningKey), at least
 	// MinRulesSigningKey bytes. Set it or RulesSigningKeySecretARN
@@ -313,6 +323,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("jwtTokenUse", c.JWTTokenUse),
 		slog.String("jwtJwksUrl", c.JWTJWKSURL),
 		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
+		slog.Bool("edgeKeySet", c.EdgeKey != ""),
+		slog.String("edgeKeySecretArn", c.EdgeKeySecretARN),
+		slog.String("edgeStoreArn", c.EdgeStoreARN),
 		slog.Bool("rulesSigningKeySet", c.RulesSigningKey != ""),
 		slog.String("rulesSigningKeySecretArn", c.RulesSigningKeySecretARN),
 		slog.String("rulesPublicKey", base64.StdEncoding.EncodeToString(c.RulesPublicKey)),
@@ -561,6 +574,23 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.SubjectHMACKey != "" && c.SubjectHMACKeySecretARN != "" {
 		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "set SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN, not both")
+	}
+	if v := get("EDGE_KEY"); v != "" {
+		c.EdgeKey = Secret(v)
+		if len(v) < MinSubjectHMACKey {
+			fail("EDGE_KEY", "%d bytes is too short: at least %d", len(v), MinSubjectHMACKey)
+		}
+	}
+	c.EdgeKeySecretARN = get("EDGE_KEY_SECRET_ARN")
+	if v := c.EdgeKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("EDGE_KEY_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.EdgeKey != "" && c.EdgeKeySecretARN != "" {
+		fail("EDGE_KEY_SECRET_ARN", "set EDGE_KEY or EDGE_KEY_SECRET_ARN, not both")
+	}
+	c.EdgeStoreARN = get("EDGE_STORE_ARN")
+	if v := c.EdgeStoreARN; v != "" && !strings.HasPrefix(v, "arn:aws:cloudfront::") {
+		fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
 	}
 	if v := get("RULES_SIGNING_KEY"); v != "" {
 		c.RulesSigningKey = Secret(v)

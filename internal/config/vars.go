@@ -97,6 +97,12 @@ var Vars = []Var{
 			"neither: the unkeyed hash, with a warning"},
 	{Name: "SUBJECT_HMAC_KEY", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "the subject-hash key itself, at least 16 bytes, for development (`sluice local` generates and keeps one)"},
+	{Name: "EDGE_KEY_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
+		Doc: "a secret holding the [CDN edge](edge.md)'s subject key: long denials go to the edge, a reset deletes them there; not with `EDGE_KEY`; neither: no edge"},
+	{Name: "EDGE_KEY", DefaultDoc: "—", Functions: decideAdm,
+		Doc: "that key itself, at least 16 bytes, for development (`sluice local --edge` generates one)"},
+	{Name: "EDGE_STORE_ARN", DefaultDoc: "—", Functions: []string{"edge-publisher"},
+		Doc: "the CloudFront KeyValueStore the [edge](edge.md)'s publisher writes"},
 	{Name: "RULES_PUBLIC_KEY", DefaultDoc: "—", Functions: decide,
 		Doc: "the rule writers' Ed25519 public key, 32 bytes in base64: other snapshots are refused " +
 			"([security](SECURITY.md#rules-in-redis)); unset: read unverified, with a warning"},

@@ -79,6 +79,9 @@ type Options struct {
 	Stats *stats.Stats
 	// FailLogInterval is authorizer.Options.FailLogInterval.
 	FailLogInterval time.Duration
+	// Denied is authorizer.Options.Denied: the CDN edge's recorder
+	// (internal/cdn); nil records nothing.
+	Denied func(api string, res *authorizer.Result)
 }
 
 // Decider is a built decision path.
@@ -227,7 +230,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 func (d *Decider) CoreOptions(sources []identity.Source) authorizer.Options {
 	o := &d.opts
 	return authorizer.Options{Sources: sources, Dimensions: o.Dimensions, JWT: d.JWT, Logger: d.Log, Metrics: d.Metrics,
-		Stats: o.Stats, ShowSubjects: o.ShowSubjects, FailLogInterval: o.FailLogInterval}
+		Stats: o.Stats, ShowSubjects: o.ShowSubjects, FailLogInterval: o.FailLogInterval, Denied: o.Denied}
 }
 
 // Dimensions are the named dimensions d's core limits.
