@@ -434,13 +434,19 @@ func TestAccessDeniedBecomes429(t *testing.T) {
 				t.Errorf("429 body = %s, want $context.authorizer.%s in it", body, key)
 			}
 		}
-		// With real authorizer values substituted, the body must be valid JSON.
+		// With the values of a Deny's context substituted, as API Gateway
+		// does, the body is JSON whose numbers are numbers.
 		filled := strings.NewReplacer(
 			"$context.authorizer.rateLimitPolicy", `"r1";q=10;w=60`,
 			"$context.authorizer.rateLimit", `"r1";r=0;t=6`,
+			"$context.authorizer.retryAfter", "6", "$context.authorizer.limit", "10",
+			"$context.authorizer.remaining", "0", "$context.authorizer.reset", "6",
 			"$context.authorizer.", "", "$context.", "").Replace(body)
-		if !json.Valid([]byte(filled)) {
-			t.Errorf("429 body %s is not valid JSON once substituted", body)
+		var got map[string]any
+		if err := json.Unmarshal([]byte(filled), &got); err != nil {
+			t.Errorf("429 body %s is not valid JSON once substituted: %v", body, err)
+		} else if got["limit"] != 10.0 || got["retryAfter"] != 6.0 || got["rule"] != "rule" {
+			t.Errorf("429 body %s substituted = %v, want limit 10 and retryAfter 6 as numbers", body, got)
 		}
 	}
 	// Only the demo API gets them: the admin API's IAM denials stay 403.
