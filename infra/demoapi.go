@@ -34,14 +34,14 @@ func newDemoAPI(stack awscdk.Stack, a *sluice.Authorizer) awsapigateway.RestApi 
 	a.AddGatewayResponses(stack, "DemoApi", api)
 	// The 200 carries the rate-limit fields as the 429 does: mapped from
 	// the authorizer context, the one way a REST 200 gets them (sluice
-	// verify checks them).
+	// verify checks them); in the body, numbers unquoted as the 429's.
 	fields, declared := a.AllowedResponseParameters()
 	echo := awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
 		RequestTemplates: &map[string]*string{"application/json": jsii.String(`{"statusCode": 200}`)},
 		IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{
 			StatusCode: jsii.String("200"),
 			ResponseTemplates: &map[string]*string{"application/json": jsii.String(
-				`{"message":"allowed by Sluice","resource":"$context.resourcePath","remaining":"$context.authorizer.remaining","limit":"$context.authorizer.limit"}`)},
+				`{"message":"allowed by Sluice","resource":"$context.resourcePath","remaining":$context.authorizer.remaining,"limit":$context.authorizer.limit}`)},
 			ResponseParameters: &fields,
 		}},
 	})
