@@ -21,6 +21,11 @@ import (
 //	ping        the floor alone: one bare PING round trip per op
 //	1-bucket    10,000 subjects, one bucket each, allowed
 //	2-bucket    10,000 subjects, two buckets each (API + route), allowed
+//	rate+inflight  10,000 subjects, a rate bucket and a concurrency
+//	            bucket, allowed, then released: each op is the decision
+//	            and the release that ends the request; its x-1-bucket is
+//	            its ops/s over the 1-bucket decision's, in alternating
+//	            phases of the same run
 //	2-rate-2-quota  10,000 subjects, two rate buckets and two quotas (a
 //	            daily one anchored at 06:00 UTC, a calendar month), allowed;
 //	            its x-2-bucket is its decisions/s over the 2-bucket
@@ -46,6 +51,7 @@ func BenchmarkAllow(b *testing.B) {
 		{ID: "q-day", Limit: 1_000_000_000, Period: 24 * time.Hour, Window: Daily, Anchor: time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)},
 		{ID: "q-month", Limit: 1_000_000_000, Period: 24 * time.Hour, Window: Monthly}}
 	exhausted := []Bucket{{ID: "x", Limit: 1, Period: time.Hour}}
+	inflight := []Bucket{api, {ID: "exports", Limit: 1_000_000, Period: time.Minute, Concurrency: true}}
 
 	for _, callers := range []int{1, 16, 64} {
 		c := newClient(b, callers)
@@ -65,6 +71,7 @@ func BenchmarkAllow(b *testing.B) {
 			}{
 				{"1-bucket", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: one, Cost: 1} }},
 				{"2-bucket", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: two, Cost: 1} }},
+				{"rate+inflight", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: inflight, Cost: 1} }},
 				{"hot", func(int) Request { return Request{Subject: "hot", Buckets: one, Cost: 1} }},
 				{"hot-denied", func(int) Request { return Request{Subject: "hot", Buckets: exhausted, Cost: 1} }},
 				{"2-rate-2-quota", func(i int) Request { return Request{Subject: subjects[i%len(subjects)], Buckets: four, Cost: 1} }},
@@ -80,6 +87,13 @@ func BenchmarkAllow(b *testing.B) {
 						}
 					}
 					base := ping
+					if row.name == "rate+inflight" {
+						l1 := New(c, Options{Prefix: prefix + "one:", Timeout: time.Second})
+						base = baseline{"x-1-bucket", func(ctx context.Context, i int) error {
+							_, err := l1.Allow(ctx, Request{Subject: subjects[i%len(subjects)], Buckets: one, Cost: 1})
+							return err
+						}}
+					}
 					if strings.HasPrefix(row.name, "2-rate-2-quota") {
 						// Against the 2-bucket decision, its own limiter
 						// and keys, phase by phase.
@@ -113,7 +127,10 @@ func BenchmarkAllow(b *testing.B) {
 						wg.Wait()
 					}
 					run(b, callers, func(ctx context.Context, i int) error {
-						_, err := l.Allow(ctx, row.req(i))
+						d, err := l.Allow(ctx, row.req(i))
+						if err == nil && d.Slots.Held() {
+							err = l.Release(ctx, d.Slots)
+						}
 						return err
 					}, l, base)
 				})

@@ -120,6 +120,13 @@ func (l *Limiter) Release(ctx context.Context, s Slots) error {
 func (l *Limiter) release(ctx context.Context, s Slots) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
+	if len(s.h.keys) == 1 {
+		// The common case: one rule, one command, no pipeline.
+		if err := l.rdb.ZRem(ctx, s.h.keys[0], s.h.member).Err(); err != nil {
+			return fmt.Errorf("limiter: release a slot: %w", err)
+		}
+		return nil
+	}
 	p := l.rdb.Pipeline()
 	for _, k := range s.h.keys {
 		p.ZRem(ctx, k, s.h.member)

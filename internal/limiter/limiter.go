@@ -412,6 +412,8 @@ type redisClient interface {
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	Pipeline() redis.Pipeliner
+	// In-flight slots' release (concurrency.go).
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 }
 
 // Limiter decides requests against token buckets in Redis. It is safe for

@@ -153,6 +153,9 @@ func contenders(ctx context.Context, rdb *redis.Client, addr string) ([]contende
 	rrLimit := redis_rate.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Second}
 	bare := limiter.New(rdb, limiter.Options{Prefix: "bare:", Timeout: time.Second, DenyCacheSize: -1})
 	bareBuckets := []limiter.Bucket{{ID: "api", Limit: 1_000_000, Period: time.Second}}
+	// inflight is bare plus a concurrency rule: the decision and the
+	// release that ends the request, both.
+	inflightBuckets := append(bareBuckets[:1:1], limiter.Bucket{ID: "exports", Limit: 1_000_000, Period: time.Minute, Concurrency: true})
 
 	var closers []func()
 	closeAll := func() {
@@ -207,6 +210,16 @@ func contenders(ctx context.Context, rdb *redis.Client, addr string) ([]contende
 			d, err := bare.Allow(ctx, limiter.Request{Subject: names[i%subjects], Buckets: bareBuckets, Cost: 1})
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("bare denied: %+v", d)
+			}
+			return err
+		}},
+		{"inflight", "evalsha", func(ctx context.Context, i int) error {
+			d, err := bare.Allow(ctx, limiter.Request{Subject: names[i%subjects], Buckets: inflightBuckets, Cost: 1})
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("inflight denied: %+v", d)
+			}
+			if err == nil {
+				err = bare.Release(ctx, d.Slots)
 			}
 			return err
 		}},

@@ -15,6 +15,8 @@
 //	ping       PING
 //	redis_rate redis_rate.Limiter.Allow, one GCRA limit
 //	bare       limiter.Allow, one token bucket, no leases, no deny cache
+//	inflight   bare with a concurrency rule too: the decision, then the
+//	           release (ZREM) that ends the request
 //	deployed   the authorizer's decision as app.NewDecider builds it (rules
 //	           cache, deny cache, leases on: LEASE_MAX 64), one rule for
 //	           every subject (DEFAULT_LIMIT)
