@@ -15,7 +15,7 @@ import (
 func insightsPrefix(stack awscdk.Stack) string { return *stack.StackName() + "-sluice" }
 
 // insightRule is one Contributor Insights rule over the decision log lines
-// (internal/authorizer/apigw's logDecision: JSON with decision, api,
+// (internal/authorizer's logDecision: JSON with decision, api,
 // ruleId, principalId, and subject when SUBJECT_SHOW shows it).
 type insightRule struct {
 	id, suffix, title string

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 )
 
 // BenchmarkWrapREST compares, against the real Redis of the tests, one

@@ -81,8 +81,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/decider"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// The upstream repros of the Lambda path (internal/authorizer/apigw's
+// The upstream repros of the Lambda path (internal/edge/apigw's
 // TestUpstreamCache*), in process: the team's handler runs for every
 // event, and what it does not allow on a route is never granted there,
 // whatever it allowed before, and is Unauthorized (401), not the Deny a

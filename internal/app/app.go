@@ -31,9 +31,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/authorizer"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/decider"
+	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/ledger"

@@ -16,11 +16,6 @@ import (
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
-// KeyRule is the authorizer context key of the limiting rule's id (the
-// value internal/authorizer/apigw writes as its KeyRule). The other keys
-// the responses read are [headers]'.
-const KeyRule = "rule"
-
 // Value is one header or body value: a literal, or a $context variable
 // that API Gateway fills in from the request. The zero Value is the empty
 // literal.
@@ -106,7 +101,7 @@ func TooManyRequests(d headers.Dialects) Response {
 			{"limit", Number(headers.KeyLimit)},
 			{"remaining", Number(headers.KeyRemaining)},
 			{"reset", Number(headers.KeyReset)},
-			{"rule", Authorizer(KeyRule)},
+			{"rule", Authorizer(headers.KeyRule)},
 			{"requestId", RequestID},
 		},
 	}

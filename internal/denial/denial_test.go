@@ -56,7 +56,7 @@ func TestRenderIsAPIGateway(t *testing.T) {
 	t.Parallel()
 	full := Context{RequestID: "4e834c02-b817-4d9d-ab73-393956ad22b3", Authorizer: map[string]string{
 		headers.KeyRetryAfter: "20", headers.KeyLimit: "3", headers.KeyRemaining: "0", headers.KeyReset: "60",
-		headers.KeyResetAt: "1796083260", KeyRule: "9d18587a-c1cb-45f8-9302-82ed9d8c21a2",
+		headers.KeyResetAt: "1796083260", headers.KeyRule: "9d18587a-c1cb-45f8-9302-82ed9d8c21a2",
 		headers.KeyRateLimitPolicy: `"9d18587a-c1cb-45f8-9302-82ed9d8c21a2";q=3;w=60`,
 		headers.KeyRateLimit:       `"9d18587a-c1cb-45f8-9302-82ed9d8c21a2";r=0;t=60`,
 	}}

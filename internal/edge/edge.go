@@ -2,7 +2,8 @@
 // authorizer.Request, and the decision's authorizer.Result into what each
 // transport answers: one function per event shape in, one rendering per
 // answer out. It converts and does nothing else: the decision, its log
-// line, metrics and stats are the core's (internal/authorizer).
+// line, metrics and stats are the core's (internal/authorizer). Its
+// subpackage apigw answers API Gateway's events with these conversions.
 //
 // Each converter decodes the transport as the transport's own backend
 // would, so that a caller cannot make Sluice see another request than the

@@ -9,46 +9,29 @@ import (
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
-// Context keys of an authorizer answer, readable in the gateway as
-// $context.authorizer.<key> (REST) or $request.context.authorizer.<key>
-// (HTTP): the gateway responses map them into the 429's fields.
-const (
-	KeyLimit           = headers.KeyLimit           // number: tokens per period of the limiting rule
-	KeyRemaining       = headers.KeyRemaining       // number: tokens left
-	KeyReset           = headers.KeyReset           // number: seconds until the bucket is full, rounded up
-	KeyRetryAfter      = headers.KeyRetryAfter      // number: seconds until a retry can pass, rounded up; 0 when allowed
-	KeyRateLimitPolicy = headers.KeyRateLimitPolicy // string: RateLimit-Policy field value
-	KeyRateLimit       = headers.KeyRateLimit       // string: RateLimit field value
-	KeyRule            = "rule"                     // string: id of the limiting rule, "" when none applied
-	KeyFailOpen        = "failOpen"                 // boolean: Redis failed and the request was let through
-	// KeyResetAt is only present with the legacy header dialect
-	// (RATELIMIT_HEADERS): X-RateLimit-Reset's Unix time.
-	KeyResetAt = headers.KeyResetAt // number: Unix time in seconds when the bucket is full
-)
-
 // Context is the authorizer context of res, one rendering of the result
 // (Fields is the other): strings, numbers and booleans only, every key
 // always present so gateway mappings never miss one, the keys of the
-// dialects d beyond them (KeyResetAt, from now), and the verified claims
+// dialects d beyond them (headers.KeyResetAt, from now), and the verified claims
 // (res.Context) under their own keys, never over these.
 func Context(res *authorizer.Result, d headers.Dialects, now time.Time) map[string]any {
 	var buf [96]byte
 	v := make(map[string]any, 8+len(res.Context))
-	v[KeyLimit] = res.Limit
-	v[KeyRemaining] = res.Remaining
-	v[KeyReset] = authorizer.Seconds(res.Reset)
-	v[KeyRetryAfter] = authorizer.Seconds(res.RetryAfter)
-	v[KeyRateLimitPolicy] = res.Policy()
-	v[KeyRateLimit] = string(res.AppendRateLimit(buf[:0]))
-	v[KeyRule] = res.Rule
-	v[KeyFailOpen] = res.FailOpen
+	v[headers.KeyLimit] = res.Limit
+	v[headers.KeyRemaining] = res.Remaining
+	v[headers.KeyReset] = authorizer.Seconds(res.Reset)
+	v[headers.KeyRetryAfter] = authorizer.Seconds(res.RetryAfter)
+	v[headers.KeyRateLimitPolicy] = res.Policy()
+	v[headers.KeyRateLimit] = string(res.AppendRateLimit(buf[:0]))
+	v[headers.KeyRule] = res.Rule
+	v[headers.KeyFailOpen] = res.FailOpen
 	for k, x := range res.Context {
 		if _, taken := v[k]; !taken {
 			v[k] = x
 		}
 	}
 	if d&headers.Legacy != 0 {
-		v[KeyResetAt] = resetAt(now, res)
+		v[headers.KeyResetAt] = resetAt(now, res)
 	}
 	return v
 }
@@ -69,17 +52,17 @@ func SetFields(hdr http.Header, res *authorizer.Result, d headers.Dialects, now 
 		for _, f := range d.Fields() {
 			var v string
 			switch f.Key {
-			case KeyRateLimitPolicy:
+			case headers.KeyRateLimitPolicy:
 				v = res.Policy()
-			case KeyRateLimit:
+			case headers.KeyRateLimit:
 				v = string(res.AppendRateLimit(buf[:0]))
-			case KeyLimit:
+			case headers.KeyLimit:
 				v = strconv.FormatInt(res.Limit, 10)
-			case KeyRemaining:
+			case headers.KeyRemaining:
 				v = strconv.FormatInt(res.Remaining, 10)
-			case KeyReset:
+			case headers.KeyReset:
 				v = strconv.FormatInt(authorizer.Seconds(res.Reset), 10)
-			case KeyResetAt:
+			case headers.KeyResetAt:
 				v = strconv.FormatInt(resetAt(now, res), 10)
 			default:
 				continue

@@ -110,16 +110,21 @@ func (d Dialects) String() string {
 // Has reports whether d includes every dialect of x.
 func (d Dialects) Has(x Dialects) bool { return d&x == x && x != 0 }
 
-// Keys of the authorizer context that the fields are read from (the values
-// internal/authorizer/apigw writes; its tests keep the two in step).
+// Keys of the authorizer context, declared here alone: every answer
+// carries them (edge.Context writes them, always all, KeyResetAt only with
+// Legacy), the gateway reads them as $context.authorizer.<key> (REST) or
+// $request.context.authorizer.<key> (HTTP) into the 429's fields, and the
+// fields below take their values from them.
 const (
 	KeyLimit           = "limit"           // number: tokens per period of the limiting rule
 	KeyRemaining       = "remaining"       // number: tokens left
 	KeyReset           = "reset"           // number: seconds until the bucket is full, rounded up
 	KeyResetAt         = "resetAt"         // number: Unix time in seconds when the bucket is full; only with Legacy
-	KeyRetryAfter      = "retryAfter"      // number: seconds until a retry can pass, rounded up
+	KeyRetryAfter      = "retryAfter"      // number: seconds until a retry can pass, rounded up; 0 when allowed
 	KeyRateLimitPolicy = "rateLimitPolicy" // string: Draft11 RateLimit-Policy value
 	KeyRateLimit       = "rateLimit"       // string: Draft11 RateLimit value
+	KeyRule            = "rule"            // string: id of the limiting rule, "" when none applied
+	KeyFailOpen        = "failOpen"        // boolean: Redis failed and the request was let through
 )
 
 // Field is one response field and the authorizer context key holding its

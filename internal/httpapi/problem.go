@@ -1,5 +1,5 @@
 // Package httpapi holds what Sluice's JSON HTTP APIs, the admin API
-// (internal/admin) and the check API (internal/authorizer/apigw), share:
+// (internal/admin) and the check API (internal/edge/apigw), share:
 // the RFC 9457 problem document every error answers with, the Error type
 // that keeps what the client reads apart from what only the log reads, the
 // one function that turns an error into a problem response, and a strict

@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
 	"github.com/sluicehq/sluice/internal/denial"
+	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
@@ -33,7 +33,7 @@ const (
 var demoResources = []string{"/", "/hello", "/items", "/items/{id}", "/search"}
 
 // lambdaHandler is the authorizer's Lambda entry, what the Lambda runtime
-// calls with the event's bytes (internal/authorizer/apigw.Authorizer.Invoke).
+// calls with the event's bytes (internal/edge/apigw.Authorizer.Invoke).
 type lambdaHandler interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }
@@ -254,7 +254,7 @@ func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any) {
 	if dialects == 0 {
 		dialects = headers.Default
 	}
-	if contextString(ctxv, authapigw.KeyRule) == "" {
+	if contextString(ctxv, headers.KeyRule) == "" {
 		return
 	}
 	for _, f := range dialects.Fields() {

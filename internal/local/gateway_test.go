@@ -18,8 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
-	"github.com/sluicehq/sluice/internal/denial"
+	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store/memory"
@@ -80,9 +79,9 @@ func authResponse(effect, resource string) events.APIGatewayCustomAuthorizerResp
 			{Action: []string{"execute-api:Invoke"}, Effect: effect, Resource: []string{resource}},
 		}},
 		Context: map[string]any{
-			authapigw.KeyRetryAfter: int64(7), authapigw.KeyLimit: int64(3), authapigw.KeyRemaining: int64(0),
-			authapigw.KeyReset: int64(60), authapigw.KeyRateLimitPolicy: `"r";q=3;w=60`, authapigw.KeyRateLimit: `"r";r=0;t=60`,
-			authapigw.KeyResetAt: int64(1796083260), authapigw.KeyRule: "r",
+			headers.KeyRetryAfter: int64(7), headers.KeyLimit: int64(3), headers.KeyRemaining: int64(0),
+			headers.KeyReset: int64(60), headers.KeyRateLimitPolicy: `"r";q=3;w=60`, headers.KeyRateLimit: `"r";r=0;t=60`,
+			headers.KeyResetAt: int64(1796083260), headers.KeyRule: "r",
 		},
 	}
 }
@@ -183,15 +182,6 @@ func TestGatewayEventAndPolicy(t *testing.T) {
 	}
 }
 
-// TestDenialKeys: the 429 body reads the rule id under the key the
-// authorizer writes it.
-func TestDenialKeys(t *testing.T) {
-	t.Parallel()
-	if denial.KeyRule != authapigw.KeyRule {
-		t.Errorf("denial.KeyRule = %q, want authapigw.KeyRule %q", denial.KeyRule, authapigw.KeyRule)
-	}
-}
-
 // TestGatewayHeaderDialects: the local gateway writes the fields of the
 // chosen dialects from the authorizer context, exactly those (names as
 // written, not canonicalised), Retry-After on every 429 and never on a 200,
@@ -239,7 +229,7 @@ func TestGatewayHeaderDialects(t *testing.T) {
 				case "Deny":
 					want["Retry-After"] = "7"
 				case "Allow without a rule":
-					resp.Context[authapigw.KeyRule] = ""
+					resp.Context[headers.KeyRule] = ""
 					want = map[string]string{}
 				}
 				g := newGateway("demo", "local", demoResources, &fakeAuth{resp: resp}, discardLogger())

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	authapigw "github.com/sluicehq/sluice/internal/authorizer/apigw"
+	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"

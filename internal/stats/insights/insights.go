@@ -1,6 +1,6 @@
 // Package insights answers the admin API's GET /stats on AWS from the
 // CloudWatch Contributor Insights rules the reference stack creates over
-// the authorizer's decision log lines (internal/authorizer/apigw's
+// the authorizer's decision log lines (internal/authorizer's
 // logDecision): the same stats.Report sluice local builds from its
 // in-process counters.
 //

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 )
 
 // TestObserving: an observed copy of an Authorizer tells its Observe of

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -74,7 +74,7 @@ func TestHeaderDialects(t *testing.T) {
 					t.Errorf("REST context lacks %q, which the %s gateway response maps", f.Key, f.Name)
 				}
 			}
-			_, hasResetAt := resp.Context[apigw.KeyResetAt]
+			_, hasResetAt := resp.Context[headers.KeyResetAt]
 			if hasResetAt != tt.resetAt {
 				t.Errorf("REST context has resetAt = %v, want %v (only with legacy)", hasResetAt, tt.resetAt)
 			}

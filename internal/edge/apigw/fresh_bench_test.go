@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -56,7 +56,7 @@ func (v redisVersion) Version(ctx context.Context) (int64, error) {
 //
 // Run with
 //
-//	scripts/testenv.sh go test -run '^$' -bench BenchmarkRulesFreshness -benchtime 20000x ./internal/authorizer/apigw/
+//	scripts/testenv.sh go test -run '^$' -bench BenchmarkRulesFreshness -benchtime 20000x ./internal/edge/apigw/
 func BenchmarkRulesFreshness(b *testing.B) {
 	rdb := testenv.Client(b, testenv.RedisURL(b), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
 	prefix := testenv.Prefix(b, "bench")

@@ -1,8 +1,10 @@
-// Package apigw adapts the authorizer decision to AWS API Gateway and Lambda:
-// REST API REQUEST authorizer events in, IAM policies out; HTTP API (payload
-// 2.0) authorizer events in, simple responses out; and the check API's
-// proxy and Function URL events. The Lambdas in functions/ and the local
-// gateway of cmd/sluice call the same handlers.
+// Package apigw answers AWS API Gateway's and Lambda's events with the
+// core decision (internal/authorizer), through the converters and
+// renderings of its parent, internal/edge: REST API REQUEST authorizer
+// events in, IAM policies out; HTTP API (payload 2.0) authorizer events
+// in, simple responses out; and the check API's proxy and Function URL
+// events. The Lambdas in functions/, sluice local's gateway and the
+// ratelimit package's authorizer wrappers call the same handlers.
 //
 // On deny a REST API gets a Deny policy, which the gateway answers with its
 // ACCESS_DENIED response (403 by default; the infra rewrites it to 429 with
@@ -31,23 +33,6 @@ import (
 // ErrUnauthorized is returned to API Gateway when a request has no subject:
 // the exact message "Unauthorized" makes the gateway answer 401.
 var ErrUnauthorized = errors.New("Unauthorized")
-
-// Context keys of the authorizer response, readable in the gateway as
-// $context.authorizer.<key> (REST) or $context.authorizer.<key> /
-// $request.context.authorizer.<key> (HTTP).
-// (edge.Context renders them; these names are kept for the gateway
-// responses' mapping and the tests.)
-const (
-	KeyLimit           = edge.KeyLimit
-	KeyRemaining       = edge.KeyRemaining
-	KeyReset           = edge.KeyReset
-	KeyRetryAfter      = edge.KeyRetryAfter
-	KeyRateLimitPolicy = edge.KeyRateLimitPolicy
-	KeyRateLimit       = edge.KeyRateLimit
-	KeyRule            = edge.KeyRule
-	KeyFailOpen        = edge.KeyFailOpen
-	KeyResetAt         = edge.KeyResetAt
-)
 
 // InvokeAction is the IAM action API Gateway checks an authorizer policy for.
 const InvokeAction = "execute-api:Invoke"

@@ -11,7 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 )
 
@@ -44,7 +45,7 @@ func TestChainRESTFromJSON(t *testing.T) {
 			t.Fatalf("ChainREST: %v", err)
 		}
 		effects = append(effects, got.PolicyDocument.Statement[0].Effect)
-		if got.PrincipalID != "user-secret-7" || got.Context["plan"] != "gold" || got.Context[apigw.KeyRule] != "r-order" {
+		if got.PrincipalID != "user-secret-7" || got.Context["plan"] != "gold" || got.Context[headers.KeyRule] != "r-order" {
 			t.Errorf("answer = principal %q context %v, want the upstream's principal and plan, rule r-order", got.PrincipalID, got.Context)
 		}
 		if _, err := json.Marshal(got); err != nil {
@@ -96,7 +97,7 @@ func TestChainMergeContext(t *testing.T) {
 				t.Errorf("%s: context[%q] = %#v, want the upstream's %#v", name, k, got[k], v)
 			}
 		}
-		if got[apigw.KeyLimit] != int64(100) || got[apigw.KeyRetryAfter] != int64(0) || got[apigw.KeyRateLimit] == "forged" {
+		if got[headers.KeyLimit] != int64(100) || got[headers.KeyRetryAfter] != int64(0) || got[headers.KeyRateLimit] == "forged" {
 			t.Errorf("%s: context = %v, want Sluice's limit, retryAfter and rateLimit", name, got)
 		}
 		if _, ok := got["nested"]; ok {
@@ -132,8 +133,8 @@ func TestChainMergeContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["seats"], want["tenant"] = 3.0, "acme" // as JSON decodes them
-	resp.Context[apigw.KeyLimit] = int64(resp.Context[apigw.KeyLimit].(float64))
-	resp.Context[apigw.KeyRetryAfter] = int64(resp.Context[apigw.KeyRetryAfter].(float64))
+	resp.Context[headers.KeyLimit] = int64(resp.Context[headers.KeyLimit].(float64))
+	resp.Context[headers.KeyRetryAfter] = int64(resp.Context[headers.KeyRetryAfter].(float64))
 	check("invoked", resp.Context)
 }
 

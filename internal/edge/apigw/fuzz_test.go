@@ -19,7 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/authorizer/apigw"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
+	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -119,8 +120,8 @@ func checkInvoke(t *testing.T, h *apigw.Authorizer, payload []byte) ([]byte, err
 			t.Fatalf("Invoke(%q) principalId %q, want a subject hash (32 hex digits)", payload, *reply.PrincipalID)
 		}
 	}
-	for _, k := range []string{apigw.KeyLimit, apigw.KeyRemaining, apigw.KeyReset, apigw.KeyRetryAfter,
-		apigw.KeyRateLimitPolicy, apigw.KeyRateLimit, apigw.KeyRule, apigw.KeyFailOpen} {
+	for _, k := range []string{headers.KeyLimit, headers.KeyRemaining, headers.KeyReset, headers.KeyRetryAfter,
+		headers.KeyRateLimitPolicy, headers.KeyRateLimit, headers.KeyRule, headers.KeyFailOpen} {
 		if _, ok := reply.Context[k]; !ok {
 			t.Fatalf("Invoke(%q) reply %s: context lacks %q", payload, out, k)
 		}
