@@ -349,3 +349,66 @@ func raise(v *atomic.Int64, n int64) {
 		}
 	}
 }
+
+// TestInFlightHolderKilled: a process holding a slot is SIGKILLed
+// mid-request; its slot frees itself at the TTL, not before, and the
+// time from the kill to the next admission is measured.
+func TestInFlightHolderKilled(t *testing.T) {
+	if os.Getenv("SLUICE_INFLIGHT_HOLDER") != "" {
+		return // run by TestInFlightHolder
+	}
+	c := newClient(t, 1)
+	prefix := testPrefix(t, c)
+	const ttl = time.Second
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInFlightHolder$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SLUICE_INFLIGHT_HOLDER="+prefix)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill() //nolint:errcheck // killed below already
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "holding" {
+	}
+	taken := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed := time.Now()
+	l, _ := inflightLimiter(t, prefix, false)
+	b := Bucket{ID: "killed", Limit: 1, Period: ttl, Concurrency: true}
+	if d, _ := l.Allow(context.Background(), Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1}); d.Allowed {
+		t.Fatal("the killed holder's slot was free at once: its request was never counted")
+	}
+	testenv.Await(t, 5*time.Second, 5*time.Millisecond, "the killed holder's slot frees", func() bool {
+		d, err := l.Allow(context.Background(), Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1})
+		return err == nil && d.Allowed
+	})
+	held := time.Since(taken)
+	if held < ttl-10*time.Millisecond || held > ttl+500*time.Millisecond {
+		t.Errorf("the slot was held %v after it was taken, want its TTL %v", held, ttl)
+	}
+	t.Logf("crash to free: %v after the SIGKILL, %v after the slot was taken (TTL %v)", time.Since(killed), held, ttl)
+}
+
+// TestInFlightHolder is TestInFlightHolderKilled's holder: it takes the
+// slot, says so and waits to be killed.
+func TestInFlightHolder(t *testing.T) {
+	prefix := os.Getenv("SLUICE_INFLIGHT_HOLDER")
+	if prefix == "" {
+		t.Skip("run by TestInFlightHolderKilled")
+	}
+	l := New(newClient(t, 1), Options{Prefix: prefix, Timeout: time.Second, DenyCacheSize: -1})
+	b := Bucket{ID: "killed", Limit: 1, Period: time.Second, Concurrency: true}
+	d, err := l.Allow(context.Background(), Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1})
+	if err != nil || !d.Allowed {
+		t.Fatalf("holder: %+v %v", d, err)
+	}
+	fmt.Println("holding")
+	time.Sleep(time.Minute) // sleep: the work, until the parent's SIGKILL
+}
