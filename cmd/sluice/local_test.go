@@ -390,12 +390,13 @@ func testAllowThenDeny(t *testing.T, p *localProc) {
 	if !strings.Contains(resp.Header.Get("RateLimit"), ";r=0;") {
 		t.Errorf("GET /search #4 RateLimit = %q, want r=0", resp.Header.Get("RateLimit"))
 	}
-	var deny map[string]string
+	// The numbers are JSON numbers, as the check API's are.
+	var deny map[string]any
 	if err := json.Unmarshal(body, &deny); err != nil {
 		t.Fatalf("429 body %s: %v", body, err)
 	}
-	if deny["message"] != "Too Many Requests" || deny["retryAfter"] != resp.Header.Get("Retry-After") || deny["limit"] != "3" || deny["remaining"] != "0" {
-		t.Errorf("429 body = %v, want message, retryAfter = Retry-After, limit 3, remaining 0", deny)
+	if deny["message"] != "Too Many Requests" || deny["retryAfter"] != float64(ra) || deny["limit"] != 3.0 || deny["remaining"] != 0.0 {
+		t.Errorf("429 body = %v, want message, retryAfter = Retry-After, limit 3, remaining 0 (numbers)", deny)
 	}
 }
 

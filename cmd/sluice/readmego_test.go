@@ -34,9 +34,11 @@ func TestReadmeServiceSnippetCompiles(t *testing.T) {
 	prog := `package main
 
 import (
+	"cmp"
 	"context"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
