@@ -508,6 +508,12 @@ func (a *Authorizer) Release(ctx context.Context, s limiter.Slots) {
 	}
 }
 
+// ParseSlots reads a token of Result.Slots (limiter.Slots.Token), for a
+// release asked in another call (the check API's).
+func (a *Authorizer) ParseSlots(token string) (limiter.Slots, error) {
+	return a.lim.ParseToken(token)
+}
+
 // verifiedContext returns the verified claims the sources read, by their
 // context keys; nil when there are none.
 func (a *Authorizer) verifiedContext(ir *identity.Request) map[string]string {

@@ -3,10 +3,12 @@ package limiter
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,6 +45,44 @@ func (s Slots) Count() int {
 		return 0
 	}
 	return len(s.h.keys)
+}
+
+// Token is s as text, for a caller that releases in another process or
+// call (the check API's release): "s1.<slot id>.<keys, base64url>"; ""
+// for no slots. It names Redis keys and the slot id; only the id, 128
+// random bits, lets anyone free the slots.
+func (s Slots) Token() string {
+	if !s.Held() {
+		return ""
+	}
+	return "s1." + s.h.member + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.Join(s.h.keys, "\n")))
+}
+
+// ErrBadToken wraps a slot token ParseToken cannot read.
+var ErrBadToken = errors.New("not a slot token of this deployment")
+
+// ParseToken reads a Slots.Token of this Limiter's: its keys must be
+// concurrency keys under its prefix, at most MaxBuckets of them.
+func (l *Limiter) ParseToken(token string) (Slots, error) {
+	rest, ok := strings.CutPrefix(token, "s1.")
+	member, enc, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || len(member) != 32 || strings.Trim(member, "0123456789abcdef") != "" {
+		return Slots{}, ErrBadToken
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return Slots{}, ErrBadToken
+	}
+	keys := strings.Split(string(raw), "\n")
+	if len(keys) > MaxBuckets {
+		return Slots{}, ErrBadToken
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, l.prefix+"{") || !strings.HasSuffix(k, ":c") || len(k) > 512 {
+			return Slots{}, ErrBadToken
+		}
+	}
+	return Slots{&slotSet{member: member, keys: keys}}, nil
 }
 
 // slotID draws a request's slot id: 128 random bits, as 32 hex digits.

@@ -412,3 +412,35 @@ func TestInFlightHolder(t *testing.T) {
 	fmt.Println("holding")
 	time.Sleep(time.Minute) // sleep: the work, until the parent's SIGKILL
 }
+
+// TestInFlightToken: slots travel as a token and are released from it;
+// a token of another prefix, or a forged one, is refused.
+func TestInFlightToken(t *testing.T) {
+	c := newClient(t, 1)
+	l, _ := inflightLimiter(t, testPrefix(t, c), false)
+	ctx := context.Background()
+	b := Bucket{ID: "tok", Limit: 1, Period: time.Minute, Concurrency: true}
+	d, err := l.Allow(ctx, Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1})
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	s, err := l.ParseToken(d.Slots.Token())
+	if err != nil || s.Count() != 1 {
+		t.Fatalf("ParseToken(%q) = %d slots, %v", d.Slots.Token(), s.Count(), err)
+	}
+	if err := l.Release(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := l.InFlight(ctx, "s", b); n != 0 {
+		t.Errorf("released by token: %d in flight", n)
+	}
+	other := New(c, Options{Prefix: "other:"})
+	for _, tok := range []string{"", "s1.", "s1.zz.aa", d.Slots.Token() + "x", "s2" + d.Slots.Token()[2:]} {
+		if _, err := l.ParseToken(tok); err == nil {
+			t.Errorf("ParseToken(%q) passed", tok)
+		}
+	}
+	if _, err := other.ParseToken(d.Slots.Token()); err == nil {
+		t.Error("another prefix's Limiter took the token")
+	}
+}

@@ -72,6 +72,12 @@ export interface SluiceClient {
    */
   check(req: CheckRequest, init?: { signal?: AbortSignal }): Promise<CheckResult>;
   /**
+   * Frees the in-flight slots an allowed check took (its `slot`, set when
+   * a concurrency rule applies): call it when the work ends, in a
+   * `finally`. A slot never released frees itself at its rule's period.
+   */
+  release(slot: string, init?: { signal?: AbortSignal }): Promise<void>;
+  /**
    * Charges (or refunds, with a negative cost) a cost known only after
    * the work. With an idempotency key, a retry charges nothing.
    */
@@ -95,6 +101,10 @@ export function createSluiceClient(o: SluiceOptions): SluiceClient {
         return { ...(error as CheckResponse), retryAfterHeader: Number(response.headers.get("Retry-After")) };
       }
       throw new SluiceError(response.status, error as Problem | undefined);
+    },
+    async release(slot, init) {
+      const { error, response } = await api.POST("/check", { body: { release: slot }, signal: init?.signal });
+      if (response.status !== 204) throw new SluiceError(response.status, error as Problem | undefined);
     },
     async usage(req, init) {
       const headers = init?.idempotencyKey ? { "Idempotency-Key": init.idempotencyKey } : undefined;

@@ -247,9 +247,11 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Decide one request as the authorizer would, and charge it
+         * Decide one request as the authorizer would, and charge it; or release its in-flight slots
          * @description Served by the check function (`sluice local`: `/admin/check`). Its
-         *     problem types are under docs/authorizer.md.
+         *     problem types are under docs/authorizer.md. An allowed check that
+         *     holds in-flight slots (concurrency rules) answers a `slot`; a body
+         *     `{"release": slot}` frees them (204) when the work ends.
          */
         post: operations["check"];
         delete?: never;
@@ -680,16 +682,19 @@ export interface components {
             /** Format: int64 */
             denied: number;
         };
+        /** @description A check (subject, api, route), or a release (release alone). */
         CheckRequest: {
-            subject: string;
-            api: string;
+            subject?: string;
+            api?: string;
             /** @description METHOD /resource/{param}, or * for the API-wide rules only */
-            route: string;
+            route?: string;
             /**
              * Format: int64
              * @description absent or 0 is the rules' cost
              */
             cost?: number;
+            /** @description an allowed check's slot: frees its in-flight slots */
+            release?: string;
         };
         CheckResponse: {
             allowed: boolean;
@@ -726,6 +731,8 @@ export interface components {
             rule?: string;
             /** @description Redis failed and the rule allowed */
             failOpen?: boolean;
+            /** @description in-flight slots held (concurrency rules): send it back as release when the work ends */
+            slot?: string;
         };
     };
     responses: {
@@ -1459,6 +1466,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["CheckResponse"];
                 };
+            };
+            /** @description Released (a body of `release` alone). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

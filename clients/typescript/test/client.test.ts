@@ -116,6 +116,33 @@ test("check, then usage: ask before the work, charge after", async () => {
   });
 });
 
+test("in flight: a check holds a slot until release", async () => {
+  const { api } = sluice;
+  const rule = await api.POST("/rules", {
+    body: { api: "demo", route: "POST /exports", subject: "*", kind: "concurrency", limit: 1, period: "1h" },
+  });
+  assert.equal(rule.response.status, 201, JSON.stringify(rule.error));
+  const req = { api: "demo", route: "POST /exports", subject: "dave" };
+  let held = await sluice.check(req);
+  for (let i = 0; !held.slot && i < 40; i++) {
+    // sluice local's authorizer sees the rule at its next poll.
+    await new Promise((r) => setTimeout(r, 100));
+    if (held.slot === undefined && held.allowed) held = await sluice.check(req);
+  }
+  assert.ok(held.allowed && held.slot, JSON.stringify(held));
+  const second = await sluice.check(req);
+  assert.equal(second.allowed, false, "one export in flight: the second waits");
+  await sluice.release(held.slot!);
+  const third = await sluice.check(req);
+  assert.ok(third.allowed && third.slot, "released: the slot is free again");
+  await sluice.release(third.slot!);
+  await assert.rejects(sluice.release("s1.not-a-slot"), (err: unknown) => {
+    assert.ok(err instanceof SluiceError);
+    assert.equal(err.status, 400);
+    return true;
+  });
+});
+
 test("batch: a set's writes all or nothing", async () => {
   const { api } = sluice;
   const applied = await api.POST("/batch", {

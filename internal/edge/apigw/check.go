@@ -22,8 +22,13 @@ import (
 // MaxCheckBody is the largest check request body accepted, in bytes.
 const MaxCheckBody = 8 << 10
 
-// CheckRequest is the body of POST /check.
+// CheckRequest is the body of POST /check: a check, or a release of the
+// in-flight slots a check took.
 type CheckRequest struct {
+	// Release, when set, is the slot token of an earlier check's answer
+	// (CheckResponse.Slot), alone in the body: its in-flight slots are
+	// freed, and the answer is 204.
+	Release string `json:"release,omitempty"`
 	// Subject is who is limited (an API key, a user id); required, white
 	// space around it trimmed, as the authorizer trims a header (see
 	// rules.NormalizeTarget for these three fields).
@@ -60,6 +65,10 @@ type CheckResponse struct {
 	Rule string `json:"rule,omitempty"`
 	// FailOpen is set when Redis failed and the request was allowed.
 	FailOpen bool `json:"failOpen,omitempty"`
+	// Slot is set when an allowed check holds in-flight slots (concurrency
+	// rules): send it back as {"release": slot} when the work ends. A slot
+	// never released frees itself at its rule's period.
+	Slot string `json:"slot,omitempty"`
 }
 
 // millis is d in whole milliseconds, rounded up; 0 for d <= 0.
@@ -132,6 +141,10 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, err)
 		return
 	}
+	if req.Release != "" {
+		h.release(w, r, req.Release)
+		return
+	}
 	ar := req.Request()
 	// The subject is given, so decide never reports a missing one.
 	res, _ := h.decide(r.Context(), &ar)
@@ -146,6 +159,7 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		RetryAfterMs: millis(res.RetryAfter),
 		Rule:         res.Rule,
 		FailOpen:     res.FailOpen,
+		Slot:         res.Slots.Token(),
 	})
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
@@ -157,6 +171,19 @@ func (h *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	w.Write(out) //nolint:errcheck // the client has gone
+}
+
+// release frees the in-flight slots of token: 204, or 400 when the token
+// is none of this deployment's.
+func (h *Check) release(w http.ResponseWriter, r *http.Request, token string) {
+	s, err := h.a.ParseSlots(token)
+	if err != nil {
+		writeProblem(w, httpapi.BadRequest(httpapi.FieldError("release", "must be the slot of a check answer of this deployment")))
+		return
+	}
+	h.a.Release(r.Context(), s)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Request is the core's request of a check body, already validated
@@ -197,6 +224,12 @@ func ParseCheckRequest(body []byte) (CheckRequest, error) {
 // "GET /x") and says what is wrong with each field, as a
 // *rules.ValidationError.
 func (r *CheckRequest) validate() error {
+	if r.Release != "" {
+		if r.Subject != "" || r.API != "" || r.Route != "" || r.Cost != 0 {
+			return &rules.ValidationError{Fields: []rules.FieldError{httpapi.FieldError("release", "must be alone in the body: a release checks nothing")}}
+		}
+		return nil
+	}
 	t, err := rules.NormalizeTarget(rules.Target{Subject: r.Subject, API: r.API, Route: r.Route}, rules.PartSubject|rules.PartAPI|rules.PartRoute)
 	r.Subject, r.API, r.Route = t.Subject, t.API, t.Route
 	var fs []rules.FieldError
