@@ -75,3 +75,12 @@ type Health struct {
 func (l *Limiter) Health() Health {
 	return Health{BreakerOpen: l.dec.Limiter.Stats().Breaker != limiter.BreakerClosed, SnapshotAge: l.dec.Cache.Age()}
 }
+
+// CoreObserver returns the core's observer that tells obs each decision
+// as a Decision, in the terms the Limiter gives its own: sluice local's
+// REST gateway so reports to the metrics of its middleware. Like
+// FromDecider, it is for this module: code outside it cannot use the
+// result.
+func CoreObserver(obs Observer) authorizer.Observe {
+	return func(ob authorizer.Observation) { obs.ObserveDecision(decision(ob)) }
+}

@@ -56,7 +56,8 @@
 // Sluice authorizer's: the environment variables, the rules, the Redis key
 // layout, the context keys (docs/authorizer.md) and MaxSubjectLen's value
 // may change before v1, and each change is in the release notes. Nothing
-// under internal/ is part of the promise.
+// under internal/ is part of the promise, nor are FromDecider and
+// CoreObserver, which take or give its types for sluice local and awsenv.
 package ratelimit
 
 import (
@@ -384,7 +385,7 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 		Limiter:    limiter.Options{Timeout: timeout, LeaseMax: o.LeaseMax, Ledger: o.Ledger, Regions: o.Regions, Region: o.Region},
 		SubjectKey: key, RulesPublicKey: rulesKey, Default: def, Sources: src, Dimensions: dims, JWT: jwt, FailLogInterval: o.FailLogEvery,
 	})
-	l := embed(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {
+	l := FromDecider(d, decider.EmbedOptions{ContextKey: o.ContextKey, Headers: dialect, Close: func() {
 		d.Close()
 		if closeRedis != nil {
 			closeRedis()
@@ -421,18 +422,13 @@ func splitList(s string) []string {
 	return out
 }
 
-func init() {
-	// sluice local's and awsenv's Limiter, over the Decider they built.
-	decider.Embed = func(d *decider.Decider, o decider.EmbedOptions) any { return embed(d, o) }
-	// The REST gateway's decisions, told to an Observer as ours are.
-	decider.Observing = func(obs any) authorizer.Observe {
-		o := obs.(Observer)
-		return func(ob authorizer.Observation) { o.ObserveDecision(decision(ob)) }
-	}
-}
-
-// embed is the Limiter over d.
-func embed(d *decider.Decider, o decider.EmbedOptions) *Limiter {
+// FromDecider returns the Limiter over d, a decision path this module
+// built: sluice local's, whose REST gateway shares it, and
+// ratelimit/awsenv's, built from the Lambda's environment with what
+// package ratelimit must not link (the AWS SDK, pgx). Code outside this
+// module cannot name a decider.Decider: it calls New, which builds the
+// path itself. FromDecider does not check the subject hash key (CheckKey).
+func FromDecider(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	// The authorizer wrappers' handler is the upstream authorizer, run in
 	// process: the subject is read of its answer by the sources the
 	// Lambda's UPSTREAM_AUTHORIZER chaining reads it with (one path,

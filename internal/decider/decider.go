@@ -281,8 +281,8 @@ func LogReload(log *slog.Logger) func(version int64, from rulesync.Origin, snap 
 }
 
 // EmbedOptions are what the public ratelimit package's Limiter needs
-// beside a Decider: whom its authorizer wrappers limit, how its answers
-// are rendered, and what its Close closes.
+// beside a Decider (ratelimit.FromDecider): whom its authorizer wrappers
+// limit, how its answers are rendered, and what its Close closes.
 type EmbedOptions struct {
 	// ContextKey is the key of a wrapped authorizer's context naming the
 	// subject; "" its principalId.
@@ -293,16 +293,3 @@ type EmbedOptions struct {
 	// was built for it (the Decider, the clients).
 	Close func()
 }
-
-// Embed builds a *ratelimit.Limiter over d: set by package ratelimit's
-// init, so that sluice local and ratelimit/awsenv, which build the
-// decision path from the Lambda's configuration, hand it over without
-// ratelimit importing what they link (internal/app: the AWS SDK, pgx), as
-// grpc-go's internal hooks do. Nil unless ratelimit is linked in.
-var Embed func(d *Decider, o EmbedOptions) any
-
-// Observing turns obs, a ratelimit.Observer, into the core's Observe, with
-// the outcomes ratelimit gives its own decisions, so that sluice local's
-// REST gateway reports to the same metrics as its middleware in the same
-// terms. Set by package ratelimit's init, as Embed.
-var Observing func(obs any) authorizer.Observe

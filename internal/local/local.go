@@ -412,7 +412,7 @@ func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token 
 	// EMF metrics and stats): one path, and the admin API's rules apply
 	// to them as to the REST API. Their decisions, and the REST API's
 	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := decider.Embed(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders}).(*ratelimit.Limiter)
+	rl := ratelimit.FromDecider(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders})
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {
@@ -427,7 +427,7 @@ func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token 
 		onClose(shutdown)
 		obs = append(obs, m)
 	}
-	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(decider.Observing(obs)), a.Log)
+	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(ratelimit.CoreObserver(obs)), a.Log)
 	gw.headers = cfg.RateLimitHeaders
 	mux.Handle("/", gw)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
