@@ -26,6 +26,7 @@ type localCmd struct {
 	Regions          int     `default:"1" help:"Regions to run (1 to ${max_regions}): ports from --addr up, one Redis each, one ledger."`
 	LedgerURL        string  `name:"ledger-url" placeholder:"URL" help:"The Regions' ledger (DynamoDB endpoint; default: start dynalite)."`
 	SubjectKeyFrom   string  `name:"subject-key-from" placeholder:"ID" help:"Record this run's subject hash key in place of key id ID (docs/SECURITY.md#subject-hash-key)."`
+	Edge             bool    `help:"Deny long-blocked subjects at a local CDN edge before the demo API (docs/edge.md)."`
 }
 
 func (cmd *localCmd) Help() string {
@@ -85,6 +86,7 @@ func (cmd *localCmd) Run(e *env) error {
 	c := local.Config{
 		Addr: cmd.Addr, API: cmd.API, Stage: cmd.Stage, Seed: local.DefaultSeed,
 		Regions: cmd.Regions, LedgerURL: cmd.LedgerURL, Dynalite: e.env("SLUICE_DYNALITE"), SubjectKeyFrom: cmd.SubjectKeyFrom,
+		Edge:      cmd.Edge,
 		Token:     e.env("SLUICE_ADMIN_TOKEN"),
 		ReadToken: e.env("SLUICE_READ_TOKEN"),
 		StateDir:  e.env("SLUICE_STATE_DIR"),

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/cdn"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/decider"
 	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
@@ -211,7 +212,7 @@ type Decider struct {
 	clients
 	// Authorizer answers API Gateway authorizer events; Check answers
 	// POST /check.
-	Authorizer *authapigw.Authorizer
+	Authorizer *authapigw.Handler
 	Check      *authapigw.Check
 	// Core is the decision both ask.
 	Core *authorizer.Authorizer
@@ -222,6 +223,9 @@ type Decider struct {
 	Metrics *metrics.Metrics
 	// Path is the decision path all of the above belong to.
 	Path *decider.Decider
+	// Edge records the long denials the CDN edge repeats (internal/cdn);
+	// nil without an edge key (EDGE_KEY, EDGE_KEY_SECRET_ARN).
+	Edge *cdn.Recorder
 }
 
 // NewDecider builds the decision path from cfg: the limiter with the
@@ -269,6 +273,12 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if cfg.HasSource(identity.SourceJWT) {
 		do.JWT = &identity.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TokenUse: cfg.JWTTokenUse, JWKSURL: cfg.JWTJWKSURL}
 	}
+	if d.Edge, err = d.newEdgeRecorder(ctx, cfg, o.Prefix); err != nil {
+		return nil, err
+	}
+	if d.Edge != nil {
+		do.Denied = d.Edge.Denied
+	}
 	p := decider.New(ctx, d.Redis, do)
 	d.onClose(p.Close)
 	d.Path, d.JWT, d.Limiter, d.Cache, d.Metrics, d.Core = p, p.JWT, p.Limiter, p.Cache, p.Metrics, p.Core
@@ -277,7 +287,7 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
-	d.Authorizer = authapigw.NewAuthorizer(d.Core, ho)
+	d.Authorizer = authapigw.NewHandler(d.Core, ho)
 	d.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", true))
 	return d, nil
 }
@@ -378,7 +388,11 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 		LedgerTimeout:    max(cfg.LedgerTimeout, time.Second),
 	})
 	a.SubjectKey = subjectkey.New(a.Redis, o.Prefix, key, max(cfg.RedisTimeout, minAdminRedisTimeout))
-	a.Service = admin.New(a.Store, a.Snapshots, lim, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats, SubjectKey: a.SubjectKey})
+	rec, err := a.newEdgeRecorder(ctx, cfg, o.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	a.Service = admin.New(a.Store, a.Snapshots, edgeResets{lim, rec}, admin.Options{Logger: a.Log, Default: cfg.DefaultLimit, Stats: o.Stats, SubjectKey: a.SubjectKey})
 	a.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("admin", true))
 	return a, nil
 }

@@ -50,6 +50,18 @@ type PublisherOptions struct {
 	Now func() time.Time
 }
 
+// RulesOf is a PublisherOptions.Rules reading the rules set load returns
+// (the rules snapshot's LoadAll), each as the authorizers apply it.
+func RulesOf(load func(context.Context) (rules.Set, error)) func(context.Context) ([]rules.Effective, error) {
+	return func(ctx context.Context) ([]rules.Effective, error) {
+		set, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return rules.NewSnapshot(set.Rules, set.Plans, rules.SnapshotOptions{}).Rules(), nil
+	}
+}
+
 // Publisher drains the outbox into the store and sweeps it.
 type Publisher struct {
 	rdb   redis.UniversalClient

@@ -105,7 +105,13 @@ type Config struct {
 	// ...; the CLI overlays its flags); Defaults fill what it leaves
 	// empty. Nil reads nothing, so every setting is its default.
 	Getenv func(string) string
+	// Edge runs the CDN edge in front of the demo API (--edge): the
+	// stack's CloudFront Function in goja over an in-memory KeyValueStore
+	// (docs/edge.md). One Region only.
+	Edge bool
 
+	// edge is that edge, once started.
+	edge *edge
 	// ln, when set, is the listener already open on Addr (the development
 	// issuer's URL names its address); dev is that issuer.
 	ln  net.Listener
@@ -182,7 +188,16 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			cfg.RulesPublicKey = rulesync.NewSigningKey([]byte(key)).Public().(ed25519.PublicKey)
 		}
 	}
+	if c.Edge && cfg.EdgeKey == "" && cfg.EdgeKeySecretARN == "" {
+		cfg.EdgeKey = config.Secret(edgeKey()) // the store is in memory: a key per run
+	}
 	if c.Regions > 1 {
+		if c.Edge {
+			if c.ln != nil {
+				c.ln.Close()
+			}
+			return fmt.Errorf("%w: --edge runs with one Region", ErrConfig)
+		}
 		return serveRegions(ctx, c, cfg, stdout, stderr)
 	}
 	return serve(ctx, c, cfg, stdout, stderr)
@@ -326,6 +341,16 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		st.onClose(func() { stop(); <-done })
 	}
 
+	var edgeLine string
+	if c.Edge {
+		e, stop, err := startEdge(ctx, a, cfg, c.API)
+		if err != nil {
+			return err
+		}
+		st.onClose(stop)
+		c.edge = e
+		edgeLine = fmt.Sprintf("  edge       %s/  (the CloudFront Function in goja before the demo API; long denials published every %v)\n", "http://"+ln.Addr().String(), EdgeInterval)
+	}
 	token, generated, err := adminToken(c.Token)
 	if err != nil {
 		return err
@@ -338,7 +363,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	bi := bannerInfo{
 		base: "http://" + ln.Addr().String(), api: c.API, stage: c.Stage,
 		redis: redisDesc, store: storeDesc, seed: seedDesc, seedless: c.Seed == "", token: token, generated: generated,
-		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey),
+		rulesKey: rulesync.FormatPublicKey(cfg.RulesPublicKey), edge: edgeLine,
 	}
 	if err := bi.addDevToken(c.dev, cfg.SubjectSources); err != nil {
 		return err
@@ -429,7 +454,7 @@ func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token 
 	}
 	gw := newGateway(c.API, c.Stage, demoResources, a.Authorizer.Observing(ratelimit.CoreObserver(obs)), a.Log)
 	gw.headers = cfg.RateLimitHeaders
-	mux.Handle("/", gw)
+	mux.Handle("/", c.front(gw))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	limitedRoutes(mux, rl, obs, a.Log)
 	return nil
@@ -671,6 +696,8 @@ type bannerInfo struct {
 	// rulesKey is RULES_PUBLIC_KEY: what a limiter sharing this Redis
 	// verifies the rules with.
 	rulesKey string
+	// edge is the banner's line on --edge, or empty.
+	edge string
 }
 
 // banner prints what is running and commands to try.
@@ -714,7 +741,7 @@ CLI (make run built it in build/):
 
 Ctrl-C stops.
 `, b.base, b.api, b.stage, strings.Join(demoResources, " "), shown, note, b.redis, b.store, b.seed, ref, export, tryLines(b), consoleURL,
-		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions, rulesKey)
+		HTTPAPIID, strings.Join(httpAPIRoutes, ", "), ServiceAPI, strings.Join(serviceRoutes, ", "), b.regions, rulesKey+b.edge)
 }
 
 // tryLines are the banner's first curl lines: with the API key, or with a

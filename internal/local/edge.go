@@ -1,0 +1,98 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/app"
+	"github.com/sluicehq/sluice/internal/cdn"
+	"github.com/sluicehq/sluice/internal/cdn/edgejs"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rules"
+)
+
+// EdgeInterval is how often sluice local --edge publishes the outbox to
+// its store: the local part of the edge's false-deny bound (a reset
+// frees a subject at the edge within it, plus a round).
+const EdgeInterval = time.Second
+
+// edgeKey returns a fresh edge key for a run with --edge: the entries
+// live in memory, so nothing needs it across restarts.
+func edgeKey() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// edge is sluice local's CDN edge (--edge): the CloudFront Function a
+// stack deploys, generated the same way and run in goja, in front of the
+// demo API's gateway. It reads an in-memory KeyValueStore that the real
+// Publisher fills from the outbox the authorizer records into.
+type edge struct {
+	fn    *edgejs.Function
+	store *cdn.MemoryStore
+	next  http.Handler
+	log   *slog.Logger
+	seq   atomic.Int64
+	// Denied counts the requests the edge answered itself.
+	Denied atomic.Int64
+}
+
+// startEdge builds the edge and starts its publisher, which runs until
+// ctx ends or stop, which waits for it. Config.front puts it in front of
+// the gateway.
+func startEdge(ctx context.Context, a *app.Local, cfg config.Config, api string) (e *edge, stop func(), err error) {
+	if cfg.EdgeKey == "" {
+		return nil, nil, fmt.Errorf("--edge: no EDGE_KEY")
+	}
+	src, err := cdn.Function(cdn.FunctionOptions{StoreID: "local", EdgeKey: string(cfg.EdgeKey), API: api,
+		Sources: cfg.SubjectSources, Headers: cfg.RateLimitHeaders})
+	if err != nil {
+		return nil, nil, err
+	}
+	e = &edge{store: &cdn.MemoryStore{}, log: a.Log}
+	if e.fn, err = edgejs.Load(src, e.store.Get, nil); err != nil {
+		return nil, nil, err
+	}
+	cache := a.Cache
+	pub := cdn.NewPublisher(a.Redis, e.store, cdn.PublisherOptions{Prefix: cfg.RedisPrefix, Log: a.Log,
+		Rules: func(ctx context.Context) ([]rules.Effective, error) { return cache.Snapshot(ctx).Rules(), nil }})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pub.Run(ctx, EdgeInterval)
+	}()
+	return e, func() { cancel(); <-done }, nil
+}
+
+// ServeHTTP runs the function on r: its 429 when it denies, else the
+// gateway's answer. A function that fails passes the request, as the
+// function itself passes what it cannot read.
+func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp, err := e.fn.Handle(edgejs.ViewerEvent(r, fmt.Sprintf("edge-%d", e.seq.Add(1))))
+	if err != nil {
+		e.log.ErrorContext(r.Context(), "edge function failed: passing the request", slog.Any("error", err))
+	}
+	if resp == nil {
+		e.next.ServeHTTP(w, r)
+		return
+	}
+	e.Denied.Add(1)
+	resp.Write(w)
+}
+
+// front is gw behind the edge when one runs (--edge), else gw.
+func (c Config) front(gw http.Handler) http.Handler {
+	if c.edge == nil {
+		return gw
+	}
+	c.edge.next = gw
+	return c.edge
+}
