@@ -480,6 +480,14 @@ if quotas then
 				end
 				local _
 				_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), now)
+				if at - now < 1000 then
+					-- The window's last millisecond: a key written now
+					-- would expire as it is written (its PXAT, the end
+					-- less 1 ms, has come), and the charge would be
+					-- lost. A window without a key counts its last
+					-- millisecond in the next window.
+					_, at = window(ARGV[4 * i - 1], tonumber(ARGV[4 * i]), at)
+				end
 				used = 0
 				local e = format('%d', at / 1000 + 1704067199999)
 				if made then

@@ -840,6 +840,10 @@ func (m *model) run(bs []limiter.Bucket, s snapshot, cost, now, qnow int64) {
 				used = s.cap[i]
 			} else if s.has[i] && s.per[i] == -1 && s.num[i] > float64(qnow) {
 				used, end = s.cap[i], s.num[i]
+			} else if end-fnow < 1000 {
+				// A window without a key counts its last millisecond in
+				// the next window (bucket.lua).
+				end = windowEnd(b, int64(end))
 			}
 			at, h, T, burst = end, float64(b.Limit)-used, -1, float64(b.Limit)
 			m.quota[i] = true

@@ -435,3 +435,35 @@ func TestQuotaKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaLastMillisecond: a quota window's first charge in its last
+// millisecond is not lost. Its key would expire as it is written (its
+// PXAT, the end less 1 ms, has come), so it counts in the next window: a
+// quota of 1 then denies the next call. The test spins on Redis TIME to
+// land a call there, and retries when the call misses it.
+func TestQuotaLastMillisecond(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 2)
+	l := New(c, Options{Prefix: testPrefix(t, c), DenyCacheSize: -1, BreakerThreshold: -1, Timeout: time.Second})
+	ctx := context.Background()
+	for attempt := range 10 {
+		q, end := dailyEndingIn(t, c, "last-ms-"+strconv.Itoa(attempt), 1, 2*time.Second)
+		for redisNow(t, c).Before(end.Add(-900 * time.Microsecond)) {
+		}
+		d, err := l.Allow(ctx, Request{Subject: "s", Buckets: []Bucket{q}, Cost: 1})
+		if after := redisNow(t, c); !after.Before(end) {
+			continue // the call may have read TIME after the end: again
+		}
+		if err != nil || !d.Allowed {
+			t.Fatalf("the first charge in a window's last ms = %+v, %v", d, err)
+		}
+		if n, err := c.Exists(ctx, bucketKey(l.prefix, "s", q)).Result(); err != nil || n != 1 {
+			t.Fatalf("after a charge in the window's last ms the key is gone (%d, %v): the charge was lost", n, err)
+		}
+		if d, err := l.Allow(ctx, Request{Subject: "s", Buckets: []Bucket{q}, Cost: 1}); err != nil || d.Allowed {
+			t.Fatalf("a second call = %+v, %v; want denied: the first counted in the next window", d, err)
+		}
+		return
+	}
+	t.Skip("no call landed in a window's last millisecond in 10 tries (a loaded machine)")
+}
