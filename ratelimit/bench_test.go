@@ -46,7 +46,7 @@ func BenchmarkWrapREST(b *testing.B) {
 	wrapped := l.WrapREST(team)
 	// Sluice's own handler over the same rules and limiter: the Limiter's
 	// reads the wrapped handler's answer (SUBJECT_SOURCES=principal).
-	own := apigw.NewAuthorizer(authorizer.New(l.dec.Cache, l.dec.Limiter, authorizer.Options{}), apigw.Options{Metrics: l.dec.Metrics})
+	own := apigw.NewHandler(authorizer.New(l.dec.Cache, l.dec.Limiter, authorizer.Options{}), apigw.Options{Metrics: l.dec.Metrics})
 	ctx := context.Background()
 	for _, bm := range []struct {
 		name string

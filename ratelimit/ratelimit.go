@@ -250,7 +250,7 @@ type Limiter struct {
 	close func()
 	// chain decides behind the authorizer wrappers' handlers; core decides
 	// the requests of the middleware and integration wrappers, by sources.
-	chain   *apigw.Authorizer
+	chain   *apigw.Handler
 	core    *authorizer.Authorizer
 	dialect headers.Dialects
 	sources []identity.Source
@@ -445,7 +445,7 @@ func FromDecider(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	return &Limiter{
 		dec:     d,
 		close:   closer,
-		chain:   apigw.NewAuthorizer(authorizer.New(d.Cache, d.Limiter, d.CoreOptions(up)), ho),
+		chain:   apigw.NewHandler(authorizer.New(d.Cache, d.Limiter, d.CoreOptions(up)), ho),
 		core:    d.Core,
 		dialect: cmp.Or(o.Headers, headers.Default),
 		sources: d.Core.Sources(),
@@ -593,7 +593,7 @@ func (l *Limiter) WrapHTTPIAM(h HTTPIAMHandler) HTTPIAMHandler {
 	return wrap(l, h, l.chain.ChainHTTPIAM)
 }
 
-// wrap returns h followed by chain (an apigw.Authorizer Chain method):
+// wrap returns h followed by chain (an apigw.Handler Chain method):
 // h's error passes through unchanged, else chain answers behind h's answer.
 // A subject hash key found to differ from the recorded one (checkKey)
 // fails every request h allowed with that error: API Gateway answers 500.

@@ -33,7 +33,7 @@ const (
 var demoResources = []string{"/", "/hello", "/items", "/items/{id}", "/search"}
 
 // lambdaHandler is the authorizer's Lambda entry, what the Lambda runtime
-// calls with the event's bytes (internal/edge/apigw.Authorizer.Invoke).
+// calls with the event's bytes (internal/edge/apigw.Handler.Invoke).
 type lambdaHandler interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }

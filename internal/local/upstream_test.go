@@ -46,7 +46,7 @@ func TestGatewayUpstreamDeny(t *testing.T) {
 		{ID: "r-all", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
 	sources, _ := identity.ParseSources("principal")
-	auth := authapigw.NewAuthorizer(authorizer.New(localSnaps{snap}, lim, authorizer.Options{Sources: sources}),
+	auth := authapigw.NewHandler(authorizer.New(localSnaps{snap}, lim, authorizer.Options{Sources: sources}),
 		authapigw.Options{Logger: discardLogger(), Upstream: identity.NewUpstream(denyingUpstream{}, identity.UpstreamOptions{})})
 	g := newGateway("demo", "local", demoResources, auth, discardLogger())
 	for _, tc := range []struct {

@@ -57,45 +57,47 @@ type Options struct {
 	// authorizer's (the Chain methods): when it does not allow, the answer
 	// is Unauthorized (401); its Allow names the caller (principal,
 	// context:<key> sources), and its principalId, context and
-	// usageIdentifierKey are passed on. Authorizer handlers only.
+	// usageIdentifierKey are passed on. Handler only, not Check.
 	Upstream *identity.Upstream
 }
 
-// handler is what the authorizer and the check handlers share: the
+// answerer is what Handler and Check share: the
 // decision (which records itself) and how its answers are rendered.
-type handler struct {
+type answerer struct {
 	a       *authorizer.Authorizer
 	log     *slog.Logger
 	m       *metrics.Metrics
 	headers headers.Dialects
 }
 
-func newHandler(a *authorizer.Authorizer, o Options) handler {
+func newAnswerer(a *authorizer.Authorizer, o Options) answerer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.Headers == 0 {
 		o.Headers = headers.Default
 	}
-	return handler{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
+	return answerer{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
 }
 
-// Authorizer answers API Gateway authorizer events.
-type Authorizer struct {
-	handler
+// Handler answers API Gateway authorizer events with the core's decision
+// (authorizer.Authorizer): the authorizer Lambda's handler, and behind an
+// in-process upstream the ratelimit package's wrappers' (the Chain methods).
+type Handler struct {
+	answerer
 	up *identity.Upstream // nil: no upstream authorizer
 }
 
-// NewAuthorizer returns the authorizer event handler around a.
-func NewAuthorizer(a *authorizer.Authorizer, o Options) *Authorizer {
-	return &Authorizer{handler: newHandler(a, o), up: o.Upstream}
+// NewHandler returns the handler of authorizer events around a.
+func NewHandler(a *authorizer.Authorizer, o Options) *Handler {
+	return &Handler{answerer: newAnswerer(a, o), up: o.Upstream}
 }
 
 // Observing returns a copy of h whose decisions are also told to fn
-// (authorizer.Authorizer.WithObserver): for an Authorizer another package
+// (authorizer.Authorizer.WithObserver): for a Handler another package
 // built, as sluice local's gateway does with its App's. h itself is
 // unchanged.
-func (h *Authorizer) Observing(fn authorizer.Observe) *Authorizer {
+func (h *Handler) Observing(fn authorizer.Observe) *Handler {
 	c := *h
 	c.a = h.a.WithObserver(fn)
 	return &c
@@ -105,7 +107,7 @@ func (h *Authorizer) Observing(fn authorizer.Observe) *Authorizer {
 // for ev.MethodArn, principalId the subject hash, and the rate-limit context
 // values. It returns ErrUnauthorized when the request has no subject, or
 // when the upstream authorizer did not allow it.
-func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := edge.RESTAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
 	if err != nil {
@@ -120,7 +122,7 @@ func (h *Authorizer) REST(ctx context.Context, ev events.APIGatewayCustomAuthori
 // returns ErrUnauthorized when up does not allow arn or req has no
 // subject. Every policy answer is made here: Sluice's own, and behind an
 // upstream, invoked or in process.
-func (h *handler) answerREST(ctx context.Context, req *authorizer.Request, arn string, up *upstreamAnswer) (events.APIGatewayCustomAuthorizerResponse, error) {
+func (h *answerer) answerREST(ctx context.Context, req *authorizer.Request, arn string, up *upstreamAnswer) (events.APIGatewayCustomAuthorizerResponse, error) {
 	if up != nil {
 		if err := h.behind(ctx, up, arn, req); err != nil {
 			return events.APIGatewayCustomAuthorizerResponse{}, err
@@ -135,7 +137,7 @@ func (h *handler) answerREST(ctx context.Context, req *authorizer.Request, arn s
 
 // answerHTTP is answerREST for an HTTP API with simple responses
 // (simpleResponse): every simple answer is made here.
-func (h *handler) answerHTTP(ctx context.Context, req *authorizer.Request, routeARN string, up *upstreamAnswer) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+func (h *answerer) answerHTTP(ctx context.Context, req *authorizer.Request, routeARN string, up *upstreamAnswer) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	if up != nil {
 		if err := h.behind(ctx, up, routeARN, req); err != nil {
 			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
@@ -157,7 +159,7 @@ func (h *handler) answerHTTP(ctx context.Context, req *authorizer.Request, route
 // when it has none) and usageIdentifierKey (a usage plan's key,
 // apiKeySource AUTHORIZER) are kept, on allow and on Sluice's deny alike,
 // and its context merged (answerContext).
-func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string, up *upstreamAnswer) events.APIGatewayCustomAuthorizerResponse {
+func (h *answerer) restResponse(res *authorizer.Result, req *authorizer.Request, methodARN string, up *upstreamAnswer) events.APIGatewayCustomAuthorizerResponse {
 	effect := "Deny"
 	if res.Allowed {
 		effect = "Allow"
@@ -190,7 +192,7 @@ func (h *handler) restResponse(res *authorizer.Result, req *authorizer.Request, 
 // answers with 403: it cannot send 429 or Retry-After. It returns
 // ErrUnauthorized (401) when the request has no subject, or when the
 // upstream authorizer did not allow it.
-func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := edge.HTTPAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.RouteArn, ev.StageVariables)
 	if err != nil {
@@ -199,12 +201,12 @@ func (h *Authorizer) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAutho
 	return h.answerHTTP(ctx, &req, ev.RouteArn, up)
 }
 
-// Invoke makes Authorizer a lambda.Handler taking either event kind: a
+// Invoke makes Handler a lambda.Handler taking either event kind: a
 // payload with "version": "2.0" is an HTTP API event, anything else a REST
 // API REQUEST event (or an HTTP API payload 1.0 event, which has the same
 // shape and takes the same IAM policy). One function can so serve both
 // kinds of API. It answers exactly as REST and HTTP do.
-func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	var ev edge.AuthorizerEvent
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return nil, fmt.Errorf("decode authorizer event: %w", err)
@@ -238,7 +240,7 @@ func (h *Authorizer) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 // decide runs the decision, which records itself (the core's log line,
 // metrics, stats and observer); ok is false when the request has no
 // subject.
-func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
+func (h *answerer) decide(ctx context.Context, req *authorizer.Request) (authorizer.Result, bool) {
 	res, err := h.a.Decide(ctx, req)
 	return res, !errors.Is(err, authorizer.ErrNoSubject)
 }
@@ -246,7 +248,7 @@ func (h *handler) decide(ctx context.Context, req *authorizer.Request) (authoriz
 // answerContext is the context of an authorizer answer of r: Sluice's
 // own values (contextValues), merged behind an upstream with the context
 // of its answer up (mergeContext); nil up: Sluice's alone.
-func (h *handler) answerContext(r *authorizer.Result, up *upstreamAnswer) map[string]any {
+func (h *answerer) answerContext(r *authorizer.Result, up *upstreamAnswer) map[string]any {
 	v := h.contextValues(r)
 	if up != nil {
 		v = mergeContext(v, up.Context)
@@ -255,6 +257,6 @@ func (h *handler) answerContext(r *authorizer.Result, up *upstreamAnswer) map[st
 }
 
 // contextValues are the authorizer context of r (edge.Context).
-func (h *handler) contextValues(r *authorizer.Result) map[string]any {
+func (h *answerer) contextValues(r *authorizer.Result) map[string]any {
 	return edge.Context(r, h.headers, time.Now())
 }

@@ -36,7 +36,7 @@ func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 // fixture is the adapters over real Redis with two rules on API a1b2c3: 100
 // a minute API-wide, 2 a minute on GET /orders/{id}.
 type fixture struct {
-	auth  *apigw.Authorizer
+	auth  *apigw.Handler
 	check *apigw.Check
 	logs  *bytes.Buffer
 	emf   *bytes.Buffer
@@ -67,7 +67,7 @@ func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 	a := authorizer.New(snaps{snap}, lim, ao)
 	f.a = a
 	o := apigw.Options{Logger: ao.Logger, Metrics: f.m}
-	f.auth = apigw.NewAuthorizer(a, o)
+	f.auth = apigw.NewHandler(a, o)
 	f.check = apigw.NewCheck(a, o)
 	return f
 }

@@ -37,7 +37,7 @@ func TestInvokeDenialAttribution(t *testing.T) {
 	var logs bytes.Buffer
 	st := newStats()
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
-	h := apigw.NewAuthorizer(a, apigw.Options{})
+	h := apigw.NewHandler(a, apigw.Options{})
 
 	event := func(key, ip string) []byte {
 		var ev map[string]any

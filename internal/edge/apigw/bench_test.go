@@ -26,7 +26,7 @@ import (
 // benchStack is the authorizer handler over real Redis with an API-wide and
 // a route rule, generous enough never to deny.
 type benchStack struct {
-	h       *apigw.Authorizer
+	h       *apigw.Handler
 	lim     *limiter.Limiter
 	buckets []limiter.Bucket // the same two buckets, for the bare limiter
 	events  []events.APIGatewayCustomAuthorizerRequestTypeRequest
@@ -43,7 +43,7 @@ func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects in
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: metrics.New(metrics.Options{W: io.Discard})})
 	s := &benchStack{
-		h:   apigw.NewAuthorizer(a, apigw.Options{}),
+		h:   apigw.NewHandler(a, apigw.Options{}),
 		lim: lim,
 	}
 	m := snap.Match("a1b2c3", "GET", "/orders/{id}", "x")

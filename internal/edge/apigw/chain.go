@@ -30,7 +30,7 @@ import (
 
 // ChainREST answers a REST API REQUEST authorizer event behind up. up
 // allows when its policy allows ev.MethodArn (Policy.Allows).
-func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse) (events.APIGatewayCustomAuthorizerResponse, error) {
+func (h *Handler) ChainREST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, up events.APIGatewayCustomAuthorizerResponse) (events.APIGatewayCustomAuthorizerResponse, error) {
 	req := edge.RESTAuthorizer(&ev)
 	return h.answerREST(ctx, &req, ev.MethodArn, restAnswer(&up))
 }
@@ -38,7 +38,7 @@ func (h *Authorizer) ChainREST(ctx context.Context, ev events.APIGatewayCustomAu
 // ChainHTTP answers an HTTP API (payload 2.0) authorizer event behind up,
 // a simple response, which has no principalId: the subject sources must
 // name a context key, or every allowed request is ErrUnauthorized.
-func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+func (h *Handler) ChainHTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerSimpleResponse) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	req := edge.HTTPAuthorizer(&ev)
 	return h.answerHTTP(ctx, &req, ev.RouteArn, simpleAnswer(&up))
 }
@@ -46,7 +46,7 @@ func (h *Authorizer) ChainHTTP(ctx context.Context, ev events.APIGatewayV2Custom
 // ChainHTTPIAM answers an HTTP API (payload 2.0) authorizer event behind
 // up, an IAM policy response: up allows when its policy allows ev.RouteArn
 // (Policy.Allows); the answer is an Allow or Deny of ev.RouteArn.
-func (h *Authorizer) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
+func (h *Handler) ChainHTTPIAM(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request, up events.APIGatewayV2CustomAuthorizerIAMPolicyResponse) (events.APIGatewayV2CustomAuthorizerIAMPolicyResponse, error) {
 	req := edge.HTTPAuthorizer(&ev)
 	out, err := h.answerREST(ctx, &req, ev.RouteArn, iamAnswer(&up))
 	if err != nil {

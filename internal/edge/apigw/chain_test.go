@@ -123,7 +123,7 @@ func TestChainMergeContext(t *testing.T) {
 	}
 
 	// Invoked: its JSON answer, through Invoke and the answer's JSON.
-	h := apigw.NewAuthorizer(f.a, apigw.Options{Upstream: identity.NewUpstream(answerInvoker(mustJSON(t, up)), identity.UpstreamOptions{})})
+	h := apigw.NewHandler(f.a, apigw.Options{Upstream: identity.NewUpstream(answerInvoker(mustJSON(t, up)), identity.UpstreamOptions{})})
 	raw, err := h.Invoke(context.Background(), mustJSON(t, ev))
 	if err != nil {
 		t.Fatal(err)

@@ -90,13 +90,13 @@ const CheckProblemTypeBase = httpapi.DocsBase + "authorizer.md#"
 // that same handler through internal/lambdahttp. It answers whatever the
 // path: the check function serves one route.
 type Check struct {
-	handler
+	answerer
 	lambda *lambdahttp.Adapter
 }
 
 // NewCheck returns the check handler around a.
 func NewCheck(a *authorizer.Authorizer, o Options) *Check {
-	c := &Check{handler: newHandler(a, o)}
+	c := &Check{answerer: newAnswerer(a, o)}
 	c.lambda = lambdahttp.New(c, lambdahttp.Options{ProblemType: CheckProblemTypeBase})
 	return c
 }

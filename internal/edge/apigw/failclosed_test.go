@@ -36,7 +36,7 @@ func TestMetricsFailClosed(t *testing.T) {
 	var emf bytes.Buffer
 	m := metrics.New(metrics.Options{W: &emf, Function: "fn", Interval: time.Hour,
 		Gauges: func() (bool, time.Duration) { return lim.Stats().Breaker != limiter.BreakerClosed, 0 }})
-	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources,
+	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: m}), apigw.Options{})
 
 	closed := restEvent("alice")

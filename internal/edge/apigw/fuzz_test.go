@@ -52,7 +52,7 @@ func downRedis(tb testing.TB) *redis.Client {
 // api: 100 a minute API-wide (fail-open) and, on GET /orders/{id}, 2 a
 // minute failing closed; subjects from x-api-key, then api_key, then the
 // client's address.
-func fuzzAuthorizer(tb testing.TB) *apigw.Authorizer {
+func fuzzAuthorizer(tb testing.TB) *apigw.Handler {
 	tb.Helper()
 	lim := limiter.New(downRedis(tb), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
 	snap := rules.NewSnapshot([]rules.Rule{
@@ -65,7 +65,7 @@ func fuzzAuthorizer(tb testing.TB) *apigw.Authorizer {
 		tb.Fatal(err)
 	}
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
-	return apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	return apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 }
 
 // addEventSeeds adds the authorizer samples of events/ whose names start
@@ -88,7 +88,7 @@ func addEventSeeds(f *testing.F, prefix string) {
 // what API Gateway can take: a policy or simple response with every
 // context key, "Unauthorized", or an error for a payload that is no
 // REQUEST authorizer event. It returns Invoke's answer.
-func checkInvoke(t *testing.T, h *apigw.Authorizer, payload []byte) ([]byte, error) {
+func checkInvoke(t *testing.T, h *apigw.Handler, payload []byte) ([]byte, error) {
 	t.Helper()
 	out, err := h.Invoke(context.Background(), payload)
 	if err != nil {
@@ -216,7 +216,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 	sources, _ := identity.ParseSources("principal")
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
 	f.Fuzz(func(t *testing.T, answer []byte) {
-		h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		h := apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Upstream: identity.NewUpstream(rawAuthorizer(answer), identity.UpstreamOptions{})})
 		out, err := h.Invoke(context.Background(), payload)
 		if err != nil {

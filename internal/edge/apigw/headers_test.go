@@ -52,7 +52,7 @@ func TestHeaderDialects(t *testing.T) {
 			lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "hdr"), Timeout: time.Second})
 			a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
 			o := apigw.Options{Logger: slog.New(slog.DiscardHandler), Headers: tt.dialects}
-			auth, check := apigw.NewAuthorizer(a, o), apigw.NewCheck(a, o)
+			auth, check := apigw.NewHandler(a, o), apigw.NewCheck(a, o)
 			dialects := tt.dialects
 			if dialects == 0 {
 				dialects = headers.Default

@@ -28,7 +28,7 @@ func TestSubjectHygiene(t *testing.T) {
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
-	auth := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
+	auth := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
 	ctx := context.Background()
 
 	long := strings.Repeat("k", identity.MaxSubjectLen+1)

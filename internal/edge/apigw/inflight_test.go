@@ -24,7 +24,7 @@ func TestInvokeInFlightStartedPerTTL(t *testing.T) {
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "exports", API: "*", Route: "GET /orders/{id}", Subject: "*", Kind: rules.Concurrency, Limit: new(int64(2)), Period: rules.Period(time.Second)},
 	}, nil, rules.SnapshotOptions{})
-	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
+	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
 	payload, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "authorizer-rest.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -71,13 +71,13 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 // jwtAuthorizer is the Lambda handler with SUBJECT_SOURCES=jwt:uid,ip over
 // real Redis: 100 a minute on any API.
-func jwtAuthorizer(t *testing.T, is *jwtIssuer) *apigw.Authorizer {
+func jwtAuthorizer(t *testing.T, is *jwtIssuer) *apigw.Handler {
 	t.Helper()
 	return jwtAuthorizerOn(t, is, testenv.Redis(t))
 }
 
 // jwtAuthorizerOn is jwtAuthorizer over client c.
-func jwtAuthorizerOn(t testing.TB, is *jwtIssuer, c *redis.Client) *apigw.Authorizer {
+func jwtAuthorizerOn(t testing.TB, is *jwtIssuer, c *redis.Client) *apigw.Handler {
 	t.Helper()
 	v, err := identity.NewVerifier(context.Background(), identity.JWTOptions{Issuer: "https://issuer.example",
 		Audience: []string{"app-1"}, JWKSURL: is.url})
@@ -93,7 +93,7 @@ func jwtAuthorizerOn(t testing.TB, is *jwtIssuer, c *redis.Client) *apigw.Author
 		{ID: "r-api", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources, JWT: v})
-	return apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	return apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 }
 
 // restSample returns events/authorizer-rest.json, as API Gateway recorded
@@ -128,7 +128,7 @@ const sampleIP = "203.0.113.7"
 
 // invokePrincipal runs payload through Invoke, the Lambda entry point,
 // and returns the policy's principalId and effect, or the error.
-func invokePrincipal(t *testing.T, h *apigw.Authorizer, payload []byte) (principal, effect string, err error) {
+func invokePrincipal(t *testing.T, h *apigw.Handler, payload []byte) (principal, effect string, err error) {
 	t.Helper()
 	out, err := h.Invoke(context.Background(), payload)
 	if err != nil {

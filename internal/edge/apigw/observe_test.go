@@ -29,7 +29,7 @@ func TestObserving(t *testing.T) {
 		}
 		got = append(got, o.API+" "+o.Rule+" "+o.Outcome)
 	})
-	invoke := func(h *apigw.Authorizer, key string) {
+	invoke := func(h *apigw.Handler, key string) {
 		ev := restEvent(key)
 		if key == "" {
 			delete(ev.Headers, "X-Api-Key")

@@ -38,7 +38,7 @@ func TestInvokeShownSubjects(t *testing.T) {
 		// Every kind, credentials included: the core must refuse those.
 		ShowSubjects: []identity.SourceKind{identity.SourceHeader, identity.SourceQuery, identity.SourceAPIKey,
 			identity.SourceIP, identity.SourceJWT, identity.SourcePrincipal, identity.SourceContext}})
-	h := apigw.NewAuthorizer(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	h := apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	r := testenv.Random(t)
 	header, query, apiKey, ip := "hdr-secret-"+r, "qry-secret-"+r, "apikey-secret-"+r, "198.51.100.99"
@@ -131,7 +131,7 @@ func TestInvokeSubjectsHashedByDefault(t *testing.T) {
 	st := newStats()
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}},
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
-	h := apigw.NewAuthorizer(a, apigw.Options{})
+	h := apigw.NewHandler(a, apigw.Options{})
 	ev := restSample(t)
 	for range 2 {
 		if _, _, err := invokePrincipal(t, h, ev); err != nil {

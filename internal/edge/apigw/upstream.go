@@ -84,7 +84,7 @@ func (a *upstreamAnswer) allows(resource string) (bool, error) {
 // subject hygiene), and returns nil. Otherwise it returns ErrUnauthorized
 // (401, never a rate limit's Deny: see above), logged as an upstream
 // denial, or at error when a is an answer Sluice cannot evaluate.
-func (h *handler) behind(ctx context.Context, a *upstreamAnswer, route string, req *authorizer.Request) error {
+func (h *answerer) behind(ctx context.Context, a *upstreamAnswer, route string, req *authorizer.Request) error {
 	allowed, err := a.allows(route)
 	switch {
 	case err != nil:
@@ -106,7 +106,7 @@ func (h *handler) behind(ctx context.Context, a *upstreamAnswer, route string, r
 // failure of the upstream is another error (API Gateway answers 500, as
 // it would for the upstream alone). ev is the payload API Gateway sent
 // ([]byte), or a typed event, encoded as API Gateway sent it.
-func (h *Authorizer) ask(ctx context.Context, ev any, req *authorizer.Request, route string, stageVariables map[string]string) (*upstreamAnswer, error) {
+func (h *Handler) ask(ctx context.Context, ev any, req *authorizer.Request, route string, stageVariables map[string]string) (*upstreamAnswer, error) {
 	if h.up == nil {
 		return nil, nil
 	}
@@ -169,7 +169,7 @@ func upstreamRequest(req *authorizer.Request, route string, stageVariables map[s
 
 // upstreamDenied counts and logs (at info, without the subject) a request
 // the upstream authorizer did not allow, answered 401.
-func (h *handler) upstreamDenied(ctx context.Context, req *authorizer.Request) {
+func (h *answerer) upstreamDenied(ctx context.Context, req *authorizer.Request) {
 	h.m.Unauthorized()
 	h.log.LogAttrs(ctx, slog.LevelInfo, "upstream authorizer denied",
 		slog.String("decision", authorizer.DecisionUpstreamDeny),
@@ -179,7 +179,7 @@ func (h *handler) upstreamDenied(ctx context.Context, req *authorizer.Request) {
 // upstreamRefused counts and logs at error an upstream answer Sluice
 // cannot evaluate (err says why), answered 401: the upstream or Sluice
 // needs fixing, and until then nothing it answers grants.
-func (h *handler) upstreamRefused(ctx context.Context, req *authorizer.Request, err error) {
+func (h *answerer) upstreamRefused(ctx context.Context, req *authorizer.Request, err error) {
 	h.m.Unauthorized()
 	h.log.LogAttrs(ctx, slog.LevelError, "upstream authorizer answer refused",
 		slog.String("decision", authorizer.DecisionUpstreamDeny),

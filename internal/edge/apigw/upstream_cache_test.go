@@ -73,7 +73,7 @@ func (a *keyAuthorizer) Invoke(_ context.Context, event []byte) ([]byte, error) 
 
 // chainedAuthorizer is Sluice's authorizer handler behind inv, limiting by
 // the upstream's context key user (1000 a minute: never the limit here).
-func chainedAuthorizer(t *testing.T, up *identity.Upstream, o apigw.Options) *apigw.Authorizer {
+func chainedAuthorizer(t *testing.T, up *identity.Upstream, o apigw.Options) *apigw.Handler {
 	t.Helper()
 	sources, _ := identity.ParseSources("context:user")
 	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "upcache"), Timeout: time.Second})
@@ -81,7 +81,7 @@ func chainedAuthorizer(t *testing.T, up *identity.Upstream, o apigw.Options) *ap
 		{ID: "r-all", API: "*", Route: "*", Subject: "*", Limit: new(int64(1000)), Period: rules.Period(time.Minute)},
 	}, nil, rules.SnapshotOptions{})
 	o.Upstream = up
-	return apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), o)
+	return apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), o)
 }
 
 // TestUpstreamCacheSimpleAnswerPerRoute: an HTTP API upstream's

@@ -61,7 +61,7 @@ func TestUpstreamChain(t *testing.T) {
 	}, nil, rules.SnapshotOptions{})
 	upSources, _ := identity.ParseUpstreamSources("header:x-team")
 	logs := &bytes.Buffer{}
-	h := apigw.NewAuthorizer(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), apigw.Options{
+	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), apigw.Options{
 		Upstream: identity.NewUpstream(teamAuthorizer{}, identity.UpstreamOptions{Sources: upSources, TTL: identity.DefaultUpstreamTTL}),
 		Logger:   slog.New(slog.NewJSONHandler(logs, nil)),
 	})
