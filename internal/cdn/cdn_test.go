@@ -2,6 +2,7 @@ package cdn_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,28 @@ func TestFunctionSize(t *testing.T) {
 	}
 	if _, err := cdn.Function(cdn.FunctionOptions{Sources: many}); err != nil {
 		t.Errorf("16 long sources: %v", err)
+	}
+}
+
+// TestMemoryStoreFull: the local store refuses a batch past the
+// service's 5 MB, as the service does, and writes none of it.
+func TestMemoryStoreFull(t *testing.T) {
+	ctx := context.Background()
+	st := &cdn.MemoryStore{}
+	value := strings.Repeat("v", cdn.MaxValueBytes)
+	var err error
+	n := 0
+	for batch := 0; err == nil && batch < 200; batch++ { // 200 batches: twice what fits
+		puts := map[string]string{}
+		for i := range cdn.MaxBatch {
+			puts[cdn.Key("k", strconv.Itoa(batch*cdn.MaxBatch+i))] = value
+		}
+		etag, _ := st.ETag(ctx)
+		if _, err = st.Update(ctx, etag, puts, nil); err == nil {
+			n += len(puts)
+		}
+	}
+	if got := st.Len(); got != n || n*(cdn.KeyLen+cdn.MaxValueBytes) > cdn.MaxStoreBytes || n < cdn.MaxStoreBytes/(cdn.KeyLen+cdn.MaxValueBytes)-cdn.MaxBatch {
+		t.Errorf("store took %d entries (holds %d) before refusing: %v", n, got, err)
 	}
 }

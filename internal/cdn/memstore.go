@@ -63,10 +63,20 @@ func (m *MemoryStore) Update(_ context.Context, etag string, puts map[string]str
 		return "", ErrConflict
 	}
 	m.flush()
+	grow := 0
 	for k, v := range puts {
 		if len(k) > 512 || len(v) > MaxValueBytes {
 			return "", fmt.Errorf("key %q: key or value too long", k)
 		}
+		grow += len(k) + len(v)
+	}
+	for _, w := range m.pending {
+		if !w.delete {
+			grow += len(w.key) + len(w.value)
+		}
+	}
+	if m.size+grow > MaxStoreBytes { // as the service's quota error: nothing written
+		return "", fmt.Errorf("store of %d bytes cannot take %d more: over %d", m.size, grow, MaxStoreBytes)
 	}
 	at := m.now().Add(m.Delay)
 	for k, v := range puts {
