@@ -80,10 +80,29 @@ func (l *Limiter) digests(req *Request, s *subjects) {
 }
 
 // runSplit charges the subjects one by one (Redis Cluster; see the top of
-// this file) and returns the reply for the whole request: the first deny,
-// with every earlier subject's shadow bits, or, when all allow, the
-// enforcing bucket with the fewest tokens left.
+// this file) and returns the reply for the whole request (splitBySubject).
 func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []Bucket) (reply, error) {
+	return splitBySubject(sub, bs, func(one *subjects, first int, _ []int, group []Bucket) (reply, bool, error) {
+		l.st.redisCalls.Add(1)
+		res, err := l.eval(ctx, scriptFor(cost, group), one, cost, group)
+		if err != nil {
+			return reply{}, false, fmt.Errorf("subject %d of the request: %w", first, err)
+		}
+		rd := replyReader{s: res}
+		r, err := parseReply(&rd, len(group))
+		return r, false, err
+	})
+}
+
+// splitBySubject calls call once per subject of bs, in the order each
+// subject's first bucket appears, with that subject's buckets (group)
+// and their indexes in bs (idx), and merges the replies, whose indexes
+// are the group's: the first deny, with every earlier subject's shadow
+// bits, or, when all allow, the enforcing bucket with the fewest tokens
+// left. A call that says stop ends the walk with its reply, whose index
+// is already bs's. A subject is asked only when every earlier one
+// allowed.
+func splitBySubject(sub *subjects, bs []Bucket, call func(one *subjects, first int, idx []int, group []Bucket) (r reply, stop bool, err error)) (reply, error) {
 	var (
 		out   reply
 		mask  uint32
@@ -105,15 +124,9 @@ func (l *Limiter) runSplit(ctx context.Context, sub *subjects, cost int64, bs []
 				n++
 			}
 		}
-		l.st.redisCalls.Add(1)
-		res, err := l.eval(ctx, scriptFor(cost, group[:n]), &one, cost, group[:n])
-		if err != nil {
-			return reply{}, fmt.Errorf("subject %d of the request: %w", first, err)
-		}
-		rd := replyReader{s: res}
-		r, err := parseReply(&rd, n)
-		if err != nil {
-			return reply{}, err
+		r, stop, err := call(&one, first, idx[:n], group[:n])
+		if err != nil || stop {
+			return r, err
 		}
 		for j := range n {
 			if r.mask&(1<<j) != 0 {

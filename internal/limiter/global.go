@@ -593,49 +593,23 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 			return reply{}, j, nil, 0, nil
 		}
 	}
-	var (
-		out      reply
-		found    bool
-		mask     uint32
-		credited uint64
-		done     [MaxBuckets]bool
-		levels   = make([]int64, len(ps))
-	)
-	for first := range req.Buckets {
-		if done[first] {
-			continue
-		}
-		one := subjects{id: sub.of(first)}
-		var idx []int
-		var group []Bucket
+	var credited uint64
+	levels := make([]int64, len(ps))
+	r, err := splitBySubject(sub, req.Buckets, func(one *subjects, first int, idx []int, group []Bucket) (reply, bool, error) {
 		var gps []*pool
 		var gj []int // index in ps of each of gps
 		var gallow []int64
-		for i := first; i < len(req.Buckets); i++ {
-			if !done[i] && sub.of(i) == one.id {
-				done[i] = true
-				idx, group = append(idx, i), append(group, req.Buckets[i])
-				if j := slices.Index(at, i); j >= 0 {
-					gps, gj, gallow = append(gps, ps[j]), append(gj, j), append(gallow, allow[j])
-				}
+		for _, i := range idx {
+			if j := slices.Index(at, i); j >= 0 {
+				gps, gj, gallow = append(gps, ps[j]), append(gj, j), append(gallow, allow[j])
 			}
 		}
-		r, short, lv, cr, err := l.globalCall(ctx, &one, req.Cost, group, gps, gallow)
+		r, short, lv, cr, err := l.globalCall(ctx, one, req.Cost, group, gps, gallow)
 		if err != nil {
-			return reply{}, -1, nil, 0, fmt.Errorf("subject %d of the request: %w", first, err)
+			return reply{}, true, fmt.Errorf("subject %d of the request: %w", first, err)
 		}
 		if short >= 0 {
-			return reply{index: at[gj[short]], retry: 100}, -1, nil, 0, nil
-		}
-		for k := range group {
-			if r.mask&(1<<k) != 0 {
-				mask |= 1 << idx[k]
-			}
-		}
-		r.index = idx[r.index]
-		if !r.allowed {
-			r.mask = mask
-			return r, -1, nil, 0, nil
+			return reply{index: at[gj[short]], retry: 100}, true, nil
 		}
 		for k, j := range gj {
 			levels[j] = lv[k]
@@ -643,12 +617,15 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 				credited |= 1 << j
 			}
 		}
-		if !found || preferLimiting(req.Buckets, r, out) {
-			out, found = r, true
-		}
+		return r, false, nil
+	})
+	if err != nil {
+		return reply{}, -1, nil, 0, err
 	}
-	out.mask = mask
-	return out, -1, levels, credited, nil
+	if !r.allowed {
+		return r, -1, nil, 0, nil
+	}
+	return r, -1, levels, credited, nil
 }
 
 // refillAsync starts one background refill of p, unless one runs.
