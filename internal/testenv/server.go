@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,28 @@ func (s *RedisServer) Kill() {
 	if cmd != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+	}
+}
+
+// Pause stops the server with SIGSTOP, as a stalled node is stopped (a
+// long fork, a swapped-out or descheduled VM): it reads and answers
+// nothing, and what is sent to it waits in the kernel's buffers and then
+// in its peers' memory, until Resume. It is a no-op when the server is
+// stopped; Kill ends a paused server too.
+func (s *RedisServer) Pause(tb testing.TB) { s.signal(tb, syscall.SIGSTOP) }
+
+// Resume continues a server Pause stopped.
+func (s *RedisServer) Resume(tb testing.TB) { s.signal(tb, syscall.SIGCONT) }
+
+func (s *RedisServer) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("testenv: %v to redis-server on %s: %v", sig, s.Addr, err)
 	}
 }
 
