@@ -166,3 +166,18 @@ func TestMemoryStoreFull(t *testing.T) {
 		t.Errorf("store took %d entries (holds %d) before refusing: %v", n, got, err)
 	}
 }
+
+// TestFunctionFor: the environment's spelling gives Function's code, and
+// a setting the authorizer would refuse is an error naming it.
+func TestFunctionFor(t *testing.T) {
+	got, err := cdn.FunctionFor("s", "k", "a", "", "")
+	want, _ := cdn.Function(cdn.FunctionOptions{StoreID: "s", EdgeKey: "k", API: "a", Sources: identity.DefaultSources})
+	if err != nil || got != want {
+		t.Errorf("FunctionFor(defaults) differs from Function(defaults): %v", err)
+	}
+	for _, bad := range [][2]string{{"cookie:x", ""}, {"", "draft99"}} {
+		if _, err := cdn.FunctionFor("s", "k", "a", bad[0], bad[1]); err == nil {
+			t.Errorf("FunctionFor(%q, %q) = nil error", bad[0], bad[1])
+		}
+	}
+}

@@ -58,6 +58,28 @@ func Function(o FunctionOptions) (string, error) {
 	return render(o), nil
 }
 
+// FunctionFor is Function of settings as the authorizer's environment
+// spells them: SUBJECT_SOURCES and RATELIMIT_HEADERS ("" for their
+// defaults), for a caller that holds strings (the CDK construct).
+func FunctionFor(storeID, edgeKey, api, subjectSources, rateLimitHeaders string) (string, error) {
+	o := FunctionOptions{StoreID: storeID, EdgeKey: edgeKey, API: api, Sources: identity.DefaultSources}
+	if strings.TrimSpace(subjectSources) != "" {
+		src, err := identity.ParseSources(subjectSources)
+		if err != nil {
+			return "", fmt.Errorf("subject sources: %w", err)
+		}
+		o.Sources = src
+	}
+	if rateLimitHeaders != "" {
+		d, err := headers.Parse(rateLimitHeaders)
+		if err != nil {
+			return "", fmt.Errorf("rate-limit headers: %w", err)
+		}
+		o.Headers = d
+	}
+	return Function(o)
+}
+
 func render(o FunctionOptions) string {
 	type conf struct {
 		S   string      `json:"s"`
