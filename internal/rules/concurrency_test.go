@@ -1,11 +1,8 @@
 package rules
 
 import (
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestConcurrencyValidate checks what a concurrency rule may hold: a
@@ -41,21 +38,7 @@ func TestConcurrencyValidate(t *testing.T) {
 	for _, tt := range tests {
 		r := valid()
 		tt.mutate(&r)
-		err := r.Validate()
-		if tt.want == nil {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tt.name, err)
-			}
-			continue
-		}
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("%s: Validate() = %v, want a *ValidationError", tt.name, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
-			t.Errorf("%s: fields (-want +got):\n%s", tt.name, diff)
-		}
+		wantFields(t, tt.name, r.Validate(), tt.want)
 	}
 
 	p := Plan{Name: "exports", Kind: Concurrency, Limit: 3, Period: Period(time.Hour)}

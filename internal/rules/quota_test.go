@@ -53,21 +53,27 @@ func TestQuotaValidate(t *testing.T) {
 	for _, tt := range tests {
 		r := validQuota()
 		tt.mutate(&r)
-		err := r.Validate()
-		if tt.want == nil {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tt.name, err)
-			}
-			continue
+		wantFields(t, tt.name, r.Validate(), tt.want)
+	}
+}
+
+// wantFields checks err, a Validate's: nil when want is, else a
+// *ValidationError of exactly want's fields.
+func wantFields(t *testing.T, name string, err error, want []FieldError) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Errorf("%s: Validate() = %v, want nil", name, err)
 		}
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("%s: Validate() = %v, want a *ValidationError", tt.name, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
-			t.Errorf("%s: Validate() fields mismatch (-want +got):\n%s", tt.name, diff)
-		}
+		return
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Errorf("%s: Validate() = %v, want a *ValidationError", name, err)
+		return
+	}
+	if diff := cmp.Diff(want, ve.Fields); diff != "" {
+		t.Errorf("%s: Validate() fields mismatch (-want +got):\n%s", name, diff)
 	}
 }
 
