@@ -647,13 +647,11 @@ func FromEnv(ctx context.Context) (*Limiter, error) {
 		JWTIssuer: os.Getenv("JWT_ISSUER"), JWTAudience: os.Getenv("JWT_AUDIENCE"), JWTJWKSURL: os.Getenv("JWT_JWKS_URL"),
 	}
 	src := strings.TrimSpace(os.Getenv("SUBJECT_SOURCES"))
-	kind, key, _ := strings.Cut(src, ":")
-	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
-	case kind == "principal" && key == "":
-	case kind == "context":
-		if o.ContextKey = strings.TrimSpace(key); o.ContextKey == "" {
-			errs = append(errs, errors.New("SUBJECT_SOURCES: context:<key> needs a key"))
-		}
+	switch key, ok, err := identity.ParseUpstreamSubject(src); {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("SUBJECT_SOURCES: %w", err))
+	case ok:
+		o.ContextKey = key
 	default:
 		o.Sources = src
 	}

@@ -168,6 +168,26 @@ func ValidKey(name string) bool {
 	return true
 }
 
+// ParseUpstreamSubject reads a SUBJECT_SOURCES value as whom an
+// in-process upstream authorizer's answer names (the ratelimit package's
+// wrappers): "principal", its principalId (key ""), or "context:<key>", a
+// key of its context. ok is false when s is neither, as a list of the
+// middleware's sources is; err is set for context: with a key ValidKey
+// refuses.
+func ParseUpstreamSubject(s string) (key string, ok bool, err error) {
+	kind, key, _ := strings.Cut(strings.TrimSpace(s), ":")
+	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
+	case kind == "principal" && key == "":
+		return "", true, nil
+	case kind == "context":
+		if key = strings.TrimSpace(key); !ValidKey(key) {
+			return "", false, fmt.Errorf("%q: context:<key> needs a key of 1 to 128 printable ASCII characters, no space, comma or semicolon", s)
+		}
+		return key, true, nil
+	}
+	return "", false, nil
+}
+
 // HasKind reports whether sources include one of kind.
 func HasKind(sources []Source, kind SourceKind) bool {
 	for _, s := range sources {

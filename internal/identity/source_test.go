@@ -136,3 +136,31 @@ func TestSubjectMultiValued(t *testing.T) {
 		}
 	}
 }
+
+// TestParseUpstreamSubject: principal and context:<key> name an upstream's
+// answer, anything else is the middleware's sources, and a context key
+// ValidKey refuses is an error.
+func TestParseUpstreamSubject(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in      string
+		key     string
+		ok, err bool
+	}{
+		{"principal", "", true, false},
+		{" Principal ", "", true, false},
+		{"context:tenant", "tenant", true, false},
+		{"CONTEXT: tenant ", "tenant", true, false},
+		{"context:", "", false, true},
+		{"context:a b", "", false, true},
+		{"principal:x", "", false, false},
+		{"principal,header:x-api-key", "", false, false},
+		{"header:x-api-key", "", false, false},
+		{"", "", false, false},
+	} {
+		key, ok, err := identity.ParseUpstreamSubject(tt.in)
+		if key != tt.key || ok != tt.ok || (err != nil) != tt.err {
+			t.Errorf("ParseUpstreamSubject(%q) = %q, %v, %v; want %q, %v, error %v", tt.in, key, ok, err, tt.key, tt.ok, tt.err)
+		}
+	}
+}

@@ -97,12 +97,8 @@ func NewLedger(ctx context.Context, table string) (ratelimit.Ledger, error) {
 // context:<key>.
 func parseSubject(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	kind, key, _ := strings.Cut(s, ":")
-	switch kind = strings.ToLower(strings.TrimSpace(kind)); {
-	case s == "" || kind == "principal" && key == "":
-		return "", nil
-	case kind == "context" && identity.ValidKey(strings.TrimSpace(key)):
-		return strings.TrimSpace(key), nil
+	if key, ok, err := identity.ParseUpstreamSubject(s); s == "" || ok && err == nil {
+		return key, nil
 	}
 	return "", fmt.Errorf("SUBJECT_SOURCES: %q: want principal or context:<key> (whom a wrapped authorizer names; a key of 1 to 128 printable ASCII characters, no space, comma or semicolon), "+
 		"or header:<name>, query:<name>, apikey, ip and jwt:<claim> sources (the middleware's), not both", s)
