@@ -144,3 +144,24 @@ func TestLocalEdge(t *testing.T) {
 		t.Errorf("the edge freed mallory after %v, over the local bound %v", took, 2*local.EdgeInterval)
 	}
 }
+
+// TestLocalOriginVerify: with ORIGIN_VERIFY, the demo API's authorizer
+// refuses a request without the value (401), and --edge sends it as the
+// distribution does, replacing a client's.
+func TestLocalOriginVerify(t *testing.T) {
+	env := []string{"ORIGIN_VERIFY=local-origin-value-0123"}
+	direct := startLocal(t, env)
+	if resp, body := direct.get(t, "/hello", "bob"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the edge: GET /hello = %d %s, want 401", resp.StatusCode, body)
+	}
+	edged := startLocal(t, env, "--edge")
+	req, err := http.NewRequest(http.MethodGet, edged.base+"/hello", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", "bob")
+	req.Header.Set("X-Origin-Verify", "a-client-guess-0123456")
+	if resp, body := do(t, req); resp.StatusCode != http.StatusOK {
+		t.Errorf("through the edge, a client's own X-Origin-Verify: GET /hello = %d %s, want 200", resp.StatusCode, body)
+	}
+}

@@ -287,6 +287,9 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
 	}
+	if ho.OriginVerify, err = config.OriginVerify(ctx, cfg); err != nil {
+		return nil, err
+	}
 	d.Authorizer = authapigw.NewHandler(d.Core, ho)
 	d.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", true))
 	return d, nil

@@ -228,6 +228,47 @@ func EdgeKey(ctx context.Context, cfg Config) (string, error) {
 	return string(s), nil
 }
 
+// OriginVerify returns the value the edge's distribution sends in
+// X-Origin-Verify and the authorizer requires: OriginVerify, or the
+// secret OriginVerifySecretARN names (read once, at init); "" when
+// neither is set (no check).
+func OriginVerify(ctx context.Context, cfg Config) (string, error) {
+	if cfg.OriginVerify != "" {
+		return string(cfg.OriginVerify), nil
+	}
+	sm, err := secretsIfNeeded(ctx, cfg.OriginVerifySecretARN)
+	if err != nil || sm == nil {
+		return "", err
+	}
+	return originVerify(ctx, sm, cfg.OriginVerifySecretARN)
+}
+
+func originVerify(ctx context.Context, sm secretGetter, arn string) (string, error) {
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return "", fmt.Errorf("origin verify: %w", err)
+	}
+	if err := CheckOriginVerify(string(s)); err != nil {
+		return "", fmt.Errorf("origin verify: secret %s: %w", arn, err)
+	}
+	return string(s), nil
+}
+
+// CheckOriginVerify says what is wrong with v as an origin-verify value:
+// MinOriginVerify to MaxOriginVerify visible ASCII bytes without a comma,
+// so that it is one header value, sent as is. It never names v's bytes.
+func CheckOriginVerify(v string) error {
+	if len(v) < MinOriginVerify || len(v) > MaxOriginVerify {
+		return fmt.Errorf("%d bytes: want %d to %d", len(v), MinOriginVerify, MaxOriginVerify)
+	}
+	for i := range len(v) {
+		if c := v[i]; c <= ' ' || c > '~' || c == ',' {
+			return fmt.Errorf("byte %d is not visible ASCII other than a comma", i)
+		}
+	}
+	return nil
+}
+
 // RulesSigningSecret returns the secret the rule writers' signing key is
 // derived from: RulesSigningKey, or the secret RulesSigningKeySecretARN
 // names (read once, at init); nil when neither is set.

@@ -294,6 +294,32 @@ func TestSubjectKey(t *testing.T) {
 	}
 }
 
+func TestOriginVerify(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:origin"
+	sm := fakeSecrets{arn: "Zm9vYmFyYmF6cXV4cXV1eA"}
+	if got, err := originVerify(t.Context(), sm, arn); err != nil || got != sm[arn] {
+		t.Errorf("originVerify(arn) = %q, %v; want the secret", got, err)
+	}
+	for _, bad := range []string{"short", "0123456789abcdef 0", "0123456789abcdef,0", "0123456789abcdéf", strings.Repeat("x", 129)} {
+		_, err := originVerify(t.Context(), fakeSecrets{arn: bad}, arn)
+		if err == nil {
+			t.Errorf("originVerify(secret %q) = nil error, want refused", bad)
+		} else if len(bad) > 4 && strings.Contains(err.Error(), bad) {
+			t.Errorf("originVerify(secret %q) error %q names the secret's value", bad, err)
+		}
+	}
+	if _, err := originVerify(t.Context(), fakeSecrets{}, arn); err == nil {
+		t.Error("originVerify(missing secret) = nil error")
+	}
+	if v, err := OriginVerify(t.Context(), Config{OriginVerify: "from-the-environment"}); err != nil || v != "from-the-environment" {
+		t.Errorf("OriginVerify(ORIGIN_VERIFY) = %q, %v", v, err)
+	}
+	if v, err := OriginVerify(t.Context(), Config{}); v != "" || err != nil {
+		t.Errorf("OriginVerify(unset) = %q, %v; want \"\", nil", v, err)
+	}
+}
+
 func TestRulesSigningSecret(t *testing.T) {
 	t.Parallel()
 	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:rules"

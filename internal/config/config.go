@@ -65,6 +65,9 @@ const (
 	// MinSubjectHMACKey is the shortest SUBJECT_HMAC_KEY accepted, in
 	// bytes.
 	MinSubjectHMACKey = 16
+	// MinOriginVerify and MaxOriginVerify bound ORIGIN_VERIFY's length,
+	// in bytes.
+	MinOriginVerify, MaxOriginVerify = 16, 128
 )
 
 // Config is every setting Sluice reads from the environment. The zero value
@@ -199,6 +202,14 @@ type Config struct {
 	// EdgeStoreARN is EDGE_STORE_ARN: the CloudFront KeyValueStore the
 	// edge publisher writes.
 	EdgeStoreARN string
+	// OriginVerify is ORIGIN_VERIFY: the value the edge's distribution
+	// sends in X-Origin-Verify, which the authorizer then requires
+	// (MinOriginVerify to MaxOriginVerify visible ASCII bytes, no comma).
+	// Set it or OriginVerifySecretARN, not both. Neither: no check.
+	OriginVerify Secret
+	// OriginVerifySecretARN is ORIGIN_VERIFY_SECRET_ARN: a Secrets
+	// Manager secret whose SecretString is that value.
+	OriginVerifySecretARN string
 	// RulesSigningKey is RULES_SIGNING_KEY: the secret the rule writers'
 	// Ed25519 key is derived from (rulesync.NewSigningKey), at least
 	// MinRulesSigningKey bytes. Set it or RulesSigningKeySecretARN
@@ -325,6 +336,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("subjectHmacKeySecretArn", c.SubjectHMACKeySecretARN),
 		slog.Bool("edgeKeySet", c.EdgeKey != ""),
 		slog.String("edgeKeySecretArn", c.EdgeKeySecretARN),
+		slog.Bool("originVerifySet", c.OriginVerify != ""),
+		slog.String("originVerifySecretArn", c.OriginVerifySecretARN),
 		slog.String("edgeStoreArn", c.EdgeStoreARN),
 		slog.Bool("rulesSigningKeySet", c.RulesSigningKey != ""),
 		slog.String("rulesSigningKeySecretArn", c.RulesSigningKeySecretARN),
@@ -591,6 +604,19 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.EdgeStoreARN = get("EDGE_STORE_ARN")
 	if v := c.EdgeStoreARN; v != "" && !strings.HasPrefix(v, "arn:aws:cloudfront::") {
 		fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
+	}
+	if v := get("ORIGIN_VERIFY"); v != "" {
+		c.OriginVerify = Secret(v)
+		if err := CheckOriginVerify(v); err != nil {
+			fail("ORIGIN_VERIFY", "%v", err)
+		}
+	}
+	c.OriginVerifySecretARN = get("ORIGIN_VERIFY_SECRET_ARN")
+	if v := c.OriginVerifySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
+		fail("ORIGIN_VERIFY_SECRET_ARN", "%q is not an ARN", v)
+	}
+	if c.OriginVerify != "" && c.OriginVerifySecretARN != "" {
+		fail("ORIGIN_VERIFY_SECRET_ARN", "set ORIGIN_VERIFY or ORIGIN_VERIFY_SECRET_ARN, not both")
 	}
 	if v := get("RULES_SIGNING_KEY"); v != "" {
 		c.RulesSigningKey = Secret(v)

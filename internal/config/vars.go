@@ -103,6 +103,10 @@ var Vars = []Var{
 		Doc: "that key itself, at least 16 bytes, for development (`sluice local --edge` generates one)"},
 	{Name: "EDGE_STORE_ARN", DefaultDoc: "—", Functions: []string{"edge-publisher"},
 		Doc: "the CloudFront KeyValueStore the [edge](edge.md)'s publisher writes"},
+	{Name: "ORIGIN_VERIFY_SECRET_ARN", DefaultDoc: "—", Functions: []string{"authorizer"},
+		Doc: "a secret holding the value the [edge](edge.md)'s distribution sends in `X-Origin-Verify`: a request without exactly that value is 401 before any decision; not with `ORIGIN_VERIFY`; neither: no check"},
+	{Name: "ORIGIN_VERIFY", DefaultDoc: "—", Functions: []string{"authorizer"},
+		Doc: "that value itself, 16 to 128 visible ASCII characters without a comma, for development"},
 	{Name: "RULES_PUBLIC_KEY", DefaultDoc: "—", Functions: decide,
 		Doc: "the rule writers' Ed25519 public key, 32 bytes in base64: other snapshots are refused " +
 			"([security](SECURITY.md#rules-in-redis)); unset: read unverified, with a warning"},

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cdn"
 	"github.com/sluicehq/sluice/internal/cdn/edgejs"
 	"github.com/sluicehq/sluice/internal/config"
+	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -40,6 +41,9 @@ type edge struct {
 	next  http.Handler
 	log   *slog.Logger
 	seq   atomic.Int64
+	// origin is ORIGIN_VERIFY, which the edge sends the gateway as the
+	// distribution does (replacing the client's); "" sends none.
+	origin string
 	// Denied counts the requests the edge answered itself.
 	Denied atomic.Int64
 }
@@ -56,7 +60,7 @@ func startEdge(ctx context.Context, a *app.Local, cfg config.Config, api string)
 	if err != nil {
 		return nil, nil, err
 	}
-	e = &edge{store: &cdn.MemoryStore{}, log: a.Log}
+	e = &edge{store: &cdn.MemoryStore{}, log: a.Log, origin: string(cfg.OriginVerify)}
 	if e.fn, err = edgejs.Load(src, e.store.Get, nil); err != nil {
 		return nil, nil, err
 	}
@@ -81,6 +85,9 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.log.ErrorContext(r.Context(), "edge function failed: passing the request", slog.Any("error", err))
 	}
 	if resp == nil {
+		if e.origin != "" {
+			r.Header.Set(authapigw.OriginVerifyHeader, e.origin)
+		}
 		e.next.ServeHTTP(w, r)
 		return
 	}

@@ -59,6 +59,12 @@ type Options struct {
 	// context:<key> sources), and its principalId, context and
 	// usageIdentifierKey are passed on. Handler only, not Check.
 	Upstream *identity.Upstream
+	// OriginVerify, when set (ORIGIN_VERIFY, ORIGIN_VERIFY_SECRET_ARN),
+	// is the value a request must carry in X-Origin-Verify: one that
+	// lacks it, carries another or carries two is ErrUnauthorized (401)
+	// before any upstream or decision (origin.go). Handler's REST,
+	// HTTP and Invoke only: not Check, nor the Chain methods.
+	OriginVerify string
 }
 
 // answerer is what Handler and Check share: the
@@ -85,12 +91,17 @@ func newAnswerer(a *authorizer.Authorizer, o Options) answerer {
 // in-process upstream the ratelimit package's wrappers' (the Chain methods).
 type Handler struct {
 	answerer
-	up *identity.Upstream // nil: no upstream authorizer
+	up     *identity.Upstream // nil: no upstream authorizer
+	origin []byte             // nil: no origin check
 }
 
 // NewHandler returns the handler of authorizer events around a.
 func NewHandler(a *authorizer.Authorizer, o Options) *Handler {
-	return &Handler{answerer: newAnswerer(a, o), up: o.Upstream}
+	h := &Handler{answerer: newAnswerer(a, o), up: o.Upstream}
+	if o.OriginVerify != "" {
+		h.origin = []byte(o.OriginVerify)
+	}
+	return h
 }
 
 // Observing returns a copy of h whose decisions are also told to fn
@@ -108,6 +119,9 @@ func (h *Handler) Observing(fn authorizer.Observe) *Handler {
 // values. It returns ErrUnauthorized when the request has no subject, or
 // when the upstream authorizer did not allow it.
 func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+	if !h.originVerified(ev.Headers, ev.MultiValueHeaders) {
+		return events.APIGatewayCustomAuthorizerResponse{}, h.refuseOrigin(ctx)
+	}
 	req := edge.RESTAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.MethodArn, ev.StageVariables)
 	if err != nil {
@@ -193,6 +207,9 @@ func (h *answerer) restResponse(res *authorizer.Result, req *authorizer.Request,
 // ErrUnauthorized (401) when the request has no subject, or when the
 // upstream authorizer did not allow it.
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	if !h.originVerified(ev.Headers, nil) {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, h.refuseOrigin(ctx)
+	}
 	req := edge.HTTPAuthorizer(&ev)
 	up, err := h.ask(ctx, ev, &req, ev.RouteArn, ev.StageVariables)
 	if err != nil {
@@ -213,6 +230,9 @@ func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	}
 	if !ev.V2() && ev.Type != "" && ev.Type != "REQUEST" {
 		return nil, fmt.Errorf("authorizer event type %q: only REQUEST authorizers are supported", ev.Type)
+	}
+	if !h.originVerified(ev.Headers, ev.MultiHeaders) {
+		return nil, h.refuseOrigin(ctx)
 	}
 	req := ev.Request()
 	arn := ev.MethodArn
