@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -382,14 +383,81 @@ func TestHandlerPrometheus(t *testing.T) {
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
 	got := w.Body.String()
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",outcome="allow",rule="[^"]+"\} 2$`),
-		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",outcome="deny",rule="[^"]+"\} 1$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",kind="rate",outcome="allow",rule="[^"]+"\} 2$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",kind="rate",outcome="deny",rule="[^"]+"\} 1$`),
 		regexp.MustCompile(`(?m)^sluice_redis_latency_seconds_count 3$`),
 		regexp.MustCompile(`(?m)^sluice_breaker_open 0$`),
 	} {
 		if !want.MatchString(got) {
 			t.Errorf("scrape lacks %s:\n%s", want, got)
 		}
+	}
+}
+
+// TestHandlerPrometheusInFlight: a concurrency rule of 2 behind the
+// middleware with the Prometheus observer. While two requests are in
+// their handler the scrape shows sluice_in_flight 2, the third request's
+// 429 is counted with kind="concurrency", and a request of the setup's
+// rate rule with kind="rate"; once the two return, sluice_in_flight is 0.
+func TestHandlerPrometheusInFlight(t *testing.T) {
+	s := newSetup(t)
+	ids := s.addRules(t, map[string]any{"api": "shop", "route": "POST /exports", "subject": "*", "kind": "concurrency", "limit": 2, "period": "1h"})
+	rl := s.limiterWith(t, ratelimit.Options{})
+	reg := prometheus.NewRegistry()
+	m, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, finish := make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /exports", func(http.ResponseWriter, *http.Request) {
+		entered <- struct{}{}
+		<-finish
+	})
+	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
+	h := rl.Handler(mux, ratelimit.HandlerOptions{API: "shop", Observer: m})
+	serve := func(method, path string) int {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set("X-Api-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		return w.Body.String()
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if code := serve("POST", "/exports"); code != http.StatusOK {
+				t.Errorf("a held export = %d, want 200", code)
+			}
+		})
+		<-entered
+	}
+	if code := serve("POST", "/exports"); code != http.StatusTooManyRequests {
+		t.Errorf("a third export with two in flight = %d, want 429", code)
+	}
+	if code := serve("GET", "/orders/1"); code != http.StatusOK {
+		t.Errorf("GET /orders/1 = %d, want 200", code)
+	}
+	got := scrape()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^sluice_in_flight 2$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",kind="concurrency",outcome="allow",rule="` + ids[0] + `"\} 2$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",kind="concurrency",outcome="deny",rule="` + ids[0] + `"\} 1$`),
+		regexp.MustCompile(`(?m)^sluice_decisions_total\{api="shop",kind="rate",outcome="allow",rule="[^"]+"\} 1$`),
+	} {
+		if !want.MatchString(got) {
+			t.Errorf("scrape with two exports in flight lacks %s:\n%s", want, got)
+		}
+	}
+	close(finish)
+	wg.Wait()
+	if got := scrape(); !strings.Contains(got, "\nsluice_in_flight 0\n") {
+		t.Errorf("scrape after the exports ended lacks sluice_in_flight 0:\n%s", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/limiter"
+	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // Outcome values of a Decision: those of the Decisions metric Sluice's
@@ -14,6 +15,14 @@ const (
 	OutcomeDeny         = authorizer.OutcomeDeny         // over a limit, or failed closed: 429
 	OutcomeShadowDeny   = authorizer.OutcomeShadowDeny   // a shadow rule would have denied; allowed
 	OutcomeUnauthorized = authorizer.OutcomeUnauthorized // no usable subject: 401
+)
+
+// Kind values of a Decision: how its rule counts (docs/concurrency.md for
+// the in-flight kind).
+const (
+	KindRate        = string(rules.Rate)        // a token bucket
+	KindQuota       = string(rules.Quota)       // a calendar window
+	KindConcurrency = string(rules.Concurrency) // requests in flight
 )
 
 // Decision is one decision of the middleware or an integration wrapper, as
@@ -27,6 +36,8 @@ type Decision struct {
 	Rule string
 	// Outcome is one of the Outcome constants.
 	Outcome string
+	// Kind is Rule's kind, one of the Kind constants; "" when Rule is.
+	Kind string
 	// FailOpen: Redis failed and the rule's failure mode allowed.
 	FailOpen bool
 	// FailClosed: Redis failed and the rule's failure mode denied.
@@ -58,7 +69,7 @@ type Observer interface {
 
 // decision is what an Observer is told of the core's observation.
 func decision(o authorizer.Observation) Decision {
-	return Decision{API: o.API, Rule: o.Rule, Outcome: o.Outcome, FailOpen: o.FailOpen, FailClosed: o.FailClosed,
+	return Decision{API: o.API, Rule: o.Rule, Outcome: o.Outcome, Kind: o.Kind, FailOpen: o.FailOpen, FailClosed: o.FailClosed,
 		Cached: o.Cached, LimiterTime: o.LimiterTime, Duration: o.Duration, Limit: o.Limit, Window: o.Window, Remaining: o.Remaining}
 }
 
@@ -69,11 +80,18 @@ type Health struct {
 	BreakerOpen bool
 	// SnapshotAge is the age of the rules snapshot in use.
 	SnapshotAge time.Duration
+	// InFlight is the in-flight slots this Limiter's requests hold now:
+	// taken by concurrency rules and not yet released (their handlers
+	// still run).
+	InFlight int64
 }
 
 // Health returns the state of l's backends now.
 func (l *Limiter) Health() Health {
-	return Health{BreakerOpen: l.dec.Limiter.Stats().Breaker != limiter.BreakerClosed, SnapshotAge: l.dec.Cache.Age()}
+	st := l.dec.Limiter.Stats()
+	return Health{BreakerOpen: st.Breaker != limiter.BreakerClosed, SnapshotAge: l.dec.Cache.Age(),
+		// Read one after the other, Released may have overtaken Slots.
+		InFlight: max(int64(st.Slots)-int64(st.Released), 0)}
 }
 
 // CoreObserver returns the core's observer that tells obs each decision

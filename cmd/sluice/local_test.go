@@ -1090,7 +1090,7 @@ func testShadowStats(t *testing.T, p *localProc) {
 		t.Errorf("GET /admin/stats rules = %+v, want the shadow rule %s with 2 shadow denials", rep.Rules, shadow.ID)
 	}
 	resp, body = p.get(t, "/metrics", "")
-	want := `sluice_decisions_total{api="demo",outcome="shadowDeny",rule="` + shadow.ID + `"} 2`
+	want := `sluice_decisions_total{api="demo",kind="rate",outcome="shadowDeny",rule="` + shadow.ID + `"} 2`
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 		t.Errorf("GET /metrics = %d, want the line %s in:\n%s", resp.StatusCode, want, grepLines(string(body), "shadowDeny"))
 	}

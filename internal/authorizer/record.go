@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
 )
 
@@ -44,6 +45,9 @@ type Observation struct {
 	Rule string
 	// Outcome is one of the Outcome constants.
 	Outcome string
+	// Kind is Rule's kind: "rate", "quota" or "concurrency" (rules.Kind;
+	// a rule of no stated kind is "rate"); "" when Rule is.
+	Kind string
 	// FailOpen and FailClosed: Redis failed and the rule's failure mode
 	// allowed, or denied.
 	FailOpen, FailClosed bool
@@ -72,24 +76,38 @@ func observation(req *Request, res *Result, err error, took time.Duration) Obser
 	o := Observation{API: req.API, Rule: res.Rule, FailOpen: res.FailOpen, Cached: res.Cached, LimiterTime: res.LimiterTime, Duration: took,
 		Limit: res.Limit, Remaining: res.Remaining}
 	if res.Effective != nil {
-		o.Window = res.Effective.Period
+		o.Window, o.Kind = res.Effective.Period, kindOf(res.Effective)
 	}
 	switch {
 	case errors.Is(err, ErrNoSubject):
-		o.Outcome, o.Rule, o.Limit, o.Window, o.Remaining = OutcomeUnauthorized, "", 0, 0, 0
+		o.Outcome, o.Rule, o.Kind, o.Limit, o.Window, o.Remaining = OutcomeUnauthorized, "", "", 0, 0, 0
 	case !res.Allowed:
 		o.Outcome, o.FailClosed = OutcomeDeny, err != nil
 	case res.ShadowDenied:
 		// The shadow rule's outcome, not the enforcing rule's.
 		o.Outcome, o.Rule = OutcomeShadowDeny, res.ShadowRule
-		o.Limit, o.Window, o.Remaining = 0, 0, 0
+		o.Limit, o.Window, o.Remaining, o.Kind = 0, 0, 0, ""
 		if res.Shadow != nil {
-			o.Limit, o.Window = res.Shadow.Limit, res.Shadow.Period
+			o.Limit, o.Window, o.Kind = res.Shadow.Limit, res.Shadow.Period, kindOf(res.Shadow)
 		}
 	default:
 		o.Outcome = OutcomeAllow
 	}
 	return o
+}
+
+// kindOf is the Observation's Kind of rule e.
+func kindOf(e *rules.Effective) string {
+	if e.Kind == "" {
+		return string(rules.Rate)
+	}
+	return string(e.Kind)
+}
+
+// inFlightDenied reports whether res, err is a denial by a concurrency
+// rule whose slots were all held (not its failure mode's: FailClosed).
+func inFlightDenied(res *Result, err error) bool {
+	return !res.Allowed && err == nil && res.Effective != nil && res.Effective.Kind == rules.Concurrency
 }
 
 // Showable reports whether subjects of kind may be shown as sent: they
@@ -172,7 +190,7 @@ func (a *Authorizer) record(ctx context.Context, req *Request, res *Result, err 
 		r.logDecision(ctx, req, res, hash, shown, err)
 	}
 	r.m.Record(metrics.Outcome{Allowed: res.Allowed, ShadowDenied: res.ShadowDenied, FailOpen: res.FailOpen,
-		Cached: res.Cached, LimiterTime: res.LimiterTime})
+		Cached: res.Cached, InFlight: inFlightDenied(res, err), LimiterTime: res.LimiterTime})
 	if err != nil && !res.FailOpen {
 		r.m.FailClosed()
 	}

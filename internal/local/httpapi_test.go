@@ -156,12 +156,12 @@ func TestLimitedRoutes(t *testing.T) {
 		_, metrics := s.do(t, "GET", "/metrics", "", nil)
 		id := ruleID[tt.api+" "+tt.route]
 		for outcome, want := range map[string]int{"allow": 3, "deny": 1} {
-			line := fmt.Sprintf(`sluice_decisions_total{api=%q,outcome=%q,rule=%q} %d`, tt.api, outcome, id, want)
+			line := fmt.Sprintf(`sluice_decisions_total{api=%q,kind="rate",outcome=%q,rule=%q} %d`, tt.api, outcome, id, want)
 			if !strings.Contains(string(metrics), line+"\n") {
 				t.Errorf("/metrics has no line %s:\n%s", line, grepLines(string(metrics), "sluice_decisions_total"))
 			}
 		}
-		if line := fmt.Sprintf(`sluice_decisions_total{api=%q,outcome="unauthorized",rule="none"} 1`, tt.api); !strings.Contains(string(metrics), line+"\n") {
+		if line := fmt.Sprintf(`sluice_decisions_total{api=%q,kind="none",outcome="unauthorized",rule="none"} 1`, tt.api); !strings.Contains(string(metrics), line+"\n") {
 			t.Errorf("/metrics has no line %s:\n%s", line, grepLines(string(metrics), "sluice_decisions_total"))
 		}
 	}
@@ -353,9 +353,9 @@ func TestRESTMetrics(t *testing.T) {
 
 	_, metrics := s.do(t, "GET", "/metrics", "", nil)
 	for _, line := range []string{
-		fmt.Sprintf(`sluice_decisions_total{api="demo",outcome="allow",rule=%q} 3`, id),
-		fmt.Sprintf(`sluice_decisions_total{api="demo",outcome="deny",rule=%q} 1`, id),
-		`sluice_decisions_total{api="demo",outcome="unauthorized",rule="none"} 1`,
+		fmt.Sprintf(`sluice_decisions_total{api="demo",kind="rate",outcome="allow",rule=%q} 3`, id),
+		fmt.Sprintf(`sluice_decisions_total{api="demo",kind="rate",outcome="deny",rule=%q} 1`, id),
+		`sluice_decisions_total{api="demo",kind="none",outcome="unauthorized",rule="none"} 1`,
 	} {
 		if !strings.Contains(string(metrics), line+"\n") {
 			t.Errorf("/metrics has no line %s:\n%s", line, grepLines(string(metrics), "sluice_decisions_total"))

@@ -55,8 +55,8 @@ type LeaseCounts struct {
 
 // Metrics aggregates decisions into CloudWatch Embedded Metric Format lines
 // in namespace Sluice: Decisions (dimension Outcome: allow, deny,
-// shadowDeny, unauthorized), FailOpen, FailClosed (only when not zero),
-// DenyCacheHits, RedisLatency (ms,
+// shadowDeny, unauthorized), FailOpen, FailClosed and InFlightDenials
+// (each only when not zero), DenyCacheHits, RedisLatency (ms,
 // a uniform sample of up to 100 per flush), BreakerOpen (0 or 1),
 // SnapshotAgeSeconds, RulesRefused (only when not zero), and with leasing
 // LeasedAdmissions, LeasesTaken and LeaseTokensReturned.
@@ -66,7 +66,7 @@ type Metrics struct {
 	epoch time.Time
 
 	allow, deny, shadowDeny, unauthorized, failOpen, cacheHits atomic.Uint64
-	failClosed                                                 atomic.Uint64
+	failClosed, inFlight                                       atomic.Uint64
 	nLat                                                       atomic.Uint64
 	lat                                                        [latencySamples]atomic.Uint64 // float64 bits, ms
 	next                                                       atomic.Int64                  // next flush, ns since epoch
@@ -94,6 +94,9 @@ func New(o Options) *Metrics {
 // fields of the same names).
 type Outcome struct {
 	Allowed, ShadowDenied, FailOpen, Cached bool
+	// InFlight: denied because a concurrency rule's slots were all held
+	// (counted in the deny Decisions too).
+	InFlight bool
 	// LimiterTime is the limiter call's time; 0 when there was none.
 	LimiterTime time.Duration
 }
@@ -116,6 +119,9 @@ func (m *Metrics) Record(r Outcome) {
 	}
 	if r.Cached {
 		m.cacheHits.Add(1)
+	}
+	if r.InFlight && !r.Allowed {
+		m.inFlight.Add(1)
 	}
 	if r.LimiterTime > 0 {
 		// A reservoir sample (Vitter's algorithm R): every call of the
@@ -223,6 +229,11 @@ func (m *Metrics) flushLocked() {
 	if refused > 0 {
 		decl += `,{"Name":"RulesRefused","Unit":"Count"}`
 	}
+	// Left out at zero too: most deployments have no concurrency rule.
+	inFlight := m.inFlight.Swap(0)
+	if inFlight > 0 {
+		decl += `,{"Name":"InFlightDenials","Unit":"Count"}`
+	}
 	var lc LeaseCounts
 	if m.o.Leases != nil {
 		decl += `,{"Name":"LeasedAdmissions","Unit":"Count"},{"Name":"LeasesTaken","Unit":"Count"},{"Name":"LeaseTokensReturned","Unit":"Count"}`
@@ -240,6 +251,10 @@ func (m *Metrics) flushLocked() {
 	if refused > 0 {
 		b = append(b, `,"RulesRefused":`...)
 		b = strconv.AppendUint(b, refused, 10)
+	}
+	if inFlight > 0 {
+		b = append(b, `,"InFlightDenials":`...)
+		b = strconv.AppendUint(b, inFlight, 10)
 	}
 	if n > 0 {
 		b = append(b, `,"RedisLatency":[`...)

@@ -15,13 +15,14 @@
 // down in docs/clients.md next to ASP.NET Core's stable names:
 //
 //	ratelimit.decisions          counter {decision}: ratelimit.policy, ratelimit.policy.quota,
-//	                             ratelimit.policy.window, ratelimit.decision, ratelimit.fail_open,
-//	                             ratelimit.rejected_by (denials), sluice.api
+//	                             ratelimit.policy.window, ratelimit.policy.kind, ratelimit.decision,
+//	                             ratelimit.fail_open, ratelimit.rejected_by (denials), sluice.api
 //	ratelimit.remaining          histogram {token}: r after the request; the policy attributes
 //	ratelimit.decision.duration  histogram s: the whole decision; ratelimit.decision
 //	ratelimit.limiter.duration   histogram s: the limiter's Redis round trip
 //	sluice.breaker.open          gauge: 1 while the Redis circuit breaker is not closed (with Health)
 //	sluice.rules.snapshot.age    gauge s: the age of the rules in use (with Health)
+//	sluice.in_flight             gauge {slot}: in-flight slots this process's requests hold now (with Health)
 //
 // Cardinality is bounded, and no attribute ever holds a subject: the first
 // Options.MaxAttributeValues distinct policies, and apis, are kept, any
@@ -51,6 +52,7 @@ const (
 	KeyPolicy     = attribute.Key("ratelimit.policy")
 	KeyQuota      = attribute.Key("ratelimit.policy.quota")
 	KeyWindow     = attribute.Key("ratelimit.policy.window")
+	KeyKind       = attribute.Key("ratelimit.policy.kind") // rate, quota or concurrency (ratelimit.Kind…)
 	KeyDecision   = attribute.Key("ratelimit.decision")
 	KeyFailOpen   = attribute.Key("ratelimit.fail_open")
 	KeyRejectedBy = attribute.Key("ratelimit.rejected_by")
@@ -109,6 +111,7 @@ type key struct {
 	api, policy          string
 	quota                int64
 	window               time.Duration
+	kind                 string
 	outcome              string
 	failOpen, rejectedBy string
 }
@@ -160,6 +163,11 @@ func New(o Options) (*Metrics, error) {
 		if err != nil {
 			return nil, err
 		}
+		inFlight, err := meter.Int64ObservableGauge("sluice.in_flight", metric.WithUnit("{slot}"),
+			metric.WithDescription("In-flight slots this process's requests hold now: taken by concurrency rules, not yet released."))
+		if err != nil {
+			return nil, err
+		}
 		if _, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 			st := h()
 			open := int64(0)
@@ -168,8 +176,9 @@ func New(o Options) (*Metrics, error) {
 			}
 			obs.ObserveInt64(breaker, open)
 			obs.ObserveFloat64(age, st.SnapshotAge.Seconds())
+			obs.ObserveInt64(inFlight, st.InFlight)
 			return nil
-		}, breaker, age); err != nil {
+		}, breaker, age, inFlight); err != nil {
 			return nil, err
 		}
 	}
@@ -181,7 +190,7 @@ func New(o Options) (*Metrics, error) {
 func (m *Metrics) ObserveDecision(d ratelimit.Decision) {
 	k := key{api: value(&m.apis, d.API), outcome: decisionValue(d.Outcome), failOpen: "false"}
 	if d.Rule != "" {
-		k.policy, k.quota, k.window = value(&m.policies, d.Rule), d.Limit, d.Window
+		k.policy, k.quota, k.window, k.kind = value(&m.policies, d.Rule), d.Limit, d.Window, kindValue(d.Kind)
 	}
 	if d.FailOpen {
 		k.failOpen = "true"
@@ -215,7 +224,7 @@ func (m *Metrics) options(k key) *options {
 	}
 	var policy []attribute.KeyValue
 	if k.policy != "" {
-		policy = []attribute.KeyValue{KeyPolicy.String(k.policy), KeyQuota.Int64(k.quota), KeyWindow.Int64(int64(k.window / time.Second))}
+		policy = []attribute.KeyValue{KeyPolicy.String(k.policy), KeyQuota.Int64(k.quota), KeyWindow.Int64(int64(k.window / time.Second)), KeyKind.String(k.kind)}
 	}
 	all := append([]attribute.KeyValue{KeyAPI.String(k.api), KeyDecision.String(k.outcome), KeyFailOpen.Bool(k.failOpen == "true")}, policy...)
 	if k.rejectedBy != "" {
@@ -246,6 +255,18 @@ func decisionValue(outcome string) string {
 		return DecisionUnauthorized
 	}
 	return DecisionAllow
+}
+
+// kindValue is ratelimit.policy.kind's value of a Decision's Kind: one of
+// the three, else Other.
+func kindValue(kind string) string {
+	switch kind {
+	case ratelimit.KindRate, ratelimit.KindQuota, ratelimit.KindConcurrency:
+		return kind
+	case "":
+		return ratelimit.KindRate
+	}
+	return Other
 }
 
 // value bounds v to the set's values; empty for no value.

@@ -29,27 +29,29 @@ import (
 
 // decisions are one of each kind: allowed with tokens left, denied by
 // the limit, by the deny cache and failing closed, allowed failing open,
-// a shadow denial, and an unauthorized request.
+// a shadow denial, an unauthorized request, and an in-flight denial.
 var decisions = []ratelimit.Decision{
-	{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeAllow, Limit: 10, Window: time.Minute, Remaining: 7, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
-	{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeDeny, Limit: 10, Window: time.Minute, Duration: time.Millisecond},
-	{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeDeny, Limit: 10, Window: time.Minute, Cached: true},
-	{API: "shop", Rule: "r2", Outcome: ratelimit.OutcomeDeny, Limit: 5, Window: time.Hour, FailClosed: true},
-	{API: "shop", Rule: "r2", Outcome: ratelimit.OutcomeAllow, Limit: 5, Window: time.Hour, FailOpen: true},
-	{API: "shop", Rule: "r3", Outcome: ratelimit.OutcomeShadowDeny, Limit: 1, Window: time.Second},
+	{API: "shop", Rule: "r1", Kind: ratelimit.KindRate, Outcome: ratelimit.OutcomeAllow, Limit: 10, Window: time.Minute, Remaining: 7, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
+	{API: "shop", Rule: "r1", Kind: ratelimit.KindRate, Outcome: ratelimit.OutcomeDeny, Limit: 10, Window: time.Minute, Duration: time.Millisecond},
+	{API: "shop", Rule: "r1", Kind: ratelimit.KindRate, Outcome: ratelimit.OutcomeDeny, Limit: 10, Window: time.Minute, Cached: true},
+	{API: "shop", Rule: "r2", Kind: ratelimit.KindQuota, Outcome: ratelimit.OutcomeDeny, Limit: 5, Window: time.Hour, FailClosed: true},
+	{API: "shop", Rule: "r2", Kind: ratelimit.KindQuota, Outcome: ratelimit.OutcomeAllow, Limit: 5, Window: time.Hour, FailOpen: true},
+	{API: "shop", Rule: "r3", Kind: ratelimit.KindRate, Outcome: ratelimit.OutcomeShadowDeny, Limit: 1, Window: time.Second},
 	{API: "shop", Outcome: ratelimit.OutcomeUnauthorized},
+	{API: "shop", Rule: "r4", Kind: ratelimit.KindConcurrency, Outcome: ratelimit.OutcomeDeny, Limit: 2, Window: time.Hour, Duration: time.Millisecond},
 }
 
 // wantCounts are the ratelimit.decisions points of decisions, as
 // "attribute=value ..." (sorted) → count.
 var wantCounts = sortKeys(map[string]int64{
-	"ratelimit.decision=allow ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.quota=10 ratelimit.policy.window=60 sluice.api=shop":                                   1,
-	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.rejected_by=limit sluice.api=shop":        1,
-	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.rejected_by=deny_cache sluice.api=shop":   1,
-	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r2 ratelimit.policy.quota=5 ratelimit.policy.window=3600 ratelimit.rejected_by=fail_closed sluice.api=shop": 1,
-	"ratelimit.decision=allow ratelimit.fail_open=true ratelimit.policy=r2 ratelimit.policy.quota=5 ratelimit.policy.window=3600 sluice.api=shop":                                   1,
-	"ratelimit.decision=shadow_deny ratelimit.fail_open=false ratelimit.policy=r3 ratelimit.policy.quota=1 ratelimit.policy.window=1 sluice.api=shop":                               1,
-	"ratelimit.decision=unauthorized ratelimit.fail_open=false sluice.api=shop":                                                                                                     1,
+	"ratelimit.decision=allow ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.kind=rate ratelimit.policy.quota=10 ratelimit.policy.window=60 sluice.api=shop":                                    1,
+	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.kind=rate ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.rejected_by=limit sluice.api=shop":         1,
+	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r1 ratelimit.policy.kind=rate ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.rejected_by=deny_cache sluice.api=shop":    1,
+	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r2 ratelimit.policy.kind=quota ratelimit.policy.quota=5 ratelimit.policy.window=3600 ratelimit.rejected_by=fail_closed sluice.api=shop": 1,
+	"ratelimit.decision=allow ratelimit.fail_open=true ratelimit.policy=r2 ratelimit.policy.kind=quota ratelimit.policy.quota=5 ratelimit.policy.window=3600 sluice.api=shop":                                   1,
+	"ratelimit.decision=shadow_deny ratelimit.fail_open=false ratelimit.policy=r3 ratelimit.policy.kind=rate ratelimit.policy.quota=1 ratelimit.policy.window=1 sluice.api=shop":                                1,
+	"ratelimit.decision=deny ratelimit.fail_open=false ratelimit.policy=r4 ratelimit.policy.kind=concurrency ratelimit.policy.quota=2 ratelimit.policy.window=3600 ratelimit.rejected_by=limit sluice.api=shop": 1,
+	"ratelimit.decision=unauthorized ratelimit.fail_open=false sluice.api=shop":                                                                                                                                 1,
 })
 
 // sortKeys sorts the attributes of each key as attrs does.
@@ -79,7 +81,7 @@ func TestReader(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	m, err := otelmetrics.New(otelmetrics.Options{MeterProvider: mp, Health: func() ratelimit.Health {
-		return ratelimit.Health{BreakerOpen: true, SnapshotAge: 3 * time.Second}
+		return ratelimit.Health{BreakerOpen: true, SnapshotAge: 3 * time.Second, InFlight: 4}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +115,9 @@ func TestReader(t *testing.T) {
 	}
 	slices.Sort(remaining)
 	wantRemaining := []string{
-		"ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.policy=r1 count=3 sum=7",
-		"ratelimit.policy.quota=5 ratelimit.policy.window=3600 ratelimit.policy=r2 count=2 sum=0",
+		"ratelimit.policy.kind=concurrency ratelimit.policy.quota=2 ratelimit.policy.window=3600 ratelimit.policy=r4 count=1 sum=0",
+		"ratelimit.policy.kind=quota ratelimit.policy.quota=5 ratelimit.policy.window=3600 ratelimit.policy=r2 count=2 sum=0",
+		"ratelimit.policy.kind=rate ratelimit.policy.quota=10 ratelimit.policy.window=60 ratelimit.policy=r1 count=3 sum=7",
 	}
 	if diff := cmp.Diff(wantRemaining, remaining); diff != "" {
 		t.Errorf("ratelimit.remaining points (-want +got):\n%s", diff)
@@ -134,6 +137,9 @@ func TestReader(t *testing.T) {
 	}
 	if g := got["sluice.rules.snapshot.age"].(metricdata.Gauge[float64]).DataPoints; len(g) != 1 || g[0].Value != 3 {
 		t.Errorf("sluice.rules.snapshot.age = %+v, want 3", g)
+	}
+	if g := got["sluice.in_flight"].(metricdata.Gauge[int64]).DataPoints; len(g) != 1 || g[0].Value != 4 {
+		t.Errorf("sluice.in_flight = %+v, want 4", g)
 	}
 }
 

@@ -10,20 +10,23 @@
 //
 // The metrics, under Options.Namespace ("sluice"):
 //
-//	sluice_decisions_total{api,rule,outcome}   counter: outcome allow, deny, shadowDeny, unauthorized
-//	sluice_fail_open_total{api,rule}           counter: Redis failed, the rule's failure mode allowed
-//	sluice_fail_closed_total{api,rule}         counter: Redis failed, the rule's failure mode denied (429)
-//	sluice_deny_cache_hits_total               counter: denials from the local deny cache, no Redis call
-//	sluice_decision_duration_seconds           histogram: the whole decision
-//	sluice_redis_latency_seconds               histogram: the limiter's Redis round trip
-//	sluice_breaker_open                        gauge: 1 while the Redis circuit breaker is not closed (with Health)
-//	sluice_rules_snapshot_age_seconds          gauge: the age of the rules in use (with Health)
+//	sluice_decisions_total{api,rule,kind,outcome}  counter: outcome allow, deny, shadowDeny, unauthorized;
+//	                                               kind rate, quota, concurrency (none: no rule)
+//	sluice_fail_open_total{api,rule}               counter: Redis failed, the rule's failure mode allowed
+//	sluice_fail_closed_total{api,rule}             counter: Redis failed, the rule's failure mode denied (429)
+//	sluice_deny_cache_hits_total                   counter: denials from the local deny cache, no Redis call
+//	sluice_decision_duration_seconds               histogram: the whole decision
+//	sluice_redis_latency_seconds                   histogram: the limiter's Redis round trip
+//	sluice_breaker_open                            gauge: 1 while the Redis circuit breaker is not closed (with Health)
+//	sluice_rules_snapshot_age_seconds              gauge: the age of the rules in use (with Health)
+//	sluice_in_flight                               gauge: in-flight slots this process's requests hold now (with Health)
 //
 // The api and rule labels are bounded: the first Options.MaxLabelValues
 // distinct values of each are kept, and any later one is counted under
 // "other", so a deployment with many rules (or a caller's routing that
-// names many apis) cannot grow the series without bound. The rule label of
-// a decision no rule applied to is "none".
+// names many apis) cannot grow the series without bound. The rule and kind
+// labels of a decision no rule applied to are "none". A rule has one kind,
+// so kind adds no series beyond a rule's.
 package prommetrics
 
 import (
@@ -76,7 +79,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	ns := o.Namespace
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decisions_total",
-			Help: "Rate-limit decisions by api, limiting rule and outcome (allow, deny, shadowDeny, unauthorized)."}, []string{"api", "rule", "outcome"}),
+			Help: "Rate-limit decisions by api, limiting rule, its kind (rate, quota, concurrency) and outcome (allow, deny, shadowDeny, unauthorized)."},
+			[]string{"api", "rule", "kind", "outcome"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fail_open_total",
 			Help: "Decisions allowed because Redis failed and the rule fails open."}, []string{"api", "rule"}),
 		failClosed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fail_closed_total",
@@ -102,6 +106,9 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			}),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "rules_snapshot_age_seconds",
 				Help: "Age of the rules snapshot in use."}, func() float64 { return h().SnapshotAge.Seconds() }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight",
+				Help: "In-flight slots this process's requests hold now: taken by concurrency rules, not yet released."},
+				func() float64 { return float64(h().InFlight) }),
 		)
 	}
 	for _, c := range cs {
@@ -116,7 +123,18 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 // seen.
 func (m *Metrics) ObserveDecision(d ratelimit.Decision) {
 	api, rule := label(&m.apis, d.API), label(&m.rules, d.Rule)
-	m.decisions.WithLabelValues(api, rule, d.Outcome).Inc()
+	kind := d.Kind
+	switch kind {
+	case ratelimit.KindRate, ratelimit.KindQuota, ratelimit.KindConcurrency:
+	case "":
+		kind = None
+		if d.Rule != "" {
+			kind = ratelimit.KindRate
+		}
+	default:
+		kind = Other
+	}
+	m.decisions.WithLabelValues(api, rule, kind, d.Outcome).Inc()
 	if d.FailOpen {
 		m.failOpen.WithLabelValues(api, rule).Inc()
 	}

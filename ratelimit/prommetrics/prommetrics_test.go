@@ -26,39 +26,44 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 }
 
 // TestObserve records decisions of each kind and reads them back from a
-// scrape: the counters by api, rule and outcome, fail-open and
+// scrape: the counters by api, rule, kind and outcome, fail-open and
 // fail-closed, deny cache hits, both histograms and the health gauges.
 func TestObserve(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := prommetrics.New(reg, prommetrics.Options{Health: func() ratelimit.Health {
-		return ratelimit.Health{BreakerOpen: true, SnapshotAge: 3 * time.Second}
+		return ratelimit.Health{BreakerOpen: true, SnapshotAge: 3 * time.Second, InFlight: 4}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []ratelimit.Decision{
-		{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeAllow, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
-		{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeAllow, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
-		{API: "shop", Rule: "r1", Outcome: ratelimit.OutcomeDeny, Cached: true, Duration: 10 * time.Microsecond},
-		{API: "shop", Rule: "r2", Outcome: ratelimit.OutcomeAllow, FailOpen: true, Duration: time.Millisecond},
-		{API: "shop", Rule: "r3", Outcome: ratelimit.OutcomeDeny, FailClosed: true, Duration: time.Millisecond},
+		{API: "shop", Rule: "r1", Kind: "rate", Outcome: ratelimit.OutcomeAllow, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
+		{API: "shop", Rule: "r1", Kind: "rate", Outcome: ratelimit.OutcomeAllow, LimiterTime: 300 * time.Microsecond, Duration: 400 * time.Microsecond},
+		{API: "shop", Rule: "r1", Kind: "rate", Outcome: ratelimit.OutcomeDeny, Cached: true, Duration: 10 * time.Microsecond},
+		{API: "shop", Rule: "r2", Kind: "quota", Outcome: ratelimit.OutcomeAllow, FailOpen: true, Duration: time.Millisecond},
+		{API: "shop", Rule: "r3", Kind: "concurrency", Outcome: ratelimit.OutcomeDeny, FailClosed: true, Duration: time.Millisecond},
+		{API: "shop", Rule: "r4", Kind: "sideways", Outcome: ratelimit.OutcomeAllow, Duration: time.Millisecond},
 		{API: "shop", Outcome: ratelimit.OutcomeUnauthorized, Duration: time.Microsecond},
 	} {
 		m.ObserveDecision(d)
 	}
 	got := scrape(t, reg)
 	for _, want := range []string{
-		`sluice_decisions_total{api="shop",outcome="allow",rule="r1"} 2`,
-		`sluice_decisions_total{api="shop",outcome="deny",rule="r1"} 1`,
-		`sluice_decisions_total{api="shop",outcome="unauthorized",rule="none"} 1`,
+		`sluice_decisions_total{api="shop",kind="rate",outcome="allow",rule="r1"} 2`,
+		`sluice_decisions_total{api="shop",kind="rate",outcome="deny",rule="r1"} 1`,
+		`sluice_decisions_total{api="shop",kind="quota",outcome="allow",rule="r2"} 1`,
+		`sluice_decisions_total{api="shop",kind="concurrency",outcome="deny",rule="r3"} 1`,
+		`sluice_decisions_total{api="shop",kind="other",outcome="allow",rule="r4"} 1`,
+		`sluice_decisions_total{api="shop",kind="none",outcome="unauthorized",rule="none"} 1`,
 		`sluice_fail_open_total{api="shop",rule="r2"} 1`,
 		`sluice_fail_closed_total{api="shop",rule="r3"} 1`,
 		`sluice_deny_cache_hits_total 1`,
-		`sluice_decision_duration_seconds_count 6`,
+		`sluice_decision_duration_seconds_count 7`,
 		`sluice_redis_latency_seconds_count 2`,
 		`sluice_redis_latency_seconds_bucket{le="0.0005"} 2`,
 		`sluice_breaker_open 1`,
 		`sluice_rules_snapshot_age_seconds 3`,
+		`sluice_in_flight 4`,
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("scrape lacks %q:\n%s", want, got)
