@@ -156,8 +156,10 @@ func (l *Limiter) Release(ctx context.Context, s Slots) error {
 }
 
 // release sends one ZREM per slot, pipelined (the keys may live in
-// different cluster slots), within the Limiter's timeout.
+// different cluster slots), within the Limiter's timeout: one Redis call
+// in Stats.RedisCalls.
 func (l *Limiter) release(ctx context.Context, s Slots) error {
+	l.st.redisCalls.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	if len(s.h.keys) == 1 {

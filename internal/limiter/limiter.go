@@ -348,7 +348,7 @@ type Stats struct {
 	Denied     uint64 // decisions that denied (cached and fail-closed included)
 	CacheHits  uint64 // denials by the local deny cache, no Redis call
 	Blocked    uint64 // denials by a blocked bucket (Limit 0), no Redis call
-	RedisCalls uint64 // script calls sent to Redis (lease returns included)
+	RedisCalls uint64 // calls sent to Redis (lease returns and slot releases included)
 	Errors     uint64 // Redis calls that failed (timeouts included)
 	FailOpen   uint64 // decisions allowed because Redis failed or the breaker was open
 	FailClosed uint64 // decisions denied because Redis failed or the breaker was open
