@@ -73,7 +73,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -84,6 +83,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/decider"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
+	"github.com/sluicehq/sluice/internal/envvar"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
@@ -318,15 +318,15 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 			rulesKey = k
 		}
 	}
-	if o.Timeout < 0 || o.Timeout > 10*time.Second {
-		bad("Timeout (REDIS_TIMEOUT)", fmt.Errorf("%s: want 0 (the default) up to 10s", o.Timeout))
+	if o.Timeout < 0 || o.Timeout > envvar.RedisTimeout.Max {
+		bad("Timeout (REDIS_TIMEOUT)", fmt.Errorf("%s: want 0 (the default) up to %s", o.Timeout, envvar.RedisTimeout.Max))
 	}
 	var jwt *identity.JWTOptions
 	if needsJWT(src, dims) {
 		if o.JWTIssuer == "" || o.JWTAudience == "" {
 			bad("JWTIssuer (JWT_ISSUER)", errors.New("a jwt:<claim> source needs JWTIssuer (JWT_ISSUER) and JWTAudience (JWT_AUDIENCE)"))
 		}
-		jwt = &identity.JWTOptions{Issuer: o.JWTIssuer, Audience: splitList(o.JWTAudience), JWKSURL: o.JWTJWKSURL}
+		jwt = &identity.JWTOptions{Issuer: o.JWTIssuer, Audience: envvar.List(o.JWTAudience), JWKSURL: o.JWTJWKSURL}
 	}
 	timeout, pool := o.Timeout, o.PoolSize
 	if inLambda() {
@@ -409,17 +409,6 @@ func needsJWT(src []identity.Source, dims []identity.Dimension) bool {
 		}
 	}
 	return false
-}
-
-// splitList is a comma list's items, trimmed, without empty ones.
-func splitList(s string) []string {
-	var out []string
-	for item := range strings.SplitSeq(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 // FromDecider returns the Limiter over d, a decision path this module
@@ -655,23 +644,19 @@ func FromEnv(ctx context.Context) (*Limiter, error) {
 	default:
 		o.Sources = src
 	}
-	if v := os.Getenv("REDIS_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT: %q is not a duration such as 250ms", v))
-		}
-		o.Timeout = d
+	// Unset, each stays 0: New's default, which depends on Lambda.
+	var err error
+	if v := os.Getenv(envvar.RedisTimeout.Name); v != "" {
+		o.Timeout, err = envvar.RedisTimeout.Parse(v)
+		errs = append(errs, err)
 	}
 	for _, iv := range []struct {
-		name string
-		dst  *int
-	}{{"REDIS_POOL_SIZE", &o.PoolSize}, {"LEASE_MAX", &o.LeaseMax}} {
-		if v := os.Getenv(iv.name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive integer", iv.name, v))
-			}
-			*iv.dst = n
+		v   envvar.Int
+		dst *int
+	}{{envvar.RedisPoolSize, &o.PoolSize}, {envvar.LeaseMax, &o.LeaseMax}} {
+		if v := os.Getenv(iv.v.Name); v != "" {
+			*iv.dst, err = iv.v.Parse(v)
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/envvar"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -406,16 +407,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if v == "" {
 			return def
 		}
-		d, err := time.ParseDuration(v)
-		switch {
-		case err != nil:
-			fail(name, "%q is not a duration such as %q", v, def.String())
-		case d < lo || d > hi:
-			fail(name, "%s is out of range %s to %s", d, lo, hi)
-		default:
-			return d
+		d, err := envvar.Duration{Name: name, Min: lo, Max: hi, Example: def.String()}.Parse(v)
+		if err != nil {
+			errs = append(errs, err)
+			return def
 		}
-		return def
+		return d
+	}
+	// whole reads a whole number with v's range; unset, the row's default.
+	whole := func(v envvar.Int) (n int) {
+		if s := value(v.Name); s != "" {
+			var err error
+			if n, err = v.Parse(s); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return n
 	}
 
 	c.LogLevel = slog.LevelInfo
@@ -455,15 +462,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := c.RedisAuthSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
 		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
 	}
-	c.RedisTimeout = duration("REDIS_TIMEOUT", time.Millisecond, 10*time.Second)
-	if v := value("REDIS_POOL_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1024 {
-			fail("REDIS_POOL_SIZE", "%q is not a whole number from 1 to 1024", v)
-		} else {
-			c.RedisPoolSize = n
-		}
-	}
+	c.RedisTimeout = duration(envvar.RedisTimeout.Name, envvar.RedisTimeout.Min, envvar.RedisTimeout.Max)
+	c.RedisPoolSize = whole(envvar.RedisPoolSize)
 
 	if v := get("REDIS_PREFIX"); v != "" {
 		if len(v) > 64 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' || r == '{' || r == '}' }) {
@@ -472,14 +472,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.RedisPrefix = v
 		}
 	}
-	if v := get("MAX_RULES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1_000_000 {
-			fail("MAX_RULES", "%q is not a whole number from 1 to 1000000", v)
-		} else {
-			c.MaxRules = n
-		}
-	}
+	c.MaxRules = whole(envvar.Int{Name: "MAX_RULES", Min: 1, Max: 1_000_000})
 
 	if v := get("DATABASE_URL"); v != "" {
 		c.DatabaseURL = Secret(v)
@@ -555,11 +548,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
 	}
 	c.JWTIssuer = get("JWT_ISSUER")
-	for a := range strings.SplitSeq(get("JWT_AUDIENCE"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.JWTAudience = append(c.JWTAudience, a)
-		}
-	}
+	c.JWTAudience = envvar.List(get("JWT_AUDIENCE"))
 	c.JWTTokenUse = get("JWT_TOKEN_USE")
 	c.JWTJWKSURL = get("JWT_JWKS_URL")
 	for name, v := range map[string]string{"JWT_ISSUER": c.JWTIssuer, "JWT_JWKS_URL": c.JWTJWKSURL} {
@@ -653,14 +642,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.RateLimitHeaders = dialects
 	c.RulesRefresh = duration("RULES_REFRESH", time.Second, 24*time.Hour)
 	c.RulesVersionPoll = duration("RULES_VERSION_POLL", 10*time.Millisecond, time.Hour)
-	if v := value("LEASE_MAX"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10000 {
-			fail("LEASE_MAX", "%q is not a whole number from 1 (no leases) to 10000", v)
-		} else {
-			c.LeaseMax = n
-		}
-	}
+	c.LeaseMax = whole(envvar.LeaseMax)
 	c.LeaseTTL = duration("LEASE_TTL", 100*time.Millisecond, time.Second)
 	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
 	c.LedgerTable = get("LEDGER_TABLE")

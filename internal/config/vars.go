@@ -3,10 +3,13 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/envvar"
 )
 
 // Var is one environment variable Sluice reads. FromEnv reads only the
-// variables of Vars and takes their defaults from it; docs/config.md's
+// variables of Vars and takes their defaults from it (the parsers and
+// ranges ratelimit.FromEnv shares are in internal/envvar); docs/config.md's
 // table is rendered from it (Markdown), and a test fails when they differ.
 type Var struct {
 	// Name is the variable, such as "REDIS_URL".
@@ -46,9 +49,9 @@ var Vars = []Var{
 		Doc: "`cluster` for Redis Cluster, ElastiCache cluster mode or Serverless; `sentinel` for a primary and replicas under Redis Sentinel"},
 	{Name: "REDIS_AUTH_SECRET_ARN", DefaultDoc: "—", Functions: decideAdm,
 		Doc: "a secret holding the Redis AUTH token (bare, or JSON `password` and optionally `username`); overrides a password in `REDIS_URL`"},
-	{Name: "REDIS_TIMEOUT", Default: "25ms", Functions: decideAdm,
+	{Name: envvar.RedisTimeout.Name, Default: "25ms", Functions: decideAdm,
 		Doc: "the limiter's budget per Redis call, at most `10s`; past it, each rule's failure mode decides"},
-	{Name: "REDIS_POOL_SIZE", Default: "4", Functions: decideAdm,
+	{Name: envvar.RedisPoolSize.Name, Default: "4", Functions: decideAdm,
 		Doc: "connections per Redis node, 1 to 1024"},
 	{Name: "REDIS_PREFIX", DefaultDoc: "`sl:`", Functions: decideAdm,
 		Doc: "the start of every Redis key, one per deployment sharing a Redis; at most 64 printable ASCII characters, no space, `{` or `}`"},
@@ -123,7 +126,7 @@ var Vars = []Var{
 		Doc: "the oldest rules version check a decision may rest on, `10ms` to `1h`: a request past it waits for one GET of the version"},
 	{Name: "RULES_REFRESH", Default: "5m", Functions: decide,
 		Doc: "the backstop: a full reload whatever the version, `1s` to `24h`"},
-	{Name: "LEASE_MAX", Default: "64", Functions: decide,
+	{Name: envvar.LeaseMax.Name, Default: "64", Functions: decide,
 		Doc: "the most requests one token lease admits without a Redis call, up to 10000; `1` turns leases off ([leases](authorizer.md#token-leases))"},
 	{Name: "LEASE_TTL", Default: "250ms", Functions: decide,
 		Doc: "how long an unrefilled lease lives before its unused tokens go back, `100ms` to `1s`"},
