@@ -30,6 +30,9 @@ type access struct {
 	// ledger: what it does with the ledger of global budgets, in a
 	// family of Regions (Global).
 	ledger ledgerUse
+	// publish: with redis, Redis alone, not the subject hash key: the
+	// edge publisher, which moves hashed entries to the edge's store.
+	publish bool
 }
 
 // ledgerUse is what a function does with the ledger of global budgets.
@@ -76,6 +79,8 @@ var functionAccess = func() map[string]access {
 		"authorizer": {redis: true, ledger: ledgerDecide},
 		"check":      {redis: true, ledger: ledgerDecide},
 		"migrate":    {write: true, redis: true, sign: true},
+		// Only with -c edge=cloudfront (edge.go).
+		edgePublisher: {redis: true, publish: true},
 	}
 	for name, a := range adminAccess {
 		m[name] = a

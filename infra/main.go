@@ -119,6 +119,7 @@ var contextFlags = []string{
 	"authorizerMemory", "authorizerReservedConcurrency", "functionMemory", "adminReservedConcurrency", "logLevel",
 	"alarmEmail", "alarmTopicArn", "authorizerP99Millis", "protectedApiNames", "maintenanceWindow", "limitsFile",
 	"demoApi", "apiGatewayAccount", "executionLogGroups", "globalRegions", "globalWitness", "ledgerDestroy", "globalRegionSet",
+	"edge",
 }
 
 // propsFromContext reads the stack props from the CDK context, reporting
@@ -196,6 +197,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		MaintenanceWindow:             get("maintenanceWindow"),
 		LimitsName:                    get("limitsFile"),
 		NoDemoAPI:                     !boolean("demoApi", true),
+		Edge:                          get("edge"),
 		NoAPIGatewayAccount:           !boolean("apiGatewayAccount", true),
 		NoExecutionLogGroups:          !boolean("executionLogGroups", true),
 		NoVpc:                         boolean("localstack", false),

@@ -231,20 +231,20 @@ func TestContextFlags(t *testing.T) {
 		"authorizerReservedConcurrency": "100", "functionMemory": "512", "adminReservedConcurrency": "2", "logLevel": "debug",
 		"alarmEmail": "a@example.com", "alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:t", "authorizerP99Millis": "80",
 		"protectedApiNames": "shop,billing", "demoApi": "false", "apiGatewayAccount": "false", "natGateways": "1",
-		"executionLogGroups": "false",
+		"executionLogGroups": "false", "edge": "cloudfront",
 	}
 	p, name, err := propsFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &ctx}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprintf("%s %s %v %s %s %s %s %s %v %d %s %s %s %s %s %v %v %v %v %s %s %s %v %v %v %v %d %v",
+	got := fmt.Sprintf("%s %s %v %s %s %s %s %s %v %d %s %s %s %s %s %v %v %v %v %s %s %s %v %v %v %v %d %v %s",
 		name, p.VpcID, p.SecurityGroupIDs, p.VpcEndpoints, p.RedisURL, p.RedisMode, p.RedisNodeType, p.RedisEngine,
 		p.DatabaseDeletionProtection, p.DatabaseBackupRetentionDays, p.SubjectSources, p.JWTIssuer, p.JWTAudience, p.JWTTokenUse,
 		p.JWTJWKSURL, p.AuthorizerMemory, p.AuthorizerReservedConcurrency, p.FunctionMemory, p.AdminReservedConcurrency,
 		p.LogLevel, p.AlarmEmail, p.AlarmTopicArn, p.AuthorizerP99Millis, p.ProtectedAPINames, p.NoDemoAPI, p.NoAPIGatewayAccount, p.NatGateways,
-		p.NoExecutionLogGroups)
+		p.NoExecutionLogGroups, p.Edge)
 	want := "Edge vpc-1 [sg-1 sg-2] existing rediss://r:6379 cluster cache.r7g.large redis true 14 jwt:sub " + cognitoIssuer +
-		" a,b access " + cognitoIssuer + "/keys 1024 100 512 2 debug a@example.com arn:aws:sns:eu-west-1:123456789012:t 80 [shop billing] true true 1 true"
+		" a,b access " + cognitoIssuer + "/keys 1024 100 512 2 debug a@example.com arn:aws:sns:eu-west-1:123456789012:t 80 [shop billing] true true 1 true cloudfront"
 	if got != want {
 		t.Errorf("props from context:\n got %s\nwant %s", got, want)
 	}

@@ -190,6 +190,12 @@ type StackProps struct {
 	// Default: none (rules live only in the admin API).
 	Limits, LimitsName string
 
+	// Edge, "cloudfront" (-c edge=cloudfront), puts the demo API behind a
+	// CloudFront distribution whose function denies long-denied subjects
+	// at the edge (docs/edge.md), and has the authorizer require the
+	// distribution's origin header. Default "": no edge. Needs the demo API.
+	Edge string
+
 	// NoDemoAPI leaves out the demo API. Default: created, throttled to
 	// demoRateLimit requests a second.
 	NoDemoAPI bool
@@ -256,6 +262,14 @@ func (p *StackProps) validate() error {
 	if p.Profile != "" && p.Profile != "production" && p.Profile != "small" {
 		//lint:ignore ST1005 it names the field, as the caller spells it
 		errs = append(errs, fmt.Errorf("Profile %q: want production or small", p.Profile))
+	}
+	if p.Edge != "" && p.Edge != EdgeCloudFront {
+		//lint:ignore ST1005 it names the field, as the caller spells it
+		errs = append(errs, fmt.Errorf("Edge %q: want %s or nothing", p.Edge, EdgeCloudFront))
+	}
+	if p.Edge != "" && p.NoDemoAPI {
+		//lint:ignore ST1005 it names the field, as the caller spells it
+		errs = append(errs, errors.New("Edge needs the demo API, which it fronts: not with NoDemoAPI"))
 	}
 	if p.NoVpc && p.RedisURL == "" {
 		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))

@@ -962,7 +962,7 @@ func hashesSubject(name string) bool {
 func TestAccessMatchesMains(t *testing.T) {
 	// The graph each main builds: an admin class, the decision path
 	// (decidemain), or the migrator.
-	parts := regexp.MustCompile(`app\.Admin(Read|Stats|Full)\b|(decidemain)\.Run|app\.New(Migrator)\b`)
+	parts := regexp.MustCompile(`app\.Admin(Read|Stats|Full)\b|(decidemain)\.Run|app\.New(Migrator|EdgePublisher)\b`)
 	for _, name := range sluice.Functions {
 		a, ok := functionAccess[name]
 		if !ok {
@@ -994,6 +994,9 @@ func TestAccessMatchesMains(t *testing.T) {
 			}
 		case got["decidemain"]:
 			want.redis, want.ledger = true, ledgerDecide
+		case got["EdgePublisher"]:
+			// The outbox and the rules snapshot in Redis, the store out: no key, no database.
+			want.redis, want.publish = true, true
 		case got["Migrator"]:
 			// It publishes the rules snapshot, signed, after migrating.
 			want.write, want.redis, want.sign = true, true, true

@@ -87,6 +87,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		redisEnv["REDIS_AUTH_SECRET_ARN"] = *rd.authSecret.SecretArn()
 	}
 	rulesKey := newRulesSigningKey(stack)
+	edgeSec := newEdgeSecrets(stack, p) // nil without the edge
 	fnProps := func(name string, memory, reserved float64, env ...map[string]string) *sluice.FunctionProps {
 		merged := map[string]string{}
 		for _, m := range append([]map[string]string{common}, env...) {
@@ -114,7 +115,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		if a.redis && rd.authSecret != nil {
 			rd.authSecret.GrantRead(fn, nil)
 		}
-		if a.redis {
+		if a.redis && !a.publish {
 			subjectKey.GrantRead(fn, nil)
 		}
 		if a.sign {
@@ -165,6 +166,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		RateLimitHeaders: p.RateLimitHeaders,
 		Upstream:         upstream,
 		JWT:              jwtProps(p),
+		IdentitySources:  edgeSec.authorizerSources(p.SubjectSources),
 		// Without the demo API, no API of this stack uses the REQUEST
 		// authorizer (APIs elsewhere make their own from AuthorizerArn),
 		// and one attached to no API cannot be synthesized.
@@ -172,10 +174,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	})
 	s.Functions["authorizer"] = s.Authorizer.Function
 	grant(s.Authorizer.Function, functionAccess["authorizer"])
+	edgeSec.grantDecider(s.Authorizer.Function, true)
 
 	for _, name := range sluice.Functions {
-		if name == "authorizer" {
-			continue
+		if name == "authorizer" || name == edgePublisher {
+			continue // made above; with the edge, below
 		}
 		a, ok := functionAccess[name]
 		if !ok {
@@ -239,6 +242,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		if name == "migrate" && db.readsOnly() {
 			db.readerSecret.GrantRead(fn, nil)
 		}
+		if a.redis && name != "migrate" {
+			edgeSec.grantDecider(fn, false)
+		}
 		s.Functions[name] = fn
 	}
 
@@ -277,6 +283,13 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if !p.NoDemoAPI {
 		s.DemoAPI = newDemoAPI(stack, s.Authorizer)
 		apis = append(apis, s.DemoAPI)
+	}
+	if edgeSec != nil {
+		env := maps.Clone(redisEnv)
+		delete(env, "SUBJECT_HMAC_KEY_SECRET_ARN") // it moves hashed entries
+		edge := newEdge(stack, p, edgeSec, s.DemoAPI, fnProps(edgePublisher, cmp.Or(p.FunctionMemory, 256), 0, env))
+		grant(edge.Publisher, functionAccess[edgePublisher])
+		s.Functions[edgePublisher] = edge.Publisher
 	}
 	groups := make([]*string, len(apis))
 	for i, api := range apis {

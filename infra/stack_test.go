@@ -101,6 +101,7 @@ const (
 	lean        variant = "lean"        // no demo API, no account logging role, a topic of one's own, APIs elsewhere
 	localstack  variant = "localstack"  // what `make localstack-deploy` synthesizes
 	small       variant = "small"       // the small profile (-c profile=small): docs/cost.md
+	edged       variant = "edged"       // the CDN edge (-c edge=cloudfront): edge_test.go, not in allVariants
 )
 
 // Looked-up VPCs (the CLI's VPC lookup answers, here in the context).
@@ -192,6 +193,8 @@ func variantProps(v variant) *StackProps {
 	case small:
 		p.Profile = "small"
 		p.AlarmEmail = "oncall@example.com"
+	case edged:
+		p.Edge = EdgeCloudFront
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
@@ -509,8 +512,12 @@ func TestLambdas(t *testing.T) {
 	for _, v := range allVariants() {
 		_, js := synth(t, v)
 		fns := sluiceFunctions(js)
-		if len(fns) != len(sluice.Functions) {
-			t.Errorf("%s: Sluice functions = %d, want %d", v, len(fns), len(sluice.Functions))
+		want := len(sluice.Functions)
+		if variantProps(v).Edge == "" {
+			want-- // the edge publisher
+		}
+		if len(fns) != want {
+			t.Errorf("%s: Sluice functions = %d, want %d", v, len(fns), want)
 		}
 		for _, r := range fns {
 			if diff := cmp.Diff([]any{"arm64"}, r.Props["Architectures"]); diff != "" {

@@ -563,7 +563,8 @@ func AssetDir(root, name string) string {
 // Functions lists every Sluice Lambda, as `make build` names them (its
 // directory under functions/): the authorizer, check, migrate, and then the
 // admin functions (one per privilege class), each once, in the order
-// admin.Routes first names them.
+// admin.Routes first names them, and the CDN edge's publisher (a stack
+// deploys it only with the edge: docs/edge.md).
 var Functions = func() []string {
 	names := []string{"authorizer", "check", "migrate"}
 	for _, r := range admin.Routes() {
@@ -571,7 +572,7 @@ var Functions = func() []string {
 			names = append(names, r.Function)
 		}
 	}
-	return names
+	return append(names, "edge-publisher")
 }()
 
 // LogicalName turns a function name into a CDK id: "admin-read" →
