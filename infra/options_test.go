@@ -192,7 +192,7 @@ func TestIsolatedVpcNeedsEndpoints(t *testing.T) {
 // start with a 500. Values CloudFormation fills in are given plausible
 // stand-ins.
 func TestFunctionsStart(t *testing.T) {
-	for _, v := range allVariants() {
+	for _, v := range append(allVariants(), edged) {
 		_, js := synth(t, v)
 		for _, fn := range sluiceFunctions(js) {
 			env := map[string]string{}
@@ -200,6 +200,8 @@ func TestFunctionsStart(t *testing.T) {
 				s, literal := val.(string)
 				switch {
 				case literal:
+				case k == "EDGE_STORE_ARN":
+					s = "arn:aws:cloudfront::123456789012:key-value-store/0123abcd-0123-abcd-0123-0123456789ab"
 				case strings.HasSuffix(k, "_ARN") || k == "UPSTREAM_AUTHORIZER":
 					s = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:x-AbCdEf"
 				case k == "REDIS_URL":
