@@ -113,7 +113,7 @@ func TestLocalOTLP(t *testing.T) {
 		t.Fatalf("GET /service/search = %d %s", resp.StatusCode, body)
 	}
 
-	policy := "ratelimit.fail_open=false ratelimit.policy=" + rule + " ratelimit.policy.quota=3 ratelimit.policy.window=60 sluice.api=demo"
+	policy := "ratelimit.fail_open=false ratelimit.policy=" + rule + " ratelimit.policy.kind=rate ratelimit.policy.quota=3 ratelimit.policy.window=60 sluice.api=demo"
 	want := map[string]int64{
 		sorted("ratelimit.decision=allow " + policy):                            3,
 		sorted("ratelimit.decision=deny ratelimit.rejected_by=limit " + policy): 1,
