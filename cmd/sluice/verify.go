@@ -27,13 +27,15 @@ import (
 )
 
 type verifyCmd struct {
-	Outputs string        `placeholder:"FILE" help:"The stack's cdk deploy --outputs-file."`
-	Stack   string        `default:"Sluice" help:"Stack name in --outputs."`
-	Local   string        `placeholder:"URL" help:"Verify sluice local at URL instead."`
-	Token   string        `envvar:"SLUICE_ADMIN_TOKEN" help:"Bearer token of sluice local's admin API."`
-	Region  string        `help:"AWS region (default: the URLs', then AWS_REGION)."`
-	Within  time.Duration `default:"3s" help:"How soon a written rule must bind."`
-	Timeout time.Duration `default:"30s" help:"Timeout of each HTTP request."`
+	Outputs    string        `placeholder:"FILE" help:"The stack's cdk deploy --outputs-file."`
+	Stack      string        `default:"Sluice" help:"Stack name in --outputs."`
+	Local      string        `placeholder:"URL" help:"Verify sluice local at URL instead."`
+	Token      string        `envvar:"SLUICE_ADMIN_TOKEN" help:"Bearer token of sluice local's admin API."`
+	Region     string        `help:"AWS region (default: the URLs', then AWS_REGION)."`
+	Within     time.Duration `default:"3s" help:"How soon a written rule must bind."`
+	Edge       bool          `help:"With --local: sluice local runs --edge; check it (a stack says so with its EdgeDomain output)."`
+	EdgeWithin time.Duration `default:"3m" help:"How soon the edge must deny a blocked subject, and free it once unblocked."`
+	Timeout    time.Duration `default:"30s" help:"Timeout of each HTTP request."`
 }
 
 func (cmd *verifyCmd) Help() string {
@@ -45,7 +47,10 @@ subject gets 401; the check API answers; a global rule's use moves the
 ledger (a stack with one: the LedgerTable output), and Secrets Manager
 has this Region's replica of the family's subject hash key in sync (in
 the first Region: every replica); every alarm of the stack (named
-<stack>-...) notifies its topic. The rules it writes and their
+<stack>-...) notifies its topic; behind the CDN edge (an EdgeDomain
+output, or --local --edge), a subject blocked is denied by the edge
+within --edge-within and freed once unblocked, and the API's own URL
+refuses a request not through it. The rules it writes and their
 subjects' buckets are removed afterwards.
 Prints a table; exits 1 when any check fails.
 
@@ -68,6 +73,10 @@ type verifyTarget struct {
 	subjectKey string
 	regions    []string
 	token      string // local admin token; empty when signing
+	// edge: the demo API is behind the CDN edge (demo is the
+	// distribution's URL); direct is then the API's own, on AWS.
+	edge   bool
+	direct string
 }
 
 // verifyResult is one row of the table.
@@ -87,7 +96,7 @@ func (cmd *verifyCmd) target() (verifyTarget, error) {
 		if cmd.Token == "" {
 			return verifyTarget{}, usageErrorf("--local needs the admin token: set SLUICE_ADMIN_TOKEN or pass --token")
 		}
-		return verifyTarget{demo: base, admin: base + "/admin", api: "demo", token: cmd.Token}, nil
+		return verifyTarget{demo: base, admin: base + "/admin", api: "demo", token: cmd.Token, edge: cmd.Edge}, nil
 	case cmd.Outputs != "":
 		b, err := os.ReadFile(cmd.Outputs)
 		if err != nil {
@@ -116,6 +125,9 @@ func (cmd *verifyCmd) target() (verifyTarget, error) {
 			return verifyTarget{}, fmt.Errorf("DemoApiUrl %q: %w", t.demo, err)
 		}
 		t.api, _, _ = strings.Cut(u.Hostname(), ".") // <api id>.execute-api.<region>.amazonaws.com
+		if d := out["EdgeDomain"]; d != "" {
+			t.edge, t.direct, t.demo = true, t.demo, "https://"+d
+		}
 		return t, nil
 	}
 	return verifyTarget{}, usageErrorf("give --outputs FILE (cdk deploy --outputs-file) or --local URL")
@@ -282,6 +294,11 @@ func (v *verifier) apiChecks(ctx context.Context) {
 
 	// 5. A global rule's use reaches the ledger.
 	v.global(ctx, c, subject+"-global")
+
+	// 6. The CDN edge denies a blocked subject, and frees it (verify_edge.go).
+	if v.t.edge {
+		v.edgeChecks(ctx, c, subject+"-edge")
+	}
 }
 
 const globalCheck = "global rule moves the ledger"
