@@ -426,7 +426,7 @@ func FromDecider(d *decider.Decider, o decider.EmbedOptions) *Limiter {
 	if o.ContextKey != "" {
 		up = []identity.Source{{Kind: identity.SourceContext, Name: o.ContextKey}}
 	}
-	ho := apigw.Options{Logger: d.Log, Metrics: d.Metrics, Headers: o.Headers}
+	ho := apigw.Options{Logger: d.Logger, Metrics: d.Metrics, Headers: o.Headers}
 	closer := o.Close
 	if closer == nil {
 		closer = func() {}
@@ -489,17 +489,17 @@ func (l *Limiter) checkKey(ctx context.Context) error {
 			l.keyErr.Store(nil)
 			l.keyNext.Store(now + int64(keyRecheck))
 			if refused {
-				l.dec.Log.InfoContext(ctx, "subject hash key accepted: the record names it now")
+				l.dec.Logger.InfoContext(ctx, "subject hash key accepted: the record names it now")
 			}
 		case errors.Is(err, subjectkey.ErrMismatch):
 			err = fmt.Errorf("ratelimit: %w (ratelimit: Options.SubjectKey, or ratelimit/awsenv); "+
 				"until then its admin API's resets, refunds and limits would act on other buckets than this Limiter charges", err)
 			l.keyErr.Store(&err)
 			if !refused {
-				l.dec.Log.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
+				l.dec.Logger.ErrorContext(ctx, "subject hash key refused: every request is refused until it is fixed", slog.Any("error", err))
 			}
 		default:
-			l.dec.Log.WarnContext(ctx, "subject hash key not checked: Redis did not answer; checked again at a later request", slog.Any("error", err))
+			l.dec.Logger.WarnContext(ctx, "subject hash key not checked: Redis did not answer; checked again at a later request", slog.Any("error", err))
 		}
 	}
 	if p := l.keyErr.Load(); p != nil {

@@ -30,7 +30,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/cdn"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/decider"
@@ -39,7 +38,6 @@ import (
 	"github.com/sluicehq/sluice/internal/lambdahttp"
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rulesync"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store"
@@ -206,23 +204,15 @@ func (c *clients) PublishRules(ctx context.Context) (bool, error) {
 }
 
 // Decider is the graph of the authorizer and check Lambdas: the decision
-// path (internal/decider) over Redis and the rules store, and its two
-// handlers.
+// path (a decider.Decider, whose Core, Limiter, Cache, JWT and Metrics it
+// promotes) over Redis and the rules store, and its two handlers.
 type Decider struct {
 	clients
+	*decider.Decider
 	// Authorizer answers API Gateway authorizer events; Check answers
-	// POST /check.
+	// POST /check, both asking Core.
 	Authorizer *authapigw.Handler
 	Check      *authapigw.Check
-	// Core is the decision both ask.
-	Core *authorizer.Authorizer
-	// JWT verifies bearer tokens; nil without a jwt: subject source.
-	JWT     *identity.Verifier
-	Cache   *rulesync.Cache
-	Limiter *limiter.Limiter
-	Metrics *metrics.Metrics
-	// Path is the decision path all of the above belong to.
-	Path *decider.Decider
 	// Edge records the long denials the CDN edge repeats (internal/cdn);
 	// nil without an edge key (EDGE_KEY, EDGE_KEY_SECRET_ARN).
 	Edge *cdn.Recorder
@@ -254,7 +244,7 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 		return nil, err
 	}
 	do := decider.Options{
-		Log: d.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
+		Log: d.clients.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
 		Limiter: limiter.Options{
 			Timeout:         cfg.RedisTimeout,
 			LeaseMax:        cfg.LeaseMax,
@@ -281,8 +271,8 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	}
 	p := decider.New(ctx, d.Redis, do)
 	d.onClose(p.Close)
-	d.Path, d.JWT, d.Limiter, d.Cache, d.Metrics, d.Core = p, p.JWT, p.Limiter, p.Cache, p.Metrics, p.Core
-	ho := authapigw.Options{Logger: d.Log, Metrics: d.Metrics, Headers: cfg.RateLimitHeaders}
+	d.Decider = p
+	ho := authapigw.Options{Logger: d.clients.Log, Metrics: d.Metrics, Headers: cfg.RateLimitHeaders}
 	d.Check = authapigw.NewCheck(d.Core, ho)
 	if up != nil {
 		ho.Upstream = identity.NewUpstream(up, identity.UpstreamOptions{TTL: cfg.UpstreamCacheTTL, Sources: cfg.UpstreamIdentitySources})
@@ -291,7 +281,7 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 		return nil, err
 	}
 	d.Authorizer = authapigw.NewHandler(d.Core, ho)
-	d.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", true))
+	d.clients.Log.Info("sluice ready", slog.Any("config", cfg), slog.Bool("decide", true))
 	return d, nil
 }
 
@@ -300,7 +290,11 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 // metrics aggregated since the last EMF line are written (the tokens
 // returned included). It leaves the clients open; safe to call more than
 // once.
-func (d *Decider) Shutdown() { d.Path.Shutdown() }
+func (d *Decider) Shutdown() { d.Decider.Shutdown() }
+
+// Close closes the decision path and the clients; safe to call more than
+// once.
+func (d *Decider) Close() { d.clients.Close() }
 
 // AdminClass is the privilege class of an admin graph: what its routes
 // may reach.

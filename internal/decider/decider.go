@@ -86,10 +86,11 @@ type Options struct {
 
 // Decider is a built decision path.
 type Decider struct {
-	Log      *slog.Logger
-	Limiter  *limiter.Limiter
-	Cache    *rulesync.Cache
-	Metrics  *metrics.Metrics
+	Logger  *slog.Logger
+	Limiter *limiter.Limiter
+	Cache   *rulesync.Cache
+	Metrics *metrics.Metrics
+	// JWT verifies bearer tokens; nil without a jwt: subject source.
 	JWT      *identity.Verifier
 	Snapshot *rulesync.Snapshots
 	// Core is the decision every edge asks.
@@ -121,7 +122,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(o.Out, nil))
 	}
-	d := &Decider{Log: log}
+	d := &Decider{Logger: log}
 	if o.JWT != nil {
 		// The JWKS is fetched now, within the init budget; an issuer that
 		// is down leaves a verifier that refuses tokens (401) and fetches
@@ -229,7 +230,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 // answer) so decides and records as the first does.
 func (d *Decider) CoreOptions(sources []identity.Source) authorizer.Options {
 	o := &d.opts
-	return authorizer.Options{Sources: sources, Dimensions: o.Dimensions, JWT: d.JWT, Logger: d.Log, Metrics: d.Metrics,
+	return authorizer.Options{Sources: sources, Dimensions: o.Dimensions, JWT: d.JWT, Logger: d.Logger, Metrics: d.Metrics,
 		Stats: o.Stats, ShowSubjects: o.ShowSubjects, FailLogInterval: o.FailLogInterval, Denied: o.Denied}
 }
 
@@ -246,7 +247,7 @@ func (d *Decider) closeLeases() {
 	ctx, cancel := context.WithTimeout(context.Background(), leaseReturnTimeout)
 	defer cancel()
 	if err := d.Limiter.Close(ctx); err != nil {
-		d.Log.Warn("leased tokens not all given back: they are lost until they refill", slog.Any("error", err))
+		d.Logger.Warn("leased tokens not all given back: they are lost until they refill", slog.Any("error", err))
 	}
 }
 

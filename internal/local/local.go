@@ -437,7 +437,7 @@ func mount(mux *http.ServeMux, c Config, cfg config.Config, a *app.Local, token 
 	// EMF metrics and stats): one path, and the admin API's rules apply
 	// to them as to the REST API. Their decisions, and the REST API's
 	// (its authorizer observed), are also Prometheus metrics on /metrics.
-	rl := ratelimit.FromDecider(a.Path, decider.EmbedOptions{Headers: cfg.RateLimitHeaders})
+	rl := ratelimit.FromDecider(a.Decider.Decider, decider.EmbedOptions{Headers: cfg.RateLimitHeaders})
 	reg := prometheus.NewRegistry()
 	prom, err := prommetrics.New(reg, prommetrics.Options{Health: rl.Health})
 	if err != nil {

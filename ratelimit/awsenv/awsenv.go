@@ -67,7 +67,7 @@ func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limite
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	l := ratelimit.FromDecider(a.Path, decider.EmbedOptions{ContextKey: key, Headers: cfg.RateLimitHeaders, Close: a.Close})
+	l := ratelimit.FromDecider(a.Decider, decider.EmbedOptions{ContextKey: key, Headers: cfg.RateLimitHeaders, Close: a.Close})
 	if err := l.CheckKey(ctx); err != nil {
 		a.Close()
 		return nil, err
