@@ -6,6 +6,7 @@ package main
 import (
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/envvar"
 )
 
 // access is what one function may use: each gets what its code calls and
@@ -93,7 +94,7 @@ func jwtProps(p *StackProps) *sluice.JWT {
 	if p.JWTIssuer == "" {
 		return nil
 	}
-	return &sluice.JWT{Issuer: p.JWTIssuer, Audience: splitList(p.JWTAudience), TokenUse: p.JWTTokenUse, JWKSURL: p.JWTJWKSURL}
+	return &sluice.JWT{Issuer: p.JWTIssuer, Audience: envvar.List(p.JWTAudience), TokenUse: p.JWTTokenUse, JWKSURL: p.JWTJWKSURL}
 }
 
 // adminTimeout is the admin functions' timeout in seconds: under API

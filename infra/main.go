@@ -10,13 +10,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/sluicehq/sluice/infra/sluice"
+	"github.com/sluicehq/sluice/internal/envvar"
 )
 
 func main() {
@@ -193,7 +193,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		AuthorizerP99Millis:           num("authorizerP99Millis"),
 		AlarmTopicArn:                 get("alarmTopicArn"),
 		AlarmEmail:                    get("alarmEmail"),
-		ProtectedAPINames:             splitList(get("protectedApiNames")),
+		ProtectedAPINames:             envvar.List(get("protectedApiNames")),
 		MaintenanceWindow:             get("maintenanceWindow"),
 		LimitsName:                    get("limitsFile"),
 		NoDemoAPI:                     !boolean("demoApi", true),
@@ -202,7 +202,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		NoExecutionLogGroups:          !boolean("executionLogGroups", true),
 		NoVpc:                         boolean("localstack", false),
 		VpcID:                         get("vpcId"),
-		SecurityGroupIDs:              splitList(get("securityGroupIds")),
+		SecurityGroupIDs:              envvar.List(get("securityGroupIds")),
 		NatGateways:                   int(num("natGateways")),
 		VpcEndpoints:                  get("vpcEndpoints"),
 	}
@@ -219,9 +219,9 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 	if name == "" {
 		name = "Sluice"
 	}
-	if regions := splitList(get("globalRegions")); len(regions) > 0 || get("globalWitness") != "" {
+	if regions := envvar.List(get("globalRegions")); len(regions) > 0 || get("globalWitness") != "" {
 		p.Global = &Global{Regions: regions, Witness: get("globalWitness"), Name: name, DestroyLedger: boolean("ledgerDestroy", false),
-			RegionSet: splitList(get("globalRegionSet"))}
+			RegionSet: envvar.List(get("globalRegionSet"))}
 		if err := sluice.CheckGlobalRegions(regions, p.Global.Witness, p.Global.RegionSet...); err != nil {
 			errs = append(errs, fmt.Errorf("-c globalRegions: %w", err))
 		}
@@ -248,15 +248,4 @@ func envOrNil(k string) *string {
 		return jsii.String(v)
 	}
 	return nil
-}
-
-// splitList splits a comma-separated context value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
