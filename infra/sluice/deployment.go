@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/internal/envvar"
 )
 
 // The reference stack's outputs (infra/, `cdk deploy --outputs-file`) that
@@ -84,15 +85,7 @@ func ReadOutputs(path, stack string) (*DeploymentAttributes, error) {
 	if !ok {
 		return nil, fmt.Errorf("sluice outputs %s: no stack %q", path, stack)
 	}
-	list := func(k string) []string {
-		var l []string
-		for _, v := range strings.Split(out[k], ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				l = append(l, v)
-			}
-		}
-		return l
-	}
+	list := func(k string) []string { return envvar.List(out[k]) }
 	a := &DeploymentAttributes{
 		VpcID:               out[OutputVpcID],
 		AvailabilityZones:   list(OutputAvailabilityZones),

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/denial"
+	"github.com/sluicehq/sluice/internal/envvar"
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
@@ -412,12 +413,7 @@ func (a *Authorizer) newRequestAuthorizer(scope constructs.Construct, id string)
 // API Gateway would reject a request lacking any listed source before the
 // authorizer could fall back to the next one.
 func IdentitySources(subjectSources string) []*string {
-	var parts []string
-	for _, s := range strings.Split(subjectSources, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			parts = append(parts, s)
-		}
-	}
+	parts := envvar.List(subjectSources)
 	if len(parts) != 1 {
 		return []*string{}
 	}
