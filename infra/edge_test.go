@@ -135,14 +135,17 @@ func TestEdgeStack(t *testing.T) {
 	}
 }
 
-// TestEdgeProps: the edge is CloudFront or nothing, and fronts the demo API.
+// TestEdgeProps: the edge is CloudFront or nothing, fronts the demo API,
+// and its publisher has a route out of the stack's own VPC.
 func TestEdgeProps(t *testing.T) {
-	for _, p := range []StackProps{{Edge: "fastly"}, {Edge: EdgeCloudFront, NoDemoAPI: true}} {
+	for _, p := range []StackProps{{Edge: "fastly", NatGateways: 1}, {Edge: EdgeCloudFront, NoDemoAPI: true, NatGateways: 1}, {Edge: EdgeCloudFront}} {
 		if err := p.validate(); err == nil || !strings.Contains(err.Error(), "Edge") {
 			t.Errorf("validate(%+v) = %v, want an error naming Edge", p, err)
 		}
 	}
-	if err := (&StackProps{Edge: EdgeCloudFront}).validate(); err != nil {
-		t.Errorf("validate(Edge cloudfront) = %v", err)
+	for _, p := range []StackProps{{Edge: EdgeCloudFront, NatGateways: 1}, {Edge: EdgeCloudFront, VpcID: "vpc-1"}} {
+		if err := p.validate(); err != nil {
+			t.Errorf("validate(%+v) = %v", p, err)
+		}
 	}
 }

@@ -271,6 +271,14 @@ func (p *StackProps) validate() error {
 		//lint:ignore ST1005 it names the field, as the caller spells it
 		errs = append(errs, errors.New("Edge needs the demo API, which it fronts: not with NoDemoAPI"))
 	}
+	if p.Edge != "" && !p.NoVpc && p.Vpc == nil && p.VpcID == "" && p.NatGateways == 0 {
+		// The publisher reads Redis in the VPC and writes the store's
+		// public endpoint (no VPC endpoint serves it): the stack's own VPC
+		// routes out only through a NAT gateway.
+		//lint:ignore ST1005 it names the field, as the caller spells it
+		errs = append(errs, errors.New("Edge needs a route from the VPC to the KeyValueStore's public endpoint, which "+
+			"the stack's own VPC has only with a NAT gateway: pass -c natGateways=1"))
+	}
 	if p.NoVpc && p.RedisURL == "" {
 		errs = append(errs, errors.New("NoVpc requires RedisURL: ElastiCache needs a VPC"))
 	}

@@ -194,7 +194,7 @@ func variantProps(v variant) *StackProps {
 		p.Profile = "small"
 		p.AlarmEmail = "oncall@example.com"
 	case edged:
-		p.Edge = EdgeCloudFront
+		p.Edge, p.NatGateways = EdgeCloudFront, 1
 	case localstack:
 		p.NoVpc = true
 		p.RedisURL = "redis://host.docker.internal:6379"
