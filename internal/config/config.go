@@ -564,62 +564,32 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
 		}
 	}
-	if v := get("SUBJECT_HMAC_KEY"); v != "" {
-		c.SubjectHMACKey = Secret(v)
-		if len(v) < MinSubjectHMACKey {
-			fail("SUBJECT_HMAC_KEY", "%d bytes is too short: at least %d", len(v), MinSubjectHMACKey)
+	// secret reads a secret given as its value (name) or as the ARN of a
+	// Secrets Manager secret holding it (name_SECRET_ARN), not both; check
+	// says what is wrong with a value given as such.
+	secret := func(name string, check func(string) error) (Secret, string) {
+		v, arn := get(name), get(name+"_SECRET_ARN")
+		if v != "" {
+			if err := check(v); err != nil {
+				fail(name, "%v", err)
+			}
 		}
-	}
-	c.SubjectHMACKeySecretARN = get("SUBJECT_HMAC_KEY_SECRET_ARN")
-	if v := c.SubjectHMACKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "%q is not an ARN", v)
-	}
-	if c.SubjectHMACKey != "" && c.SubjectHMACKeySecretARN != "" {
-		fail("SUBJECT_HMAC_KEY_SECRET_ARN", "set SUBJECT_HMAC_KEY or SUBJECT_HMAC_KEY_SECRET_ARN, not both")
-	}
-	if v := get("EDGE_KEY"); v != "" {
-		c.EdgeKey = Secret(v)
-		if len(v) < MinSubjectHMACKey {
-			fail("EDGE_KEY", "%d bytes is too short: at least %d", len(v), MinSubjectHMACKey)
+		if arn != "" && !strings.HasPrefix(arn, "arn:") {
+			fail(name+"_SECRET_ARN", "%q is not an ARN", arn)
 		}
+		if v != "" && arn != "" {
+			fail(name+"_SECRET_ARN", "set %s or %s_SECRET_ARN, not both", name, name)
+		}
+		return Secret(v), arn
 	}
-	c.EdgeKeySecretARN = get("EDGE_KEY_SECRET_ARN")
-	if v := c.EdgeKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("EDGE_KEY_SECRET_ARN", "%q is not an ARN", v)
-	}
-	if c.EdgeKey != "" && c.EdgeKeySecretARN != "" {
-		fail("EDGE_KEY_SECRET_ARN", "set EDGE_KEY or EDGE_KEY_SECRET_ARN, not both")
-	}
+	c.SubjectHMACKey, c.SubjectHMACKeySecretARN = secret("SUBJECT_HMAC_KEY", atLeast(MinSubjectHMACKey))
+	c.EdgeKey, c.EdgeKeySecretARN = secret("EDGE_KEY", atLeast(MinSubjectHMACKey))
 	c.EdgeStoreARN = get("EDGE_STORE_ARN")
 	if v := c.EdgeStoreARN; v != "" && !strings.HasPrefix(v, "arn:aws:cloudfront::") {
 		fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
 	}
-	if v := get("ORIGIN_VERIFY"); v != "" {
-		c.OriginVerify = Secret(v)
-		if err := CheckOriginVerify(v); err != nil {
-			fail("ORIGIN_VERIFY", "%v", err)
-		}
-	}
-	c.OriginVerifySecretARN = get("ORIGIN_VERIFY_SECRET_ARN")
-	if v := c.OriginVerifySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("ORIGIN_VERIFY_SECRET_ARN", "%q is not an ARN", v)
-	}
-	if c.OriginVerify != "" && c.OriginVerifySecretARN != "" {
-		fail("ORIGIN_VERIFY_SECRET_ARN", "set ORIGIN_VERIFY or ORIGIN_VERIFY_SECRET_ARN, not both")
-	}
-	if v := get("RULES_SIGNING_KEY"); v != "" {
-		c.RulesSigningKey = Secret(v)
-		if len(v) < MinRulesSigningKey {
-			fail("RULES_SIGNING_KEY", "%d bytes is too short: at least %d", len(v), MinRulesSigningKey)
-		}
-	}
-	c.RulesSigningKeySecretARN = get("RULES_SIGNING_KEY_SECRET_ARN")
-	if v := c.RulesSigningKeySecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("RULES_SIGNING_KEY_SECRET_ARN", "%q is not an ARN", v)
-	}
-	if c.RulesSigningKey != "" && c.RulesSigningKeySecretARN != "" {
-		fail("RULES_SIGNING_KEY_SECRET_ARN", "set RULES_SIGNING_KEY or RULES_SIGNING_KEY_SECRET_ARN, not both")
-	}
+	c.OriginVerify, c.OriginVerifySecretARN = secret("ORIGIN_VERIFY", CheckOriginVerify)
+	c.RulesSigningKey, c.RulesSigningKeySecretARN = secret("RULES_SIGNING_KEY", atLeast(MinRulesSigningKey))
 	if v := get("RULES_PUBLIC_KEY"); v != "" {
 		k, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(k) != ed25519.PublicKeySize {
@@ -804,4 +774,14 @@ func validRegion(s string) bool {
 		}
 	}
 	return true
+}
+
+// atLeast is a secret's check: at least n bytes.
+func atLeast(n int) func(string) error {
+	return func(v string) error {
+		if len(v) < n {
+			return fmt.Errorf("%d bytes is too short: at least %d", len(v), n)
+		}
+		return nil
+	}
 }
