@@ -197,13 +197,8 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	if ifMatch > 0 {
 		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if c.signer != nil {
-		if err := c.sign(ctx, req, body); err != nil {
-			return Response{}, err
-		}
+	if err := c.authorize(ctx, req, body); err != nil {
+		return Response{}, err
 	}
 	resp, err := c.http.Do(req)
 	if errors.Is(err, syscall.ECONNREFUSED) {
@@ -234,7 +229,15 @@ func (c *Client) hint(status int) string {
 	return fmt.Sprintf("--endpoint %s has no /admin: sluice local's admin API is %s/admin", c.endpoint.Redacted(), c.endpoint.Redacted())
 }
 
-func (c *Client) sign(ctx context.Context, req *http.Request, body []byte) error {
+// authorize adds c's credentials to req, whose body is body: the bearer
+// token, or a SigV4 signature.
+func (c *Client) authorize(ctx context.Context, req *http.Request, body []byte) error {
+	if c.signer == nil {
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		return nil
+	}
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieve AWS credentials: %w", err)

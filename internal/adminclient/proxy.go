@@ -67,14 +67,9 @@ func (c *Client) Proxy() http.Handler {
 				req.Header.Set(k, v)
 			}
 		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		if c.signer != nil {
-			if err := c.sign(r.Context(), req, body); err != nil {
-				writeProxyError(w, err)
-				return
-			}
+		if err := c.authorize(r.Context(), req, body); err != nil {
+			writeProxyError(w, err)
+			return
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
