@@ -3,11 +3,11 @@ package admin
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // ListPlansResponse is the body of GET /plans.
@@ -15,77 +15,12 @@ type ListPlansResponse struct {
 	Plans []rules.Plan `json:"plans"`
 }
 
-func (s *Service) createPlan(ctx context.Context, c *call) (reply, error) {
-	p, err := planFromBody(c.Body, "")
-	if err != nil {
-		return reply{}, err
-	}
-	created, err := s.store.CreatePlan(ctx, p, c.actor())
-	if err != nil {
-		return reply{}, err
-	}
-	s.publish(ctx, c.route)
-	h := http.Header{"Location": {"/plans/" + url.PathEscape(created.Name)}}
-	return reply{status: http.StatusCreated, header: h, version: created.Version, body: created}, nil
-}
-
-func (s *Service) getPlan(ctx context.Context, c *call) (reply, error) {
-	p, err := s.store.GetPlan(ctx, c.param("name"))
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: http.StatusOK, version: p.Version, body: p}, nil
-}
-
-// planHistory answers the plan's audit entries, oldest first; those of a
-// deleted plan remain readable.
-func (s *Service) planHistory(ctx context.Context, c *call) (reply, error) {
-	es, err := s.store.PlanHistory(ctx, c.param("name")) // ErrNotFound when there is none
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: http.StatusOK, body: HistoryResponse{Entries: es}}, nil
-}
-
-// updatePlan replaces a plan; every rule naming it takes the new numbers at
-// the authorizers' next reload (the publish after the write triggers it).
-func (s *Service) updatePlan(ctx context.Context, c *call) (reply, error) {
-	name := c.param("name")
-	version, err := ifMatch(c.Header, true)
-	if err != nil {
-		return reply{}, err
-	}
-	p, err := planFromBody(c.Body, name)
-	if err != nil {
-		return reply{}, err
-	}
-	if !hasKey(c.Body, "set") { // as for a rule: an older client keeps the set
-		cur, err := s.store.GetPlan(ctx, name)
-		if err != nil {
-			return reply{}, err
-		}
-		p.Set = cur.Set
-	}
-	updated, err := s.store.UpdatePlan(ctx, p, version, c.actor())
-	if err != nil {
-		return reply{}, err
-	}
-	if updated.Version != version { // the same version: nothing changed, nothing to publish
-		s.publish(ctx, c.route)
-	}
-	return reply{status: http.StatusOK, version: updated.Version, body: updated}, nil
-}
-
-func (s *Service) deletePlan(ctx context.Context, c *call) (reply, error) {
-	version, err := ifMatch(c.Header, false)
-	if err != nil {
-		return reply{}, err
-	}
-	if err := s.store.DeletePlan(ctx, c.param("name"), version, c.actor()); err != nil {
-		return reply{}, err
-	}
-	s.publish(ctx, c.route)
-	return reply{status: http.StatusNoContent}, nil
+// planRoutes serves POST /plans and the routes of /plans/{name}.
+var planRoutes = entity[rules.Plan]{
+	param: "name", location: "/plans/", fromBody: planFromBody,
+	fields: func(p *rules.Plan) (string, int64, *string) { return p.Name, p.Version, &p.Set },
+	create: store.Store.CreatePlan, get: store.Store.GetPlan, update: store.Store.UpdatePlan,
+	remove: store.Store.DeletePlan, history: store.Store.PlanHistory,
 }
 
 func (s *Service) listPlans(ctx context.Context, c *call) (reply, error) {

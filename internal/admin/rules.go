@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/rules"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // ListRulesResponse is the body of GET /rules.
@@ -26,68 +27,109 @@ type HistoryResponse struct {
 	Entries []rules.AuditEntry `json:"entries"`
 }
 
-func (s *Service) createRule(ctx context.Context, c *call) (reply, error) {
-	r, err := ruleFromBody(c.Body, "")
+// entity is what the rule routes and the plan routes differ in: the path
+// parameter naming one, its collection's path, how a body becomes one, and
+// the store's calls. Its methods are the create, get, update, delete and
+// history handlers of both.
+type entity[T any] struct {
+	param    string // "id", "name"
+	location string // a created one's Location, before its escaped key
+	fromBody func(body []byte, key string) (T, error)
+	fields   func(*T) (key string, version int64, set *string) // of one
+	create   func(store.Store, context.Context, T, string) (T, error)
+	get      func(store.Store, context.Context, string) (T, error)
+	update   func(store.Store, context.Context, T, int64, string) (T, error)
+	remove   func(store.Store, context.Context, string, int64, string) error
+	history  func(store.Store, context.Context, string) ([]rules.AuditEntry, error)
+}
+
+// ruleRoutes serves POST /rules and the routes of /rules/{id}.
+var ruleRoutes = entity[rules.Rule]{
+	param: "id", location: "/rules/", fromBody: ruleFromBody,
+	fields: func(r *rules.Rule) (string, int64, *string) { return r.ID, r.Version, &r.Set },
+	create: store.Store.CreateRule, get: store.Store.GetRule, update: store.Store.UpdateRule,
+	remove: store.Store.DeleteRule, history: store.Store.RuleHistory,
+}
+
+func (e entity[T]) createOne(s *Service, ctx context.Context, c *call) (reply, error) {
+	v, err := e.fromBody(c.Body, "")
 	if err != nil {
 		return reply{}, err
 	}
-	created, err := s.store.CreateRule(ctx, r, c.actor())
+	created, err := e.create(s.store, ctx, v, c.actor())
 	if err != nil {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)
-	h := http.Header{"Location": {"/rules/" + url.PathEscape(created.ID)}}
-	return reply{status: http.StatusCreated, header: h, version: created.Version, body: created}, nil
+	key, version, _ := e.fields(&created)
+	h := http.Header{"Location": {e.location + url.PathEscape(key)}}
+	return reply{status: http.StatusCreated, header: h, version: version, body: created}, nil
 }
 
-func (s *Service) getRule(ctx context.Context, c *call) (reply, error) {
-	r, err := s.store.GetRule(ctx, c.param("id"))
+func (e entity[T]) getOne(s *Service, ctx context.Context, c *call) (reply, error) {
+	v, err := e.get(s.store, ctx, c.param(e.param))
 	if err != nil {
 		return reply{}, err
 	}
-	return reply{status: http.StatusOK, version: r.Version, body: r}, nil
+	_, version, _ := e.fields(&v)
+	return reply{status: http.StatusOK, version: version, body: v}, nil
 }
 
-func (s *Service) updateRule(ctx context.Context, c *call) (reply, error) {
-	id := c.param("id")
+// updateOne replaces a rule or a plan; every rule naming a plan takes its
+// new numbers at the authorizers' next reload (the publish after the
+// write triggers it).
+func (e entity[T]) updateOne(s *Service, ctx context.Context, c *call) (reply, error) {
+	key := c.param(e.param)
 	version, err := ifMatch(c.Header, true)
 	if err != nil {
 		return reply{}, err
 	}
-	r, err := ruleFromBody(c.Body, id)
+	v, err := e.fromBody(c.Body, key)
 	if err != nil {
 		return reply{}, err
 	}
-	r.ID = id
 	if !hasKey(c.Body, "set") {
-		// A client that predates sets (issue 38) keeps the rule in its
-		// set rather than dropping it by leaving the field out.
-		cur, err := s.store.GetRule(ctx, id)
+		// A client that predates sets (issue 38) keeps the rule or plan
+		// in its set rather than dropping it by leaving the field out.
+		cur, err := e.get(s.store, ctx, key)
 		if err != nil {
 			return reply{}, err
 		}
-		r.Set = cur.Set
+		_, _, set := e.fields(&v)
+		_, _, curSet := e.fields(&cur)
+		*set = *curSet
 	}
-	updated, err := s.store.UpdateRule(ctx, r, version, c.actor())
+	updated, err := e.update(s.store, ctx, v, version, c.actor())
 	if err != nil {
 		return reply{}, err
 	}
-	if updated.Version != version { // the same version: nothing changed, nothing to publish
+	_, newVersion, _ := e.fields(&updated)
+	if newVersion != version { // the same version: nothing changed, nothing to publish
 		s.publish(ctx, c.route)
 	}
-	return reply{status: http.StatusOK, version: updated.Version, body: updated}, nil
+	return reply{status: http.StatusOK, version: newVersion, body: updated}, nil
 }
 
-func (s *Service) deleteRule(ctx context.Context, c *call) (reply, error) {
+func (e entity[T]) deleteOne(s *Service, ctx context.Context, c *call) (reply, error) {
 	version, err := ifMatch(c.Header, false)
 	if err != nil {
 		return reply{}, err
 	}
-	if err := s.store.DeleteRule(ctx, c.param("id"), version, c.actor()); err != nil {
+	if err := e.remove(s.store, ctx, c.param(e.param), version, c.actor()); err != nil {
 		return reply{}, err
 	}
 	s.publish(ctx, c.route)
 	return reply{status: http.StatusNoContent}, nil
+}
+
+// historyOf answers the audit entries of a rule or a plan, oldest first;
+// those of a deleted one remain readable.
+func (e entity[T]) historyOf(s *Service, ctx context.Context, c *call) (reply, error) {
+	es, err := e.history(s.store, ctx, c.param(e.param)) // ErrNotFound when there is none
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, body: HistoryResponse{Entries: es}}, nil
 }
 
 func (s *Service) listRules(ctx context.Context, c *call) (reply, error) {
@@ -119,18 +161,10 @@ func (s *Service) listRules(ctx context.Context, c *call) (reply, error) {
 	return reply{status: http.StatusOK, body: out}, nil
 }
 
-func (s *Service) ruleHistory(ctx context.Context, c *call) (reply, error) {
-	es, err := s.store.RuleHistory(ctx, c.param("id")) // ErrNotFound when there is none
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: http.StatusOK, body: HistoryResponse{Entries: es}}, nil
-}
-
-// ruleFromBody decodes, normalizes and validates a rule. The read-only
-// fields (id, version, created_at, updated_at) are accepted, so a client may
-// send back what it read, and ignored, except that an id must name the rule
-// in the path.
+// ruleFromBody decodes, normalizes and validates a rule, whose id is
+// pathID ("" for a create). The read-only fields (id, version, created_at,
+// updated_at) are accepted, so a client may send back what it read, and
+// ignored, except that an id must name the rule in the path.
 func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 	var r rules.Rule
 	problems, err := httpapi.DecodeBody(body, &r)
@@ -144,7 +178,7 @@ func ruleFromBody(body []byte, pathID string) (rules.Rule, error) {
 		}
 		problems = append(problems, httpapi.FieldError("id", reason))
 	}
-	r.ID, r.Version, r.CreatedAt, r.UpdatedAt = "", 0, time.Time{}, time.Time{}
+	r.ID, r.Version, r.CreatedAt, r.UpdatedAt = pathID, 0, time.Time{}, time.Time{}
 	r.Normalize()
 	if err := httpapi.WithValidation(problems, r.Validate); err != nil {
 		return rules.Rule{}, err
