@@ -105,8 +105,7 @@ func (l *Limiter) decider(o *HandlerOptions) *authorizer.Authorizer {
 	if o.Observer == nil {
 		return l.core
 	}
-	obs := o.Observer
-	return l.core.WithObserver(func(o authorizer.Observation) { obs.ObserveDecision(decision(o)) })
+	return l.core.WithObserver(CoreObserver(o.Observer))
 }
 
 // netRequest is what the decision reads of a net/http request

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge"
-	"github.com/sluicehq/sluice/internal/limiter"
 )
 
 // HTTPAPIHandler is a Lambda integration handler of an API Gateway HTTP
@@ -35,21 +34,14 @@ type ALBHandler func(context.Context, events.ALBTargetGroupRequest) (events.ALBT
 // when o.AllowHeaders is set (h's own fields of those names win). o.API,
 // when set, is the api instead of the event's id.
 func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandler {
-	core := l.decider(&o)
-	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req := edge.HTTPAPI(&ev, o.ForwardedHops)
-		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
-		if status != 0 {
-			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
-		}
-		// The in-flight slots are freed when h returns, panics included.
-		defer core.Release(ctx, slots)
-		resp, err := h(ctx, ev)
-		if err == nil && len(hdr) > 0 {
+	return limitEvent(l, h, o,
+		func(ev *events.APIGatewayV2HTTPRequest) authorizer.Request { return edge.HTTPAPI(ev, o.ForwardedHops) },
+		func(_ *events.APIGatewayV2HTTPRequest, status int, hdr http.Header, body string) events.APIGatewayV2HTTPResponse {
+			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: single(hdr), Body: body}
+		},
+		func(_ *events.APIGatewayV2HTTPRequest, resp *events.APIGatewayV2HTTPResponse, hdr http.Header) {
 			resp.Headers = addFields(resp.Headers, hdr)
-		}
-		return resp, err
-	}
+		})
 }
 
 // LimitProxy returns h behind Sluice's limits, for a REST API Lambda proxy
@@ -59,21 +51,14 @@ func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandle
 // authorizer reads of the same request. It is the answer for a REST API
 // that has no Sluice authorizer; one that has needs no wrapper.
 func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
-	core := l.decider(&o)
-	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-		req := edge.Proxy(&ev, o.ForwardedHops)
-		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
-		if status != 0 {
-			return events.APIGatewayProxyResponse{StatusCode: status, Headers: single(hdr), Body: string(body)}, nil
-		}
-		// The in-flight slots are freed when h returns, panics included.
-		defer core.Release(ctx, slots)
-		resp, err := h(ctx, ev)
-		if err == nil && len(hdr) > 0 {
+	return limitEvent(l, h, o,
+		func(ev *events.APIGatewayProxyRequest) authorizer.Request { return edge.Proxy(ev, o.ForwardedHops) },
+		func(_ *events.APIGatewayProxyRequest, status int, hdr http.Header, body string) events.APIGatewayProxyResponse {
+			return events.APIGatewayProxyResponse{StatusCode: status, Headers: single(hdr), Body: body}
+		},
+		func(_ *events.APIGatewayProxyRequest, resp *events.APIGatewayProxyResponse, hdr http.Header) {
 			resp.Headers = addFields(resp.Headers, hdr)
-		}
-		return resp, err
-	}
+		})
 }
 
 // LimitALB returns h behind Sluice's limits, for an Application Load
@@ -88,53 +73,66 @@ func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
 // of the event's (multi-value when the target group sends multi-value
 // headers, as the load balancer then requires).
 func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
-	core := l.decider(&o)
-	return func(ctx context.Context, ev events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
-		req := edge.ALB(&ev, o.ForwardedHops)
-		if o.Resource != nil {
-			req.Resource = o.Resource(ev.HTTPMethod, ev.Path)
-		}
-		hdr, status, body, slots := l.judgeEvent(ctx, core, &req, &o)
-		multi := ev.MultiValueHeaders != nil
-		if status != 0 {
-			resp := events.ALBTargetGroupResponse{StatusCode: status, StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status), Body: string(body)}
-			if multi {
+	return limitEvent(l, h, o,
+		func(ev *events.ALBTargetGroupRequest) authorizer.Request {
+			req := edge.ALB(ev, o.ForwardedHops)
+			if o.Resource != nil {
+				req.Resource = o.Resource(ev.HTTPMethod, ev.Path)
+			}
+			return req
+		},
+		func(ev *events.ALBTargetGroupRequest, status int, hdr http.Header, body string) events.ALBTargetGroupResponse {
+			resp := events.ALBTargetGroupResponse{StatusCode: status, StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status), Body: body}
+			if ev.MultiValueHeaders != nil {
 				resp.MultiValueHeaders = hdr
 			} else {
 				resp.Headers = single(hdr)
 			}
-			return resp, nil
+			return resp
+		},
+		func(ev *events.ALBTargetGroupRequest, resp *events.ALBTargetGroupResponse, hdr http.Header) {
+			if ev.MultiValueHeaders == nil {
+				resp.Headers = addFields(resp.Headers, hdr)
+				return
+			}
+			for k, v := range hdr {
+				if _, taken := resp.MultiValueHeaders[k]; !taken {
+					if resp.MultiValueHeaders == nil {
+						resp.MultiValueHeaders = make(map[string][]string, len(hdr))
+					}
+					resp.MultiValueHeaders[k] = v
+				}
+			}
+		})
+}
+
+// limitEvent is the one path of the integration wrappers, for events E
+// answered with R: read is what the decision reads of an event (o.API,
+// when set, names the api instead), refused the answer to a request
+// refused (its status, fields and problem body), and add adds the
+// RateLimit fields to h's answer when there are any (denied requests
+// always carry them; allowed ones with o.AllowHeaders).
+func limitEvent[E, R any](l *Limiter, h func(context.Context, E) (R, error), o HandlerOptions, read func(*E) authorizer.Request,
+	refused func(ev *E, status int, hdr http.Header, body string) R, add func(ev *E, resp *R, hdr http.Header)) func(context.Context, E) (R, error) {
+	core := l.decider(&o)
+	return func(ctx context.Context, ev E) (R, error) {
+		req := read(&ev)
+		if o.API != "" {
+			req.API = o.API
+		}
+		hdr := http.Header{}
+		status, body, slots := l.judge(ctx, core, &req, hdr, &o)
+		if status != 0 {
+			return refused(&ev, status, hdr, string(body)), nil
 		}
 		// The in-flight slots are freed when h returns, panics included.
 		defer core.Release(ctx, slots)
 		resp, err := h(ctx, ev)
 		if err == nil && len(hdr) > 0 {
-			if multi {
-				for k, v := range hdr {
-					if _, taken := resp.MultiValueHeaders[k]; !taken {
-						if resp.MultiValueHeaders == nil {
-							resp.MultiValueHeaders = make(map[string][]string, len(hdr))
-						}
-						resp.MultiValueHeaders[k] = v
-					}
-				}
-			} else {
-				resp.Headers = addFields(resp.Headers, hdr)
-			}
+			add(&ev, &resp, hdr)
 		}
 		return resp, err
 	}
-}
-
-// judgeEvent is judge for an integration event: o.API, when set, names
-// the api; hdr is nil when the request passes without fields to add.
-func (l *Limiter) judgeEvent(ctx context.Context, core *authorizer.Authorizer, req *authorizer.Request, o *HandlerOptions) (hdr http.Header, status int, body []byte, slots limiter.Slots) {
-	if o.API != "" {
-		req.API = o.API
-	}
-	hdr = http.Header{}
-	status, body, slots = l.judge(ctx, core, req, hdr, o)
-	return hdr, status, body, slots
 }
 
 // single is h with one value a name, as single-value event responses carry
