@@ -344,6 +344,21 @@ func (e *NotOwnedError) Error() string {
 
 func (e *NotOwnedError) Unwrap() error { return rules.ErrConflict }
 
+// CheckRow reports whether a write expecting version ifVersion, for set
+// (a batch's; "" outside one), may change the stored rule or plan what
+// (such as `rule 5f0c…`), which is at version and belongs to set have: a
+// *rules.StaleError when ifVersion is not 0 and not version, else a
+// *NotOwnedError when set is not "" and not have, else nil.
+func CheckRow(what string, version, ifVersion int64, have, set string) error {
+	if ifVersion != 0 && version != ifVersion {
+		return &rules.StaleError{Want: ifVersion, Current: version}
+	}
+	if set != "" && set != have {
+		return &NotOwnedError{What: what, Set: have, Want: set}
+	}
+	return nil
+}
+
 // ScopeTakenError is the rules.ErrConflict of a rule write whose scope (api,
 // route, subject, kind, dimension) another rule holds. It names that rule,
 // so that whoever is refused can look at it. It carries no subject: an

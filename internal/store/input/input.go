@@ -165,6 +165,49 @@ func PlanText(p rules.Plan) error {
 	return Text("name", p.Name, "description", p.Description)
 }
 
+// RuleWrite readies r for a write of action (rules.ActionCreate,
+// ActionUpdate or ActionDelete) for set (a batch's; "" outside one), the
+// same way in every store: it normalises r unless it is deleted (a delete
+// reads only the id), stamps set on it, puts the id of an update or
+// delete in canonical form (rules.ErrNotFound when it is no UUID), and
+// checks the text of a create or update (RuleText).
+func RuleWrite(r *rules.Rule, action, set string) error {
+	if action != rules.ActionDelete {
+		r.Normalize()
+	}
+	if set != "" {
+		r.Set = set
+	}
+	if action != rules.ActionCreate {
+		id, ok := ID(r.ID)
+		if !ok {
+			return rules.ErrNotFound
+		}
+		r.ID = id
+	}
+	if action == rules.ActionDelete {
+		return nil
+	}
+	return RuleText(*r)
+}
+
+// PlanWrite is RuleWrite for plans: it normalises p unless it is deleted,
+// stamps set on it, answers rules.ErrNotFound for an update or delete of a
+// name not Storable (no such plan can exist), and checks the text
+// (PlanText).
+func PlanWrite(p *rules.Plan, action, set string) error {
+	if action != rules.ActionDelete {
+		p.Normalize()
+	}
+	if set != "" {
+		p.Set = set
+	}
+	if action != rules.ActionCreate && !Storable(p.Name) {
+		return rules.ErrNotFound
+	}
+	return PlanText(*p)
+}
+
 // FilterText is Text over a list filter's fields.
 func FilterText(f rules.Filter) error {
 	return Text("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan)

@@ -85,28 +85,63 @@ const planColumns = `name, limit_count, period_ms, burst, description, version, 
 // *rules.ValidationError when r names an unknown plan or does not fit its
 // plan (rules.Rule.ValidateWithPlan).
 func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
-	r.Normalize()
-	if err := input.RuleText(r); err != nil {
-		return rules.Rule{}, err
+	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionCreate, Rule: &r}, actor)
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
 	}
-	var out rules.Rule
+	return *res.Rule, nil
+}
+
+// write runs fn in a transaction that first moves the rules version
+// (bumpVersion). An fn that returns errUnchanged, an update that changes
+// nothing, is rolled back and succeeds.
+func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := bumpVersion(ctx, tx); err != nil {
 			return err
 		}
-		// Under the version row's lock no other write runs: the count
-		// holds until we commit.
-		if err := s.checkCount(ctx, tx, 0); err != nil {
-			return err
+		return fn(tx)
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
+// writeOne makes op outside a batch, the way every single write is made:
+// readied (ready) before any transaction, then in one of its own (write),
+// where a rule create first checks the room left.
+func (s *Store) writeOne(ctx context.Context, op store.Op, actor string) (store.Result, error) {
+	if err := ready(&op, ""); err != nil {
+		return store.Result{}, err
+	}
+	var res store.Result
+	err := s.write(ctx, func(tx pgx.Tx) (err error) {
+		if op.Action == rules.ActionCreate && op.Rule != nil {
+			// Under the version row's lock no other write runs: the
+			// count holds until we commit.
+			if err := s.checkCount(ctx, tx, 0); err != nil {
+				return err
+			}
 		}
-		var err error
-		out, err = createRule(ctx, tx, r, actor)
+		res, err = applyOp(ctx, tx, op, "", actor)
 		return err
 	})
-	if err != nil {
-		return rules.Rule{}, fmt.Errorf("create rule: %w", s.nameHolder(ctx, err))
+	return res, s.nameHolder(ctx, err)
+}
+
+// ready points op at a copy of its rule or plan, readied for a write for
+// set (input.RuleWrite, input.PlanWrite): what needs no database is
+// checked before any transaction.
+func ready(op *store.Op, set string) error {
+	if op.Rule != nil {
+		r := *op.Rule
+		op.Rule = &r
+		return input.RuleWrite(&r, op.Action, set)
 	}
-	return out, nil
+	p := *op.Plan
+	op.Plan = &p
+	return input.PlanWrite(&p, op.Action, set)
 }
 
 // checkCount fails with rules.ErrTooManyRules when the store holds more
@@ -162,42 +197,19 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 // (the new scope is taken) and *rules.ValidationError (unknown plan, or r
 // does not fit it).
 func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
-	cid, ok := input.ID(r.ID)
-	if !ok {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
-	}
-	r.Normalize()
-	if err := input.RuleText(r); err != nil {
-		return rules.Rule{}, err
-	}
-	var out rules.Rule
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		out, err = updateRule(ctx, tx, cid, r, ifVersion, "", actor)
-		return err
-	})
-	if errors.Is(err, errUnchanged) {
-		return out, nil
-	}
+	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionUpdate, Rule: &r, IfVersion: ifVersion}, actor)
 	if err != nil {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", cid, s.nameHolder(ctx, err))
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, err)
 	}
-	return out, nil
+	return *res.Rule, nil
 }
 
-// updateRule replaces rule cid with r in tx when its version is ifVersion
-// (0: any) and, unless set is "", when it belongs to set. An update that
-// changes nothing returns the rule as it is with errUnchanged: the caller
-// rolls back.
-func updateRule(ctx context.Context, tx pgx.Tx, cid string, r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
-	before, err := lockRule(ctx, tx, cid, ifVersion)
+// updateRule replaces rule r.ID with r in tx when lockRule allows it. An
+// update that changes nothing returns the rule as it is with errUnchanged:
+// the caller rolls back.
+func updateRule(ctx context.Context, tx pgx.Tx, r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
+	before, err := lockRule(ctx, tx, r.ID, ifVersion, set)
 	if err != nil {
-		return rules.Rule{}, err
-	}
-	if err := owned(set, before.Set, "rule "+cid); err != nil {
 		return rules.Rule{}, err
 	}
 	// The version condition is already guaranteed by the row lock; it
@@ -209,7 +221,7 @@ func updateRule(ctx context.Context, tx pgx.Tx, cid string, r rules.Rule, ifVers
 		set_name = $18, expires_at = $19, global = $20,
 		version = version + 1, updated_at = now()
 		WHERE id = $21::uuid AND version = $22
-		RETURNING `+ruleColumns, append(ruleArgs(r), cid, before.Version)...)
+		RETURNING `+ruleColumns, append(ruleArgs(r), r.ID, before.Version)...)
 	out, err := scanRule(row)
 	if err != nil {
 		return rules.Rule{}, ruleWriteError(err, r)
@@ -222,46 +234,23 @@ func updateRule(ctx context.Context, tx pgx.Tx, cid string, r rules.Rule, ifVers
 	if err := checkRulePlan(ctx, tx, out); err != nil {
 		return rules.Rule{}, err
 	}
-	return out, audit(ctx, tx, rules.KindRule, cid, rules.ActionUpdate, actor, before, out)
-}
-
-// owned is a *store.NotOwnedError when set is not "" and differs from
-// the set of the row (have), else nil.
-func owned(set, have, what string) error {
-	if set == "" || set == have {
-		return nil
-	}
-	return &store.NotOwnedError{What: what, Set: have, Want: set}
+	return out, audit(ctx, tx, rules.KindRule, r.ID, rules.ActionUpdate, actor, before, out)
 }
 
 // DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
 // and records the deletion by actor, in one transaction. Errors:
 // rules.ErrNotFound, rules.ErrStale.
 func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
-	cid, ok := input.ID(id)
-	if !ok {
-		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		return deleteRule(ctx, tx, cid, ifVersion, "", actor)
-	})
-	if err != nil {
-		return fmt.Errorf("delete rule %q: %w", cid, err)
+	if _, err := s.writeOne(ctx, store.Op{Action: rules.ActionDelete, Rule: &rules.Rule{ID: id}, IfVersion: ifVersion}, actor); err != nil {
+		return fmt.Errorf("delete rule %q: %w", id, err)
 	}
 	return nil
 }
 
-// deleteRule deletes rule cid in tx when its version is ifVersion and,
-// unless set is "", when it belongs to set.
+// deleteRule deletes rule cid in tx when lockRule allows it.
 func deleteRule(ctx context.Context, tx pgx.Tx, cid string, ifVersion int64, set, actor string) error {
-	before, err := lockRule(ctx, tx, cid, ifVersion)
+	before, err := lockRule(ctx, tx, cid, ifVersion, set)
 	if err != nil {
-		return err
-	}
-	if err := owned(set, before.Set, "rule "+cid); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM rules WHERE id = $1::uuid AND version = $2`, cid, before.Version); err != nil {
@@ -291,21 +280,20 @@ func checkRulePlan(ctx context.Context, tx pgx.Tx, r rules.Rule) error {
 	return r.ValidateWithPlan(p)
 }
 
-// lockRule reads the rule FOR UPDATE and checks its version: ErrNotFound
-// when it is gone, ErrStale when ifVersion (unless 0) is not current. Under
-// the row lock a concurrent writer waits, then sees the new version.
-func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64) (rules.Rule, error) {
+// lockRule reads the rule FOR UPDATE and checks that the write may change
+// it (store.CheckRow): rules.ErrNotFound when it is gone, ErrStale when
+// ifVersion (unless 0) is not current, a *store.NotOwnedError when set
+// (unless "") does not own it. Under the row lock a concurrent writer
+// waits, then sees the new version.
+func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64, set string) (rules.Rule, error) {
 	r, err := scanRule(tx.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid FOR UPDATE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Rule{}, rules.ErrNotFound
 	}
-	if err != nil {
-		return rules.Rule{}, err
+	if err == nil {
+		err = store.CheckRow("rule "+id, r.Version, ifVersion, r.Set, set)
 	}
-	if ifVersion != 0 && r.Version != ifVersion {
-		return rules.Rule{}, &rules.StaleError{Want: ifVersion, Current: r.Version}
-	}
-	return r, nil
+	return r, err
 }
 
 // ListRules returns one page of the rules matching f, ordered by api, route,
@@ -382,23 +370,11 @@ func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry,
 // CreatePlan stores p with Version 1 and records the creation by actor, in
 // one transaction; rules.ErrConflict when a plan of that name exists.
 func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
-	p.Normalize()
-	if err := input.PlanText(p); err != nil {
-		return rules.Plan{}, err
-	}
-	var out rules.Plan
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		out, err = createPlan(ctx, tx, p, actor)
-		return err
-	})
+	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionCreate, Plan: &p}, actor)
 	if err != nil {
 		return rules.Plan{}, fmt.Errorf("create plan: %w", err)
 	}
-	return out, nil
+	return *res.Plan, nil
 }
 
 // createPlan inserts p, normalised and checked for text, in tx.
@@ -435,44 +411,22 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 // (rules.ErrConflict) when a rule naming the plan would not fit its new
 // numbers.
 func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
-	p.Normalize()
-	if !input.Storable(p.Name) {
-		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
-	}
-	if err := input.PlanText(p); err != nil {
-		return rules.Plan{}, err
-	}
-	var out rules.Plan
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		out, err = updatePlan(ctx, tx, p, ifVersion, "", actor)
-		return err
-	})
-	if errors.Is(err, errUnchanged) {
-		return out, nil
-	}
+	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionUpdate, Plan: &p, IfVersion: ifVersion}, actor)
 	if err != nil {
 		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
 	}
-	return out, nil
+	return *res.Plan, nil
 }
 
-// updatePlan replaces plan p.Name in tx when its version is ifVersion
-// and, unless set is "", when it belongs to set; errUnchanged as
-// updateRule.
+// updatePlan replaces plan p.Name in tx when lockPlan allows it;
+// errUnchanged as updateRule.
 func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, set, actor string) (rules.Plan, error) {
 	// NO KEY UPDATE conflicts with the FOR SHARE every rule write
 	// naming the plan takes (checkRulePlan): those that locked it
 	// first have committed, and the check below sees them; those that
 	// come later wait, then check against the new numbers.
-	before, err := lockPlan(ctx, tx, p.Name, ifVersion, "FOR NO KEY UPDATE")
+	before, err := lockPlan(ctx, tx, p.Name, ifVersion, set, "FOR NO KEY UPDATE")
 	if err != nil {
-		return rules.Plan{}, err
-	}
-	if err := owned(set, before.Set, fmt.Sprintf("plan %q", p.Name)); err != nil {
 		return rules.Plan{}, err
 	}
 	row := tx.QueryRow(ctx, `UPDATE plans SET
@@ -507,30 +461,18 @@ func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, s
 // rules.ErrNotFound, rules.ErrStale, and rules.ErrConflict while a rule
 // names the plan.
 func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
-	if !input.Storable(name) {
-		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
-		return deletePlan(ctx, tx, name, ifVersion, "", actor)
-	})
-	if err != nil {
+	if _, err := s.writeOne(ctx, store.Op{Action: rules.ActionDelete, Plan: &rules.Plan{Name: name}, IfVersion: ifVersion}, actor); err != nil {
 		return fmt.Errorf("delete plan %q: %w", name, err)
 	}
 	return nil
 }
 
-// deletePlan deletes plan name in tx when its version is ifVersion and,
-// unless set is "", when it belongs to set.
+// deletePlan deletes plan name in tx when lockPlan allows it and no rule
+// names it.
 func deletePlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, set, actor string) error {
 	// FOR UPDATE: no rule can start naming the plan until we commit.
-	before, err := lockPlan(ctx, tx, name, ifVersion, "FOR UPDATE")
+	before, err := lockPlan(ctx, tx, name, ifVersion, set, "FOR UPDATE")
 	if err != nil {
-		return err
-	}
-	if err := owned(set, before.Set, fmt.Sprintf("plan %q", name)); err != nil {
 		return err
 	}
 	if err := planInUse(ctx, tx, name); err != nil {
@@ -566,7 +508,8 @@ func planInUse(ctx context.Context, tx pgx.Tx, name string) error {
 	return e
 }
 
-// errUnchanged rolls back an update that would change nothing.
+// errUnchanged rolls back an update that would change nothing: write and
+// Apply's savepoint take it for success.
 var errUnchanged = errors.New("unchanged")
 
 // scopeTaken is the unique violation of a rule write, until nameHolder
@@ -594,20 +537,17 @@ func (s *Store) nameHolder(ctx context.Context, err error) error {
 	return out
 }
 
-// lockPlan reads the plan with the row lock lock (a constant) and checks its
-// version, as lockRule does.
-func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, lock string) (rules.Plan, error) {
+// lockPlan reads the plan with the row lock lock (a constant) and checks
+// that the write may change it, as lockRule does.
+func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, set, lock string) (rules.Plan, error) {
 	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 `+lock, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Plan{}, rules.ErrNotFound
 	}
-	if err != nil {
-		return rules.Plan{}, err
+	if err == nil {
+		err = store.CheckRow(fmt.Sprintf("plan %q", name), p.Version, ifVersion, p.Set, set)
 	}
-	if ifVersion != 0 && p.Version != ifVersion {
-		return rules.Plan{}, &rules.StaleError{Want: ifVersion, Current: p.Version}
-	}
-	return p, nil
+	return p, err
 }
 
 // ListPlans returns every plan ordered by name.
@@ -876,16 +816,25 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	}
 	out := make([]store.Result, len(b.Ops))
 	creates := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := bumpVersion(ctx, tx); err != nil {
-			return err
-		}
+	err := s.write(ctx, func(tx pgx.Tx) error {
 		for i, op := range b.Ops {
-			res, err := applyOp(ctx, tx, op, b.Set, actor)
-			if err != nil {
-				return &store.BatchError{Index: i, Op: op.Describe(), Err: s.nameHolder(ctx, err)}
+			err := ready(&op, b.Set)
+			apply := func(tx pgx.Tx) (err error) {
+				out[i], err = applyOp(ctx, tx, op, b.Set, actor)
+				return err
 			}
-			out[i] = res
+			switch {
+			case err != nil:
+			case op.Action == rules.ActionUpdate:
+				if err = pgx.BeginFunc(ctx, tx, apply); errors.Is(err, errUnchanged) {
+					err = nil
+				}
+			default:
+				err = apply(tx)
+			}
+			if err != nil {
+				return &store.BatchError{Index: i, Op: b.Ops[i].Describe(), Err: s.nameHolder(ctx, err)}
+			}
 			creates = creates || (op.Action == rules.ActionCreate && op.Rule != nil)
 		}
 		if creates {
@@ -899,55 +848,24 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	return out, nil
 }
 
-// applyOp makes one op of a batch of set in tx.
+// applyOp makes op, readied (ready), in tx for set (a batch's; "" for a
+// single write). An update that changes nothing returns the stored rule
+// or plan with errUnchanged.
 func applyOp(ctx context.Context, tx pgx.Tx, op store.Op, set, actor string) (store.Result, error) {
-	if op.Rule != nil {
-		r := *op.Rule
-		r.Set = set
-		r.Normalize()
-		if op.Action != rules.ActionCreate {
-			cid, ok := input.ID(r.ID)
-			if !ok {
-				return store.Result{}, rules.ErrNotFound
-			}
-			r.ID = cid
-		}
-		if op.Action != rules.ActionDelete {
-			if err := input.RuleText(r); err != nil {
-				return store.Result{}, err
-			}
-		}
+	if r := op.Rule; r != nil {
 		var (
 			got rules.Rule
 			err error
 		)
 		switch op.Action {
 		case rules.ActionCreate:
-			got, err = createRule(ctx, tx, r, actor)
+			got, err = createRule(ctx, tx, *r, actor)
 		case rules.ActionUpdate:
-			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-				got, err = updateRule(ctx, sp, r.ID, r, op.IfVersion, set, actor)
-				return err
-			})
-			if errors.Is(err, errUnchanged) {
-				err = nil
-			}
-		case rules.ActionDelete:
+			got, err = updateRule(ctx, tx, *r, op.IfVersion, set, actor)
+		default:
 			return store.Result{}, deleteRule(ctx, tx, r.ID, op.IfVersion, set, actor)
 		}
-		if err != nil {
-			return store.Result{}, err
-		}
-		return store.Result{Rule: &got}, nil
-	}
-	p := *op.Plan
-	p.Set = set
-	p.Normalize()
-	if !input.Storable(p.Name) {
-		return store.Result{}, rules.ErrNotFound
-	}
-	if err := input.PlanText(p); err != nil {
-		return store.Result{}, err
+		return store.Result{Rule: &got}, err
 	}
 	var (
 		got rules.Plan
@@ -955,20 +873,11 @@ func applyOp(ctx context.Context, tx pgx.Tx, op store.Op, set, actor string) (st
 	)
 	switch op.Action {
 	case rules.ActionCreate:
-		got, err = createPlan(ctx, tx, p, actor)
+		got, err = createPlan(ctx, tx, *op.Plan, actor)
 	case rules.ActionUpdate:
-		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-			got, err = updatePlan(ctx, sp, p, op.IfVersion, set, actor)
-			return err
-		})
-		if errors.Is(err, errUnchanged) {
-			err = nil
-		}
-	case rules.ActionDelete:
-		return store.Result{}, deletePlan(ctx, tx, p.Name, op.IfVersion, set, actor)
+		got, err = updatePlan(ctx, tx, *op.Plan, op.IfVersion, set, actor)
+	default:
+		return store.Result{}, deletePlan(ctx, tx, op.Plan.Name, op.IfVersion, set, actor)
 	}
-	if err != nil {
-		return store.Result{}, err
-	}
-	return store.Result{Plan: &got}, nil
+	return store.Result{Plan: &got}, err
 }
