@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -102,12 +103,7 @@ func slotID() string {
 
 // hasConcurrency reports whether bs holds a concurrency bucket.
 func hasConcurrency(bs []Bucket) bool {
-	for i := range bs {
-		if bs[i].Concurrency {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(bs, func(b Bucket) bool { return b.Concurrency })
 }
 
 // holding fills d.Slots with the keys of the concurrency buckets an

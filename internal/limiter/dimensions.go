@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,12 +60,7 @@ func (s *subjects) sameSubject(n int) bool {
 // digests fills s with the digests of req's subjects.
 func (l *Limiter) digests(req *Request, s *subjects) {
 	s.id = l.hash.digest(req.Subject)
-	for i := range req.Buckets {
-		if req.Buckets[i].Subject != "" {
-			s.many = true
-			break
-		}
-	}
+	s.many = slices.ContainsFunc(req.Buckets, func(b Bucket) bool { return b.Subject != "" })
 	if !s.many {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,12 +54,7 @@ func (l *Limiter) chargeDurable(c *call) (string, error) {
 
 // durable reports whether an enforcing bucket of bs is Durable.
 func durable(bs []Bucket) bool {
-	for _, b := range bs {
-		if b.Durable && !b.Shadow {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(bs, func(b Bucket) bool { return b.Durable && !b.Shadow })
 }
 
 // evalDurable runs the charge script for c and WAIT 1 in one pipeline and returns the

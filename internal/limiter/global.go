@@ -221,12 +221,7 @@ func newGlobals(o Options) *globals {
 
 // hasGlobal reports whether a bucket of bs is global.
 func hasGlobal(bs []Bucket) bool {
-	for _, b := range bs {
-		if b.Global != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(bs, func(b Bucket) bool { return b.Global != "" })
 }
 
 // GlobalWindow returns the ledger window of b at now: a quota's calendar

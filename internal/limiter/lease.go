@@ -599,12 +599,7 @@ func (l *Limiter) evalLease(ctx context.Context, sd subjectDigest, cost int64, b
 
 // hasQuota reports whether bs has a quota bucket.
 func hasQuota(bs []Bucket) bool {
-	for _, b := range bs {
-		if b.Window != NoWindow {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(bs, func(b Bucket) bool { return b.Window != NoWindow })
 }
 
 func hexDigest(sd subjectDigest) string { return string(appendSubjectHash(nil, sd)) }
