@@ -211,10 +211,7 @@ func (t *Table) tryTake(ctx context.Context, key string, b, limit int64, expires
 		// a read; dynalite ignores this and we read instead.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	err = t.write(ctx, func(ctx context.Context) error {
-		_, err := t.db.UpdateItem(ctx, in)
-		return err
-	})
+	err = t.update(ctx, in)
 	if err == nil {
 		return 0, true, nil
 	}
@@ -233,12 +230,7 @@ func (t *Table) setHeld(ctx context.Context, key, region string, held int64) err
 		ExpressionAttributeNames:  map[string]string{"#u": attrUsed, "#h": heldAttr(region)},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":held": num(max(held, 0))},
 	}
-	err := t.write(ctx, func(ctx context.Context) error {
-		_, err := t.db.UpdateItem(ctx, in)
-		return err
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if err := t.update(ctx, in); err != nil && !conditionFailed(err) {
 		return fmt.Errorf("record held: %w", err)
 	}
 	return nil
@@ -265,10 +257,7 @@ func (t *Table) Give(ctx context.Context, key string, n int64, region string, he
 			},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
-		err := t.write(ctx, func(ctx context.Context) error {
-			_, err := t.db.UpdateItem(ctx, in)
-			return err
-		})
+		err := t.update(ctx, in)
 		if err == nil {
 			return nil
 		}
@@ -341,15 +330,10 @@ func (t *Table) Reset(ctx context.Context, key string) (int64, error) {
 			ExpressionAttributeNames:  map[string]string{"#u": attrUsed},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":held": num(held), ":used": num(used)},
 		}
-		err = t.write(ctx, func(ctx context.Context) error {
-			_, err := t.db.UpdateItem(ctx, in)
-			return err
-		})
-		var ccf *types.ConditionalCheckFailedException
-		switch {
+		switch err := t.update(ctx, in); {
 		case err == nil:
 			return held, nil
-		case !errors.As(err, &ccf):
+		case !conditionFailed(err):
 			t.errs.Add(1)
 			return 0, fmt.Errorf("ledger: reset %s: %w", key, err)
 		}
@@ -381,21 +365,14 @@ func (t *Table) Used(ctx context.Context, key string) (int64, error) {
 	return n, nil
 }
 
+// used reads key's used count (a whole item: DynamoDB bills a read by the
+// item's size, projected or not).
 func (t *Table) used(ctx context.Context, key string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
-	defer cancel()
-	t.calls.Add(1)
-	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                &t.opts.Table,
-		Key:                      keyOf(key),
-		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#u"),
-		ExpressionAttributeNames: map[string]string{"#u": attrUsed},
-	})
+	item, err := t.item(ctx, key)
 	if err != nil {
-		return 0, fmt.Errorf("get item: %w", err)
+		return 0, err
 	}
-	return usedOf(out.Item)
+	return usedOf(item)
 }
 
 // Sweep deletes the items whose window ended before now (exp < now, to the
@@ -442,11 +419,10 @@ func (t *Table) sweep(ctx context.Context, now time.Time) (int, error) {
 				_, err := t.db.DeleteItem(ctx, in)
 				return err
 			})
-			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
 				deleted++
-			case errors.As(err, &ccf): // extended or gone meanwhile
+			case conditionFailed(err): // extended or gone meanwhile
 			default:
 				return deleted, err
 			}
@@ -499,6 +475,20 @@ func (t *Table) write(ctx context.Context, send func(context.Context) error) err
 		t.retries.Add(1)
 		wait = min(2*wait, t.opts.MaxBackoff)
 	}
+}
+
+// update sends in through write.
+func (t *Table) update(ctx context.Context, in *dynamodb.UpdateItemInput) error {
+	return t.write(ctx, func(ctx context.Context) error {
+		_, err := t.db.UpdateItem(ctx, in)
+		return err
+	})
+}
+
+// conditionFailed reports whether err is a write's failed condition.
+func conditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
 }
 
 func keyOf(key string) map[string]types.AttributeValue {
