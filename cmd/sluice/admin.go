@@ -167,15 +167,22 @@ func nameFlags(err error) error {
 	return err
 }
 
-// listRules fetches every page of the rule list.
-func listRules(e *env, c *adminclient.Client, f rules.Filter) ([]rules.Rule, error) {
-	all := []rules.Rule{}
+// query is a query string of name-value pairs, leaving out the empty
+// values: query("api", api, "route", "") is api=<api>.
+func query(pairs ...string) url.Values {
 	q := url.Values{}
-	for k, v := range map[string]string{"api": f.API, "route": f.Route, "subject": f.Subject, "plan": f.Plan} {
-		if v != "" {
-			q.Set(k, v)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			q.Set(pairs[i], pairs[i+1])
 		}
 	}
+	return q
+}
+
+// listRules fetches every page of the rule list, 1,000 rules a page.
+func listRules(e *env, c *adminclient.Client, f rules.Filter) ([]rules.Rule, error) {
+	all := []rules.Rule{}
+	q := query("api", f.API, "route", f.Route, "subject", f.Subject, "plan", f.Plan, "limit", "1000")
 	for range 10000 {
 		var p rules.Page
 		if _, err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {

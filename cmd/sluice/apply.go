@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -106,21 +105,12 @@ func readPlan(name string) (store.Batch, error) {
 	return batch, nil
 }
 
-// current reads every rule and plan the admin API holds, a page of 1,000
-// rules at a time.
+// current reads every rule and plan the admin API holds.
 func current(e *env, c *adminclient.Client) (rules.Set, error) {
 	var set rules.Set
-	q := url.Values{"limit": {"1000"}}
-	for {
-		var p rules.Page
-		if _, err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {
-			return set, fmt.Errorf("list rules: %w", err)
-		}
-		set.Rules = append(set.Rules, p.Rules...)
-		if p.NextCursor == "" || p.NextCursor == q.Get("cursor") {
-			break
-		}
-		q.Set("cursor", p.NextCursor)
+	var err error
+	if set.Rules, err = listRules(e, c, rules.Filter{}); err != nil {
+		return set, err
 	}
 	var l admin.ListPlansResponse
 	if _, err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {

@@ -117,20 +117,6 @@ func (cmd *subjectsUnblockCmd) Run(e *env, a *adminFlags) error {
 
 const dimensionUsage = "Dimension to look in (one of DIMENSIONS)."
 
-func subjectQuery(api, route, dimension string) url.Values {
-	q := url.Values{}
-	if api != "" {
-		q.Set("api", api)
-	}
-	if route != "" {
-		q.Set("route", route)
-	}
-	if dimension != "" {
-		q.Set("dimension", dimension)
-	}
-	return q
-}
-
 type subjectsLimitsCmd struct {
 	Subject   string `arg:"" help:"The subject, as sent (an API key, a user id)."`
 	API       string `name:"api" help:"API id (default: every API)."`
@@ -144,7 +130,7 @@ func (cmd *subjectsLimitsCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	var l admin.SubjectLimitsResponse
-	if _, err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", subjectQuery(cmd.API, cmd.Route, cmd.Dimension), &l); err != nil {
+	if _, err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", query("api", cmd.API, "route", cmd.Route, "dimension", cmd.Dimension), &l); err != nil {
 		return fmt.Errorf("limits of subject %s: %w", cmd.Subject, err)
 	}
 	return e.print(l, func() {
@@ -280,7 +266,7 @@ func (cmd *subjectsResetCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	// 204, no body.
-	if _, err := c.Do(e.ctx, http.MethodDelete, "/subjects/"+url.PathEscape(cmd.Subject)+"/buckets", subjectQuery(cmd.API, "", cmd.Dimension), nil, 0); err != nil {
+	if _, err := c.Do(e.ctx, http.MethodDelete, "/subjects/"+url.PathEscape(cmd.Subject)+"/buckets", query("api", cmd.API, "dimension", cmd.Dimension), nil, 0); err != nil {
 		return fmt.Errorf("reset subject %s: %w", cmd.Subject, err)
 	}
 	return e.print(map[string]any{"reset": cmd.Subject}, func() {
