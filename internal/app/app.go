@@ -169,6 +169,25 @@ func (c *clients) openRedis(ctx context.Context, cfg config.Config, o *Options) 
 	return nil
 }
 
+// openLimiter opens what the decision path and the full admin API share:
+// the store, Redis and its rules snapshot, the subject hash key, and the
+// limiter's options of global budgets (the ledger LEDGER_TABLE names, nil
+// without one, and this Region among GLOBAL_REGIONS).
+func (c *clients) openLimiter(ctx context.Context, cfg config.Config, o *Options) ([]byte, limiter.Options, error) {
+	if err := c.openStore(ctx, cfg, o); err != nil {
+		return nil, limiter.Options{}, err
+	}
+	if err := c.openRedis(ctx, cfg, o); err != nil {
+		return nil, limiter.Options{}, err
+	}
+	key, err := config.SubjectKey(ctx, cfg)
+	if err != nil {
+		return nil, limiter.Options{}, err
+	}
+	led, err := NewLedger(ctx, cfg)
+	return key, limiter.Options{Ledger: led, Regions: len(cfg.GlobalRegions), Region: cfg.Region, LedgerTimeout: cfg.LedgerTimeout}, err
+}
+
 // Close stops the background work and closes the clients the graph built,
 // newest first. It is safe on a nil graph and more than once.
 func (c *clients) Close() {
@@ -225,13 +244,7 @@ type Decider struct {
 func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, err error) {
 	d = &Decider{clients: start(cfg, &o)}
 	defer d.closeOnError(&err)
-	if err := d.openStore(ctx, cfg, &o); err != nil {
-		return nil, err
-	}
-	if err := d.openRedis(ctx, cfg, &o); err != nil {
-		return nil, err
-	}
-	key, err := config.SubjectKey(ctx, cfg)
+	key, lo, err := d.openLimiter(ctx, cfg, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -239,24 +252,14 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	if err != nil {
 		return nil, err
 	}
-	led, err := NewLedger(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
+	lo.Timeout = cfg.RedisTimeout
+	lo.LeaseMax = cfg.LeaseMax
+	lo.LeaseTTL = cfg.LeaseTTL
+	lo.DenyCacheMaxAge = cfg.DenyCacheMaxAge
+	lo.OpenShare = cfg.GlobalOpenShare
 	do := decider.Options{
 		Log: d.clients.Log, Out: o.Out, Function: o.Function, MetricsInterval: o.MetricsInterval, Prefix: o.Prefix,
-		Limiter: limiter.Options{
-			Timeout:         cfg.RedisTimeout,
-			LeaseMax:        cfg.LeaseMax,
-			LeaseTTL:        cfg.LeaseTTL,
-			DenyCacheMaxAge: cfg.DenyCacheMaxAge,
-			Ledger:          led,
-			Regions:         len(cfg.GlobalRegions),
-			Region:          cfg.Region,
-			LedgerTimeout:   cfg.LedgerTimeout,
-			OpenShare:       cfg.GlobalOpenShare,
-		},
-		SubjectKey: key, Store: d.Store, RulesPublicKey: cfg.RulesPublicKey,
+		Limiter: lo, SubjectKey: key, Store: d.Store, RulesPublicKey: cfg.RulesPublicKey,
 		Default: cfg.DefaultLimit, Refresh: cfg.RulesRefresh, Poll: cfg.RulesVersionPoll,
 		Sources: cfg.SubjectSources, Dimensions: cfg.Dimensions, ShowSubjects: cfg.SubjectShow, Stats: o.Stats,
 	}
@@ -359,31 +362,17 @@ func NewAdmin(ctx context.Context, cfg config.Config, class AdminClass, o Option
 	default:
 		return nil, fmt.Errorf("app: admin class %d", class)
 	}
-	if err := a.openStore(ctx, cfg, &o); err != nil {
-		return nil, err
-	}
-	if err := a.openRedis(ctx, cfg, &o); err != nil {
-		return nil, err
-	}
-	key, err := config.SubjectKey(ctx, cfg)
+	key, lo, err := a.openLimiter(ctx, cfg, &o) // the subject view reads global budgets
 	if err != nil {
 		return nil, err
 	}
-	led, err := NewLedger(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	lim := limiter.New(a.Redis, limiter.Options{
-		Prefix:           o.Prefix,
-		Timeout:          max(cfg.RedisTimeout, minAdminRedisTimeout),
-		DenyCacheSize:    -1, // admin never calls Allow
-		BreakerThreshold: -1, // nor should one admin's failures trip anything
-		SubjectKey:       key,
-		Ledger:           led, // the subject view reads global budgets
-		Regions:          len(cfg.GlobalRegions),
-		Region:           cfg.Region,
-		LedgerTimeout:    max(cfg.LedgerTimeout, time.Second),
-	})
+	lo.Prefix = o.Prefix
+	lo.Timeout = max(cfg.RedisTimeout, minAdminRedisTimeout)
+	lo.DenyCacheSize = -1    // admin never calls Allow
+	lo.BreakerThreshold = -1 // nor should one admin's failures trip anything
+	lo.SubjectKey = key
+	lo.LedgerTimeout = max(cfg.LedgerTimeout, time.Second)
+	lim := limiter.New(a.Redis, lo)
 	a.SubjectKey = subjectkey.New(a.Redis, o.Prefix, key, max(cfg.RedisTimeout, minAdminRedisTimeout))
 	rec, err := a.newEdgeRecorder(ctx, cfg, o.Prefix)
 	if err != nil {
