@@ -87,34 +87,34 @@ func RequestID(r *http.Request) string {
 // Proxy answers a REST API (or HTTP API payload 1.0) proxy event. It never
 // returns an error: a malformed event is a 400 problem.
 func (a *Adapter) Proxy(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	r, err := a.proxyRequest(ctx, &ev)
-	w := newResponseWriter()
-	if err != nil {
-		w.problem(a.problemType, err)
-	} else {
-		a.h.ServeHTTP(w, r)
-	}
+	w := a.serve(a.proxyRequest(ctx, &ev))
 	body, b64 := w.body()
-	return events.APIGatewayProxyResponse{StatusCode: w.status, Headers: w.flatHeader(), Body: body, IsBase64Encoded: b64}, nil
+	return events.APIGatewayProxyResponse{StatusCode: w.status, Headers: flatHeader(w.header), Body: body, IsBase64Encoded: b64}, nil
 }
 
 // URL answers a Lambda Function URL event (the shape of an HTTP API
 // payload 2.0 event). It never returns an error.
 func (a *Adapter) URL(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-	r, err := a.urlRequest(ctx, &ev)
-	w := newResponseWriter()
-	if err != nil {
-		w.problem(a.problemType, err)
-	} else {
-		a.h.ServeHTTP(w, r)
-	}
+	w := a.serve(a.urlRequest(ctx, &ev))
 	var cookies []string
 	if c := w.header.Values("Set-Cookie"); len(c) > 0 {
 		cookies = c
 		w.header.Del("Set-Cookie")
 	}
 	body, b64 := w.body()
-	return events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: w.flatHeader(), Body: body, IsBase64Encoded: b64, Cookies: cookies}, nil
+	return events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: flatHeader(w.header), Body: body, IsBase64Encoded: b64, Cookies: cookies}, nil
+}
+
+// serve runs the handler on r, or answers err's problem when the event
+// did not make a request.
+func (a *Adapter) serve(r *http.Request, err error) *responseWriter {
+	w := &responseWriter{header: http.Header{}, status: http.StatusOK}
+	if err != nil {
+		w.problem(a.problemType, err)
+	} else {
+		a.h.ServeHTTP(w, r)
+	}
+	return w
 }
 
 // Invoke makes the Adapter a lambda.Handler taking either event: a payload
@@ -315,10 +315,6 @@ type responseWriter struct {
 	wrote  bool
 }
 
-func newResponseWriter() *responseWriter {
-	return &responseWriter{header: http.Header{}, status: http.StatusOK}
-}
-
 func (w *responseWriter) Header() http.Header { return w.header }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -343,9 +339,9 @@ func (w *responseWriter) problem(typeBase string, err error) {
 
 // flatHeader joins each header's values with ", ", as API Gateway's
 // single-value headers map takes them.
-func (w *responseWriter) flatHeader() map[string]string {
-	h := make(map[string]string, len(w.header))
-	for k, v := range w.header {
+func flatHeader(header http.Header) map[string]string {
+	h := make(map[string]string, len(header))
+	for k, v := range header {
 		h[k] = strings.Join(v, ", ")
 	}
 	return h
