@@ -1,10 +1,11 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -126,21 +127,7 @@ func (e *Excess) add(got, bound int64, where string) {
 func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, ch *Change) Result {
 	res := Result{Scenario: scenario, Propagation: -1}
 	for i := range ops {
-		o := &ops[i]
-		switch {
-		case o.Err == "shed":
-			res.Shed++
-		case !o.Answered():
-			res.Errors++
-		default:
-			res.Decisions++
-			if o.FailOpen {
-				res.FailOpen++
-			}
-			if o.FailClosed() {
-				res.FailClosed++
-			}
-		}
+		res.count(&ops[i])
 	}
 	if res.Shed > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d requests shed: the load client could not keep its schedule", res.Shed))
@@ -153,14 +140,9 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 			bySubject[o.Subject] = append(bySubject[o.Subject], o)
 		}
 	}
-	subjects := make([]string, 0, len(bySubject))
-	for s := range bySubject {
-		subjects = append(subjects, s)
-	}
-	sort.Strings(subjects)
-	for _, s := range subjects {
+	for _, s := range slices.Sorted(maps.Keys(bySubject)) {
 		adm := bySubject[s]
-		slices.SortFunc(adm, func(a, b Op) int { return cmpInt64(a.Send, b.Send) })
+		slices.SortFunc(adm, func(a, b Op) int { return cmp.Compare(a.Send, b.Send) })
 		for i := range rules {
 			r := &rules[i]
 			var mine []Op
@@ -218,14 +200,25 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 	return res
 }
 
-func cmpInt64(a, b int64) int {
+// count counts o among the answered, shed and failed requests, and the
+// fail-open and fail-closed answers; it reports whether o was answered.
+func (res *Result) count(o *Op) bool {
 	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	case o.Err == "shed":
+		res.Shed++
+	case !o.Answered():
+		res.Errors++
+	default:
+		res.Decisions++
+		if o.FailOpen {
+			res.FailOpen++
+		}
+		if o.FailClosed() {
+			res.FailClosed++
+		}
+		return true
 	}
-	return 0
+	return false
 }
 
 // rateBound is what a rate rule may over-admit when the charges of a
@@ -402,7 +395,7 @@ func policyQ(policy, rule string) (int64, bool) {
 // quotaLatencies returns the p50 and p99 latency of the answered requests
 // of default quotas, then of durable ones.
 func quotaLatencies(ops []Op, rules []RuleSpec) (p50, p99, d50, d99 time.Duration) {
-	var plain, durable []int64
+	var plain, durable []time.Duration
 	for i := range ops {
 		o := &ops[i]
 		if !o.Answered() {
@@ -411,20 +404,23 @@ func quotaLatencies(ops []Op, rules []RuleSpec) (p50, p99, d50, d99 time.Duratio
 		for j := range rules {
 			if r := &rules[j]; r.Quota && r.applies(o) {
 				if r.Durable {
-					durable = append(durable, o.Recv-o.Send)
+					durable = append(durable, time.Duration(o.Recv-o.Send))
 				} else {
-					plain = append(plain, o.Recv-o.Send)
+					plain = append(plain, time.Duration(o.Recv-o.Send))
 				}
 				break
 			}
 		}
 	}
-	q := func(v []int64, f float64) time.Duration {
-		if len(v) == 0 {
-			return 0
-		}
-		slices.Sort(v)
-		return time.Duration(v[min(len(v)-1, int(f*float64(len(v))))])
+	return quantile(plain, 0.5), quantile(plain, 0.99), quantile(durable, 0.5), quantile(durable, 0.99)
+}
+
+// quantile is the nearest-rank q-quantile of d (0 when d is empty).
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
 	}
-	return q(plain, 0.5), q(plain, 0.99), q(durable, 0.5), q(durable, 0.99)
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[min(len(d)-1, int(math.Ceil(q*float64(len(d))))-1)]
 }

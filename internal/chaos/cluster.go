@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -213,22 +214,33 @@ func (c *Cluster) DatabaseURL() string {
 
 // waitTCP waits until addr accepts a connection from ctl.
 func (c *Cluster) waitTCP(ctx context.Context, addr string, p *Proc, within time.Duration) error {
-	end := time.Now().Add(within)
-	for {
+	return poll(ctx, within, 100*time.Millisecond, p, func() error {
 		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
 		conn, err := c.ctlDial(dctx, "tcp", addr)
-		cancel()
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if p != nil && p.Exited() {
-			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(2000))
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
+		if err != nil {
 			return fmt.Errorf("%s does not accept connections after %v: %w", addr, within, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return conn.Close()
+	})
+}
+
+// poll calls try every interval until it returns nil, p (when not nil)
+// exits, ctx ends or within passes; it returns nil once try did, else why
+// it stopped: p's exit with its log's tail, or try's last error.
+func poll(ctx context.Context, within, every time.Duration, p *Proc, try func() error) error {
+	end := time.Now().Add(within)
+	for {
+		err := try()
+		switch {
+		case err == nil:
+			return nil
+		case p != nil && p.Exited():
+			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(3000))
+		case time.Now().After(end) || ctx.Err() != nil:
+			return err
+		}
+		time.Sleep(every)
 	}
 }
 
@@ -239,20 +251,7 @@ func (c *Cluster) waitTCP(ctx context.Context, addr string, p *Proc, within time
 func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
 	primary := c.Net.Host("r1")
 	for _, h := range redisHosts {
-		dir := filepath.Join(c.dir, "redis-"+h)
-		if err := os.RemoveAll(dir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		conf := filepath.Join(dir, "redis.conf")
-		if err := os.WriteFile(conf, nil, 0o644); err != nil {
-			return err
-		}
-		args := []string{conf, "--port", strconv.Itoa(redisPort), "--bind", c.Net.Host(h).IP, "--protected-mode", "no",
-			"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no",
-			"--repl-diskless-sync-delay", "0", "--logfile", filepath.Join(dir, "redis.log")}
+		args := []string{"--repl-diskless-sync-delay", "0"}
 		if o.MinReplicas > 0 {
 			args = append(args, "--min-replicas-to-write", strconv.Itoa(o.MinReplicas),
 				"--min-replicas-max-lag", strconv.Itoa(int(o.MinReplicasMaxLag/time.Second)))
@@ -260,7 +259,7 @@ func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
 		if h != "r1" {
 			args = append(args, "--replicaof", primary.IP, strconv.Itoa(redisPort))
 		}
-		p, err := c.Procs.Start(h, h+"-redis", nil, c.bins.RedisServer, args...)
+		p, err := c.startRedisServer(h, "redis", redisPort, args...)
 		if err != nil {
 			return err
 		}
@@ -273,19 +272,7 @@ func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
 	}
 	ids := map[string]string{"s1": strings.Repeat("1", 40), "s2": strings.Repeat("2", 40), "s3": strings.Repeat("3", 40)}
 	for _, h := range sentinelHosts {
-		dir := filepath.Join(c.dir, "sentinel-"+h)
-		if err := os.RemoveAll(dir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it
-		if err := os.WriteFile(conf, nil, 0o644); err != nil {
-			return err
-		}
-		args := []string{conf, "--sentinel", "--port", strconv.Itoa(sentinelPort), "--bind", c.Net.Host(h).IP,
-			"--protected-mode", "no", "--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "sentinel.log"),
+		args := []string{"--sentinel",
 			"--sentinel", "myid", ids[h],
 			"--sentinel", "monitor", masterName, primary.IP, strconv.Itoa(redisPort), "2",
 			"--sentinel", "down-after-milliseconds", masterName, strconv.Itoa(int(o.DownAfter / time.Millisecond)),
@@ -299,7 +286,7 @@ func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
 				args = append(args, "--sentinel", "known-sentinel", masterName, c.Net.Host(o).IP, strconv.Itoa(sentinelPort), ids[o])
 			}
 		}
-		p, err := c.Procs.Start(h, h+"-sentinel", nil, c.bins.RedisServer, args...)
+		p, err := c.startRedisServer(h, "sentinel", sentinelPort, args...)
 		if err != nil {
 			return err
 		}
@@ -313,43 +300,59 @@ func (c *Cluster) StartRedis(ctx context.Context, o RedisOptions) error {
 	return nil
 }
 
+// startRedisServer starts redis-server on host h as kind ("redis", or
+// "sentinel" with --sentinel in args) on port, in a fresh directory with
+// an empty config file (Sentinel rewrites it), nothing persisted, then
+// args.
+func (c *Cluster) startRedisServer(h, kind string, port int, args ...string) (*Proc, error) {
+	dir := filepath.Join(c.dir, kind+"-"+h)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, kind+".conf")
+	if err := os.WriteFile(conf, nil, 0o644); err != nil {
+		return nil, err
+	}
+	args = append([]string{conf, "--port", strconv.Itoa(port), "--bind", c.Net.Host(h).IP, "--protected-mode", "no",
+		"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", filepath.Join(dir, kind+".log")}, args...)
+	return c.Procs.Start(h, h+"-"+kind, nil, c.bins.RedisServer, args...)
+}
+
 // waitRedis sends cmd to addr until its reply contains want.
 func (c *Cluster) waitRedis(ctx context.Context, addr string, p *Proc, want string, cmd ...any) error {
 	rc := c.redisClient(addr)
 	defer rc.Close()
-	var last string
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	return poll(ctx, 30*time.Second, 100*time.Millisecond, p, func() error {
 		v, err := rc.Do(ctx, cmd...).Text()
 		if err == nil && strings.Contains(v, want) {
 			return nil
 		}
-		last = fmt.Sprint(v, err)
-		if p.Exited() {
-			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(2000))
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
-			return fmt.Errorf("%s: %v never answered %q (last %q)", addr, cmd, want, last)
-		}
-	}
+		return fmt.Errorf("%s: %v never answered %q (last %q)", addr, cmd, want, fmt.Sprint(v, err))
+	})
 }
 
 // waitSentinel waits until Sentinel h sees the primary with 2 replicas and
 // 2 other Sentinels.
 func (c *Cluster) waitSentinel(ctx context.Context, h string) error {
-	sc := redis.NewSentinelClient(&redis.Options{Addr: hostAddr(c.Net.Host(h), sentinelPort), Dialer: c.ctlDial, Protocol: 2,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	sc := c.sentinelClient(h, time.Second)
 	defer sc.Close()
-	var last map[string]string
-	var err error
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		last, err = sc.Master(ctx, masterName).Result()
-		if err == nil && last["num-slaves"] == "2" && last["num-other-sentinels"] == "2" && last["flags"] == "master" {
+	return poll(ctx, 30*time.Second, 100*time.Millisecond, c.Sentinels[h], func() error {
+		m, err := sc.Master(ctx, masterName).Result()
+		if err == nil && m["num-slaves"] == "2" && m["num-other-sentinels"] == "2" && m["flags"] == "master" {
 			return nil
 		}
-		if time.Now().After(end) || ctx.Err() != nil {
-			return fmt.Errorf("sentinel %s: not ready: %v %v\n%s", h, last, err, c.Sentinels[h].Tail(2000))
-		}
-	}
+		return fmt.Errorf("sentinel %s: not ready: %v %v\n%s", h, m, err, c.Sentinels[h].Tail(2000))
+	})
+}
+
+// sentinelClient is a client of Sentinel h, from ctl, each call bounded by
+// timeout.
+func (c *Cluster) sentinelClient(h string, timeout time.Duration) *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: hostAddr(c.Net.Host(h), sentinelPort), Dialer: c.ctlDial, Protocol: 2,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1})
 }
 
 // SentinelMaster returns the host the majority of reachable Sentinels name
@@ -357,8 +360,7 @@ func (c *Cluster) waitSentinel(ctx context.Context, h string) error {
 func (c *Cluster) SentinelMaster(ctx context.Context) string {
 	votes := map[string]int{}
 	for _, h := range sentinelHosts {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: hostAddr(c.Net.Host(h), sentinelPort), Dialer: c.ctlDial, Protocol: 2,
-			DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		sc := c.sentinelClient(h, 300*time.Millisecond)
 		addr, err := sc.GetMasterAddrByName(ctx, masterName).Result()
 		sc.Close()
 		if err == nil && len(addr) == 2 {
@@ -396,17 +398,12 @@ type DecideOptions struct {
 	Env map[string]string
 }
 
-// decideEnv is the configuration every decision process reads, as a
-// Lambda reads its environment.
-func (c *Cluster) decideEnv(h string, o DecideOptions) []string {
-	var sentinels []string
-	for _, s := range sentinelHosts {
-		sentinels = append(sentinels, hostAddr(c.Net.Host(s), sentinelPort))
-	}
-	url := "redis://" + sentinels[0] + "/0?master_name=" + masterName + "&addr=" + sentinels[1] + "&addr=" + sentinels[2]
-	env := map[string]string{
-		"REDIS_MODE":         "sentinel",
-		"REDIS_URL":          url,
+// spawnDecide starts decision process h (not waiting for it), which reads
+// the harness's configuration, then env over it (REDIS_URL, ...), as a
+// Lambda reads its environment; migrate makes it migrate the database
+// first. One goroutine at a time: it writes c.Decide.
+func (c *Cluster) spawnDecide(h string, migrate bool, env map[string]string) error {
+	all := map[string]string{
 		"DATABASE_URL":       c.DatabaseURL(),
 		"SUBJECT_HMAC_KEY":   SubjectKey,
 		"REDIS_POOL_SIZE":    "32",
@@ -416,28 +413,36 @@ func (c *Cluster) decideEnv(h string, o DecideOptions) []string {
 		decideNameVar:        h,
 		"RULES_VERSION_POLL": "1s",
 	}
-	if h == "d1" {
-		env[decideMigrateVar] = "1"
+	if migrate {
+		all[decideMigrateVar] = "1"
 	}
-	for k, v := range o.Env {
-		env[k] = v
-	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
+	maps.Copy(all, env)
+	var out []string
+	for k, v := range all {
 		out = append(out, k+"="+v)
 	}
-	return out
+	p, err := c.Procs.Start(h, h+"-decide", out, c.bins.Self)
+	if err != nil {
+		return err
+	}
+	c.Decide[h] = p
+	return nil
 }
 
-// StartDecide starts the three decision processes and waits until each
-// answers its health check.
+// StartDecide starts the three decision processes on the Sentinel-watched
+// Redis tier and waits until each answers its health check.
 func (c *Cluster) StartDecide(ctx context.Context, o DecideOptions) error {
+	var sentinels []string
+	for _, s := range sentinelHosts {
+		sentinels = append(sentinels, hostAddr(c.Net.Host(s), sentinelPort))
+	}
+	url := "redis://" + sentinels[0] + "/0?master_name=" + masterName + "&addr=" + sentinels[1] + "&addr=" + sentinels[2]
 	for _, h := range decideHosts {
-		p, err := c.Procs.Start(h, h+"-decide", c.decideEnv(h, o), c.bins.Self)
-		if err != nil {
+		env := map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": url}
+		maps.Copy(env, o.Env)
+		if err := c.spawnDecide(h, h == "d1", env); err != nil {
 			return err
 		}
-		c.Decide[h] = p
 	}
 	for _, h := range decideHosts {
 		if err := c.waitHealthy(ctx, h, 60*time.Second); err != nil {
@@ -456,32 +461,28 @@ func (c *Cluster) StopDecide() {
 	c.Procs.forget()
 }
 
+// waitHealthy waits until decision process h answers its health check.
 func (c *Cluster) waitHealthy(ctx context.Context, h string, within time.Duration) error {
-	url := "http://" + hostAddr(c.Net.Host(h), decidePort) + "/healthz"
-	end := time.Now().Add(within)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := c.http.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained for reuse
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if p := c.Decide[h]; p != nil && p.Exited() {
-			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(3000))
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
+	return poll(ctx, within, 100*time.Millisecond, c.Decide[h], func() error {
+		_, err := c.call(ctx, c.http, http.MethodGet, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/healthz", nil, nil)
+		if err != nil {
 			return fmt.Errorf("%s not healthy after %v: %v\n%s", h, within, err, c.Decide[h].Tail(3000))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Admin sends one admin API request to host h (/admin/<path>) and decodes
 // a JSON answer into out (when not nil). It returns the status.
 func (c *Cluster) Admin(ctx context.Context, h, method, path string, body, out any) (int, error) {
+	return c.call(ctx, c.http, method, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/admin"+path, body, out)
+}
+
+// call sends one request from ctl with cl, body (when not nil) as JSON
+// (a PUT matching any version), and decodes a JSON answer into out (when
+// not nil); an answer of 300 or more is an error, with its body. It
+// returns the status.
+func (c *Cluster) call(ctx context.Context, cl *http.Client, method, url string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -490,7 +491,7 @@ func (c *Cluster) Admin(ctx context.Context, h, method, path string, body, out a
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/admin"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return 0, err
 	}
@@ -498,18 +499,18 @@ func (c *Cluster) Admin(ctx context.Context, h, method, path string, body, out a
 	if method == http.MethodPut {
 		req.Header.Set("If-Match", "*")
 	}
-	resp, err := c.http.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
+			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, url, err)
 		}
 	}
 	return resp.StatusCode, nil

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -338,33 +338,10 @@ func (c *Cluster) StartLedger(ctx context.Context) error {
 // ledgerCall sends one request to the ledger role's control API and
 // decodes its answer into out (when not nil).
 func (c *Cluster) ledgerCall(ctx context.Context, method, path string, body, out any) error {
-	var rd *bytes.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+hostAddr(c.Net.Host("led"), ledgerPort)+path, rd)
-	if err != nil {
-		return err
-	}
 	cl := *c.http
 	cl.Timeout = 30 * time.Second
-	resp, err := cl.Do(req)
-	if err != nil {
-		return fmt.Errorf("ledger %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return fmt.Errorf("ledger %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(b.Bytes()))
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
+	_, err := c.call(ctx, &cl, method, "http://"+hostAddr(c.Net.Host("led"), ledgerPort)+path, body, out)
+	return err
 }
 
 func (c *Cluster) ledgerFault(ctx context.Context, f LedgerFault) error {
@@ -373,16 +350,7 @@ func (c *Cluster) ledgerFault(ctx context.Context, f LedgerFault) error {
 
 // startRegionRedis starts Region g's Redis, empty.
 func (c *Cluster) startRegionRedis(ctx context.Context, g region) error {
-	dir := filepath.Join(c.dir, "redis-"+g.redis)
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	p, err := c.Procs.Start(g.redis, g.redis+"-redis", nil, c.bins.RedisServer, "--port", strconv.Itoa(redisPort),
-		"--bind", c.Net.Host(g.redis).IP, "--protected-mode", "no", "--dir", dir, "--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	p, err := c.startRedisServer(g.redis, "redis", redisPort)
 	if err != nil {
 		return err
 	}
@@ -390,52 +358,23 @@ func (c *Cluster) startRegionRedis(ctx context.Context, g region) error {
 	return c.waitRedis(ctx, hostAddr(c.Net.Host(g.redis), redisPort), p, "PONG", "PING")
 }
 
-// globalEnv is a global decision process's configuration: its Region's
-// Redis, the shared store, and the ledger through its Region's proxy.
-func (c *Cluster) globalEnv(g region, h, statsPath string, migrate bool) []string {
+// spawnGlobalDecide starts decision process h of Region g (not waiting
+// for it): its Region's Redis, the shared store, and the ledger through
+// its Region's proxy; its counters go to dir at exit.
+func (c *Cluster) spawnGlobalDecide(g region, h, dir string, migrate bool) error {
 	var names []string
 	for _, r := range regions {
 		names = append(names, r.aws)
 	}
 	i := slices.IndexFunc(regions, func(r region) bool { return r.name == g.name })
-	env := []string{
-		"REDIS_MODE=single",
-		"REDIS_URL=redis://" + hostAddr(c.Net.Host(g.redis), redisPort) + "/0",
-		"DATABASE_URL=" + c.DatabaseURL(),
-		"SUBJECT_HMAC_KEY=" + SubjectKey,
-		"REDIS_POOL_SIZE=32",
-		"LOG_LEVEL=warn",
-		"RULES_VERSION_POLL=1s",
-		"LEDGER_TABLE=" + ledgerTable,
-		"LEDGER_ENDPOINT=http://" + hostAddr(c.Net.Host("led"), ledgerPort+i+1),
-		"GLOBAL_REGIONS=" + strings.Join(names, ","),
-		roleVar + "=" + roleDecide,
-		decideAddrVar + "=" + hostAddr(c.Net.Host(h), decidePort),
-		decideNameVar + "=" + h,
-		decideStatsVar + "=" + statsPath,
-	}
-	if migrate {
-		env = append(env, decideMigrateVar+"=1")
-	}
-	return env
-}
-
-func (c *Cluster) startGlobalDecide(ctx context.Context, g region, h, dir string, migrate bool) error {
-	if err := c.spawnGlobalDecide(g, h, dir, migrate); err != nil {
-		return err
-	}
-	return c.waitHealthy(ctx, h, 60*time.Second)
-}
-
-// spawnGlobalDecide starts decision process h of Region g (not waiting
-// for it): one goroutine at a time, as it writes c.Decide.
-func (c *Cluster) spawnGlobalDecide(g region, h, dir string, migrate bool) error {
-	p, err := c.Procs.Start(h, h+"-decide", c.globalEnv(g, h, filepath.Join(dir, h+".stats.json"), migrate), c.bins.Self)
-	if err != nil {
-		return err
-	}
-	c.Decide[h] = p
-	return nil
+	return c.spawnDecide(h, migrate, map[string]string{
+		"REDIS_MODE":      "single",
+		"REDIS_URL":       "redis://" + hostAddr(c.Net.Host(g.redis), redisPort) + "/0",
+		"LEDGER_TABLE":    ledgerTable,
+		"LEDGER_ENDPOINT": "http://" + hostAddr(c.Net.Host("led"), ledgerPort+i+1),
+		"GLOBAL_REGIONS":  strings.Join(names, ","),
+		decideStatsVar:    filepath.Join(dir, h+".stats.json"),
+	})
 }
 
 // globalStreams are the load of a global scenario: on each route one
@@ -477,15 +416,7 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, err
 	}
-	defer func() {
-		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = r.nem.Heal(hctx)
-		_ = lat.Heal(hctx)
-		_ = c.ledgerFault(hctx, LedgerFault{})
-		cancel()
-		c.StopDecide()
-		c.StopRedis()
-	}()
+	defer r.end(lat.Heal, func(ctx context.Context) error { return c.ledgerFault(ctx, LedgerFault{}) })
 	if err := c.StartLedger(ctx); err != nil {
 		return Result{}, fmt.Errorf("ledger: %w", err)
 	}
@@ -506,7 +437,10 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 			return Result{}, err
 		}
 	}
-	if err := c.startGlobalDecide(ctx, regions[0], "g1d1", dir, true); err != nil {
+	if err := c.spawnGlobalDecide(regions[0], "g1d1", dir, true); err != nil {
+		return Result{}, err
+	}
+	if err := c.waitHealthy(ctx, "g1d1", 60*time.Second); err != nil {
 		return Result{}, err
 	}
 	mode := "closed"
@@ -518,15 +452,9 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 		bodies = append(bodies, ruleBody{API: r.api, Route: route, Subject: "*", Limit: s.Global.Limit, Period: "1m",
 			FailureMode: mode, Global: route == globalRoute || route == globalLow})
 	}
-	ids := make([]string, len(bodies))
-	for i := range bodies {
-		var created struct {
-			ID string `json:"id"`
-		}
-		if _, err := c.Admin(ctx, "g1d1", http.MethodPost, "/rules", bodies[i], &created); err != nil {
-			return Result{}, fmt.Errorf("create rule %s: %w", bodies[i].Route, err)
-		}
-		ids[i] = created.ID
+	ids, err := r.createRules(ctx, "g1d1", bodies)
+	if err != nil {
+		return Result{}, err
 	}
 	var hosts []string
 	for _, g := range regions {
@@ -551,46 +479,12 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	}
 	// Every host serves both rules (the regional one's policy in a probe
 	// of its route: no probe touches the global budget).
-	for _, h := range hosts {
-		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			a, err := c.Check(ctx, h, CheckBody{Subject: "probe-" + h, API: r.api, Route: regionalRoute})
-			if err == nil && strings.Contains(a.Policy, ids[0]) {
-				break
-			}
-			if time.Now().After(end) {
-				return Result{}, fmt.Errorf("%s does not serve the scenario's rules: %v %v\n%s", h, a, err, c.Decide[h].Tail(2000))
-			}
-		}
+	if err := r.waitRules(ctx, hosts, regionalRoute, ids[0]); err != nil {
+		return Result{}, err
 	}
 
-	var targets []Target
-	for _, h := range hosts {
-		targets = append(targets, Target{Host: h, URL: "http://" + hostAddr(c.Net.Host(h), decidePort) + "/check"})
-	}
-	hist := filepath.Join(o.Dir, s.Name+".history.jsonl")
-	lc := LoadConfig{Targets: targets, API: r.api, Streams: globalStreams(*s.Global, s.At), Duration: s.Load,
-		MaxOps: int64(2*(gRate+lowRate)*s.Load.Seconds()*1.2) + 100, Timeout: 2 * time.Second, MaxInFlight: 512, Out: hist}
-	cfgPath := filepath.Join(o.Dir, s.Name+".load.json")
-	b, _ := json.Marshal(lc)
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return Result{}, err
-	}
-	load, err := c.Procs.Start("load", s.Name+"-load", []string{roleVar + "=" + roleLoad, loadConfigVar + "=" + cfgPath}, c.bins.Self)
+	ops, err := r.drive(ctx, o.Dir, hosts, globalStreams(*s.Global, s.At), int64(2*(gRate+lowRate)*s.Load.Seconds()*1.2)+100)
 	if err != nil {
-		return Result{}, err
-	}
-	t0 := time.Now()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var injectErr error
-	var iwg sync.WaitGroup
-	iwg.Go(func() {
-		r.sleep(sctx, time.Until(t0.Add(s.At)))
-		if sctx.Err() == nil {
-			injectErr = s.inject(sctx, r)
-		}
-	})
-	if err := awaitLoad(ctx, load, s.Load, func() { cancel(); iwg.Wait() }, &injectErr); err != nil {
 		return Result{}, err
 	}
 	var proxies []struct{ Requests int64 }
@@ -612,14 +506,8 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 		}
 		stats[h] = st
 	}
-	ops, err := ReadHistory(hist)
-	if err != nil {
-		return Result{}, err
-	}
 	saved, _ := json.Marshal(map[string]any{"items": items, "proxies": proxies})
 	_ = os.WriteFile(filepath.Join(dir, "ledger.json"), saved, 0o644)
-	ev, _ := json.Marshal(r.events)
-	_ = os.WriteFile(filepath.Join(o.Dir, s.Name+".events.json"), ev, 0o644)
 	var calls int64
 	for _, p := range proxies {
 		calls += p.Requests
@@ -635,16 +523,21 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	res := CheckGlobal(s.Name, ops, checked, stats, calls, *s.Global)
 	res.Global.Pools = r.pools
 	for _, pr := range r.pools {
-		bound := s.Global.PoolMax
-		if pr.When == "18 s after the drain" {
-			bound = 0 // given back at the idle return
-		}
-		if bound >= 0 && pr.Max > bound {
+		if bound := s.Global.poolBound(pr); bound >= 0 && pr.Max > bound {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s %s: a pool held %d tokens (%d in all), bound %d", pr.Region, pr.When, pr.Max, pr.Sum, bound))
 		}
 	}
 	res.Fault = s.Fault
 	return res, nil
+}
+
+// poolBound is the most one pool may hold when p was read: PoolMax, or
+// none after the idle return, when every pool has been given back.
+func (b GlobalBounds) poolBound(p PoolProbe) int64 {
+	if p.When == "18 s after the drain" {
+		return 0
+	}
+	return b.PoolMax
 }
 
 // PoolProbe is what one read of a Region's Redis found in the pools of
@@ -726,20 +619,8 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 	var gl, rl, glo, rlo []time.Duration
 	for i := range ops {
 		o := &ops[i]
-		switch {
-		case o.Err == "shed":
-			res.Shed++
+		if !res.count(o) {
 			continue
-		case !o.Answered():
-			res.Errors++
-			continue
-		}
-		res.Decisions++
-		if o.FailOpen {
-			res.FailOpen++
-		}
-		if o.FailClosed() {
-			res.FailClosed++
 		}
 		lat := time.Duration(o.Recv - o.Send)
 		switch o.Route {
@@ -802,11 +683,7 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 		used[k] += it.Used
 		at(k)
 	}
-	keys := make([]int64, 0, len(wins))
-	for k := range wins {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(wins))
 	g.Windows = len(keys)
 	for _, k := range keys {
 		w := wins[k]
@@ -843,15 +720,6 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 	return res
 }
 
-func quantile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d[min(len(d)-1, int(math.Ceil(q*float64(len(d))))-1)]
-}
-
 // WriteGlobalTable writes the global scenarios' table: per fault, each
 // bound against what was measured.
 func WriteGlobalTable(w io.Writer, results []Result) {
@@ -881,11 +749,7 @@ func WriteGlobalTable(w io.Writer, results []Result) {
 		if len(g.Pools) > 0 {
 			var ps []string
 			for _, p := range g.Pools {
-				bound := g.Bounds.PoolMax
-				if p.When == "18 s after the drain" {
-					bound = 0
-				}
-				ps = append(ps, fmt.Sprintf("%s: %d / %d", p.When, p.Max, bound))
+				ps = append(ps, fmt.Sprintf("%s: %d / %d", p.When, p.Max, g.Bounds.poolBound(p)))
 			}
 			pools = strings.Join(ps, "; ")
 		}

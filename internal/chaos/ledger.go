@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,17 +64,16 @@ func runLedger(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for end := time.Now().Add(60 * time.Second); ; {
+	err = poll(ctx, 60*time.Second, 200*time.Millisecond, nil, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = ledger.CreateTable(cctx, db, ledgerTable)
-		cancel()
-		if err == nil || strings.Contains(err.Error(), "ResourceInUse") {
-			break
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
+		defer cancel()
+		if err := ledger.CreateTable(cctx, db, ledgerTable); err != nil && !strings.Contains(err.Error(), "ResourceInUse") {
 			return fmt.Errorf("create the ledger table: %w", err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var delay atomic.Pointer[func() time.Duration]
 	proxies := make([]*ledgerproxy.Proxy, len(regions))
@@ -90,7 +90,6 @@ func runLedger(ctx context.Context) error {
 		go func() { errc <- s.Serve(ln) }()
 		return nil
 	}
-	serve := func(port int, h http.Handler) error { return serveOn(ip, port, h) }
 	// dynalite (4.0.0) throws, and exits, when a client drops a request it
 	// is reading ("Error: aborted", index.js: req.on('error', ...throw)),
 	// which a proxy does whenever a Region's take times out. DynamoDB does
@@ -110,7 +109,7 @@ func runLedger(ctx context.Context) error {
 			return err
 		}
 		proxies[i] = p
-		if err := serve(ledgerPort+i+1, p); err != nil {
+		if err := serveOn(ip, ledgerPort+i+1, p); err != nil {
 			return err
 		}
 	}
@@ -129,11 +128,7 @@ func runLedger(ctx context.Context) error {
 		}
 		for i, p := range proxies {
 			p.SetConflict(f.Conflict)
-			down := false
-			for _, d := range f.Down {
-				down = down || d == i+1
-			}
-			p.SetDown(down)
+			p.SetDown(slices.Contains(f.Down, i+1))
 		}
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
@@ -156,18 +151,13 @@ func runLedger(ctx context.Context) error {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			err := ledger.CreateTable(r.Context(), db, ledgerTable)
-			if err == nil {
-				break
-			}
-			if time.Now().After(end) {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
+		if err := poll(r.Context(), 10*time.Second, 50*time.Millisecond, nil, func() error {
+			return ledger.CreateTable(r.Context(), db, ledgerTable)
+		}); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
 		}
 	})
-	if err := serve(ledgerPort, mux); err != nil {
+	if err := serveOn(ip, ledgerPort, mux); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "ledger: serving")

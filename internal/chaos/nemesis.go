@@ -44,26 +44,23 @@ func (n *Nemesis) add(ctx context.Context, host string, spec ...string) error {
 // (the rules live in host's namespace: the peers' own are untouched).
 // TCP connections hang, as they do when a link is cut, rather than reset.
 func (n *Nemesis) Partition(ctx context.Context, host string, peers ...string) error {
-	for _, ip := range n.c.Net.IPs(peers...) {
-		if err := n.add(ctx, host, "OUTPUT", "-d", ip, "-j", "DROP"); err != nil {
-			return err
-		}
-		if err := n.add(ctx, host, "INPUT", "-s", ip, "-j", "DROP"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.both(ctx, host, peers, "-j", "DROP")
 }
 
 // Loss drops each packet between host and peers with probability p, in
 // each direction (iptables' statistic match).
 func (n *Nemesis) Loss(ctx context.Context, host string, p float64, peers ...string) error {
-	prob := strconv.FormatFloat(p, 'f', 3, 64)
+	return n.both(ctx, host, peers, "-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64), "-j", "DROP")
+}
+
+// both adds, in host's namespace, the rule rest for the packets host sends
+// to each of peers and for those it gets from them.
+func (n *Nemesis) both(ctx context.Context, host string, peers []string, rest ...string) error {
 	for _, ip := range n.c.Net.IPs(peers...) {
-		if err := n.add(ctx, host, "OUTPUT", "-d", ip, "-m", "statistic", "--mode", "random", "--probability", prob, "-j", "DROP"); err != nil {
+		if err := n.add(ctx, host, append([]string{"OUTPUT", "-d", ip}, rest...)...); err != nil {
 			return err
 		}
-		if err := n.add(ctx, host, "INPUT", "-s", ip, "-m", "statistic", "--mode", "random", "--probability", prob, "-j", "DROP"); err != nil {
+		if err := n.add(ctx, host, append([]string{"INPUT", "-s", ip}, rest...)...); err != nil {
 			return err
 		}
 	}
@@ -87,16 +84,14 @@ func (n *Nemesis) Delay(ctx context.Context, host string, d time.Duration, peers
 	n.mu.Unlock()
 	// Bound before the rule goes in (the rule bypasses the queue while
 	// nothing listens, so an early rule would only delay nothing).
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if p.Exited() {
-			return fmt.Errorf("nfqdelay on %s %w: %v\n%s", host, errExited, p.Err(), p.Tail(1000))
-		}
+	err = poll(ctx, 5*time.Second, 20*time.Millisecond, p, func() error {
 		if strings.Contains(p.Tail(4096), "bound") {
-			break
+			return nil
 		}
-		if time.Now().After(end) {
-			return fmt.Errorf("nfqdelay on %s did not bind its queue\n%s", host, p.Tail(1000))
-		}
+		return fmt.Errorf("nfqdelay on %s did not bind its queue\n%s", host, p.Tail(1000))
+	})
+	if err != nil {
+		return err
 	}
 	for _, ip := range n.c.Net.IPs(peers...) {
 		if err := n.add(ctx, host, "OUTPUT", "-d", ip, "-j", "NFQUEUE", "--queue-num", q, "--queue-bypass"); err != nil {

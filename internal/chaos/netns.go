@@ -202,14 +202,11 @@ func ipCmd(ctx context.Context, args ...string) ([]byte, error) {
 // Exec runs a command inside host's namespace and returns its combined
 // output (tc, iptables).
 func (n *Net) Exec(ctx context.Context, host, name string, args ...string) ([]byte, error) {
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Host(host).NS, name}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	out, err := ipCmd(ctx, append([]string{"netns", "exec", n.Host(host).NS, name}, args...)...)
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s on %s: %w: %s", name, strings.Join(args, " "), host, err, bytes.TrimSpace(out.Bytes()))
+		return out, fmt.Errorf("%s %s on %s: %w: %s", name, strings.Join(args, " "), host, err, bytes.TrimSpace(out))
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // DialContext dials addr from inside host's namespace: the socket is

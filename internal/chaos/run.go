@@ -65,34 +65,29 @@ func Run(ctx context.Context, o Options) (results []Result, err error) {
 		}
 		start := time.Now()
 		logf(o.Log, "scenario %s: %s", s.Name, s.Fault)
+		run := runScenario
 		if s.Global != nil {
-			res, err := runGlobal(ctx, c, s, o)
-			if err != nil {
-				return results, fmt.Errorf("scenario %s: %w", s.Name, err)
-			}
-			results = append(results, res)
-			g := res.Global
+			run = runGlobal
+		}
+		res, err := run(ctx, c, s, o)
+		if err != nil {
+			return results, fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		results = append(results, res)
+		if g := res.Global; g != nil {
 			logf(o.Log, "scenario %s: done in %v: %d global decisions over %d windows, over limit %d/%d (%d straddling), stranded %d/%d, Regions %v, regional rule max %d, %d ledger calls, credits %d, %d problems",
 				s.Name, time.Since(start).Round(time.Second), g.Decisions, g.Windows, g.Over, g.Bounds.Over, g.Ambiguous, g.Stranded, g.Bounds.Stranded,
 				g.RegionStranded, g.RegionalMax, g.LedgerCalls, g.Credits, len(res.Problems))
 			logf(o.Log, "  latency p50/p99 under the limit: global %v/%v, regional %v/%v; over it: global %v/%v, regional %v/%v",
 				g.GP50, g.GP99, g.RP50, g.RP99, g.SatGP50, g.SatGP99, g.SatRP50, g.SatRP99)
-			for _, p := range res.Problems {
-				logf(o.Log, "  problem: %s", p)
-			}
-			continue
+		} else {
+			logf(o.Log, "scenario %s: done in %v: %d decisions, %d fail-open, excess rate %d/%d quota %d/%d durable %d/%d, recovery %v, %d problems",
+				s.Name, time.Since(start).Round(time.Second), res.Decisions, res.FailOpen, res.Rate.Max, res.Rate.Bound,
+				res.Quota.Max, res.Quota.Bound, res.Durable.Max, res.Durable.Bound, res.Recovery.Round(time.Millisecond), len(res.Problems))
+			logf(o.Log, "  quota latency p50/p99: default %v/%v, durable %v/%v; gap %v",
+				res.QuotaP50.Round(10*time.Microsecond), res.QuotaP99.Round(10*time.Microsecond),
+				res.DurableP50.Round(10*time.Microsecond), res.DurableP99.Round(10*time.Microsecond), res.Gap.Round(time.Millisecond))
 		}
-		res, err := runScenario(ctx, c, s, o)
-		if err != nil {
-			return results, fmt.Errorf("scenario %s: %w", s.Name, err)
-		}
-		results = append(results, res)
-		logf(o.Log, "scenario %s: done in %v: %d decisions, %d fail-open, excess rate %d/%d quota %d/%d durable %d/%d, recovery %v, %d problems",
-			s.Name, time.Since(start).Round(time.Second), res.Decisions, res.FailOpen, res.Rate.Max, res.Rate.Bound,
-			res.Quota.Max, res.Quota.Bound, res.Durable.Max, res.Durable.Bound, res.Recovery.Round(time.Millisecond), len(res.Problems))
-		logf(o.Log, "  quota latency p50/p99: default %v/%v, durable %v/%v; gap %v",
-			res.QuotaP50.Round(10*time.Microsecond), res.QuotaP99.Round(10*time.Microsecond),
-			res.DurableP50.Round(10*time.Microsecond), res.DurableP99.Round(10*time.Microsecond), res.Gap.Round(time.Millisecond))
 		for _, p := range res.Problems {
 			logf(o.Log, "  problem: %s", p)
 		}
@@ -249,13 +244,7 @@ func streams(durable bool) []Stream {
 
 func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, error) {
 	r := &run{s: s, c: c, nem: NewNemesis(c), api: "chaos-" + s.Name}
-	defer func() {
-		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = r.nem.Heal(hctx)
-		cancel()
-		c.StopDecide()
-		c.StopRedis()
-	}()
+	defer r.end()
 	if err := c.StartRedis(ctx, s.Redis); err != nil {
 		return Result{}, fmt.Errorf("redis: %w", err)
 	}
@@ -263,52 +252,24 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 		return Result{}, fmt.Errorf("decide: %w", err)
 	}
 	specs, bodies := scenarioRules(r.api, s.Load, s.Durable)
-	for i := range bodies {
-		var created struct {
-			ID string `json:"id"`
-		}
-		if _, err := c.Admin(ctx, "d1", http.MethodPost, "/rules", bodies[i], &created); err != nil {
-			return Result{}, fmt.Errorf("create rule %s: %w", specs[i].Name, err)
-		}
-		specs[i].ID = created.ID
+	ids, err := r.createRules(ctx, "d1", bodies)
+	if err != nil {
+		return Result{}, err
 	}
-	if err := r.waitRules(ctx, specs[1].ID); err != nil {
+	for i, id := range ids {
+		specs[i].ID = id
+	}
+	if err := r.waitRules(ctx, decideHosts, "POST /search", specs[1].ID); err != nil {
 		return Result{}, err
 	}
 
-	var targets []Target
-	for _, h := range decideHosts {
-		targets = append(targets, Target{Host: h, URL: "http://" + hostAddr(c.Net.Host(h), decidePort) + "/check"})
-	}
 	st := streams(s.Durable)
 	total := 0.0
 	for _, x := range st {
 		total += x.Rate
 	}
-	hist := filepath.Join(o.Dir, s.Name+".history.jsonl")
-	lc := LoadConfig{Targets: targets, API: r.api, Streams: st, Duration: s.Load,
-		MaxOps: int64(total*s.Load.Seconds()*1.1) + 100, Timeout: 2 * time.Second, MaxInFlight: 512, Out: hist}
-	cfgPath := filepath.Join(o.Dir, s.Name+".load.json")
-	b, _ := json.Marshal(lc)
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return Result{}, err
-	}
-	load, err := c.Procs.Start("load", s.Name+"-load", []string{roleVar + "=" + roleLoad, loadConfigVar + "=" + cfgPath}, c.bins.Self)
-	if err != nil {
-		return Result{}, err
-	}
-	t0 := time.Now()
-
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var injectErr error
-	wg.Go(func() {
-		r.sleep(sctx, time.Until(t0.Add(s.At)))
-		injectErr = s.inject(sctx, r)
-	})
 	var changeSent, changeAck int64
-	wg.Go(func() {
+	ops, err := r.drive(ctx, o.Dir, decideHosts, st, int64(total*s.Load.Seconds()*1.1)+100, func(sctx context.Context, t0 time.Time) {
 		r.sleep(sctx, time.Until(t0.Add(s.At+time.Second)))
 		changed := bodies[1]
 		changed.Limit, changed.Burst = searchRate2, ptr(int64(searchRate2))
@@ -322,16 +283,9 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 			r.sleep(sctx, 250*time.Millisecond)
 		}
 	})
-
-	if err := awaitLoad(ctx, load, s.Load, func() { cancel(); wg.Wait() }, &injectErr); err != nil {
-		return Result{}, err
-	}
-	ops, err := ReadHistory(hist)
 	if err != nil {
 		return Result{}, err
 	}
-	ev, _ := json.Marshal(r.events)
-	_ = os.WriteFile(filepath.Join(o.Dir, s.Name+".events.json"), ev, 0o644)
 
 	heal := r.at("heal")
 	fault := r.at("fault")
@@ -360,48 +314,116 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	return res, nil
 }
 
-// waitRules waits until every decision host serves the scenario's rules
-// (the search rule's policy in a probe's answer).
-func (r *run) waitRules(ctx context.Context, searchID string) error {
-	for _, h := range decideHosts {
-		var last string
-		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			a, err := r.c.Check(ctx, h, CheckBody{Subject: "probe-" + h, API: r.api, Route: "POST /search"})
-			if err == nil && strings.Contains(a.Policy, searchID) {
-				break
+// end heals every fault the scenario made (then each of heal, with the
+// same budget) and stops its decision processes and Redis.
+func (r *run) end(heal ...func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_ = r.nem.Heal(ctx)
+	for _, h := range heal {
+		_ = h(ctx)
+	}
+	cancel()
+	r.c.StopDecide()
+	r.c.StopRedis()
+}
+
+// createRules creates the scenario's rules through host's admin API and
+// returns their ids, in order.
+func (r *run) createRules(ctx context.Context, host string, bodies []ruleBody) ([]string, error) {
+	ids := make([]string, len(bodies))
+	for i, b := range bodies {
+		var created struct {
+			ID string `json:"id"`
+		}
+		if _, err := r.c.Admin(ctx, host, http.MethodPost, "/rules", b, &created); err != nil {
+			return nil, fmt.Errorf("create rule %s for %s: %w", b.Route, b.Subject, err)
+		}
+		ids[i] = created.ID
+	}
+	return ids, nil
+}
+
+// waitRules waits until every one of hosts serves the scenario's rules:
+// rule id's policy in the answer to a probe of route (a probe subject of
+// its own, which no checked budget counts).
+func (r *run) waitRules(ctx context.Context, hosts []string, route, id string) error {
+	for _, h := range hosts {
+		err := poll(ctx, 20*time.Second, 100*time.Millisecond, nil, func() error {
+			a, err := r.c.Check(ctx, h, CheckBody{Subject: "probe-" + h, API: r.api, Route: route})
+			if err == nil && strings.Contains(a.Policy, id) {
+				return nil
 			}
-			last = fmt.Sprint(a, err)
-			if time.Now().After(end) {
-				return fmt.Errorf("%s does not serve the scenario's rules: %s\n%s", h, last, r.c.Decide[h].Tail(2000))
-			}
+			return fmt.Errorf("%s does not serve the scenario's rules: %v %v\n%s", h, a, err, r.c.Decide[h].Tail(2000))
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// Stop signals for the harness's executable: stop the run cleanly.
-var Stop = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
-
-// awaitLoad waits for the load client (its run plus a minute at most),
-// then stops the fault's goroutines (stop) and reports how the load and
-// the fault, *injectErr once stopped, ended.
-func awaitLoad(ctx context.Context, load *Proc, run time.Duration, stop func(), injectErr *error) error {
+// drive runs the load client on streams st sent to hosts for the
+// scenario's Load (at most maxOps requests), injects the fault at its At
+// and runs each of beside (given the load's start) alongside; all of them
+// stop when the load ends. It keeps the history and the events in dir and
+// returns the history.
+func (r *run) drive(ctx context.Context, dir string, hosts []string, st []Stream, maxOps int64, beside ...func(ctx context.Context, t0 time.Time)) ([]Op, error) {
+	var targets []Target
+	for _, h := range hosts {
+		targets = append(targets, Target{Host: h, URL: "http://" + hostAddr(r.c.Net.Host(h), decidePort) + "/check"})
+	}
+	hist := filepath.Join(dir, r.s.Name+".history.jsonl")
+	lc := LoadConfig{Targets: targets, API: r.api, Streams: st, Duration: r.s.Load,
+		MaxOps: maxOps, Timeout: 2 * time.Second, MaxInFlight: 512, Out: hist}
+	cfgPath := filepath.Join(dir, r.s.Name+".load.json")
+	b, _ := json.Marshal(lc)
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return nil, err
+	}
+	load, err := r.c.Procs.Start("load", r.s.Name+"-load", []string{roleVar + "=" + roleLoad, loadConfigVar + "=" + cfgPath}, r.c.bins.Self)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var injectErr error
+	wg.Go(func() {
+		r.sleep(sctx, time.Until(t0.Add(r.s.At)))
+		if sctx.Err() == nil {
+			injectErr = r.s.inject(sctx, r)
+		}
+	})
+	for _, f := range beside {
+		wg.Go(func() { f(sctx, t0) })
+	}
+	// The load client's run plus a minute at most; then the fault's
+	// goroutines stop, and how the load and the fault ended is reported.
+	var stopped error
 	select {
 	case <-load.Done():
-	case <-time.After(run + time.Minute):
+	case <-time.After(r.s.Load + time.Minute):
 		load.Kill()
-		stop()
-		return errors.New("the load client did not finish")
+		stopped = errors.New("the load client did not finish")
 	case <-ctx.Done():
-		stop()
-		return ctx.Err()
+		stopped = ctx.Err()
 	}
-	stop()
-	if err := *injectErr; err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("fault: %w", err)
+	cancel()
+	wg.Wait()
+	if stopped != nil {
+		return nil, stopped
+	}
+	if err := injectErr; err != nil && !errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("fault: %w", err)
 	}
 	if err := load.Err(); err != nil {
-		return fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
+		return nil, fmt.Errorf("load client: %w\n%s", err, load.Tail(2000))
 	}
-	return nil
+	ev, _ := json.Marshal(r.events)
+	_ = os.WriteFile(filepath.Join(dir, r.s.Name+".events.json"), ev, 0o644)
+	return ReadHistory(hist)
 }
+
+// Stop signals for the harness's executable: stop the run cleanly.
+var Stop = []os.Signal{syscall.SIGINT, syscall.SIGTERM}

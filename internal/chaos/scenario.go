@@ -2,7 +2,7 @@ package chaos
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"syscall"
 	"time"
 )
@@ -150,13 +150,16 @@ func kill(ctx context.Context, r *run) error {
 	r.event("fault")
 	stop := r.watchPromotion(ctx)
 	defer stop()
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); r.sleep(ctx, 50*time.Millisecond) {
+	err := poll(ctx, 30*time.Second, 50*time.Millisecond, nil, func() error {
 		if r.at("promoted") > 0 {
-			r.event("heal")
 			return nil
 		}
+		return errors.New("no replica promoted within 30 s of the kill")
+	})
+	if err == nil {
+		r.event("heal")
 	}
-	return fmt.Errorf("no replica promoted within 30 s of the kill")
+	return err
 }
 
 // split cuts the primary and d1 from the replicas, the Sentinels and the
