@@ -214,31 +214,19 @@ func (r *Reader) TopContributors(ctx context.Context, window time.Duration, n in
 	for t := start; t.Before(end); t = t.Add(step) {
 		rep.Series = append(rep.Series, stats.Point{Time: t})
 	}
-	at := func(d types.InsightRuleMetricDatapoint) (*stats.Point, int64) {
-		if d.Timestamp == nil {
-			return nil, 0
-		}
-		i := int(d.Timestamp.Sub(start) / step)
-		if i < 0 || i >= len(rep.Series) {
-			return nil, 0
-		}
-		return &rep.Series[i], int64(math.Round(aws.ToFloat64(d.Sum)))
-	}
-	for _, d := range denied.MetricDatapoints {
-		if p, v := at(d); p != nil {
-			p.Denied += v
+	add := func(ds []types.InsightRuleMetricDatapoint, field func(*stats.Point) *int64) {
+		for _, d := range ds {
+			if d.Timestamp == nil {
+				continue
+			}
+			if i := int(d.Timestamp.Sub(start) / step); i >= 0 && i < len(rep.Series) {
+				*field(&rep.Series[i]) += int64(math.Round(aws.ToFloat64(d.Sum)))
+			}
 		}
 	}
-	for _, d := range limiting.MetricDatapoints {
-		if p, v := at(d); p != nil {
-			p.ShadowDenied += v
-		}
-	}
-	for _, d := range failOpen.MetricDatapoints {
-		if p, v := at(d); p != nil {
-			p.FailOpen += v
-		}
-	}
+	add(denied.MetricDatapoints, func(p *stats.Point) *int64 { return &p.Denied })
+	add(limiting.MetricDatapoints, func(p *stats.Point) *int64 { return &p.ShadowDenied })
+	add(failOpen.MetricDatapoints, func(p *stats.Point) *int64 { return &p.FailOpen })
 	for i := range rep.Series {
 		p := &rep.Series[i]
 		p.ShadowDenied = max(0, p.ShadowDenied-p.Denied)
