@@ -239,11 +239,7 @@ func ifMatch(h http.Header, required bool) (int64, error) {
 func onlyQuery(q url.Values, names ...string) error {
 	var fs []rules.FieldError
 	for k := range q {
-		known := false
-		for _, n := range names {
-			known = known || k == n
-		}
-		if !known {
+		if !slices.Contains(names, k) {
 			fs = append(fs, httpapi.FieldError(httpapi.Truncate(k), "unknown query parameter; use "+strings.Join(names, ", ")))
 		}
 	}

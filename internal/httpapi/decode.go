@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -191,12 +192,7 @@ func (d *decoder) add(fs ...rules.FieldError) {
 // its exact name, in key order.
 func (d *decoder) object(path string, obj map[string]json.RawMessage, v reflect.Value) {
 	fields := jsonFields(v.Type())
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if len(d.problems) >= MaxFieldErrors {
 			return
 		}

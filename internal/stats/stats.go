@@ -282,16 +282,16 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 				}
 			}
 			p.Denied, p.ShadowDenied, p.FailOpen = sl.total.denied, sl.total.shadowDenied, sl.total.failOpen
-			p.Allowed = ptr(sl.total.allowed)
+			p.Allowed = new(sl.total.allowed)
 		} else {
-			p.Allowed = ptr(0)
+			p.Allowed = new(int64(0))
 		}
 		rep.Series = append(rep.Series, p)
 	}
 	s.mu.Unlock()
 
 	for key, c := range rulesSum {
-		rep.Rules = append(rep.Rules, RuleStat{Rule: key.rule, API: key.api, Allowed: ptr(c.allowed),
+		rep.Rules = append(rep.Rules, RuleStat{Rule: key.rule, API: key.api, Allowed: new(c.allowed),
 			Denied: c.denied, ShadowDenied: c.shadowDenied, FailOpen: c.failOpen})
 	}
 	SortRules(rep.Rules)
@@ -335,8 +335,6 @@ func (c *counts) add(o *counts) {
 	c.shadowDenied += o.shadowDenied
 	c.failOpen += o.failOpen
 }
-
-func ptr(v int64) *int64 { return &v }
 
 func deref(p *int64) int64 {
 	if p == nil {
