@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"testing"
@@ -21,22 +20,6 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/prommetrics"
 )
-
-// typicalHeaders are what a browser or SDK request carries beside the
-// subject's header, so the benchmarks pay for a real request's map.
-var typicalHeaders = map[string]string{
-	"Accept": "application/json", "Accept-Encoding": "gzip, deflate, br", "Accept-Language": "en-GB,en;q=0.9",
-	"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36", "X-Forwarded-For": "203.0.113.7",
-	"X-Forwarded-Proto": "https", "X-Amzn-Trace-Id": "Root=1-5e9f0c65-1de4d666d4dd26aced652b6c", "Cache-Control": "no-cache",
-}
-
-// discard is a ResponseWriter that keeps nothing, so a benchmark measures
-// the middleware, not a recorder.
-type discard struct{ h http.Header }
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discard) WriteHeader(int)             {}
 
 // latencies times each call of f and reports its p50 and p99 beside
 // Go's mean.
@@ -104,16 +87,12 @@ func BenchmarkMiddleware(b *testing.B) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	mux := http.NewServeMux()
 	mux.Handle("GET /orders/{id}", ok)
-	req := httptest.NewRequest("GET", "/orders/42", nil)
-	req.Header.Set("X-Api-Key", "bench-user")
-	for k, v := range typicalHeaders {
-		req.Header.Set(k, v)
-	}
+	req := ratelimit.BenchRequest()
 	req.RemoteAddr = "203.0.113.7:4242"
 	serve := func(h http.Handler) func() {
-		w := &discard{h: http.Header{}}
+		w := &ratelimit.Discard{H: http.Header{}}
 		return func() {
-			clear(w.h)
+			clear(w.H)
 			h.ServeHTTP(w, req)
 		}
 	}

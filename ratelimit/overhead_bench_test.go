@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"testing"
@@ -12,21 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/limiter"
 )
-
-// typicalHeaders are what a browser or SDK request carries beside the
-// subject's header, so the benchmarks pay for a real request's map.
-var typicalHeaders = map[string]string{
-	"Accept": "application/json", "Accept-Encoding": "gzip, deflate, br", "Accept-Language": "en-GB,en;q=0.9",
-	"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36", "X-Forwarded-For": "203.0.113.7",
-	"X-Forwarded-Proto": "https", "X-Amzn-Trace-Id": "Root=1-5e9f0c65-1de4d666d4dd26aced652b6c", "Cache-Control": "no-cache",
-}
-
-// nopWriter is a ResponseWriter that keeps nothing.
-type nopWriter struct{ h http.Header }
-
-func (w *nopWriter) Header() http.Header         { return w.h }
-func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *nopWriter) WriteHeader(int)             {}
 
 // BenchmarkMiddlewareOverhead measures what the net/http middleware adds
 // to the bare limiter call its decision makes: the same Limiter's
@@ -58,12 +42,8 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /orders/{id}", func(http.ResponseWriter, *http.Request) {})
 	h := l.Handler(mux, HandlerOptions{API: "shop"})
-	req := httptest.NewRequest("GET", "/orders/42", nil)
-	req.Header.Set("X-Api-Key", "bench-user")
-	for k, v := range typicalHeaders {
-		req.Header.Set(k, v)
-	}
-	w := &nopWriter{h: http.Header{}}
+	req := BenchRequest()
+	w := &Discard{H: http.Header{}}
 
 	var lim, mw []time.Duration
 	bareCall := func() {
@@ -74,7 +54,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 		lim = append(lim, time.Since(t0))
 	}
 	mwCall := func() {
-		clear(w.h)
+		clear(w.H)
 		t0 := time.Now()
 		h.ServeHTTP(w, req)
 		mw = append(mw, time.Since(t0))

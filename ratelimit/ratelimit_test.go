@@ -16,8 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/app"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -36,37 +34,14 @@ func newSetup(t testing.TB) setup {
 	t.Helper()
 	s := setup{redisURL: testenv.RedisURL(t), dbURL: pgtest.NewDatabase(t), prefix: testenv.Prefix(t, "ratelimit"), out: &testenv.Buffer{}}
 	testenv.DeleteKeys(t, testenv.Redis(t), s.prefix)
-	cfg, err := config.FromEnv(func(k string) string {
-		return map[string]string{"REDIS_URL": s.redisURL, "DATABASE_URL": s.dbURL, "REDIS_PREFIX": s.prefix}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := app.NewAdmin(context.Background(), cfg, app.AdminFull, app.Options{Out: s.out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	body, _ := json.Marshal(map[string]any{"api": "*", "route": "GET /orders/{id}", "subject": "*", "limit": 2, "period": "1m"})
-	resp := serveAdmin(adm.Service, "POST", "/rules", nil, body, "ratelimit-test")
-	if resp.Status != http.StatusCreated {
-		t.Fatalf("create rule = %d %s", resp.Status, resp.Body)
-	}
+	s.addRules(t, map[string]any{"api": "*", "route": "GET /orders/{id}", "subject": "*", "limit": 2, "period": "1m"})
 	return s
 }
 
 // limiter builds a Limiter on s that limits by key ("" the principalId).
 func (s setup) limiter(t *testing.T, key string) *ratelimit.Limiter {
 	t.Helper()
-	rl, err := ratelimit.New(context.Background(), ratelimit.Options{
-		RedisURL: s.redisURL, Prefix: s.prefix, ContextKey: key, Out: s.out,
-		Headers: "draft11,legacy",
-	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(rl.Close)
-	return rl
+	return s.limiterWith(t, ratelimit.Options{ContextKey: key, Headers: "draft11,legacy"})
 }
 
 // sample decodes one of the repository's sample events (events/).
