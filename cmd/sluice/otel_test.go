@@ -2,85 +2,25 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	collector "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	common "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// otlpReceiver is an OTLP/HTTP metrics receiver: it decodes each export's
-// protobuf and keeps the points of ratelimit.decisions from the latest,
-// as "attr=value …" → count (cumulative, so the latest holds them all).
-type otlpReceiver struct {
-	mu      sync.Mutex
-	paths   []string
-	latest  map[string]int64
-	exports int
-}
-
-func (rc *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(r.Body)
-	req := &collector.ExportMetricsServiceRequest{}
-	if err == nil {
-		err = proto.Unmarshal(b, req)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	points := map[string]int64{}
-	for _, rm := range req.ResourceMetrics {
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name != "ratelimit.decisions" {
-					continue
-				}
-				for _, p := range m.GetSum().GetDataPoints() {
-					var kvs []string
-					for _, kv := range p.Attributes {
-						var s string
-						switch v := kv.Value.GetValue().(type) {
-						case *common.AnyValue_StringValue:
-							s = v.StringValue
-						case *common.AnyValue_IntValue:
-							s = fmt.Sprint(v.IntValue)
-						case *common.AnyValue_BoolValue:
-							s = fmt.Sprint(v.BoolValue)
-						}
-						kvs = append(kvs, kv.Key+"="+s)
-					}
-					slices.Sort(kvs)
-					points[strings.Join(kvs, " ")] += p.GetAsInt()
-				}
-			}
+// latestDecisions are the points of ratelimit.decisions from the latest
+// export that has any (cumulative, so the latest holds them all), as
+// "attr=value …" → count, and how many exports had some.
+func latestDecisions(rc *testenv.OTLPReceiver) (latest map[string]int64, exports int) {
+	for _, e := range rc.Exports() {
+		if points := e.Sums("", "ratelimit.decisions"); len(points) > 0 {
+			latest, exports = points, exports+1
 		}
 	}
-	rc.mu.Lock()
-	rc.paths = append(rc.paths, r.URL.Path)
-	if len(points) > 0 {
-		rc.latest, rc.exports = points, rc.exports+1
-	}
-	rc.mu.Unlock()
-	out, _ := proto.Marshal(&collector.ExportMetricsServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(out) //nolint:errcheck // the exporter reads it
-}
-
-func (rc *otlpReceiver) points() map[string]int64 {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.latest
+	return latest, exports
 }
 
 // TestLocalOTLP: sluice local, as the CLI runs it with the standard
@@ -90,10 +30,8 @@ func (rc *otlpReceiver) points() map[string]int64 {
 // quota and window, rejected_by on the denial, and no subject anywhere.
 // Without the variables nothing is exported (TestLocal* run without).
 func TestLocalOTLP(t *testing.T) {
-	rc := &otlpReceiver{}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
-	p := startLocal(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_METRIC_EXPORT_INTERVAL=100"})
+	rc := testenv.NewOTLPReceiver(t)
+	p := startLocal(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.URL, "OTEL_METRIC_EXPORT_INTERVAL=100"})
 
 	var rule string
 	for i := range 4 {
@@ -121,13 +59,12 @@ func TestLocalOTLP(t *testing.T) {
 	var got map[string]int64
 	defer func() {
 		if t.Failed() {
-			rc.mu.Lock()
-			t.Logf("exports to %v; latest decisions: %v", rc.paths, rc.latest)
-			rc.mu.Unlock()
+			latest, _ := latestDecisions(rc)
+			t.Logf("%d exports; latest decisions: %v", len(rc.Exports()), latest)
 		}
 	}()
 	testenv.Await(t, 20*time.Second, 50*time.Millisecond, "the decisions exported over OTLP", func() bool {
-		got = rc.points()
+		got, _ = latestDecisions(rc)
 		for k, n := range want {
 			if got[k] != n {
 				return false
@@ -140,14 +77,13 @@ func TestLocalOTLP(t *testing.T) {
 			t.Errorf("an exported attribute holds the subject: %s", k)
 		}
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	for _, path := range rc.paths {
-		if path != "/v1/metrics" {
-			t.Errorf("export to %s, want /v1/metrics", path)
+	for _, e := range rc.Exports() {
+		if e.Path != "/v1/metrics" {
+			t.Errorf("export to %s, want /v1/metrics", e.Path)
 		}
 	}
-	t.Logf("%d exports with decisions; latest: %v", rc.exports, got)
+	_, n := latestDecisions(rc)
+	t.Logf("%d exports with decisions; latest: %v", n, got)
 }
 
 // sorted is the attributes attrs ("k=v …") in the receiver's order.

@@ -3,9 +3,6 @@ package otelmetrics_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +15,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	collector "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	common "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/otelmetrics"
 	"github.com/sluicehq/sluice/ratelimit/prommetrics"
@@ -179,28 +174,8 @@ func TestBounded(t *testing.T) {
 // standard OTEL_* variables alone, to a receiver that decodes the real
 // protobuf request.
 func TestOTLPHTTP(t *testing.T) {
-	type export struct {
-		path, contentType string
-		req               *collector.ExportMetricsServiceRequest
-	}
-	got := make(chan export, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		req := &collector.ExportMetricsServiceRequest{}
-		if err == nil {
-			err = proto.Unmarshal(b, req)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		got <- export{r.URL.Path, r.Header.Get("Content-Type"), req}
-		out, _ := proto.Marshal(&collector.ExportMetricsServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(out) //nolint:errcheck // the exporter reads it
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	rc := testenv.NewOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rc.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	ctx := context.Background()
 	exp, err := otlpmetrichttp.New(ctx)
@@ -218,40 +193,15 @@ func TestOTLPHTTP(t *testing.T) {
 	if err := mp.Shutdown(ctx); err != nil { // flushes
 		t.Fatal(err)
 	}
-	e := <-got
-	if e.path != "/v1/metrics" || e.contentType != "application/x-protobuf" {
-		t.Errorf("export to %s as %s, want /v1/metrics as application/x-protobuf", e.path, e.contentType)
+	exports := rc.Exports() // the flush waited for the receiver's answer
+	if len(exports) == 0 {
+		t.Fatal("no export reached the receiver")
 	}
-	counts := map[string]int64{}
-	for _, rm := range e.req.ResourceMetrics {
-		for _, sm := range rm.ScopeMetrics {
-			if sm.Scope.Name != otelmetrics.ScopeName {
-				continue
-			}
-			for _, mt := range sm.Metrics {
-				if mt.Name != "ratelimit.decisions" {
-					continue
-				}
-				for _, p := range mt.GetSum().DataPoints {
-					var kvs []string
-					for _, kv := range p.Attributes {
-						var s string
-						switch v := kv.Value.GetValue().(type) {
-						case *common.AnyValue_StringValue:
-							s = v.StringValue
-						case *common.AnyValue_IntValue:
-							s = fmt.Sprint(v.IntValue)
-						case *common.AnyValue_BoolValue:
-							s = fmt.Sprint(v.BoolValue)
-						}
-						kvs = append(kvs, kv.Key+"="+s)
-					}
-					slices.Sort(kvs)
-					counts[strings.Join(kvs, " ")] += p.GetAsInt()
-				}
-			}
-		}
+	e := exports[0]
+	if e.Path != "/v1/metrics" || e.ContentType != "application/x-protobuf" {
+		t.Errorf("export to %s as %s, want /v1/metrics as application/x-protobuf", e.Path, e.ContentType)
 	}
+	counts := e.Sums(otelmetrics.ScopeName, "ratelimit.decisions")
 	if diff := cmp.Diff(wantCounts, counts); diff != "" {
 		t.Errorf("ratelimit.decisions as received (-want +got):\n%s", diff)
 	}
