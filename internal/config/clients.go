@@ -151,27 +151,19 @@ type secretGetter interface {
 	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-// newSecrets returns a Secrets Manager client from the default AWS
-// configuration, which honours AWS_REGION and AWS_ENDPOINT_URL (LocalStack,
-// tests).
-func newSecrets(ctx context.Context) (secretGetter, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	return secretsmanager.NewFromConfig(cfg), nil
-}
-
-// secretsIfNeeded builds a Secrets Manager client only when arn is set, so
-// local runs need no AWS configuration at all.
-func secretsIfNeeded(ctx context.Context, arn string) (secretGetter, error) {
-	if arn == "" {
-		return nil, nil
-	}
-	return newSecrets(ctx)
-}
-
+// getSecret reads the secret arn names through sm, or, when sm is nil (a
+// main; tests pass a fake), through a Secrets Manager client from the
+// default AWS configuration, which honours AWS_REGION and
+// AWS_ENDPOINT_URL (LocalStack, tests): a run that names no secret needs
+// no AWS configuration at all.
 func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error) {
+	if sm == nil {
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return "", fmt.Errorf("load AWS configuration: %w", err)
+		}
+		sm = secretsmanager.NewFromConfig(cfg)
+	}
 	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
 	if err != nil {
 		return "", fmt.Errorf("read secret %s: %w", arn, err)
@@ -182,50 +174,56 @@ func getSecret(ctx context.Context, sm secretGetter, arn string) (Secret, error)
 	return Secret(*out.SecretString), nil
 }
 
+// A secretSetting is a secret given as its value (the variable Var) or as
+// the ARN of a Secrets Manager secret holding it (Var_SECRET_ARN), not
+// both, and the check either must pass.
+type secretSetting struct {
+	Var   string // such as "EDGE_KEY"
+	what  string // its name in errors, such as "edge key"
+	check func(string) error
+}
+
+// The secret settings.
+var (
+	subjectKeySetting   = secretSetting{"SUBJECT_HMAC_KEY", "subject hash key", atLeast(MinSubjectHMACKey)}
+	edgeKeySetting      = secretSetting{"EDGE_KEY", "edge key", atLeast(MinSubjectHMACKey)}
+	originVerifySetting = secretSetting{"ORIGIN_VERIFY", "origin verify", CheckOriginVerify}
+	rulesSigningSetting = secretSetting{"RULES_SIGNING_KEY", "rules signing key", atLeast(MinRulesSigningKey)}
+)
+
+// read returns the value v (FromEnv checked it), or else the secret arn
+// names, read through sm (getSecret) and refused unless it passes the
+// check; nil when neither is set. Its errors never quote the secret.
+func (ss secretSetting) read(ctx context.Context, sm secretGetter, v Secret, arn string) ([]byte, error) {
+	if v != "" {
+		return []byte(v), nil
+	}
+	if arn == "" {
+		return nil, nil
+	}
+	s, err := getSecret(ctx, sm, arn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ss.what, err)
+	}
+	if err := ss.check(string(s)); err != nil {
+		return nil, fmt.Errorf("%s: secret %s: %w", ss.what, arn, err)
+	}
+	return []byte(s), nil
+}
+
 // SubjectKey returns the key of the subject hash: SubjectHMACKey, or the
 // secret SubjectHMACKeySecretARN names (read once, at init); nil when
 // neither is set.
 func SubjectKey(ctx context.Context, cfg Config) ([]byte, error) {
-	if cfg.SubjectHMACKey != "" {
-		return []byte(cfg.SubjectHMACKey), nil
-	}
-	sm, err := secretsIfNeeded(ctx, cfg.SubjectHMACKeySecretARN)
-	if err != nil || sm == nil {
-		return nil, err
-	}
-	return subjectKey(ctx, sm, cfg.SubjectHMACKeySecretARN)
-}
-
-func subjectKey(ctx context.Context, sm secretGetter, arn string) ([]byte, error) {
-	s, err := getSecret(ctx, sm, arn)
-	if err != nil {
-		return nil, fmt.Errorf("subject hash key: %w", err)
-	}
-	if len(s) < MinSubjectHMACKey {
-		return nil, fmt.Errorf("subject hash key: secret %s holds %d bytes, want at least %d", arn, len(s), MinSubjectHMACKey)
-	}
-	return []byte(s), nil
+	return subjectKeySetting.read(ctx, nil, cfg.SubjectHMACKey, cfg.SubjectHMACKeySecretARN)
 }
 
 // EdgeKey returns the key the CDN edge hashes subjects with: EdgeKey, or
 // the secret EdgeKeySecretARN names (read once, at init); "" when
 // neither is set (no edge tier).
 func EdgeKey(ctx context.Context, cfg Config) (string, error) {
-	if cfg.EdgeKey != "" {
-		return string(cfg.EdgeKey), nil
-	}
-	sm, err := secretsIfNeeded(ctx, cfg.EdgeKeySecretARN)
-	if err != nil || sm == nil {
-		return "", err
-	}
-	s, err := getSecret(ctx, sm, cfg.EdgeKeySecretARN)
-	if err != nil {
-		return "", fmt.Errorf("edge key: %w", err)
-	}
-	if len(s) < MinSubjectHMACKey {
-		return "", fmt.Errorf("edge key: secret %s holds %d bytes, want at least %d", cfg.EdgeKeySecretARN, len(s), MinSubjectHMACKey)
-	}
-	return string(s), nil
+	k, err := edgeKeySetting.read(ctx, nil, cfg.EdgeKey, cfg.EdgeKeySecretARN)
+	return string(k), err
 }
 
 // OriginVerify returns the value the edge's distribution sends in
@@ -233,25 +231,15 @@ func EdgeKey(ctx context.Context, cfg Config) (string, error) {
 // secret OriginVerifySecretARN names (read once, at init); "" when
 // neither is set (no check).
 func OriginVerify(ctx context.Context, cfg Config) (string, error) {
-	if cfg.OriginVerify != "" {
-		return string(cfg.OriginVerify), nil
-	}
-	sm, err := secretsIfNeeded(ctx, cfg.OriginVerifySecretARN)
-	if err != nil || sm == nil {
-		return "", err
-	}
-	return originVerify(ctx, sm, cfg.OriginVerifySecretARN)
+	v, err := originVerifySetting.read(ctx, nil, cfg.OriginVerify, cfg.OriginVerifySecretARN)
+	return string(v), err
 }
 
-func originVerify(ctx context.Context, sm secretGetter, arn string) (string, error) {
-	s, err := getSecret(ctx, sm, arn)
-	if err != nil {
-		return "", fmt.Errorf("origin verify: %w", err)
-	}
-	if err := CheckOriginVerify(string(s)); err != nil {
-		return "", fmt.Errorf("origin verify: secret %s: %w", arn, err)
-	}
-	return string(s), nil
+// RulesSigningSecret returns the secret the rule writers' signing key is
+// derived from: RulesSigningKey, or the secret RulesSigningKeySecretARN
+// names (read once, at init); nil when neither is set.
+func RulesSigningSecret(ctx context.Context, cfg Config) ([]byte, error) {
+	return rulesSigningSetting.read(ctx, nil, cfg.RulesSigningKey, cfg.RulesSigningKeySecretARN)
 }
 
 // CheckOriginVerify says what is wrong with v as an origin-verify value:
@@ -267,31 +255,6 @@ func CheckOriginVerify(v string) error {
 		}
 	}
 	return nil
-}
-
-// RulesSigningSecret returns the secret the rule writers' signing key is
-// derived from: RulesSigningKey, or the secret RulesSigningKeySecretARN
-// names (read once, at init); nil when neither is set.
-func RulesSigningSecret(ctx context.Context, cfg Config) ([]byte, error) {
-	if cfg.RulesSigningKey != "" {
-		return []byte(cfg.RulesSigningKey), nil
-	}
-	sm, err := secretsIfNeeded(ctx, cfg.RulesSigningKeySecretARN)
-	if err != nil || sm == nil {
-		return nil, err
-	}
-	return rulesSigningSecret(ctx, sm, cfg.RulesSigningKeySecretARN)
-}
-
-func rulesSigningSecret(ctx context.Context, sm secretGetter, arn string) ([]byte, error) {
-	s, err := getSecret(ctx, sm, arn)
-	if err != nil {
-		return nil, fmt.Errorf("rules signing key: %w", err)
-	}
-	if len(s) < MinRulesSigningKey {
-		return nil, fmt.Errorf("rules signing key: secret %s holds %d bytes, want at least %d", arn, len(s), MinRulesSigningKey)
-	}
-	return []byte(s), nil
 }
 
 // lambdaInvoker is the one Lambda call the upstream authorizer needs.
@@ -358,11 +321,7 @@ func (u *upstreamInvoker) Invoke(ctx context.Context, event []byte) ([]byte, err
 // RedisAuthSecretARN is set; rediss:// URLs use TLS.
 func Redis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 	redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
-	sm, err := secretsIfNeeded(ctx, cfg.RedisAuthSecretARN)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	return newRedis(ctx, cfg, sm)
+	return newRedis(ctx, cfg, nil)
 }
 
 func newRedis(ctx context.Context, cfg Config, sm secretGetter) (redis.UniversalClient, error) {
@@ -519,11 +478,10 @@ type Credentials struct {
 // the secret DBReaderSecretARN names (JSON "username", "password", as an
 // RDS secret); nil when it is not set.
 func ReaderCredentials(ctx context.Context, cfg Config) (*Credentials, error) {
-	sm, err := secretsIfNeeded(ctx, cfg.DBReaderSecretARN)
-	if err != nil || sm == nil {
-		return nil, err
+	if cfg.DBReaderSecretARN == "" {
+		return nil, nil
 	}
-	return readerCredentials(ctx, sm, cfg.DBReaderSecretARN)
+	return readerCredentials(ctx, nil, cfg.DBReaderSecretARN)
 }
 
 func readerCredentials(ctx context.Context, sm secretGetter, arn string) (*Credentials, error) {
@@ -551,11 +509,7 @@ func readerCredentials(ctx context.Context, sm secretGetter, arn string) (*Crede
 // connection when it is released, so none stays open while Lambda
 // freezes the process.
 func Postgres(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
-	sm, err := secretsIfNeeded(ctx, cfg.DBSecretARN)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	pc, err := postgresConfig(ctx, cfg, sm)
+	pc, err := postgresConfig(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}

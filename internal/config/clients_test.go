@@ -271,67 +271,55 @@ func TestClientsAgainstServers(t *testing.T) {
 	})
 }
 
-func TestSubjectKey(t *testing.T) {
+// TestSecretSettings: each secret given as its value or as a secret's ARN
+// is read from either, refused from the secret when its check fails
+// without quoting it, and nil when neither is set.
+func TestSecretSettings(t *testing.T) {
 	t.Parallel()
 	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:key"
-	sm := fakeSecrets{arn: "0123456789abcdef0123456789abcdef"}
-	got, err := subjectKey(t.Context(), sm, arn)
-	if err != nil || string(got) != sm[arn] {
-		t.Errorf("subjectKey(arn) = %q, %v; want the secret", got, err)
-	}
-	if _, err := subjectKey(t.Context(), fakeSecrets{arn: "short"}, arn); err == nil {
-		t.Error("subjectKey(5-byte secret) = nil error, want too short")
-	}
-	if _, err := subjectKey(t.Context(), fakeSecrets{}, arn); err == nil {
-		t.Error("subjectKey(missing secret) = nil error")
-	}
-	key, err := SubjectKey(t.Context(), Config{SubjectHMACKey: "from-the-environment"})
-	if err != nil || string(key) != "from-the-environment" {
-		t.Errorf("SubjectKey(SUBJECT_HMAC_KEY) = %q, %v", key, err)
-	}
-	if key, err := SubjectKey(t.Context(), Config{}); key != nil || err != nil {
-		t.Errorf("SubjectKey(unset) = %q, %v; want nil, nil", key, err)
-	}
-}
-
-func TestOriginVerify(t *testing.T) {
-	t.Parallel()
-	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:origin"
-	sm := fakeSecrets{arn: "Zm9vYmFyYmF6cXV4cXV1eA"}
-	if got, err := originVerify(t.Context(), sm, arn); err != nil || got != sm[arn] {
-		t.Errorf("originVerify(arn) = %q, %v; want the secret", got, err)
-	}
-	for _, bad := range []string{"short", "0123456789abcdef 0", "0123456789abcdef,0", "0123456789abcdéf", strings.Repeat("x", 129)} {
-		_, err := originVerify(t.Context(), fakeSecrets{arn: bad}, arn)
-		if err == nil {
-			t.Errorf("originVerify(secret %q) = nil error, want refused", bad)
-		} else if len(bad) > 4 && strings.Contains(err.Error(), bad) {
-			t.Errorf("originVerify(secret %q) error %q names the secret's value", bad, err)
+	str := func(b []byte, err error) (string, error) { return string(b), err }
+	for _, tc := range []struct {
+		ss        secretSetting
+		good      string
+		bad       []string
+		fromValue func(Config) (string, error) // the exported reader
+		set       func(*Config, Secret)
+	}{
+		{subjectKeySetting, "0123456789abcdef0123456789abcdef", []string{"hunter2", "0123456789abcde"},
+			func(c Config) (string, error) { return str(SubjectKey(t.Context(), c)) }, func(c *Config, v Secret) { c.SubjectHMACKey = v }},
+		{edgeKeySetting, "0123456789abcdef", []string{"hunter2"},
+			func(c Config) (string, error) { return EdgeKey(t.Context(), c) }, func(c *Config, v Secret) { c.EdgeKey = v }},
+		{originVerifySetting, "Zm9vYmFyYmF6cXV4cXV1eA", []string{"short", "0123456789abcdef 0", "0123456789abcdef,0", "0123456789abcdéf", strings.Repeat("x", 129)},
+			func(c Config) (string, error) { return OriginVerify(t.Context(), c) }, func(c *Config, v Secret) { c.OriginVerify = v }},
+		{rulesSigningSetting, strings.Repeat("r", MinRulesSigningKey), []string{strings.Repeat("r", MinRulesSigningKey-1)},
+			func(c Config) (string, error) { return str(RulesSigningSecret(t.Context(), c)) }, func(c *Config, v Secret) { c.RulesSigningKey = v }},
+	} {
+		got, err := str(tc.ss.read(t.Context(), fakeSecrets{arn: tc.good}, "", arn))
+		if err != nil || got != tc.good {
+			t.Errorf("%s from a secret = %q, %v; want the secret", tc.ss.Var, got, err)
 		}
-	}
-	if _, err := originVerify(t.Context(), fakeSecrets{}, arn); err == nil {
-		t.Error("originVerify(missing secret) = nil error")
-	}
-	if v, err := OriginVerify(t.Context(), Config{OriginVerify: "from-the-environment"}); err != nil || v != "from-the-environment" {
-		t.Errorf("OriginVerify(ORIGIN_VERIFY) = %q, %v", v, err)
-	}
-	if v, err := OriginVerify(t.Context(), Config{}); v != "" || err != nil {
-		t.Errorf("OriginVerify(unset) = %q, %v; want \"\", nil", v, err)
-	}
-}
-
-func TestRulesSigningSecret(t *testing.T) {
-	t.Parallel()
-	const arn = "arn:aws:secretsmanager:eu-west-1:1:secret:rules"
-	sm := fakeSecrets{arn: strings.Repeat("r", MinRulesSigningKey)}
-	if got, err := rulesSigningSecret(t.Context(), sm, arn); err != nil || string(got) != sm[arn] {
-		t.Errorf("rulesSigningSecret(arn) = %q, %v; want the secret", got, err)
-	}
-	if _, err := rulesSigningSecret(t.Context(), fakeSecrets{arn: strings.Repeat("r", MinRulesSigningKey-1)}, arn); err == nil {
-		t.Error("rulesSigningSecret(31-byte secret) = nil error, want too short")
-	}
-	if key, err := RulesSigningSecret(t.Context(), Config{}); key != nil || err != nil {
-		t.Errorf("RulesSigningSecret(unset) = %q, %v; want nil, nil", key, err)
+		for _, bad := range tc.bad {
+			_, err := tc.ss.read(t.Context(), fakeSecrets{arn: bad}, "", arn)
+			if err == nil {
+				t.Errorf("%s from secret %q = nil error, want refused", tc.ss.Var, bad)
+			} else if len(bad) > 4 && strings.Contains(err.Error(), bad) {
+				t.Errorf("%s from secret %q: error %q names the secret's value", tc.ss.Var, bad, err)
+			}
+		}
+		if _, err := tc.ss.read(t.Context(), fakeSecrets{}, "", arn); err == nil {
+			t.Errorf("%s from a missing secret = nil error", tc.ss.Var)
+		}
+		var c Config
+		tc.set(&c, "from-the-environment")
+		if v, err := tc.fromValue(c); err != nil || v != "from-the-environment" {
+			t.Errorf("%s from the environment = %q, %v", tc.ss.Var, v, err)
+		}
+		if v, err := tc.ss.read(t.Context(), nil, "", ""); v != nil || err != nil {
+			t.Errorf("%s unset = %q, %v; want nil, nil", tc.ss.Var, v, err)
+		}
+		if v, err := tc.fromValue(Config{}); v != "" || err != nil {
+			t.Errorf("%s unset = %q, %v; want \"\", nil", tc.ss.Var, v, err)
+		}
 	}
 	cfg, err := FromEnv(env(map[string]string{"RULES_PUBLIC_KEY": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}))
 	if err != nil || len(cfg.RulesPublicKey) != 32 || cfg.RulesPublicKey[0] != 0xd7 {

@@ -564,13 +564,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
 		}
 	}
-	// secret reads a secret given as its value (name) or as the ARN of a
-	// Secrets Manager secret holding it (name_SECRET_ARN), not both; check
-	// says what is wrong with a value given as such.
-	secret := func(name string, check func(string) error) (Secret, string) {
+	// secret reads a secret setting: its value, checked, or its ARN.
+	secret := func(ss secretSetting) (Secret, string) {
+		name := ss.Var
 		v, arn := get(name), get(name+"_SECRET_ARN")
 		if v != "" {
-			if err := check(v); err != nil {
+			if err := ss.check(v); err != nil {
 				fail(name, "%v", err)
 			}
 		}
@@ -582,14 +581,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		return Secret(v), arn
 	}
-	c.SubjectHMACKey, c.SubjectHMACKeySecretARN = secret("SUBJECT_HMAC_KEY", atLeast(MinSubjectHMACKey))
-	c.EdgeKey, c.EdgeKeySecretARN = secret("EDGE_KEY", atLeast(MinSubjectHMACKey))
+	c.SubjectHMACKey, c.SubjectHMACKeySecretARN = secret(subjectKeySetting)
+	c.EdgeKey, c.EdgeKeySecretARN = secret(edgeKeySetting)
 	c.EdgeStoreARN = get("EDGE_STORE_ARN")
 	if v := c.EdgeStoreARN; v != "" && !strings.HasPrefix(v, "arn:aws:cloudfront::") {
 		fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
 	}
-	c.OriginVerify, c.OriginVerifySecretARN = secret("ORIGIN_VERIFY", CheckOriginVerify)
-	c.RulesSigningKey, c.RulesSigningKeySecretARN = secret("RULES_SIGNING_KEY", atLeast(MinRulesSigningKey))
+	c.OriginVerify, c.OriginVerifySecretARN = secret(originVerifySetting)
+	c.RulesSigningKey, c.RulesSigningKeySecretARN = secret(rulesSigningSetting)
 	if v := get("RULES_PUBLIC_KEY"); v != "" {
 		k, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(k) != ed25519.PublicKeySize {
