@@ -292,10 +292,9 @@ func (a *Authorizer) SubjectHash(subject string) string { return a.lim.SubjectHa
 // observer of its own (the middleware's HandlerOptions.Observer, sluice
 // local's Prometheus metrics) decides through it.
 func (a *Authorizer) WithObserver(fn Observe) *Authorizer {
-	c := &Authorizer{snaps: a.snaps, lim: a.lim, sources: a.sources, jwt: a.jwt, dims: a.dims, claims: a.claims, now: a.now, denied: a.denied}
-	c.rec = a.rec
+	c := *a
 	c.rec.observe = fn
-	return c
+	return &c
 }
 
 // Decide finds r's subject and rules and charges the subject's buckets: the

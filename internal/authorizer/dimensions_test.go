@@ -26,12 +26,8 @@ func TestDecideDimensions(t *testing.T) {
 	floor := rule("floor", "api", "*", "*", 3, time.Minute)
 	floor.Dimension = "ip"
 	perKey := rule("key", "api", "*", "*", 2, time.Minute)
-	c := testenv.Redis(t)
-	prefix := testenv.Prefix(t, "dims")
-	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
-	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{floor, perKey}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims})
+	s := newStack(t, stackOpts{rules: []rules.Rule{floor, perKey}, core: authorizer.Options{Dimensions: dims}})
+	a := s.a
 	ctx := context.Background()
 	decide := func(key, ip string) authorizer.Result {
 		t.Helper()
@@ -64,7 +60,7 @@ func TestDecideDimensions(t *testing.T) {
 	// random-x, k) and one per IP that was charged (.1 to .4); the keys the
 	// floor denied and the floor of .5 (denied by the key, all or nothing)
 	// were never written.
-	if keys := testenv.Keys(ctx, t, c, prefix); len(keys) != 9 {
+	if keys := testenv.Keys(ctx, t, s.rdb, s.prefix); len(keys) != 9 {
 		t.Errorf("%d Redis keys, want 9 (5 keys, 4 IPs): %v", len(keys), keys)
 	}
 }
@@ -85,12 +81,8 @@ func TestDecideDimensionQuotaBehindUpstream(t *testing.T) {
 	budget := rule("budget", "api", "*", "*", 3, 0)
 	budget.Dimension, budget.Kind, budget.Period = "tenant", rules.Quota, rules.Period(rules.Day)
 	perUser := rule("user", "api", "*", "*", 100, time.Minute)
-	c := testenv.Redis(t)
-	prefix := testenv.Prefix(t, "dimq")
-	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
-	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second, DenyCacheSize: -1})
-	snap := rules.NewSnapshot([]rules.Rule{floor, budget, perUser}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourcePrincipal}}, Dimensions: dims})
+	a := newStack(t, stackOpts{rules: []rules.Rule{floor, budget, perUser}, sources: []identity.Source{{Kind: identity.SourcePrincipal}},
+		lim: limiter.Options{DenyCacheSize: -1}, core: authorizer.Options{Dimensions: dims}}).a
 	ctx := context.Background()
 	decide := func(user, tenant, ip string) authorizer.Result {
 		t.Helper()

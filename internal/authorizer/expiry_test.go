@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestDecideExpiry: an override that expires stops applying at decision
@@ -26,12 +24,7 @@ func TestDecideExpiry(t *testing.T) {
 	everyone := rule("everyone", "api", "*", "*", 1, time.Hour)
 	override := rule("override", "api", "*", "customer-x", 100, time.Hour)
 	override.ExpiresAt = &friday
-	c := testenv.Redis(t)
-	prefix := testenv.Prefix(t, "expiry")
-	t.Cleanup(func() { testenv.DeleteKeys(t, c, prefix) })
-	lim := limiter.New(c, limiter.Options{Prefix: prefix, Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{everyone, override}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Now: now})
+	a := newStack(t, stackOpts{rules: []rules.Rule{everyone, override}, core: authorizer.Options{Now: now}}).a
 	decide := func() authorizer.Result {
 		t.Helper()
 		res, err := a.Decide(context.Background(), &authorizer.Request{API: "api", Method: "GET", Resource: "/",

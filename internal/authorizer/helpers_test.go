@@ -21,8 +21,10 @@ func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 
 // stack is an Authorizer over real Redis and a fixed rule set.
 type stack struct {
-	a   *authorizer.Authorizer
-	lim *limiter.Limiter
+	a      *authorizer.Authorizer
+	lim    *limiter.Limiter
+	rdb    *redis.Client
+	prefix string // of its keys
 }
 
 type stackOpts struct {
@@ -31,8 +33,11 @@ type stackOpts struct {
 	sources []identity.Source
 	redis   string // default: the test Redis
 	lim     limiter.Options
+	core    authorizer.Options // Sources is sources
 }
 
+// newStack builds a stack on its own key prefix, whose keys in the test
+// Redis are deleted when the test ends.
 func newStack(tb testing.TB, o stackOpts) stack {
 	tb.Helper()
 	url := o.redis
@@ -46,12 +51,16 @@ func newStack(tb testing.TB, o stackOpts) stack {
 		o.lim.Timeout = time.Second
 	}
 	rdb := testenv.Client(tb, url, func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 4 })
+	if o.redis == "" {
+		tb.Cleanup(func() { testenv.DeleteKeys(tb, rdb, o.lim.Prefix) })
+	}
 	lim := limiter.New(rdb, o.lim)
 	snap := rules.NewSnapshot(o.rules, nil, rules.SnapshotOptions{Default: o.def})
 	if sk := snap.Skipped(); len(sk) > 0 {
 		tb.Fatalf("rules skipped: %+v", sk)
 	}
-	return stack{a: authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: o.sources}), lim: lim}
+	o.core.Sources = o.sources
+	return stack{a: authorizer.New(snaps{snap}, lim, o.core), lim: lim, rdb: rdb, prefix: o.lim.Prefix}
 }
 
 // rule returns an enabled inline rule.
