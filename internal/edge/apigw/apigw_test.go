@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,12 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-type snaps struct{ s *rules.Snapshot }
-
-func (s snaps) Snapshot(context.Context) *rules.Snapshot { return s.s }
 
 // fixture is the adapters over real Redis with two rules on API a1b2c3: 100
 // a minute API-wide, 2 a minute on GET /orders/{id}.
@@ -55,16 +49,13 @@ func newFixture(t *testing.T) fixture {
 // sources).
 func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 	t.Helper()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
-	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, lim: lim}
+	f := fixture{logs: &bytes.Buffer{}, emf: &bytes.Buffer{}, lim: redisLimiter(t, "apigw")}
 	f.m = metrics.New(metrics.Options{W: f.emf, Function: "test", Interval: time.Hour})
 	f.stats = newStats()
-	ao.Logger, ao.Metrics, ao.Stats = slog.New(slog.NewJSONHandler(f.logs, nil)), f.m, f.stats
-	a := authorizer.New(snaps{snap}, lim, ao)
+	ao.Logger, ao.Metrics, ao.Stats = jsonLog(f.logs), f.m, f.stats
+	a := decision(f.lim, ao,
+		rules.Rule{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
+		rules.Rule{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)})
 	f.a = a
 	o := apigw.Options{Logger: ao.Logger, Metrics: f.m}
 	f.auth = apigw.NewHandler(a, o)
@@ -132,16 +123,12 @@ func TestREST(t *testing.T) {
 	// The metrics saw two allows, a deny and an unauthorized.
 	f.m.Flush()
 	var outcomes []string
-	for line := range strings.SplitSeq(strings.TrimSpace(f.emf.String()), "\n") {
-		var v struct {
-			Outcome   string
-			Decisions int
-		}
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("EMF line %q: %v", line, err)
-		}
-		if v.Outcome != "" {
-			outcomes = append(outcomes, v.Outcome+"="+strings.Repeat("i", v.Decisions))
+	for _, l := range emfLines[struct {
+		Outcome   string
+		Decisions int
+	}](t, f.emf) {
+		if l.v.Outcome != "" {
+			outcomes = append(outcomes, l.v.Outcome+"="+strings.Repeat("i", l.v.Decisions))
 		}
 	}
 	if diff := cmp.Diff([]string{"allow=ii", "deny=i", "unauthorized=i"}, outcomes); diff != "" {
@@ -495,12 +482,8 @@ func TestMetricsLatencySample(t *testing.T) {
 	}
 	m.Flush()
 	var lat []float64
-	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
-		var v struct{ RedisLatency []float64 }
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("EMF line %q: %v", line, err)
-		}
-		lat = append(lat, v.RedisLatency...)
+	for _, l := range emfLines[struct{ RedisLatency []float64 }](t, &buf) {
+		lat = append(lat, l.v.RedisLatency...)
 	}
 	if len(lat) != 100 {
 		t.Fatalf("RedisLatency has %d values, want 100", len(lat))
@@ -538,11 +521,8 @@ func TestMetricsEMF(t *testing.T) {
 	m.Record(metrics.Outcome{Allowed: false, Cached: true})
 	m.Flush()
 	var got []string
-	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("EMF line %q: %v", line, err)
-		}
+	for _, l := range emfLines[map[string]any](t, &buf) {
+		line, v := l.text, l.v
 		var meta struct {
 			CloudWatchMetrics []struct {
 				Namespace  string

@@ -3,7 +3,6 @@ package apigw_test
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -29,26 +27,20 @@ func TestInvokeDenialAttribution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-attr"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "per-key", API: "*", Route: "*", Subject: "*", Limit: new(int64(3)), Period: rules.Period(time.Minute)},
-		{ID: "ip-floor", API: "*", Route: "*", Subject: "*", Limit: new(int64(5)), Period: rules.Period(time.Minute), Dimension: "ip"},
-	}, nil, rules.SnapshotOptions{})
+	floor := everywhere("ip-floor", 5, time.Minute)
+	floor.Dimension = "ip"
 	var logs bytes.Buffer
 	st := newStats()
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Dimensions: dims, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	a := decision(redisLimiter(t, "apigw-attr"), authorizer.Options{Dimensions: dims, Logger: jsonLog(&logs), Stats: st},
+		everywhere("per-key", 3, time.Minute), floor)
 	h := apigw.NewHandler(a, apigw.Options{})
 
 	event := func(key, ip string) []byte {
-		var ev map[string]any
-		if err := json.Unmarshal(restSample(t), &ev); err != nil {
-			t.Fatal(err)
-		}
-		ev["headers"].(map[string]any)["X-Api-Key"] = key
-		ev["multiValueHeaders"].(map[string]any)["X-Api-Key"] = []string{key}
-		ev["requestContext"].(map[string]any)["identity"].(map[string]any)["sourceIp"] = ip
-		b, _ := json.Marshal(ev)
-		return b
+		return edited(t, restSample(t), func(ev map[string]any) {
+			ev["headers"].(map[string]any)["X-Api-Key"] = key
+			ev["multiValueHeaders"].(map[string]any)["X-Api-Key"] = []string{key}
+			ev["requestContext"].(map[string]any)["identity"].(map[string]any)["sourceIp"] = ip
+		})
 	}
 	const flooder, keyIP, key = "198.51.100.66", "198.51.100.7", "key-over-its-limit"
 	var allowed, denied int

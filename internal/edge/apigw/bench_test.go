@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -41,7 +40,7 @@ func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects in
 		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
 		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
 	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: metrics.New(metrics.Options{W: io.Discard})})
+	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: jsonLog(io.Discard), Metrics: metrics.New(metrics.Options{W: io.Discard})})
 	s := &benchStack{
 		h:   apigw.NewHandler(a, apigw.Options{}),
 		lim: lim,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/metrics"
-	"github.com/sluicehq/sluice/internal/rules"
 )
 
 // TestMetricsFailClosed: with Redis down, a request on a failure_mode
@@ -23,12 +21,7 @@ import (
 // runtime calls). Without the count, the outage shows only as 429s.
 func TestMetricsFailClosed(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(downRedis(t), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-		{ID: "r-order", API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute),
-			FailureMode: rules.FailClosed},
-	}, nil, rules.SnapshotOptions{})
+	lim := downLimiter(t)
 	sources, err := identity.ParseSources("header:x-api-key")
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +29,8 @@ func TestMetricsFailClosed(t *testing.T) {
 	var emf bytes.Buffer
 	m := metrics.New(metrics.Options{W: &emf, Function: "fn", Interval: time.Hour,
 		Gauges: func() (bool, time.Duration) { return lim.Stats().Breaker != limiter.BreakerClosed, 0 }})
-	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: m}), apigw.Options{})
+	h := apigw.NewHandler(decision(lim, authorizer.Options{Sources: sources, Logger: jsonLog(io.Discard), Metrics: m},
+		failureModes()...), apigw.Options{})
 
 	closed := restEvent("alice")
 	open := restEvent("alice")
@@ -59,16 +52,12 @@ func TestMetricsFailClosed(t *testing.T) {
 	}
 	m.Flush()
 	got := map[string]float64{}
-	for line := range strings.SplitSeq(strings.TrimSpace(emf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("EMF line %q: %v", line, err)
-		}
-		if !strings.Contains(line, `"Name":"FailClosed"`) && v["FailClosed"] != nil {
-			t.Errorf("EMF line %q carries FailClosed without declaring it", line)
+	for _, l := range emfLines[map[string]any](t, &emf) {
+		if !strings.Contains(l.text, `"Name":"FailClosed"`) && l.v["FailClosed"] != nil {
+			t.Errorf("EMF line %q carries FailClosed without declaring it", l.text)
 		}
 		for _, k := range []string{"FailClosed", "FailOpen"} {
-			if n, ok := v[k].(float64); ok {
+			if n, ok := l.v[k].(float64); ok {
 				got[k] += n
 			}
 		}

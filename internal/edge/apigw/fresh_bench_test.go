@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -78,7 +77,7 @@ func BenchmarkRulesFreshness(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := apigw.NewHandler(authorizer.New(cache, lim, authorizer.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		h := apigw.NewHandler(authorizer.New(cache, lim, authorizer.Options{Logger: jsonLog(io.Discard),
 			Metrics: metrics.New(metrics.Options{W: io.Discard})}), apigw.Options{})
 		evs := make([]events.APIGatewayCustomAuthorizerRequestTypeRequest, 1000)
 		for i := range evs {

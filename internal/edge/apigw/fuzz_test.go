@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,7 +21,6 @@ import (
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
 	"github.com/sluicehq/sluice/internal/identity"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -48,24 +46,24 @@ func downRedis(tb testing.TB) *redis.Client {
 	return c
 }
 
-// fuzzAuthorizer is the handler over the down Redis, with rules on every
-// api: 100 a minute API-wide (fail-open) and, on GET /orders/{id}, 2 a
-// minute failing closed; subjects from x-api-key, then api_key, then the
-// client's address.
+// failureModes are rules on every api: 100 a minute API-wide (fail-open)
+// and, on GET /orders/{id}, 2 a minute failing closed.
+func failureModes() []rules.Rule {
+	order := rules.Rule{ID: "r-order", API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute),
+		FailureMode: rules.FailClosed}
+	return []rules.Rule{everywhere("r-api", 100, time.Minute), order}
+}
+
+// fuzzAuthorizer is the handler over the down Redis with failureModes;
+// subjects from x-api-key, then api_key, then the client's address.
 func fuzzAuthorizer(tb testing.TB) *apigw.Handler {
 	tb.Helper()
-	lim := limiter.New(downRedis(tb), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-		{ID: "r-order", API: "*", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute),
-			FailureMode: rules.FailClosed},
-	}, nil, rules.SnapshotOptions{})
 	sources, err := identity.ParseSources("header:x-api-key,query:api_key,ip")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
-	return apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	a := decision(downLimiter(tb), authorizer.Options{Sources: sources}, failureModes()...)
+	return apigw.NewHandler(a, apigw.Options{Logger: jsonLog(io.Discard)})
 }
 
 // addEventSeeds adds the authorizer samples of events/ whose names start
@@ -207,16 +205,11 @@ func FuzzUpstreamAnswer(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	payload, err := os.ReadFile("../../../events/authorizer-rest.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	lim := limiter.New(downRedis(f), limiter.Options{Timeout: 2 * time.Millisecond, BreakerCooldown: time.Hour})
-	snap := rules.NewSnapshot(nil, nil, rules.SnapshotOptions{})
+	payload := sample(f, "authorizer-rest.json")
 	sources, _ := identity.ParseSources("principal")
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources})
+	a := decision(downLimiter(f), authorizer.Options{Sources: sources})
 	f.Fuzz(func(t *testing.T, answer []byte) {
-		h := apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		h := apigw.NewHandler(a, apigw.Options{Logger: jsonLog(io.Discard),
 			Upstream: identity.NewUpstream(rawAuthorizer(answer), identity.UpstreamOptions{})})
 		out, err := h.Invoke(context.Background(), payload)
 		if err != nil {

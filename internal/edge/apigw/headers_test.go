@@ -13,9 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestHeaderDialects denies a third request on a 2-a-minute rule under
@@ -24,9 +22,7 @@ import (
 // Retry-After.
 func TestHeaderDialects(t *testing.T) {
 	t.Parallel()
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
+	order := rules.Rule{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)}
 	tests := []struct {
 		dialects headers.Dialects
 		want     map[string]string // the fields besides X-RateLimit-Reset
@@ -49,8 +45,7 @@ func TestHeaderDialects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "hdr"), Timeout: time.Second})
-			a := authorizer.New(snaps{snap}, lim, authorizer.Options{})
+			a := decision(redisLimiter(t, "hdr"), authorizer.Options{}, order)
 			o := apigw.Options{Logger: slog.New(slog.DiscardHandler), Headers: tt.dialects}
 			auth, check := apigw.NewHandler(a, o), apigw.NewCheck(a, o)
 			dialects := tt.dialects

@@ -25,10 +25,8 @@ func TestSubjectHygiene(t *testing.T) {
 	t.Parallel()
 	key := []byte("test-subject-key-0123456789")
 	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "hygiene"), Timeout: time.Second, SubjectKey: key})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
-	auth := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
+	auth := apigw.NewHandler(decision(lim, authorizer.Options{},
+		rules.Rule{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)}), apigw.Options{})
 	ctx := context.Background()
 
 	long := strings.Repeat("k", identity.MaxSubjectLen+1)

@@ -2,17 +2,13 @@ package apigw_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -26,17 +22,12 @@ import (
 // once the first slots expire.
 func TestInvokeInFlightStartedPerTTL(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-inflight"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "exports", API: "*", Route: "GET /orders/{id}", Subject: "*", Kind: rules.Concurrency, Limit: new(int64(2)), Period: rules.Period(time.Second)},
-	}, nil, rules.SnapshotOptions{})
 	var emf bytes.Buffer
 	m := metrics.New(metrics.Options{W: &emf, Function: "fn", Interval: time.Hour})
-	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Metrics: m}), apigw.Options{})
-	payload, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "authorizer-rest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := apigw.NewHandler(decision(redisLimiter(t, "apigw-inflight"), authorizer.Options{Metrics: m},
+		rules.Rule{ID: "exports", API: "*", Route: "GET /orders/{id}", Subject: "*", Kind: rules.Concurrency, Limit: new(int64(2)), Period: rules.Period(time.Second)}),
+		apigw.Options{})
+	payload := sample(t, "authorizer-rest.json")
 	started := time.Now()
 	var effects []string
 	for range 3 {
@@ -51,19 +42,15 @@ func TestInvokeInFlightStartedPerTTL(t *testing.T) {
 	}
 	m.Flush()
 	got := map[string]float64{}
-	for line := range strings.SplitSeq(strings.TrimSpace(emf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("EMF line %q: %v", line, err)
-		}
-		if n, ok := v["InFlightDenials"].(float64); ok {
-			if !strings.Contains(line, `{"Name":"InFlightDenials","Unit":"Count"}`) {
-				t.Errorf("EMF line %q carries InFlightDenials without declaring it", line)
+	for _, l := range emfLines[map[string]any](t, &emf) {
+		if n, ok := l.v["InFlightDenials"].(float64); ok {
+			if !strings.Contains(l.text, `{"Name":"InFlightDenials","Unit":"Count"}`) {
+				t.Errorf("EMF line %q carries InFlightDenials without declaring it", l.text)
 			}
 			got["InFlightDenials"] += n
 		}
-		if n, ok := v["Decisions"].(float64); ok {
-			got[v["Outcome"].(string)] += n
+		if n, ok := l.v["Decisions"].(float64); ok {
+			got[l.v["Outcome"].(string)] += n
 		}
 	}
 	if want := map[string]float64{"allow": 2, "deny": 1, "InFlightDenials": 1}; !maps.Equal(got, want) {

@@ -9,11 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -89,11 +85,8 @@ func jwtAuthorizerOn(t testing.TB, is *jwtIssuer, c *redis.Client) *apigw.Handle
 		t.Fatal(err)
 	}
 	lim := limiter.New(c, limiter.Options{Prefix: testenv.Prefix(t, "apigw-jwt"), Timeout: time.Second, BreakerCooldown: time.Hour})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources, JWT: v})
-	return apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	a := decision(lim, authorizer.Options{Sources: sources, JWT: v}, everywhere("r-api", 100, time.Minute))
+	return apigw.NewHandler(a, apigw.Options{Logger: jsonLog(io.Discard)})
 }
 
 // restSample returns events/authorizer-rest.json, as API Gateway recorded
@@ -101,26 +94,15 @@ func jwtAuthorizerOn(t testing.TB, is *jwtIssuer, c *redis.Client) *apigw.Handle
 // single-value map holds the last, as API Gateway's does.
 func restSample(t testing.TB, auth ...string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "authorizer-rest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev map[string]any
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
-	headers, multi := ev["headers"].(map[string]any), ev["multiValueHeaders"].(map[string]any)
-	delete(headers, "X-Api-Key")
-	delete(multi, "X-Api-Key")
-	if len(auth) > 0 {
-		headers["Authorization"] = auth[len(auth)-1]
-		multi["Authorization"] = auth
-	}
-	out, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return edited(t, sample(t, "authorizer-rest.json"), func(ev map[string]any) {
+		headers, multi := ev["headers"].(map[string]any), ev["multiValueHeaders"].(map[string]any)
+		delete(headers, "X-Api-Key")
+		delete(multi, "X-Api-Key")
+		if len(auth) > 0 {
+			headers["Authorization"] = auth[len(auth)-1]
+			multi["Authorization"] = auth
+		}
+	})
 }
 
 // sampleIP is the sourceIp of events/authorizer-rest.json.

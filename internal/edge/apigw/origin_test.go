@@ -2,44 +2,32 @@ package apigw_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/metrics"
-	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // originSecret is the value the distribution would send.
 const originSecret = "3mN8qXr2Lw9vTz4kYb7cHd1fJg6sPa0e"
 
-// withOrigin returns the sample event name (events/) with its
+// withOrigin returns the sample event file (events/) with its
 // X-Origin-Verify header set to values: none when empty; a REST sample
 // gets them in the multi-value map and the last in the single-value one,
 // as API Gateway sends a repeated header; an HTTP API sample gets them
 // joined with commas, as its payload 2.0 does. name is the header's
 // spelling.
-func withOrigin(t *testing.T, sample, name string, values ...string) []byte {
+func withOrigin(t *testing.T, file, name string, values ...string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", sample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev map[string]any
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
-	if len(values) > 0 {
+	return edited(t, sample(t, file), func(ev map[string]any) {
+		if len(values) == 0 {
+			return
+		}
 		headers := ev["headers"].(map[string]any)
 		if multi, ok := ev["multiValueHeaders"].(map[string]any); ok {
 			headers[name] = values[len(values)-1]
@@ -47,12 +35,7 @@ func withOrigin(t *testing.T, sample, name string, values ...string) []byte {
 		} else {
 			headers[name] = strings.Join(values, ",")
 		}
-	}
-	out, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	})
 }
 
 // TestInvokeOriginVerify sends the recorded REST and HTTP API events
@@ -62,24 +45,17 @@ func withOrigin(t *testing.T, sample, name string, values ...string) []byte {
 // counted, and the warn line never carries what was sent.
 func TestInvokeOriginVerify(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-origin"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "two", API: "*", Route: "*", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Hour)},
-	}, nil, rules.SnapshotOptions{})
 	var logs bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	log := jsonLog(&logs)
 	var emf bytes.Buffer
 	m := metrics.New(metrics.Options{W: &emf, Function: "test", Interval: time.Hour})
-	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: log}),
+	h := apigw.NewHandler(decision(redisLimiter(t, "apigw-origin"), authorizer.Options{Logger: log}, everywhere("two", 2, time.Hour)),
 		apigw.Options{Logger: log, Metrics: m, OriginVerify: originSecret})
 
-	twoKeys := withOrigin(t, "authorizer-rest.json", "X-Origin-Verify", originSecret)
-	{ // a second spelling of the header beside the first
-		var ev map[string]any
-		_ = json.Unmarshal(twoKeys, &ev)
+	// a second spelling of the header beside the first
+	twoKeys := edited(t, withOrigin(t, "authorizer-rest.json", "X-Origin-Verify", originSecret), func(ev map[string]any) {
 		ev["headers"].(map[string]any)["x-origin-verify"] = originSecret
-		twoKeys, _ = json.Marshal(ev)
-	}
+	})
 	refused := []struct {
 		name    string
 		payload []byte
@@ -140,11 +116,7 @@ func TestInvokeOriginVerify(t *testing.T) {
 // present or not.
 func TestOriginVerifyOff(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-origin-off"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "many", API: "*", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Hour)},
-	}, nil, rules.SnapshotOptions{})
-	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{}), apigw.Options{})
+	h := apigw.NewHandler(decision(redisLimiter(t, "apigw-origin-off"), authorizer.Options{}, everywhere("many", 100, time.Hour)), apigw.Options{})
 	for _, p := range [][]byte{
 		withOrigin(t, "authorizer-rest.json", ""),
 		withOrigin(t, "authorizer-rest.json", "X-Origin-Verify", "anything", "at all"),

@@ -3,7 +3,6 @@ package apigw_test
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -28,31 +26,24 @@ func TestInvokeShownSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-show"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "one", API: "*", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
 	var logs bytes.Buffer
 	st := newStats()
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st,
+	a := decision(redisLimiter(t, "apigw-show"), authorizer.Options{Sources: sources, Logger: jsonLog(&logs), Stats: st,
 		// Every kind, credentials included: the core must refuse those.
 		ShowSubjects: []identity.SourceKind{identity.SourceHeader, identity.SourceQuery, identity.SourceAPIKey,
-			identity.SourceIP, identity.SourceJWT, identity.SourcePrincipal, identity.SourceContext}})
-	h := apigw.NewHandler(a, apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			identity.SourceIP, identity.SourceJWT, identity.SourcePrincipal, identity.SourceContext}},
+		everywhere("one", 1, time.Minute))
+	h := apigw.NewHandler(a, apigw.Options{Logger: jsonLog(&logs)})
 
 	r := testenv.Random(t)
 	header, query, apiKey, ip := "hdr-secret-"+r, "qry-secret-"+r, "apikey-secret-"+r, "198.51.100.99"
 	event := func(set func(ev map[string]any)) []byte {
-		var ev map[string]any
-		if err := json.Unmarshal(restSample(t), &ev); err != nil {
-			t.Fatal(err)
-		}
-		ev["queryStringParameters"] = map[string]any{}
-		ev["multiValueQueryStringParameters"] = map[string]any{}
-		ev["requestContext"].(map[string]any)["identity"].(map[string]any)["sourceIp"] = ip
-		set(ev)
-		b, _ := json.Marshal(ev)
-		return b
+		return edited(t, restSample(t), func(ev map[string]any) {
+			ev["queryStringParameters"] = map[string]any{}
+			ev["multiValueQueryStringParameters"] = map[string]any{}
+			ev["requestContext"].(map[string]any)["identity"].(map[string]any)["sourceIp"] = ip
+			set(ev)
+		})
 	}
 	events := map[string][]byte{
 		"header": event(func(ev map[string]any) {
@@ -123,14 +114,10 @@ func TestInvokeShownSubjects(t *testing.T) {
 // a hash only too.
 func TestInvokeSubjectsHashedByDefault(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "apigw-hide"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "one", API: "*", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
 	var logs bytes.Buffer
 	st := newStats()
-	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}},
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Stats: st})
+	a := decision(redisLimiter(t, "apigw-hide"), authorizer.Options{Sources: []identity.Source{{Kind: identity.SourceIP}},
+		Logger: jsonLog(&logs), Stats: st}, everywhere("one", 1, time.Minute))
 	h := apigw.NewHandler(a, apigw.Options{})
 	ev := restSample(t)
 	for range 2 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,20 +14,13 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
-	"github.com/sluicehq/sluice/internal/limiter"
-	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // sampleEvent decodes one of the repository's sample events (events/).
 func sampleEvent[T any](t *testing.T, name string) T {
 	t.Helper()
-	b, err := os.ReadFile("../../../events/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ev T
-	if err := json.Unmarshal(b, &ev); err != nil {
+	if err := json.Unmarshal(sample(t, name), &ev); err != nil {
 		t.Fatalf("decode %s: %v", name, err)
 	}
 	return ev
@@ -76,12 +68,8 @@ func (a *keyAuthorizer) Invoke(_ context.Context, event []byte) ([]byte, error) 
 func chainedAuthorizer(t *testing.T, up *identity.Upstream, o apigw.Options) *apigw.Handler {
 	t.Helper()
 	sources, _ := identity.ParseSources("context:user")
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "upcache"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-all", API: "*", Route: "*", Subject: "*", Limit: new(int64(1000)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
 	o.Upstream = up
-	return apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), o)
+	return apigw.NewHandler(decision(redisLimiter(t, "upcache"), authorizer.Options{Sources: sources}, everywhere("r-all", 1000, time.Minute)), o)
 }
 
 // TestUpstreamCacheSimpleAnswerPerRoute: an HTTP API upstream's

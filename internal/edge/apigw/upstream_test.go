@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/identity"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // teamAuthorizer is an upstream authorizer in-process: its answer depends
@@ -55,15 +52,14 @@ func (teamAuthorizer) Invoke(_ context.Context, event []byte) ([]byte, error) {
 func TestUpstreamChain(t *testing.T) {
 	t.Parallel()
 	sources, _ := identity.ParseSources("context:team")
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "upstream"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
-	}, nil, rules.SnapshotOptions{})
 	upSources, _ := identity.ParseUpstreamSources("header:x-team")
 	logs := &bytes.Buffer{}
-	h := apigw.NewHandler(authorizer.New(snaps{snap}, lim, authorizer.Options{Sources: sources}), apigw.Options{
+	lim := redisLimiter(t, "upstream")
+	a := decision(lim, authorizer.Options{Sources: sources},
+		rules.Rule{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)})
+	h := apigw.NewHandler(a, apigw.Options{
 		Upstream: identity.NewUpstream(teamAuthorizer{}, identity.UpstreamOptions{Sources: upSources, TTL: identity.DefaultUpstreamTTL}),
-		Logger:   slog.New(slog.NewJSONHandler(logs, nil)),
+		Logger:   jsonLog(logs),
 	})
 	ctx := context.Background()
 	ev := func(team string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
