@@ -200,94 +200,80 @@ func (m *Metrics) flushLocked() {
 
 	// Every metric declared must be present at the root, so the
 	// declaration lists only those this line carries.
-	n := min(m.nLat.Swap(0), latencySamples)
-	var open bool
-	var age time.Duration
-	if m.o.Gauges != nil {
-		open, age = m.o.Gauges()
+	fs := []field{count("FailOpen", m.failOpen.Swap(0)), count("DenyCacheHits", m.cacheHits.Swap(0))}
+	if n := min(m.nLat.Swap(0), latencySamples); n > 0 {
+		fs = append(fs, field{"RedisLatency", "Milliseconds", func(b []byte) []byte {
+			b = append(b, '[')
+			for i := range n {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendFloat(b, math.Float64frombits(m.lat[i].Load()), 'f', 3, 64)
+			}
+			return append(b, ']')
+		}})
 	}
-	decl := `[["Function"]],"Metrics":[{"Name":"FailOpen","Unit":"Count"},{"Name":"DenyCacheHits","Unit":"Count"}`
-	if n > 0 {
-		decl += `,{"Name":"RedisLatency","Unit":"Milliseconds"}`
-	}
 	if m.o.Gauges != nil {
-		decl += `,{"Name":"BreakerOpen","Unit":"Count"},{"Name":"SnapshotAgeSeconds","Unit":"Seconds"}`
+		open, age := m.o.Gauges()
+		var breaker uint64
+		if open {
+			breaker = 1
+		}
+		fs = append(fs, count("BreakerOpen", breaker), field{"SnapshotAgeSeconds", "Seconds", func(b []byte) []byte {
+			return strconv.AppendInt(b, int64(age/time.Second), 10)
+		}})
 	}
 	// Left out at zero, so the line is unchanged in the usual case; the
 	// stack's alarm fills a missing minute with 0.
-	failClosed := m.failClosed.Swap(0)
-	if failClosed > 0 {
-		decl += `,{"Name":"FailClosed","Unit":"Count"}`
+	if n := m.failClosed.Swap(0); n > 0 {
+		fs = append(fs, count("FailClosed", n))
 	}
 	// Left out at zero too: a refused rules snapshot is a process holding
 	// Redis writing rules, which the stack pages on.
-	var refused uint64
 	if m.o.RulesRefused != nil {
 		total := m.o.RulesRefused()
-		refused, m.refused = total-m.refused, total
-	}
-	if refused > 0 {
-		decl += `,{"Name":"RulesRefused","Unit":"Count"}`
+		if refused := total - m.refused; refused > 0 {
+			fs = append(fs, count("RulesRefused", refused))
+		}
+		m.refused = total
 	}
 	// Left out at zero too: most deployments have no concurrency rule.
-	inFlight := m.inFlight.Swap(0)
-	if inFlight > 0 {
-		decl += `,{"Name":"InFlightDenials","Unit":"Count"}`
+	if n := m.inFlight.Swap(0); n > 0 {
+		fs = append(fs, count("InFlightDenials", n))
 	}
-	var lc LeaseCounts
 	if m.o.Leases != nil {
-		decl += `,{"Name":"LeasedAdmissions","Unit":"Count"},{"Name":"LeasesTaken","Unit":"Count"},{"Name":"LeaseTokensReturned","Unit":"Count"}`
-		lc = m.o.Leases()
+		lc := m.o.Leases()
+		fs = append(fs, count("LeasedAdmissions", lc.Leased-m.leases.Leased), count("LeasesTaken", lc.Taken-m.leases.Taken),
+			count("LeaseTokensReturned", lc.Returned-m.leases.Returned))
+		m.leases = lc
+	}
+	decl := `[["Function"]],"Metrics":[`
+	for i, f := range fs {
+		if i > 0 {
+			decl += ","
+		}
+		decl += `{"Name":"` + f.name + `","Unit":"` + f.unit + `"}`
 	}
 	b = m.head(b, ts, decl+`]}]}`)
-	b = append(b, `,"FailOpen":`...)
-	b = strconv.AppendUint(b, m.failOpen.Swap(0), 10)
-	b = append(b, `,"DenyCacheHits":`...)
-	b = strconv.AppendUint(b, m.cacheHits.Swap(0), 10)
-	if failClosed > 0 {
-		b = append(b, `,"FailClosed":`...)
-		b = strconv.AppendUint(b, failClosed, 10)
-	}
-	if refused > 0 {
-		b = append(b, `,"RulesRefused":`...)
-		b = strconv.AppendUint(b, refused, 10)
-	}
-	if inFlight > 0 {
-		b = append(b, `,"InFlightDenials":`...)
-		b = strconv.AppendUint(b, inFlight, 10)
-	}
-	if n > 0 {
-		b = append(b, `,"RedisLatency":[`...)
-		for i := range n {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendFloat(b, math.Float64frombits(m.lat[i].Load()), 'f', 3, 64)
-		}
-		b = append(b, ']')
-	}
-	if m.o.Gauges != nil {
-		b = append(b, `,"BreakerOpen":`...)
-		if open {
-			b = append(b, '1')
-		} else {
-			b = append(b, '0')
-		}
-		b = append(b, `,"SnapshotAgeSeconds":`...)
-		b = strconv.AppendInt(b, int64(age/time.Second), 10)
-	}
-	if m.o.Leases != nil {
-		b = append(b, `,"LeasedAdmissions":`...)
-		b = strconv.AppendUint(b, lc.Leased-m.leases.Leased, 10)
-		b = append(b, `,"LeasesTaken":`...)
-		b = strconv.AppendUint(b, lc.Taken-m.leases.Taken, 10)
-		b = append(b, `,"LeaseTokensReturned":`...)
-		b = strconv.AppendUint(b, lc.Returned-m.leases.Returned, 10)
-		m.leases = lc
+	for _, f := range fs {
+		b = append(b, `,"`+f.name+`":`...)
+		b = f.value(b)
 	}
 	b = append(b, "}\n"...)
 	m.buf = b
 	_, _ = m.o.W.Write(b)
+}
+
+// field is one metric of a flush's line: its name, its unit, and what
+// appends its value.
+type field struct {
+	name, unit string
+	value      func([]byte) []byte
+}
+
+// count is the Count metric name of value n.
+func count(name string, n uint64) field {
+	return field{name, "Count", func(b []byte) []byte { return strconv.AppendUint(b, n, 10) }}
 }
 
 // head starts one EMF line up to the dimension sets and metrics, then the
