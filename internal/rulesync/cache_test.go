@@ -106,6 +106,33 @@ func drive(c *rulesync.Cache, d time.Duration) {
 	c.Wait()
 }
 
+// publish puts rs in l (the store or the snapshots) at version v, and
+// announces v.
+func publish(l *fakeLoader, ver *fakeVersion, v int64, rs []rules.Rule) {
+	l.put(v, rs, nil)
+	ver.v.Store(v)
+}
+
+// newCache is rulesync.NewCache, failing the test on an error.
+func newCache(t *testing.T, st rulesync.Loader, ver rulesync.VersionSource, o rulesync.CacheOptions) *rulesync.Cache {
+	t.Helper()
+	c, err := rulesync.NewCache(context.Background(), st, ver, o)
+	if err != nil {
+		t.Fatalf("NewCache: %v", err)
+	}
+	return c
+}
+
+// snapshotCache returns a Cache over an empty store, whose snapshots
+// (o.Snapshots) hold version v, a rule of limit limit, announced.
+func snapshotCache(t *testing.T, v, limit int64, o rulesync.CacheOptions) (c *rulesync.Cache, st, snaps *fakeLoader, ver *fakeVersion) {
+	t.Helper()
+	st, snaps, ver = &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
+	publish(snaps, ver, v, one(limit))
+	o.Snapshots = snaps
+	return newCache(t, st, ver, o), st, snaps, ver
+}
+
 func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -113,10 +140,7 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 		st.put(7, one(10), nil)
 		ver := &fakeVersion{}
 		ver.v.Store(7)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
-		if err != nil {
-			t.Fatalf("NewCache: %v", err)
-		}
+		c := newCache(t, st, ver, rulesync.CacheOptions{Poll: 20 * time.Millisecond, Refresh: time.Hour})
 		if got := limitOf(c.Snapshot(context.Background())); got != 10 {
 			t.Fatalf("limit after init = %d, want 10", got)
 		}
@@ -139,8 +163,7 @@ func TestCacheReloadsWhenVersionMoves(t *testing.T) {
 			t.Errorf("version reads in ~110ms at a 20ms poll = %d, want 1..10", reads)
 		}
 
-		st.put(8, one(20), nil)
-		ver.v.Store(8)
+		publish(st, ver, 8, one(20))
 		took := eventually(t, c, 2*time.Second, "reload after the version moved", func(s *rules.Snapshot) bool { return limitOf(s) == 20 })
 		t.Logf("propagation through the cache: %v", took)
 		if s := c.Stats(); s.Version != 8 {
@@ -158,10 +181,7 @@ func TestCacheFullRefresh(t *testing.T) {
 		snaps.put(1, one(10), nil)
 		ver := &fakeVersion{}
 		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatalf("NewCache: %v", err)
-		}
+		c := newCache(t, st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 10 * time.Millisecond, Refresh: 50 * time.Millisecond})
 		if s := c.Stats(); s.Origin != rulesync.FromSnapshot || st.loads.Load() != 0 {
 			t.Fatalf("after init: %+v and %d store loads, want the snapshot and no store load", s, st.loads.Load())
 		}
@@ -185,13 +205,10 @@ func TestCacheFailedReloadKeepsSnapshot(t *testing.T) {
 		ver := &fakeVersion{}
 		ver.v.Store(1)
 		var errs atomic.Int64
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
+		c := newCache(t, st, ver, rulesync.CacheOptions{
 			Poll: 10 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 			OnError: func(error) { errs.Add(1) },
 		})
-		if err != nil {
-			t.Fatalf("NewCache: %v", err)
-		}
 		st.put(0, nil, errors.New("database is down"))
 		ver.v.Store(2)
 		eventually(t, c, 2*time.Second, "a failed reload", func(*rules.Snapshot) bool { return c.Stats().Failures > 0 })
@@ -260,10 +277,7 @@ func TestCacheRefreshAndConcurrentReaders(t *testing.T) {
 	st := &fakeLoader{}
 	st.put(1, one(1), nil)
 	ver := &fakeVersion{}
-	c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: time.Millisecond})
-	if err != nil {
-		t.Fatalf("NewCache: %v", err)
-	}
+	c := newCache(t, st, ver, rulesync.CacheOptions{Poll: time.Millisecond})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 8 {
@@ -301,8 +315,7 @@ func TestCacheSnapshotFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 		st.put(0, nil, errors.New("dial tcp: connection refused")) // cold start with the database down
-		snaps.put(100, one(10), nil)
-		ver.v.Store(100)
+		publish(snaps, ver, 100, one(10))
 		var reloads []string
 		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
 			Snapshots: snaps, Poll: 5 * time.Millisecond, Refresh: time.Hour,
@@ -317,8 +330,7 @@ func TestCacheSnapshotFirst(t *testing.T) {
 			t.Fatalf("after a cold start with the database down: limit %d, stats %+v; want the snapshot's 10, version 100", got, s)
 		}
 
-		snaps.put(101, one(20), nil)
-		ver.v.Store(101)
+		publish(snaps, ver, 101, one(20))
 		eventually(t, c, 2*time.Second, "reload from the snapshot", func(s *rules.Snapshot) bool { return limitOf(s) == 20 })
 		c.Wait()
 		if n := st.loads.Load(); n != 0 {
@@ -356,16 +368,12 @@ func TestCacheSnapshotFallbacks(t *testing.T) {
 				ver.v.Store(10)
 				var errs []string
 				var mu sync.Mutex
-				c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
+				c := newCache(t, st, ver, rulesync.CacheOptions{
 					Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 					OnError: func(err error) { mu.Lock(); errs = append(errs, err.Error()); mu.Unlock() },
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
 				snaps.put(tc.snapV, one(tc.snapV), tc.snapErr)
-				st.put(tc.announce, one(tc.announce), nil)
-				ver.v.Store(tc.announce)
+				publish(st, ver, tc.announce, one(tc.announce))
 				eventually(t, c, 2*time.Second, "reload from the store", func(s *rules.Snapshot) bool { return limitOf(s) == tc.announce })
 				if s := c.Stats(); s.Origin != rulesync.FromStore || s.Version != tc.announce {
 					t.Errorf("Stats() = %+v, want version %d from the store", s, tc.announce)
@@ -389,17 +397,12 @@ func TestCacheVersionGoesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
 		st.put(50, one(50), nil)
-		snaps.put(50, one(50), nil)
-		ver.v.Store(50)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
+		publish(snaps, ver, 50, one(50))
+		c := newCache(t, st, ver, rulesync.CacheOptions{
 			Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, back := range []int64{0, 30} { // empty, then an old snapshot
-			snaps.put(back, one(back), nil)
-			ver.v.Store(back)
+			publish(snaps, ver, back, one(back))
 			before := snaps.loads.Load() + st.loads.Load()
 			drive(c, 50*time.Millisecond)
 			if got := limitOf(c.Snapshot(context.Background())); got != 50 {
@@ -409,8 +412,7 @@ func TestCacheVersionGoesBack(t *testing.T) {
 				t.Errorf("version back to %d: %d loads, want none", back, n)
 			}
 		}
-		snaps.put(51, one(51), nil)
-		ver.v.Store(51)
+		publish(snaps, ver, 51, one(51))
 		eventually(t, c, 2*time.Second, "the next publish", func(s *rules.Snapshot) bool { return limitOf(s) == 51 })
 	})
 }
@@ -421,15 +423,7 @@ func TestCacheVersionGoesBack(t *testing.T) {
 func TestCacheStoreWins(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
-		snaps.put(90, one(90), nil)
-		ver.v.Store(90)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
-			Snapshots: snaps, Poll: time.Millisecond, Refresh: time.Hour,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, st, _, _ := snapshotCache(t, 90, 90, rulesync.CacheOptions{Poll: time.Millisecond, Refresh: time.Hour})
 		st.put(70, one(70), nil)
 		if err := c.Refresh(context.Background(), true); err != nil {
 			t.Fatal(err)
@@ -448,19 +442,10 @@ func TestCacheBurstOfWrites(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const poll = 20 * time.Millisecond
-		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
-		snaps.put(1, one(1), nil)
-		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{
-			Snapshots: snaps, Poll: poll, Refresh: time.Hour,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, snaps, ver := snapshotCache(t, 1, 1, rulesync.CacheOptions{Poll: poll, Refresh: time.Hour})
 		start := time.Now()
 		for v := int64(2); v <= 200; v++ { // 199 writes in ~200ms
-			snaps.put(v, one(v), nil)
-			ver.v.Store(v)
+			publish(snaps, ver, v, one(v))
 			c.Snapshot(context.Background())
 			advance(time.Millisecond)
 		}
@@ -489,23 +474,15 @@ func TestCacheNextRequestSeesChange(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const poll = 50 * time.Millisecond
-		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
-		snaps.put(1, one(10), nil)
-		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, snaps, ver := snapshotCache(t, 1, 10, rulesync.CacheOptions{Poll: poll, Refresh: time.Hour})
 		c.Snapshot(context.Background())
 		advance(3 * poll) // quiet
-		snaps.put(2, one(0), nil)
-		ver.v.Store(2)
+		publish(snaps, ver, 2, one(0))
 		if got := limitOf(c.Snapshot(context.Background())); got != 0 {
 			t.Fatalf("first request after a quiet spell and a write: limit %d, want the written 0", got)
 		}
 		// A second write right after: the first request a Poll later has it.
-		snaps.put(3, one(5), nil)
-		ver.v.Store(3)
+		publish(snaps, ver, 3, one(5))
 		advance(poll)
 		if got := limitOf(c.Snapshot(context.Background())); got != 5 {
 			t.Fatalf("first request a Poll after a second write: limit %d, want 5", got)
@@ -523,16 +500,9 @@ func TestCacheSecondWriteNotDebounced(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const poll = 20 * time.Millisecond
-		st, snaps, ver := &fakeLoader{}, &fakeLoader{}, &fakeVersion{}
-		snaps.put(1, one(1), nil)
-		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: poll, Refresh: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, snaps, ver := snapshotCache(t, 1, 1, rulesync.CacheOptions{Poll: poll, Refresh: time.Hour})
 		for v := int64(2); v <= 3; v++ {
-			snaps.put(v, one(v), nil)
-			ver.v.Store(v)
+			publish(snaps, ver, v, one(v))
 			took := eventually(t, c, 2*time.Second, fmt.Sprint("write ", v-1), func(s *rules.Snapshot) bool { return limitOf(s) == v })
 			if took > 10*poll {
 				t.Errorf("write %d reached the requests after %v, want within about a Poll (%v)", v-1, took, poll)
@@ -567,15 +537,10 @@ func TestCacheConcurrentRequestsShareOneCheck(t *testing.T) {
 		st, snaps := &fakeLoader{}, &fakeLoader{}
 		ver := &slowVersion{release: make(chan struct{})}
 		close(ver.release)
-		snaps.put(1, one(10), nil)
-		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 20 * time.Millisecond, Refresh: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		publish(snaps, &ver.fakeVersion, 1, one(10))
+		c := newCache(t, st, ver, rulesync.CacheOptions{Snapshots: snaps, Poll: 20 * time.Millisecond, Refresh: time.Hour})
 		ver.release = make(chan struct{})
-		snaps.put(2, one(20), nil)
-		ver.v.Store(2)
+		publish(snaps, &ver.fakeVersion, 2, one(20))
 		advance(30 * time.Millisecond) // stale
 		before := c.Stats()
 
@@ -684,13 +649,9 @@ func TestCacheStoreLoadInBackground(t *testing.T) {
 		st.put(1, one(10), nil)
 		ver := &fakeVersion{}
 		ver.v.Store(1)
-		c, err := rulesync.NewCache(context.Background(), st, ver, rulesync.CacheOptions{Poll: 5 * time.Millisecond, Refresh: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newCache(t, st, ver, rulesync.CacheOptions{Poll: 5 * time.Millisecond, Refresh: time.Hour})
 		st.release = make(chan struct{})
-		st.put(2, one(20), nil)
-		ver.v.Store(2)
+		publish(&st.fakeLoader, ver, 2, one(20))
 		advance(10 * time.Millisecond)
 		start := time.Now()
 		if got := limitOf(c.Snapshot(context.Background())); got != 10 {
