@@ -141,6 +141,64 @@ type Store interface {
 	Apply(ctx context.Context, b Batch, actor string) ([]Result, error)
 }
 
+// Single makes the single writes of a Store, each as one Op (for no set,
+// IfVersion 0 accepting any version) made alone by the function it is, so
+// that a write and the same op of a batch take one path. Implementations
+// embed it; an error is wrapped with the write's name and target.
+type Single func(ctx context.Context, op Op, actor string) (Result, error)
+
+// CreateRule is Store.CreateRule.
+func (w Single) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
+	res, err := w(ctx, Op{Action: rules.ActionCreate, Rule: &r}, actor)
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
+	}
+	return *res.Rule, nil
+}
+
+// UpdateRule is Store.UpdateRule.
+func (w Single) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
+	res, err := w(ctx, Op{Action: rules.ActionUpdate, Rule: &r, IfVersion: ifVersion}, actor)
+	if err != nil {
+		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, err)
+	}
+	return *res.Rule, nil
+}
+
+// DeleteRule is Store.DeleteRule.
+func (w Single) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
+	if _, err := w(ctx, Op{Action: rules.ActionDelete, Rule: &rules.Rule{ID: id}, IfVersion: ifVersion}, actor); err != nil {
+		return fmt.Errorf("delete rule %q: %w", id, err)
+	}
+	return nil
+}
+
+// CreatePlan is Store.CreatePlan.
+func (w Single) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
+	res, err := w(ctx, Op{Action: rules.ActionCreate, Plan: &p}, actor)
+	if err != nil {
+		return rules.Plan{}, fmt.Errorf("create plan: %w", err)
+	}
+	return *res.Plan, nil
+}
+
+// UpdatePlan is Store.UpdatePlan.
+func (w Single) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
+	res, err := w(ctx, Op{Action: rules.ActionUpdate, Plan: &p, IfVersion: ifVersion}, actor)
+	if err != nil {
+		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
+	}
+	return *res.Plan, nil
+}
+
+// DeletePlan is Store.DeletePlan.
+func (w Single) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
+	if _, err := w(ctx, Op{Action: rules.ActionDelete, Plan: &rules.Plan{Name: name}, IfVersion: ifVersion}, actor); err != nil {
+		return fmt.Errorf("delete plan %q: %w", name, err)
+	}
+	return nil
+}
+
 // Batch is a list of writes Store.Apply makes all or none of: what
 // `sluice apply` sends to converge a set to a file.
 type Batch struct {

@@ -35,7 +35,8 @@ type scope struct {
 // Store is an in-memory rules store, safe for concurrent use. The zero value
 // is not usable; call New.
 type Store struct {
-	maxRules int
+	store.Single // the single writes, by writeOne
+	maxRules     int
 
 	mu      sync.Mutex
 	rules   map[string]rules.Rule // by id
@@ -57,47 +58,58 @@ func NewWithOptions(o store.Options) *Store {
 	if o.MaxRules <= 0 {
 		o.MaxRules = store.DefaultMaxRules
 	}
-	return &Store{
+	s := &Store{
 		maxRules: o.MaxRules,
 		rules:    make(map[string]rules.Rule),
 		scopes:   make(map[scope]string),
 		plans:    make(map[string]rules.Plan),
 		version:  time.Now().UnixMicro(),
 	}
+	s.Single = s.writeOne
+	return s
 }
 
 // now returns the current time as PostgreSQL would store it: UTC,
 // microsecond precision. Both stores then return equal timestamps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// CreateRule stores r under a new UUID with Version 1 and records the
-// creation by actor. It returns rules.ErrConflict when another rule holds the
-// scope (api, route, subject, kind) and a *rules.ValidationError when r names an
-// unknown plan or does not fit its plan (rules.Rule.ValidateWithPlan).
-func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
+// writeOne makes op outside a batch (store.Single): readied (ready), then
+// under the lock, where a rule create first finds room for one more rule,
+// as PostgreSQL counts before it inserts.
+func (s *Store) writeOne(ctx context.Context, op store.Op, actor string) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return rules.Rule{}, err
+		return store.Result{}, err
 	}
-	r = cloneRule(r)
-	r.Normalize()
-	if err := checkRule(r); err != nil {
-		return rules.Rule{}, err
+	if err := ready(&op, ""); err != nil {
+		return store.Result{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The count first, as PostgreSQL counts before it inserts.
-	if len(s.rules) >= s.maxRules {
-		return rules.Rule{}, fmt.Errorf("create rule: the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
+	if op.Action == rules.ActionCreate && op.Rule != nil && len(s.rules) >= s.maxRules {
+		return store.Result{}, fmt.Errorf("the store holds %d rules, its maximum: %w", len(s.rules), rules.ErrTooManyRules)
 	}
-	out, err := s.createRule(r, actor)
-	if err != nil {
-		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
-	}
-	return out, nil
+	return s.applyOp(op, "", actor)
 }
 
-// createRule stores r, normalised and checked; s.mu is held.
+// ready points op at a deep copy of its rule or plan, readied for a write
+// for set as the PostgreSQL store readies it (input.RuleWrite,
+// input.PlanWrite).
+func ready(op *store.Op, set string) error {
+	if op.Rule != nil {
+		r := cloneRule(*op.Rule)
+		op.Rule = &r
+		return input.RuleWrite(&r, op.Action, set)
+	}
+	p := clonePlan(*op.Plan)
+	op.Plan = &p
+	return input.PlanWrite(&p, op.Action, set)
+}
+
+// createRule stores r, readied; s.mu is held.
 func (s *Store) createRule(r rules.Rule, actor string) (rules.Rule, error) {
+	if err := checkRule(r); err != nil {
+		return rules.Rule{}, err
+	}
 	sc := scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	if holder, taken := s.scopes[sc]; taken {
 		return rules.Rule{}, s.scopeTaken(holder)
@@ -131,33 +143,15 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	return cloneRule(r), nil
 }
 
-// UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
-// accepts any), bumps Version and records the change by actor. Errors:
-// rules.ErrNotFound, rules.ErrStale, rules.ErrConflict (the new scope is
-// taken) and *rules.ValidationError (unknown plan, or r does not fit it).
-func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
-	if err := ctx.Err(); err != nil {
-		return rules.Rule{}, err
-	}
-	r = cloneRule(r)
-	r.Normalize()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.updateRule(r, ifVersion, "", actor)
-}
-
-// updateRule is UpdateRule of r, normalised, when the stored rule
-// belongs to set (unless ""); s.mu is held.
+// updateRule is UpdateRule of r, readied, when store.CheckRow allows it;
+// s.mu is held.
 func (s *Store) updateRule(r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
-	id, ok := input.ID(r.ID)
+	id := r.ID
 	old, found := s.rules[id]
-	if !ok || !found {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, rules.ErrNotFound)
+	if !found {
+		return rules.Rule{}, rules.ErrNotFound
 	}
-	if ifVersion != 0 && old.Version != ifVersion {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", id, &rules.StaleError{Want: ifVersion, Current: old.Version})
-	}
-	if err := owned(set, old.Set, "rule "+id); err != nil {
+	if err := store.CheckRow("rule "+id, old.Version, ifVersion, old.Set, set); err != nil {
 		return rules.Rule{}, err
 	}
 	if err := checkRule(r); err != nil {
@@ -165,12 +159,11 @@ func (s *Store) updateRule(r rules.Rule, ifVersion int64, set, actor string) (ru
 	}
 	oldScope, newScope := scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension}, scope{r.API, r.Route, r.Subject, r.Kind, r.Dimension}
 	if holder, taken := s.scopes[newScope]; taken && holder != id {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", id, s.scopeTaken(holder))
+		return rules.Rule{}, s.scopeTaken(holder)
 	}
 	if err := s.checkRulePlan(r); err != nil {
 		return rules.Rule{}, err
 	}
-	r.ID = id
 	if input.SameRule(old, r) {
 		return cloneRule(old), nil // changes nothing: no new version, no audit entry
 	}
@@ -184,34 +177,19 @@ func (s *Store) updateRule(r rules.Rule, ifVersion int64, set, actor string) (ru
 	return cloneRule(r), nil
 }
 
-// DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
-// and records the deletion by actor. Errors: rules.ErrNotFound, rules.ErrStale.
-func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deleteRule(id, ifVersion, "", actor)
-}
-
-// deleteRule is DeleteRule when the stored rule belongs to set (unless
-// ""); s.mu is held.
+// deleteRule is DeleteRule of the rule id (canonical) when
+// store.CheckRow allows it; s.mu is held.
 func (s *Store) deleteRule(id string, ifVersion int64, set, actor string) error {
-	cid, ok := input.ID(id)
-	old, found := s.rules[cid]
-	if !ok || !found {
-		return fmt.Errorf("delete rule %q: %w", id, rules.ErrNotFound)
+	old, found := s.rules[id]
+	if !found {
+		return rules.ErrNotFound
 	}
-	if ifVersion != 0 && old.Version != ifVersion {
-		return fmt.Errorf("delete rule %q: %w", cid, &rules.StaleError{Want: ifVersion, Current: old.Version})
-	}
-	if err := owned(set, old.Set, "rule "+cid); err != nil {
+	if err := store.CheckRow("rule "+id, old.Version, ifVersion, old.Set, set); err != nil {
 		return err
 	}
-	delete(s.rules, cid)
+	delete(s.rules, id)
 	delete(s.scopes, scope{old.API, old.Route, old.Subject, old.Kind, old.Dimension})
-	s.record(rules.KindRule, cid, rules.ActionDelete, actor, now(), old, nil)
+	s.record(rules.KindRule, id, rules.ActionDelete, actor, now(), old, nil)
 	return nil
 }
 
@@ -265,26 +243,13 @@ func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry,
 	return s.history(rules.KindRule, cid)
 }
 
-// CreatePlan stores p with Version 1 and records the creation by actor;
-// rules.ErrConflict when a plan of that name exists.
-func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return rules.Plan{}, err
-	}
-	p = clonePlan(p)
-	p.Normalize()
+// createPlan is CreatePlan of p, readied; s.mu is held.
+func (s *Store) createPlan(p rules.Plan, actor string) (rules.Plan, error) {
 	if err := checkPlan(p); err != nil {
 		return rules.Plan{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.createPlan(p, actor)
-}
-
-// createPlan is CreatePlan of p, normalised and checked; s.mu is held.
-func (s *Store) createPlan(p rules.Plan, actor string) (rules.Plan, error) {
 	if _, taken := s.plans[p.Name]; taken {
-		return rules.Plan{}, fmt.Errorf("create plan: a plan named %q already exists: %w", p.Name, rules.ErrConflict)
+		return rules.Plan{}, fmt.Errorf("a plan named %q already exists: %w", p.Name, rules.ErrConflict)
 	}
 	t := now()
 	p.Version = 1
@@ -308,33 +273,14 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 	return clonePlan(p), nil
 }
 
-// UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
-// any), bumps Version and records the change by actor. Rules naming the plan
-// use the new numbers from the next snapshot on. Errors: rules.ErrNotFound,
-// rules.ErrStale, and a *rules.PlanConflictError (rules.ErrConflict) when a
-// rule naming the plan would not fit its new numbers.
-func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return rules.Plan{}, err
-	}
-	p = clonePlan(p)
-	p.Normalize()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.updatePlan(p, ifVersion, "", actor)
-}
-
-// updatePlan is UpdatePlan of p, normalised, when the stored plan
-// belongs to set (unless ""); s.mu is held.
+// updatePlan is UpdatePlan of p, readied, when store.CheckRow allows it;
+// s.mu is held.
 func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (rules.Plan, error) {
 	old, found := s.plans[p.Name]
 	if !found {
-		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, rules.ErrNotFound)
+		return rules.Plan{}, rules.ErrNotFound
 	}
-	if ifVersion != 0 && old.Version != ifVersion {
-		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, &rules.StaleError{Want: ifVersion, Current: old.Version})
-	}
-	if err := owned(set, old.Set, fmt.Sprintf("plan %q", p.Name)); err != nil {
+	if err := store.CheckRow(fmt.Sprintf("plan %q", p.Name), old.Version, ifVersion, old.Set, set); err != nil {
 		return rules.Plan{}, err
 	}
 	if err := checkPlan(p); err != nil {
@@ -348,7 +294,7 @@ func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (ru
 	}
 	slices.SortFunc(named, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
 	if err := rules.CheckPlanRules(p, named); err != nil {
-		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
+		return rules.Plan{}, err
 	}
 	if input.SamePlan(old, p) {
 		return clonePlan(old), nil // changes nothing: no new version, no audit entry
@@ -361,29 +307,14 @@ func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (ru
 	return clonePlan(p), nil
 }
 
-// DeletePlan deletes the plan when its version is ifVersion (0 accepts any)
-// and records the deletion by actor. Errors: rules.ErrNotFound,
-// rules.ErrStale, and rules.ErrConflict while a rule names the plan.
-func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deletePlan(name, ifVersion, "", actor)
-}
-
-// deletePlan is DeletePlan when the stored plan belongs to set (unless
-// ""); s.mu is held.
+// deletePlan is DeletePlan when store.CheckRow allows it and no rule
+// names the plan; s.mu is held.
 func (s *Store) deletePlan(name string, ifVersion int64, set, actor string) error {
 	old, found := s.plans[name]
 	if !found {
-		return fmt.Errorf("delete plan %q: %w", name, rules.ErrNotFound)
+		return rules.ErrNotFound
 	}
-	if ifVersion != 0 && old.Version != ifVersion {
-		return fmt.Errorf("delete plan %q: %w", name, &rules.StaleError{Want: ifVersion, Current: old.Version})
-	}
-	if err := owned(set, old.Set, fmt.Sprintf("plan %q", name)); err != nil {
+	if err := store.CheckRow(fmt.Sprintf("plan %q", name), old.Version, ifVersion, old.Set, set); err != nil {
 		return err
 	}
 	var named []string
@@ -394,8 +325,7 @@ func (s *Store) deletePlan(name string, ifVersion int64, set, actor string) erro
 	}
 	if len(named) > 0 {
 		slices.Sort(named)
-		return fmt.Errorf("delete plan %q: %w", name,
-			&store.PlanInUseError{Plan: name, Count: len(named), Rules: named[:min(len(named), store.MaxListed)]})
+		return &store.PlanInUseError{Plan: name, Count: len(named), Rules: named[:min(len(named), store.MaxListed)]}
 	}
 	delete(s.plans, name)
 	s.record(rules.KindPlan, name, rules.ActionDelete, actor, now(), old, nil)
@@ -515,11 +445,8 @@ func (s *Store) scopeTaken(holder string) error {
 
 // checkRule mirrors the PostgreSQL schema's CHECK constraints, the last line
 // of defence behind internal/rules validation, so a rule this store accepts
-// is one PostgreSQL accepts too.
+// is one PostgreSQL accepts too. Its text is checked by ready.
 func checkRule(r rules.Rule) error {
-	if err := input.RuleText(r); err != nil {
-		return err
-	}
 	inline := r.Limit != nil && r.Period != 0
 	switch {
 	case r.API == "" || len(r.API) > rules.MaxAPILen:
@@ -576,11 +503,9 @@ func validAnchor(r rules.Rule) bool {
 	return ok && t.Year() >= 1970 && t.Year() < 2100
 }
 
-// checkPlan mirrors the plans table's CHECK constraints.
+// checkPlan mirrors the plans table's CHECK constraints; its text is
+// checked by ready.
 func checkPlan(p rules.Plan) error {
-	if err := input.PlanText(p); err != nil {
-		return err
-	}
 	switch {
 	case !planName.MatchString(p.Name):
 		return input.FieldError("name", "out of range")
@@ -644,15 +569,6 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// owned is a *store.NotOwnedError when set is not "" and differs from
-// the set of the row (have), else nil.
-func owned(set, have, what string) error {
-	if set == "" || set == have {
-		return nil
-	}
-	return &store.NotOwnedError{What: what, Set: have, Want: set}
-}
-
 // Apply makes every write of b or none (store.Store.Apply): it runs the
 // ops under the lock on the live maps, and on a failure puts back a copy
 // taken first. The version moves once.
@@ -678,7 +594,10 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	out := make([]store.Result, len(b.Ops))
 	var err error
 	for i, op := range b.Ops {
-		if out[i], err = s.applyOp(op, b.Set, actor); err != nil {
+		if err = ready(&op, b.Set); err == nil {
+			out[i], err = s.applyOp(op, b.Set, actor)
+		}
+		if err != nil {
 			err = &store.BatchError{Index: i, Op: op.Describe(), Err: err}
 			break
 		}
@@ -698,34 +617,23 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 	return out, nil
 }
 
-// applyOp makes one op of a batch of set; s.mu is held.
+// applyOp makes op, readied (ready), for set (a batch's; "" for a single
+// write); s.mu is held.
 func (s *Store) applyOp(op store.Op, set, actor string) (store.Result, error) {
-	if op.Rule != nil {
-		r := cloneRule(*op.Rule)
-		r.Set = set
-		r.Normalize()
+	if r := op.Rule; r != nil {
 		switch op.Action {
 		case rules.ActionCreate:
-			if err := checkRule(r); err != nil {
-				return store.Result{}, err
-			}
-			got, err := s.createRule(r, actor)
+			got, err := s.createRule(*r, actor)
 			return store.Result{Rule: &got}, err
 		case rules.ActionUpdate:
-			got, err := s.updateRule(r, op.IfVersion, set, actor)
+			got, err := s.updateRule(*r, op.IfVersion, set, actor)
 			return store.Result{Rule: &got}, err
 		default:
 			return store.Result{}, s.deleteRule(r.ID, op.IfVersion, set, actor)
 		}
 	}
-	p := clonePlan(*op.Plan)
-	p.Set = set
-	p.Normalize()
-	switch op.Action {
+	switch p := *op.Plan; op.Action {
 	case rules.ActionCreate:
-		if err := checkPlan(p); err != nil {
-			return store.Result{}, err
-		}
 		got, err := s.createPlan(p, actor)
 		return store.Result{Plan: &got}, err
 	case rules.ActionUpdate:

@@ -36,8 +36,9 @@ const (
 
 // Store is the PostgreSQL rules store. It is safe for concurrent use.
 type Store struct {
-	pool     *pgxpool.Pool
-	maxRules int
+	store.Single // the single writes, by writeOne
+	pool         *pgxpool.Pool
+	maxRules     int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -52,7 +53,9 @@ func NewWithOptions(pool *pgxpool.Pool, o store.Options) *Store {
 	if o.MaxRules <= 0 {
 		o.MaxRules = store.DefaultMaxRules
 	}
-	return &Store{pool: pool, maxRules: o.MaxRules}
+	s := &Store{pool: pool, maxRules: o.MaxRules}
+	s.Single = s.writeOne
+	return s
 }
 
 // bumpVersion moves the rules version (table rules_version, one row) to the
@@ -79,19 +82,6 @@ const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms
 
 const planColumns = `name, limit_count, period_ms, burst, description, version, created_at, updated_at, kind, set_name, global`
 
-// CreateRule stores r under a new UUID with Version 1 and records the
-// creation by actor, in one transaction. It returns rules.ErrConflict when
-// another rule holds the scope (api, route, subject, kind) and a
-// *rules.ValidationError when r names an unknown plan or does not fit its
-// plan (rules.Rule.ValidateWithPlan).
-func (s *Store) CreateRule(ctx context.Context, r rules.Rule, actor string) (rules.Rule, error) {
-	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionCreate, Rule: &r}, actor)
-	if err != nil {
-		return rules.Rule{}, fmt.Errorf("create rule: %w", err)
-	}
-	return *res.Rule, nil
-}
-
 // write runs fn in a transaction that first moves the rules version
 // (bumpVersion). An fn that returns errUnchanged, an update that changes
 // nothing, is rolled back and succeeds.
@@ -108,9 +98,10 @@ func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return err
 }
 
-// writeOne makes op outside a batch, the way every single write is made:
-// readied (ready) before any transaction, then in one of its own (write),
-// where a rule create first checks the room left.
+// writeOne makes op outside a batch (store.Single), each in one
+// transaction with its audit row: readied (ready) before any transaction,
+// then in one of its own (write), where a rule create first checks the
+// room left.
 func (s *Store) writeOne(ctx context.Context, op store.Op, actor string) (store.Result, error) {
 	if err := ready(&op, ""); err != nil {
 		return store.Result{}, err
@@ -191,19 +182,6 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	return r, nil
 }
 
-// UpdateRule replaces the rule r.ID with r when its version is ifVersion (0
-// accepts any), bumps Version and records the change by actor, in one
-// transaction. Errors: rules.ErrNotFound, rules.ErrStale, rules.ErrConflict
-// (the new scope is taken) and *rules.ValidationError (unknown plan, or r
-// does not fit it).
-func (s *Store) UpdateRule(ctx context.Context, r rules.Rule, ifVersion int64, actor string) (rules.Rule, error) {
-	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionUpdate, Rule: &r, IfVersion: ifVersion}, actor)
-	if err != nil {
-		return rules.Rule{}, fmt.Errorf("update rule %q: %w", r.ID, err)
-	}
-	return *res.Rule, nil
-}
-
 // updateRule replaces rule r.ID with r in tx when lockRule allows it. An
 // update that changes nothing returns the rule as it is with errUnchanged:
 // the caller rolls back.
@@ -237,16 +215,6 @@ func updateRule(ctx context.Context, tx pgx.Tx, r rules.Rule, ifVersion int64, s
 	return out, audit(ctx, tx, rules.KindRule, r.ID, rules.ActionUpdate, actor, before, out)
 }
 
-// DeleteRule deletes the rule when its version is ifVersion (0 accepts any)
-// and records the deletion by actor, in one transaction. Errors:
-// rules.ErrNotFound, rules.ErrStale.
-func (s *Store) DeleteRule(ctx context.Context, id string, ifVersion int64, actor string) error {
-	if _, err := s.writeOne(ctx, store.Op{Action: rules.ActionDelete, Rule: &rules.Rule{ID: id}, IfVersion: ifVersion}, actor); err != nil {
-		return fmt.Errorf("delete rule %q: %w", id, err)
-	}
-	return nil
-}
-
 // deleteRule deletes rule cid in tx when lockRule allows it.
 func deleteRule(ctx context.Context, tx pgx.Tx, cid string, ifVersion int64, set, actor string) error {
 	before, err := lockRule(ctx, tx, cid, ifVersion, set)
@@ -261,16 +229,16 @@ func deleteRule(ctx context.Context, tx pgx.Tx, cid string, ifVersion int64, set
 
 // checkRulePlan checks, once r is written in tx, that r fits the plan it
 // names (rules.Rule.ValidateWithPlan). It reads the plan FOR SHARE, which
-// conflicts with the FOR NO KEY UPDATE of UpdatePlan: a plan update and a
+// conflicts with the FOR NO KEY UPDATE of updatePlan: a plan update and a
 // rule write naming that plan never both commit unchecked against each
-// other's numbers (see UpdatePlan).
+// other's numbers (see updatePlan).
 func checkRulePlan(ctx context.Context, tx pgx.Tx, r rules.Rule) error {
 	if r.Plan == "" {
 		return nil
 	}
 	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 FOR SHARE`, r.Plan))
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Deleted since the foreign key check: DeletePlan's FOR UPDATE
+		// Deleted since the foreign key check: deletePlan's FOR UPDATE
 		// made this read wait for it.
 		return input.FieldError("plan", fmt.Sprintf("unknown plan %q", r.Plan))
 	}
@@ -367,16 +335,6 @@ func (s *Store) RuleHistory(ctx context.Context, id string) ([]rules.AuditEntry,
 	return s.history(ctx, rules.KindRule, cid)
 }
 
-// CreatePlan stores p with Version 1 and records the creation by actor, in
-// one transaction; rules.ErrConflict when a plan of that name exists.
-func (s *Store) CreatePlan(ctx context.Context, p rules.Plan, actor string) (rules.Plan, error) {
-	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionCreate, Plan: &p}, actor)
-	if err != nil {
-		return rules.Plan{}, fmt.Errorf("create plan: %w", err)
-	}
-	return *res.Plan, nil
-}
-
 // createPlan inserts p, normalised and checked for text, in tx.
 func createPlan(ctx context.Context, tx pgx.Tx, p rules.Plan, actor string) (rules.Plan, error) {
 	row := tx.QueryRow(ctx, `INSERT INTO plans (name, limit_count, period_ms, burst, description, kind, set_name, global)
@@ -402,20 +360,6 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, err)
 	}
 	return p, nil
-}
-
-// UpdatePlan replaces plan p.Name when its version is ifVersion (0 accepts
-// any), bumps Version and records the change by actor, in one transaction.
-// Rules naming the plan use the new numbers from the next snapshot load on.
-// Errors: rules.ErrNotFound, rules.ErrStale, and a *rules.PlanConflictError
-// (rules.ErrConflict) when a rule naming the plan would not fit its new
-// numbers.
-func (s *Store) UpdatePlan(ctx context.Context, p rules.Plan, ifVersion int64, actor string) (rules.Plan, error) {
-	res, err := s.writeOne(ctx, store.Op{Action: rules.ActionUpdate, Plan: &p, IfVersion: ifVersion}, actor)
-	if err != nil {
-		return rules.Plan{}, fmt.Errorf("update plan %q: %w", p.Name, err)
-	}
-	return *res.Plan, nil
 }
 
 // updatePlan replaces plan p.Name in tx when lockPlan allows it;
@@ -454,17 +398,6 @@ func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, s
 		return rules.Plan{}, err
 	}
 	return out, audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
-}
-
-// DeletePlan deletes the plan when its version is ifVersion (0 accepts any)
-// and records the deletion by actor, in one transaction. Errors:
-// rules.ErrNotFound, rules.ErrStale, and rules.ErrConflict while a rule
-// names the plan.
-func (s *Store) DeletePlan(ctx context.Context, name string, ifVersion int64, actor string) error {
-	if _, err := s.writeOne(ctx, store.Op{Action: rules.ActionDelete, Plan: &rules.Plan{Name: name}, IfVersion: ifVersion}, actor); err != nil {
-		return fmt.Errorf("delete plan %q: %w", name, err)
-	}
-	return nil
 }
 
 // deletePlan deletes plan name in tx when lockPlan allows it and no rule
