@@ -287,9 +287,9 @@ func testGlobal(t *testing.T, s store.Store) {
 	}
 	if es, err := s.RuleHistory(ctx, created.ID); err != nil || len(es) != 3 {
 		t.Errorf("RuleHistory(global) = %d entries, %v; want create and two updates", len(es), err)
-	} else if before, _ := decodeRule(t, es[2].Before); before.Global {
+	} else if before := image[rules.Rule](t, es[2].Before); before != nil && before.Global {
 		t.Errorf("RuleHistory(global)[2].before = %s, want regional", es[2].Before)
-	} else if after, _ := decodeRule(t, es[2].After); !after.Global {
+	} else if after := image[rules.Rule](t, es[2].After); after == nil || !after.Global {
 		t.Errorf("RuleHistory(global)[2].after = %s, want global", es[2].After)
 	}
 	mustCreateRule(t, s, inline("api", "GET /r", "*", 100, time.Second))
@@ -484,7 +484,7 @@ func testQuotaScopes(t *testing.T, s store.Store) {
 	if err != nil || len(hist) != 2 {
 		t.Fatalf("RuleHistory(quota) = %d entries, %v; want 2", len(hist), err)
 	}
-	if after, ok := decodeRule(t, hist[1].After); !ok || after.Kind != rules.Quota || after.Anchor != quota.Anchor || after.Period != rules.Month {
+	if after := image[rules.Rule](t, hist[1].After); after == nil || after.Kind != rules.Quota || after.Anchor != quota.Anchor || after.Period != rules.Month {
 		t.Errorf("RuleHistory(quota)[1].After = %+v, want the quota's kind, anchor and 1mo", after)
 	}
 	rs, _, err := loadAll(ctx, s)
@@ -587,28 +587,33 @@ func testRuleStale(t *testing.T, s store.Store) {
 	}
 }
 
-// decodeRule decodes an audit image; null is the zero rule and ok false.
-func decodeRule(t *testing.T, raw json.RawMessage) (r rules.Rule, ok bool) {
+// image decodes an audit image of a rules.Rule or rules.Plan; null is nil.
+func image[T any](t *testing.T, raw json.RawMessage) *T {
 	t.Helper()
 	if len(raw) == 0 || string(raw) == "null" {
-		return rules.Rule{}, false
+		return nil
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
+	v := new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("audit image %s does not decode: %v", raw, err)
 	}
-	return r, true
+	return v
 }
 
-func decodePlan(t *testing.T, raw json.RawMessage) (p rules.Plan, ok bool) {
-	t.Helper()
-	if len(raw) == 0 || string(raw) == "null" {
-		return rules.Plan{}, false
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		t.Fatalf("audit image %s does not decode: %v", raw, err)
-	}
-	return p, true
+// entry is what the audit tests compare of an AuditEntry of a T (a
+// rules.Rule or rules.Plan), its images decoded.
+type entry[T any] struct {
+	Kind, Target, Action, Actor string
+	Before, After               *T
 }
+
+func entryOf[T any](t *testing.T, e rules.AuditEntry) entry[T] {
+	t.Helper()
+	return entry[T]{e.Kind, e.TargetID, e.Action, e.Actor, image[T](t, e.Before), image[T](t, e.After)}
+}
+
+// eqTime compares instants: JSON keeps the instant, not the location.
+var eqTime = cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
 
 func testRuleAudit(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -639,11 +644,7 @@ func testRuleAudit(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("RuleHistory() error = %v", err)
 	}
-	type entry struct {
-		Kind, Target, Action, Actor string
-		Before, After               *rules.Rule
-	}
-	var got []entry
+	var got []entry[rules.Rule]
 	for i, e := range hist {
 		if e.At.Before(start) || e.At.After(time.Now().Add(time.Second)) {
 			t.Errorf("RuleHistory()[%d].At = %v, want now", i, e.At)
@@ -651,22 +652,13 @@ func testRuleAudit(t *testing.T, s store.Store) {
 		if i > 0 && e.ID <= hist[i-1].ID {
 			t.Errorf("RuleHistory() ids %d then %d, want ascending", hist[i-1].ID, e.ID)
 		}
-		en := entry{Kind: e.Kind, Target: e.TargetID, Action: e.Action, Actor: e.Actor}
-		if r, ok := decodeRule(t, e.Before); ok {
-			en.Before = &r
-		}
-		if r, ok := decodeRule(t, e.After); ok {
-			en.After = &r
-		}
-		got = append(got, en)
+		got = append(got, entryOf[rules.Rule](t, e))
 	}
-	want := []entry{
+	want := []entry[rules.Rule]{
 		{rules.KindRule, created.ID, rules.ActionCreate, "creator", nil, &created},
 		{rules.KindRule, created.ID, rules.ActionUpdate, "updater", &created, &updated},
 		{rules.KindRule, created.ID, rules.ActionDelete, "deleter", &updated, nil},
 	}
-	// JSON keeps the instant, not the location.
-	eqTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
 	if diff := cmp.Diff(want, got, eqTime); diff != "" {
 		t.Errorf("RuleHistory() mismatch (-want +got):\n%s", diff)
 	}
@@ -828,27 +820,15 @@ func testPlanAudit(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("PlanHistory() error = %v", err)
 	}
-	type entry struct {
-		Kind, Target, Action, Actor string
-		Before, After               *rules.Plan
-	}
-	var got []entry
+	var got []entry[rules.Plan]
 	for _, e := range hist {
-		en := entry{Kind: e.Kind, Target: e.TargetID, Action: e.Action, Actor: e.Actor}
-		if p, ok := decodePlan(t, e.Before); ok {
-			en.Before = &p
-		}
-		if p, ok := decodePlan(t, e.After); ok {
-			en.After = &p
-		}
-		got = append(got, en)
+		got = append(got, entryOf[rules.Plan](t, e))
 	}
-	want := []entry{
+	want := []entry[rules.Plan]{
 		{rules.KindPlan, "gold", rules.ActionCreate, "creator", nil, &created},
 		{rules.KindPlan, "gold", rules.ActionUpdate, "updater", &created, &updated},
 		{rules.KindPlan, "gold", rules.ActionDelete, "deleter", &updated, nil},
 	}
-	eqTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
 	if diff := cmp.Diff(want, got, eqTime); diff != "" {
 		t.Errorf("PlanHistory() mismatch (-want +got):\n%s", diff)
 	}
@@ -1064,28 +1044,22 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 			t.Fatalf("round %d: reset the plan: %v", i, err)
 		}
 		r := mustCreateRule(t, s, rules.Rule{API: "api", Route: "GET /r" + fmt.Sprint(i), Subject: "key", Plan: "race"})
-		var wg sync.WaitGroup
-		var planErr, ruleErr, newErr error
-		start := make(chan struct{})
-		wg.Go(func() {
-			<-start
-			low := p
-			low.Burst = new(int64(20))
-			_, planErr = s.UpdatePlan(ctx, low, p.Version, actor)
+		errs := race(3, func(w int) (err error) {
+			switch w {
+			case 0: // the plan update
+				low := p
+				low.Burst = new(int64(20))
+				_, err = s.UpdatePlan(ctx, low, p.Version, actor)
+			case 1: // the rule update
+				up := r
+				up.Cost = new(int64(50))
+				_, err = s.UpdateRule(ctx, up, r.Version, actor)
+			default: // the create
+				_, err = s.CreateRule(ctx, rules.Rule{API: "api", Route: "GET /n" + fmt.Sprint(i), Subject: "key", Plan: "race", Cost: new(int64(60))}, actor)
+			}
+			return err
 		})
-		wg.Go(func() {
-			<-start
-			up := r
-			up.Cost = new(int64(50))
-			_, ruleErr = s.UpdateRule(ctx, up, r.Version, actor)
-		})
-		wg.Go(func() {
-			<-start
-			_, newErr = s.CreateRule(ctx, rules.Rule{API: "api", Route: "GET /n" + fmt.Sprint(i), Subject: "key", Plan: "race", Cost: new(int64(60))}, actor)
-		})
-		close(start)
-		wg.Wait()
-		for _, err := range []error{planErr, ruleErr, newErr} {
+		for _, err := range errs {
 			if err != nil && !errors.Is(err, rules.ErrConflict) && fieldOf(err) != "cost" {
 				t.Errorf("round %d: error = %v, want nil, a conflict or a ValidationError on cost", i, err)
 			}
@@ -1101,7 +1075,7 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 		for _, r := range rs {
 			if r.Cost != nil && *r.Cost > *ps[0].Burst {
 				t.Errorf("round %d: rule %s costs %d on a plan of burst %d (plan err %v, rule err %v, create err %v)",
-					i, r.Route, *r.Cost, *ps[0].Burst, planErr, ruleErr, newErr)
+					i, r.Route, *r.Cost, *ps[0].Burst, errs[0], errs[1], errs[2])
 			}
 		}
 		// Clean up so the next round starts from burst 100 with no costly rule.
@@ -1507,19 +1481,12 @@ func testConcurrentUpdates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := mustCreateRule(t, s, inline("api", "*", "key", 10, time.Minute))
 	const writers = 8
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			upd := r
-			upd.Limit = new(int64(100 + i))
-			_, errs[i] = s.UpdateRule(ctx, upd, 1, fmt.Sprintf("writer-%d", i))
-		})
-	}
-	close(start)
-	wg.Wait()
+	errs := race(writers, func(i int) error {
+		upd := r
+		upd.Limit = new(int64(100 + i))
+		_, err := s.UpdateRule(ctx, upd, 1, fmt.Sprintf("writer-%d", i))
+		return err
+	})
 	if n := wins(t, "UpdateRule", errs, rules.ErrStale); n != 1 {
 		t.Errorf("%d concurrent UpdateRule(version 1) succeeded, want exactly 1", n)
 	}
@@ -1533,13 +1500,27 @@ func testConcurrentUpdates(t *testing.T, s store.Store) {
 	}
 
 	// The same for deletes.
-	for i := range writers {
-		wg.Go(func() { errs[i] = s.DeleteRule(ctx, r.ID, 2, actor) })
-	}
-	wg.Wait()
+	errs = race(writers, func(int) error { return s.DeleteRule(ctx, r.ID, 2, actor) })
 	if n := wins(t, "DeleteRule", errs, rules.ErrNotFound, rules.ErrStale); n != 1 {
 		t.Errorf("%d concurrent DeleteRule(version 2) succeeded, want exactly 1", n)
 	}
+}
+
+// race makes the n calls of call at once, released together, and returns
+// their errors by call.
+func race(n int, call func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = call(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
 }
 
 // wins counts the writers of a race whose call succeeded, and reports
@@ -1559,15 +1540,10 @@ func wins(t *testing.T, call string, errs []error, allowed ...error) int {
 
 func testConcurrentCreates(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	const writers = 8
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			_, errs[i] = s.CreateRule(ctx, inline("api", "*", "key", int64(i), time.Minute), actor)
-		})
-	}
-	wg.Wait()
+	errs := race(8, func(i int) error {
+		_, err := s.CreateRule(ctx, inline("api", "*", "key", int64(i), time.Minute), actor)
+		return err
+	})
 	if n := wins(t, "CreateRule", errs, rules.ErrConflict); n != 1 {
 		t.Errorf("%d concurrent CreateRule(same scope) succeeded, want exactly 1", n)
 	}
@@ -1678,14 +1654,10 @@ func testMaxRules(t *testing.T, s store.Store) {
 // testMaxRulesConcurrent: 12 creates at once on a store of at most 5 rules:
 // exactly 5 succeed, whatever the interleaving.
 func testMaxRulesConcurrent(t *testing.T, s store.Store) {
-	errs := make([]error, 12)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			_, errs[i] = s.CreateRule(t.Context(), inline("api", "*", fmt.Sprint("c", i), 1, time.Minute), actor)
-		})
-	}
-	wg.Wait()
+	errs := race(12, func(i int) error {
+		_, err := s.CreateRule(t.Context(), inline("api", "*", fmt.Sprint("c", i), 1, time.Minute), actor)
+		return err
+	})
 	if n := wins(t, "CreateRule", errs, rules.ErrTooManyRules); n != 5 {
 		t.Errorf("%d of 12 concurrent creates succeeded on a store of at most 5 rules, want 5", n)
 	}
