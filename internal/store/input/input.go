@@ -8,6 +8,7 @@
 package input
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -55,16 +56,8 @@ func KeyOf(r rules.Rule) Key { return Key{r.API, r.Route, r.Subject, r.ID} }
 
 // Compare orders keys as lists are: -1, 0 or +1.
 func (k Key) Compare(o Key) int {
-	if c := strings.Compare(k.API, o.API); c != 0 {
-		return c
-	}
-	if c := strings.Compare(k.Route, o.Route); c != 0 {
-		return c
-	}
-	if c := strings.Compare(k.Subject, o.Subject); c != 0 {
-		return c
-	}
-	return strings.Compare(k.ID, o.ID)
+	return cmp.Or(strings.Compare(k.API, o.API), strings.Compare(k.Route, o.Route),
+		strings.Compare(k.Subject, o.Subject), strings.Compare(k.ID, o.ID))
 }
 
 // Cursor returns the opaque cursor (rules.Page.NextCursor) that continues a
