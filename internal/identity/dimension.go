@@ -85,14 +85,6 @@ func ParseDimensions(s string) ([]Dimension, error) {
 // validDimension mirrors rules.ValidDimension (identity imports nothing of
 // the module).
 func validDimension(name string) bool {
-	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= 32 && 'a' <= name[0] && name[0] <= 'z' &&
+		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }

@@ -186,26 +186,11 @@ func (r Rule) Validate() error {
 		} else {
 			v.check("limit", limitProblem(*r.Limit))
 		}
-		if r.Period == 0 {
-			v.add("period", "is required unless plan is set")
-		} else if p := periodProblem(r.Period); p != "" {
-			v.add("period", p)
-		} else {
-			v.check("period", kindPeriodProblem(r.Kind, r.Period))
-		}
+		v.period(r.Period, r.Kind, "is required unless plan is set")
 		if r.Limit != nil {
 			burst = *r.Limit
 		}
-		if quota && r.Burst != nil {
-			v.add("burst", "must be empty for a quota: its limit is the window's capacity")
-		} else if r.Kind == Concurrency && r.Burst != nil {
-			v.add("burst", burstConcurrency)
-		} else if r.Burst != nil {
-			if p := burstProblem(*r.Burst, r.Limit); p != "" {
-				v.add("burst", p)
-			} else if inline {
-				v.check("burst", horizonProblem(*r.Burst, *r.Limit, r.Period, burstHorizon))
-			}
+		if v.burst(r.Burst, r.Limit, r.Kind, r.Period, inline) {
 			burst = *r.Burst
 		}
 	}
@@ -287,16 +272,7 @@ func NormalizeDimension(name string) string {
 // ValidDimension reports whether name can name a dimension:
 // ^[a-z][a-z0-9_-]{0,31}$.
 func ValidDimension(name string) bool {
-	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= 32 && 'a' <= name[0] && name[0] <= 'z' && allBytes(name, isPlanByte)
 }
 
 // Validate reports every problem with p as a *ValidationError with JSON
@@ -306,24 +282,8 @@ func (p Plan) Validate() error {
 	v.check("name", planNameProblem(p.Name))
 	v.check("kind", kindProblem(p.Kind))
 	v.check("limit", limitProblem(p.Limit))
-	if p.Period == 0 {
-		v.add("period", "is required")
-	} else if reason := periodProblem(p.Period); reason != "" {
-		v.add("period", reason)
-	} else {
-		v.check("period", kindPeriodProblem(p.Kind, p.Period))
-	}
-	if p.Burst != nil && p.Kind == Quota {
-		v.add("burst", "must be empty for a quota: its limit is the window's capacity")
-	} else if p.Burst != nil && p.Kind == Concurrency {
-		v.add("burst", burstConcurrency)
-	} else if p.Burst != nil {
-		if reason := burstProblem(*p.Burst, &p.Limit); reason != "" {
-			v.add("burst", reason)
-		} else if limitProblem(p.Limit) == "" && p.Period != 0 && periodProblem(p.Period) == "" {
-			v.check("burst", horizonProblem(*p.Burst, p.Limit, p.Period, burstHorizon))
-		}
-	}
+	v.period(p.Period, p.Kind, "is required")
+	v.burst(p.Burst, &p.Limit, p.Kind, p.Period, limitProblem(p.Limit) == "" && p.Period != 0 && periodProblem(p.Period) == "")
 	v.check("description", descriptionProblem(p.Description))
 	if p.Set != "" {
 		v.check("set", setProblem(p.Set))
@@ -511,6 +471,42 @@ func (v *validator) check(field, reason string) {
 	if reason != "" {
 		v.add(field, reason)
 	}
+}
+
+// period adds what is wrong with the period p of a rule or plan of kind
+// k: missing when it is 0, out of bounds, or not one the kind takes.
+func (v *validator) period(p Period, k Kind, missing string) {
+	if p == 0 {
+		v.add("period", missing)
+	} else if reason := periodProblem(p); reason != "" {
+		v.add("period", reason)
+	} else {
+		v.check("period", kindPeriodProblem(k, p))
+	}
+}
+
+// burst adds what is wrong with the burst b (nil when unset) of a rule or
+// plan of kind k, limit and period: a quota and a concurrency rule take
+// none; with horizon (limit and period valid) b must be within
+// MaxHorizon. It reports whether b is a token bucket's burst to charge
+// against.
+func (v *validator) burst(b, limit *int64, k Kind, period Period, horizon bool) bool {
+	switch {
+	case b == nil:
+		return false
+	case k == Quota:
+		v.add("burst", "must be empty for a quota: its limit is the window's capacity")
+		return false
+	case k == Concurrency:
+		v.add("burst", burstConcurrency)
+		return false
+	}
+	if reason := burstProblem(*b, limit); reason != "" {
+		v.add("burst", reason)
+	} else if horizon {
+		v.check("burst", horizonProblem(*b, *limit, period, burstHorizon))
+	}
+	return true
 }
 
 // err returns nil (an untyped nil error) when nothing was added.
