@@ -20,20 +20,10 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
+// newJSONLogger logs every level to w, a testenv.Buffer where requests
+// log in parallel.
 func newJSONLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(&lockedWriter{w: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// lockedWriter lets parallel requests log into one strings.Builder.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 const ruleBody = `{"api":"a1b2c3d4e5","route":"GET /pets/{id}","subject":"key-1","limit":100,"period":"1m","burst":150,"description":"pets"}`
@@ -754,7 +744,7 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 // full reload: internal/chaos found a rule changed during a Sentinel
 // failover enforced by no host).
 func TestPublishRetried(t *testing.T) {
-	var logs strings.Builder
+	var logs testenv.Buffer
 	pub := &flakyPublisher{failures: 3}
 	svc := admin.New(mustMemory(), pub, nil, admin.Options{Logger: newJSONLogger(&logs), PublishTimeout: 5 * time.Second})
 	h := lambdaHandler(svc)

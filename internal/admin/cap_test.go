@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/store/memory"
 	"github.com/sluicehq/sluice/internal/store/postgres"
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestTooManyRules: a create on a store holding its maximum of rules is a
@@ -27,7 +28,7 @@ func TestTooManyRules(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			var logs strings.Builder
+			var logs testenv.Buffer
 			svc := admin.New(b.new(t, store.Options{MaxRules: 2}), nil, nil, admin.Options{Logger: newJSONLogger(&logs)})
 			e := &env{svc: svc, handle: lambdaHandler(svc)}
 			body := func(i int) string {

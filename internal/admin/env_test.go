@@ -29,7 +29,7 @@ type env struct {
 	store     store.Store // read behind the API's back
 	snapshots *rulesync.Snapshots
 	lim       *limiter.Limiter
-	logs      *strings.Builder
+	logs      *testenv.Buffer
 	count     func(t testing.TB) rowCounts // counts rows behind the store's back
 }
 
@@ -122,7 +122,7 @@ func newEnv(t testing.TB, b backend) *env {
 	// authorizer's 25 ms.
 	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
 	testenv.DeleteKeys(t, rdb, prefix)
-	var logs strings.Builder
+	var logs testenv.Buffer
 	svc := admin.New(st, pub, lim, admin.Options{Logger: newJSONLogger(&logs)})
 	e := &env{svc: svc, handle: lambdaHandler(svc), store: st, snapshots: snaps, lim: lim, logs: &logs}
 	e.count = func(t testing.TB) rowCounts {

@@ -34,7 +34,7 @@ func TestFindSubject(t *testing.T) {
 		st.Record(stats.Decision{Rule: "r1", API: "shop", SubjectHash: hash})
 	}
 	st.Record(stats.Decision{Rule: "r2", API: "shop", SubjectHash: hash})
-	var logs strings.Builder
+	var logs testenv.Buffer
 	h := pinnedHandler(admin.New(mustMemory(), nil, lim, admin.Options{Stats: st, Logger: newJSONLogger(&logs)}), admin.RouteFindSubject)
 	find := func(body string) (int, string) {
 		t.Helper()
