@@ -38,7 +38,7 @@ func TestConcurrencyValidate(t *testing.T) {
 	for _, tt := range tests {
 		r := valid()
 		tt.mutate(&r)
-		wantFields(t, tt.name, r.Validate(), tt.want)
+		wantFields(t, tt.name+": Validate()", r.Validate(), tt.want)
 	}
 
 	p := Plan{Name: "exports", Kind: Concurrency, Limit: 3, Period: Period(time.Hour)}

@@ -2,12 +2,9 @@ package rules
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestParsePeriod(t *testing.T) {
@@ -177,16 +174,7 @@ func TestPeriodJSON(t *testing.T) {
 	}
 	for _, tt := range bad {
 		var d doc
-		err := json.Unmarshal([]byte(tt.in), &d)
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("Unmarshal(%s) error = %v, want a *ValidationError", tt.in, err)
-			continue
-		}
-		want := []FieldError{{Field: "period", Reason: tt.reason}}
-		if diff := cmp.Diff(want, ve.Fields); diff != "" {
-			t.Errorf("Unmarshal(%s) fields mismatch (-want +got):\n%s", tt.in, diff)
-		}
+		wantFields(t, "Unmarshal("+tt.in+")", json.Unmarshal([]byte(tt.in), &d), []FieldError{{Field: "period", Reason: tt.reason}})
 	}
 }
 

@@ -53,27 +53,27 @@ func TestQuotaValidate(t *testing.T) {
 	for _, tt := range tests {
 		r := validQuota()
 		tt.mutate(&r)
-		wantFields(t, tt.name, r.Validate(), tt.want)
+		wantFields(t, tt.name+": Validate()", r.Validate(), tt.want)
 	}
 }
 
-// wantFields checks err, a Validate's: nil when want is, else a
+// wantFields checks err, what call returned: nil when want is, else a
 // *ValidationError of exactly want's fields.
-func wantFields(t *testing.T, name string, err error, want []FieldError) {
+func wantFields(t *testing.T, call string, err error, want []FieldError) {
 	t.Helper()
 	if want == nil {
 		if err != nil {
-			t.Errorf("%s: Validate() = %v, want nil", name, err)
+			t.Errorf("%s = %v, want nil", call, err)
 		}
 		return
 	}
 	var ve *ValidationError
 	if !errors.As(err, &ve) {
-		t.Errorf("%s: Validate() = %v, want a *ValidationError", name, err)
+		t.Errorf("%s = %v, want a *ValidationError", call, err)
 		return
 	}
 	if diff := cmp.Diff(want, ve.Fields); diff != "" {
-		t.Errorf("%s: Validate() fields mismatch (-want +got):\n%s", name, diff)
+		t.Errorf("%s fields mismatch (-want +got):\n%s", call, diff)
 	}
 }
 
@@ -96,10 +96,7 @@ func TestQuotaPlans(t *testing.T) {
 		{"monthly rate plan", Plan{Name: "q", Limit: 1, Period: Month}, []fe{{"period", `"1mo" is a calendar month, for quotas only: use "30d" or "4w" for a rate`}}},
 		{"unknown kind", Plan{Name: "q", Kind: "x", Limit: 1, Period: Period(Day)}, []fe{{"kind", `must be "rate", "quota" or "concurrency"`}}},
 	} {
-		var ve *ValidationError
-		if err := tt.p.Validate(); !errors.As(err, &ve) || !cmp.Equal(tt.want, ve.Fields) {
-			t.Errorf("%s: Validate() = %v, want %v", tt.name, err, tt.want)
-		}
+		wantFields(t, tt.name+": Validate()", tt.p.Validate(), tt.want)
 	}
 
 	r := Rule{API: "a", Route: "*", Subject: "k", Plan: "gold-monthly", Kind: Quota, Anchor: "2026-02-01T00:00:00Z"}

@@ -26,6 +26,25 @@ func ids(m Match) [2]string {
 	return [2]string{id(m.API), id(m.Route)}
 }
 
+// forSubsets calls check for each subset of candidates (a bit mask) with
+// a snapshot of noise and that subset, and the ID of the subset's first
+// rule ("-" when empty): the one Match must pick.
+func forSubsets(candidates, noise []Rule, check func(mask int, s *Snapshot, want string)) {
+	for mask := 0; mask < 1<<len(candidates); mask++ {
+		rs := slices.Clone(noise)
+		want := "-"
+		for i, c := range candidates {
+			if mask&(1<<i) != 0 {
+				rs = append(rs, c)
+				if want == "-" {
+					want = c.ID
+				}
+			}
+		}
+		check(mask, NewSnapshot(rs, nil, SnapshotOptions{}), want)
+	}
+}
+
 // TestMatchRoutePrecedence tries every subset of the eight route rules that
 // could match GET /pets/{id} on api "a" for subject "u": the winner must be
 // the first present in precedence order (exact subject, then exact api, then
@@ -49,22 +68,11 @@ func TestMatchRoutePrecedence(t *testing.T) {
 		rule("n4", "a", "GET /pets/{id}", "v"),
 		rule("n5", "*", "GET /pets/{id}/toys", "*"),
 	}
-	for mask := 0; mask < 1<<len(candidates); mask++ {
-		rs := slices.Clone(noise)
-		want := "-"
-		for i, c := range candidates {
-			if mask&(1<<i) != 0 {
-				rs = append(rs, c)
-				if want == "-" {
-					want = c.ID
-				}
-			}
-		}
-		s := NewSnapshot(rs, nil, SnapshotOptions{})
+	forSubsets(candidates, noise, func(mask int, s *Snapshot, want string) {
 		if got := ids(s.Match("a", "GET", "/pets/{id}", "u")); got != [2]string{"-", want} {
 			t.Errorf("rules %08b: Match(a, GET, /pets/{id}, u) = %v, want [- %s]", mask, got, want)
 		}
-	}
+	})
 }
 
 // TestMatchMethodCase: a method in any case is one method, HEAD included,
@@ -124,22 +132,11 @@ func TestMatchAPIPrecedence(t *testing.T) {
 		rule("4", "*", "*", "*"),
 	}
 	noise := []Rule{rule("n1", "b", "*", "u"), rule("n2", "a", "*", "v"), rule("n3", "b", "*", "*")}
-	for mask := 0; mask < 1<<len(candidates); mask++ {
-		rs := slices.Clone(noise)
-		want := "-"
-		for i, c := range candidates {
-			if mask&(1<<i) != 0 {
-				rs = append(rs, c)
-				if want == "-" {
-					want = c.ID
-				}
-			}
-		}
-		s := NewSnapshot(rs, nil, SnapshotOptions{})
+	forSubsets(candidates, noise, func(mask int, s *Snapshot, want string) {
 		if got := ids(s.Match("a", "GET", "/x", "u")); got != [2]string{want, "-"} {
 			t.Errorf("rules %04b: Match(a, GET, /x, u) = %v, want [%s -]", mask, got, want)
 		}
-	}
+	})
 }
 
 func TestMatchScopesAndDefault(t *testing.T) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,15 +200,7 @@ func TestValidateErrors(t *testing.T) {
 	for _, tt := range tests {
 		r := validRule()
 		tt.mutate(&r)
-		err := r.Validate()
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("%s: Validate() = %v, want a *ValidationError", tt.name, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
-			t.Errorf("%s: Validate() fields mismatch (-want +got):\n%s", tt.name, diff)
-		}
+		wantFields(t, tt.name+": Validate()", r.Validate(), tt.want)
 	}
 }
 
@@ -240,14 +233,7 @@ func TestPlanValidate(t *testing.T) {
 		{Plan{Name: "g", Limit: 1, Period: Period(Year), Burst: new(int64(11))}, []fe{{"burst", "must be at most 10 at 1 per 1y: an empty bucket refills in burst × period ÷ limit, at most 10y, and here in about 11.0 years"}}},
 	}
 	for _, tt := range tests {
-		var ve *ValidationError
-		if err := tt.p.Validate(); !errors.As(err, &ve) {
-			t.Errorf("Validate(%+v) = %v, want a *ValidationError", tt.p, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
-			t.Errorf("Validate(%+v) fields mismatch (-want +got):\n%s", tt.p, diff)
-		}
+		wantFields(t, fmt.Sprintf("Validate(%+v)", tt.p), tt.p.Validate(), tt.want)
 	}
 }
 
@@ -281,21 +267,7 @@ func TestValidateWithPlan(t *testing.T) {
 		{"plan invalid otherwise is not this check's", planRule(1), Plan{Name: "gold", Limit: 3000, Period: Period(time.Minute), Burst: new(int64(2000))}, nil},
 	}
 	for _, tt := range tests {
-		err := tt.r.ValidateWithPlan(tt.p)
-		if tt.want == nil {
-			if err != nil {
-				t.Errorf("%s: ValidateWithPlan() = %v, want nil", tt.name, err)
-			}
-			continue
-		}
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("%s: ValidateWithPlan() = %v, want a *ValidationError", tt.name, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, ve.Fields); diff != "" {
-			t.Errorf("%s: ValidateWithPlan() fields mismatch (-want +got):\n%s", tt.name, diff)
-		}
+		wantFields(t, tt.name+": ValidateWithPlan()", tt.r.ValidateWithPlan(tt.p), tt.want)
 	}
 }
 
