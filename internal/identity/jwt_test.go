@@ -36,9 +36,11 @@ type issuer struct {
 	fetches atomic.Int64
 }
 
-func newIssuer(t *testing.T) *issuer {
+// newIssuer serves a JWKS publishing keys.
+func newIssuer(t *testing.T, keys ...signingKey) *issuer {
 	t.Helper()
 	is := &issuer{}
+	is.publish(keys...)
 	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.fetches.Add(1)
 		is.mu.Lock()
@@ -180,8 +182,7 @@ func respell(tb testing.TB, seg string) string {
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	rs, ec, other := rsaKey(t, "rs"), ecKey(t, "ec"), rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs, ec)
+	is := newIssuer(t, rs, ec)
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 
@@ -319,8 +320,7 @@ func signPayload(t *testing.T, k signingKey, payload string) string {
 func TestVerifyNumbers(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	v := verifier(t, is, newClock(now), "")
 	base := `{"iss":"https://issuer.example","aud":"app-1","exp":` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `,"uid":`
 	sources, err := identity.ParseSources("jwt:uid,ip")
@@ -438,8 +438,7 @@ func FuzzNumber(f *testing.F) {
 func TestVerifyTokenUse(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	v := verifier(t, is, newClock(now), "access")
 	if _, err := v.Verify(context.Background(), sign(t, rs, claims(map[string]any{"token_use": "access"}))); err != nil {
 		t.Errorf("Verify(token_use access) error = %v", err)
@@ -458,8 +457,7 @@ func TestVerifyTokenUse(t *testing.T) {
 func TestVerifyRotation(t *testing.T) {
 	t.Parallel()
 	old, next := rsaKey(t, "2026-11"), ecKey(t, "2026-12")
-	is := newIssuer(t)
-	is.publish(old)
+	is := newIssuer(t, old)
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 	ctx := context.Background()
@@ -500,8 +498,7 @@ func TestVerifyRotation(t *testing.T) {
 func TestVerifyJWKSDown(t *testing.T) {
 	t.Parallel()
 	rs, next := rsaKey(t, "rs"), rsaKey(t, "next")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 	ctx := context.Background()
@@ -537,8 +534,7 @@ func TestVerifyJWKSDown(t *testing.T) {
 func TestVerifierDefaultJWKSURL(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	v, err := identity.NewVerifier(context.Background(), identity.JWTOptions{Issuer: is.srv.URL + "/", Audience: []string{"app-1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -716,8 +712,7 @@ func BenchmarkVerify(b *testing.B) {
 func TestVerifyConcurrent(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 	good, unknown := sign(t, rs, claims(nil)), sign(t, ecKey(t, "nope"), claims(nil))
@@ -744,8 +739,7 @@ func TestVerifyConcurrent(t *testing.T) {
 func TestVerifySlowJWKS(t *testing.T) {
 	t.Parallel()
 	rs := rsaKey(t, "rs")
-	is := newIssuer(t)
-	is.publish(rs)
+	is := newIssuer(t, rs)
 	c := newClock(now)
 	v := verifier(t, is, c, "")
 	c.add(time.Minute)
