@@ -34,13 +34,9 @@ type ALBHandler func(context.Context, events.ALBTargetGroupRequest) (events.ALBT
 // when o.AllowHeaders is set (h's own fields of those names win). o.API,
 // when set, is the api instead of the event's id.
 func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandler {
-	return limitEvent(l, h, o,
-		func(ev *events.APIGatewayV2HTTPRequest) authorizer.Request { return edge.HTTPAPI(ev, o.ForwardedHops) },
-		func(_ *events.APIGatewayV2HTTPRequest, status int, hdr http.Header, body string) events.APIGatewayV2HTTPResponse {
-			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: single(hdr), Body: body}
-		},
-		func(_ *events.APIGatewayV2HTTPRequest, resp *events.APIGatewayV2HTTPResponse, hdr http.Header) {
-			resp.Headers = addFields(resp.Headers, hdr)
+	return limitEvent(l, h, o, func(ev *events.APIGatewayV2HTTPRequest) authorizer.Request { return edge.HTTPAPI(ev, o.ForwardedHops) },
+		func(_ *events.APIGatewayV2HTTPRequest, r *events.APIGatewayV2HTTPResponse) answer {
+			return answer{status: &r.StatusCode, body: &r.Body, headers: &r.Headers}
 		})
 }
 
@@ -51,13 +47,9 @@ func (l *Limiter) LimitHTTPAPI(h HTTPAPIHandler, o HandlerOptions) HTTPAPIHandle
 // authorizer reads of the same request. It is the answer for a REST API
 // that has no Sluice authorizer; one that has needs no wrapper.
 func (l *Limiter) LimitProxy(h ProxyHandler, o HandlerOptions) ProxyHandler {
-	return limitEvent(l, h, o,
-		func(ev *events.APIGatewayProxyRequest) authorizer.Request { return edge.Proxy(ev, o.ForwardedHops) },
-		func(_ *events.APIGatewayProxyRequest, status int, hdr http.Header, body string) events.APIGatewayProxyResponse {
-			return events.APIGatewayProxyResponse{StatusCode: status, Headers: single(hdr), Body: body}
-		},
-		func(_ *events.APIGatewayProxyRequest, resp *events.APIGatewayProxyResponse, hdr http.Header) {
-			resp.Headers = addFields(resp.Headers, hdr)
+	return limitEvent(l, h, o, func(ev *events.APIGatewayProxyRequest) authorizer.Request { return edge.Proxy(ev, o.ForwardedHops) },
+		func(_ *events.APIGatewayProxyRequest, r *events.APIGatewayProxyResponse) answer {
+			return answer{status: &r.StatusCode, body: &r.Body, headers: &r.Headers}
 		})
 }
 
@@ -81,39 +73,34 @@ func (l *Limiter) LimitALB(h ALBHandler, o HandlerOptions) ALBHandler {
 			}
 			return req
 		},
-		func(ev *events.ALBTargetGroupRequest, status int, hdr http.Header, body string) events.ALBTargetGroupResponse {
-			resp := events.ALBTargetGroupResponse{StatusCode: status, StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status), Body: body}
+		func(ev *events.ALBTargetGroupRequest, r *events.ALBTargetGroupResponse) answer {
+			a := answer{status: &r.StatusCode, desc: &r.StatusDescription, body: &r.Body, headers: &r.Headers}
 			if ev.MultiValueHeaders != nil {
-				resp.MultiValueHeaders = hdr
-			} else {
-				resp.Headers = single(hdr)
+				a.multi = &r.MultiValueHeaders
 			}
-			return resp
-		},
-		func(ev *events.ALBTargetGroupRequest, resp *events.ALBTargetGroupResponse, hdr http.Header) {
-			if ev.MultiValueHeaders == nil {
-				resp.Headers = addFields(resp.Headers, hdr)
-				return
-			}
-			for k, v := range hdr {
-				if _, taken := resp.MultiValueHeaders[k]; !taken {
-					if resp.MultiValueHeaders == nil {
-						resp.MultiValueHeaders = make(map[string][]string, len(hdr))
-					}
-					resp.MultiValueHeaders[k] = v
-				}
-			}
+			return a
 		})
+}
+
+// answer points at the fields of an integration's answer the wrappers
+// write: its status (and an ALB's status description), body and headers,
+// single-value or, where the event came with multi-value headers (an ALB
+// target group's setting), multi.
+type answer struct {
+	status     *int
+	desc, body *string
+	headers    *map[string]string
+	multi      *map[string][]string // nil: single-value headers
 }
 
 // limitEvent is the one path of the integration wrappers, for events E
 // answered with R: read is what the decision reads of an event (o.API,
-// when set, names the api instead), refused the answer to a request
-// refused (its status, fields and problem body), and add adds the
-// RateLimit fields to h's answer when there are any (denied requests
-// always carry them; allowed ones with o.AllowHeaders).
-func limitEvent[E, R any](l *Limiter, h func(context.Context, E) (R, error), o HandlerOptions, read func(*E) authorizer.Request,
-	refused func(ev *E, status int, hdr http.Header, body string) R, add func(ev *E, resp *R, hdr http.Header)) func(context.Context, E) (R, error) {
+// when set, names the api instead), and fields points at the fields of
+// an answer. A request refused is answered with its status, fields and
+// problem body; h's answer gets the RateLimit fields when there are any
+// (denied requests always carry them; allowed ones with o.AllowHeaders).
+func limitEvent[E, R any](l *Limiter, h func(context.Context, E) (R, error), o HandlerOptions,
+	read func(*E) authorizer.Request, fields func(*E, *R) answer) func(context.Context, E) (R, error) {
 	core := l.decider(&o)
 	return func(ctx context.Context, ev E) (R, error) {
 		req := read(&ev)
@@ -123,28 +110,41 @@ func limitEvent[E, R any](l *Limiter, h func(context.Context, E) (R, error), o H
 		hdr := http.Header{}
 		status, body, slots := l.judge(ctx, core, &req, hdr, &o)
 		if status != 0 {
-			return refused(&ev, status, hdr, string(body)), nil
+			var resp R
+			a := fields(&ev, &resp)
+			*a.status, *a.body = status, string(body)
+			if a.desc != nil {
+				*a.desc = strconv.Itoa(status) + " " + http.StatusText(status)
+			}
+			a.add(hdr)
+			return resp, nil
 		}
 		// The in-flight slots are freed when h returns, panics included.
 		defer core.Release(ctx, slots)
 		resp, err := h(ctx, ev)
 		if err == nil && len(hdr) > 0 {
-			add(&ev, &resp, hdr)
+			fields(&ev, &resp).add(hdr)
 		}
 		return resp, err
 	}
 }
 
-// single is h with one value a name, as single-value event responses carry
-// them.
-func single(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			out[k] = v[0]
+// add adds the fields of hdr to a's headers, but for names they already
+// have: in any case in single-value headers, as written in multi-value
+// ones.
+func (a answer) add(hdr http.Header) {
+	if a.multi == nil {
+		*a.headers = addFields(*a.headers, hdr)
+		return
+	}
+	for k, v := range hdr {
+		if _, taken := (*a.multi)[k]; !taken {
+			if *a.multi == nil {
+				*a.multi = make(map[string][]string, len(hdr))
+			}
+			(*a.multi)[k] = v
 		}
 	}
-	return out
 }
 
 // addFields adds the fields of hdr to headers, but for names headers
