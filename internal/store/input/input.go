@@ -68,9 +68,9 @@ func Cursor(r rules.Rule) string {
 	return base64.RawURLEncoding.EncodeToString(append([]byte(cursorPrefix), b...))
 }
 
-// Page validates f's page size and cursor and returns the size and the key
-// to continue after (nil for the first page). Both problems are reported at
-// once.
+// Page validates f's page size, cursor and filter text (Text) and returns
+// the size and the key to continue after (nil for the first page). Every
+// problem is reported at once.
 func Page(f rules.Filter) (size int, after *Key, err error) {
 	var fields []rules.FieldError
 	size = f.Limit
@@ -86,10 +86,21 @@ func Page(f rules.Filter) (size int, after *Key, err error) {
 			fields = append(fields, rules.FieldError{Field: "cursor", Reason: "malformed cursor; pass the next_cursor of the previous page as it is"})
 		}
 	}
+	fields = append(fields, textFields("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan)...)
 	if fields != nil {
 		return 0, nil, &rules.ValidationError{Fields: fields}
 	}
 	return size, after, nil
+}
+
+// PageOf returns the page of rs, the rules after the cursor in list order
+// (size+1 of them when more follow): the first size, and the cursor of the
+// next page when there is one.
+func PageOf(rs []rules.Rule, size int) rules.Page {
+	if len(rs) <= size {
+		return rules.Page{Rules: rs}
+	}
+	return rules.Page{Rules: rs[:size], NextCursor: Cursor(rs[size-1])}
 }
 
 func parseCursor(c string) (*Key, bool) {
@@ -136,16 +147,20 @@ func Storable(s string) bool {
 // Text checks field/value pairs with Storable and names every field that
 // fails; nil when all pass.
 func Text(pairs ...string) error {
+	if fields := textFields(pairs...); fields != nil {
+		return &rules.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+func textFields(pairs ...string) []rules.FieldError {
 	var fields []rules.FieldError
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if !Storable(pairs[i+1]) {
 			fields = append(fields, rules.FieldError{Field: pairs[i], Reason: "must be valid UTF-8 without NUL bytes"})
 		}
 	}
-	if fields != nil {
-		return &rules.ValidationError{Fields: fields}
-	}
-	return nil
+	return fields
 }
 
 // RuleText is Text over a rule's text fields.
@@ -199,11 +214,6 @@ func PlanWrite(p *rules.Plan, action, set string) error {
 		return rules.ErrNotFound
 	}
 	return PlanText(*p)
-}
-
-// FilterText is Text over a list filter's fields.
-func FilterText(f rules.Filter) error {
-	return Text("api", f.API, "subject", f.Subject, "route", f.Route, "plan", f.Plan)
 }
 
 // FieldError is a *rules.ValidationError with one field.

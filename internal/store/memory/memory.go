@@ -204,23 +204,16 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	if err != nil {
 		return rules.Page{}, err
 	}
-	if err := input.FilterText(f); err != nil {
-		return rules.Page{}, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	page := rules.Page{Rules: []rules.Rule{}}
+	rs := []rules.Rule{}
 	for _, r := range s.rules {
 		if (after == nil || input.KeyOf(r).Compare(*after) > 0) && matches(r, f) {
-			page.Rules = append(page.Rules, cloneRule(r))
+			rs = append(rs, cloneRule(r))
 		}
 	}
-	slices.SortFunc(page.Rules, func(a, b rules.Rule) int { return input.KeyOf(a).Compare(input.KeyOf(b)) })
-	if len(page.Rules) > size {
-		page.Rules = page.Rules[:size]
-		page.NextCursor = input.Cursor(page.Rules[size-1])
-	}
-	return page, nil
+	slices.SortFunc(rs, func(a, b rules.Rule) int { return input.KeyOf(a).Compare(input.KeyOf(b)) })
+	return input.PageOf(rs, size), nil
 }
 
 func matches(r rules.Rule, f rules.Filter) bool {

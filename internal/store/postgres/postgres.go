@@ -172,21 +172,18 @@ func (s *Store) GetRule(ctx context.Context, id string) (rules.Rule, error) {
 	if !ok {
 		return rules.Rule{}, fmt.Errorf("get rule %q: %w", id, rules.ErrNotFound)
 	}
-	r, err := scanRule(s.pool.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid`, cid))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return rules.Rule{}, fmt.Errorf("get rule %q: %w", cid, rules.ErrNotFound)
-	}
+	r, err := readRule(ctx, s.pool, cid, 0, "", "")
 	if err != nil {
 		return rules.Rule{}, fmt.Errorf("get rule %q: %w", cid, err)
 	}
 	return r, nil
 }
 
-// updateRule replaces rule r.ID with r in tx when lockRule allows it. An
+// updateRule replaces rule r.ID with r in tx when readRule allows it. An
 // update that changes nothing returns the rule as it is with errUnchanged:
 // the caller rolls back.
 func updateRule(ctx context.Context, tx pgx.Tx, r rules.Rule, ifVersion int64, set, actor string) (rules.Rule, error) {
-	before, err := lockRule(ctx, tx, r.ID, ifVersion, set)
+	before, err := readRule(ctx, tx, r.ID, ifVersion, set, "FOR UPDATE")
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -215,9 +212,9 @@ func updateRule(ctx context.Context, tx pgx.Tx, r rules.Rule, ifVersion int64, s
 	return out, audit(ctx, tx, rules.KindRule, r.ID, rules.ActionUpdate, actor, before, out)
 }
 
-// deleteRule deletes rule cid in tx when lockRule allows it.
+// deleteRule deletes rule cid in tx when readRule allows it.
 func deleteRule(ctx context.Context, tx pgx.Tx, cid string, ifVersion int64, set, actor string) error {
-	before, err := lockRule(ctx, tx, cid, ifVersion, set)
+	before, err := readRule(ctx, tx, cid, ifVersion, set, "FOR UPDATE")
 	if err != nil {
 		return err
 	}
@@ -248,13 +245,14 @@ func checkRulePlan(ctx context.Context, tx pgx.Tx, r rules.Rule) error {
 	return r.ValidateWithPlan(p)
 }
 
-// lockRule reads the rule FOR UPDATE and checks that the write may change
-// it (store.CheckRow): rules.ErrNotFound when it is gone, ErrStale when
+// readRule reads the rule with the row lock lock (a constant: "" for a
+// read, FOR UPDATE for a write) and checks that a write may change it
+// (store.CheckRow): rules.ErrNotFound when it is gone, ErrStale when
 // ifVersion (unless 0) is not current, a *store.NotOwnedError when set
 // (unless "") does not own it. Under the row lock a concurrent writer
 // waits, then sees the new version.
-func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64, set string) (rules.Rule, error) {
-	r, err := scanRule(tx.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid FOR UPDATE`, id))
+func readRule(ctx context.Context, q querier, id string, ifVersion int64, set, lock string) (rules.Rule, error) {
+	r, err := scanRule(q.QueryRow(ctx, `SELECT `+ruleColumns+` FROM rules WHERE id = $1::uuid `+lock, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Rule{}, rules.ErrNotFound
 	}
@@ -272,9 +270,6 @@ func lockRule(ctx context.Context, tx pgx.Tx, id string, ifVersion int64, set st
 func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, error) {
 	size, after, err := input.Page(f)
 	if err != nil {
-		return rules.Page{}, err
-	}
-	if err := input.FilterText(f); err != nil {
 		return rules.Page{}, err
 	}
 	// The WHERE clause is assembled from fixed column names; every value is
@@ -317,12 +312,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	if err != nil {
 		return rules.Page{}, fmt.Errorf("list rules: %w", err)
 	}
-	page := rules.Page{Rules: rs}
-	if len(rs) > size {
-		page.Rules = rs[:size]
-		page.NextCursor = input.Cursor(rs[size-1])
-	}
-	return page, nil
+	return input.PageOf(rs, size), nil
 }
 
 // RuleHistory returns the audit entries of the rule, oldest first, also
@@ -352,24 +342,21 @@ func (s *Store) GetPlan(ctx context.Context, name string) (rules.Plan, error) {
 	if !input.Storable(name) {
 		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
 	}
-	p, err := scanPlan(s.pool.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1`, name))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, rules.ErrNotFound)
-	}
+	p, err := readPlan(ctx, s.pool, name, 0, "", "")
 	if err != nil {
 		return rules.Plan{}, fmt.Errorf("get plan %q: %w", name, err)
 	}
 	return p, nil
 }
 
-// updatePlan replaces plan p.Name in tx when lockPlan allows it;
+// updatePlan replaces plan p.Name in tx when readPlan allows it;
 // errUnchanged as updateRule.
 func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, set, actor string) (rules.Plan, error) {
 	// NO KEY UPDATE conflicts with the FOR SHARE every rule write
 	// naming the plan takes (checkRulePlan): those that locked it
 	// first have committed, and the check below sees them; those that
 	// come later wait, then check against the new numbers.
-	before, err := lockPlan(ctx, tx, p.Name, ifVersion, set, "FOR NO KEY UPDATE")
+	before, err := readPlan(ctx, tx, p.Name, ifVersion, set, "FOR NO KEY UPDATE")
 	if err != nil {
 		return rules.Plan{}, err
 	}
@@ -400,11 +387,11 @@ func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, s
 	return out, audit(ctx, tx, rules.KindPlan, p.Name, rules.ActionUpdate, actor, before, out)
 }
 
-// deletePlan deletes plan name in tx when lockPlan allows it and no rule
+// deletePlan deletes plan name in tx when readPlan allows it and no rule
 // names it.
 func deletePlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, set, actor string) error {
 	// FOR UPDATE: no rule can start naming the plan until we commit.
-	before, err := lockPlan(ctx, tx, name, ifVersion, set, "FOR UPDATE")
+	before, err := readPlan(ctx, tx, name, ifVersion, set, "FOR UPDATE")
 	if err != nil {
 		return err
 	}
@@ -470,10 +457,10 @@ func (s *Store) nameHolder(ctx context.Context, err error) error {
 	return out
 }
 
-// lockPlan reads the plan with the row lock lock (a constant) and checks
-// that the write may change it, as lockRule does.
-func lockPlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, set, lock string) (rules.Plan, error) {
-	p, err := scanPlan(tx.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 `+lock, name))
+// readPlan reads the plan with the row lock lock and checks that a write
+// may change it, as readRule does.
+func readPlan(ctx context.Context, q querier, name string, ifVersion int64, set, lock string) (rules.Plan, error) {
+	p, err := scanPlan(q.QueryRow(ctx, `SELECT `+planColumns+` FROM plans WHERE name = $1 `+lock, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rules.Plan{}, rules.ErrNotFound
 	}
@@ -530,6 +517,7 @@ func (s *Store) LoadAll(ctx context.Context) (rules.Set, error) {
 // querier is what both a pool and a transaction offer.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func (s *Store) listPlans(ctx context.Context, q querier) ([]rules.Plan, error) {
@@ -547,18 +535,10 @@ func (s *Store) history(ctx context.Context, kind, target string) ([]rules.Audit
 		return nil, fmt.Errorf("%s history %q: %w", kind, target, err)
 	}
 	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.AuditEntry, error) {
-		var (
-			e             rules.AuditEntry
-			before, after []byte
-		)
-		err := row.Scan(&e.ID, &e.Kind, &e.TargetID, &e.Action, &e.Actor, &e.At, &before, &after)
+		var e rules.AuditEntry
+		// SQL NULL scans as a nil json.RawMessage.
+		err := row.Scan(&e.ID, &e.Kind, &e.TargetID, &e.Action, &e.Actor, &e.At, &e.Before, &e.After)
 		e.At = e.At.UTC()
-		if before != nil {
-			e.Before = before
-		}
-		if after != nil {
-			e.After = after
-		}
 		return e, err
 	})
 	if err != nil {
