@@ -30,10 +30,7 @@ rules:
 // TestGlobal: global parses on plans and rules, the schema takes it, a
 // change of it is a change, and an export keeps it.
 func TestGlobal(t *testing.T) {
-	f, err := Parse("limits.yaml", []byte(globalFile))
-	if err != nil {
-		t.Fatalf("Parse() error = %v", err)
-	}
+	f := mustParse(t, globalFile)
 	if !f.Plans[0].Global || f.Rules[0].Global || !f.Rules[1].Global {
 		t.Errorf("Parse() global = plan %v, rules %v %v; want true, false (global through its plan), true", f.Plans[0].Global, f.Rules[0].Global, f.Rules[1].Global)
 	}
@@ -48,18 +45,8 @@ func TestGlobal(t *testing.T) {
 	have := stored(f)
 	regional := strings.Replace(globalFile, "    period: 1m\n    global: true\n", "    period: 1m\n", 1)
 	regional = strings.Replace(regional, "    period: 1mo\n    global: true\n", "    period: 1mo\n", 1)
-	f2, err := Parse("limits.yaml", []byte(regional))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, cs, err := Diff(f2, have)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range cs {
-		got = append(got, c.String())
-	}
+	f2 := mustParse(t, regional)
+	b, got := diffText(t, f2, have)
 	want := "~ update plan \"shared\"\n    global: true -> false\n" +
 		"~ update rule api \"shop\" route \"GET /orders\" subject \"*\" (b)\n    global: true -> false"
 	if strings.Join(got, "\n") != want || len(b.Ops) != 2 {
@@ -69,19 +56,8 @@ func TestGlobal(t *testing.T) {
 		t.Errorf("Diff(global added) = %v, want two updates of global from false", cs)
 	}
 
-	out, err := Marshal(Export("platform", have))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(out), "global: true"); n != 2 {
-		t.Errorf("export holds global: true %d times, want 2:\n%s", n, out)
-	}
-	back, err := Parse("export.yaml", out)
-	if err != nil {
-		t.Fatalf("Parse(export) error = %v\n%s", err, out)
-	}
-	if b, cs, err := Diff(back, have); err != nil || len(b.Ops) != 0 {
-		t.Errorf("Diff(export) = %v, %v; want no change\n%s", cs, err, out)
+	if out := wantRoundTrip(t, have); strings.Count(out, "global: true") != 2 {
+		t.Errorf("export holds global: true %d times, want 2:\n%s", strings.Count(out, "global: true"), out)
 	}
 	if out, _ := Marshal(Export("platform", stored(f2))); strings.Contains(string(out), "global") {
 		t.Errorf("export of regional rules names global:\n%s", out)
@@ -106,14 +82,8 @@ rules:
     mode: shadow
   - {api: shop, route: GET /x, subject: "*", plan: shared, mode: shadow}
 `
-	_, err := Parse("limits.yaml", []byte(in))
-	for _, w := range []string{
+	wantParseError(t, in,
 		"limits.yaml:4: plans[0].period: must be at least 1m for a global rate rule",
 		"limits.yaml:12: rules[0].global: cannot be combined with mode shadow",
-		"limits.yaml:14: rules[1].global: cannot be combined with mode shadow",
-	} {
-		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("Parse() error =\n%v\nwant a line with %q", err, w)
-		}
-	}
+		"limits.yaml:14: rules[1].global: cannot be combined with mode shadow")
 }

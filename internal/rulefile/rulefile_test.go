@@ -34,10 +34,7 @@ rules:
 `
 
 func TestParse(t *testing.T) {
-	f, err := Parse("limits.yaml", []byte(good))
-	if err != nil {
-		t.Fatalf("Parse() error = %v", err)
-	}
+	f := mustParse(t, good)
 	if len(f.Plans) != 1 || len(f.Rules) != 2 || f.Set != "platform" {
 		t.Fatalf("Parse() = %d plans, %d rules, set %q; want 1, 2, platform", len(f.Plans), len(f.Rules), f.Set)
 	}
@@ -110,15 +107,7 @@ rules:
 `, []string{"limits.yaml:6: rules[0].cost:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("limits.yaml", []byte(tc.in))
-			if err == nil {
-				t.Fatalf("Parse() = nil error, want %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse() error =\n%v\nwant a line with %q", err, w)
-				}
-			}
+			wantParseError(t, tc.in, tc.want...)
 		})
 	}
 }
@@ -206,15 +195,7 @@ rules:
 			[]string{"limits.yaml: is larger than 16 MiB"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("limits.yaml", []byte(tc.in))
-			if err == nil {
-				t.Fatalf("Parse() = nil error, want %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse() error =\n%v\nwant a line with %q", err, w)
-				}
-			}
+			err := wantParseError(t, tc.in, tc.want...)
 			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
 				t.Errorf("Parse() error =\n%v\nwant no %q", err, tc.not)
 			}
@@ -228,6 +209,69 @@ rules:
 	if _, err := Read("stdin", strings.NewReader(big[:MaxSize])); err != nil {
 		t.Errorf("Read(MaxSize bytes) error = %v, want none", err)
 	}
+}
+
+// mustParse is Parse of text as the file limits.yaml.
+func mustParse(t *testing.T, text string) *File {
+	t.Helper()
+	f, err := Parse("limits.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("Parse() error = %v", err)
+	}
+	return f
+}
+
+// wantParseError checks that Parse refuses text as limits.yaml with an
+// error holding each of want.
+func wantParseError(t *testing.T, text string, want ...string) error {
+	t.Helper()
+	_, err := Parse("limits.yaml", []byte(text))
+	if err == nil {
+		t.Fatalf("Parse() = nil error, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse() error =\n%v\nwant a line with %q", err, w)
+		}
+	}
+	return err
+}
+
+// diffText is Diff(f, have), its changes as text.
+func diffText(t *testing.T, f *File, have rules.Set) (store.Batch, []string) {
+	t.Helper()
+	b, cs, err := Diff(f, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, texts(cs)
+}
+
+// texts is each change as text.
+func texts(cs []Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// wantRoundTrip checks that the export of have, as the set platform,
+// parses back to no change, and returns it.
+func wantRoundTrip(t *testing.T, have rules.Set) string {
+	t.Helper()
+	out, err := Marshal(Export("platform", have))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("export.yaml", out)
+	if err != nil {
+		t.Fatalf("Parse(export) error = %v\n%s", err, out)
+	}
+	if b, cs, err := Diff(back, have); err != nil || len(b.Ops) != 0 {
+		t.Errorf("Diff(export) = %v, %v; want no change\n%s", cs, err, out)
+	}
+	return string(out)
 }
 
 func stored(f *File) rules.Set {
@@ -248,10 +292,7 @@ func stored(f *File) rules.Set {
 // updates at the stored version, creates and deletes, and never touches a
 // rule outside the set.
 func TestDiff(t *testing.T) {
-	f, err := Parse("limits.yaml", []byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustParse(t, good)
 	have := stored(f)
 	override := rules.Rule{ID: "z", API: "shop", Route: "*", Subject: "vip", Limit: new(int64(1)), Period: rules.Period(time.Second), Version: 1}
 	have.Rules = append(have.Rules, override)
@@ -262,18 +303,7 @@ func TestDiff(t *testing.T) {
 	changed := strings.Replace(good, "limit: 500", "limit: 600", 1)
 	changed = strings.Replace(changed, "    plan: gold\n", "    plan: gold\n  - {api: shop, route: POST /orders, subject: \"*\", limit: 1, period: 1s}\n", 1)
 	changed = strings.Replace(changed, "    expires_at: 2026-12-31T23:59:59Z\n", "", 1)
-	f2, err := Parse("limits.yaml", []byte(changed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, cs, err := Diff(f2, have)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range cs {
-		got = append(got, c.String())
-	}
+	b, got := diffText(t, mustParse(t, changed), have)
 	want := []string{
 		"~ update rule api \"shop\" route \"GET /orders\" subject \"customer-x\" (b)\n    limit: 500 -> 600\n    expires_at: \"2026-12-31T23:59:59Z\" -> null",
 		"+ create rule api \"shop\" route \"POST /orders\" subject \"*\"",
@@ -286,14 +316,7 @@ func TestDiff(t *testing.T) {
 	}
 
 	// The file deletes everything: the override stays.
-	empty, err := Parse("limits.yaml", []byte("version: 1\nset: platform\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err = Diff(empty, have)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ = diffText(t, mustParse(t, "version: 1\nset: platform\n"), have)
 	var deleted []string
 	for _, op := range b.Ops {
 		if op.Rule != nil {
@@ -308,11 +331,7 @@ func TestDiff(t *testing.T) {
 
 	// A file rule on the override's scope is a problem at its line.
 	taken := good + "  - {api: shop, route: \"*\", subject: vip, limit: 2, period: 1s}\n"
-	f3, err := Parse("limits.yaml", []byte(taken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Diff(f3, have); err == nil || !strings.Contains(err.Error(), "limits.yaml:20: rules[2]: rule z holds this scope and belongs to no set") {
+	if _, _, err := Diff(mustParse(t, taken), have); err == nil || !strings.Contains(err.Error(), "limits.yaml:20: rules[2]: rule z holds this scope and belongs to no set") {
 		t.Errorf("Diff(scope held outside the set) error = %v", err)
 	}
 }
@@ -320,10 +339,7 @@ func TestDiff(t *testing.T) {
 // TestChanges: what a batch does is described from the batch and what is
 // stored, and a batch reaching outside its set is refused op by op.
 func TestChanges(t *testing.T) {
-	f, err := Parse("limits.yaml", []byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustParse(t, good)
 	have := stored(f)
 	have.Rules = append(have.Rules, rules.Rule{ID: "z", API: "shop", Route: "*", Subject: "vip", Limit: new(int64(1)), Period: rules.Period(time.Second), Version: 1})
 	have.Plans = append(have.Plans, rules.Plan{Name: "silver", Limit: 5, Period: rules.Period(time.Second), Set: "billing", Version: 1})
@@ -335,10 +351,7 @@ func TestChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, c := range cs {
-		got = append(got, c.String())
-	}
+	got := texts(cs)
 	want := []string{
 		"~ update rule api \"shop\" route \"GET /orders\" subject \"customer-x\" (b)\n    limit: 500 -> 9\n    description: \"Black Friday override\" -> null\n    expires_at: \"2026-12-31T23:59:59Z\" -> null",
 		"- delete plan \"gold\"",
@@ -375,30 +388,17 @@ func TestChanges(t *testing.T) {
 
 // TestExportRoundTrip: an export parses back to no change.
 func TestExportRoundTrip(t *testing.T) {
-	f, err := Parse("limits.yaml", []byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustParse(t, good)
 	have := stored(f)
 	have.Rules = append(have.Rules, rules.Rule{ID: "q", API: "shop", Route: "*", Subject: "*", Kind: rules.Quota, Limit: new(int64(100)), Period: rules.Month,
 		Anchor: "2026-01-31T09:30:00Z", Durable: true, FailureMode: rules.FailClosed, Mode: rules.Shadow, Enabled: new(false), Set: "platform", Version: 1})
-	out, err := Marshal(Export("platform", have))
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Parse("export.yaml", out)
-	if err != nil {
-		t.Fatalf("Parse(export) error = %v\n%s", err, out)
-	}
-	if b, cs, err := Diff(back, have); err != nil || len(b.Ops) != 0 {
-		t.Errorf("Diff(export) = %v, %v; want no change\n%s", cs, err, out)
-	}
+	out := wantRoundTrip(t, have)
 	for _, w := range []string{"route: '*'", "expires_at: \"2026-12-31T23:59:59Z\"", "period: 1mo"} {
-		if !strings.Contains(string(out), w) {
+		if !strings.Contains(out, w) {
 			t.Errorf("export lacks %q:\n%s", w, out)
 		}
 	}
-	if strings.Contains(string(out), "mode: enforce") || strings.Contains(string(out), "id:") {
+	if strings.Contains(out, "mode: enforce") || strings.Contains(out, "id:") {
 		t.Errorf("export holds defaults or server fields:\n%s", out)
 	}
 }
