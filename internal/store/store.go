@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -238,42 +239,27 @@ type Op struct {
 // does not yet have (a create's id; version and times, which the server
 // ignores): a saved plan shows no "0001-01-01" time nor empty id.
 func (op Op) MarshalJSON() ([]byte, error) {
-	if op.Action != rules.ActionDelete {
-		out := struct {
-			Action    string          `json:"action"`
-			Rule      json.RawMessage `json:"rule,omitempty"`
-			Plan      json.RawMessage `json:"plan,omitempty"`
-			IfVersion int64           `json:"if_version,omitempty"`
-		}{Action: op.Action, IfVersion: op.IfVersion}
-		var err error
-		if op.Rule != nil {
-			out.Rule, err = writerFields(op.Rule)
-		}
-		if op.Plan != nil && err == nil {
-			out.Plan, err = writerFields(op.Plan)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(out)
-	}
-	type ruleKey struct {
-		ID string `json:"id"`
-	}
-	type planKey struct {
-		Name string `json:"name"`
-	}
 	out := struct {
-		Action    string   `json:"action"`
-		Rule      *ruleKey `json:"rule,omitempty"`
-		Plan      *planKey `json:"plan,omitempty"`
-		IfVersion int64    `json:"if_version,omitempty"`
+		Action    string          `json:"action"`
+		Rule      json.RawMessage `json:"rule,omitempty"`
+		Plan      json.RawMessage `json:"plan,omitempty"`
+		IfVersion int64           `json:"if_version,omitempty"`
 	}{Action: op.Action, IfVersion: op.IfVersion}
-	if op.Rule != nil {
-		out.Rule = &ruleKey{op.Rule.ID}
+	var errRule, errPlan error
+	switch {
+	case op.Rule != nil && op.Action == rules.ActionDelete:
+		out.Rule, errRule = json.Marshal(map[string]string{"id": op.Rule.ID})
+	case op.Rule != nil:
+		out.Rule, errRule = writerFields(op.Rule)
 	}
-	if op.Plan != nil {
-		out.Plan = &planKey{op.Plan.Name}
+	switch {
+	case op.Plan != nil && op.Action == rules.ActionDelete:
+		out.Plan, errPlan = json.Marshal(map[string]string{"name": op.Plan.Name})
+	case op.Plan != nil:
+		out.Plan, errPlan = writerFields(op.Plan)
+	}
+	if err := errors.Join(errRule, errPlan); err != nil {
+		return nil, err
 	}
 	return json.Marshal(out)
 }
