@@ -367,79 +367,23 @@ func (c Config) LogValue() slog.Value {
 // variable and returns all the problems joined (errors.Join), each naming
 // its variable, along with the settings that did parse.
 func FromEnv(getenv func(string) string) (Config, error) {
-	var (
-		c    Config
-		errs []error
-	)
-	fail := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
-	}
-	// get is the variable's value, "" when unset. A name without a row in
-	// Vars is a programming error every test of FromEnv reports, so the
-	// documented table cannot miss a variable the loader reads.
-	get := func(name string) string {
-		if lookupVar(name) == nil {
-			fail(name, "read by config.FromEnv but missing from config.Vars (a bug: add its row)")
-		}
-		return strings.TrimSpace(getenv(name))
-	}
-	// value is get, or the row's default when unset.
-	value := func(name string) string {
-		if v := get(name); v != "" {
-			return v
-		}
-		if row := lookupVar(name); row != nil {
-			return row.Default
-		}
-		return ""
-	}
-	// duration reads a duration from lo to hi; unset, the row's default
-	// (0 when it has none).
-	duration := func(name string, lo, hi time.Duration) time.Duration {
-		var def time.Duration
-		if row := lookupVar(name); row != nil && row.Default != "" {
-			var err error
-			if def, err = time.ParseDuration(row.Default); err != nil {
-				fail(name, "config.Vars default %q is not a duration (a bug)", row.Default)
-			}
-		}
-		v := get(name)
-		if v == "" {
-			return def
-		}
-		d, err := envvar.Duration{Name: name, Min: lo, Max: hi, Example: def.String()}.Parse(v)
-		if err != nil {
-			errs = append(errs, err)
-			return def
-		}
-		return d
-	}
-	// whole reads a whole number with v's range; unset, the row's default.
-	whole := func(v envvar.Int) (n int) {
-		if s := value(v.Name); s != "" {
-			var err error
-			if n, err = v.Parse(s); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return n
-	}
-
+	var c Config
+	r := &envReader{getenv: getenv}
 	c.LogLevel = slog.LevelInfo
-	if v := value("LOG_LEVEL"); v != "" {
+	if v := r.value("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			fail("LOG_LEVEL", "%q is not one of debug, info, warn, error", v)
+			r.fail("LOG_LEVEL", "%q is not one of debug, info, warn, error", v)
 		}
 	}
 
 	c.RedisMode = RedisSingle
-	switch v := RedisMode(strings.ToLower(value("REDIS_MODE"))); v {
+	switch v := RedisMode(strings.ToLower(r.value("REDIS_MODE"))); v {
 	case RedisSingle, RedisCluster, RedisSentinel:
 		c.RedisMode = v
 	default:
-		fail("REDIS_MODE", "%q is not single, cluster or sentinel", string(v))
+		r.fail("REDIS_MODE", "%q is not single, cluster or sentinel", string(v))
 	}
-	if v := get("REDIS_URL"); v != "" {
+	if v := r.get("REDIS_URL"); v != "" {
 		c.RedisURL = Secret(v)
 		var err error
 		switch c.RedisMode {
@@ -448,214 +392,264 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		case RedisSentinel:
 			var o *redis.FailoverOptions
 			if o, err = redis.ParseFailoverURL(v); err == nil && o.MasterName == "" {
-				fail("REDIS_URL", "sentinel mode needs the primary's name: add ?master_name=<name>")
+				r.fail("REDIS_URL", "sentinel mode needs the primary's name: add ?master_name=<name>")
 			}
 		default:
 			_, err = redis.ParseURL(v)
 		}
 		if err != nil {
 			// The parser's message may quote the URL, password included.
-			fail("REDIS_URL", "not a redis:// or rediss:// URL (%s)", redactIn(err.Error(), v))
+			r.fail("REDIS_URL", "not a redis:// or rediss:// URL (%s)", redactIn(err.Error(), v))
 		}
 	}
-	c.RedisAuthSecretARN = get("REDIS_AUTH_SECRET_ARN")
-	if v := c.RedisAuthSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("REDIS_AUTH_SECRET_ARN", "%q is not an ARN", v)
-	}
-	c.RedisTimeout = duration(envvar.RedisTimeout.Name, envvar.RedisTimeout.Min, envvar.RedisTimeout.Max)
-	c.RedisPoolSize = whole(envvar.RedisPoolSize)
+	c.RedisAuthSecretARN = r.arn("REDIS_AUTH_SECRET_ARN")
+	c.RedisTimeout = r.duration(envvar.RedisTimeout.Name, envvar.RedisTimeout.Min, envvar.RedisTimeout.Max)
+	c.RedisPoolSize = r.whole(envvar.RedisPoolSize)
 
-	if v := get("REDIS_PREFIX"); v != "" {
-		if len(v) > 64 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' || r == '{' || r == '}' }) {
-			fail("REDIS_PREFIX", "%q must be 1 to 64 printable ASCII characters without space, '{' or '}'", v)
+	if v := r.get("REDIS_PREFIX"); v != "" {
+		if len(v) > 64 || strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c > '~' || c == '{' || c == '}' }) {
+			r.fail("REDIS_PREFIX", "%q must be 1 to 64 printable ASCII characters without space, '{' or '}'", v)
 		} else {
 			c.RedisPrefix = v
 		}
 	}
-	c.MaxRules = whole(envvar.Int{Name: "MAX_RULES", Min: 1, Max: 1_000_000})
+	c.MaxRules = r.whole(envvar.Int{Name: "MAX_RULES", Min: 1, Max: 1_000_000})
 
-	if v := get("DATABASE_URL"); v != "" {
+	if v := r.get("DATABASE_URL"); v != "" {
 		c.DatabaseURL = Secret(v)
 		if _, err := pgxpool.ParseConfig(v); err != nil {
-			fail("DATABASE_URL", "not a PostgreSQL connection string (%s)", parseError(err, v))
+			r.fail("DATABASE_URL", "not a PostgreSQL connection string (%s)", parseError(err, v))
 		}
 	}
-	c.DBSecretARN = get("DB_SECRET_ARN")
-	if v := c.DBSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("DB_SECRET_ARN", "%q is not an ARN", v)
-	}
+	c.DBSecretARN = r.arn("DB_SECRET_ARN")
 	if c.DatabaseURL != "" && c.DBSecretARN != "" {
-		fail("DB_SECRET_ARN", "set DATABASE_URL or DB_SECRET_ARN, not both")
+		r.fail("DB_SECRET_ARN", "set DATABASE_URL or DB_SECRET_ARN, not both")
 	}
-	c.DBHost = get("DB_HOST")
-	c.DBReaderSecretARN = get("DB_READER_SECRET_ARN")
-	if v := c.DBReaderSecretARN; v != "" && !strings.HasPrefix(v, "arn:") {
-		fail("DB_READER_SECRET_ARN", "%q is not an ARN", v)
-	}
+	c.DBHost = r.get("DB_HOST")
+	c.DBReaderSecretARN = r.arn("DB_READER_SECRET_ARN")
 	if c.DBHost != "" && c.DBSecretARN == "" {
-		fail("DB_HOST", "only applies with DB_SECRET_ARN")
+		r.fail("DB_HOST", "only applies with DB_SECRET_ARN")
 	}
-	c.DBSSLRootCert = get("DB_SSLROOTCERT")
+	c.DBSSLRootCert = r.get("DB_SSLROOTCERT")
 	if c.DBSSLRootCert != "" && c.DBSecretARN == "" {
-		fail("DB_SSLROOTCERT", "only applies with DB_SECRET_ARN (with DATABASE_URL, put sslrootcert in the URL)")
+		r.fail("DB_SSLROOTCERT", "only applies with DB_SECRET_ARN (with DATABASE_URL, put sslrootcert in the URL)")
 	}
-	if v := value("DB_SSLMODE"); v != "" {
+	if v := r.value("DB_SSLMODE"); v != "" {
 		switch v {
 		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
 			c.DBSSLMode = v
 		default:
-			fail("DB_SSLMODE", "%q is not a libpq sslmode", v)
+			r.fail("DB_SSLMODE", "%q is not a libpq sslmode", v)
 		}
 	}
 
-	sources, err := identity.ParseSources(value("SUBJECT_SOURCES"))
-	if err != nil {
-		fail("SUBJECT_SOURCES", "%v", err)
-	}
-	c.SubjectSources = sources
-	dims, err := identity.ParseDimensions(get("DIMENSIONS"))
-	if err != nil {
-		fail("DIMENSIONS", "%v", err)
-	}
-	c.Dimensions = dims
-	show, err := ParseSubjectShow(get("SUBJECT_SHOW"))
-	if err != nil {
-		fail("SUBJECT_SHOW", "%v", err)
-	}
-	c.SubjectShow = show
-	c.UpstreamAuthorizer = get("UPSTREAM_AUTHORIZER")
+	c.SubjectSources = parsed(r, "SUBJECT_SOURCES", identity.ParseSources)
+	c.Dimensions = parsed(r, "DIMENSIONS", identity.ParseDimensions)
+	c.SubjectShow = parsed(r, "SUBJECT_SHOW", ParseSubjectShow)
+	c.UpstreamAuthorizer = r.get("UPSTREAM_AUTHORIZER")
 	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
-		fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
+		r.fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
 	}
-	upSources := get("UPSTREAM_IDENTITY_SOURCES")
-	if srcs, err := identity.ParseUpstreamSources(upSources); err != nil {
-		fail("UPSTREAM_IDENTITY_SOURCES", "%v", err)
-	} else {
-		c.UpstreamIdentitySources = srcs
-	}
+	c.UpstreamIdentitySources = parsed(r, "UPSTREAM_IDENTITY_SOURCES", identity.ParseUpstreamSources)
 	// No cache until the sources are named (the row has no default).
-	c.UpstreamCacheTTL = duration("UPSTREAM_CACHE_TTL", 0, identity.MaxUpstreamTTL)
-	if get("UPSTREAM_CACHE_TTL") == "" && strings.TrimSpace(upSources) != "" {
+	upSources := r.get("UPSTREAM_IDENTITY_SOURCES") != ""
+	c.UpstreamCacheTTL = r.duration("UPSTREAM_CACHE_TTL", 0, identity.MaxUpstreamTTL)
+	if r.get("UPSTREAM_CACHE_TTL") == "" && upSources {
 		c.UpstreamCacheTTL = identity.DefaultUpstreamTTL
 	}
-	if c.UpstreamCacheTTL > 0 && strings.TrimSpace(upSources) == "" {
-		fail("UPSTREAM_CACHE_TTL", "%s caches the upstream authorizer's answers, which needs UPSTREAM_IDENTITY_SOURCES: "+
+	if c.UpstreamCacheTTL > 0 && !upSources {
+		r.fail("UPSTREAM_CACHE_TTL", "%s caches the upstream authorizer's answers, which needs UPSTREAM_IDENTITY_SOURCES: "+
 			"an answer is reused for every request with the same values of the sources named there, so they must be every "+
 			"header, query value, route or stage variable the upstream reads (such as header:authorization,route), "+
 			"or one caller's answer reaches another; set them, or leave UPSTREAM_CACHE_TTL unset or 0", c.UpstreamCacheTTL)
 	}
 	if c.UpstreamAuthorizer == "" && (c.HasSource(identity.SourceContext) || c.HasSource(identity.SourcePrincipal)) {
-		fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
+		r.fail("UPSTREAM_AUTHORIZER", "required by the context:<key> and principal subject sources, which read the upstream authorizer's answer")
 	}
-	c.JWTIssuer = get("JWT_ISSUER")
-	c.JWTAudience = envvar.List(get("JWT_AUDIENCE"))
-	c.JWTTokenUse = get("JWT_TOKEN_USE")
-	c.JWTJWKSURL = get("JWT_JWKS_URL")
-	for name, v := range map[string]string{"JWT_ISSUER": c.JWTIssuer, "JWT_JWKS_URL": c.JWTJWKSURL} {
-		if u, err := url.Parse(v); v != "" && (err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http") {
-			fail(name, "%q is not an http(s) URL", Redact(v))
-		}
-	}
+	c.JWTIssuer = r.httpURL("JWT_ISSUER")
+	c.JWTAudience = envvar.List(r.get("JWT_AUDIENCE"))
+	c.JWTTokenUse = r.get("JWT_TOKEN_USE")
+	c.JWTJWKSURL = r.httpURL("JWT_JWKS_URL")
 	if c.HasSource(identity.SourceJWT) {
 		if c.JWTIssuer == "" {
-			fail("JWT_ISSUER", "required by the jwt: subject source in SUBJECT_SOURCES (%s)", identity.FormatSources(sources))
+			r.fail("JWT_ISSUER", "required by the jwt: subject source in SUBJECT_SOURCES (%s)", identity.FormatSources(c.SubjectSources))
 		}
 		if len(c.JWTAudience) == 0 {
-			fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
+			r.fail("JWT_AUDIENCE", "required by the jwt: subject source in SUBJECT_SOURCES: the app client ids or audiences a token may be for")
 		}
 	}
-	// secret reads a secret setting: its value, checked, or its ARN.
-	secret := func(ss secretSetting) (Secret, string) {
-		name := ss.Var
-		v, arn := get(name), get(name+"_SECRET_ARN")
-		if v != "" {
-			if err := ss.check(v); err != nil {
-				fail(name, "%v", err)
-			}
-		}
-		if arn != "" && !strings.HasPrefix(arn, "arn:") {
-			fail(name+"_SECRET_ARN", "%q is not an ARN", arn)
-		}
-		if v != "" && arn != "" {
-			fail(name+"_SECRET_ARN", "set %s or %s_SECRET_ARN, not both", name, name)
-		}
-		return Secret(v), arn
-	}
-	c.SubjectHMACKey, c.SubjectHMACKeySecretARN = secret(subjectKeySetting)
-	c.EdgeKey, c.EdgeKeySecretARN = secret(edgeKeySetting)
-	c.EdgeStoreARN = get("EDGE_STORE_ARN")
+	c.SubjectHMACKey, c.SubjectHMACKeySecretARN = r.secret(subjectKeySetting)
+	c.EdgeKey, c.EdgeKeySecretARN = r.secret(edgeKeySetting)
+	c.EdgeStoreARN = r.get("EDGE_STORE_ARN")
 	if v := c.EdgeStoreARN; v != "" && !strings.HasPrefix(v, "arn:aws:cloudfront::") {
-		fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
+		r.fail("EDGE_STORE_ARN", "%q is not a KeyValueStore ARN (arn:aws:cloudfront::<account>:key-value-store/<id>)", v)
 	}
-	c.OriginVerify, c.OriginVerifySecretARN = secret(originVerifySetting)
-	c.RulesSigningKey, c.RulesSigningKeySecretARN = secret(rulesSigningSetting)
-	if v := get("RULES_PUBLIC_KEY"); v != "" {
+	c.OriginVerify, c.OriginVerifySecretARN = r.secret(originVerifySetting)
+	c.RulesSigningKey, c.RulesSigningKeySecretARN = r.secret(rulesSigningSetting)
+	if v := r.get("RULES_PUBLIC_KEY"); v != "" {
 		k, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(k) != ed25519.PublicKeySize {
-			fail("RULES_PUBLIC_KEY", "%q is not an Ed25519 public key: want %d bytes in standard base64 (%d characters)", v, ed25519.PublicKeySize, base64.StdEncoding.EncodedLen(ed25519.PublicKeySize))
+			r.fail("RULES_PUBLIC_KEY", "%q is not an Ed25519 public key: want %d bytes in standard base64 (%d characters)", v, ed25519.PublicKeySize, base64.StdEncoding.EncodedLen(ed25519.PublicKeySize))
 		} else {
 			c.RulesPublicKey = k
 		}
 	}
-	if v := get("DEFAULT_LIMIT"); v != "" {
-		d, err := ParseLimit(v)
-		if err != nil {
-			fail("DEFAULT_LIMIT", "%v", err)
-		}
-		c.DefaultLimit = d
-	}
-	dialects, err := headers.Parse(value("RATELIMIT_HEADERS"))
-	if err != nil {
-		fail("RATELIMIT_HEADERS", "%v", err)
-	}
-	c.RateLimitHeaders = dialects
-	c.RulesRefresh = duration("RULES_REFRESH", time.Second, 24*time.Hour)
-	c.RulesVersionPoll = duration("RULES_VERSION_POLL", 10*time.Millisecond, time.Hour)
-	c.LeaseMax = whole(envvar.LeaseMax)
-	c.LeaseTTL = duration("LEASE_TTL", 100*time.Millisecond, time.Second)
-	c.DenyCacheMaxAge = duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
-	c.LedgerTable = get("LEDGER_TABLE")
+	c.DefaultLimit = parsed(r, "DEFAULT_LIMIT", rules.ParseLimit)
+	c.RateLimitHeaders = parsed(r, "RATELIMIT_HEADERS", headers.Parse)
+	c.RulesRefresh = r.duration("RULES_REFRESH", time.Second, 24*time.Hour)
+	c.RulesVersionPoll = r.duration("RULES_VERSION_POLL", 10*time.Millisecond, time.Hour)
+	c.LeaseMax = r.whole(envvar.LeaseMax)
+	c.LeaseTTL = r.duration("LEASE_TTL", 100*time.Millisecond, time.Second)
+	c.DenyCacheMaxAge = r.duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
+	c.LedgerTable = r.get("LEDGER_TABLE")
 	if v := c.LedgerTable; v != "" && !validTableName(v) {
-		fail("LEDGER_TABLE", "%q is not a DynamoDB table name: 3 to 255 letters, digits, '_', '-' or '.'", v)
+		r.fail("LEDGER_TABLE", "%q is not a DynamoDB table name: 3 to 255 letters, digits, '_', '-' or '.'", v)
 	}
-	if v := get("GLOBAL_REGIONS"); v != "" {
-		for _, r := range strings.Split(v, ",") {
-			r = strings.TrimSpace(r)
-			if !validRegion(r) {
-				fail("GLOBAL_REGIONS", "%q is not a Region name such as us-east-1", r)
+	if v := r.get("GLOBAL_REGIONS"); v != "" {
+		for _, region := range strings.Split(v, ",") {
+			region = strings.TrimSpace(region)
+			if !validRegion(region) {
+				r.fail("GLOBAL_REGIONS", "%q is not a Region name such as us-east-1", region)
 				continue
 			}
-			if slices.Contains(c.GlobalRegions, r) {
-				fail("GLOBAL_REGIONS", "names %s twice", r)
+			if slices.Contains(c.GlobalRegions, region) {
+				r.fail("GLOBAL_REGIONS", "names %s twice", region)
 				continue
 			}
-			c.GlobalRegions = append(c.GlobalRegions, r)
+			c.GlobalRegions = append(c.GlobalRegions, region)
 		}
 	}
-	c.Region = get("AWS_REGION")
-	c.LedgerEndpoint = get("LEDGER_ENDPOINT")
-	if v := c.LedgerEndpoint; v != "" {
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			fail("LEDGER_ENDPOINT", "%q is not an http(s) URL", Redact(v))
-		}
-	}
-	c.LedgerTimeout = duration("LEDGER_TIMEOUT", 10*time.Millisecond, 5*time.Second)
-	if v := get("GLOBAL_OPEN_SHARE"); v != "" {
+	c.Region = r.get("AWS_REGION")
+	c.LedgerEndpoint = r.httpURL("LEDGER_ENDPOINT")
+	c.LedgerTimeout = r.duration("LEDGER_TIMEOUT", 10*time.Millisecond, 5*time.Second)
+	if v := r.get("GLOBAL_OPEN_SHARE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0 && f <= 1) {
-			fail("GLOBAL_OPEN_SHARE", "%q is not a share above 0 and at most 1, such as 0.5", v)
+			r.fail("GLOBAL_OPEN_SHARE", "%q is not a share above 0 and at most 1, such as 0.5", v)
 		} else {
 			c.GlobalOpenShare = f
 		}
 	}
-	c.InsightsRulePrefix = get("INSIGHTS_RULE_PREFIX")
-	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	c.InsightsRulePrefix = r.get("INSIGHTS_RULE_PREFIX")
+	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
 	})) {
-		fail("INSIGHTS_RULE_PREFIX", "%q must be at most 100 letters, digits, '-', '_' or '.'", v)
+		r.fail("INSIGHTS_RULE_PREFIX", "%q must be at most 100 letters, digits, '-', '_' or '.'", v)
 	}
 
-	return c, errors.Join(errs...)
+	return c, errors.Join(r.errs...)
+}
+
+// envReader reads FromEnv's variables and keeps the problems it finds.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// fail records a problem with the variable name.
+func (r *envReader) fail(name, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+}
+
+// get is the variable's value, "" when unset. A name without a row in
+// Vars is a programming error every test of FromEnv reports, so the
+// documented table cannot miss a variable the loader reads.
+func (r *envReader) get(name string) string {
+	if lookupVar(name) == nil {
+		r.fail(name, "read by config.FromEnv but missing from config.Vars (a bug: add its row)")
+	}
+	return strings.TrimSpace(r.getenv(name))
+}
+
+// value is get, or the row's default when unset.
+func (r *envReader) value(name string) string {
+	if v := r.get(name); v != "" {
+		return v
+	}
+	if row := lookupVar(name); row != nil {
+		return row.Default
+	}
+	return ""
+}
+
+// duration reads a duration from lo to hi; unset, the row's default (0
+// when it has none).
+func (r *envReader) duration(name string, lo, hi time.Duration) time.Duration {
+	var def time.Duration
+	if row := lookupVar(name); row != nil && row.Default != "" {
+		var err error
+		if def, err = time.ParseDuration(row.Default); err != nil {
+			r.fail(name, "config.Vars default %q is not a duration (a bug)", row.Default)
+		}
+	}
+	v := r.get(name)
+	if v == "" {
+		return def
+	}
+	d, err := envvar.Duration{Name: name, Min: lo, Max: hi, Example: def.String()}.Parse(v)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return def
+	}
+	return d
+}
+
+// whole reads a whole number with v's range; unset, the row's default.
+func (r *envReader) whole(v envvar.Int) (n int) {
+	if s := r.value(v.Name); s != "" {
+		var err error
+		if n, err = v.Parse(s); err != nil {
+			r.errs = append(r.errs, err)
+		}
+	}
+	return n
+}
+
+// arn reads the ARN of a Secrets Manager secret.
+func (r *envReader) arn(name string) string {
+	v := r.get(name)
+	if v != "" && !strings.HasPrefix(v, "arn:") {
+		r.fail(name, "%q is not an ARN", v)
+	}
+	return v
+}
+
+// httpURL reads an http(s) URL.
+func (r *envReader) httpURL(name string) string {
+	v := r.get(name)
+	if u, err := url.Parse(v); v != "" && (err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http") {
+		r.fail(name, "%q is not an http(s) URL", Redact(v))
+	}
+	return v
+}
+
+// secret reads a secret setting: its value, checked, or its secret's ARN,
+// not both.
+func (r *envReader) secret(ss secretSetting) (Secret, string) {
+	name := ss.Var
+	v, arn := r.get(name), r.arn(name+"_SECRET_ARN")
+	if v != "" {
+		if err := ss.check(v); err != nil {
+			r.fail(name, "%v", err)
+		}
+	}
+	if v != "" && arn != "" {
+		r.fail(name+"_SECRET_ARN", "set %s or %s_SECRET_ARN, not both", name, name)
+	}
+	return Secret(v), arn
+}
+
+// parsed reads name (unset: its row's default) with parse, whose error is
+// a problem with name; the zero T when unset without a default.
+func parsed[T any](r *envReader, name string, parse func(string) (T, error)) T {
+	var v T
+	if s := r.value(name); s != "" {
+		var err error
+		if v, err = parse(s); err != nil {
+			r.fail(name, "%v", err)
+		}
+	}
+	return v
 }
 
 // showKinds are the source kinds SUBJECT_SHOW may name: identities, which
@@ -715,9 +709,6 @@ func (c *Config) HasSource(kind identity.SourceKind) bool {
 	}
 	return false
 }
-
-// ParseLimit is rules.ParseLimit: DEFAULT_LIMIT's syntax.
-func ParseLimit(s string) (*rules.Effective, error) { return rules.ParseLimit(s) }
 
 func formatLimit(e *rules.Effective) string {
 	s := strconv.FormatInt(e.Limit, 10) + "/" + rules.Period(e.Period).String()

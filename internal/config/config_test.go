@@ -351,12 +351,12 @@ func TestSecretRedacted(t *testing.T) {
 
 func TestParseLimitRoundTrip(t *testing.T) {
 	for _, s := range []string{"100/1m", "100/1m,burst=200", "0/1s", "7/1d", "1000000000/1y"} {
-		e, err := ParseLimit(s)
+		e, err := rules.ParseLimit(s)
 		if err != nil {
-			t.Fatalf("ParseLimit(%q) error = %v", s, err)
+			t.Fatalf("rules.ParseLimit(%q) error = %v", s, err)
 		}
 		if got := formatLimit(e); got != s {
-			t.Errorf("formatLimit(ParseLimit(%q)) = %q, want %q", s, got, s)
+			t.Errorf("formatLimit(rules.ParseLimit(%q)) = %q, want %q", s, got, s)
 		}
 	}
 }
@@ -365,14 +365,14 @@ func TestParseLimitRoundTrip(t *testing.T) {
 // does (rules.MaxHorizon), exactly at the boundary.
 func TestParseLimitHorizon(t *testing.T) {
 	for _, s := range []string{"1/1y,burst=10", "7/30d,burst=851", "1/1s,burst=315360000"} {
-		if _, err := ParseLimit(s); err != nil {
-			t.Errorf("ParseLimit(%q) error = %v, want nil: at or within the horizon", s, err)
+		if _, err := rules.ParseLimit(s); err != nil {
+			t.Errorf("rules.ParseLimit(%q) error = %v, want nil: at or within the horizon", s, err)
 		}
 	}
 	for _, s := range []string{"1/1y,burst=11", "7/30d,burst=852", "1/1y,burst=10000000", "1/1s,burst=1000000000"} {
-		_, err := ParseLimit(s)
+		_, err := rules.ParseLimit(s)
 		if err == nil || !strings.Contains(err.Error(), "takes longer than 10y to refill") {
-			t.Errorf("ParseLimit(%q) error = %v, want one about the 10y refill horizon", s, err)
+			t.Errorf("rules.ParseLimit(%q) error = %v, want one about the 10y refill horizon", s, err)
 		}
 	}
 }
@@ -382,30 +382,30 @@ func FuzzParseLimit(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		e, err := ParseLimit(s)
+		e, err := rules.ParseLimit(s)
 		if err != nil {
 			if e != nil {
-				t.Errorf("ParseLimit(%q) = %+v with error %v, want nil", s, e, err)
+				t.Errorf("rules.ParseLimit(%q) = %+v with error %v, want nil", s, e, err)
 			}
 			return
 		}
 		switch {
 		case e.Limit < 0 || e.Limit > rules.MaxLimit:
-			t.Errorf("ParseLimit(%q).Limit = %d, out of range", s, e.Limit)
+			t.Errorf("rules.ParseLimit(%q).Limit = %d, out of range", s, e.Limit)
 		case e.Period < time.Second || e.Period > rules.MaxPeriod.Duration():
-			t.Errorf("ParseLimit(%q).Period = %v, out of range", s, e.Period)
+			t.Errorf("rules.ParseLimit(%q).Period = %v, out of range", s, e.Period)
 		case e.Limit > 0 && e.Burst < e.Limit, e.Limit == 0 && e.Burst != 0:
-			t.Errorf("ParseLimit(%q) burst %d for limit %d", s, e.Burst, e.Limit)
+			t.Errorf("rules.ParseLimit(%q) burst %d for limit %d", s, e.Burst, e.Limit)
 		case !rules.WithinHorizon(e.Burst, e.Limit, e.Period):
-			t.Errorf("ParseLimit(%q) = %+v, beyond rules.MaxHorizon", s, e)
+			t.Errorf("rules.ParseLimit(%q) = %+v, beyond rules.MaxHorizon", s, e)
 		}
 		// What ParseLimit accepts, the snapshot applies.
 		if snap := rules.NewSnapshot(nil, nil, rules.SnapshotOptions{Default: e}); snap.Default() == nil {
-			t.Errorf("ParseLimit(%q) = %+v, which the snapshot skips: %+v", s, e, snap.Skipped())
+			t.Errorf("rules.ParseLimit(%q) = %+v, which the snapshot skips: %+v", s, e, snap.Skipped())
 		}
-		again, err := ParseLimit(formatLimit(e))
+		again, err := rules.ParseLimit(formatLimit(e))
 		if err != nil || !cmp.Equal(e, again) {
-			t.Errorf("ParseLimit(formatLimit(ParseLimit(%q))) = %+v, %v; want %+v", s, again, err, e)
+			t.Errorf("rules.ParseLimit(formatLimit(rules.ParseLimit(%q))) = %+v, %v; want %+v", s, again, err, e)
 		}
 	})
 }
