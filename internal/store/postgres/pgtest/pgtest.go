@@ -80,16 +80,11 @@ func NewDatabase(t testing.TB) string {
 // migrate applies every migration to the database at dbURL.
 func migrate(t testing.TB, dbURL string) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", redact(dbURL), err)
 	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v", redact(dbURL), err)
-	}
-	defer pool.Close()
-	db := stdlib.OpenDBFromPool(pool)
+	db := stdlib.OpenDB(*cfg) // connects on first use: a failure is Migrate's
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
