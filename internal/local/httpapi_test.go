@@ -91,6 +91,24 @@ func (s stack) do(t *testing.T, method, path, key string, body any) (*http.Respo
 	return resp, b
 }
 
+// ruleIDs is the stored rules' ids by api and route ("demo GET /search"),
+// for the metrics' labels.
+func (s stack) ruleIDs(t *testing.T) map[string]string {
+	t.Helper()
+	_, b := s.do(t, "GET", "/admin/rules", "", nil)
+	var list struct {
+		Rules []struct{ ID, API, Route string } `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatalf("GET /admin/rules: %v: %s", err, b)
+	}
+	ids := map[string]string{}
+	for _, r := range list.Rules {
+		ids[r.API+" "+r.Route] = r.ID
+	}
+	return ids
+}
+
 // TestLimitedRoutes takes the HTTP API (a Lambda handler behind
 // ratelimit.LimitHTTPAPI, invoked with the payload 2.0 event's bytes) and
 // the net/http service (behind ratelimit's middleware) of a running local
@@ -103,18 +121,7 @@ func TestLimitedRoutes(t *testing.T) {
 	t.Parallel()
 	s := startStack(t)
 
-	// The seeded rules' ids, by api and route, for the metrics' labels.
-	_, b := s.do(t, "GET", "/admin/rules", "", nil)
-	var list struct {
-		Rules []struct{ ID, API, Route string } `json:"rules"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		t.Fatalf("GET /admin/rules: %v: %s", err, b)
-	}
-	ruleID := map[string]string{}
-	for _, r := range list.Rules {
-		ruleID[r.API+" "+r.Route] = r.ID
-	}
+	ruleID := s.ruleIDs(t)
 
 	for _, tt := range []struct{ api, path, route string }{
 		{HTTPAPIID, "/httpapi/search", "GET /httpapi/search"},
@@ -322,21 +329,9 @@ func TestHTTPAPIEvent(t *testing.T) {
 func TestRESTMetrics(t *testing.T) {
 	t.Parallel()
 	s := startStack(t)
-	_, b := s.do(t, "GET", "/admin/rules", "", nil)
-	var list struct {
-		Rules []struct{ ID, API, Route string } `json:"rules"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		t.Fatalf("GET /admin/rules: %v: %s", err, b)
-	}
-	var id string
-	for _, r := range list.Rules {
-		if r.API == "demo" && r.Route == "GET /search" {
-			id = r.ID
-		}
-	}
+	id := s.ruleIDs(t)["demo GET /search"]
 	if id == "" {
-		t.Fatalf("no seeded rule for demo GET /search in %s", b)
+		t.Fatal("no seeded rule for demo GET /search")
 	}
 
 	var codes []int
