@@ -87,6 +87,32 @@ func update(now, was string) string {
 		"OldResourceProperties":{"ServiceToken":"arn:aws:lambda:x","Migrations":%q}}`, now, was)
 }
 
+// newMigration builds the migrate function's graph from env, as its main
+// does; with publish, it also publishes the rules snapshot after each run,
+// under a Redis prefix of the test's own, which it returns.
+func newMigration(t *testing.T, env map[string]string, publish bool) (*Migration, string) {
+	t.Helper()
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if !publish {
+		return m, ""
+	}
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, "migrate")
+	t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
+	if err := m.PublishSnapshot(t.Context(), cfg, Options{Redis: rdb, Prefix: prefix}); err != nil {
+		t.Fatal(err)
+	}
+	return m, prefix
+}
+
 // TestHandleSkipsWithoutDatabase: the events that must never reach the
 // database succeed with it unreachable. A rollback (CloudFormation sends
 // the previous template's Migrations to the function that still carries
@@ -197,23 +223,8 @@ func TestHandleWaitsForDatabase(t *testing.T) {
 // it in Redis and never reads the database (which would wake a paused
 // Aurora); a skipped event publishes nothing.
 func TestHandlePublishesSnapshot(t *testing.T) {
-	cfg, err := config.FromEnv(func(k string) string {
-		return map[string]string{"DATABASE_URL": pgtest.NewEmptyDatabase(t)}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
+	m, prefix := newMigration(t, map[string]string{"DATABASE_URL": pgtest.NewEmptyDatabase(t)}, true)
 	rdb := testenv.Redis(t)
-	prefix := testenv.Prefix(t, "migrate")
-	t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
-	if err := m.PublishSnapshot(t.Context(), cfg, Options{Redis: rdb, Prefix: prefix}); err != nil {
-		t.Fatal(err)
-	}
 	snaps := rulesync.NewSnapshots(rdb, rulesync.SnapshotsOptions{Prefix: prefix})
 
 	res, err := m.Migrator.Handle(t.Context(), json.RawMessage(update(migrations.Digest(), migrations.Digest())))
@@ -239,12 +250,7 @@ func TestHandlePublishesSnapshot(t *testing.T) {
 // deploy with nothing written.
 func TestHandleAppliesLimitsFile(t *testing.T) {
 	dbURL := pgtest.NewEmptyDatabase(t)
-	cfg := config.Config{DatabaseURL: config.Secret(dbURL)}
-	mg, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mg.Close)
+	mg, _ := newMigration(t, map[string]string{"DATABASE_URL": dbURL}, false)
 	m := mg.Migrator
 	digest := migrations.Digest()
 	event := func(kind, limits, old string) json.RawMessage {
@@ -301,12 +307,7 @@ func TestHandleAppliesLimitsFile(t *testing.T) {
 // still succeeds (TestHandleSkipsWithoutDatabase).
 func TestRollbackRestoresLimits(t *testing.T) {
 	dbURL := pgtest.NewEmptyDatabase(t)
-	cfg := config.Config{DatabaseURL: config.Secret(dbURL)}
-	mg, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mg.Close)
+	mg, _ := newMigration(t, map[string]string{"DATABASE_URL": dbURL}, false)
 	m := mg.Migrator
 	digest := migrations.Digest()
 	v1 := "version: 1\nset: platform\nrules:\n  - api: orders\n    route: \"*\"\n    subject: \"*\"\n    limit: 100\n    period: 1m\n"
@@ -371,26 +372,7 @@ func TestHandleGivesRulesPublicKey(t *testing.T) {
 	const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:RulesSigningKey-AbCdEf"
 	want := rulesync.FormatPublicKey(rulesync.NewSigningKey([]byte(secret)).Public().(ed25519.PublicKey))
 	dbURL := pgtest.NewEmptyDatabase(t)
-	newMigration := func(env map[string]string) (*Migration, string) {
-		t.Helper()
-		cfg, err := config.FromEnv(func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := NewMigrator(t.Context(), cfg, Options{Out: io.Discard})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
-		rdb := testenv.Redis(t)
-		prefix := testenv.Prefix(t, "migrate")
-		t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
-		if err := m.PublishSnapshot(t.Context(), cfg, Options{Redis: rdb, Prefix: prefix}); err != nil {
-			t.Fatal(err)
-		}
-		return m, prefix
-	}
-	m, prefix := newMigration(map[string]string{"DATABASE_URL": dbURL, "RULES_SIGNING_KEY": secret})
+	m, prefix := newMigration(t, map[string]string{"DATABASE_URL": dbURL, "RULES_SIGNING_KEY": secret}, true)
 	event := func(kind string, now, was map[string]string) json.RawMessage {
 		b, err := json.Marshal(map[string]any{"RequestType": kind, "PhysicalResourceId": MigrationsResourceID,
 			"ResourceProperties": now, "OldResourceProperties": was})
@@ -430,7 +412,7 @@ func TestHandleGivesRulesPublicKey(t *testing.T) {
 		t.Errorf("the published snapshot under RulesPublicKey: %+v, %v; want it verified", set, err)
 	}
 
-	unsigned, _ := newMigration(map[string]string{"DATABASE_URL": dbURL})
+	unsigned, _ := newMigration(t, map[string]string{"DATABASE_URL": dbURL}, true)
 	if got, err := unsigned.Migrator.Handle(t.Context(), event("Create", props, nil)); err == nil || !strings.Contains(err.Error(), "RULES_SIGNING_KEY_SECRET_ARN") {
 		t.Errorf("Handle(create) without a signing key = %+v, %v; want an error naming RULES_SIGNING_KEY_SECRET_ARN", got, err)
 	}
