@@ -26,17 +26,7 @@ func TestStatsPart(t *testing.T) {
 		reader admin.StatsReader
 		want   int
 	}{{"no reader", nil, http.StatusServiceUnavailable}, {"a reader", stats.New(stats.Options{}), http.StatusOK}} {
-		cfg, err := config.FromEnv(func(string) string { return "" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{Out: io.Discard, StatsReader: tt.reader})
-		if err != nil {
-			t.Fatalf("New(Stats) with %s = %v, want no error without Redis or a database", tt.name, err)
-		}
-		if a.Redis != nil || a.Store != nil {
-			t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
-		}
+		a := statsAdmin(t, tt.name, nil, tt.reader)
 		resp, _ := a.Handler(admin.RouteStats)(context.Background(), ev)
 		if resp.StatusCode != tt.want {
 			t.Errorf("GET /stats with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
@@ -61,22 +51,7 @@ func TestFindPart(t *testing.T) {
 		name, key string
 		want      int
 	}{{"no key", "", http.StatusServiceUnavailable}, {"the key", key, http.StatusOK}} {
-		cfg, err := config.FromEnv(func(k string) string {
-			if k == "SUBJECT_HMAC_KEY" {
-				return tt.key
-			}
-			return ""
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{Out: io.Discard, StatsReader: st})
-		if err != nil {
-			t.Fatalf("New(Stats) with %s = %v", tt.name, err)
-		}
-		if a.Redis != nil || a.Store != nil {
-			t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
-		}
+		a := statsAdmin(t, tt.name, map[string]string{"SUBJECT_HMAC_KEY": tt.key}, st)
 		resp, _ := a.Handler(admin.RouteFindSubject)(context.Background(), ev)
 		if resp.StatusCode != tt.want {
 			t.Fatalf("POST /subjects/find with %s = %d %s, want %d", tt.name, resp.StatusCode, resp.Body, tt.want)
@@ -92,4 +67,22 @@ func TestFindPart(t *testing.T) {
 		}
 		a.Close()
 	}
+}
+
+// statsAdmin builds the admin-stats function's graph from env with
+// reader, and fails unless it built neither Redis nor a store.
+func statsAdmin(t *testing.T, name string, env map[string]string, reader admin.StatsReader) *app.Admin {
+	t.Helper()
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.NewAdmin(context.Background(), cfg, app.AdminStats, app.Options{Out: io.Discard, StatsReader: reader})
+	if err != nil {
+		t.Fatalf("New(Stats) with %s = %v, want no error without Redis or a database", name, err)
+	}
+	if a.Redis != nil || a.Store != nil {
+		t.Errorf("New(Stats) built Redis %v, store %v; want neither", a.Redis, a.Store)
+	}
+	return a
 }
