@@ -124,6 +124,15 @@ func mustCreatePlan(t *testing.T, s store.Store, p rules.Plan) rules.Plan {
 	return got
 }
 
+func mustLoad(t *testing.T, s store.Store) rules.Set {
+	t.Helper()
+	set, err := s.LoadAll(t.Context())
+	if err != nil {
+		t.Fatalf("LoadAll() error = %v", err)
+	}
+	return set
+}
+
 // fieldOf returns the first field of a *rules.ValidationError, or "" when err
 // is not one.
 func fieldOf(err error) string {
@@ -1064,10 +1073,7 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 				t.Errorf("round %d: error = %v, want nil, a conflict or a ValidationError on cost", i, err)
 			}
 		}
-		set, err := s.LoadAll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		set := mustLoad(t, s)
 		rs, ps := set.Rules, set.Plans
 		if ps[0].Burst == nil {
 			t.Fatalf("round %d: plan %+v has no burst", i, ps[0])
@@ -1134,11 +1140,7 @@ func testLoadAllVersion(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	version := func() int64 {
 		t.Helper()
-		set, err := s.LoadAll(ctx)
-		if err != nil {
-			t.Fatalf("LoadAll() error = %v", err)
-		}
-		return set.Version
+		return mustLoad(t, s).Version
 	}
 	v := version()
 	if hourAgo := time.Now().Add(-time.Hour).UnixMicro(); v < hourAgo {
@@ -1251,10 +1253,7 @@ func testNoOpUpdates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreatePlan(t, s, gold())
 	r := mustCreateRule(t, s, inline("api", "GET /x", "*", 10, 90*time.Second))
-	before, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := mustLoad(t, s)
 	same := r
 	same.Period = rules.Period(1500 * time.Millisecond * 60) // 1.5m
 	same.Limit = new(int64(10))                              // another pointer
@@ -1619,10 +1618,7 @@ func testMaxRules(t *testing.T, s store.Store) {
 	for i := range 3 {
 		made = append(made, mustCreateRule(t, s, inline("api", "*", fmt.Sprint("k", i), 1, time.Minute)))
 	}
-	before, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := mustLoad(t, s)
 	for _, r := range []rules.Rule{
 		inline("api", "*", "k3", 1, time.Minute),
 		inline("api", "*", "k0", 1, time.Minute), // a taken scope too
@@ -1632,10 +1628,7 @@ func testMaxRules(t *testing.T, s store.Store) {
 			t.Errorf("CreateRule(%s) on a full store: error = %v, want rules.ErrTooManyRules and not ErrConflict", r.Subject, err)
 		}
 	}
-	after, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := mustLoad(t, s)
 	if after.Version != before.Version || len(after.Rules) != 3 {
 		t.Errorf("refused creates: %d rules, version %d → %d; want 3 rules and the version unchanged", len(after.Rules), before.Version, after.Version)
 	}
@@ -1700,10 +1693,7 @@ func testRuleDimension(t *testing.T, s store.Store) {
 	if _, err := s.CreateRule(ctx, bad, actor); !errors.As(err, &ve) {
 		t.Errorf("CreateRule(dimension %q) error = %v, want a ValidationError", bad.Dimension, err)
 	}
-	set, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := mustLoad(t, s)
 	dims := map[string]int{}
 	for _, r := range set.Rules {
 		dims[r.Dimension]++
@@ -1745,10 +1735,7 @@ func testApplyBatch(t *testing.T, s store.Store) {
 	if res[0].Plan.Set != "platform" || res[1].Rule.Set != "platform" || res[1].Rule.Version != 1 {
 		t.Errorf("Apply(create) stored set %q, %q (version %d), want platform, platform (1)", res[0].Plan.Set, res[1].Rule.Set, res[1].Rule.Version)
 	}
-	before, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := mustLoad(t, s)
 	a := *res[2].Rule
 	a.Limit = new(int64(20))
 	res2, err := s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{
@@ -1762,10 +1749,7 @@ func testApplyBatch(t *testing.T, s store.Store) {
 	if got := res2[0].Rule; got == nil || *got.Limit != 20 || got.Version != 2 {
 		t.Errorf("Apply(update) = %+v, want limit 20 at version 2", got)
 	}
-	set, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := mustLoad(t, s)
 	if len(set.Rules) != 1 || len(set.Plans) != 0 {
 		t.Errorf("after Apply: %d rules, %d plans, want 1 and 0", len(set.Rules), len(set.Plans))
 	}
@@ -1793,10 +1777,7 @@ func testApplyAllOrNothing(t *testing.T, s store.Store) {
 	if _, err := s.UpdateRule(ctx, changed, 1, "console"); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := mustLoad(t, s)
 	_, err = s.Apply(ctx, store.Batch{Set: "platform", Ops: []store.Op{
 		{Action: rules.ActionCreate, Plan: new(gold())},
 		{Action: rules.ActionCreate, Rule: new(inline("api", "GET /b", "*", 10, time.Minute))},
@@ -1806,10 +1787,7 @@ func testApplyAllOrNothing(t *testing.T, s store.Store) {
 	if !errors.Is(err, rules.ErrStale) || !errors.As(err, &be) || be.Index != 2 {
 		t.Fatalf("Apply(delete at a stale version) error = %v, want ErrStale in a BatchError at op 2", err)
 	}
-	after, err := s.LoadAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := mustLoad(t, s)
 	if diff := cmp.Diff(before, after); diff != "" {
 		t.Errorf("a failed Apply changed the store (-before +after):\n%s", diff)
 	}
