@@ -67,12 +67,6 @@ type Observer interface {
 	ObserveDecision(Decision)
 }
 
-// decision is what an Observer is told of the core's observation.
-func decision(o authorizer.Observation) Decision {
-	return Decision{API: o.API, Rule: o.Rule, Outcome: o.Outcome, Kind: o.Kind, FailOpen: o.FailOpen, FailClosed: o.FailClosed,
-		Cached: o.Cached, LimiterTime: o.LimiterTime, Duration: o.Duration, Limit: o.Limit, Window: o.Window, Remaining: o.Remaining}
-}
-
 // Health is the state of a Limiter's backends, for gauges.
 type Health struct {
 	// BreakerOpen is set while the Redis circuit breaker is open or half
@@ -100,5 +94,7 @@ func (l *Limiter) Health() Health {
 // FromDecider, it is for this module: code outside it cannot use the
 // result.
 func CoreObserver(obs Observer) authorizer.Observe {
-	return func(ob authorizer.Observation) { obs.ObserveDecision(decision(ob)) }
+	// Decision has Observation's fields, in its order: a field added to
+	// one and not the other fails this conversion at build time.
+	return func(ob authorizer.Observation) { obs.ObserveDecision(Decision(ob)) }
 }
