@@ -2,12 +2,9 @@ package limiter
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TestExactUnderConcurrency plays 4 processes (separate clients and
@@ -37,56 +34,21 @@ func TestExactUnderConcurrency(t *testing.T) {
 	// excess is rightly lost, which a starved machine (a loaded make
 	// test) does; the lower bound holds only without such a gap.
 	var lastSent, maxGap atomic.Int64
-	var stop, first atomic.Bool
-	firstDone := make(chan struct{})
-	start := make(chan struct{})
-	var wg, ready sync.WaitGroup
-	for _, l := range ls {
-		for range goroutines {
-			wg.Add(1)
-			ready.Add(1)
-			go func() {
-				defer wg.Done()
-				// Connect before the clock starts: the bucket starts
-				// full, so refill during a slow start would be lost.
-				if err := l.rdb.(*redis.Client).Ping(context.Background()).Err(); err != nil {
-					t.Error(err)
-				}
-				ready.Done()
-				<-start
-				for !stop.Load() {
-					now := time.Now().UnixNano()
-					if prev := lastSent.Swap(now); prev != 0 && now-prev > maxGap.Load() {
-						maxGap.Store(now - prev) // racy max: a rough gauge is enough
-					}
-					d, err := l.Allow(context.Background(), req)
-					switch {
-					case err != nil:
-						failed.Add(1)
-					case d.Allowed:
-						admitted.Add(1)
-					default:
-						denied.Add(1)
-					}
-					if first.CompareAndSwap(false, true) {
-						close(firstDone)
-					}
-				}
-			}()
+	t0, i0, i1 := crowd(t, timeClient, ls, goroutines, run, new(atomic.Bool), func(l *Limiter, _ int) {
+		now := time.Now().UnixNano()
+		if prev := lastSent.Swap(now); prev != 0 && now-prev > maxGap.Load() {
+			maxGap.Store(now - prev) // racy max: a rough gauge is enough
 		}
-	}
-	ready.Wait()
-	// Two brackets of Redis TIME: the outer one [t0, t1] holds every
-	// script run, the inner one [i0, i1] lies within the runs (i0 after a
-	// first call returned, i1 while every worker still calls).
-	t0 := redisNow(t, timeClient)
-	close(start)
-	<-firstDone
-	i0 := redisNow(t, timeClient)
-	time.Sleep(run) // sleep: the run is real time on Redis TIME, the refill the bound counts
-	i1 := redisNow(t, timeClient)
-	stop.Store(true)
-	wg.Wait()
+		d, err := l.Allow(context.Background(), req)
+		switch {
+		case err != nil:
+			failed.Add(1)
+		case d.Allowed:
+			admitted.Add(1)
+		default:
+			denied.Add(1)
+		}
+	})
 	t1 := redisNow(t, timeClient)
 
 	if n := failed.Load(); n > 0 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,61 +446,32 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			// by design (not by the limiter), which the under-admission
 			// check below cannot tell from a lost token.
 			var lastDone, maxGap atomic.Int64
-			var stop, first atomic.Bool
-			firstDone := make(chan struct{})
-			start := make(chan struct{})
-			var wg, ready sync.WaitGroup
-			for _, l := range ls {
-				for range goroutines {
-					wg.Add(1)
-					ready.Add(1)
-					go func() {
-						defer wg.Done()
-						if err := l.rdb.(*redis.Client).Ping(context.Background()).Err(); err != nil {
-							t.Error(err)
-						}
-						ready.Done()
-						<-start
-						for n := 0; !stop.Load(); n++ {
-							d, err := l.Allow(context.Background(), req)
-							switch {
-							case err != nil:
-								failed.Add(1)
-							case d.Allowed:
-								admitted.Add(1)
-							default:
-								denied.Add(1)
-							}
-							if n%16 == 0 {
-								// Sample the tokens held by all leases, for the record.
-								var out int64
-								for _, l := range ls {
-									out += l.Stats().LeaseOutstanding
-								}
-								for p := peak.Load(); out > p && !peak.CompareAndSwap(p, out); p = peak.Load() {
-								}
-							}
-							now := time.Now().UnixNano()
-							if prev := lastDone.Swap(now); prev != 0 && !stop.Load() {
-								for g := maxGap.Load(); now-prev > g && !maxGap.CompareAndSwap(g, now-prev); g = maxGap.Load() {
-								}
-							}
-							if first.CompareAndSwap(false, true) {
-								close(firstDone)
-							}
-						}
-					}()
+			var stop atomic.Bool
+			t0, i0, i1 := crowd(t, timeClient, ls, goroutines, run, &stop, func(l *Limiter, n int) {
+				d, err := l.Allow(context.Background(), req)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case d.Allowed:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
 				}
-			}
-			ready.Wait()
-			t0 := redisNow(t, timeClient)
-			close(start)
-			<-firstDone
-			i0 := redisNow(t, timeClient)
-			time.Sleep(run) // sleep: the run is real time on Redis TIME, the refill the bound counts
-			i1 := redisNow(t, timeClient)
-			stop.Store(true)
-			wg.Wait()
+				if n%16 == 0 {
+					// Sample the tokens held by all leases, for the record.
+					var out int64
+					for _, l := range ls {
+						out += l.Stats().LeaseOutstanding
+					}
+					for p := peak.Load(); out > p && !peak.CompareAndSwap(p, out); p = peak.Load() {
+					}
+				}
+				now := time.Now().UnixNano()
+				if prev := lastDone.Swap(now); prev != 0 && !stop.Load() {
+					for g := maxGap.Load(); now-prev > g && !maxGap.CompareAndSwap(g, now-prev); g = maxGap.Load() {
+					}
+				}
+			})
 			if hasQuota(bs) {
 				// A cool-down: once the rate bucket has refilled some, each
 				// Limiter in turn calls until it holds a lease (unless the
