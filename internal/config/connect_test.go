@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,22 +33,51 @@ func rdsBehind(t *testing.T, addr string) (Config, fakeSecrets) {
 	return Config{DBSecretARN: dbARN, DBSSLMode: "disable"}, fakeSecrets{dbARN: string(sec)}
 }
 
-// ping opens a pool as the functions do and times its first query.
-func ping(t *testing.T, cfg Config, sm fakeSecrets, budget time.Duration) (time.Duration, error) {
+// openPool opens a pool for cfg as Postgres does, with secrets from sm,
+// closed when the test ends.
+func openPool(t *testing.T, ctx context.Context, cfg Config, sm secretGetter) *pgxpool.Pool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), budget)
-	defer cancel()
 	pc, err := postgresConfig(ctx, cfg, sm)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("postgresConfig: %v", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// checkTLS connects to cfg's database and fails the test unless the
+// connection is over TLS (wantErr "") or fails with an error containing
+// wantErr.
+func checkTLS(t *testing.T, cfg Config, sm secretGetter, wantErr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var ssl bool
+	err := openPool(t, ctx, cfg, sm).QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("connect: %v, want a connection", err)
+	case wantErr == "" && !ssl:
+		t.Fatal("connected without TLS")
+	case wantErr != "" && err == nil:
+		t.Fatalf("connected (TLS %v), want an error containing %q", ssl, wantErr)
+	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("connect: %v, want an error containing %q", err, wantErr)
+	}
+}
+
+// ping opens a pool as the functions do and times its first query.
+func ping(t *testing.T, cfg Config, sm fakeSecrets, budget time.Duration) (time.Duration, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	pool := openPool(t, ctx, cfg, sm)
 	start := time.Now()
-	err = pool.Ping(ctx)
+	err := pool.Ping(ctx)
 	return time.Since(start), err
 }
 
@@ -132,14 +162,7 @@ func TestPostgresReleases(t *testing.T) {
 		cfg  Config
 		idle int32
 	}{{"DB_SECRET_ARN", rds, 0}, {"DATABASE_URL", Config{DatabaseURL: Secret(u.String())}, 1}} {
-		pc, err := postgresConfig(t.Context(), tc.cfg, sm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := pgxpool.NewWithConfig(t.Context(), pc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		pool := openPool(t, t.Context(), tc.cfg, sm)
 		var one int
 		if err := pool.QueryRow(t.Context(), "SELECT 1").Scan(&one); err != nil {
 			t.Fatalf("%s: SELECT 1: %v", tc.name, err)

@@ -1,15 +1,11 @@
 package config
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 )
@@ -187,30 +183,6 @@ func TestDatabaseURLVerifies(t *testing.T) {
 		{"require opts out of verification", at(tlsSrv, "localhost", "?sslmode=require"), ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			pc, err := postgresConfig(ctx, Config{DatabaseURL: Secret(tc.url)}, nil)
-			if err != nil {
-				t.Fatalf("postgresConfig: %v", err)
-			}
-			pool, err := pgxpool.NewWithConfig(ctx, pc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
-			var ssl bool
-			err = pool.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("connect: %v, want a connection", err)
-			case tc.wantErr == "" && !ssl:
-				t.Fatal("connected without TLS")
-			case tc.wantErr != "" && err == nil:
-				t.Fatalf("connected (TLS %v), want an error containing %q", ssl, tc.wantErr)
-			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
-				t.Fatalf("connect: %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkTLS(t, Config{DatabaseURL: Secret(tc.url)}, nil, tc.wantErr) })
 	}
 }

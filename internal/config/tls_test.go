@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,8 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/store/postgres/pgtest"
 )
@@ -107,31 +104,7 @@ func TestPostgresTLS(t *testing.T) {
 		{"require opts out of verification", Config{DBSecretARN: dbARN, DBSSLMode: "require"}, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			pc, err := postgresConfig(ctx, tc.cfg, secrets)
-			if err != nil {
-				t.Fatalf("postgresConfig: %v", err)
-			}
-			pool, err := pgxpool.NewWithConfig(ctx, pc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
-			var ssl bool
-			err = pool.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("connect: %v, want a connection", err)
-			case tc.wantErr == "" && !ssl:
-				t.Fatal("connected without TLS")
-			case tc.wantErr != "" && err == nil:
-				t.Fatalf("connected, want an error containing %q", tc.wantErr)
-			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
-				t.Fatalf("connect: %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkTLS(t, tc.cfg, secrets, tc.wantErr) })
 	}
 }
 
