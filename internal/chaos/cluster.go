@@ -155,7 +155,6 @@ func (c *Cluster) StartPostgres(ctx context.Context) error {
 		return err
 	}
 	var cred *syscall.Credential
-	owner := func() error { return nil }
 	if os.Getuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -164,17 +163,9 @@ func (c *Cluster) StartPostgres(ctx context.Context) error {
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		owner = func() error {
-			return filepath.Walk(pgdir, func(p string, _ os.FileInfo, err error) error {
-				if err != nil {
-					return err
-				}
-				return os.Lchown(p, uid, gid)
-			})
+		if err := os.Chown(pgdir, uid, gid); err != nil { // still empty
+			return err
 		}
-	}
-	if err := owner(); err != nil {
-		return err
 	}
 	data := filepath.Join(pgdir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(c.bins.PGBin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale")
@@ -518,15 +509,7 @@ func (c *Cluster) call(ctx context.Context, cl *http.Client, method, url string,
 
 // Check asks host h for one decision through its check API.
 func (c *Cluster) Check(ctx context.Context, h string, body CheckBody) (CheckAnswer, error) {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/check", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return CheckAnswer{}, err
-	}
-	defer resp.Body.Close()
-	return readAnswer(resp)
+	return check(ctx, c.http, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/check", body)
 }
 
 // Close stops everything and deletes the namespaces.

@@ -193,30 +193,22 @@ func ShortGlobalScenarios() []Scenario {
 // cutRegion drops every packet between Region i's decision hosts and the
 // ledger host for d.
 func cutRegion(i int, d time.Duration) func(context.Context, *run) error {
-	return func(ctx context.Context, r *run) error {
+	return networkFault(d, func(ctx context.Context, n *Nemesis) error {
 		for _, h := range regions[i].decide {
-			if err := r.nem.Partition(ctx, h, "led"); err != nil {
+			if err := n.Partition(ctx, h, "led"); err != nil {
 				return err
 			}
 		}
-		r.event("fault")
-		r.sleep(ctx, d)
-		r.event("heal")
-		return r.nem.Heal(ctx)
-	}
+		return nil
+	})
 }
 
 // ledgerFault sets f on the ledger's proxies for d.
 func ledgerFault(f LedgerFault, d time.Duration) func(context.Context, *run) error {
-	return func(ctx context.Context, r *run) error {
-		if err := r.c.ledgerFault(ctx, f); err != nil {
-			return err
-		}
-		r.event("fault")
-		r.sleep(ctx, d)
-		r.event("heal")
-		return r.c.ledgerFault(context.WithoutCancel(ctx), LedgerFault{})
-	}
+	return faultFor(d, func(ctx context.Context, r *run) error { return r.c.ledgerFault(ctx, f) },
+		func(ctx context.Context, r *run) error {
+			return r.c.ledgerFault(context.WithoutCancel(ctx), LedgerFault{})
+		})
 }
 
 // restartRedis kills Region i's Redis (its pools die with it) and starts
@@ -730,10 +722,6 @@ func WriteGlobalTable(w io.Writer, results []Result) {
 		if g == nil {
 			continue
 		}
-		verdict := "held"
-		if len(r.Problems) > 0 {
-			verdict = fmt.Sprintf("**%d broken**", len(r.Problems))
-		}
 		sb := "none stated"
 		if g.Bounds.Stranded >= 0 {
 			sb = strconv.FormatInt(g.Bounds.Stranded, 10)
@@ -759,7 +747,7 @@ func WriteGlobalTable(w io.Writer, results []Result) {
 		}
 		fmt.Fprintf(w, "| %s | %d | %d · %d | %d / %d | %d / %s | %s | %s | %d (limit %d) | %.4f | %s · %s vs %s · %s | %s |\n",
 			r.Fault, g.Decisions, g.FailOpen, g.Credits, max(g.Over, 0), g.Bounds.Over, g.Stranded, sb, strings.Join(rs, " · "), pools, g.RegionalMax, g.Bounds.Limit,
-			per, fine(g.GP50), fine(g.GP99), fine(g.RP50), fine(g.RP99), verdict)
+			per, fine(g.GP50), fine(g.GP99), fine(g.RP50), fine(g.RP99), verdict(r))
 	}
 }
 

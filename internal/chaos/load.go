@@ -78,8 +78,21 @@ type CheckAnswer struct {
 	Policy   string `json:"-"`
 }
 
-func readAnswer(resp *http.Response) (CheckAnswer, error) {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+// check sends one check API request to url with client and reads the
+// answer.
+func check(ctx context.Context, client *http.Client, url string, body CheckBody) (CheckAnswer, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return CheckAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return CheckAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if err != nil {
 		return CheckAnswer{Status: resp.StatusCode}, err
 	}
@@ -241,21 +254,8 @@ func Load(ctx context.Context, c LoadConfig) ([]Op, error) {
 }
 
 func send(ctx context.Context, client *http.Client, url string, body CheckBody, o Op) Op {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		o.Recv, o.Err = time.Now().UnixNano(), err.Error()
-		return o
-	}
-	req.Header.Set("Content-Type", "application/json")
 	o.Send = time.Now().UnixNano()
-	resp, err := client.Do(req)
-	if err != nil {
-		o.Recv, o.Err = time.Now().UnixNano(), err.Error()
-		return o
-	}
-	a, err := readAnswer(resp)
-	resp.Body.Close()
+	a, err := check(ctx, client, url, body)
 	o.Recv = time.Now().UnixNano()
 	o.Status, o.Allowed, o.FailOpen, o.Reset, o.Rule, o.Policy = a.Status, a.Allowed, a.FailOpen, a.Reset, a.Rule, a.Policy
 	if err != nil {

@@ -151,19 +151,16 @@ func nfqMsg(t uint16, q uint16, seq uint32, attrs ...[]byte) []byte {
 	for _, a := range attrs {
 		body = append(body, a...)
 	}
+	flags := uint16(syscall.NLM_F_REQUEST)
+	if t == nfqnlMsgConfig {
+		flags |= syscall.NLM_F_ACK
+	}
 	hdr := make([]byte, 16)
 	binary.NativeEndian.PutUint32(hdr[0:4], uint32(16+len(body)))
 	binary.NativeEndian.PutUint16(hdr[4:6], nfnlSubsysQueue<<8|t)
-	binary.NativeEndian.PutUint16(hdr[6:8], syscall.NLM_F_REQUEST|syscall.NLM_F_ACK*boolToU16(t == nfqnlMsgConfig))
+	binary.NativeEndian.PutUint16(hdr[6:8], flags)
 	binary.NativeEndian.PutUint32(hdr[8:12], seq)
 	return append(hdr, body...)
-}
-
-func boolToU16(b bool) uint16 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // attr is one netlink attribute, padded to 4 bytes.

@@ -118,14 +118,5 @@ func migrate(ctx context.Context, cfg config.Config, name string) error {
 		return err
 	}
 	defer mig.Close()
-	for end := time.Now().Add(30 * time.Second); ; {
-		if err = mig.Migrator.Once(ctx, io.Discard); err == nil || time.Now().After(end) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return poll(ctx, 30*time.Second, 500*time.Millisecond, nil, func() error { return mig.Migrator.Once(ctx, io.Discard) })
 }

@@ -196,12 +196,9 @@ func scenarioRules(api string, load time.Duration, durable bool) ([]RuleSpec, []
 	kinds := []struct {
 		prefix, route string
 		durable       bool
-	}{{"bill", "POST /bill", false}}
-	if durable {
-		kinds = append(kinds, struct {
-			prefix, route string
-			durable       bool
-		}{"billd", "POST /bill-durable", true})
+	}{{"bill", "POST /bill", false}, {"billd", "POST /bill-durable", true}}
+	if !durable {
+		kinds = kinds[:1]
 	}
 	for _, k := range kinds {
 		for i, share := range quotaShares {

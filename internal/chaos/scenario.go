@@ -99,7 +99,9 @@ func Scenarios() []Scenario {
 			Redis: RedisOptions{DownAfter: downAfter, MinReplicas: 1, MinReplicasMaxLag: minReplicasLag}, Load: 35 * time.Second, At: 5 * time.Second,
 			Bounds: lost(minReplicasLag + 2*time.Second), inject: split(15 * time.Second)},
 		{Name: "pg-partition", Fault: "PostgreSQL partitioned from everything 10 s", Redis: defaults, Load: 25 * time.Second, At: 5 * time.Second, Bounds: none,
-			inject: pgPartition(10 * time.Second)},
+			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error {
+				return n.Partition(ctx, "pg", "ctl", "d1", "d2", "d3", "load", "r1", "r2", "r3", "s1", "s2", "s3")
+			})},
 	}, GlobalScenarios()...)
 }
 
@@ -114,17 +116,23 @@ func ShortScenarios() []Scenario {
 	return append(out, ShortGlobalScenarios()...)
 }
 
-// networkFault applies fault for d, then heals.
-func networkFault(d time.Duration, fault func(context.Context, *Nemesis) error) func(context.Context, *run) error {
+// faultFor makes a fault (start), holds it for d and ends it (end).
+func faultFor(d time.Duration, start, end func(context.Context, *run) error) func(context.Context, *run) error {
 	return func(ctx context.Context, r *run) error {
-		r.event("fault")
-		if err := fault(ctx, r.nem); err != nil {
+		if err := start(ctx, r); err != nil {
 			return err
 		}
+		r.event("fault")
 		r.sleep(ctx, d)
 		r.event("heal") // recovery and propagation count from the first rule removed
-		return r.nem.Heal(ctx)
+		return end(ctx, r)
 	}
+}
+
+// networkFault applies fault for d, then heals.
+func networkFault(d time.Duration, fault func(context.Context, *Nemesis) error) func(context.Context, *run) error {
+	return faultFor(d, func(ctx context.Context, r *run) error { return fault(ctx, r.nem) },
+		func(ctx context.Context, r *run) error { return r.nem.Heal(ctx) })
 }
 
 // pause stops the primary with SIGSTOP for d, then lets it go on.
@@ -181,18 +189,5 @@ func split(d time.Duration) func(context.Context, *run) error {
 		err := r.nem.Heal(ctx)
 		stop()
 		return err
-	}
-}
-
-// pgPartition cuts PostgreSQL from every other host for d.
-func pgPartition(d time.Duration) func(context.Context, *run) error {
-	return func(ctx context.Context, r *run) error {
-		r.event("fault")
-		if err := r.nem.Partition(ctx, "pg", "ctl", "d1", "d2", "d3", "load", "r1", "r2", "r3", "s1", "s2", "s3"); err != nil {
-			return err
-		}
-		r.sleep(ctx, d)
-		r.event("heal")
-		return r.nem.Heal(ctx)
 	}
 }

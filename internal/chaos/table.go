@@ -32,14 +32,18 @@ func WriteTable(w io.Writer, results []Result) {
 	fmt.Fprintln(w, "| fault | decisions | fail-open | fail-closed | max excess admitted (measured / bound): rate · quota · durable quota | gap | recovery | rule change enforced | verdict |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
-		verdict := "held"
-		if len(r.Problems) > 0 {
-			verdict = fmt.Sprintf("**%d broken**", len(r.Problems))
-		}
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %s · %s · %s | %s | %s | %s | %s |\n",
 			r.Fault, r.Decisions, r.FailOpen, r.FailClosed, excess(r.Rate), excess(r.Quota), excess(r.Durable),
-			ms(r.Gap), ms(r.Recovery), propagationText(r.Propagation), verdict)
+			ms(r.Gap), ms(r.Recovery), propagationText(r.Propagation), verdict(r))
 	}
+}
+
+// verdict is the table's last cell: whether r held every bound.
+func verdict(r Result) string {
+	if len(r.Problems) > 0 {
+		return fmt.Sprintf("**%d broken**", len(r.Problems))
+	}
+	return "held"
 }
 
 func excess(e Excess) string {
