@@ -400,7 +400,7 @@ func deletePlan(ctx context.Context, tx pgx.Tx, name string, ifVersion int64, se
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE name = $1 AND version = $2`, name, before.Version); err != nil {
 		// A rule created meanwhile still trips the foreign key.
-		if pgCode(err) == codeForeignKeyViolation {
+		if pgError(err).Code == codeForeignKeyViolation {
 			return &store.PlanInUseError{Plan: name, Count: 1}
 		}
 		return err
@@ -655,11 +655,7 @@ func scanPlan(row pgx.Row) (rules.Plan, error) {
 // ruleWriteError maps the constraint violations of a rule insert or update
 // to domain errors.
 func ruleWriteError(err error, r rules.Rule) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err
-	}
-	switch pgErr.Code {
+	switch pgErr := pgError(err); pgErr.Code {
 	case codeUniqueViolation:
 		return scopeTaken{r}
 	case codeForeignKeyViolation:
@@ -671,11 +667,7 @@ func ruleWriteError(err error, r rules.Rule) error {
 }
 
 func planWriteError(err error, name string) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err
-	}
-	switch pgErr.Code {
+	switch pgErr := pgError(err); pgErr.Code {
 	case codeUniqueViolation:
 		return fmt.Errorf("a plan named %q already exists: %w", name, rules.ErrConflict)
 	case codeCheckViolation:
@@ -708,12 +700,12 @@ func checkError(constraint, tablePrefix string) error {
 	return input.FieldError(field, reason)
 }
 
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
+// pgError is the *pgconn.PgError err wraps, or an empty one (no Code).
+func pgError(err error) *pgconn.PgError {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+		return pgErr
 	}
-	return ""
+	return &pgconn.PgError{}
 }
 
 // Apply makes every write of b in one transaction (store.Store.Apply):
