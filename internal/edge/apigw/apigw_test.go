@@ -53,9 +53,7 @@ func newFixtureWith(t *testing.T, ao authorizer.Options) fixture {
 	f.m = metrics.New(metrics.Options{W: f.emf, Function: "test", Interval: time.Hour})
 	f.stats = newStats()
 	ao.Logger, ao.Metrics, ao.Stats = jsonLog(f.logs), f.m, f.stats
-	a := decision(f.lim, ao,
-		rules.Rule{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(100)), Period: rules.Period(time.Minute)},
-		rules.Rule{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(2)), Period: rules.Period(time.Minute)})
+	a := decision(f.lim, ao, shopRules(100, 2, time.Minute)...)
 	f.a = a
 	o := apigw.Options{Logger: ao.Logger, Metrics: f.m}
 	f.auth = apigw.NewHandler(a, o)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
@@ -34,12 +33,8 @@ type benchStack struct {
 
 func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects int) *benchStack {
 	tb.Helper()
-	rdb := testenv.Client(tb, testenv.RedisURL(tb), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
-	lim := limiter.New(rdb, limiter.Options{Prefix: testenv.Prefix(tb, "bench"), Timeout: time.Second})
-	snap := rules.NewSnapshot([]rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(limit), Period: rules.Period(period)},
-	}, nil, rules.SnapshotOptions{})
+	lim := limiter.New(benchClient(tb), limiter.Options{Prefix: testenv.Prefix(tb, "bench"), Timeout: time.Second})
+	snap := rules.NewSnapshot(shopRules(limit, limit, period), nil, rules.SnapshotOptions{})
 	a := authorizer.New(snaps{snap}, lim, authorizer.Options{Logger: jsonLog(io.Discard), Metrics: metrics.New(metrics.Options{W: io.Discard})})
 	s := &benchStack{
 		h:   apigw.NewHandler(a, apigw.Options{}),
@@ -55,12 +50,7 @@ func newBenchStack(tb testing.TB, limit int64, period time.Duration, subjects in
 		s.events = append(s.events, ev)
 		s.keys = append(s.keys, key)
 	}
-	// Warm the connections and the script.
-	for i := range 32 {
-		if _, err := s.h.REST(context.Background(), s.events[i%len(s.events)]); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	warm(tb, s.h, s.events)
 	return s
 }
 

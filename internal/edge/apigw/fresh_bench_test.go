@@ -57,7 +57,7 @@ func (v redisVersion) Version(ctx context.Context) (int64, error) {
 //
 //	scripts/testenv.sh go test -run '^$' -bench BenchmarkRulesFreshness -benchtime 20000x ./internal/edge/apigw/
 func BenchmarkRulesFreshness(b *testing.B) {
-	rdb := testenv.Client(b, testenv.RedisURL(b), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
+	rdb := benchClient(b)
 	prefix := testenv.Prefix(b, "bench")
 	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: time.Second})
 	vkey := prefix + "{rules}:version"
@@ -65,10 +65,7 @@ func BenchmarkRulesFreshness(b *testing.B) {
 	if err := rdb.Set(ctx, vkey, "1", time.Hour).Err(); err != nil {
 		b.Fatal(err)
 	}
-	set := staticSet{Version: 1, Rules: []rules.Rule{
-		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: new(int64(1_000_000_000)), Period: rules.Period(time.Second)},
-		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: new(int64(1_000_000_000)), Period: rules.Period(time.Second)},
-	}}
+	set := staticSet{Version: 1, Rules: shopRules(1_000_000_000, 1_000_000_000, time.Second)}
 	for _, mode := range []struct {
 		name string
 		poll time.Duration
@@ -83,11 +80,7 @@ func BenchmarkRulesFreshness(b *testing.B) {
 		for i := range evs {
 			evs[i] = restEvent(fmt.Sprintf("fresh-key-%06d", i))
 		}
-		for i := range 32 { // warm the connections and the script
-			if _, err := h.REST(ctx, evs[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
+		warm(b, h, evs)
 		for _, callers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/callers=%d", mode.name, callers), func(b *testing.B) {
 				reads := cache.Stats().VersionReads

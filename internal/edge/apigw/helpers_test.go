@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/authorizer"
+	"github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -45,6 +49,31 @@ func downLimiter(tb testing.TB) *limiter.Limiter {
 // subject.
 func everywhere(id string, limit int64, period time.Duration) rules.Rule {
 	return rules.Rule{ID: id, API: "*", Route: "*", Subject: "*", Limit: &limit, Period: rules.Period(period)}
+}
+
+// shopRules are the rules on API a1b2c3: apiLimit per period API-wide,
+// orderLimit per period on GET /orders/{id}.
+func shopRules(apiLimit, orderLimit int64, period time.Duration) []rules.Rule {
+	return []rules.Rule{
+		{ID: "r-api", API: "a1b2c3", Route: "*", Subject: "*", Limit: &apiLimit, Period: rules.Period(period)},
+		{ID: "r-order", API: "a1b2c3", Route: "GET /orders/{id}", Subject: "*", Limit: &orderLimit, Period: rules.Period(period)},
+	}
+}
+
+// benchClient is a client of the test Redis pooled for 16 callers.
+func benchClient(tb testing.TB) *redis.Client {
+	return testenv.Client(tb, testenv.RedisURL(tb), func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 32, 16 })
+}
+
+// warm sends the first 32 of evs (round robin) through h's REST handler,
+// to open the pool's connections and load the script.
+func warm(tb testing.TB, h *apigw.Handler, evs []events.APIGatewayCustomAuthorizerRequestTypeRequest) {
+	tb.Helper()
+	for i := range 32 {
+		if _, err := h.REST(context.Background(), evs[i%len(evs)]); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // jsonLog is a JSON logger writing to w.
