@@ -373,36 +373,35 @@ func testRuleNotFound(t *testing.T, s store.Store) {
 		uuid.NewString(), "", "nope", "42", "'; DROP TABLE rules; --", existing.ID + "0",
 		existing.ID[:35], "\x00", string([]byte{0xff, 0xfe}), strings.Repeat("a", 10000),
 	}
-	for _, id := range ids {
-		if _, err := s.GetRule(ctx, id); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("GetRule(%q) error = %v, want ErrNotFound", id, err)
-		}
+	names := []string{"missing", "", "\x00", "'; DROP TABLE plans; --"}
+	noRule := func(id string) rules.Rule {
 		r := inline("api", "GET /x", "s", 1, time.Second)
 		r.ID = id
-		if _, err := s.UpdateRule(ctx, r, 1, actor); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("UpdateRule(%q) error = %v, want ErrNotFound", id, err)
-		}
-		if err := s.DeleteRule(ctx, id, 0, actor); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("DeleteRule(%q) error = %v, want ErrNotFound", id, err)
-		}
-		if _, err := s.RuleHistory(ctx, id); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("RuleHistory(%q) error = %v, want ErrNotFound", id, err)
-		}
+		return r
 	}
-	for _, name := range []string{"missing", "", "\x00", "'; DROP TABLE plans; --"} {
-		if _, err := s.GetPlan(ctx, name); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("GetPlan(%q) error = %v, want ErrNotFound", name, err)
-		}
+	noPlan := func(name string) rules.Plan {
 		p := gold()
 		p.Name = name
-		if _, err := s.UpdatePlan(ctx, p, 1, actor); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("UpdatePlan(%q) error = %v, want ErrNotFound", name, err)
-		}
-		if err := s.DeletePlan(ctx, name, 0, actor); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("DeletePlan(%q) error = %v, want ErrNotFound", name, err)
-		}
-		if _, err := s.PlanHistory(ctx, name); !errors.Is(err, rules.ErrNotFound) {
-			t.Errorf("PlanHistory(%q) error = %v, want ErrNotFound", name, err)
+		return p
+	}
+	for _, tc := range []struct {
+		call string
+		keys []string // rule ids or plan names
+		fn   func(key string) error
+	}{
+		{"GetRule", ids, func(id string) error { _, err := s.GetRule(ctx, id); return err }},
+		{"UpdateRule", ids, func(id string) error { _, err := s.UpdateRule(ctx, noRule(id), 1, actor); return err }},
+		{"DeleteRule", ids, func(id string) error { return s.DeleteRule(ctx, id, 0, actor) }},
+		{"RuleHistory", ids, func(id string) error { _, err := s.RuleHistory(ctx, id); return err }},
+		{"GetPlan", names, func(name string) error { _, err := s.GetPlan(ctx, name); return err }},
+		{"UpdatePlan", names, func(name string) error { _, err := s.UpdatePlan(ctx, noPlan(name), 1, actor); return err }},
+		{"DeletePlan", names, func(name string) error { return s.DeletePlan(ctx, name, 0, actor) }},
+		{"PlanHistory", names, func(name string) error { _, err := s.PlanHistory(ctx, name); return err }},
+	} {
+		for _, key := range tc.keys {
+			if err := tc.fn(key); !errors.Is(err, rules.ErrNotFound) {
+				t.Errorf("%s(%q) error = %v, want ErrNotFound", tc.call, key, err)
+			}
 		}
 	}
 }
