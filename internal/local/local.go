@@ -146,18 +146,22 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if err := startDevIssuer(&c, getenv, overlay); err != nil {
 		return err
 	}
+	// refuse closes the development issuer's listener, if one is open,
+	// on an error before serving takes it over.
+	refuse := func(err error) error {
+		if c.ln != nil {
+			c.ln.Close()
+		}
+		return err
+	}
 	cfg, err := config.FromEnv(func(k string) string {
 		return cmp.Or(getenv(k), overlay[k], Defaults[k])
 	})
 	if err != nil {
-		if c.ln != nil {
-			c.ln.Close()
-		}
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return refuse(fmt.Errorf("%w: %v", ErrConfig, err))
 	}
 	if c.dev != nil && (getenv("JWT_AUDIENCE") != "" || getenv("JWT_JWKS_URL") != "") {
-		c.ln.Close()
-		return fmt.Errorf("%w: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer", ErrConfig)
+		return refuse(fmt.Errorf("%w: JWT_AUDIENCE and JWT_JWKS_URL need JWT_ISSUER; without it sluice local runs its development issuer", ErrConfig))
 	}
 	cfg.DatabaseURL = config.Secret(withLocalSSLMode(string(cfg.DatabaseURL)))
 	if cfg.SubjectHMACKey == "" && cfg.SubjectHMACKeySecretARN == "" {
@@ -165,10 +169,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		// so a persistent REDIS_URL keeps its buckets across restarts.
 		key, err := localSecret(c.StateDir, "subject-hmac.key", 32)
 		if err != nil {
-			if c.ln != nil {
-				c.ln.Close()
-			}
-			return err
+			return refuse(err)
 		}
 		cfg.SubjectHMACKey = config.Secret(key)
 	}
@@ -178,10 +179,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		// Redis (RULES_PUBLIC_KEY) refuses one it did not sign.
 		key, err := localSecret(c.StateDir, "rules-signing.key", 32)
 		if err != nil {
-			if c.ln != nil {
-				c.ln.Close()
-			}
-			return err
+			return refuse(err)
 		}
 		cfg.RulesSigningKey = config.Secret(key)
 		if cfg.RulesPublicKey == nil {
@@ -193,10 +191,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	}
 	if c.Regions > 1 {
 		if c.Edge {
-			if c.ln != nil {
-				c.ln.Close()
-			}
-			return fmt.Errorf("%w: --edge runs with one Region", ErrConfig)
+			return refuse(fmt.Errorf("%w: --edge runs with one Region", ErrConfig))
 		}
 		return serveRegions(ctx, c, cfg, stdout, stderr)
 	}
