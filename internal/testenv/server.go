@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,9 +29,7 @@ type RedisServer struct {
 
 	bin  string
 	args []string
-
-	mu  sync.Mutex
-	cmd *exec.Cmd // nil while stopped
+	proc Process
 }
 
 // StartRedis starts a redis-server on a free loopback port (whose cluster
@@ -79,50 +76,23 @@ func startRedisOn(tb testing.TB, p int, args ...string) *RedisServer {
 
 func (s *RedisServer) start(tb testing.TB) {
 	tb.Helper()
-	cmd := exec.Command(s.bin, s.args...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("testenv: start redis-server on %s: %v", s.Addr, err)
-	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
+	s.proc.Start(tb, exec.Command(s.bin, s.args...), "")
 	WaitRedis(tb, s.Addr, "PING", func(r string) bool { return r == "PONG" })
 }
 
 // Kill kills the server with SIGKILL, as a crash or a lost node would end
 // it, and waits for it to exit. It is a no-op when the server is stopped.
-func (s *RedisServer) Kill() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
+func (s *RedisServer) Kill() { s.proc.Stop(syscall.SIGKILL, 0, time.Minute) }
 
 // Pause stops the server with SIGSTOP, as a stalled node is stopped (a
 // long fork, a swapped-out or descheduled VM): it reads and answers
 // nothing, and what is sent to it waits in the kernel's buffers and then
 // in its peers' memory, until Resume. It is a no-op when the server is
 // stopped; Kill ends a paused server too.
-func (s *RedisServer) Pause(tb testing.TB) { s.signal(tb, syscall.SIGSTOP) }
+func (s *RedisServer) Pause(tb testing.TB) { s.proc.Signal(tb, syscall.SIGSTOP) }
 
 // Resume continues a server Pause stopped.
-func (s *RedisServer) Resume(tb testing.TB) { s.signal(tb, syscall.SIGCONT) }
-
-func (s *RedisServer) signal(tb testing.TB, sig syscall.Signal) {
-	tb.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		tb.Fatalf("testenv: %v to redis-server on %s: %v", sig, s.Addr, err)
-	}
-}
+func (s *RedisServer) Resume(tb testing.TB) { s.proc.Signal(tb, syscall.SIGCONT) }
 
 // Restart kills the server if it runs and starts it again on the same
 // address, empty (nothing is persisted), and returns once it answers PING.

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,10 +29,8 @@ type Server struct {
 
 	bin, dir string
 	port     int
-	settings []string // extra -c settings of postgres
-
-	mu  sync.Mutex
-	cmd *exec.Cmd // runuser or postgres; nil while stopped
+	settings []string        // extra -c settings of postgres
+	proc     testenv.Process // runuser or postgres
 }
 
 // StartServer initialises a cluster in a fresh directory (initdb, no
@@ -130,19 +127,7 @@ func (s *Server) Start(tb testing.TB) {
 	args := append([]string{"-D", s.data(), "-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=50"}, s.settings...)
-	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
-	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
-	}
-	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("pgtest: start postgres: %v", err)
-	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
+	s.proc.Start(tb, s.command(filepath.Join(s.bin, "postgres"), args...), filepath.Join(s.dir, "postgres.log"))
 	var last error
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -162,31 +147,13 @@ func (s *Server) Start(tb testing.TB) {
 // postmaster's "fast" shutdown, SIGINT: open sessions are terminated) and
 // waits for it to exit. It is a no-op when the server is stopped.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	// As root cmd is runuser: signal the postmaster itself, by the pid in
-	// its pid file.
-	pid := cmd.Process.Pid
+	// As root the process is runuser: signal the postmaster itself, by the
+	// pid in its pid file.
+	pid := 0
 	if b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid")); err == nil {
-		if p, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])); err == nil {
-			pid = p
-		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
 	}
-	_ = syscall.Kill(pid, syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	s.proc.Stop(syscall.SIGINT, pid, 30*time.Second)
 }
 
 // Log returns the server's log so far, for failure messages.
