@@ -30,6 +30,7 @@
 package edge
 
 import (
+	"cmp"
 	"net"
 	"net/url"
 	"strings"
@@ -137,7 +138,7 @@ func (ev *AuthorizerEvent) Request() authorizer.Request {
 		e := v2{api: rc.APIID, routeKey: ev.RouteKey, method: rc.HTTP.Method, headers: ev.Headers, query: ev.Query, sourceIP: rc.HTTP.SourceIP}
 		return e.request()
 	}
-	e := rest{api: rc.APIID, method: first(ev.HTTPMethod, rc.HTTPMethod), resource: first(ev.Resource, rc.ResourcePath),
+	e := rest{api: rc.APIID, method: cmp.Or(ev.HTTPMethod, rc.HTTPMethod), resource: cmp.Or(ev.Resource, rc.ResourcePath),
 		headers: ev.Headers, multiHeaders: ev.MultiHeaders, query: ev.Query, multiQuery: ev.MultiQuery,
 		apiKey: rc.Identity.APIKey, sourceIP: rc.Identity.SourceIP}
 	return e.request()
@@ -146,8 +147,8 @@ func (ev *AuthorizerEvent) Request() authorizer.Request {
 // RESTAuthorizer is the decision's request of a REST API REQUEST
 // authorizer event, as a typed handler receives it.
 func RESTAuthorizer(ev *events.APIGatewayCustomAuthorizerRequestTypeRequest) authorizer.Request {
-	e := rest{api: ev.RequestContext.APIID, method: first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		resource: first(ev.Resource, ev.RequestContext.ResourcePath), headers: ev.Headers, multiHeaders: ev.MultiValueHeaders,
+	e := rest{api: ev.RequestContext.APIID, method: cmp.Or(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		resource: cmp.Or(ev.Resource, ev.RequestContext.ResourcePath), headers: ev.Headers, multiHeaders: ev.MultiValueHeaders,
 		query: ev.QueryStringParameters, multiQuery: ev.MultiValueQueryStringParameters,
 		apiKey: ev.RequestContext.Identity.APIKey, sourceIP: ev.RequestContext.Identity.SourceIP}
 	return e.request()
@@ -166,8 +167,8 @@ func HTTPAuthorizer(ev *events.APIGatewayV2CustomAuthorizerV2Request) authorizer
 // validated API key included). hops > 0 reads the source IP from
 // X-Forwarded-For instead of requestContext.identity.sourceIp (Hops).
 func Proxy(ev *events.APIGatewayProxyRequest, hops int) authorizer.Request {
-	e := rest{api: ev.RequestContext.APIID, method: first(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
-		resource: first(ev.Resource, ev.RequestContext.ResourcePath), headers: ev.Headers, multiHeaders: ev.MultiValueHeaders,
+	e := rest{api: ev.RequestContext.APIID, method: cmp.Or(ev.HTTPMethod, ev.RequestContext.HTTPMethod),
+		resource: cmp.Or(ev.Resource, ev.RequestContext.ResourcePath), headers: ev.Headers, multiHeaders: ev.MultiValueHeaders,
 		query: ev.QueryStringParameters, multiQuery: ev.MultiValueQueryStringParameters,
 		apiKey: ev.RequestContext.Identity.APIKey, sourceIP: ev.RequestContext.Identity.SourceIP}
 	if hops > 0 {
@@ -342,11 +343,4 @@ func firstValues(m map[string][]string) map[string]string {
 		}
 	}
 	return out
-}
-
-func first(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
