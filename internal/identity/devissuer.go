@@ -85,9 +85,6 @@ func ParseDevKey(pemBytes []byte) (*ecdsa.PrivateKey, error) {
 	return ec, nil
 }
 
-// Issuer returns the issuer's "iss".
-func (d *DevIssuer) Issuer() string { return d.issuer }
-
 // JWKS returns the JSON Web Key Set of the issuer's public key.
 func (d *DevIssuer) JWKS() []byte {
 	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{

@@ -26,13 +26,7 @@ type Dimension struct {
 func (d Dimension) String() string { return d.Name + "=" + FormatSources(d.Sources) }
 
 // FormatDimensions returns ds in the form ParseDimensions reads.
-func FormatDimensions(ds []Dimension) string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.String()
-	}
-	return strings.Join(out, ";")
-}
+func FormatDimensions(ds []Dimension) string { return join(ds, ";") }
 
 // ParseDimensions reads DIMENSIONS: "name=sources;name=sources", such as
 // "ip=ip;tenant=jwt:custom:tenant", each sources a SUBJECT_SOURCES list.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -76,35 +77,37 @@ func HeaderSource(name string) Source {
 	return Source{Kind: SourceHeader, Name: name, lower: strings.ToLower(name), canon: textproto.CanonicalMIMEHeaderKey(name)}
 }
 
+// kindNames are the kinds as ParseSources reads them; a kind in named
+// takes a name after a colon.
+var (
+	kindNames = map[SourceKind]string{SourceHeader: "header", SourceQuery: "query", SourceAPIKey: "apikey",
+		SourceIP: "ip", SourceJWT: "jwt", SourceContext: "context", SourcePrincipal: "principal"}
+	named = []SourceKind{SourceHeader, SourceQuery, SourceJWT, SourceContext}
+)
+
 // String returns the source in the form ParseSources reads.
 func (s Source) String() string {
-	switch s.Kind {
-	case SourceHeader:
-		return "header:" + s.Name
-	case SourceQuery:
-		return "query:" + s.Name
-	case SourceAPIKey:
-		return "apikey"
-	case SourceIP:
-		return "ip"
-	case SourceJWT:
-		return "jwt:" + s.Name
-	case SourceContext:
-		return "context:" + s.Name
-	case SourcePrincipal:
-		return "principal"
+	name, ok := kindNames[s.Kind]
+	switch {
+	case !ok:
+		return "unknown"
+	case slices.Contains(named, s.Kind):
+		return name + ":" + s.Name
 	}
-	return "unknown"
+	return name
 }
 
 // FormatSources returns sources in the form ParseSources reads, such as
 // "header:x-api-key,ip".
-func FormatSources(sources []Source) string {
-	names := make([]string, len(sources))
-	for i, s := range sources {
+func FormatSources(sources []Source) string { return join(sources, ",") }
+
+// join returns the String of each of items, separated by sep.
+func join[T fmt.Stringer](items []T, sep string) string {
+	names := make([]string, len(items))
+	for i, s := range items {
 		names[i] = s.String()
 	}
-	return strings.Join(names, ",")
+	return strings.Join(names, sep)
 }
 
 // ParseSources reads a comma-separated source list such as
@@ -190,12 +193,7 @@ func ParseUpstreamSubject(s string) (key string, ok bool, err error) {
 
 // HasKind reports whether sources include one of kind.
 func HasKind(sources []Source, kind SourceKind) bool {
-	for _, s := range sources {
-		if s.Kind == kind {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(sources, func(s Source) bool { return s.Kind == kind })
 }
 
 // validToken reports whether name is an HTTP header field name (RFC 9110

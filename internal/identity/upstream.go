@@ -144,13 +144,7 @@ func validStageVariable(name string) bool {
 
 // FormatUpstreamSources returns sources in the form ParseUpstreamSources
 // reads, such as "header:authorization,route".
-func FormatUpstreamSources(sources []UpstreamSource) string {
-	names := make([]string, len(sources))
-	for i, s := range sources {
-		names[i] = s.String()
-	}
-	return strings.Join(names, ",")
-}
+func FormatUpstreamSources(sources []UpstreamSource) string { return join(sources, ",") }
 
 // UpstreamRequest is what the cache key of an upstream answer reads of a
 // request.
