@@ -10,8 +10,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 )
@@ -55,6 +57,41 @@ func fetch[T any](e *env, c *adminclient.Client, kind, key string) (T, error) {
 		return v, fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
 	return v, nil
+}
+
+// show is `rules get` and `plans get`: one rule or plan, as JSON or by
+// table.
+func show[T any](e *env, a *adminFlags, kind, key string, table func(io.Writer, T)) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	v, err := fetch[T](e, c, kind, key)
+	if err != nil {
+		return err
+	}
+	return e.print(v, func() { table(e.stdout, v) })
+}
+
+// history is `rules history` and `plans history`: a rule's or plan's
+// audit log.
+func history(e *env, a *adminFlags, kind, key string) error {
+	c, err := a.connect(e)
+	if err != nil {
+		return err
+	}
+	var h admin.HistoryResponse
+	if _, err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key)+"/history", nil, &h); err != nil {
+		return fmt.Errorf("%s history %s: %w", kind, key, err)
+	}
+	return e.print(h.Entries, func() {
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tACTION\tACTOR\tCHANGE")
+		for _, en := range h.Entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", en.At.UTC().Format(time.RFC3339), en.Action, en.Actor, diffSummary(en.Before, en.After))
+		}
+		tw.Flush()
+	})
 }
 
 // isNotFound reports whether err is the admin API's 404.

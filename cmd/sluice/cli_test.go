@@ -355,7 +355,7 @@ func fakeAdmin(t *testing.T, routes map[string]string) (url string, bodies *[]st
 // TestTables: what the tables print where a person reads them: a subject
 // no rule applies to says so (not an empty table); a quota's reset is a
 // date and a long reset reads "30d 5h"; plans show their kind, a quota no
-// burst.
+// burst; a rule's LIMIT reads as its kind; a history names what changed.
 func TestTables(t *testing.T) {
 	t.Parallel()
 	endpoint, _ := fakeAdmin(t, map[string]string{
@@ -365,6 +365,13 @@ func TestTables(t *testing.T) {
 			{"rule":"r2","api":"demo","route":"*","subject":"alice","limit":100000,"period":"1mo","burst":100000,"cost":1,"failure_mode":"open","mode":"enforce","kind":"quota","remaining":99990,"reset_ms":2611272114,"used":10,"resets_at":"2027-01-01T00:00:00Z"}]}`,
 		"GET /plans": `{"plans":[{"name":"gold","limit":1000,"period":"1m","burst":2000,"version":1},
 			{"name":"monthly","kind":"quota","limit":100000,"period":"1mo","version":2,"description":"per month"}]}`,
+		"GET /rules": `{"rules":[{"id":"r1","api":"demo","route":"*","subject":"*","limit":10,"period":"1m","version":1},
+			{"id":"r2","api":"demo","route":"*","subject":"q","kind":"quota","limit":100,"period":"1mo","version":1},
+			{"id":"r3","api":"demo","route":"*","subject":"c","kind":"concurrency","limit":5,"period":"30s","version":1},
+			{"id":"r4","api":"demo","route":"*","subject":"p","plan":"gold","version":1},
+			{"id":"r5","api":"demo","route":"*","subject":"g","kind":"quota","limit":1000,"period":"1d","global":true,"version":1}]}`,
+		"GET /rules/r1/history": `{"entries":[{"action":"update","actor":"me","at":"2026-12-01T00:00:00Z",
+			"before":{"limit":10,"version":1},"after":{"limit":20,"mode":"shadow","version":2}}]}`,
 	})
 	tests := []struct {
 		args []string
@@ -377,6 +384,10 @@ func TestTables(t *testing.T) {
 			[]string{"18s", "resets 2027-01-01 00:00 UTC", "30d 5h"}, []string{"725h", "18.000s"}},
 		{[]string{"plans", "ls"},
 			[]string{"KIND", "gold     rate   1000/1m     2000", "monthly  quota  100000/1mo  -"}, nil},
+		{[]string{"rules", "ls"},
+			[]string{" 10/1m ", " quota 100/1mo ", " 5 in flight, ttl 30s ", " plan gold ", " global quota 1000/1d "}, nil},
+		{[]string{"rules", "history", "r1"},
+			[]string{"2026-12-01T00:00:00Z  update  me     limit 10→20, mode ∅→shadow"}, []string{"version"}},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := runCLI(t, "", append(tt.args, "--endpoint", endpoint)...)

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"text/tabwriter"
 
@@ -85,15 +83,7 @@ type plansGetCmd struct {
 }
 
 func (cmd *plansGetCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
-	p, err := fetch[rules.Plan](e, c, "plan", cmd.Name)
-	if err != nil {
-		return err
-	}
-	return e.print(p, func() { printPlans(e.stdout, []rules.Plan{p}) })
+	return show(e, a, "plan", cmd.Name, func(w io.Writer, p rules.Plan) { printPlans(w, []rules.Plan{p}) })
 }
 
 type plansRmCmd struct {
@@ -110,15 +100,7 @@ type plansHistoryCmd struct {
 }
 
 func (cmd *plansHistoryCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
-	var h admin.HistoryResponse
-	if _, err := c.GetJSON(e.ctx, "/plans/"+url.PathEscape(cmd.Name)+"/history", nil, &h); err != nil {
-		return fmt.Errorf("plan history %s: %w", cmd.Name, err)
-	}
-	return printHistory(e, h.Entries)
+	return history(e, a, "plan", cmd.Name)
 }
 
 // plansPutCmd: a nil field was not given; on update only the flags given
@@ -180,50 +162,23 @@ func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 	if cur != nil && cmd.File == "" {
 		out = *cur
 	}
-	if cmd.Limit != nil {
-		out.Limit = *cmd.Limit
+	set(&out.Limit, cmd.Limit)
+	if err := setPeriod(&out.Period, cmd.Period); err != nil {
+		return err
 	}
-	if cmd.Period != nil {
-		p, err := rules.ParsePeriod(*cmd.Period)
-		if err != nil {
-			return usageErrorf("--period %q: %v", *cmd.Period, err)
-		}
-		out.Period = p
-	}
-	if cmd.Burst != nil {
-		out.Burst = new(*cmd.Burst)
-	}
-	if cmd.Kind != nil {
-		out.Kind = rules.Kind(*cmd.Kind)
-	}
-	if cmd.Description != nil {
-		out.Description = *cmd.Description
-	}
-	if cmd.Global != nil {
-		out.Global = *cmd.Global
-	}
-	named := func(err error) error {
-		if cmd.File != "" {
-			return err
-		}
-		return nameFlags(err)
-	}
-	var got rules.Plan
-	if cur == nil {
-		out.Version = 0
-		if err := c.SendJSON(e.ctx, http.MethodPost, "/plans", out, 0, &got); err != nil {
-			return fmt.Errorf("create plan %s: %w", in.Name, named(err))
-		}
-		fmt.Fprintf(e.stderr, "created plan %s\n", got.Name)
+	setNew(&out.Burst, cmd.Burst)
+	set(&out.Kind, (*rules.Kind)(cmd.Kind))
+	set(&out.Description, cmd.Description)
+	set(&out.Global, cmd.Global)
+	curVersion := int64(0)
+	if cur != nil {
+		curVersion = cur.Version
 	} else {
-		ifMatch := cur.Version
-		if in.Version > 0 {
-			ifMatch = in.Version
-		}
-		if err := c.SendJSON(e.ctx, http.MethodPut, "/plans/"+url.PathEscape(in.Name), out, ifMatch, &got); err != nil {
-			return fmt.Errorf("update plan %s (If-Match %d): %w", in.Name, ifMatch, named(err))
-		}
-		fmt.Fprintln(e.stderr, updatedLine("plan", got.Name, ifMatch, got.Version))
+		out.Version = 0
+	}
+	got, err := save(e, c, "plan", in.Name, out, curVersion, in.Version, cmd.File != "", func(p rules.Plan) (string, int64) { return p.Name, p.Version })
+	if err != nil {
+		return err
 	}
 	return e.print(got, func() { printPlans(e.stdout, []rules.Plan{got}) })
 }

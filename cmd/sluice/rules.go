@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/local"
 	"github.com/sluicehq/sluice/internal/rules"
@@ -53,15 +52,7 @@ type rulesGetCmd struct {
 }
 
 func (cmd *rulesGetCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
-	r, err := fetch[rules.Rule](e, c, "rule", cmd.ID)
-	if err != nil {
-		return err
-	}
-	return e.print(r, func() { printRule(e.stdout, r) })
+	return show(e, a, "rule", cmd.ID, printRule)
 }
 
 type rulesRmCmd struct {
@@ -78,15 +69,7 @@ type rulesHistoryCmd struct {
 }
 
 func (cmd *rulesHistoryCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
-	var h admin.HistoryResponse
-	if _, err := c.GetJSON(e.ctx, "/rules/"+url.PathEscape(cmd.ID)+"/history", nil, &h); err != nil {
-		return fmt.Errorf("rule history %s: %w", cmd.ID, err)
-	}
-	return printHistory(e, h.Entries)
+	return history(e, a, "rule", cmd.ID)
 }
 
 func printRules(w io.Writer, rs []rules.Rule) {
@@ -156,13 +139,11 @@ func ruleLimit(r rules.Rule) string {
 	if r.Limit == nil {
 		return "-"
 	}
-	switch r.Kind {
-	case rules.Quota:
-		return fmt.Sprintf("quota %d/%s", *r.Limit, r.Period)
-	case rules.Concurrency:
-		return fmt.Sprintf("%d in flight, ttl %s", *r.Limit, r.Period)
+	l := planLimit(rules.Plan{Kind: r.Kind, Limit: *r.Limit, Period: r.Period})
+	if r.Kind == rules.Quota {
+		return "quota " + l
 	}
-	return fmt.Sprintf("%d/%s", *r.Limit, r.Period)
+	return l
 }
 
 func ruleBurst(r rules.Rule) string {
@@ -287,32 +268,47 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	warnNeverMatches(e, c, out.API, out.Route)
-	// A field error names the flag when the rule came from flags.
-	named := func(err error) error {
-		if fromFile {
-			return err
-		}
-		return nameFlags(err)
-	}
-	var got rules.Rule
-	if cur == nil {
-		out.ID, out.Version = "", 0
-		if err := c.SendJSON(e.ctx, http.MethodPost, "/rules", out, 0, &got); err != nil {
-			return fmt.Errorf("create rule: %w", named(err))
-		}
-		fmt.Fprintf(e.stderr, "created rule %s\n", got.ID)
+	key, curVersion := "", int64(0)
+	if cur != nil {
+		key, curVersion, out.ID = cur.ID, cur.Version, cur.ID
 	} else {
-		ifMatch := cur.Version
-		if in.Version > 0 {
-			ifMatch = in.Version
-		}
-		out.ID = cur.ID
-		if err := c.SendJSON(e.ctx, http.MethodPut, "/rules/"+url.PathEscape(cur.ID), out, ifMatch, &got); err != nil {
-			return fmt.Errorf("update rule %s (If-Match %d): %w", cur.ID, ifMatch, named(err))
-		}
-		fmt.Fprintln(e.stderr, updatedLine("rule", got.ID, ifMatch, got.Version))
+		out.Version = 0
+	}
+	got, err := save(e, c, "rule", key, out, curVersion, in.Version, fromFile, func(r rules.Rule) (string, int64) { return r.ID, r.Version })
+	if err != nil {
+		return err
 	}
 	return e.print(got, func() { printRules(e.stdout, []rules.Rule{got}) })
+}
+
+// save writes v, a rule or plan (kind) from a file (fromFile) or from
+// flags, through the admin API: a create when cur, the version held, is 0
+// (none is), else an update of key with If-Match: version, or cur when
+// version is 0. It says on stderr what it did, naming the result by
+// name's key; a field error names the flags when v came from flags.
+func save[T any](e *env, c *adminclient.Client, kind, key string, v T, cur, version int64, fromFile bool, name func(T) (string, int64)) (T, error) {
+	ifMatch := cur
+	if cur > 0 && version > 0 {
+		ifMatch = version
+	}
+	method, path, what := http.MethodPost, "/"+kind+"s", strings.TrimSpace("create "+kind+" "+key)
+	if ifMatch > 0 {
+		method, path, what = http.MethodPut, path+"/"+url.PathEscape(key), fmt.Sprintf("update %s %s (If-Match %d)", kind, key, ifMatch)
+	}
+	var got T
+	if err := c.SendJSON(e.ctx, method, path, v, ifMatch, &got); err != nil {
+		if !fromFile {
+			err = nameFlags(err)
+		}
+		return got, fmt.Errorf("%s: %w", what, err)
+	}
+	id, gotVersion := name(got)
+	if ifMatch == 0 {
+		fmt.Fprintf(e.stderr, "created %s %s\n", kind, id)
+	} else {
+		fmt.Fprintln(e.stderr, updatedLine(kind, id, ifMatch, gotVersion))
+	}
+	return got, nil
 }
 
 // updatedLine is what an update says on stderr: the admin API answers a
@@ -364,11 +360,6 @@ func or(p *string, def string) string {
 
 // apply sets the fields whose flags were given.
 func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
-	set := func(dst *string, p *string) {
-		if p != nil {
-			*dst = *p
-		}
-	}
 	set(&r.API, cmd.API)
 	set(&r.Route, cmd.Route)
 	set(&r.Subject, cmd.Subject)
@@ -384,38 +375,18 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 			r.Plan = ""
 		}
 	}
-	if cmd.Period != nil {
-		p, err := rules.ParsePeriod(*cmd.Period)
-		if err != nil {
-			return usageErrorf("--period %q: %v", *cmd.Period, err)
-		}
-		r.Period = p
+	if err := setPeriod(&r.Period, cmd.Period); err != nil {
+		return err
 	}
-	if cmd.Burst != nil {
-		r.Burst = new(*cmd.Burst)
-	}
-	if cmd.Cost != nil {
-		r.Cost = new(*cmd.Cost)
-	}
-	if cmd.Kind != nil {
-		r.Kind = rules.Kind(*cmd.Kind)
-	}
+	setNew(&r.Burst, cmd.Burst)
+	setNew(&r.Cost, cmd.Cost)
+	set(&r.Kind, (*rules.Kind)(cmd.Kind))
 	set(&r.Anchor, cmd.Anchor)
-	if cmd.MinRemaining != nil {
-		r.MinRemaining = new(*cmd.MinRemaining)
-	}
-	if cmd.FailureMode != nil {
-		r.FailureMode = rules.FailureMode(*cmd.FailureMode)
-	}
-	if cmd.Mode != nil {
-		r.Mode = rules.Mode(*cmd.Mode)
-	}
-	if cmd.Enabled != nil {
-		r.Enabled = new(*cmd.Enabled)
-	}
-	if cmd.Global != nil {
-		r.Global = *cmd.Global
-	}
+	setNew(&r.MinRemaining, cmd.MinRemaining)
+	set(&r.FailureMode, (*rules.FailureMode)(cmd.FailureMode))
+	set(&r.Mode, (*rules.Mode)(cmd.Mode))
+	setNew(&r.Enabled, cmd.Enabled)
+	set(&r.Global, cmd.Global)
 	set(&r.Description, cmd.Description)
 	set(&r.Dimension, cmd.Dimension)
 	if cmd.ExpiresAt != nil {
@@ -431,16 +402,33 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 	return nil
 }
 
-func printHistory(e *env, es []rules.AuditEntry) error {
-	if e.output == "json" {
-		return printJSON(e.stdout, es)
+// set sets *dst to the value of the flag p, when it was given.
+func set[T any](dst *T, p *T) {
+	if p != nil {
+		*dst = *p
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tACTION\tACTOR\tCHANGE")
-	for _, en := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", en.At.UTC().Format(time.RFC3339), en.Action, en.Actor, diffSummary(en.Before, en.After))
+}
+
+// setNew points *dst at a copy of the value of the flag p, when it was
+// given.
+func setNew[T any](dst **T, p *T) {
+	if p != nil {
+		*dst = new(*p)
 	}
-	return tw.Flush()
+}
+
+// setPeriod sets *dst to the period of the flag --period p, when it was
+// given.
+func setPeriod(dst *rules.Period, p *string) error {
+	if p == nil {
+		return nil
+	}
+	v, err := rules.ParsePeriod(*p)
+	if err != nil {
+		return usageErrorf("--period %q: %v", *p, err)
+	}
+	*dst = v
+	return nil
 }
 
 // diffSummary names the fields that changed between two JSON objects, such
@@ -459,15 +447,10 @@ func diffSummary(before, after json.RawMessage) string {
 		return "deleted"
 	}
 	skip := map[string]bool{"version": true, "updated_at": true, "created_at": true}
-	keys := map[string]bool{}
-	for k := range a {
-		keys[k] = true
-	}
-	for k := range b {
-		keys[k] = true
-	}
+	keys := slices.Concat(slices.Collect(maps.Keys(a)), slices.Collect(maps.Keys(b)))
+	slices.Sort(keys)
 	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
+	for _, k := range slices.Compact(keys) {
 		if skip[k] {
 			continue
 		}
