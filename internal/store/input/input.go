@@ -216,6 +216,29 @@ func PlanWrite(p *rules.Plan, action, set string) error {
 	return PlanText(*p)
 }
 
+// Violation is the *rules.ValidationError of the schema's CHECK
+// constraint <table>_<name>_check (package migrations): the field it
+// guards, and why when "out of range" would not say. The PostgreSQL store
+// answers a write its database refuses with it, and the memory store,
+// which mirrors the constraints, the same; internal/rules validation
+// normally catches these first, with better reasons.
+func Violation(name string) error {
+	if fe, ok := violations[name]; ok {
+		return FieldError(fe.Field, fe.Reason)
+	}
+	return FieldError(name, "out of range")
+}
+
+// violations are the constraints whose field is not their name, or whose
+// reason is not "out of range".
+var violations = map[string]rules.FieldError{
+	"period_kind":   {Field: "period", Reason: `a quota's period must be "1d", "1w", "1mo" or "1y", a concurrency rule's at most "1d", and neither has a burst`},
+	"global_kind":   {Field: "global", Reason: "cannot be combined with kind concurrency"},
+	"plan":          {Field: "plan", Reason: "a rule names a plan or carries limit and period, not both"},
+	"global":        {Field: "global", Reason: "cannot be combined with mode shadow, min_remaining or durable"},
+	"global_period": {Field: "period", Reason: "must be at least 1m for a global rate rule"},
+}
+
 // FieldError is a *rules.ValidationError with one field.
 func FieldError(field, reason string) error {
 	return &rules.ValidationError{Fields: []rules.FieldError{{Field: field, Reason: reason}}}

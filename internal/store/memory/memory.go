@@ -441,53 +441,30 @@ func (s *Store) scopeTaken(holder string) error {
 // is one PostgreSQL accepts too. Its text is checked by ready.
 func checkRule(r rules.Rule) error {
 	inline := r.Limit != nil && r.Period != 0
-	switch {
-	case r.API == "" || len(r.API) > rules.MaxAPILen:
-		return input.FieldError("api", "out of range")
-	case r.Route == "" || len(r.Route) > rules.MaxRouteLen:
-		return input.FieldError("route", "out of range")
-	case r.Subject == "" || len(r.Subject) > rules.MaxSubjectLen:
-		return input.FieldError("subject", "out of range")
-	case !(r.Plan != "" && r.Limit == nil && r.Period == 0 && r.Burst == nil) && !(r.Plan == "" && inline):
-		return input.FieldError("plan", "a rule names a plan or carries limit and period, not both")
-	case r.Limit != nil && (*r.Limit < 0 || *r.Limit > rules.MaxLimit):
-		return input.FieldError("limit", "out of range")
-	case r.Period != 0 && !validPeriod(r.Period):
-		return input.FieldError("period", "out of range")
-	case r.Burst != nil && (*r.Burst < 0 || *r.Burst > rules.MaxBurst):
-		return input.FieldError("burst", "out of range")
-	case r.Cost != nil && (*r.Cost < 1 || *r.Cost > rules.MaxCost):
-		return input.FieldError("cost", "out of range")
-	case r.FailureMode != rules.FailOpen && r.FailureMode != rules.FailClosed:
-		return input.FieldError("failure_mode", "out of range")
-	case r.Mode != rules.Enforce && r.Mode != rules.Shadow:
-		return input.FieldError("mode", "out of range")
-	case len(r.Description) > rules.MaxDescriptionLen:
-		return input.FieldError("description", "out of range")
-	case r.Kind != rules.Rate && r.Kind != rules.Quota && r.Kind != rules.Concurrency:
-		return input.FieldError("kind", "out of range")
-	case r.Anchor != "" && (r.Kind != rules.Quota || !validAnchor(r)):
-		return input.FieldError("anchor", "out of range")
-	case r.MinRemaining != nil && (*r.MinRemaining < 0 || *r.MinRemaining >= rules.MaxBurst):
-		return input.FieldError("min_remaining", "out of range")
-	case r.Kind == rules.Quota && r.Plan == "" && (!r.Period.Calendar() || r.Burst != nil):
-		return input.FieldError("period", "out of range")
-	case r.Kind == rules.Concurrency && r.Plan == "" && (r.Period > rules.MaxLeaseTTL || r.Burst != nil):
-		return input.FieldError("period", "out of range")
-	case r.Kind == rules.Concurrency && r.Global:
-		return input.FieldError("global", "cannot be combined with kind concurrency")
-	case r.Dimension != "" && !rules.ValidDimension(r.Dimension):
-		return input.FieldError("dimension", "out of range")
-	case r.Set != "" && !planName.MatchString(r.Set):
-		return input.FieldError("set", "out of range")
-	case r.ExpiresAt != nil && (r.ExpiresAt.Year() < 1970 || r.ExpiresAt.Year() >= 2100):
-		return input.FieldError("expires_at", "out of range")
-	case r.Global && (r.Mode == rules.Shadow || r.MinRemaining != nil && *r.MinRemaining != 0 || r.Durable):
-		return input.FieldError("global", "cannot be combined with mode shadow, min_remaining or durable")
-	case r.Global && r.Kind != rules.Quota && r.Period != 0 && r.Period < rules.MinGlobalPeriod:
-		return input.FieldError("period", "must be at least 1m for a global rate rule")
-	}
-	return nil
+	return firstBroken([]constraint{
+		{"api", r.API == "" || len(r.API) > rules.MaxAPILen},
+		{"route", r.Route == "" || len(r.Route) > rules.MaxRouteLen},
+		{"subject", r.Subject == "" || len(r.Subject) > rules.MaxSubjectLen},
+		{"plan", !(r.Plan != "" && r.Limit == nil && r.Period == 0 && r.Burst == nil) && !(r.Plan == "" && inline)},
+		{"limit", r.Limit != nil && (*r.Limit < 0 || *r.Limit > rules.MaxLimit)},
+		{"period", r.Period != 0 && !validPeriod(r.Period)},
+		{"burst", r.Burst != nil && (*r.Burst < 0 || *r.Burst > rules.MaxBurst)},
+		{"cost", r.Cost != nil && (*r.Cost < 1 || *r.Cost > rules.MaxCost)},
+		{"failure_mode", r.FailureMode != rules.FailOpen && r.FailureMode != rules.FailClosed},
+		{"mode", r.Mode != rules.Enforce && r.Mode != rules.Shadow},
+		{"description", len(r.Description) > rules.MaxDescriptionLen},
+		{"kind", r.Kind != rules.Rate && r.Kind != rules.Quota && r.Kind != rules.Concurrency},
+		{"anchor", r.Anchor != "" && (r.Kind != rules.Quota || !validAnchor(r))},
+		{"min_remaining", r.MinRemaining != nil && (*r.MinRemaining < 0 || *r.MinRemaining >= rules.MaxBurst)},
+		{"period_kind", r.Kind == rules.Quota && r.Plan == "" && (!r.Period.Calendar() || r.Burst != nil)},
+		{"period_kind", r.Kind == rules.Concurrency && r.Plan == "" && (r.Period > rules.MaxLeaseTTL || r.Burst != nil)},
+		{"global_kind", r.Kind == rules.Concurrency && r.Global},
+		{"dimension", r.Dimension != "" && !rules.ValidDimension(r.Dimension)},
+		{"set", r.Set != "" && !planName.MatchString(r.Set)},
+		{"expires_at", r.ExpiresAt != nil && (r.ExpiresAt.Year() < 1970 || r.ExpiresAt.Year() >= 2100)},
+		{"global", r.Global && (r.Mode == rules.Shadow || r.MinRemaining != nil && *r.MinRemaining != 0 || r.Durable)},
+		{"global_period", r.Global && r.Kind != rules.Quota && r.Period != 0 && r.Period < rules.MinGlobalPeriod},
+	})
 }
 
 // validAnchor is the anchor check of the schema: a time from 1970 to 2100.
@@ -499,29 +476,35 @@ func validAnchor(r rules.Rule) bool {
 // checkPlan mirrors the plans table's CHECK constraints; its text is
 // checked by ready.
 func checkPlan(p rules.Plan) error {
-	switch {
-	case !planName.MatchString(p.Name):
-		return input.FieldError("name", "out of range")
-	case p.Limit < 0 || p.Limit > rules.MaxLimit:
-		return input.FieldError("limit", "out of range")
-	case !validPeriod(p.Period):
-		return input.FieldError("period", "out of range")
-	case p.Burst != nil && (*p.Burst < 0 || *p.Burst > rules.MaxBurst):
-		return input.FieldError("burst", "out of range")
-	case len(p.Description) > rules.MaxDescriptionLen:
-		return input.FieldError("description", "out of range")
-	case p.Kind != rules.Rate && p.Kind != rules.Quota && p.Kind != rules.Concurrency:
-		return input.FieldError("kind", "out of range")
-	case p.Kind == rules.Quota && (!p.Period.Calendar() || p.Burst != nil):
-		return input.FieldError("period", "out of range")
-	case p.Kind == rules.Concurrency && (p.Period > rules.MaxLeaseTTL || p.Burst != nil):
-		return input.FieldError("period", "out of range")
-	case p.Kind == rules.Concurrency && p.Global:
-		return input.FieldError("global", "cannot be combined with kind concurrency")
-	case p.Set != "" && !planName.MatchString(p.Set):
-		return input.FieldError("set", "out of range")
-	case p.Global && p.Kind != rules.Quota && p.Period < rules.MinGlobalPeriod:
-		return input.FieldError("period", "must be at least 1m for a global rate rule")
+	return firstBroken([]constraint{
+		{"name", !planName.MatchString(p.Name)},
+		{"limit", p.Limit < 0 || p.Limit > rules.MaxLimit},
+		{"period", !validPeriod(p.Period)},
+		{"burst", p.Burst != nil && (*p.Burst < 0 || *p.Burst > rules.MaxBurst)},
+		{"description", len(p.Description) > rules.MaxDescriptionLen},
+		{"kind", p.Kind != rules.Rate && p.Kind != rules.Quota && p.Kind != rules.Concurrency},
+		{"period_kind", p.Kind == rules.Quota && (!p.Period.Calendar() || p.Burst != nil)},
+		{"period_kind", p.Kind == rules.Concurrency && (p.Period > rules.MaxLeaseTTL || p.Burst != nil)},
+		{"global_kind", p.Kind == rules.Concurrency && p.Global},
+		{"set", p.Set != "" && !planName.MatchString(p.Set)},
+		{"global_period", p.Global && p.Kind != rules.Quota && p.Period < rules.MinGlobalPeriod},
+	})
+}
+
+// constraint is a CHECK constraint of the schema, by the name
+// input.Violation knows it, and whether a row breaks it.
+type constraint struct {
+	name   string
+	broken bool
+}
+
+// firstBroken is the input.Violation of the first broken constraint of
+// cs, in order; nil when none is.
+func firstBroken(cs []constraint) error {
+	for _, c := range cs {
+		if c.broken {
+			return input.Violation(c.name)
+		}
 	}
 	return nil
 }

@@ -676,28 +676,10 @@ func planWriteError(err error, name string) error {
 	return err
 }
 
-// checkError turns a CHECK violation into a *rules.ValidationError naming the
-// field: the migrations name constraints <table>_<field>_check. Validation
-// in internal/rules normally catches these first, with better reasons.
+// checkError turns a CHECK violation into input.Violation of the
+// constraint: the migrations name them <table>_<name>_check.
 func checkError(constraint, tablePrefix string) error {
-	field := strings.TrimSuffix(strings.TrimPrefix(constraint, tablePrefix), "_check")
-	reason := "out of range"
-	if field == "period_kind" {
-		field, reason = "period", `a quota's period must be "1d", "1w", "1mo" or "1y", a concurrency rule's at most "1d", and neither has a burst`
-	}
-	if field == "global_kind" {
-		field, reason = "global", "cannot be combined with kind concurrency"
-	}
-	if field == "plan" {
-		reason = "a rule names a plan or carries limit and period, not both"
-	}
-	if field == "global" {
-		reason = "cannot be combined with mode shadow, min_remaining or durable"
-	}
-	if field == "global_period" {
-		field, reason = "period", "must be at least 1m for a global rate rule"
-	}
-	return input.FieldError(field, reason)
+	return input.Violation(strings.TrimSuffix(strings.TrimPrefix(constraint, tablePrefix), "_check"))
 }
 
 // pgError is the *pgconn.PgError err wraps, or an empty one (no Code).
