@@ -14,6 +14,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -32,30 +33,14 @@ import (
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
 	server := testenv.DatabaseURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, server)
-	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v", redact(server), err)
-	}
-	defer conn.Close(ctx)
-
 	name := "sluice_test_" + testenv.Random(t)
 	// The name is ours (hex) and quoted: DDL takes no parameters.
 	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+	if err := onServer(server, "CREATE DATABASE "+ident); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, server)
-		if err != nil {
-			t.Errorf("pgtest: connect to drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		if err := onServer(server, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
 			t.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
@@ -66,6 +51,20 @@ func NewEmptyDatabase(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// onServer runs one statement on the server at serverURL, on a connection of
+// its own, within 30 seconds.
+func onServer(serverURL, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(serverURL), err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 // NewDatabase creates a fresh database, applies every migration and returns
