@@ -279,16 +279,13 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 		where []string
 		args  []any
 	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
 	// api compares in the list's collation (the same equality: both are
 	// deterministic), so that rules_list_order_idx serves an api's list in
 	// order; subject, route and plan keep theirs for their own indexes.
 	for _, c := range []struct{ col, v string }{{`api COLLATE "C"`, f.API}, {"subject", f.Subject}, {"route", f.Route}, {"plan", f.Plan}} {
 		if c.v != "" {
-			add(c.col+" = ?", c.v)
+			args = append(args, c.v)
+			where = append(where, c.col+" = $"+strconv.Itoa(len(args)))
 		}
 	}
 	if after != nil {
