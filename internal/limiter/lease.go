@@ -356,9 +356,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 				return h, d, nil, false
 			}
 			if s.left > 0 {
-				l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
-				s.left = 0
-				s.setBusy()
+				l.giveBack(s)
 			}
 			if s.full != 0 {
 				// What was left was counted in the old numbers: no lease
@@ -370,9 +368,7 @@ func (l *Limiter) lease(ctx context.Context, sub *subjects, req Request) (h leas
 		if s.left > 0 && now >= s.expires {
 			// Not refilled for a TTL: its tokens go back, and it is not
 			// used any more (a reset elsewhere is seen within the TTL).
-			l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
-			s.left = 0
-			s.setBusy()
+			l.giveBack(s)
 		}
 		if s.left > 0 {
 			s.left--
@@ -493,8 +489,7 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 		// A refill ahead in another quota window: what is left of the
 		// previous lease was charged to the window that ended, and goes
 		// back there (nothing, once it has ended), not with this lease.
-		l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
-		s.left = 0
+		l.giveBack(s)
 	}
 	b := req.Buckets[r.index]
 	s.left += got
@@ -515,8 +510,7 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 	t.outstanding.Add(got * req.Cost)
 	if t.closed.Load() {
 		// Close ran during the call: nothing will use these.
-		l.giveBack(sd, s.bs, s.ends, s.cost, s.left)
-		s.left = 0
+		l.giveBack(s)
 	}
 	t.startSweeper(l)
 	if !own {
@@ -528,15 +522,17 @@ func (l *Limiter) takeLease(ctx context.Context, s *leaseSlot, key uint64, sd su
 	return leaseHandle{}, d, nil, true
 }
 
-// giveBack returns n requests' worth (n·cost tokens) to each of bs, in the
-// background: callers hold a slot's lock, and no request waits for it.
-// ends are the lease's quota window ends (nil without a quota). Close
-// waits for every return in flight.
-func (l *Limiter) giveBack(sd subjectDigest, bs []Bucket, ends []int64, cost, n int64) {
+// giveBack returns what s's lease has left, s.left requests' worth
+// (s.left·s.cost tokens), to each of its buckets (a quota's only to the
+// window of its end in s.ends), in the background: callers hold s's lock,
+// and no request waits for it. s is left empty. Close waits for every
+// return in flight.
+func (l *Limiter) giveBack(s *leaseSlot) {
 	t := l.leases
+	sd, bs, ends, n, cost := s.sd, slices.Clone(s.bs), slices.Clone(s.ends), s.left, s.cost
+	s.left = 0
+	s.setBusy()
 	t.outstanding.Add(-n * cost)
-	bs = append([]Bucket(nil), bs...)
-	ends = slices.Clone(ends)
 	t.returns.Add(1)
 	go func() {
 		defer t.returns.Done()
@@ -649,9 +645,7 @@ func (t *leases) sweep(l *Limiter, all bool) {
 			}
 		}
 		if s.left > 0 && (all || now >= s.expires) {
-			l.giveBack(s.sd, s.bs, s.ends, s.cost, s.left)
-			s.left = 0
-			s.setBusy()
+			l.giveBack(s)
 		}
 		s.mu.Unlock()
 	}
