@@ -19,11 +19,15 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// inflightLimiter is a Limiter on the test Redis without a deny cache
-// unless cache is set.
+// inflightLimiter is a Limiter on a client of its own to the test Redis,
+// which it returns, on prefix ("": one of the test's own), without a deny
+// cache unless cache is set.
 func inflightLimiter(t *testing.T, prefix string, cache bool) (*Limiter, *redis.Client) {
 	t.Helper()
 	rdb := newClient(t, 8)
+	if prefix == "" {
+		prefix = testPrefix(t, rdb)
+	}
 	o := Options{Prefix: prefix, Timeout: testTimeout, DenyCacheSize: -1}
 	if cache {
 		o.DenyCacheSize = 0
@@ -32,10 +36,8 @@ func inflightLimiter(t *testing.T, prefix string, cache bool) (*Limiter, *redis.
 }
 
 func TestInFlightHoldsAndReleases(t *testing.T) {
-	c := newClient(t, 1)
-	prefix := testPrefix(t, c)
 	// The deny cache is on: an in-flight denial must not be cached.
-	l, _ := inflightLimiter(t, prefix, true)
+	l, _ := inflightLimiter(t, "", true)
 	ctx := context.Background()
 	b := Bucket{ID: "exports", Limit: 2, Period: time.Minute, Concurrency: true}
 	req := Request{Subject: "s", Buckets: []Bucket{b}, Cost: 7} // a cost takes one slot all the same
@@ -77,9 +79,7 @@ func TestInFlightHoldsAndReleases(t *testing.T) {
 // TestInFlightAllOrNothing: a request its rate admits but its in-flight
 // limit denies consumes nothing, and one its rate denies takes no slot.
 func TestInFlightAllOrNothing(t *testing.T) {
-	c := newClient(t, 1)
-	prefix := testPrefix(t, c)
-	l, _ := inflightLimiter(t, prefix, false)
+	l, _ := inflightLimiter(t, "", false)
 	ctx := context.Background()
 	rate := Bucket{ID: "rate", Limit: 10, Period: time.Hour}
 	quota := Bucket{ID: "quota", Limit: 10, Period: time.Hour, Window: Daily}
@@ -118,8 +118,7 @@ func TestInFlightAllOrNothing(t *testing.T) {
 // TestInFlightShadow: a shadow in-flight limit never denies; over it a
 // request is flagged and takes no slot.
 func TestInFlightShadow(t *testing.T) {
-	c := newClient(t, 1)
-	l, _ := inflightLimiter(t, testPrefix(t, c), false)
+	l, _ := inflightLimiter(t, "", false)
 	ctx := context.Background()
 	b := Bucket{ID: "try", Limit: 1, Period: time.Minute, Concurrency: true, Shadow: true}
 	d1, _ := l.Allow(ctx, Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1})
@@ -157,8 +156,7 @@ func TestInFlightResent(t *testing.T) {
 // TestInFlightTTL: a slot never released frees itself when its TTL ends,
 // and not before (Redis's clock; real time is what is tested).
 func TestInFlightTTL(t *testing.T) {
-	c := newClient(t, 1)
-	l, _ := inflightLimiter(t, testPrefix(t, c), false)
+	l, c := inflightLimiter(t, "", false)
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	b := Bucket{ID: "ttl", Limit: 1, Period: ttl, Concurrency: true}
@@ -416,8 +414,7 @@ func TestInFlightHolder(t *testing.T) {
 // TestInFlightToken: slots travel as a token and are released from it;
 // a token of another prefix, or a forged one, is refused.
 func TestInFlightToken(t *testing.T) {
-	c := newClient(t, 1)
-	l, _ := inflightLimiter(t, testPrefix(t, c), false)
+	l, c := inflightLimiter(t, "", false)
 	ctx := context.Background()
 	b := Bucket{ID: "tok", Limit: 1, Period: time.Minute, Concurrency: true}
 	d, err := l.Allow(ctx, Request{Subject: "s", Buckets: []Bucket{b}, Cost: 1})
