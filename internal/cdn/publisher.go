@@ -1,6 +1,7 @@
 package cdn
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -73,15 +74,11 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher moving rdb's outbox into store.
 func NewPublisher(rdb redis.UniversalClient, store Store, o PublisherOptions) *Publisher {
-	if o.Prefix == "" {
-		o.Prefix = "sluice:"
-	}
+	o.Prefix = cmp.Or(o.Prefix, "sluice:")
 	if o.Capacity <= 0 {
 		o.Capacity = Capacity
 	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	o.Log = cmp.Or(o.Log, slog.Default())
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -128,12 +125,12 @@ func (p *Publisher) Publish(ctx context.Context) (Round, error) {
 		exp, value, _ := strings.Cut(rest, " ")
 		ent, err := DecodeEntry(value)
 		if err != nil || len(key) != KeyLen {
-			dropped = append(dropped, key, sent, "-", "0") // unreadable: drop it
+			dropped = append(dropped, key) // unreadable: drop it
 			continue
 		}
 		if int(live) >= p.o.Capacity {
 			r.Dropped++
-			dropped = append(dropped, key, sent, "-", "0")
+			dropped = append(dropped, key)
 			continue
 		}
 		live++
@@ -142,28 +139,14 @@ func (p *Publisher) Publish(ctx context.Context) (Round, error) {
 	if len(dropped) > 0 {
 		// Not sent: out of the outbox (a key the store holds already
 		// stays until it is swept).
-		if err := p.dropOutbox(ctx, dropped); err != nil {
-			return r, err
+		if err := p.rdb.HDel(ctx, p.keys.Out, dropped...).Err(); err != nil {
+			return r, fmt.Errorf("drop from the edge outbox: %w", err)
 		}
 	}
 	if len(ops) == 0 {
 		return r, nil
 	}
 	return p.apply(ctx, ops, r)
-}
-
-// dropOutbox removes fields from the outbox; kv holds four values per
-// key, the key first.
-func (p *Publisher) dropOutbox(ctx context.Context, kv []string) error {
-	pipe := p.rdb.TxPipeline()
-	for i := 0; i < len(kv); i += 4 {
-		pipe.HDel(ctx, p.keys.Out, kv[i])
-	}
-	_, err := pipe.Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("drop from the edge outbox: %w", err)
-	}
-	return nil
 }
 
 // apply sends ops in one update, retried once on a conflict with the
