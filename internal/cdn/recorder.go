@@ -1,6 +1,7 @@
 package cdn
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -90,9 +91,7 @@ func NewRecorder(rdb redis.UniversalClient, o RecorderOptions) (*Recorder, error
 	if o.EdgeKey == "" {
 		return nil, fmt.Errorf("edge recorder: no edge key")
 	}
-	if o.Prefix == "" {
-		o.Prefix = "sluice:"
-	}
+	o.Prefix = cmp.Or(o.Prefix, "sluice:")
 	if o.MinRetryAfter <= 0 {
 		o.MinRetryAfter = MinRetryAfter
 	}
@@ -105,9 +104,7 @@ func NewRecorder(rdb redis.UniversalClient, o RecorderOptions) (*Recorder, error
 	if o.Queue <= 0 {
 		o.Queue = 1024
 	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	o.Log = cmp.Or(o.Log, slog.Default())
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -89,9 +90,7 @@ func NewVerifier(ctx context.Context, o JWTOptions) (*Verifier, error) {
 	if o.Issuer == "" || len(o.Audience) == 0 {
 		return nil, errors.New("jwt: an issuer and at least one audience are required")
 	}
-	if o.JWKSURL == "" {
-		o.JWKSURL = strings.TrimSuffix(o.Issuer, "/") + wellKnownJWKSPath
-	}
+	o.JWKSURL = cmp.Or(o.JWKSURL, strings.TrimSuffix(o.Issuer, "/")+wellKnownJWKSPath)
 	if o.Leeway <= 0 {
 		o.Leeway = DefaultJWTLeeway
 	}

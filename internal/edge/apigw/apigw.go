@@ -14,6 +14,7 @@
 package apigw
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,12 +78,8 @@ type answerer struct {
 }
 
 func newAnswerer(a *authorizer.Authorizer, o Options) answerer {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Headers == 0 {
-		o.Headers = headers.Default
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Headers = cmp.Or(o.Headers, headers.Default)
 	return answerer{a: a, log: o.Logger, m: o.Metrics, headers: o.Headers}
 }
 
