@@ -17,6 +17,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -45,7 +46,7 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	case p.DatabaseSecretArn != "":
 		// The read-only role needs a password only this database's owner
 		// can set: a database brought along is used with its one secret.
-		secret := importSecret(stack, "DbSecret", p.DatabaseSecretArn)
+		secret := sluice.ImportSecret(stack, "DbSecret", p.DatabaseSecretArn)
 		env := map[string]string{"DB_SECRET_ARN": p.DatabaseSecretArn}
 		if p.DatabaseHost != "" {
 			env["DB_HOST"] = p.DatabaseHost

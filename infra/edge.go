@@ -44,23 +44,15 @@ func newEdgeSecrets(stack awscdk.Stack, p *StackProps) *edgeSecrets {
 	if p.Edge == "" {
 		return nil
 	}
-	gen := func(id, what string, n float64) awssecretsmanager.Secret {
-		return awssecretsmanager.NewSecret(stack, jsii.String(id), &awssecretsmanager.SecretProps{
-			Description: jsii.String(what),
-			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-				PasswordLength: jsii.Number(n), ExcludePunctuation: jsii.Bool(true),
-			},
-		})
+	return &edgeSecrets{
+		key: newRandomSecret(stack, "EdgeKey", 64, "Sluice edge key (HMAC-SHA256): the CDN edge's store keys reveal no subject",
+			"the edge key names the store's entries: a rotation would orphan every entry "+
+				"(the edge then knows less until the authorizer records them again), so it is rotated by replacing the secret"),
+		origin: newRandomSecret(stack, "OriginVerify", 48,
+			"Sluice origin verify: the value CloudFront sends in "+originVerifyHeader+", which the authorizer requires",
+			"the distribution's origin header is resolved at deploy: a rotation outside "+
+				"CloudFormation would leave CloudFront sending the old value and every request 401; rotate by replacing the secret and deploying"),
 	}
-	e := &edgeSecrets{
-		key:    gen("EdgeKey", "Sluice edge key (HMAC-SHA256): the CDN edge's store keys reveal no subject", 64),
-		origin: gen("OriginVerify", "Sluice origin verify: the value CloudFront sends in "+originVerifyHeader+", which the authorizer requires", 48),
-	}
-	suppress(e.key, "AwsSolutions-SMG4", "the edge key names the store's entries: a rotation would orphan every entry "+
-		"(the edge then knows less until the authorizer records them again), so it is rotated by replacing the secret")
-	suppress(e.origin, "AwsSolutions-SMG4", "the distribution's origin header is resolved at deploy: a rotation outside "+
-		"CloudFormation would leave CloudFront sending the old value and every request 401; rotate by replacing the secret and deploying")
-	return e
 }
 
 // authorizerSources are the REST authorizer's identity sources with the

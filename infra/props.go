@@ -13,8 +13,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
-	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/rulefile"
@@ -400,9 +398,6 @@ var (
 	secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[^:]+$`)
 	// snsTopicARN matches an SNS topic ARN.
 	snsTopicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]+$`)
-	// secretSuffix is the hyphen and 6 random letters or digits Secrets
-	// Manager appends to the name in a secret's complete ARN.
-	secretSuffix = regexp.MustCompile(`-[A-Za-z0-9]{6}$`)
 )
 
 // jwksURL is where the authorizer fetches the signing keys.
@@ -411,24 +406,4 @@ func jwksURL(p *StackProps) string {
 		return p.JWTJWKSURL
 	}
 	return strings.TrimSuffix(p.JWTIssuer, "/") + "/.well-known/jwks.json"
-}
-
-// importSecret imports an existing secret by its ARN. A complete ARN (the
-// name plus Secrets Manager's 6-character suffix) is granted as it is. A
-// partial ARN (the name alone) must be imported as partial: CDK then grants
-// on <arn>-?????? to match the suffix, where a grant on the partial ARN itself
-// would match no secret and every read would be denied. The suffix cannot be
-// told from a name that ends the same way (a secret named "db-prod01"): give
-// such a secret's complete ARN.
-func importSecret(stack awscdk.Stack, id, arn string) awssecretsmanager.ISecret {
-	if secretIsComplete(arn) {
-		return awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String(id), jsii.String(arn))
-	}
-	return awssecretsmanager.Secret_FromSecretPartialArn(stack, jsii.String(id), jsii.String(arn))
-}
-
-// secretIsComplete reports whether the secret ARN ends in the suffix.
-func secretIsComplete(arn string) bool {
-	_, name, _ := strings.Cut(arn, ":secret:")
-	return secretSuffix.MatchString(name)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticache"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sluicehq/sluice/infra/sluice"
 )
 
 // redis is what the Lambdas need to reach Redis and what the alarms watch.
@@ -28,7 +30,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	if p.RedisURL != "" {
 		r := redis{url: p.RedisURL, mode: cmp.Or(p.RedisMode, "single")}
 		if p.RedisAuthSecretArn != "" {
-			r.authSecret = importSecret(stack, "RedisAuth", p.RedisAuthSecretArn)
+			r.authSecret = sluice.ImportSecret(stack, "RedisAuth", p.RedisAuthSecretArn)
 		}
 		return r
 	}
@@ -96,18 +98,11 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 		Description: jsii.String("Sluice Redis"),
 		SubnetIds:   &subnetIDs,
 	})
-	// The AUTH token: 64 alphanumerics (ElastiCache forbids some punctuation),
-	// stored as the plain secret string.
-	auth := awssecretsmanager.NewSecret(stack, jsii.String("RedisAuthToken"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("Sluice Redis AUTH token"),
-		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength:     jsii.Number(64),
-			ExcludePunctuation: jsii.Bool(true),
-		},
-	})
-	suppress(auth, "AwsSolutions-SMG4", "Secrets Manager has no rotation for an ElastiCache AUTH token "+
-		"(the replication group must ROTATE then SET it while clients switch), and the functions read the "+
-		"token once per cold start, so a rotated token would lock warm functions out")
+	// The AUTH token, stored as the plain secret string.
+	auth := newRandomSecret(stack, "RedisAuthToken", 64, "Sluice Redis AUTH token",
+		"Secrets Manager has no rotation for an ElastiCache AUTH token "+
+			"(the replication group must ROTATE then SET it while clients switch), and the functions read the "+
+			"token once per cold start, so a rotated token would lock warm functions out")
 	name := resourceName(stack, "redis")
 	rg := awselasticache.NewCfnReplicationGroup(stack, jsii.String("Redis"), &awselasticache.CfnReplicationGroupProps{
 		ReplicationGroupId:          jsii.String(name),

@@ -1102,32 +1102,6 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 	}
 }
 
-func TestSecretIsComplete(t *testing.T) {
-	const prefix = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
-	tests := []struct {
-		arn  string
-		want bool
-	}{
-		{prefix + "db-AbCdEf", true},
-		{prefix + "sluice/db-a1B2c3", true},
-		{"arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:db-AbCdEf", true},
-		{prefix + "db", false},
-		{prefix + "sluice/db", false},
-		{prefix + "db-AbCdE", false},         // 5 characters
-		{prefix + "db-AbCd_f", false},        // not a letter or digit
-		{prefix + "AbCdEfG", false},          // no hyphen
-		{prefix + "redis-auth-AbCdEf", true}, // hyphens in the name
-		// Ambiguous: a partial ARN whose name ends like a suffix reads as
-		// complete (documented: give such a secret's complete ARN).
-		{prefix + "db-prod01", true},
-	}
-	for _, tt := range tests {
-		if got := secretIsComplete(tt.arn); got != tt.want {
-			t.Errorf("secretIsComplete(%q) = %v, want %v", tt.arn, got, tt.want)
-		}
-	}
-}
-
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string

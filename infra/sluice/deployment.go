@@ -159,7 +159,7 @@ func ImportDeployment(scope constructs.Construct, id string, a *DeploymentAttrib
 	}
 	for i, arn := range []string{a.RedisAuthSecretArn, a.SubjectKeySecretArn, a.DatabaseSecretArn} {
 		if arn != "" {
-			d.secrets = append(d.secrets, importSecret(c, fmt.Sprintf("Secret%d", i), arn))
+			d.secrets = append(d.secrets, ImportSecret(c, fmt.Sprintf("Secret%d", i), arn))
 		}
 	}
 	return d
@@ -206,13 +206,18 @@ func (d *Deployment) GrantRead(g awsiam.IGrantable) {
 	}
 }
 
-// secretSuffix is the hyphen and 6 letters or digits Secrets Manager
-// appends to a secret's name in its complete ARN.
+// secretSuffix is the hyphen and 6 random letters or digits Secrets
+// Manager appends to the name in a secret's complete ARN.
 var secretSuffix = regexp.MustCompile(`:secret:.*-[A-Za-z0-9]{6}$`)
 
-// importSecret imports a secret by complete ARN, or by partial ARN (the
-// name alone: CDK then grants <arn>-?????? to match the suffix).
-func importSecret(scope constructs.Construct, id, arn string) awssecretsmanager.ISecret {
+// ImportSecret imports an existing secret by its ARN. A complete ARN (the
+// name plus Secrets Manager's 6-character suffix) is granted as it is. A
+// partial ARN (the name alone) must be imported as partial: CDK then grants
+// on <arn>-?????? to match the suffix, where a grant on the partial ARN itself
+// would match no secret and every read would be denied. The suffix cannot be
+// told from a name that ends the same way (a secret named "db-prod01"): give
+// such a secret's complete ARN.
+func ImportSecret(scope constructs.Construct, id, arn string) awssecretsmanager.ISecret {
 	if secretSuffix.MatchString(arn) {
 		return awssecretsmanager.Secret_FromSecretCompleteArn(scope, jsii.String(id), jsii.String(arn))
 	}

@@ -54,12 +54,7 @@ func NewEdgeFunction(scope constructs.Construct, id string, p *EdgeFunctionProps
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	e := &EdgeFunction{Key: p.EdgeKey}
 	if e.Key == nil {
-		e.Key = awssecretsmanager.NewSecret(c, jsii.String("Key"), &awssecretsmanager.SecretProps{
-			Description: jsii.String("Sluice edge key (HMAC-SHA256): the CDN edge's store keys reveal no subject"),
-			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-				PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
-			},
-		})
+		e.Key = awssecretsmanager.NewSecret(c, jsii.String("Key"), randomKey("Sluice edge key (HMAC-SHA256): the CDN edge's store keys reveal no subject"))
 	}
 	e.Store = awscloudfront.NewKeyValueStore(c, jsii.String("Store"), &awscloudfront.KeyValueStoreProps{
 		Comment: jsii.String("Sluice: subjects denied for a minute or more, by edge key"),

@@ -192,15 +192,9 @@ func NewGlobalSubjectKey(scope constructs.Construct, id, name string, replicaReg
 	for _, r := range replicaRegions {
 		replicas = append(replicas, &awssecretsmanager.ReplicaRegion{Region: jsii.String(r)})
 	}
-	return awssecretsmanager.NewSecret(scope, jsii.String(id), &awssecretsmanager.SecretProps{
-		SecretName:  jsii.String(name),
-		Description: jsii.String("Sluice subject hash key (HMAC-SHA256): keeps subjects unrecoverable from logs and principalIds"),
-		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength:     jsii.Number(64),
-			ExcludePunctuation: jsii.Bool(true),
-		},
-		ReplicaRegions: &replicas,
-	})
+	p := randomKey(subjectKeyDescription)
+	p.SecretName, p.ReplicaRegions = jsii.String(name), &replicas
+	return awssecretsmanager.NewSecret(scope, jsii.String(id), p)
 }
 
 // ImportGlobalSubjectKey imports this Region's replica of a subject hash

@@ -100,3 +100,29 @@ func TestBuildWithoutGo(t *testing.T) {
 		t.Errorf("build without go = %v, want an error naming the missing toolchain and AssetDir", err)
 	}
 }
+
+func TestSecretIsComplete(t *testing.T) {
+	const prefix = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+	tests := []struct {
+		arn  string
+		want bool
+	}{
+		{prefix + "db-AbCdEf", true},
+		{prefix + "sluice/db-a1B2c3", true},
+		{"arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:db-AbCdEf", true},
+		{prefix + "db", false},
+		{prefix + "sluice/db", false},
+		{prefix + "db-AbCdE", false},         // 5 characters
+		{prefix + "db-AbCd_f", false},        // not a letter or digit
+		{prefix + "AbCdEfG", false},          // no hyphen
+		{prefix + "redis-auth-AbCdEf", true}, // hyphens in the name
+		// Ambiguous: a partial ARN whose name ends like a suffix reads as
+		// complete (documented: give such a secret's complete ARN).
+		{prefix + "db-prod01", true},
+	}
+	for _, tt := range tests {
+		if got := secretSuffix.MatchString(tt.arn); got != tt.want {
+			t.Errorf("ImportSecret(%q) imports a complete ARN: %v, want %v", tt.arn, got, tt.want)
+		}
+	}
+}
