@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,13 +50,8 @@ const (
 
 // Defaults of the settings that have one.
 const (
-	DefaultRedisTimeout     = 25 * time.Millisecond
-	DefaultRedisPoolSize    = 4
-	DefaultRulesRefresh     = 5 * time.Minute
-	DefaultRulesVersionPoll = time.Second
-	DefaultLeaseMax         = 64
-	DefaultLeaseTTL         = 250 * time.Millisecond
-	DefaultDenyCacheMaxAge  = time.Second
+	DefaultRedisTimeout  = 25 * time.Millisecond
+	DefaultRedisPoolSize = 4
 	// DefaultDBSSLMode verifies the server's certificate and host name
 	// against the system roots and the RDS CA bundle (RDSCABundle).
 	DefaultDBSSLMode = "verify-full"
@@ -502,7 +498,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.LeaseTTL = r.duration("LEASE_TTL", 100*time.Millisecond, time.Second)
 	c.DenyCacheMaxAge = r.duration("DENY_CACHE_MAX_AGE", 100*time.Millisecond, time.Minute)
 	c.LedgerTable = r.get("LEDGER_TABLE")
-	if v := c.LedgerTable; v != "" && !validTableName(v) {
+	if v := c.LedgerTable; v != "" && (len(v) < 3 || len(v) > 255 || !isName(v)) {
 		r.fail("LEDGER_TABLE", "%q is not a DynamoDB table name: 3 to 255 letters, digits, '_', '-' or '.'", v)
 	}
 	if v := r.get("GLOBAL_REGIONS"); v != "" {
@@ -531,9 +527,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.InsightsRulePrefix = r.get("INSIGHTS_RULE_PREFIX")
-	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || strings.ContainsFunc(v, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
-	})) {
+	if v := c.InsightsRulePrefix; v != "" && (len(v) > 100 || !isName(v)) {
 		r.fail("INSIGHTS_RULE_PREFIX", "%q must be at most 100 letters, digits, '-', '_' or '.'", v)
 	}
 
@@ -699,15 +693,8 @@ func ParseSubjectShow(s string) ([]identity.SourceKind, error) {
 // HasSource reports whether SUBJECT_SOURCES or a dimension reads a source
 // of kind.
 func (c *Config) HasSource(kind identity.SourceKind) bool {
-	if identity.HasKind(c.SubjectSources, kind) {
-		return true
-	}
-	for _, d := range c.Dimensions {
-		if identity.HasKind(d.Sources, kind) {
-			return true
-		}
-	}
-	return false
+	return identity.HasKind(c.SubjectSources, kind) ||
+		slices.ContainsFunc(c.Dimensions, func(d identity.Dimension) bool { return identity.HasKind(d.Sources, kind) })
 }
 
 func formatLimit(e *rules.Effective) string {
@@ -718,53 +705,17 @@ func formatLimit(e *rules.Effective) string {
 	return s
 }
 
-// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
-// letters, digits, +, - or .).
-func isScheme(s string) bool {
-	for i, c := range s {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-// validTableName reports whether s can name a DynamoDB table.
-func validTableName(s string) bool {
-	if len(s) < 3 || len(s) > 255 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// validRegion reports whether s has an AWS Region name's form, such as
-// us-east-1 or ap-southeast-2.
-func validRegion(s string) bool {
-	parts := strings.Split(s, "-")
-	if len(parts) < 3 {
-		return false
-	}
-	for i, p := range parts {
-		if p == "" {
-			return false
-		}
-		for _, r := range p {
-			last := i == len(parts)-1
-			if last && (r < '0' || r > '9') || !last && (r < 'a' || r > 'z') {
-				return false
-			}
-		}
-	}
-	return true
-}
+var (
+	// isScheme reports whether s is a URL scheme (RFC 3986: a letter,
+	// then letters, digits, +, - or .).
+	isScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`).MatchString
+	// validRegion reports whether s has an AWS Region name's form, such as
+	// us-east-1 or ap-southeast-2.
+	validRegion = regexp.MustCompile(`^[a-z]+(-[a-z]+)+-[0-9]+$`).MatchString
+	// isName reports whether s is letters, digits, '_', '-' or '.' alone:
+	// a DynamoDB table's characters, and a Contributor Insights rule's.
+	isName = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`).MatchString
+)
 
 // atLeast is a secret's check: at least n bytes.
 func atLeast(n int) func(string) error {

@@ -1,7 +1,7 @@
 package config
 
 import (
-	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/envvar"
@@ -152,25 +152,17 @@ var Vars = []Var{
 
 // lookupVar returns the row of name, or nil.
 func lookupVar(name string) *Var {
-	for i := range Vars {
-		if Vars[i].Name == name {
-			return &Vars[i]
-		}
+	if i := slices.IndexFunc(Vars, func(v Var) bool { return v.Name == name }); i >= 0 {
+		return &Vars[i]
 	}
 	return nil
 }
 
-// FormatFull is the one table format (docs/config.md): a section per set
-// of functions a variable changes, in the order of their first variable,
-// each a table of variable, default, meaning in the order of Vars.
-const FormatFull = "full"
-
-// Markdown renders Vars as markdown in format, which must be FormatFull.
-// Doc's relative links resolve from docs/, where the tables live.
-func Markdown(format string) (string, error) {
-	if format != FormatFull {
-		return "", fmt.Errorf("unknown table format %q: want %s", format, FormatFull)
-	}
+// Markdown renders Vars as docs/config.md's table: a section per set of
+// functions a variable changes, in the order of their first variable,
+// each a table of variable, default, meaning in the order of Vars. Doc's
+// relative links resolve from docs/, where the table lives.
+func Markdown() string {
 	var (
 		readers []string
 		rows    = map[string][]string{}
@@ -196,5 +188,5 @@ func Markdown(format string) (string, error) {
 			b.WriteString(row)
 		}
 	}
-	return b.String(), nil
+	return b.String()
 }

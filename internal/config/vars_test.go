@@ -70,11 +70,6 @@ func TestVarsDefaultsAreTheConstants(t *testing.T) {
 	}{
 		{"REDIS_TIMEOUT", c.RedisTimeout, DefaultRedisTimeout},
 		{"REDIS_POOL_SIZE", c.RedisPoolSize, DefaultRedisPoolSize},
-		{"RULES_REFRESH", c.RulesRefresh, DefaultRulesRefresh},
-		{"RULES_VERSION_POLL", c.RulesVersionPoll, DefaultRulesVersionPoll},
-		{"LEASE_MAX", c.LeaseMax, DefaultLeaseMax},
-		{"LEASE_TTL", c.LeaseTTL, DefaultLeaseTTL},
-		{"DENY_CACHE_MAX_AGE", c.DenyCacheMaxAge, DefaultDenyCacheMaxAge},
 		{"DB_SSLMODE", c.DBSSLMode, DefaultDBSSLMode},
 	} {
 		if tc.got != tc.want {
@@ -93,8 +88,8 @@ const (
 )
 
 // renderEnvDocs returns doc with every block between "<!-- env:begin
-// FORMAT -->" and "<!-- env:end -->" replaced by Markdown(FORMAT), and how
-// many blocks it found.
+// full -->" and "<!-- env:end -->" replaced by Markdown(), and how many
+// blocks it found; "full" is the one table format.
 func renderEnvDocs(doc string) (string, int, error) {
 	var (
 		b strings.Builder
@@ -115,12 +110,11 @@ func renderEnvDocs(doc string) (string, int, error) {
 		if j < 0 || i+j < start {
 			return "", n, fmt.Errorf("%s%s --> without %s on a line of its own after it", envBegin, format, envEnd)
 		}
-		table, err := Markdown(format)
-		if err != nil {
-			return "", n, err
+		if format != "full" {
+			return "", n, fmt.Errorf("unknown table format %q: want full", format)
 		}
 		b.WriteString(doc[:start])
-		b.WriteString(table)
+		b.WriteString(Markdown())
 		doc = doc[i+j:]
 		n++
 	}
@@ -160,10 +154,7 @@ func TestEnvDocs(t *testing.T) {
 }
 
 func TestRenderEnvDocs(t *testing.T) {
-	table, err := Markdown(FormatFull)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := Markdown()
 	for _, tc := range []struct {
 		name, in, want string
 		n              int
@@ -187,16 +178,12 @@ func TestRenderEnvDocs(t *testing.T) {
 			t.Errorf("%s: renderEnvDocs = %d blocks, %q; want %d, %q", tc.name, n, got, tc.n, tc.want)
 		}
 	}
-	out, err := Markdown(FormatFull)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, v := range Vars {
-		if !strings.Contains(out, "| `"+v.Name+"` |") {
-			t.Errorf("Markdown(%s) lacks %s", FormatFull, v.Name)
+		if !strings.Contains(table, "| `"+v.Name+"` |") {
+			t.Errorf("Markdown() lacks %s", v.Name)
 		}
 	}
-	if rows := strings.Count(out, "\n| `"); rows != len(Vars) {
-		t.Errorf("Markdown(%s) has %d rows, want %d", FormatFull, rows, len(Vars))
+	if rows := strings.Count(table, "\n| `"); rows != len(Vars) {
+		t.Errorf("Markdown() has %d rows, want %d", rows, len(Vars))
 	}
 }
