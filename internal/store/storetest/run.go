@@ -615,9 +615,30 @@ type entry[T any] struct {
 	Before, After               *T
 }
 
-func entryOf[T any](t *testing.T, e rules.AuditEntry) entry[T] {
+// checkHistory checks hist, the audit entries call returned for the rule
+// or plan target: its create (as created) by "creator", its update (to
+// updated) by "updater" and its delete by "deleter", in that order, in
+// ascending ids, each at a time from start to now.
+func checkHistory[T any](t *testing.T, call string, hist []rules.AuditEntry, start time.Time, kind, target string, created, updated T) {
 	t.Helper()
-	return entry[T]{e.Kind, e.TargetID, e.Action, e.Actor, image[T](t, e.Before), image[T](t, e.After)}
+	var got []entry[T]
+	for i, e := range hist {
+		if e.At.Before(start) || e.At.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s[%d].At = %v, want now", call, i, e.At)
+		}
+		if i > 0 && e.ID <= hist[i-1].ID {
+			t.Errorf("%s ids %d then %d, want ascending", call, hist[i-1].ID, e.ID)
+		}
+		got = append(got, entry[T]{e.Kind, e.TargetID, e.Action, e.Actor, image[T](t, e.Before), image[T](t, e.After)})
+	}
+	want := []entry[T]{
+		{kind, target, rules.ActionCreate, "creator", nil, &created},
+		{kind, target, rules.ActionUpdate, "updater", &created, &updated},
+		{kind, target, rules.ActionDelete, "deleter", &updated, nil},
+	}
+	if diff := cmp.Diff(want, got, eqTime); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", call, diff)
+	}
 }
 
 // eqTime compares instants: JSON keeps the instant, not the location.
@@ -652,24 +673,7 @@ func testRuleAudit(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("RuleHistory() error = %v", err)
 	}
-	var got []entry[rules.Rule]
-	for i, e := range hist {
-		if e.At.Before(start) || e.At.After(time.Now().Add(time.Second)) {
-			t.Errorf("RuleHistory()[%d].At = %v, want now", i, e.At)
-		}
-		if i > 0 && e.ID <= hist[i-1].ID {
-			t.Errorf("RuleHistory() ids %d then %d, want ascending", hist[i-1].ID, e.ID)
-		}
-		got = append(got, entryOf[rules.Rule](t, e))
-	}
-	want := []entry[rules.Rule]{
-		{rules.KindRule, created.ID, rules.ActionCreate, "creator", nil, &created},
-		{rules.KindRule, created.ID, rules.ActionUpdate, "updater", &created, &updated},
-		{rules.KindRule, created.ID, rules.ActionDelete, "deleter", &updated, nil},
-	}
-	if diff := cmp.Diff(want, got, eqTime); diff != "" {
-		t.Errorf("RuleHistory() mismatch (-want +got):\n%s", diff)
-	}
+	checkHistory(t, "RuleHistory()", hist, start, rules.KindRule, created.ID, created, updated)
 	if !hist[1].At.Equal(updated.UpdatedAt) {
 		t.Errorf("RuleHistory()[1].At = %v, want the update's UpdatedAt %v", hist[1].At, updated.UpdatedAt)
 	}
@@ -811,6 +815,7 @@ func testPlanCRUD(t *testing.T, s store.Store) {
 
 func testPlanAudit(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	start := time.Now().Add(-time.Second)
 	created, err := s.CreatePlan(ctx, gold(), "creator")
 	if err != nil {
 		t.Fatal(err)
@@ -828,18 +833,7 @@ func testPlanAudit(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("PlanHistory() error = %v", err)
 	}
-	var got []entry[rules.Plan]
-	for _, e := range hist {
-		got = append(got, entryOf[rules.Plan](t, e))
-	}
-	want := []entry[rules.Plan]{
-		{rules.KindPlan, "gold", rules.ActionCreate, "creator", nil, &created},
-		{rules.KindPlan, "gold", rules.ActionUpdate, "updater", &created, &updated},
-		{rules.KindPlan, "gold", rules.ActionDelete, "deleter", &updated, nil},
-	}
-	if diff := cmp.Diff(want, got, eqTime); diff != "" {
-		t.Errorf("PlanHistory() mismatch (-want +got):\n%s", diff)
-	}
+	checkHistory(t, "PlanHistory()", hist, start, rules.KindPlan, "gold", created, updated)
 }
 
 func testPlanForeignKey(t *testing.T, s store.Store) {
