@@ -432,12 +432,7 @@ func failoverOptions(cfg Config, user, password string, haveAuth bool) (*redis.F
 // push notifications around every command (an extra read syscall, ~15 % of
 // the client's CPU in the limiter's benchmark), and nothing here uses what
 // RESP3 adds (client-side caching, push notifications).
-func redisProtocol(fromURL int) int {
-	if fromURL != 0 {
-		return fromURL
-	}
-	return 2
-}
+func redisProtocol(fromURL int) int { return cmp.Or(fromURL, 2) }
 
 // redisAuth reads a Redis AUTH secret: a bare token, or JSON with
 // "password" (or "authToken"/"token") and an optional "username" (an
@@ -583,10 +578,7 @@ func rdsURL(s Secret, cfg Config) (string, error) {
 		// The error may quote the secret: say only where it failed.
 		return "", errors.New("not RDS secret JSON {username, password, host, port, dbname}")
 	}
-	host := sec.Host
-	if cfg.DBHost != "" {
-		host = cfg.DBHost
-	}
+	host := cmp.Or(cfg.DBHost, sec.Host)
 	port := 5432
 	if p := strings.Trim(string(sec.Port), `" `); p != "" && p != "null" {
 		n, err := strconv.Atoi(p)
@@ -604,15 +596,7 @@ func rdsURL(s Secret, cfg Config) (string, error) {
 	if missing != nil {
 		return "", fmt.Errorf("missing %s", strings.Join(missing, ", "))
 	}
-	db := sec.DBName
-	if db == "" {
-		db = "postgres"
-	}
-	mode := cfg.DBSSLMode
-	if mode == "" {
-		mode = DefaultDBSSLMode
-	}
-	q := url.Values{"sslmode": {mode}}
+	q := url.Values{"sslmode": {cmp.Or(cfg.DBSSLMode, DefaultDBSSLMode)}}
 	if cfg.DBSSLRootCert != "" {
 		q.Set("sslrootcert", cfg.DBSSLRootCert)
 	}
@@ -620,7 +604,7 @@ func rdsURL(s Secret, cfg Config) (string, error) {
 		Scheme:   "postgres",
 		User:     url.UserPassword(sec.Username, string(sec.Password)),
 		Host:     net.JoinHostPort(host, strconv.Itoa(port)),
-		Path:     "/" + db,
+		Path:     "/" + cmp.Or(sec.DBName, "postgres"),
 		RawQuery: q.Encode(),
 	}
 	return u.String(), nil
