@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -17,15 +19,7 @@ var pemHeader = []byte("-----BEGIN CERTIFICATE-----")
 
 // rdsCABundleCerts is the fewest certificates of any published bundle
 // version config accepts.
-var rdsCABundleCerts = func() int {
-	n := 0
-	for _, c := range config.RDSCABundleDigests {
-		if n == 0 || c < n {
-			n = c
-		}
-	}
-	return n
-}()
+var rdsCABundleCerts = slices.Min(slices.Collect(maps.Values(config.RDSCABundleDigests)))
 
 // checkAssets says what is missing from the prebuilt Lambda binaries the
 // stack would upload: a `bootstrap` for each function (else CDK's asset

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"maps"
+
 	"github.com/sluicehq/sluice/infra/sluice"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/envvar"
@@ -83,9 +85,7 @@ var functionAccess = func() map[string]access {
 		// Only with -c edge=cloudfront (edge.go).
 		edgePublisher: {redis: true, publish: true},
 	}
-	for name, a := range adminAccess {
-		m[name] = a
-	}
+	maps.Copy(m, adminAccess)
 	return m
 }()
 

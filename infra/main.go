@@ -5,8 +5,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -48,13 +50,11 @@ func synthApp(props *awscdk.AppProps) error {
 		if props != nil {
 			p = *props
 		}
-		post := map[string]any{validateFlag: false}
+		post := map[string]any{}
 		if p.PostCliContext != nil {
-			for k, v := range *p.PostCliContext {
-				post[k] = v
-			}
-			post[validateFlag] = false
+			maps.Copy(post, *p.PostCliContext)
 		}
+		post[validateFlag] = false
 		p.PostCliContext = &post
 		if app, _, err = build(&p); err != nil {
 			return err
@@ -215,10 +215,7 @@ func propsFromContext(app awscdk.App) (*StackProps, string, error) {
 		}
 		p.Limits = string(b)
 	}
-	name := get("stackName")
-	if name == "" {
-		name = "Sluice"
-	}
+	name := cmp.Or(get("stackName"), "Sluice")
 	if regions := envvar.List(get("globalRegions")); len(regions) > 0 || get("globalWitness") != "" {
 		p.Global = &Global{Regions: regions, Witness: get("globalWitness"), Name: name, DestroyLedger: boolean("ledgerDestroy", false),
 			RegionSet: envvar.List(get("globalRegionSet"))}

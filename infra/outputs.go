@@ -3,6 +3,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
@@ -13,9 +15,11 @@ import (
 // newOutputs writes the stack's outputs: the APIs, the authorizer, the alarm
 // topic, and what a function of another app needs to share this
 // deployment's Redis, database and subject hash key (the sluice.Output*
-// names, which sluice.ReadOutputs reads), and the rules public key a
-// limiter sharing its Redis verifies the rules with.
-func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret, rulesPub *string) {
+// names, which sluice.ReadOutputs reads), the rules public key a
+// limiter sharing its Redis verifies the rules with, and g's ledger, key
+// and Regions in a family of Regions (g not nil).
+func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db database, subjectKey awssecretsmanager.ISecret, rulesPub *string,
+	g *Global) {
 	out := func(key string, value *string, desc string) {
 		awscdk.NewCfnOutput(stack, jsii.String(key), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
 	}
@@ -54,5 +58,13 @@ func newOutputs(stack awscdk.Stack, s *Stack, net *network, rd redis, db databas
 	}
 	if v, ok := db.env["DB_HOST"]; ok {
 		out(sluice.OutputDatabaseHost, jsii.String(v), "DB_HOST: the RDS Proxy endpoint the Lambdas connect to")
+	}
+	if g != nil {
+		// sluice verify reads it: a family's stack must move the ledger.
+		out("LedgerTable", jsii.String(g.ledgerTable()), "The ledger of global budgets (a DynamoDB global table)")
+		// And these, to check each Region's replica of the key: Secrets
+		// Manager's failed replica is a successful deploy to CloudFormation.
+		out("SubjectKeyName", jsii.String(g.subjectKeyName()), "The subject hash key's secret, replicated from the first Region")
+		out("GlobalRegions", jsii.String(strings.Join(g.Regions, ",")), "The family's Regions; the first holds the primary key")
 	}
 }

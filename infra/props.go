@@ -402,8 +402,5 @@ var (
 
 // jwksURL is where the authorizer fetches the signing keys.
 func jwksURL(p *StackProps) string {
-	if p.JWTJWKSURL != "" {
-		return p.JWTJWKSURL
-	}
-	return strings.TrimSuffix(p.JWTIssuer, "/") + "/.well-known/jwks.json"
+	return cmp.Or(p.JWTJWKSURL, strings.TrimSuffix(p.JWTIssuer, "/")+"/.well-known/jwks.json")
 }

@@ -89,11 +89,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	rulesKey := newRulesSigningKey(stack)
 	edgeSec := newEdgeSecrets(stack, p) // nil without the edge
 	fnProps := func(name string, memory, reserved float64, env ...map[string]string) *sluice.FunctionProps {
-		merged := map[string]string{}
-		for _, m := range append([]map[string]string{common}, env...) {
-			for k, v := range m {
-				merged[k] = v
-			}
+		merged := maps.Clone(common)
+		for _, m := range env {
+			maps.Copy(merged, m)
 		}
 		fp := &sluice.FunctionProps{
 			Name: name, AssetDir: sluice.AssetDir(p.AssetRoot, name), Environment: merged,
@@ -317,21 +315,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		}
 	}
 	newInsights(stack, !p.small(), insightReaders, s.Authorizer.Function, s.Functions["check"])
-	newOutputs(stack, s, net, rd, db, subjectKey, rulesPub)
-	if p.Global != nil {
-		// sluice verify reads it: a family's stack must move the ledger.
-		awscdk.NewCfnOutput(stack, jsii.String("LedgerTable"), &awscdk.CfnOutputProps{
-			Value: jsii.String(p.Global.ledgerTable()), Description: jsii.String("The ledger of global budgets (a DynamoDB global table)"),
-		})
-		// And these, to check each Region's replica of the key: Secrets
-		// Manager's failed replica is a successful deploy to CloudFormation.
-		awscdk.NewCfnOutput(stack, jsii.String("SubjectKeyName"), &awscdk.CfnOutputProps{
-			Value: jsii.String(p.Global.subjectKeyName()), Description: jsii.String("The subject hash key's secret, replicated from the first Region"),
-		})
-		awscdk.NewCfnOutput(stack, jsii.String("GlobalRegions"), &awscdk.CfnOutputProps{
-			Value: jsii.String(strings.Join(p.Global.Regions, ",")), Description: jsii.String("The family's Regions; the first holds the primary key"),
-		})
-	}
+	newOutputs(stack, s, net, rd, db, subjectKey, rulesPub, p.Global)
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -128,7 +129,7 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	// filled with 0 so that a quiet function does not blank the result.
 	across := func(fn, name, stat, label string) awscloudwatch.IMetric {
 		using := map[string]awscloudwatch.IMetric{}
-		expr := fn + "(["
+		var fills []string
 		for i, d := range deciders {
 			// Ids unique across the expressions one graph may show.
 			k := fmt.Sprintf("%s%s%d", strings.ToLower(name[:1]), name[1:], i)
@@ -137,13 +138,10 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 				DimensionsMap: &map[string]*string{"Function": d.FunctionName()},
 				Statistic:     jsii.String(stat), Period: minute,
 			})
-			if i > 0 {
-				expr += ", "
-			}
-			expr += "FILL(" + k + ", 0)"
+			fills = append(fills, "FILL("+k+", 0)")
 		}
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(expr + "])"), Label: jsii.String(label), UsingMetrics: &using, Period: minute,
+			Expression: jsii.String(fn + "([" + strings.Join(fills, ", ") + "])"), Label: jsii.String(label), UsingMetrics: &using, Period: minute,
 		})
 	}
 	al := &Alarms{
@@ -187,12 +185,8 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		"init timeout) or timed out: API Gateway answers 500 to requests behind it", al.StartFailuresMetric, 0, 1)
 	al.Throttles = alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)",
 		a.Function.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), 0, 1)
-	p99 := p.P99Millis
-	if p99 == 0 {
-		p99 = 50
-	}
 	al.P99 = alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high",
-		a.Function.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute}), p99, 5)
+		a.Function.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute}), cmp.Or(p.P99Millis, 50), 5)
 	apis := p.APIs
 	if apis == nil {
 		apis = a.apis

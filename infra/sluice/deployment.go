@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 
@@ -192,9 +193,7 @@ func (d *Deployment) Apply(p *FunctionProps) {
 		p.SecurityGroups = append([]awsec2.ISecurityGroup(nil), d.groups...)
 	}
 	env := d.Environment()
-	for k, v := range p.Environment {
-		env[k] = v
-	}
+	maps.Copy(env, p.Environment)
 	p.Environment = env
 }
 

@@ -13,7 +13,9 @@
 package sluice
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -111,20 +113,8 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 			panic(err)
 		}
 	}
-	memory := p.MemorySize
-	if memory == 0 {
-		memory = 256
-	}
-	timeout := p.Timeout
-	if timeout == nil {
-		timeout = awscdk.Duration_Seconds(jsii.Number(10))
-	}
-	retention := p.LogRetention
-	if retention == "" {
-		retention = awslogs.RetentionDays_ONE_MONTH
-	}
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     retention,
+		Retention:     cmp.Or(p.LogRetention, awslogs.RetentionDays_ONE_MONTH),
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	env := make(map[string]*string, len(p.Environment))
@@ -137,8 +127,8 @@ func NewFunction(scope constructs.Construct, id string, p *FunctionProps) awslam
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
 		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
-		MemorySize:   jsii.Number(memory),
-		Timeout:      timeout,
+		MemorySize:   jsii.Number(cmp.Or(p.MemorySize, 256)),
+		Timeout:      cmp.Or(p.Timeout, awscdk.Duration_Seconds(jsii.Number(10))),
 		Environment:  &env,
 		// The log format stays Text unless SystemLogLevel is set: the
 		// functions already write JSON lines (slog) and Embedded Metric
@@ -308,9 +298,7 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 		p = &AuthorizerProps{}
 	}
 	fp := p.FunctionProps
-	if fp.Name == "" {
-		fp.Name = "authorizer"
-	}
+	fp.Name = cmp.Or(fp.Name, "authorizer")
 	if p.Deployment != nil {
 		p.Deployment.Apply(&fp)
 	}
@@ -318,10 +306,8 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 	if err != nil {
 		panic(fmt.Sprintf("sluice.NewAuthorizer %s: RateLimitHeaders: %v", id, err))
 	}
-	env := make(map[string]string, len(fp.Environment)+4)
-	for k, v := range fp.Environment {
-		env[k] = v
-	}
+	env := map[string]string{}
+	maps.Copy(env, fp.Environment)
 	if p.SubjectSources != "" {
 		env["SUBJECT_SOURCES"] = p.SubjectSources
 	}
@@ -338,9 +324,7 @@ func NewAuthorizer(scope constructs.Construct, id string, p *AuthorizerProps) *A
 		if p.JWT.Issuer == "" || len(p.JWT.Audience) == 0 {
 			panic(fmt.Sprintf("sluice.NewAuthorizer %s: JWT needs Issuer and Audience (the authorizer refuses tokens it cannot check both of)", id))
 		}
-		for k, v := range p.JWT.environment() {
-			env[k] = v
-		}
+		maps.Copy(env, p.JWT.environment())
 	}
 	if HasJWTSource(p.SubjectSources) && (env["JWT_ISSUER"] == "" || env["JWT_AUDIENCE"] == "") {
 		panic(fmt.Sprintf("sluice.NewAuthorizer %s: SubjectSources %q reads a verified token: set JWT (Issuer and Audience), "+
@@ -558,10 +542,7 @@ func addGatewayResponses(scope constructs.Construct, id string, api awsapigatewa
 // AssetDir returns the asset directory of function name under root
 // (DefaultAssetRoot when root is empty).
 func AssetDir(root, name string) string {
-	if root == "" {
-		root = DefaultAssetRoot
-	}
-	return filepath.Join(root, name)
+	return filepath.Join(cmp.Or(root, DefaultAssetRoot), name)
 }
 
 // Functions lists every Sluice Lambda, as `make build` names them (its
