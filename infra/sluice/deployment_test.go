@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
@@ -16,23 +15,11 @@ import (
 	"github.com/sluicehq/sluice/infra/sluice"
 )
 
-// panicOf returns what f panicked with, or "".
-func panicOf(f func()) (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint(r)
-		}
-	}()
-	f()
-	return ""
-}
-
 // TestAuthorizerJWT: a jwt: subject source needs the issuer and audience,
 // or the authorizer would fail every cold start with JWT_ISSUER required;
 // the construct refuses it, and the JWT props become the JWT_* variables.
 func TestAuthorizerJWT(t *testing.T) {
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
+	stack := shopStack()
 	asset := "testdata/authorizer"
 	if msg := panicOf(func() {
 		sluice.NewAuthorizer(stack, "NoIssuer", &sluice.AuthorizerProps{FunctionProps: sluice.FunctionProps{AssetDir: asset}, SubjectSources: "jwt:sub"})
@@ -45,14 +32,11 @@ func TestAuthorizerJWT(t *testing.T) {
 	}); !strings.Contains(msg, "JWT needs Issuer and Audience") {
 		t.Errorf("JWT without audience: panic %q, want one naming Audience", msg)
 	}
-	a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{FunctionProps: sluice.FunctionProps{AssetDir: asset},
-		SubjectSources: "jwt:sub",
-		JWT:            &sluice.JWT{Issuer: "https://idp.example", Audience: []string{"a", "b"}, TokenUse: "access", JWKSURL: "https://idp.example/keys"}})
-	api := awsapigateway.NewRestApi(stack, jsii.String("Api"), nil)
-	api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
-	b, _ := json.Marshal(app.Synth(nil).GetStackByName(jsii.String("Shop")).Template())
+	authorizedAPI(stack, sluice.AuthorizerProps{SubjectSources: "jwt:sub",
+		JWT: &sluice.JWT{Issuer: "https://idp.example", Audience: []string{"a", "b"}, TokenUse: "access", JWKSURL: "https://idp.example/keys"}}, nil)
+	_, js := resourcesOf(t, stack)
 	for _, want := range []string{`"JWT_ISSUER":"https://idp.example"`, `"JWT_AUDIENCE":"a,b"`, `"JWT_TOKEN_USE":"access"`, `"JWT_JWKS_URL":"https://idp.example/keys"`} {
-		if !strings.Contains(string(b), want) {
+		if !strings.Contains(js, want) {
 			t.Errorf("template lacks %s", want)
 		}
 	}
@@ -95,11 +79,8 @@ func TestReadOutputs(t *testing.T) {
 // TestNewAlarms: the construct's alarms need a topic, and watch the 5XX of
 // the APIs the authorizer's gateway responses were installed on.
 func TestNewAlarms(t *testing.T) {
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
-	a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{FunctionProps: sluice.FunctionProps{AssetDir: "testdata/authorizer"}})
-	api := awsapigateway.NewRestApi(stack, jsii.String("Api"), &awsapigateway.RestApiProps{RestApiName: jsii.String("shop")})
-	api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
+	stack := shopStack()
+	a, api := authorizedAPI(stack, sluice.AuthorizerProps{}, &awsapigateway.RestApiProps{RestApiName: jsii.String("shop")})
 	a.AddGatewayResponses(stack, "RateLimit", api)
 	if msg := panicOf(func() { a.NewAlarms(stack, "X", &sluice.AlarmsProps{}) }); !strings.Contains(msg, "Topic is required") {
 		t.Errorf("NewAlarms without a topic: panic %q", msg)
@@ -109,18 +90,9 @@ func TestNewAlarms(t *testing.T) {
 	if len(al.ServerErrors) != 2 {
 		t.Errorf("5XX alarms = %d, want 2 (shop, billing)", len(al.ServerErrors))
 	}
-	b, _ := json.Marshal(app.Synth(nil).GetStackByName(jsii.String("Shop")).Template())
-	var tmpl struct {
-		Resources map[string]struct {
-			Type       string
-			Properties map[string]any
-		}
-	}
-	if err := json.Unmarshal(b, &tmpl); err != nil {
-		t.Fatal(err)
-	}
+	res, js := resourcesOf(t, stack)
 	alarms := 0
-	for id, r := range tmpl.Resources {
+	for id, r := range res {
 		if r.Type != "AWS::CloudWatch::Alarm" {
 			continue
 		}
@@ -134,7 +106,7 @@ func TestNewAlarms(t *testing.T) {
 		t.Errorf("alarms = %d, want 9 (fail-open, fail-closed, breaker, rules refused, throttles, p99, start failures, two APIs' 5XX)", alarms)
 	}
 	for _, name := range []string{`"Value":"shop"`, `"Value":"billing"`} {
-		if !strings.Contains(string(b), name) {
+		if !strings.Contains(js, name) {
 			t.Errorf("no 5XX alarm with ApiName %s", name)
 		}
 	}

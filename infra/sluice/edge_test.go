@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
@@ -18,8 +17,7 @@ import (
 // holding no edge key (a dynamic reference), and the publisher's grant
 // exactly the two data-plane calls on that store.
 func TestEdgeFunction(t *testing.T) {
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
+	stack := shopStack()
 	if msg := panicOf(func() { sluice.NewEdgeFunction(stack, "Bad", &sluice.EdgeFunctionProps{}) }); !strings.Contains(msg, "API is required") {
 		t.Errorf("no API: panicked %q", msg)
 	}
@@ -32,18 +30,9 @@ func TestEdgeFunction(t *testing.T) {
 	role := awsiam.NewRole(stack, jsii.String("Publisher"), &awsiam.RoleProps{AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil)})
 	e.GrantPublish(role)
 
-	b, _ := json.Marshal(app.Synth(nil).GetStackByName(jsii.String("Shop")).Template())
-	var tmpl struct {
-		Resources map[string]struct {
-			Type       string
-			Properties map[string]any
-		}
-	}
-	if err := json.Unmarshal(b, &tmpl); err != nil {
-		t.Fatal(err)
-	}
+	res, _ := resourcesOf(t, stack)
 	var fns, stores, policies int
-	for name, r := range tmpl.Resources {
+	for name, r := range res {
 		switch r.Type {
 		case "AWS::CloudFront::KeyValueStore":
 			stores++

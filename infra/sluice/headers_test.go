@@ -1,14 +1,12 @@
 package sluice_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
 
@@ -20,9 +18,7 @@ import (
 // value (in one app: each synth is a node round trip) and checks the 429's
 // response parameters, exactly, and the authorizer's RATELIMIT_HEADERS.
 func TestGatewayResponseDialects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
-	}
+	skipSynth(t)
 	draft11 := map[string]string{"RateLimit-Policy": "rateLimitPolicy", "RateLimit": "rateLimit"}
 	draft6 := map[string]string{"RateLimit-Limit": "limit", "RateLimit-Remaining": "remaining", "RateLimit-Reset": "reset"}
 	legacy := map[string]string{"X-RateLimit-Limit": "limit", "X-RateLimit-Remaining": "remaining", "X-RateLimit-Reset": "resetAt"}
@@ -43,12 +39,7 @@ func TestGatewayResponseDialects(t *testing.T) {
 	stacks := make([]awscdk.Stack, len(tests))
 	for i, tt := range tests {
 		stack := awscdk.NewStack(app, jsii.String(fmt.Sprintf("S%d", i)), nil)
-		api := awsapigateway.NewRestApi(stack, jsii.String("Api"), nil)
-		a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{
-			FunctionProps:    sluice.FunctionProps{AssetDir: "testdata/authorizer"},
-			RateLimitHeaders: tt.headers,
-		})
-		api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
+		a, api := authorizedAPI(stack, sluice.AuthorizerProps{RateLimitHeaders: tt.headers}, nil)
 		if tt.method {
 			a.AddGatewayResponses(stack, "RateLimit", api)
 		} else {
@@ -107,9 +98,7 @@ func TestGatewayResponseDialects(t *testing.T) {
 }
 
 func TestAuthorizerUnknownDialect(t *testing.T) {
-	if testing.Short() {
-		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
-	}
+	skipSynth(t)
 	defer func() {
 		r := recover()
 		if msg := fmt.Sprint(r); r == nil || !strings.Contains(msg, "RateLimitHeaders") || !strings.Contains(msg, `"x-ratelimit"`) {
@@ -121,18 +110,4 @@ func TestAuthorizerUnknownDialect(t *testing.T) {
 		FunctionProps:    sluice.FunctionProps{AssetDir: "testdata/authorizer"},
 		RateLimitHeaders: "x-ratelimit",
 	})
-}
-
-// jsonOf turns a template into plain maps and slices.
-func jsonOf(t *testing.T, tmpl assertions.Template) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(tmpl.ToJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

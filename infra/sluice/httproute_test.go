@@ -19,8 +19,7 @@ import (
 // environment, SUBJECT_SOURCES and RATELIMIT_HEADERS, and may read the
 // deployment's secrets; props it cannot synthesize panic naming the field.
 func TestAddHTTPRoute(t *testing.T) {
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
+	stack := shopStack()
 	api := awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), nil)
 	fn := awslambda.NewFunction(stack, jsii.String("Orders"), &awslambda.FunctionProps{
 		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
@@ -50,20 +49,11 @@ func TestAddHTTPRoute(t *testing.T) {
 	if len(routes) != 2 {
 		t.Fatalf("routes = %d, want 2", len(routes))
 	}
-	b, _ := json.Marshal(app.Synth(nil).GetStackByName(jsii.String("Shop")).Template())
-	var tmpl struct {
-		Resources map[string]struct {
-			Type       string
-			Properties map[string]any
-		}
-	}
-	if err := json.Unmarshal(b, &tmpl); err != nil {
-		t.Fatal(err)
-	}
+	res, _ := resourcesOf(t, stack)
 	keys := map[string]bool{}
 	var env map[string]any
 	var integrations, grants int
-	for _, r := range tmpl.Resources {
+	for _, r := range res {
 		switch r.Type {
 		case "AWS::ApiGatewayV2::Route":
 			keys[r.Properties["RouteKey"].(string)] = true

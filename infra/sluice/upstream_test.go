@@ -2,8 +2,6 @@ package sluice_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,33 +13,24 @@ import (
 	"github.com/sluicehq/sluice/infra/sluice"
 )
 
+// upstreamAuthorizer is authorizedAPI of p in stack, the authorizer
+// reading the subject from context:tenant and invoking team-authorizer
+// first.
+func upstreamAuthorizer(stack awscdk.Stack, p sluice.AuthorizerProps) (*sluice.Authorizer, awsapigateway.RestApi) {
+	p.SubjectSources = "context:tenant"
+	p.Upstream = awslambda.Function_FromFunctionArn(stack, jsii.String("TeamAuthorizer"),
+		jsii.String("arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"))
+	return authorizedAPI(stack, p, nil)
+}
+
 // TestAuthorizerUpstream: with Upstream set, the authorizer gets the
 // upstream's ARN as UPSTREAM_AUTHORIZER and lambda:InvokeFunction on it
 // (and nothing else); with SubjectKey, the secret's ARN and a read grant.
 func TestAuthorizerUpstream(t *testing.T) {
-	if testing.Short() {
-		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
-	team := awslambda.Function_FromFunctionArn(stack, jsii.String("TeamAuthorizer"),
-		jsii.String("arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"))
-	key := sluice.NewSubjectKey(stack, "SubjectKey")
-	a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{
-		FunctionProps:  sluice.FunctionProps{AssetDir: dir},
-		SubjectSources: "context:tenant",
-		Upstream:       team,
-		SubjectKey:     key,
-	})
-	api := awsapigateway.NewRestApi(stack, jsii.String("Api"), nil)
-	api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
-	tmpl := app.Synth(nil).GetStackByName(jsii.String("Shop")).Template()
-	b, _ := json.Marshal(tmpl)
-	js := string(b)
+	skipSynth(t)
+	stack := shopStack()
+	upstreamAuthorizer(stack, sluice.AuthorizerProps{SubjectKey: sluice.NewSubjectKey(stack, "SubjectKey")})
+	res, js := resourcesOf(t, stack)
 	for _, want := range []string{
 		`"UPSTREAM_AUTHORIZER":"arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"`,
 		`"SUBJECT_SOURCES":"context:tenant"`,
@@ -52,12 +41,11 @@ func TestAuthorizerUpstream(t *testing.T) {
 		}
 	}
 	var invoke bool
-	for _, r := range tmpl.(map[string]any)["Resources"].(map[string]any) {
-		r := r.(map[string]any)
-		if r["Type"] != "AWS::IAM::Policy" {
+	for _, r := range res {
+		if r.Type != "AWS::IAM::Policy" {
 			continue
 		}
-		pb, _ := json.Marshal(r["Properties"])
+		pb, _ := json.Marshal(r.Properties)
 		if strings.Contains(string(pb), `"Action":"lambda:InvokeFunction"`) &&
 			strings.Contains(string(pb), "function:team-authorizer") {
 			invoke = true
@@ -75,30 +63,15 @@ func TestAuthorizerUpstream(t *testing.T) {
 // Deny Sluice answers over a limit, is the 429 with Retry-After. API
 // Gateway fixes one status per response type, so the two never share one.
 func TestUpstreamDenialResponse(t *testing.T) {
-	if testing.Short() {
-		t.Skip("synthesizes through jsii (node), seconds each: skipped with -short (make check)")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
-	team := awslambda.Function_FromFunctionArn(stack, jsii.String("TeamAuthorizer"),
-		jsii.String("arn:aws:lambda:eu-west-1:123456789012:function:team-authorizer"))
-	a := sluice.NewAuthorizer(stack, "RateLimit", &sluice.AuthorizerProps{
-		FunctionProps: sluice.FunctionProps{AssetDir: dir}, SubjectSources: "context:tenant", Upstream: team,
-	})
-	api := awsapigateway.NewRestApi(stack, jsii.String("Api"), nil)
-	api.Root().AddMethod(jsii.String("GET"), awsapigateway.NewMockIntegration(nil), a.MethodOptions())
+	skipSynth(t)
+	stack := shopStack()
+	a, api := upstreamAuthorizer(stack, sluice.AuthorizerProps{})
 	a.AddGatewayResponses(stack, "RateLimit", api)
-	tmpl := app.Synth(nil).GetStackByName(jsii.String("Shop")).Template()
+	res, _ := resourcesOf(t, stack)
 	byType := map[string]map[string]any{}
-	for _, r := range tmpl.(map[string]any)["Resources"].(map[string]any) {
-		r := r.(map[string]any)
-		if r["Type"] == "AWS::ApiGateway::GatewayResponse" {
-			p := r["Properties"].(map[string]any)
-			byType[p["ResponseType"].(string)] = p
+	for _, r := range res {
+		if r.Type == "AWS::ApiGateway::GatewayResponse" {
+			byType[r.Properties["ResponseType"].(string)] = r.Properties
 		}
 	}
 	unauth, denied := byType["UNAUTHORIZED"], byType["ACCESS_DENIED"]
@@ -122,9 +95,4 @@ func TestUpstreamDenialResponse(t *testing.T) {
 	if p, _ := denied["ResponseParameters"].(map[string]any); p["gatewayresponse.header.Retry-After"] != "context.authorizer.retryAfter" {
 		t.Errorf("ACCESS_DENIED Retry-After = %v, want context.authorizer.retryAfter", p["gatewayresponse.header.Retry-After"])
 	}
-}
-
-func fmtValue(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
