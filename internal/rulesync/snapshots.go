@@ -106,9 +106,6 @@ func NewSnapshots(client redis.UniversalClient, o SnapshotsOptions) *Snapshots {
 		key: o.SigningKey, pub: o.PublicKey, maxAhead: o.MaxAhead, now: o.Now}
 }
 
-// Verifies reports whether s checks signatures (a PublicKey is set).
-func (s *Snapshots) Verifies() bool { return s.pub != nil }
-
 // latest is the newest version s accepts now: MaxAhead past the clock.
 func (s *Snapshots) latest() int64 { return s.now().Add(s.maxAhead).UnixMicro() }
 
