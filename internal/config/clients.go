@@ -187,7 +187,7 @@ type secretSetting struct {
 var (
 	subjectKeySetting   = secretSetting{"SUBJECT_HMAC_KEY", "subject hash key", atLeast(MinSubjectHMACKey)}
 	edgeKeySetting      = secretSetting{"EDGE_KEY", "edge key", atLeast(MinSubjectHMACKey)}
-	originVerifySetting = secretSetting{"ORIGIN_VERIFY", "origin verify", CheckOriginVerify}
+	originVerifySetting = secretSetting{"ORIGIN_VERIFY", "origin verify", checkOriginVerify}
 	rulesSigningSetting = secretSetting{"RULES_SIGNING_KEY", "rules signing key", atLeast(MinRulesSigningKey)}
 )
 
@@ -242,10 +242,10 @@ func RulesSigningSecret(ctx context.Context, cfg Config) ([]byte, error) {
 	return rulesSigningSetting.read(ctx, nil, cfg.RulesSigningKey, cfg.RulesSigningKeySecretARN)
 }
 
-// CheckOriginVerify says what is wrong with v as an origin-verify value:
+// checkOriginVerify says what is wrong with v as an origin-verify value:
 // MinOriginVerify to MaxOriginVerify visible ASCII bytes without a comma,
 // so that it is one header value, sent as is. It never names v's bytes.
-func CheckOriginVerify(v string) error {
+func checkOriginVerify(v string) error {
 	if len(v) < MinOriginVerify || len(v) > MaxOriginVerify {
 		return fmt.Errorf("%d bytes: want %d to %d", len(v), MinOriginVerify, MaxOriginVerify)
 	}

@@ -117,7 +117,7 @@ func TestRedisClient(t *testing.T) {
 		// and a cluster: one retry, one dial retry, RESP2.
 		MaxRetries, DialerRetries, Protocol int
 	}
-	tests := []struct {
+	for _, tc := range []struct {
 		name string
 		cfg  Config
 		want opts
@@ -126,55 +126,39 @@ func TestRedisClient(t *testing.T) {
 		{"tls with url password", Config{RedisURL: "rediss://:urlpw@cache.example:6380"}, opts{"cache.example:6380", "", "urlpw", true, true, 4, 1, 1, 1, 2}},
 		{"auth secret token", Config{RedisURL: "rediss://:urlpw@cache.example:6380", RedisAuthSecretARN: redisARN}, opts{"cache.example:6380", "", "plain-token", true, true, 4, 1, 1, 1, 2}},
 		{"auth secret json", Config{RedisURL: "redis://cache:6379", RedisAuthSecretARN: redisARN + "-json"}, opts{"cache:6379", "limiter", "json-token", false, true, 4, 1, 1, 1, 2}},
-	}
-	for _, tc := range tests {
+		{"cluster", Config{RedisURL: "rediss://cfg.cache.example:6379?addr=node2:6379", RedisMode: RedisCluster, RedisAuthSecretARN: redisARN},
+			opts{"cfg.cache.example:6379,node2:6379", "", "plain-token", true, true, 4, 1, 1, 1, 2}},
+		// A failover client is a *redis.Client whose dialer asks the
+		// sentinels: the limiter's type assertions and pool sizing hold.
+		{"sentinel", Config{RedisURL: "redis://:urlpw@s1:26379?master_name=sluice&addr=s2:26379", RedisMode: RedisSentinel, RedisPoolSize: 16},
+			opts{"FailoverClient", "", "urlpw", false, true, 16, 1, 1, 1, 2}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := newRedis(t.Context(), tc.cfg, secrets)
 			if err != nil {
 				t.Fatalf("newRedis() error = %v", err)
 			}
 			defer c.Close()
-			o := c.(*redis.Client).Options()
-			got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
+			var got opts
+			switch c := c.(type) {
+			case *redis.ClusterClient:
+				o := c.Options()
+				got = opts{strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
+				// TRYAGAIN during a reshard is retried within the limiter's budget.
+				if o.MinRetryBackoff != time.Millisecond || o.MaxRetryBackoff != 4*time.Millisecond || o.MaxRedirects != 8 {
+					t.Errorf("newRedis(cluster) retries: backoff %v..%v, %d redirects; want 1ms..4ms, 8", o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects)
+				}
+			case *redis.Client:
+				o := c.Options()
+				got = opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
+			default:
+				t.Fatalf("newRedis() = %T", c)
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("newRedis() options mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
-
-	t.Run("cluster", func(t *testing.T) {
-		c, err := newRedis(t.Context(), Config{RedisURL: "rediss://cfg.cache.example:6379?addr=node2:6379", RedisMode: RedisCluster, RedisAuthSecretARN: redisARN}, secrets)
-		if err != nil {
-			t.Fatalf("newRedis(cluster) error = %v", err)
-		}
-		defer c.Close()
-		o := c.(*redis.ClusterClient).Options()
-		got := opts{strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
-		want := opts{"cfg.cache.example:6379,node2:6379", "", "plain-token", true, true, 4, 1, 1, 1, 2}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("newRedis(cluster) options mismatch (-want +got):\n%s", diff)
-		}
-		// TRYAGAIN during a reshard is retried within the limiter's budget.
-		if o.MinRetryBackoff != time.Millisecond || o.MaxRetryBackoff != 4*time.Millisecond || o.MaxRedirects != 8 {
-			t.Errorf("newRedis(cluster) retries: backoff %v..%v, %d redirects; want 1ms..4ms, 8", o.MinRetryBackoff, o.MaxRetryBackoff, o.MaxRedirects)
-		}
-	})
-
-	t.Run("sentinel", func(t *testing.T) {
-		c, err := newRedis(t.Context(), Config{RedisURL: "redis://:urlpw@s1:26379?master_name=sluice&addr=s2:26379", RedisMode: RedisSentinel, RedisPoolSize: 16}, secrets)
-		if err != nil {
-			t.Fatalf("newRedis(sentinel) error = %v", err)
-		}
-		defer c.Close()
-		// A failover client is a *redis.Client whose dialer asks the
-		// sentinels: the limiter's type assertions and pool sizing hold.
-		o := c.(*redis.Client).Options()
-		got := opts{o.Addr, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.PoolSize, o.MinIdleConns, o.MaxRetries, o.DialerRetries, o.Protocol}
-		want := opts{"FailoverClient", "", "urlpw", false, true, 16, 1, 1, 1, 2}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("newRedis(sentinel) options mismatch (-want +got):\n%s", diff)
-		}
-	})
 
 	// Sentinel settings that the client does not show: the sentinels, the
 	// master name and who authenticates where.

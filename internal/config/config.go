@@ -146,7 +146,7 @@ type Config struct {
 	// default one, each by the rules of its name (a rule's "dimension").
 	// Empty: none.
 	Dimensions []identity.Dimension
-	// SubjectShow is SUBJECT_SHOW parsed (ParseSubjectShow): the kinds of
+	// SubjectShow is SUBJECT_SHOW parsed (parseSubjectShow): the kinds of
 	// source whose subjects the decision log and the stats show as sent.
 	// Identities only (jwt, context, principal, ip); empty: none.
 	SubjectShow []identity.SourceKind
@@ -441,7 +441,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 	c.SubjectSources = parsed(r, "SUBJECT_SOURCES", identity.ParseSources)
 	c.Dimensions = parsed(r, "DIMENSIONS", identity.ParseDimensions)
-	c.SubjectShow = parsed(r, "SUBJECT_SHOW", ParseSubjectShow)
+	c.SubjectShow = parsed(r, "SUBJECT_SHOW", parseSubjectShow)
 	c.UpstreamAuthorizer = r.get("UPSTREAM_AUTHORIZER")
 	if v := c.UpstreamAuthorizer; v != "" && (len(v) > 170 || strings.ContainsAny(v, " \t/")) {
 		r.fail("UPSTREAM_AUTHORIZER", "%q is not a Lambda function name or ARN", v)
@@ -657,11 +657,11 @@ var (
 	credentialKinds = []string{"header", "query", "apikey"}
 )
 
-// ParseSubjectShow reads SUBJECT_SHOW, a comma list of source kinds such
+// parseSubjectShow reads SUBJECT_SHOW, a comma list of source kinds such
 // as "jwt,principal": whose subjects may be shown as sent. A credential
 // kind (header, query, apikey) is refused with the reason; every problem
 // is reported. "" is none.
-func ParseSubjectShow(s string) ([]identity.SourceKind, error) {
+func parseSubjectShow(s string) ([]identity.SourceKind, error) {
 	var (
 		out  []identity.SourceKind
 		errs []error

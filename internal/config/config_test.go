@@ -452,20 +452,20 @@ func TestParseSubjectShow(t *testing.T) {
 		{"jwt:sub", nil, []string{`"jwt:sub": name the kind only (jwt)`}},
 		{"ip,,cookie", nil, []string{"empty item", `"cookie" is not a source kind`}},
 	} {
-		got, err := ParseSubjectShow(tc.in)
+		got, err := parseSubjectShow(tc.in)
 		if tc.wantErr == nil {
 			if err != nil || !slices.Equal(got, tc.want) {
-				t.Errorf("ParseSubjectShow(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+				t.Errorf("parseSubjectShow(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 			}
 			continue
 		}
 		if err == nil {
-			t.Errorf("ParseSubjectShow(%q) = %v, want an error", tc.in, got)
+			t.Errorf("parseSubjectShow(%q) = %v, want an error", tc.in, got)
 			continue
 		}
 		for _, w := range tc.wantErr {
 			if !strings.Contains(err.Error(), w) {
-				t.Errorf("ParseSubjectShow(%q) error %q does not say %q", tc.in, err, w)
+				t.Errorf("parseSubjectShow(%q) error %q does not say %q", tc.in, err, w)
 			}
 		}
 	}
