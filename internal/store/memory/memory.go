@@ -574,7 +574,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 			out[i], err = s.applyOp(op, b.Set, actor)
 		}
 		if err != nil {
-			err = &store.BatchError{Index: i, Op: op.Describe(), Err: err}
+			err = &store.BatchError{Index: i, Op: b.Ops[i].Describe(), Err: err}
 			break
 		}
 	}
@@ -587,9 +587,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 		return nil, fmt.Errorf("apply set %q: %w", b.Set, err)
 	}
 	// One version for the batch, as one transaction gets in PostgreSQL.
-	if len(b.Ops) > 0 {
-		s.version = max(saved.version+1, time.Now().UnixMicro())
-	}
+	s.version = max(saved.version+1, time.Now().UnixMicro())
 	return out, nil
 }
 
