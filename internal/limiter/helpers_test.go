@@ -3,8 +3,6 @@ package limiter
 import (
 	"context"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,51 +47,6 @@ func redisNow(t testing.TB, c redis.UniversalClient) time.Time {
 		t.Fatalf("TIME: %v", err)
 	}
 	return now
-}
-
-// crowd runs goroutines workers on each of ls for run, real time (the
-// refill is what the bounds count), each calling call(l, n), n its calls
-// so far, until stop is set (by crowd, once run is over). Each connects
-// first: a bucket starts full, so refill during a slow start would be
-// lost. It returns two brackets of timeClient's Redis TIME: the outer one
-// starts at t0 and ends at the caller's next reading, holding every call;
-// the inner one, [i0, i1], lies within the calls (i0 after a first call
-// returned, i1 while every worker still calls).
-func crowd(t *testing.T, timeClient redis.UniversalClient, ls []*Limiter, goroutines int, run time.Duration, stop *atomic.Bool, call func(l *Limiter, n int)) (t0, i0, i1 time.Time) {
-	t.Helper()
-	var first atomic.Bool
-	firstDone, start := make(chan struct{}), make(chan struct{})
-	var wg, ready sync.WaitGroup
-	for _, l := range ls {
-		for range goroutines {
-			wg.Add(1)
-			ready.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := l.rdb.(*redis.Client).Ping(context.Background()).Err(); err != nil {
-					t.Error(err)
-				}
-				ready.Done()
-				<-start
-				for n := 0; !stop.Load(); n++ {
-					call(l, n)
-					if first.CompareAndSwap(false, true) {
-						close(firstDone)
-					}
-				}
-			}()
-		}
-	}
-	ready.Wait()
-	t0 = redisNow(t, timeClient)
-	close(start)
-	<-firstDone
-	i0 = redisNow(t, timeClient)
-	time.Sleep(run) // sleep: the run is real time on Redis TIME, the refill the bound counts
-	i1 = redisNow(t, timeClient)
-	stop.Store(true)
-	wg.Wait()
-	return t0, i0, i1
 }
 
 // subject returns a subject unique to this call.

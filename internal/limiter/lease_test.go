@@ -438,7 +438,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			}
 			req := Request{Subject: "hot-subject", Buckets: bs, Cost: tt.cost}
 
-			var admitted, denied, failed atomic.Int64
+			var calls tally
 			var peak atomic.Int64
 			// The longest stretch in which no call completed: a loaded
 			// machine can starve every worker for longer than a bucket
@@ -448,15 +448,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 			var lastDone, maxGap atomic.Int64
 			var stop atomic.Bool
 			t0, i0, i1 := crowd(t, timeClient, ls, goroutines, run, &stop, func(l *Limiter, n int) {
-				d, err := l.Allow(context.Background(), req)
-				switch {
-				case err != nil:
-					failed.Add(1)
-				case d.Allowed:
-					admitted.Add(1)
-				default:
-					denied.Add(1)
-				}
+				calls.allow(l, req)
 				if n%16 == 0 {
 					// Sample the tokens held by all leases, for the record.
 					var out int64
@@ -491,12 +483,12 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 						}
 						d, err := l.Allow(context.Background(), req)
 						if err != nil {
-							failed.Add(1)
+							calls.failed.Add(1)
 						}
 						if err != nil || !d.Allowed {
 							break
 						}
-						admitted.Add(1)
+						calls.admitted.Add(1)
 					}
 				}
 			}
@@ -524,15 +516,15 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 				s.LeaseReturned += st.LeaseReturned
 				s.RedisCalls += st.RedisCalls
 			}
-			if n := failed.Load(); n > 0 {
+			if n := calls.failed.Load(); n > 0 {
 				t.Fatalf("%d calls failed", n)
 			}
 			// Leases hold tokens, cost per request.
 			held, lost = held/tt.cost, lost/tt.cost
 			most, least := bound(t1.Sub(t0)), bound(i1.Sub(i0))
-			got := admitted.Load()
+			got := calls.admitted.Load()
 			t.Logf("admitted %d, denied %d; burst + rate×elapsed = %.2f (outer, %v) / %.2f (inner, %v)",
-				got, denied.Load(), most, t1.Sub(t0), least, i1.Sub(i0))
+				got, calls.denied.Load(), most, t1.Sub(t0), least, i1.Sub(i0))
 			t.Logf("leases %d (%d tokens), leased admissions %d, script calls %d, returned %d; held at the stop %d, peak held %d, lost %d; left in the bucket %d",
 				s.Leases, s.LeaseTokens, s.Leased, s.RedisCalls, s.LeaseReturned, held, peak.Load(), lost, left)
 			if float64(got) > most {
@@ -553,7 +545,7 @@ func TestLeaseExactUnderConcurrency(t *testing.T) {
 				t.Errorf("admitted %d < burst + rate×elapsed - 1 - held %d - lost %d - left %d = %.2f: tokens lost",
 					got, held, lost, left, least-1-float64(held+lost+left))
 			}
-			if denied.Load() == 0 {
+			if calls.denied.Load() == 0 {
 				t.Errorf("no call was denied: the test did not contend")
 			}
 			if bs[0].Burst > 1000 && s.Leased == 0 {
