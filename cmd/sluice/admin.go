@@ -53,7 +53,7 @@ func printJSON(w io.Writer, v any) error {
 // name.
 func fetch[T any](e *env, c *adminclient.Client, kind, key string) (T, error) {
 	var v T
-	if _, err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key), nil, &v); err != nil {
+	if err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key), nil, &v); err != nil {
 		return v, fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
 	return v, nil
@@ -81,7 +81,7 @@ func history(e *env, a *adminFlags, kind, key string) error {
 		return err
 	}
 	var h admin.HistoryResponse
-	if _, err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key)+"/history", nil, &h); err != nil {
+	if err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key)+"/history", nil, &h); err != nil {
 		return fmt.Errorf("%s history %s: %w", kind, key, err)
 	}
 	return e.print(h.Entries, func() {
@@ -222,7 +222,7 @@ func listRules(e *env, c *adminclient.Client, f rules.Filter) ([]rules.Rule, err
 	q := query("api", f.API, "route", f.Route, "subject", f.Subject, "plan", f.Plan, "limit", "1000")
 	for range 10000 {
 		var p rules.Page
-		if _, err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {
+		if err := c.GetJSON(e.ctx, "/rules", q, &p); err != nil {
 			return nil, fmt.Errorf("list rules: %w", err)
 		}
 		all = append(all, p.Rules...)

@@ -113,7 +113,7 @@ func current(e *env, c *adminclient.Client) (rules.Set, error) {
 		return set, err
 	}
 	var l admin.ListPlansResponse
-	if _, err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
+	if err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
 		return set, fmt.Errorf("list plans: %w", err)
 	}
 	set.Plans = l.Plans

@@ -28,7 +28,7 @@ func (cmd *plansLsCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	var l admin.ListPlansResponse
-	if _, err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
+	if err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
 		return fmt.Errorf("list plans: %w", err)
 	}
 	return e.print(l.Plans, func() { printPlans(e.stdout, l.Plans) })

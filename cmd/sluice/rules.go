@@ -342,7 +342,7 @@ func warnNeverMatches(e *env, c *adminclient.Client, api, route string) {
 		return
 	}
 	var rs local.Resources
-	if _, err := c.GetJSON(e.ctx, "/resources", nil, &rs); err != nil {
+	if err := c.GetJSON(e.ctx, "/resources", nil, &rs); err != nil {
 		return // not sluice local, or an older one
 	}
 	for _, w := range rs.Warnings(api, route) {

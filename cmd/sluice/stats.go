@@ -33,7 +33,7 @@ func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
 	}
 	var rep stats.Report
 	q := url.Values{"window": {cmd.Window}, "top": {strconv.Itoa(cmd.Top)}}
-	if _, err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {
+	if err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {
 		return nameFlags(err)
 	}
 	// The tables name each rule by its scope; -o json keeps the ids.

@@ -130,7 +130,7 @@ func (cmd *subjectsLimitsCmd) Run(e *env, a *adminFlags) error {
 		return err
 	}
 	var l admin.SubjectLimitsResponse
-	if _, err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", query("api", cmd.API, "route", cmd.Route, "dimension", cmd.Dimension), &l); err != nil {
+	if err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", query("api", cmd.API, "route", cmd.Route, "dimension", cmd.Dimension), &l); err != nil {
 		return fmt.Errorf("limits of subject %s: %w", cmd.Subject, err)
 	}
 	return e.print(l, func() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,16 +176,10 @@ type verifier struct {
 	// sm describes the subject key's primary secret, in regions[0]; nil
 	// builds a Secrets Manager client there.
 	sm secretDescriber
-	// What to remove once the checks are done: the rules written, each
-	// with its subject, and the client that wrote them.
+	// What to remove once the checks are done: the rules written (and
+	// their subjects' buckets), and the client that wrote them.
 	c       *adminclient.Client
-	written []writtenRule
-}
-
-// writtenRule is a rule verify wrote and the subject it was for.
-type writtenRule struct {
-	rule    rules.Rule
-	subject string
+	written []rules.Rule
 }
 
 // alarmLister is the CloudWatch call verify makes (cloudwatch.Client).
@@ -235,7 +228,7 @@ func (v *verifier) checks() {
 // next ones need stops them (each then reported as not run).
 func (v *verifier) apiChecks(ctx context.Context) {
 	// 1. Unsigned: refused.
-	resp, err := v.do(ctx, http.MethodGet, v.t.admin+"/rules", nil, nil)
+	resp, err := v.get(ctx, v.t.admin+"/rules", "")
 	if err == nil && resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		err = fmt.Errorf("GET /rules without credentials = %d, want 401 or 403", resp.StatusCode)
 	}
@@ -247,7 +240,7 @@ func (v *verifier) apiChecks(ctx context.Context) {
 	})
 	if err == nil {
 		var page rules.Page
-		_, err = c.GetJSON(ctx, "/rules", nil, &page)
+		err = c.GetJSON(ctx, "/rules", nil, &page)
 	}
 	how := "SigV4"
 	if v.t.token != "" {
@@ -261,21 +254,20 @@ func (v *verifier) apiChecks(ctx context.Context) {
 
 	// 3. A rule for a subject of its own binds the demo API's next requests.
 	subject := fmt.Sprintf("sluice-verify-%d", time.Now().UnixNano())
-	limit := int64(1)
 	rule := rules.Rule{
-		API: v.t.api, Route: "GET /hello", Subject: subject, Limit: &limit, Period: rules.Period(time.Hour),
+		API: v.t.api, Route: "GET /hello", Subject: subject, Limit: new(int64(1)), Period: rules.Period(time.Hour),
 		Description: "sluice verify: removed when it finishes",
 	}
-	var created rules.Rule
 	written := time.Now()
-	if err := c.SendJSON(ctx, http.MethodPost, "/rules", rule, 0, &created); err != nil {
+	v.c = c
+	created, err := v.write(ctx, rule)
+	if err != nil {
 		v.add("rule written", err, "")
 		v.notRun("rule binds the demo API", "check API answers", globalCheck)
 		return
 	}
 	v.add("rule written", nil, "POST /rules: %s (1 per hour for %s on GET /hello)", created.ID, subject)
-	v.c, v.written = c, append(v.written, writtenRule{created, subject})
-	v.binds(ctx, created, subject, written)
+	v.binds(ctx, created, written)
 
 	// 4. The check API.
 	var dec struct {
@@ -285,23 +277,50 @@ func (v *verifier) apiChecks(ctx context.Context) {
 	body := map[string]any{"subject": subject + "-check", "api": v.t.api, "route": "GET /hello"}
 	cr, err := c.Do(ctx, http.MethodPost, "/check", nil, body, 0)
 	if err == nil {
-		err = json.Unmarshal(cr.Body, &dec)
+		err = json.Unmarshal(cr, &dec)
 	}
 	if err == nil && dec.Allowed == nil {
-		err = fmt.Errorf("POST /check = %.200s, want a decision", cr.Body)
+		err = fmt.Errorf("POST /check = %.200s, want a decision", cr)
 	}
 	v.add("check API answers", err, "POST /check: allowed=%v", dec.Allowed != nil && *dec.Allowed)
 
 	// 5. A global rule's use reaches the ledger.
-	v.global(ctx, c, subject+"-global")
+	v.global(ctx, subject+"-global")
 
 	// 6. The CDN edge denies a blocked subject, and frees it (verify_edge.go).
 	if v.t.edge {
-		v.edgeChecks(ctx, c, subject+"-edge")
+		v.edgeChecks(ctx, subject+"-edge")
 	}
 }
 
 const globalCheck = "global rule moves the ledger"
+
+// write creates rule through the admin API, and has it removed when the
+// checks are done.
+func (v *verifier) write(ctx context.Context, rule rules.Rule) (rules.Rule, error) {
+	var created rules.Rule
+	if err := v.c.SendJSON(ctx, http.MethodPost, "/rules", rule, 0, &created); err != nil {
+		return created, err
+	}
+	v.written = append(v.written, created)
+	return created, nil
+}
+
+// poll calls try every every until it is done or fails, or deadline
+// passes.
+func poll(ctx context.Context, deadline time.Time, every time.Duration, try func() (done bool, err error)) error {
+	for {
+		done, err := try()
+		if err != nil || done || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
 
 // global writes a global rule for subject and sends the demo API requests
 // under it until the ledger's count of the window moves, within --within:
@@ -309,46 +328,40 @@ const globalCheck = "global rule moves the ledger"
 // endpoint, this Region's replica) and named the budget with the subject
 // key every Region shares. Without that, global decisions fall back to the
 // rule's failure mode and every other check still passes.
-func (v *verifier) global(ctx context.Context, c *adminclient.Client, subject string) {
-	limit := int64(1000)
+func (v *verifier) global(ctx context.Context, subject string) {
 	rule := rules.Rule{
-		API: v.t.api, Route: "GET /hello", Subject: subject, Limit: &limit, Period: rules.Period(time.Hour), Global: true,
+		API: v.t.api, Route: "GET /hello", Subject: subject, Limit: new(int64(1000)), Period: rules.Period(time.Hour), Global: true,
 		Description: "sluice verify: removed when it finishes",
 	}
-	var created rules.Rule
-	if err := c.SendJSON(ctx, http.MethodPost, "/rules", rule, 0, &created); err != nil {
+	created, err := v.write(ctx, rule)
+	if err != nil {
 		v.add(globalCheck, fmt.Errorf("POST /rules (global): %w", err), "")
 		return
 	}
-	v.written = append(v.written, writtenRule{created, subject})
-	deadline := time.Now().Add(v.cmd.Within)
 	query := url.Values{"api": {v.t.api}, "route": {rule.Route}}
 	var got []int
 	var use *admin.GlobalUse
-	for {
-		resp, err := v.do(ctx, http.MethodGet, v.t.demo+"/hello", map[string]string{"x-api-key": subject}, nil)
+	// As binds: under the demo API's throttle.
+	err = poll(ctx, time.Now().Add(v.cmd.Within), 200*time.Millisecond, func() (bool, error) {
+		resp, err := v.get(ctx, v.t.demo+"/hello", subject)
 		if err != nil {
-			v.add(globalCheck, err, "")
-			return
+			return false, err
 		}
 		got = append(got, resp.StatusCode)
 		var lim admin.SubjectLimitsResponse
-		if _, err := c.GetJSON(ctx, "/subjects/"+url.PathEscape(subject)+"/limits", query, &lim); err != nil {
-			v.add(globalCheck, fmt.Errorf("GET /subjects/%s/limits: %w", subject, err), "")
-			return
+		if err := v.c.GetJSON(ctx, "/subjects/"+url.PathEscape(subject)+"/limits", query, &lim); err != nil {
+			return false, fmt.Errorf("GET /subjects/%s/limits: %w", subject, err)
 		}
 		use = nil
-		for _, l := range lim.Limits {
-			if l.Rule == created.ID {
-				use = l.Global
-			}
+		if i := slices.IndexFunc(lim.Limits, func(l admin.BucketLimit) bool { return l.Rule == created.ID }); i >= 0 {
+			use = lim.Limits[i].Global
 		}
-		if use != nil && (use.Error == "no ledger" || use.Used != nil && *use.Used > 0) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // as binds: under the demo API's throttle
+		return use != nil && (use.Error == "no ledger" || use.Used != nil && *use.Used > 0), nil
+	})
+	if err != nil {
+		v.add(globalCheck, err, "")
+		return
 	}
-	var err error
 	switch {
 	case use != nil && use.Error == "no ledger" && v.t.ledger == "":
 		v.skip(globalCheck, "no ledger: global rules are decided as regional ones (a stack outside a family of Regions)")
@@ -369,17 +382,17 @@ func (v *verifier) global(ctx context.Context, c *adminclient.Client, subject st
 	v.add(globalCheck, err, "rule %s: %d taken from the ledger after %d requests", created.ID, used, len(got))
 }
 
-// binds sends GET /hello as subject until the rule's 429, within the bound.
-func (v *verifier) binds(ctx context.Context, r rules.Rule, subject string, written time.Time) {
+// binds sends GET /hello as r's subject until the rule's 429, within the
+// bound.
+func (v *verifier) binds(ctx context.Context, r rules.Rule, written time.Time) {
 	var first, denied *http.Response
 	var got []int
-	deadline := written.Add(v.cmd.Within)
-	var err error
-	for {
-		resp, rerr := v.do(ctx, http.MethodGet, v.t.demo+"/hello", map[string]string{"x-api-key": subject}, nil)
-		if rerr != nil {
-			err = rerr
-			break
+	// 5 a second: under the demo API's throttle (10 a second, burst 20),
+	// and a version poll (1 s) is several tries.
+	err := poll(ctx, written.Add(v.cmd.Within), 200*time.Millisecond, func() (bool, error) {
+		resp, err := v.get(ctx, v.t.demo+"/hello", r.Subject)
+		if err != nil {
+			return false, err
 		}
 		got = append(got, resp.StatusCode)
 		if first == nil && resp.StatusCode == http.StatusOK {
@@ -387,15 +400,9 @@ func (v *verifier) binds(ctx context.Context, r rules.Rule, subject string, writ
 		}
 		if resp.StatusCode == http.StatusTooManyRequests && strings.Contains(resp.Header.Get("RateLimit-Policy"), `"`+r.ID+`"`) {
 			denied = resp
-			break
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		// 5 a second: under the demo API's throttle (10 a second, burst
-		// 20), and a version poll (1 s) is several tries.
-		time.Sleep(200 * time.Millisecond)
-	}
+		return denied != nil, nil
+	})
 	took := time.Since(written).Round(10 * time.Millisecond)
 	if err == nil && slices.Contains(got, http.StatusUnauthorized) {
 		err = fmt.Errorf("answers %v: a request with a subject got 401", got)
@@ -578,27 +585,26 @@ func (v *verifier) cleanup(c *adminclient.Client) {
 	ctx := context.WithoutCancel(v.e.ctx)
 	var err error
 	var ids []string
-	for i, w := range v.written {
-		r := w.rule
+	for i, r := range v.written {
 		ids = append(ids, r.ID)
 		if derr := c.SendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(r.ID), nil, r.Version, nil); derr != nil {
 			err = errors.Join(err, derr)
 			continue
 		}
-		subjects := []string{w.subject}
+		subjects := []string{r.Subject}
 		if i == 0 {
-			subjects = append(subjects, w.subject+"-check")
+			subjects = append(subjects, r.Subject+"-check")
 		}
 		for _, s := range subjects {
 			if _, rerr := c.Do(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(s)+"/buckets", nil, nil, 0); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("reset subject %s: %w", s, rerr))
 			}
 		}
-		if _, gerr := c.GetJSON(ctx, "/rules/"+url.PathEscape(r.ID), nil, &rules.Rule{}); !isNotFound(gerr) {
+		if gerr := c.GetJSON(ctx, "/rules/"+url.PathEscape(r.ID), nil, &rules.Rule{}); !isNotFound(gerr) {
 			err = errors.Join(err, fmt.Errorf("rule %s still there after DELETE: %v", r.ID, gerr))
 		}
 	}
-	v.add("test rules and subjects removed", err, "rules %s deleted, buckets of %s reset", strings.Join(ids, ", "), v.written[0].subject)
+	v.add("test rules and subjects removed", err, "rules %s deleted, buckets of %s reset", strings.Join(ids, ", "), v.written[0].Subject)
 }
 
 func (v *verifier) notRun(checks ...string) {
@@ -607,14 +613,15 @@ func (v *verifier) notRun(checks ...string) {
 	}
 }
 
-// do sends one request without admin credentials and reads the answer.
-func (v *verifier) do(ctx context.Context, method, target string, hdr map[string]string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+// get sends GET target without admin credentials, as subject (its API
+// key; "" for none), and reads the answer.
+func (v *verifier) get(ctx context.Context, target, subject string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, err
 	}
-	for k, val := range hdr {
-		req.Header.Set(k, val)
+	if subject != "" {
+		req.Header.Set("x-api-key", subject)
 	}
 	resp, err := v.http.Do(req)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -31,27 +30,24 @@ const edgeGenerated = "FunctionGeneratedResponse from cloudfront"
 // tier's one false-deny bound, measured. On AWS it first asks the API's
 // own URL, without the distribution's header: API Gateway must answer
 // 401 (the authorizer's identity source).
-func (v *verifier) edgeChecks(ctx context.Context, c *adminclient.Client, subject string) {
+func (v *verifier) edgeChecks(ctx context.Context, subject string) {
 	if v.t.direct != "" {
-		resp, err := v.do(ctx, http.MethodGet, v.t.direct+"/hello", map[string]string{"x-api-key": subject}, nil)
+		resp, err := v.get(ctx, v.t.direct+"/hello", subject)
 		if err == nil && resp.StatusCode != http.StatusUnauthorized {
 			err = fmt.Errorf("GET %s/hello without X-Origin-Verify = %d, want 401: the API can be called around the edge", v.t.direct, resp.StatusCode)
 		}
 		v.add(edgeDirectCheck, err, "GET /hello on the API's own URL: %d", status(resp))
 	}
-	limit := int64(0)
-	expires := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Second)
 	block := rules.Rule{
-		API: v.t.api, Route: "*", Subject: subject, Limit: &limit, Period: rules.Period(time.Minute), ExpiresAt: &expires,
-		Description: "sluice verify: the edge's block, removed when it finishes",
+		API: v.t.api, Route: "*", Subject: subject, Limit: new(int64(0)), Period: rules.Period(time.Minute),
+		ExpiresAt: new(time.Now().Add(10 * time.Minute).UTC().Truncate(time.Second)), Description: "sluice verify: the edge's block, removed when it finishes",
 	}
-	var created rules.Rule
-	if err := c.SendJSON(ctx, http.MethodPost, "/rules", block, 0, &created); err != nil {
+	created, err := v.write(ctx, block)
+	if err != nil {
 		v.add(edgeDenyCheck, err, "")
 		v.notRun(edgeFreeCheck)
 		return
 	}
-	v.written = append(v.written, writtenRule{created, subject})
 	blocked := time.Now()
 	// The authorizer's first 429 records the denial; the publisher takes
 	// it to the store.
@@ -68,7 +64,7 @@ func (v *verifier) edgeChecks(ctx context.Context, c *adminclient.Client, subjec
 		v.notRun(edgeFreeCheck)
 		return
 	}
-	if err := c.SendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(created.ID), nil, created.Version, nil); err != nil {
+	if err := v.c.SendJSON(ctx, http.MethodDelete, "/rules/"+url.PathEscape(created.ID), nil, created.Version, nil); err != nil {
 		v.add(edgeFreeCheck, err, "")
 		return
 	}
@@ -85,24 +81,18 @@ func (v *verifier) edgeChecks(ctx context.Context, c *adminclient.Client, subjec
 // throttle) until the edge answers (deny) or does not (!deny), or
 // --edge-within passes: ok says which.
 func (v *verifier) pollEdge(ctx context.Context, subject string, deny bool) (*http.Response, bool, error) {
-	deadline := time.Now().Add(v.cmd.EdgeWithin)
-	for {
-		resp, err := v.do(ctx, http.MethodGet, v.t.demo+"/hello", map[string]string{"x-api-key": subject}, nil)
-		if err != nil {
-			return nil, false, err
+	var resp *http.Response
+	var ok bool
+	err := poll(ctx, time.Now().Add(v.cmd.EdgeWithin), v.cmd.edgePoll(), func() (bool, error) {
+		var err error
+		if resp, err = v.get(ctx, v.t.demo+"/hello", subject); err != nil {
+			return false, err
 		}
-		if fromEdge := resp.Header.Get("X-Cache") == edgeGenerated; fromEdge == deny {
-			return resp, true, nil
-		}
-		if time.Now().After(deadline) {
-			return resp, false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return resp, false, ctx.Err()
-		case <-time.After(v.cmd.edgePoll()):
-		}
-	}
+		fromEdge := resp.Header.Get("X-Cache") == edgeGenerated
+		ok = fromEdge == deny
+		return ok, nil
+	})
+	return resp, ok, err
 }
 
 // edgePoll is how often pollEdge asks: every 2 s, or a tenth of

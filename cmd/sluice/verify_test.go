@@ -63,10 +63,11 @@ func TestVerifyLocal(t *testing.T) {
 	}
 }
 
-// verifyBin runs the built sluice verify -o json against p with token.
-func verifyBin(t *testing.T, p *localProc, token string) (string, int) {
+// verifyBin runs the built sluice verify -o json against p with token and
+// args: its stdout, then its stderr when it failed.
+func verifyBin(t *testing.T, p *localProc, token string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, "verify", "--local", p.base, "-o", "json")
+	cmd := exec.Command(sluiceBin, append([]string{"verify", "--local", p.base, "-o", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+token)
 	b, err := cmd.Output()
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -80,8 +81,10 @@ func verifyBin(t *testing.T, p *localProc, token string) (string, int) {
 // TestVerifyTarget: verify reads what it checks from cdk deploy's outputs
 // file: the demo API (its id is the rules' api), the admin API and the
 // alarm topic; a family's stack, its ledger, subject key and Regions; a
-// stack without the demo API, or no target at all, is refused saying what
-// to give.
+// stack with the CDN edge (its EdgeDomain output), verified through the
+// distribution, with its API's own URL the one that must refuse (the
+// rules still name the API's id); a stack without the demo API, or no
+// target at all, is refused saying what to give.
 func TestVerifyTarget(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -92,26 +95,34 @@ func TestVerifyTarget(t *testing.T) {
 		"Lean": {"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/"},
 		"Sluice-eu-west-2": {"DemoApiUrl": "https://k1l2m3n4o5.execute-api.eu-west-2.amazonaws.com/prod/",
 		"AdminApiUrl": "https://p6q7r8s9t0.execute-api.eu-west-2.amazonaws.com/prod/", "LedgerTable": "Sluice-ledger",
-		"SubjectKeyName": "Sluice-subject-key", "GlobalRegions": "eu-west-1,eu-west-2,eu-west-3"}}`
+		"SubjectKeyName": "Sluice-subject-key", "GlobalRegions": "eu-west-1,eu-west-2,eu-west-3"},
+		"Edge": {"DemoApiUrl": "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod/",
+		"AdminApiUrl": "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod/", "EdgeDomain": "d111111abcdef8.cloudfront.net"}}`
 	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&verifyCmd{Outputs: file, Stack: "Sluice"}).target()
-	want := verifyTarget{
-		demo: "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod", admin: "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod",
-		api: "a1b2c3d4e5", stack: "Sluice", topic: "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic",
-	}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("target() = %+v, %v; want %+v", got, err, want)
-	}
-	got, err = (&verifyCmd{Outputs: file, Stack: "Sluice-eu-west-2"}).target()
-	want = verifyTarget{
-		demo: "https://k1l2m3n4o5.execute-api.eu-west-2.amazonaws.com/prod", admin: "https://p6q7r8s9t0.execute-api.eu-west-2.amazonaws.com/prod",
-		api: "k1l2m3n4o5", stack: "Sluice-eu-west-2", ledger: "Sluice-ledger", subjectKey: "Sluice-subject-key",
-		regions: []string{"eu-west-1", "eu-west-2", "eu-west-3"},
-	}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("target() = %+v, %v; want %+v", got, err, want)
+	for _, tt := range []struct {
+		stack string
+		want  verifyTarget
+	}{
+		{"Sluice", verifyTarget{
+			demo: "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod", admin: "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod",
+			api: "a1b2c3d4e5", stack: "Sluice", topic: "arn:aws:sns:eu-west-1:123456789012:Sluice-AlarmTopic",
+		}},
+		{"Sluice-eu-west-2", verifyTarget{
+			demo: "https://k1l2m3n4o5.execute-api.eu-west-2.amazonaws.com/prod", admin: "https://p6q7r8s9t0.execute-api.eu-west-2.amazonaws.com/prod",
+			api: "k1l2m3n4o5", stack: "Sluice-eu-west-2", ledger: "Sluice-ledger", subjectKey: "Sluice-subject-key",
+			regions: []string{"eu-west-1", "eu-west-2", "eu-west-3"},
+		}},
+		{"Edge", verifyTarget{
+			demo: "https://d111111abcdef8.cloudfront.net", admin: "https://f6g7h8i9j0.execute-api.eu-west-1.amazonaws.com/prod",
+			api: "a1b2c3d4e5", stack: "Edge", edge: true, direct: "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/prod",
+		}},
+	} {
+		got, err := (&verifyCmd{Outputs: file, Stack: tt.stack}).target()
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("target() of %s = %+v, %v; want %+v", tt.stack, got, err, tt.want)
+		}
 	}
 	for _, tt := range []struct {
 		cmd  verifyCmd

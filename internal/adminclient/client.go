@@ -31,8 +31,8 @@ import (
 // DefaultEndpoint is the admin API of `sluice local` on its default address.
 const DefaultEndpoint = "http://127.0.0.1:8080/admin"
 
-// MaxResponse bounds what the client reads from the admin API.
-const MaxResponse = 16 << 20
+// maxResponse bounds what the client reads from the admin API.
+const maxResponse = 16 << 20
 
 // Client talks to the admin API: the local gateway's /admin/ with a
 // bearer token, or a deployed Admin REST API with SigV4-signed requests.
@@ -159,17 +159,11 @@ func decodeAPIError(status int, body []byte) *APIError {
 	return e
 }
 
-// Response is a 2xx answer.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// Do sends one request to endpoint+path (path escaped by the caller). in, when not nil, is sent as JSON;
+// Do sends one request to endpoint+path (path escaped by the caller) and
+// returns the body of its 2xx answer. in, when not nil, is sent as JSON;
 // ifMatch > 0 sets If-Match to the quoted version. A non-2xx answer is an
 // *APIError.
-func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) (Response, error) {
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) ([]byte, error) {
 	// path is already escaped by the caller (url.PathEscape on each id).
 	target := c.endpoint.String() + path
 	if len(query) > 0 {
@@ -177,18 +171,18 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return Response{}, fmt.Errorf("encode request: %w", err)
+			return nil, fmt.Errorf("encode request: %w", err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	if in != nil {
@@ -198,25 +192,25 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
 	}
 	if err := c.authorize(ctx, req, body); err != nil {
-		return Response{}, err
+		return nil, err
 	}
 	resp, err := c.http.Do(req)
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return Response{}, fmt.Errorf("%w (is sluice local running, and --endpoint or SLUICE_ENDPOINT right?)", err)
+		return nil, fmt.Errorf("%w (is sluice local running, and --endpoint or SLUICE_ENDPOINT right?)", err)
 	} else if err != nil {
-		return Response{}, err // a *url.Error: it names the method and URL
+		return nil, err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return Response{}, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
+		return nil, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		ae := decodeAPIError(resp.StatusCode, rb)
 		ae.Hint = c.hint(resp.StatusCode)
-		return Response{}, ae
+		return nil, ae
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: rb}, nil
+	return rb, nil
 }
 
 // hint explains a 404 from an unsigned endpoint whose path does not end in
@@ -250,26 +244,26 @@ func (c *Client) authorize(ctx context.Context, req *http.Request, body []byte) 
 }
 
 // GetJSON fetches path and decodes the answer into out.
-func (c *Client) GetJSON(ctx context.Context, path string, query url.Values, out any) (Response, error) {
-	r, err := c.Do(ctx, http.MethodGet, path, query, nil, 0)
+func (c *Client) GetJSON(ctx context.Context, path string, query url.Values, out any) error {
+	b, err := c.Do(ctx, http.MethodGet, path, query, nil, 0)
 	if err != nil {
-		return r, err
+		return err
 	}
-	if err := json.Unmarshal(r.Body, out); err != nil {
-		return r, fmt.Errorf("decode %s: %w", path, err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
 	}
-	return r, nil
+	return nil
 }
 
 // SendJSON sends in with method and decodes the answer into out (when out
 // is not nil and the answer has a body).
 func (c *Client) SendJSON(ctx context.Context, method, path string, in any, ifMatch int64, out any) error {
-	r, err := c.Do(ctx, method, path, nil, in, ifMatch)
+	b, err := c.Do(ctx, method, path, nil, in, ifMatch)
 	if err != nil {
 		return err
 	}
-	if out != nil && len(bytes.TrimSpace(r.Body)) > 0 {
-		if err := json.Unmarshal(r.Body, out); err != nil {
+	if out != nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
 			return fmt.Errorf("decode %s answer: %w", path, err)
 		}
 	}

@@ -55,7 +55,7 @@ func TestSigV4(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out map[string]any
-	if _, err := c.GetJSON(ctx, "/rules", nil, &out); err != nil {
+	if err := c.GetJSON(ctx, "/rules", nil, &out); err != nil {
 		t.Fatalf("GetJSON: %v", err)
 	}
 	auth := got.Get("Authorization")
@@ -101,7 +101,7 @@ func TestAPIError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.GetJSON(ctx, "/rules", nil, &struct{}{})
+		err = c.GetJSON(ctx, "/rules", nil, &struct{}{})
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != tt.status {
 			t.Fatalf("GET %s/rules = %v, want an *APIError %d", tt.endpoint, err, tt.status)

@@ -34,20 +34,20 @@ var (
 	proxiedResponse = []string{"Content-Type", "Etag", "Location", "Allow", "Retry-After", "Cache-Control", "Accept-Post"}
 )
 
-// UpstreamHeader is the response header Proxy adds to every answer: the
+// upstreamHeader is the response header Proxy adds to every answer: the
 // admin API it forwards to (Endpoint, credentials redacted), which the
 // console shows in its header so that an operator sees which stack they
 // act on.
-const UpstreamHeader = "Sluice-Upstream"
+const upstreamHeader = "Sluice-Upstream"
 
 // Proxy forwards each request, path and query as they are, to the admin
 // API, authorised as every call of c is (signed, or with the bearer
 // token): `sluice console`'s browser calls go through it. The answer,
 // error statuses and problem documents included, goes back unchanged,
-// with UpstreamHeader added.
+// with upstreamHeader added.
 func (c *Client) Proxy() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(UpstreamHeader, c.Endpoint())
+		w.Header().Set(upstreamHeader, c.Endpoint())
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "read request body", http.StatusBadRequest)
@@ -83,7 +83,7 @@ func (c *Client) Proxy() http.Handler {
 			}
 		}
 		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, io.LimitReader(resp.Body, MaxResponse)) //nolint:errcheck // the browser has gone
+		io.Copy(w, io.LimitReader(resp.Body, maxResponse)) //nolint:errcheck // the browser has gone
 	})
 }
 
