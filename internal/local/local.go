@@ -228,7 +228,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	// authorizer's fetch at init. The other routes are added once built
 	// (ServeMux takes routes while it serves); until all are, every other
 	// request is answered 503 problem+json, never the mux's plain-text 404
-	// (startingGate). The banner comes last.
+	// (gatedServer). The banner comes last.
 	ln := c.ln
 	if ln == nil {
 		var err error
@@ -239,11 +239,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 	mux := http.NewServeMux()
 	mountJWKS(mux, c.dev)
 	var mounted atomic.Bool
-	srv := &http.Server{
-		Handler:           startingGate(&mounted, mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
-	}
+	srv := gatedServer(&mounted, mux, stderr)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	serving := true
@@ -256,15 +252,11 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 
 	redisDesc := config.Redact(string(cfg.RedisURL))
 	if cfg.RedisURL == "" {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("start embedded Redis: %w", err)
+		rdb, err := st.embeddedRedis(cfg.RedisPoolSize)
+		if err != nil {
+			return err
 		}
-		st.onClose(m.Close)
-		st.onClose(expireMiniredis(m))
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2, PoolSize: cfg.RedisPoolSize})
-		st.onClose(func() { rdb.Close() })
-		o.Redis, redisDesc = rdb, "embedded (miniredis on "+m.Addr()+")"
+		o.Redis, redisDesc = rdb, "embedded (miniredis on "+rdb.Options().Addr+")"
 	}
 
 	// The rules store: PostgreSQL, migrated and seeded through a Migrate
@@ -485,12 +477,13 @@ func dbDownRules(ctx context.Context, a *app.Local, seed string) string {
 // jwksPattern is the development issuer's JWKS route.
 const jwksPattern = "GET /.well-known/jwks.json"
 
-// startingGate serves mux once mounted is true. Before, it serves only the
-// development issuer's JWKS, which the authorizer fetches while it is built,
-// and answers anything else 503 problem+json with Retry-After: a client
-// that connects early learns to retry, not that the route does not exist.
-func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// gatedServer is the server of mux, logging its errors to stderr, that
+// serves mux once mounted is true. Before, it serves only the development
+// issuer's JWKS, which the authorizer fetches while it is built, and
+// answers anything else 503 problem+json with Retry-After: a client that
+// connects early learns to retry, not that the route does not exist.
+func gatedServer(mounted *atomic.Bool, mux *http.ServeMux, stderr io.Writer) *http.Server {
+	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if mounted.Load() {
 			mux.ServeHTTP(w, r)
 			return
@@ -508,6 +501,26 @@ func startingGate(mounted *atomic.Bool, mux *http.ServeMux) http.Handler {
 		w.WriteHeader(status)
 		w.Write(body) //nolint:errcheck // the client has gone
 	})
+	return &http.Server{
+		Handler:           gate,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
+	}
+}
+
+// embeddedRedis starts a miniredis expiring keys in real time
+// (expireMiniredis) and returns a client of it with poolSize
+// connections; both close with s.
+func (s *localStack) embeddedRedis(poolSize int) (*redis.Client, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start embedded Redis: %w", err)
+	}
+	s.onClose(m.Close)
+	s.onClose(expireMiniredis(m))
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2, PoolSize: poolSize})
+	s.onClose(func() { rdb.Close() })
+	return rdb, nil
 }
 
 // firstMigrateTimeout bounds the migration at start: a database that does

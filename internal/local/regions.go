@@ -18,9 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/app"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/ledger"
@@ -229,11 +226,7 @@ func startRegion(ctx context.Context, c Config, cfg config.Config, i int, firstP
 	}
 	var mounted atomic.Bool
 	r := &regionStack{name: regionName(i), base: "http://" + ln.Addr().String(), done: make(chan struct{})}
-	r.srv = &http.Server{
-		Handler:           startingGate(&mounted, mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.New(slog.NewJSONHandler(stderr, nil)).Handler(), slog.LevelWarn),
-	}
+	r.srv = gatedServer(&mounted, mux, stderr)
 	go func() {
 		defer close(r.done)
 		if err := r.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -241,14 +234,10 @@ func startRegion(ctx context.Context, c Config, cfg config.Config, i int, firstP
 		}
 	}()
 
-	m := miniredis.NewMiniRedis()
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		return r, fmt.Errorf("start embedded Redis: %w", err)
+	rdb, err := st.embeddedRedis(cfg.RedisPoolSize)
+	if err != nil {
+		return r, err
 	}
-	st.onClose(m.Close)
-	st.onClose(expireMiniredis(m))
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, Protocol: 2, PoolSize: cfg.RedisPoolSize})
-	st.onClose(func() { rdb.Close() })
 	a, err := app.NewLocal(ctx, cfg, app.Options{
 		Out: stderr, Function: "sluice-" + r.name, Prefix: cfg.RedisPrefix,
 		Redis: rdb, Store: rs, Stats: stats.New(stats.Options{}),
