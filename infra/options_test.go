@@ -116,11 +116,7 @@ func TestProxyName(t *testing.T) {
 // refused at synth, with what to add.
 func TestOptionsRefused(t *testing.T) {
 	const secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db"
-	tests := []struct {
-		name string
-		p    StackProps
-		want []string
-	}{
+	checkValidate(t, []validateCase{
 		// The new VPC is isolated: an existing Redis is unreachable from
 		// it, every decision fails open, silently.
 		{"redisUrl without vpcId", StackProps{RedisURL: "rediss://r.example:6379"}, []string{"RedisURL (redisUrl) needs VpcID", "-c vpcId="}},
@@ -141,19 +137,7 @@ func TestOptionsRefused(t *testing.T) {
 		{"alarm topic not an arn", StackProps{AlarmTopicArn: "alarms"}, []string{`AlarmTopicArn "alarms"`}},
 		{"backup retention", StackProps{DatabaseBackupRetentionDays: 40}, []string{"DatabaseBackupRetentionDays 40"}},
 		{"memory", StackProps{AuthorizerMemory: 64}, []string{"AuthorizerMemory 64"}},
-	}
-	for _, tt := range tests {
-		err := tt.p.validate()
-		if err == nil {
-			t.Errorf("%s: validate() = nil, want an error", tt.name)
-			continue
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: validate() = %v, want %q in it", tt.name, err, w)
-			}
-		}
-	}
+	})
 	for _, ok := range []StackProps{
 		*variantProps(jwt), *variantProps(byo), *variantProps(byoIsolated), *variantProps(lean), *variantProps(localstack),
 	} {

@@ -287,6 +287,21 @@ func nagFindings(t *testing.T, v variant) []nagFinding {
 	return synths[v].nag
 }
 
+// hasProps checks that tmpl has a resource of typ with props, as
+// assertions' HasResourceProperties does, and reports a mismatch as a test
+// error naming what.
+func hasProps(t *testing.T, tmpl assertions.Template, what, typ string, props any) {
+	t.Helper()
+	check(t, what, func() { tmpl.HasResourceProperties(jsii.String(typ), props) })
+}
+
+// countIs checks that tmpl has n resources of typ, and reports a mismatch
+// as a test error naming what.
+func countIs(t *testing.T, tmpl assertions.Template, what, typ string, n float64) {
+	t.Helper()
+	check(t, what, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+}
+
 // check runs an assertions call, which panics on a mismatch, as a test error.
 func check(t *testing.T, what string, f func()) {
 	t.Helper()
@@ -351,9 +366,7 @@ func TestAuthorizerResultCacheIsOff(t *testing.T) {
 		if v == lean {
 			want = 0 // no demo API: APIs elsewhere make their own from AuthorizerArn
 		}
-		check(t, string(v), func() {
-			tmpl.ResourceCountIs(jsii.String("AWS::ApiGateway::Authorizer"), jsii.Number(want))
-		})
+		countIs(t, tmpl, string(v), "AWS::ApiGateway::Authorizer", float64(want))
 		for _, r := range resources(js, "AWS::ApiGateway::Authorizer") {
 			if got := r.Props["AuthorizerResultTtlInSeconds"]; got != 0.0 {
 				t.Errorf("%s: %s AuthorizerResultTtlInSeconds = %v, want 0", v, r.ID, got)
@@ -375,19 +388,17 @@ func TestAuthorizerResultCacheIsOff(t *testing.T) {
 // function get RATELIMIT_HEADERS (the others keep the default, unset).
 func TestRateLimitHeadersProp(t *testing.T) {
 	tmpl, js := synth(t, byo)
-	check(t, "ACCESS_DENIED", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
-			"ResponseType": "ACCESS_DENIED",
-			"ResponseParameters": assertions.Match_ObjectEquals(&map[string]any{
-				"gatewayresponse.header.Content-Type":          "'application/json'",
-				"gatewayresponse.header.Retry-After":           "context.authorizer.retryAfter",
-				"gatewayresponse.header.RateLimit-Policy":      "context.authorizer.rateLimitPolicy",
-				"gatewayresponse.header.RateLimit":             "context.authorizer.rateLimit",
-				"gatewayresponse.header.X-RateLimit-Limit":     "context.authorizer.limit",
-				"gatewayresponse.header.X-RateLimit-Remaining": "context.authorizer.remaining",
-				"gatewayresponse.header.X-RateLimit-Reset":     "context.authorizer.resetAt",
-			}),
-		})
+	hasProps(t, tmpl, "ACCESS_DENIED", "AWS::ApiGateway::GatewayResponse", &map[string]any{
+		"ResponseType": "ACCESS_DENIED",
+		"ResponseParameters": assertions.Match_ObjectEquals(&map[string]any{
+			"gatewayresponse.header.Content-Type":          "'application/json'",
+			"gatewayresponse.header.Retry-After":           "context.authorizer.retryAfter",
+			"gatewayresponse.header.RateLimit-Policy":      "context.authorizer.rateLimitPolicy",
+			"gatewayresponse.header.RateLimit":             "context.authorizer.rateLimit",
+			"gatewayresponse.header.X-RateLimit-Limit":     "context.authorizer.limit",
+			"gatewayresponse.header.X-RateLimit-Remaining": "context.authorizer.remaining",
+			"gatewayresponse.header.X-RateLimit-Reset":     "context.authorizer.resetAt",
+		}),
 	})
 	n := 0
 	for _, r := range resources(js, "AWS::Lambda::Function") {
@@ -410,22 +421,18 @@ func TestRateLimitHeadersProp(t *testing.T) {
 
 func TestAccessDeniedBecomes429(t *testing.T) {
 	tmpl, js := synth(t, full)
-	check(t, "ACCESS_DENIED", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
-			"ResponseType": "ACCESS_DENIED",
-			"StatusCode":   "429",
-			"ResponseParameters": assertions.Match_ObjectLike(&map[string]any{
-				"gatewayresponse.header.Retry-After":      "context.authorizer.retryAfter",
-				"gatewayresponse.header.RateLimit-Policy": "context.authorizer.rateLimitPolicy",
-				"gatewayresponse.header.RateLimit":        "context.authorizer.rateLimit",
-			}),
-		})
+	hasProps(t, tmpl, "ACCESS_DENIED", "AWS::ApiGateway::GatewayResponse", &map[string]any{
+		"ResponseType": "ACCESS_DENIED",
+		"StatusCode":   "429",
+		"ResponseParameters": assertions.Match_ObjectLike(&map[string]any{
+			"gatewayresponse.header.Retry-After":      "context.authorizer.retryAfter",
+			"gatewayresponse.header.RateLimit-Policy": "context.authorizer.rateLimitPolicy",
+			"gatewayresponse.header.RateLimit":        "context.authorizer.rateLimit",
+		}),
 	})
-	check(t, "UNAUTHORIZED", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), &map[string]any{
-			"ResponseType": "UNAUTHORIZED",
-			"StatusCode":   "401",
-		})
+	hasProps(t, tmpl, "UNAUTHORIZED", "AWS::ApiGateway::GatewayResponse", &map[string]any{
+		"ResponseType": "UNAUTHORIZED",
+		"StatusCode":   "401",
 	})
 	for _, r := range resources(js, "AWS::ApiGateway::GatewayResponse") {
 		if r.Props["ResponseType"] != "ACCESS_DENIED" {
@@ -640,26 +647,20 @@ func TestSubjectKeySecret(t *testing.T) {
 
 func TestReplicationGroup(t *testing.T) {
 	tmpl, _ := synth(t, full)
-	check(t, "replication group", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::ElastiCache::ReplicationGroup"), &map[string]any{
-			"Engine":                   "valkey",
-			"EngineVersion":            "7.2", // pinned: never ElastiCache's default of the day
-			"AutomaticFailoverEnabled": true,
-			"MultiAZEnabled":           true,
-			"TransitEncryptionEnabled": true,
-			"AtRestEncryptionEnabled":  true,
-			"NumCacheClusters":         2,
-			"AuthToken":                assertions.Match_AnyValue(),
-		})
+	hasProps(t, tmpl, "replication group", "AWS::ElastiCache::ReplicationGroup", &map[string]any{
+		"Engine":                   "valkey",
+		"EngineVersion":            "7.2", // pinned: never ElastiCache's default of the day
+		"AutomaticFailoverEnabled": true,
+		"MultiAZEnabled":           true,
+		"TransitEncryptionEnabled": true,
+		"AtRestEncryptionEnabled":  true,
+		"NumCacheClusters":         2,
+		"AuthToken":                assertions.Match_AnyValue(),
 	})
-	check(t, "AUTH token secret", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
-			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{"ExcludePunctuation": true, "PasswordLength": 64}),
-		})
+	hasProps(t, tmpl, "AUTH token secret", "AWS::SecretsManager::Secret", &map[string]any{
+		"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{"ExcludePunctuation": true, "PasswordLength": 64}),
 	})
-	check(t, "no serverless cache", func() {
-		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(0))
-	})
+	countIs(t, tmpl, "no serverless cache", "AWS::ElastiCache::ServerlessCache", 0)
 }
 
 func TestRedisEngineVersion(t *testing.T) {
@@ -716,10 +717,8 @@ func getsAtt(v any, id string) bool {
 
 func TestServerlessCache(t *testing.T) {
 	tmpl, js := synth(t, serverless)
-	check(t, "serverless cache", func() {
-		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ServerlessCache"), jsii.Number(1))
-		tmpl.ResourceCountIs(jsii.String("AWS::ElastiCache::ReplicationGroup"), jsii.Number(0))
-	})
+	countIs(t, tmpl, "serverless cache", "AWS::ElastiCache::ServerlessCache", 1)
+	countIs(t, tmpl, "no replication group", "AWS::ElastiCache::ReplicationGroup", 0)
 	for _, r := range sluiceFunctions(js) {
 		if env := envOf(r); env["REDIS_URL"] != nil && env["REDIS_MODE"] != "cluster" {
 			t.Errorf("%s REDIS_MODE = %v, want cluster", r.ID, env["REDIS_MODE"])
@@ -784,38 +783,28 @@ func TestServerlessCacheAuth(t *testing.T) {
 
 func TestAuroraServerlessV2(t *testing.T) {
 	tmpl, _ := synth(t, full)
-	check(t, "cluster", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBCluster"), &map[string]any{
-			"Engine":                           "aurora-postgresql",
-			"StorageEncrypted":                 true,
-			"ServerlessV2ScalingConfiguration": map[string]any{"MinCapacity": 0.5, "MaxCapacity": 4},
-			"MasterUsername":                   assertions.Match_AnyValue(),
-			"MasterUserPassword":               assertions.Match_AnyValue(),
-		})
+	hasProps(t, tmpl, "cluster", "AWS::RDS::DBCluster", &map[string]any{
+		"Engine":                           "aurora-postgresql",
+		"StorageEncrypted":                 true,
+		"ServerlessV2ScalingConfiguration": map[string]any{"MinCapacity": 0.5, "MaxCapacity": 4},
+		"MasterUsername":                   assertions.Match_AnyValue(),
+		"MasterUserPassword":               assertions.Match_AnyValue(),
 	})
-	check(t, "writer", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBInstance"), &map[string]any{"DBInstanceClass": "db.serverless"})
+	hasProps(t, tmpl, "writer", "AWS::RDS::DBInstance", &map[string]any{"DBInstanceClass": "db.serverless"})
+	hasProps(t, tmpl, "generated secret", "AWS::SecretsManager::Secret", &map[string]any{
+		"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{
+			"GenerateStringKey":    "password",
+			"SecretStringTemplate": `{"username":"sluice"}`,
+		}),
 	})
-	check(t, "generated secret", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
-			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{
-				"GenerateStringKey":    "password",
-				"SecretStringTemplate": `{"username":"sluice"}`,
-			}),
-		})
-	})
-	check(t, "proxy", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::RDS::DBProxy"), &map[string]any{"EngineFamily": "POSTGRESQL", "RequireTLS": true})
-	})
+	hasProps(t, tmpl, "proxy", "AWS::RDS::DBProxy", &map[string]any{"EngineFamily": "POSTGRESQL", "RequireTLS": true})
 }
 
 func TestVpcHasNoNat(t *testing.T) {
 	tmpl, js := synth(t, full)
-	check(t, "vpc", func() {
-		tmpl.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(0))
-		tmpl.ResourceCountIs(jsii.String("AWS::EC2::InternetGateway"), jsii.Number(0))
-		tmpl.ResourceCountIs(jsii.String("AWS::EC2::Subnet"), jsii.Number(2))
-	})
+	countIs(t, tmpl, "vpc: NAT gateways", "AWS::EC2::NatGateway", 0)
+	countIs(t, tmpl, "vpc: internet gateways", "AWS::EC2::InternetGateway", 0)
+	countIs(t, tmpl, "vpc: subnets", "AWS::EC2::Subnet", 2)
 	// Secrets Manager is the one AWS API the Lambdas call.
 	eps := resources(js, "AWS::EC2::VPCEndpoint")
 	if b, _ := json.Marshal(eps); len(eps) != 1 || !strings.Contains(string(b), ".secretsmanager") {
@@ -890,22 +879,18 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	}
 	// Authorizer failures: the demo API's 5XXError, not the function's
 	// Errors, which count every 401.
-	check(t, "authorizer failures alarm", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum", "Period": 60,
-			"Dimensions":         []any{map[string]any{"Name": "ApiName", "Value": "Sluice-demo"}},
-			"Threshold":          0,
-			"ComparisonOperator": "GreaterThanThreshold",
-		})
+	hasProps(t, tmpl, "authorizer failures alarm", "AWS::CloudWatch::Alarm", &map[string]any{
+		"Namespace": "AWS/ApiGateway", "MetricName": "5XXError", "Statistic": "Sum", "Period": 60,
+		"Dimensions":         []any{map[string]any{"Name": "ApiName", "Value": "Sluice-demo"}},
+		"Threshold":          0,
+		"ComparisonOperator": "GreaterThanThreshold",
 	})
 	authID := logicalID(t, js, "AWS::Lambda::Function", "AuthorizerFunction")
-	check(t, "authorizer throttles alarm", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum", "Period": 60,
-			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": authID}}},
-			"Threshold":          0,
-			"ComparisonOperator": "GreaterThanThreshold",
-		})
+	hasProps(t, tmpl, "authorizer throttles alarm", "AWS::CloudWatch::Alarm", &map[string]any{
+		"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum", "Period": 60,
+		"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": authID}}},
+		"Threshold":          0,
+		"ComparisonOperator": "GreaterThanThreshold",
 	})
 	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
 		b, _ := json.Marshal(r.Props)
@@ -913,14 +898,12 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			t.Errorf("alarm %s watches Lambda Errors, which count every 401: %s", r.ID, b)
 		}
 	}
-	check(t, "p99 alarm", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{
-			"Namespace": "AWS/Lambda", "MetricName": "Duration", "ExtendedStatistic": "p99",
-		})
+	hasProps(t, tmpl, "p99 alarm", "AWS::CloudWatch::Alarm", &map[string]any{
+		"Namespace": "AWS/Lambda", "MetricName": "Duration", "ExtendedStatistic": "p99",
 	})
 	// The operations dashboard, and the Contributor Insights one
 	// (TestContributorInsights).
-	check(t, "dashboards", func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(2)) })
+	countIs(t, tmpl, "dashboards", "AWS::CloudWatch::Dashboard", 2)
 	b, _ := json.Marshal(resources(js, "AWS::CloudWatch::Alarm"))
 	for _, metric := range []string{"EngineCPUUtilization", "DatabaseMemoryUsagePercentage"} {
 		if !strings.Contains(string(b), metric) {
@@ -978,13 +961,11 @@ func TestOutputs(t *testing.T) {
 // snapshot (TestHandleGivesRulesPublicKey).
 func TestMigration(t *testing.T) {
 	tmpl, js := synth(t, full)
-	check(t, "migration", func() {
-		tmpl.HasResourceProperties(jsii.String("Custom::SluiceMigrate"), assertions.Match_ObjectEquals(&map[string]any{
-			"ServiceToken":    assertions.Match_AnyValue(),
-			"Migrations":      migrations.Digest(),
-			"RulesSigningKey": map[string]any{"Ref": logicalID(t, js, "AWS::SecretsManager::Secret", "RulesSigningKey")},
-		}))
-	})
+	hasProps(t, tmpl, "migration", "Custom::SluiceMigrate", assertions.Match_ObjectEquals(&map[string]any{
+		"ServiceToken":    assertions.Match_AnyValue(),
+		"Migrations":      migrations.Digest(),
+		"RulesSigningKey": map[string]any{"Ref": logicalID(t, js, "AWS::SecretsManager::Secret", "RulesSigningKey")},
+	}))
 	// The migration depends on the Secrets Manager endpoint, so deleting
 	// the stack removes the endpoint only after the migrate function has
 	// answered the Delete event (a cold start reads the database secret).
@@ -1102,27 +1083,16 @@ func TestBringYourOwnCreatesNoDataStores(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		p    StackProps
-		want []string // substrings of the error; none = valid
-	}{
-		{"zero", StackProps{}, nil},
-		{"localstack", *variantProps(localstack), nil},
-		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
-		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"}, []string{"exclusive"}},
-		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
-		{"bad mode", StackProps{RedisMode: "replica"}, []string{"single, cluster or sentinel"}},
-		{"partial secret arns", StackProps{
-			VpcID:              "vpc-1",
-			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
-			RedisURL:           "rediss://r:6379",
-			RedisAuthSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf",
-		}, nil},
-		{"secret names, not arns", StackProps{DatabaseSecretArn: "sluice/db", RedisAuthSecretArn: "arn:aws:s3:::bucket"},
-			[]string{`DatabaseSecretArn "sluice/db": want a Secrets Manager secret ARN`, `RedisAuthSecretArn "arn:aws:s3:::bucket"`}},
-	}
+// validateCase is props and what validate says of them.
+type validateCase struct {
+	name string
+	p    StackProps
+	want []string // substrings of the error; none = valid
+}
+
+// checkValidate runs validate on the props of each case.
+func checkValidate(t *testing.T, tests []validateCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.p.validate()
@@ -1142,6 +1112,25 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestValidate(t *testing.T) {
+	checkValidate(t, []validateCase{
+		{"zero", StackProps{}, nil},
+		{"localstack", *variantProps(localstack), nil},
+		{"no vpc needs byo", StackProps{NoVpc: true}, []string{"RedisURL", "DatabaseURL or DatabaseSecretArn"}},
+		{"two databases", StackProps{DatabaseURL: "postgres://x", DatabaseSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"}, []string{"exclusive"}},
+		{"bad redis url", StackProps{RedisURL: "http://x"}, []string{"redis:// or rediss://"}},
+		{"bad mode", StackProps{RedisMode: "replica"}, []string{"single, cluster or sentinel"}},
+		{"partial secret arns", StackProps{
+			VpcID:              "vpc-1",
+			DatabaseSecretArn:  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sluice/db",
+			RedisURL:           "rediss://r:6379",
+			RedisAuthSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:redis-auth-AbCdEf",
+		}, nil},
+		{"secret names, not arns", StackProps{DatabaseSecretArn: "sluice/db", RedisAuthSecretArn: "arn:aws:s3:::bucket"},
+			[]string{`DatabaseSecretArn "sluice/db": want a Secrets Manager secret ARN`, `RedisAuthSecretArn "arn:aws:s3:::bucket"`}},
+	})
 }
 
 // TestNag runs cdk-nag's AwsSolutions pack over every variant and fails on
@@ -1201,9 +1190,7 @@ func TestAPILogging(t *testing.T) {
 			t.Errorf("%s DeletionPolicy = %v, want Retain (the setting serves every API of the account)", id, got)
 		}
 	}
-	check(t, "log group retention", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), &map[string]any{"RetentionInDays": 30})
-	})
+	hasProps(t, tmpl, "log group retention", "AWS::Logs::LogGroup", &map[string]any{"RetentionInDays": 30})
 
 	// Every value is quoted, so a line is JSON whatever API Gateway puts in.
 	var line string
