@@ -708,8 +708,8 @@ func (s *Store) Apply(ctx context.Context, b store.Batch, actor string) ([]store
 				return err
 			}
 			switch {
-			case err != nil:
-			case op.Action == rules.ActionUpdate:
+			case err != nil: // not readied: the op fails below
+			case op.Action == rules.ActionUpdate: // in a savepoint
 				if err = pgx.BeginFunc(ctx, tx, apply); errors.Is(err, errUnchanged) {
 					err = nil
 				}
