@@ -221,7 +221,7 @@ func Run(ctx context.Context, c Config, progress io.Writer, tty bool) (*Report, 
 	nsub := max(c.Subjects, 1)
 	subs := make([]*subjectStats, nsub)
 	for i := range subs {
-		subs[i] = &subjectStats{}
+		subs[i] = &subjectStats{policies: map[string]struct{}{}}
 	}
 	client := &http.Client{
 		Timeout: c.Timeout,
@@ -253,9 +253,7 @@ func Run(ctx context.Context, c Config, progress io.Writer, tty bool) (*Report, 
 
 	var wg sync.WaitGroup
 	for range c.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var mine []time.Duration
 			defer func() {
 				latMu.Lock()
@@ -303,10 +301,7 @@ func Run(ctx context.Context, c Config, progress io.Writer, tty bool) (*Report, 
 				statusMu.Unlock()
 				s.mu.Lock()
 				if p := resp.Header.Get("RateLimit-Policy"); p != "" {
-					if _, ok := s.policies[p]; !ok && len(s.policies) < 16 {
-						if s.policies == nil {
-							s.policies = map[string]struct{}{}
-						}
+					if len(s.policies) < 16 {
 						s.policies[p] = struct{}{}
 					}
 				}
@@ -324,7 +319,7 @@ func Run(ctx context.Context, c Config, progress io.Writer, tty bool) (*Report, 
 				}
 				s.mu.Unlock()
 			}
-		}()
+		})
 	}
 
 	stopProgress := startProgress(progress, tty, start, &sent, &allowed, &denied, &errs)
