@@ -100,47 +100,29 @@ const publishRetry = 250 * time.Millisecond
 // Service runs the admin operations. It is safe for concurrent use; build
 // one at init and share it.
 type Service struct {
-	store          store.Store
-	snapshots      publisher
-	buckets        bucketKeeper
-	log            *slog.Logger
-	maxBody        int
-	publishTimeout time.Duration
-	def            *rules.Effective
-	statsSrc       StatsReader
-	hasher         func(string) string // nil: POST /subjects/find answers 503
-	subjectKey     keyRecord           // nil: none written or checked
+	store     store.Store
+	snapshots publisher
+	buckets   bucketKeeper
+	o         Options // as New was given them, defaults filled
 }
 
 // New returns a Service over st. snapshots may be nil (nothing published
 // after writes: only for tests and tools); buckets may be nil, and then the
 // /subjects routes answer 503.
 func New(st store.Store, snapshots publisher, buckets bucketKeeper, o Options) *Service {
-	s := &Service{
-		store:          st,
-		snapshots:      snapshots,
-		buckets:        buckets,
-		log:            o.Logger,
-		maxBody:        o.MaxBody,
-		publishTimeout: o.PublishTimeout,
-		def:            o.Default,
-		statsSrc:       o.Stats,
-		hasher:         o.SubjectHash,
-		subjectKey:     o.SubjectKey,
+	if o.SubjectHash == nil && buckets != nil {
+		o.SubjectHash = buckets.SubjectHash
 	}
-	if s.hasher == nil && buckets != nil {
-		s.hasher = buckets.SubjectHash
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
 	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBody
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
 	}
-	if s.publishTimeout <= 0 {
-		s.publishTimeout = DefaultPublishTimeout
-	}
-	return s
+	return &Service{store: st, snapshots: snapshots, buckets: buckets, o: o}
 }
 
 // publish announces a committed write to the authorizers: it reads the
@@ -160,7 +142,7 @@ func (s *Service) publish(ctx context.Context, route string) {
 	if s.snapshots == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.publishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.PublishTimeout)
 	defer cancel()
 	var (
 		set       rules.Set
@@ -183,20 +165,20 @@ func (s *Service) publish(ctx context.Context, route string) {
 	}
 	switch {
 	case loadErr != nil:
-		s.log.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
+		s.o.Logger.WarnContext(ctx, "rules snapshot not published: reading the rules back failed; authorizers reload at their next full refresh",
 			slog.String("route", route), slog.Any("error", loadErr))
 	case err != nil && published:
 		// The version moved, with a problem the error names: too large
 		// to store (authorizers load the rules from the database), or it
 		// replaced a snapshot the rule writers did not sign (a process
 		// holding Redis wrote one).
-		s.log.ErrorContext(ctx, "rules snapshot published with a problem",
+		s.o.Logger.ErrorContext(ctx, "rules snapshot published with a problem",
 			slog.String("route", route), slog.Int64("version", set.Version), slog.Any("error", err))
 	case err != nil:
-		s.log.WarnContext(ctx, "rules snapshot not published; authorizers reload at their next full refresh",
+		s.o.Logger.WarnContext(ctx, "rules snapshot not published; authorizers reload at their next full refresh",
 			slog.String("route", route), slog.Int64("version", set.Version), slog.Any("error", err))
 	case !published:
-		s.log.DebugContext(ctx, "rules snapshot not published: Redis holds a newer one",
+		s.o.Logger.DebugContext(ctx, "rules snapshot not published: Redis holds a newer one",
 			slog.String("route", route), slog.Int64("version", set.Version))
 	}
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -195,7 +196,7 @@ func (a *api) prepare(r *http.Request, rt *route, c *call) error {
 	}
 	// One byte past the limit: enough to answer 413 without holding a
 	// huge body.
-	maxBody := a.s.maxBody
+	maxBody := a.s.o.MaxBody
 	if rt.name == RouteBatch {
 		maxBody = max(maxBody, MaxBatchBody)
 	}
@@ -229,9 +230,7 @@ func writeReply(w http.ResponseWriter, rep reply) error {
 		}
 	}
 	h := w.Header()
-	for k, v := range rep.header {
-		h[k] = v
-	}
+	maps.Copy(h, rep.header)
 	if rep.version > 0 {
 		h["Etag"] = []string{`"` + strconv.FormatInt(rep.version, 10) + `"`}
 	}
@@ -257,11 +256,9 @@ var (
 	newline     = []byte{'\n'}
 )
 
-// write sends a problem response.
+// writeProblem sends a problem response.
 func writeProblem(w http.ResponseWriter, status int, h http.Header, body []byte) {
-	for k, v := range h {
-		w.Header()[k] = v
-	}
+	maps.Copy(w.Header(), h)
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client has gone; nothing to do
 }

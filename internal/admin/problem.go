@@ -198,6 +198,6 @@ func (s *Service) problem(ctx context.Context, w http.ResponseWriter, c *call, e
 	if status >= 500 {
 		level = slog.LevelError
 	}
-	s.log.LogAttrs(ctx, level, "admin request failed", attrs...)
+	s.o.Logger.LogAttrs(ctx, level, "admin request failed", attrs...)
 	writeProblem(w, status, h, body)
 }

@@ -69,8 +69,8 @@ func (s *Service) stats(ctx context.Context, c *call) (reply, error) {
 
 // maxWindow is the longest window GET /stats answers.
 func (s *Service) maxWindow() time.Duration {
-	if s.statsSrc != nil {
-		return s.statsSrc.MaxWindow()
+	if s.o.Stats != nil {
+		return s.o.Stats.MaxWindow()
 	}
 	return 15 * time.Minute
 }
@@ -102,11 +102,11 @@ func (s *Service) statsParams(w string, top int) (time.Duration, int, []rules.Fi
 
 // topContributors reads the report of the window from the stats source.
 func (s *Service) topContributors(ctx context.Context, window time.Duration, top int) (stats.Report, error) {
-	if s.statsSrc == nil {
+	if s.o.Stats == nil {
 		return stats.Report{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
 			Detail: "Decision statistics are not configured here: sluice local keeps them in process; a deployed stack reads Contributor Insights (INSIGHTS_RULE_PREFIX)."}
 	}
-	rep, err := s.statsSrc.TopContributors(ctx, window, top)
+	rep, err := s.o.Stats.TopContributors(ctx, window, top)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return stats.Report{}, &httpapi.Error{Status: http.StatusServiceUnavailable, Detail: "The statistics source did not answer in time; try again.",

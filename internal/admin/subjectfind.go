@@ -65,12 +65,12 @@ func (s *Service) findSubject(ctx context.Context, c *call) (reply, error) {
 	if problems = append(problems, fs...); len(problems) > 0 {
 		return reply{}, httpapi.BadRequest(problems...)
 	}
-	if s.hasher == nil {
+	if s.o.SubjectHash == nil {
 		return reply{}, &httpapi.Error{Status: http.StatusServiceUnavailable,
 			Detail: "Subject hashing is not configured here: the admin service has no subject hash key."}
 	}
-	out := FindSubjectResponse{Hash: s.hasher(t.Subject), Window: shortDuration(window), Matches: []SubjectMatch{}}
-	if s.statsSrc == nil {
+	out := FindSubjectResponse{Hash: s.o.SubjectHash(t.Subject), Window: shortDuration(window), Matches: []SubjectMatch{}}
+	if s.o.Stats == nil {
 		// The hash alone still answers "which of these hashes is it" in
 		// logs and in another view of the lists.
 		return reply{status: http.StatusOK, body: out}, nil

@@ -21,10 +21,10 @@ import (
 // subject stays denied. A record of another key is a 409 that names the
 // fix; Redis failing is the usual 503.
 func (s *Service) claimKey(ctx context.Context) error {
-	if s.subjectKey == nil {
+	if s.o.SubjectKey == nil {
 		return nil
 	}
-	_, err := s.subjectKey.Deploy(ctx)
+	_, err := s.o.SubjectKey.Deploy(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -40,15 +40,15 @@ func (s *Service) claimKey(ctx context.Context) error {
 // start; a record of another key, or Redis failing, is logged with the
 // fix: the rules write stands.
 func (s *Service) claimKeyAfterPublish(ctx context.Context, route string) {
-	if s.subjectKey == nil {
+	if s.o.SubjectKey == nil {
 		return
 	}
-	if _, err := s.subjectKey.Deploy(ctx); err != nil {
+	if _, err := s.o.SubjectKey.Deploy(ctx); err != nil {
 		level := slog.LevelWarn
 		if errors.Is(err, subjectkey.ErrMismatch) {
 			level = slog.LevelError
 		}
-		s.log.Log(ctx, level, "subject hash key not confirmed: the admin API refuses to reset, refund or inspect buckets until it is",
+		s.o.Logger.Log(ctx, level, "subject hash key not confirmed: the admin API refuses to reset, refund or inspect buckets until it is",
 			slog.String("route", route), slog.Any("error", err))
 	}
 }

@@ -121,7 +121,7 @@ func (s *Service) globalUse(ctx context.Context, subject string, b limiter.Bucke
 	case errors.Is(err, limiter.ErrNoLedger):
 		return &GlobalUse{Error: "no ledger"}
 	case err != nil:
-		s.log.WarnContext(ctx, "global budget unread", slog.String("subjectHash", s.subjectHash(subject)), slog.Any("error", err))
+		s.o.Logger.WarnContext(ctx, "global budget unread", slog.String("subjectHash", s.subjectHash(subject)), slog.Any("error", err))
 		return &GlobalUse{Error: "ledger unavailable"}
 	}
 	end := st.WindowEnd.UTC()
@@ -265,13 +265,12 @@ func (s *Service) resetSubject(ctx context.Context, c *call) (reply, error) {
 			}
 		}
 	}
-	for start := 0; start < len(bs); start += limiter.MaxBuckets {
-		end := min(start+limiter.MaxBuckets, len(bs))
-		if err := s.buckets.Reset(ctx, subject, bs[start:end]); err != nil {
+	for chunk := range slices.Chunk(bs, limiter.MaxBuckets) {
+		if err := s.buckets.Reset(ctx, subject, chunk); err != nil {
 			return reply{}, fmt.Errorf("reset buckets: %w", err)
 		}
 	}
-	s.log.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", s.subjectHash(subject)),
+	s.o.Logger.InfoContext(ctx, "subject buckets reset", slog.String("subjectHash", s.subjectHash(subject)),
 		slog.String("api", api), slog.Int("buckets", len(bs)), slog.String("actor", c.actor()),
 		slog.String("requestId", c.RequestID))
 	return reply{status: http.StatusNoContent}, nil
@@ -356,7 +355,7 @@ func (s *Service) applicable(ctx context.Context, subject, api, route, dim strin
 	}
 	// Only these rules can charge the subject, so the snapshot answers as
 	// the authorizers' full one does.
-	all := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.def})
+	all := rules.NewSnapshot(rs, ps, rules.SnapshotOptions{Default: s.o.Default})
 	snap := all.Dimension(dim)
 	es := snap.ForSubject(subject, api, route)
 	// Every api: a request to an api no rule names gets what the rules on
