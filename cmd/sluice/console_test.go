@@ -62,6 +62,23 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 	return ctx
 }
 
+// consoleDelete deletes the rule or plan (kind) key with its page's
+// Delete button, confirmed, and wants the list back with a flash of
+// success and the admin API to answer 404 for it.
+func consoleDelete(t *testing.T, ctx context.Context, p *localProc, kind, key string) {
+	t.Helper()
+	drive(t, ctx, "delete "+kind,
+		chromedp.Navigate(p.base+"/console/#/"+kind+"s/"+key),
+		chromedp.WaitVisible(css(`#delete`)),
+		acceptConfirms, clearFlash,
+		chromedp.Click(css(`#delete`)),
+		chromedp.WaitVisible(css(`#`+kind+`s`)),
+		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
+	if resp, _ := p.adminGet(t, "/admin/"+kind+"s/"+key); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET the deleted %s = %d, want 404", kind, resp.StatusCode)
+	}
+}
+
 // stepTimeout bounds one drive or value call.
 const stepTimeout = 30 * time.Second
 
@@ -288,17 +305,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	shot(t, ctx, dir, "history", "")
 
-	// Delete.
-	drive(t, ctx, "delete",
-		chromedp.Navigate(p.base+"/console/#/rules/"+id),
-		chromedp.WaitVisible(css(`#delete`)),
-		acceptConfirms, clearFlash,
-		chromedp.Click(css(`#delete`)),
-		chromedp.WaitVisible(css(`#rules`)),
-		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
-	if resp, _ := p.adminGet(t, "/admin/rules/"+id); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET the deleted rule = %d, want 404", resp.StatusCode)
-	}
+	consoleDelete(t, ctx, p, "rule", id)
 
 	// A global rule: the checkbox, a combination a global rule cannot be
 	// shown at its field, then the badge in the list.
@@ -336,16 +343,8 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Navigate(p.base+"/console/#/plans"),
 		chromedp.WaitVisible(css(`#plans tr[data-name="`+plan+`"] [data-global]`)),
 		chromedp.Navigate(p.base+"/console/#/history/plan/"+plan),
-		chromedp.WaitVisible(css(`#history .entry[data-action="create"] tr[data-field="limit"]`)),
-		chromedp.Navigate(p.base+"/console/#/plans/"+plan),
-		chromedp.WaitVisible(css(`#delete`)),
-		acceptConfirms, clearFlash,
-		chromedp.Click(css(`#delete`)),
-		chromedp.WaitVisible(css(`#plans`)),
-		chromedp.WaitVisible(css(`[data-flash="ok"]`)))
-	if resp, _ := p.adminGet(t, "/admin/plans/"+plan); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET the deleted plan = %d, want 404", resp.StatusCode)
-	}
+		chromedp.WaitVisible(css(`#history .entry[data-action="create"] tr[data-field="limit"]`)))
+	consoleDelete(t, ctx, p, "plan", plan)
 
 	// A subject: exhausted on /search (3 a minute), then reset. Three
 	// requests, not four: a denial would sit in the authorizer's local deny
