@@ -288,13 +288,6 @@ func NewDecider(ctx context.Context, cfg config.Config, o Options) (d *Decider, 
 	return d, nil
 }
 
-// Shutdown is what a decision Lambda runs on SIGTERM, and `sluice local`
-// on its way out: the leases' unused tokens go back to Redis, then the
-// metrics aggregated since the last EMF line are written (the tokens
-// returned included). It leaves the clients open; safe to call more than
-// once.
-func (d *Decider) Shutdown() { d.Decider.Shutdown() }
-
 // Close closes the decision path and the clients; safe to call more than
 // once.
 func (d *Decider) Close() { d.clients.Close() }

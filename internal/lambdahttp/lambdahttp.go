@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -169,9 +170,7 @@ func (a *Adapter) proxyRequest(ctx context.Context, ev *events.APIGatewayProxyRe
 		for k, v := range ev.QueryStringParameters {
 			q.Set(k, v)
 		}
-		for k, vs := range ev.MultiValueQueryStringParameters {
-			q[k] = vs
-		}
+		maps.Copy(q, ev.MultiValueQueryStringParameters)
 		u.RawQuery = q.Encode()
 	}
 
@@ -330,9 +329,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 
 func (w *responseWriter) problem(typeBase string, err error) {
 	status, h, body := httpapi.Render(typeBase, err)
-	for k, v := range h {
-		w.header[k] = v
-	}
+	maps.Copy(w.header, h)
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // a buffer
 }
