@@ -23,26 +23,7 @@ type Statements []Statement
 
 // UnmarshalJSON reads one statement object or an array of them.
 func (s *Statements) UnmarshalJSON(b []byte) error {
-	switch jsonKind(b) {
-	case 'n':
-		*s = nil
-		return nil
-	case '{':
-		var one Statement
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
-		}
-		*s = Statements{one}
-		return nil
-	case '[':
-		var many []Statement
-		if err := json.Unmarshal(b, &many); err != nil {
-			return err
-		}
-		*s = many
-		return nil
-	}
-	return fmt.Errorf("Statement: want a statement object or an array of them, not %s", kindName(b))
+	return oneOrMany((*[]Statement)(s), b, '{', "", "Statement: want a statement object or an array of them")
 }
 
 // Statement is one statement of an authorizer's policy. Exactly one of
@@ -64,26 +45,38 @@ type StringList []string
 
 // UnmarshalJSON reads a string, an array of strings or null.
 func (l *StringList) UnmarshalJSON(b []byte) error {
+	const want = "want a string or an array of strings"
+	return oneOrMany((*[]string)(l), b, '"', want, want)
+}
+
+// oneOrMany decodes b into *out as IAM writes a list: null is none, a
+// value whose first byte is one is a list of it, an array is the list.
+// An array that does not decode is an error prefixed with arrayWant
+// ("" none); any other value is want and what it is.
+func oneOrMany[T any](out *[]T, b []byte, one byte, arrayWant, want string) error {
 	switch jsonKind(b) {
 	case 'n':
-		*l = nil
+		*out = nil
 		return nil
-	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+	case one:
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
-		*l = StringList{s}
+		*out = []T{v}
 		return nil
 	case '[':
-		var a []string
-		if err := json.Unmarshal(b, &a); err != nil {
-			return fmt.Errorf("want a string or an array of strings: %w", err)
+		var vs []T
+		if err := json.Unmarshal(b, &vs); err != nil {
+			if arrayWant != "" {
+				return fmt.Errorf("%s: %w", arrayWant, err)
+			}
+			return err
 		}
-		*l = a
+		*out = vs
 		return nil
 	}
-	return fmt.Errorf("want a string or an array of strings, not %s", kindName(b))
+	return fmt.Errorf("%s, not %s", want, kindName(b))
 }
 
 // jsonKind is the first byte of a JSON value ('n' for null), as
