@@ -382,13 +382,6 @@ func (c *Cluster) StopRedis() {
 	c.Procs.forget()
 }
 
-// DecideOptions configure the decision processes of a scenario.
-type DecideOptions struct {
-	// Env is added to the processes' environment (REDIS_TIMEOUT,
-	// LEASE_MAX, ...), over the harness's defaults.
-	Env map[string]string
-}
-
 // spawnDecide starts decision process h (not waiting for it), which reads
 // the harness's configuration, then env over it (REDIS_URL, ...), as a
 // Lambda reads its environment; migrate makes it migrate the database
@@ -422,16 +415,14 @@ func (c *Cluster) spawnDecide(h string, migrate bool, env map[string]string) err
 
 // StartDecide starts the three decision processes on the Sentinel-watched
 // Redis tier and waits until each answers its health check.
-func (c *Cluster) StartDecide(ctx context.Context, o DecideOptions) error {
+func (c *Cluster) StartDecide(ctx context.Context) error {
 	var sentinels []string
 	for _, s := range sentinelHosts {
 		sentinels = append(sentinels, hostAddr(c.Net.Host(s), sentinelPort))
 	}
 	url := "redis://" + sentinels[0] + "/0?master_name=" + masterName + "&addr=" + sentinels[1] + "&addr=" + sentinels[2]
 	for _, h := range decideHosts {
-		env := map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": url}
-		maps.Copy(env, o.Env)
-		if err := c.spawnDecide(h, h == "d1", env); err != nil {
+		if err := c.spawnDecide(h, h == "d1", map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": url}); err != nil {
 			return err
 		}
 	}

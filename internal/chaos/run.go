@@ -245,7 +245,7 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	if err := c.StartRedis(ctx, s.Redis); err != nil {
 		return Result{}, fmt.Errorf("redis: %w", err)
 	}
-	if err := c.StartDecide(ctx, DecideOptions{}); err != nil {
+	if err := c.StartDecide(ctx); err != nil {
 		return Result{}, fmt.Errorf("decide: %w", err)
 	}
 	specs, bodies := scenarioRules(r.api, s.Load, s.Durable)
