@@ -192,10 +192,10 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			if db.readsOnly() {
 				env["DB_READER_SECRET_ARN"] = *db.readerSecret.SecretArn()
 			}
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, env, redisEnv)
+			fp = fnProps(name, p.FunctionMemory, 0, env, redisEnv)
 			fp.Timeout = awscdk.Duration_Minutes(jsii.Number(5))
 		case name == "check":
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv, ledgerFor(name))
+			fp = fnProps(name, p.FunctionMemory, 0, redisEnv, db.readerEnv, authEnv, checkEnv, decideEnv, ledgerFor(name))
 		case a.stats:
 			// GET /stats and POST /subjects/find read Contributor Insights
 			// and nothing else (the latter hashes with the subject key):
@@ -205,7 +205,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			if a.key {
 				env["SUBJECT_HMAC_KEY_SECRET_ARN"] = *subjectKey.SecretArn()
 			}
-			fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, env)
+			fp = fnProps(name, p.FunctionMemory, p.AdminReservedConcurrency, env)
 			fp.Vpc, fp.VpcSubnets, fp.SecurityGroups = nil, nil, nil
 			fp.Timeout = awscdk.Duration_Seconds(jsii.Number(adminTimeout))
 		default:
@@ -216,11 +216,11 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 			if a.redis {
 				// DEFAULT_LIMIT too, so the subject limits view shows the
 				// default bucket and a reset clears it.
-				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, redisEnv, dbEnv, authEnv, ledgerFor(name))
+				fp = fnProps(name, p.FunctionMemory, p.AdminReservedConcurrency, redisEnv, dbEnv, authEnv, ledgerFor(name))
 			} else {
 				// Rules and plans read: the database's read-only login
 				// alone, in the security group Redis does not admit.
-				fp = fnProps(name, cmp.Or(p.FunctionMemory, 256), p.AdminReservedConcurrency, dbEnv)
+				fp = fnProps(name, p.FunctionMemory, p.AdminReservedConcurrency, dbEnv)
 				if vpc != nil {
 					fp.SecurityGroups = net.dbOnly
 				}
@@ -285,7 +285,7 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if edgeSec != nil {
 		env := maps.Clone(redisEnv)
 		delete(env, "SUBJECT_HMAC_KEY_SECRET_ARN") // it moves hashed entries
-		edge := newEdge(stack, p, edgeSec, s.DemoAPI, fnProps(edgePublisher, cmp.Or(p.FunctionMemory, 256), 0, env))
+		edge := newEdge(stack, p, edgeSec, s.DemoAPI, fnProps(edgePublisher, p.FunctionMemory, 0, env))
 		grant(edge.Publisher, functionAccess[edgePublisher])
 		s.Functions[edgePublisher] = edge.Publisher
 	}

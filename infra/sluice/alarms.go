@@ -191,13 +191,11 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	if apis == nil {
 		apis = a.apis
 	}
-	names := make([]*string, 0, len(apis)+len(p.APINames))
+	var names []*string
 	for _, api := range apis {
 		names = append(names, api.RestApiName())
 	}
-	for _, n := range p.APINames {
-		names = append(names, jsii.String(n))
-	}
+	names = append(names, *jsii.Strings(p.APINames...)...)
 	for i, name := range names {
 		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String("AWS/ApiGateway"), MetricName: jsii.String("5XXError"),
