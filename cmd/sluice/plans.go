@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -44,9 +45,9 @@ func printPlans(w io.Writer, ps []rules.Plan) {
 	}
 	fmt.Fprintln(tw, head+"\tDESCRIPTION")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t", p.Name, orDefault(string(p.Kind), string(rules.Rate)), planLimit(p), planBurst(p), p.Version)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t", p.Name, cmp.Or(p.Kind, rules.Rate), planLimit(p), planBurst(p), p.Version)
 		if set {
-			fmt.Fprintf(tw, "%s\t", orDefault(p.Set, "-"))
+			fmt.Fprintf(tw, "%s\t", cmp.Or(p.Set, "-"))
 		}
 		fmt.Fprintln(tw, p.Description)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,10 +87,10 @@ func printRules(w io.Writer, rs []rules.Rule) {
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d",
 			r.ID, r.API, r.Route, r.Subject, ruleLimit(r), ruleBurst(r),
-			orDefault(string(r.Mode), string(rules.Enforce)), orDefault(string(r.FailureMode), string(rules.FailOpen)),
+			cmp.Or(r.Mode, rules.Enforce), cmp.Or(r.FailureMode, rules.FailOpen),
 			strconv.FormatBool(r.Enabled == nil || *r.Enabled), r.Version)
 		if extra {
-			fmt.Fprintf(tw, "\t%s\t%s", orDefault(r.Set, "-"), expires(r, now))
+			fmt.Fprintf(tw, "\t%s\t%s", cmp.Or(r.Set, "-"), expires(r, now))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -158,13 +159,6 @@ func ruleBurst(r rules.Rule) string {
 		return strconv.FormatInt(*r.Limit, 10)
 	}
 	return "-"
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // rulesPutCmd sets from flags the fields of a rule: a nil field was not
@@ -238,10 +232,7 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 		cur = &r
 	} else {
 		api, route, subject := or(cmd.API, in.API), or(cmd.Route, in.Route), or(cmd.Subject, in.Subject)
-		kind := rules.Kind(or(cmd.Kind, string(in.Kind)))
-		if kind == "" {
-			kind = rules.Rate
-		}
+		kind := cmp.Or(rules.Kind(or(cmd.Kind, string(in.Kind))), rules.Rate)
 		dim := rules.NormalizeDimension(or(cmd.Dimension, in.Dimension))
 		if api != "" && route != "" && subject != "" {
 			rs, err := listRules(e, c, rules.Filter{API: api, Route: route, Subject: subject})
@@ -249,7 +240,7 @@ func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
 				return err
 			}
 			for i := range rs {
-				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && orDefault(string(rs[i].Kind), string(rules.Rate)) == string(kind) && rs[i].Dimension == dim {
+				if rs[i].API == api && rs[i].Route == route && rs[i].Subject == subject && cmp.Or(rs[i].Kind, rules.Rate) == kind && rs[i].Dimension == dim {
 					cur = &rs[i]
 					break
 				}

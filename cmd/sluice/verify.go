@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -439,14 +440,11 @@ func (v *verifier) awsConfig(ctx context.Context) (aws.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	var apiRegion string
 	if u, perr := url.Parse(v.t.admin); perr == nil {
-		if r, ok := adminclient.ExecuteAPIRegion(u.Hostname()); ok {
-			cfg.Region = r
-		}
+		apiRegion, _ = adminclient.ExecuteAPIRegion(u.Hostname())
 	}
-	if v.cmd.Region != "" {
-		cfg.Region = v.cmd.Region
-	}
+	cfg.Region = cmp.Or(v.cmd.Region, apiRegion, cfg.Region)
 	return cfg, nil
 }
 

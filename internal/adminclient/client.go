@@ -6,6 +6,7 @@ package adminclient
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -83,14 +84,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config for SigV4: %w", err)
 	}
-	c.region = o.Region
-	if c.region == "" {
-		c.region = apiRegion
-	}
-	if c.region == "" {
-		c.region = cfg.Region
-	}
-	if c.region == "" {
+	if c.region = cmp.Or(o.Region, apiRegion, cfg.Region); c.region == "" {
 		return nil, errors.New("SigV4 needs a region: pass --region or set AWS_REGION")
 	}
 	c.signer = v4.NewSigner()
