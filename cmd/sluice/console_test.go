@@ -428,18 +428,28 @@ func TestConsoleEdits(t *testing.T) {
 		}
 	}
 
+	// conflict opens r, makes the edits mine in its form, has another
+	// operator change it with the rules put flags theirs, then saves over
+	// that until wait shows: it returns each conflict row's outcome by
+	// field, and the rule as the other operator left it.
+	conflict := func(t *testing.T, r rules.Rule, wait string, theirs []string, mine ...chromedp.Action[chromedp.Void]) (map[string]string, rules.Rule) {
+		t.Helper()
+		open(r.ID)
+		drive(t, ctx, "edit", mine...)
+		cli(append([]string{"rules", "put", "--id", r.ID}, theirs...)...)
+		left := p.getRule(t, r.ID)
+		drive(t, ctx, "save over their edit", clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(wait)))
+		return outcomes(), left
+	}
+
 	t.Run("different fields", func(t *testing.T) {
 		// The issue's repro: limit and description changed here, limit 5
 		// (unchanged) and mode shadow there.
 		r := newRule("as loaded")
-		open(r.ID)
-		drive(t, ctx, "edit", setField("limit", "8"), setField("description", "mine"))
-		cli("rules", "put", "--id", r.ID, "--limit", "5", "--mode", "shadow")
-		drive(t, ctx, "save over their edit",
-			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict`)))
+		rows, _ := conflict(t, r, `#conflict`, []string{"--limit", "5", "--mode", "shadow"}, setField("limit", "8"), setField("description", "mine"))
 		want := map[string]string{"limit": "mine", "description": "mine", "mode": "theirs"}
-		if got := outcomes(); !maps.Equal(got, want) {
-			t.Errorf("conflict rows = %v, want %v (mode was never touched here)", got, want)
+		if !maps.Equal(rows, want) {
+			t.Errorf("conflict rows = %v, want %v (mode was never touched here)", rows, want)
 		}
 		shot(t, ctx, dir, "conflict", "h1")
 		drive(t, ctx, "reapply",
@@ -454,14 +464,10 @@ func TestConsoleEdits(t *testing.T) {
 
 	t.Run("same field", func(t *testing.T) {
 		r := newRule("as loaded")
-		open(r.ID)
-		drive(t, ctx, "edit", setField("limit", "8"), setField("description", "mine too"))
-		cli("rules", "put", "--id", r.ID, "--limit", "6")
-		drive(t, ctx, "save over their edit",
-			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
+		rows, _ := conflict(t, r, `#conflict tr[data-field="limit"]`, []string{"--limit", "6"}, setField("limit", "8"), setField("description", "mine too"))
 		want := map[string]string{"limit": "conflict", "description": "mine"}
-		if got := outcomes(); !maps.Equal(got, want) {
-			t.Errorf("conflict rows = %v, want %v", got, want)
+		if !maps.Equal(rows, want) {
+			t.Errorf("conflict rows = %v, want %v", rows, want)
 		}
 		// Both values shown, nothing offered that would overwrite theirs.
 		cells := js[[]string](t, ctx, `[...document.querySelectorAll('#conflict tr[data-field="limit"] td')].map(td => td.textContent)`)
@@ -497,14 +503,10 @@ func TestConsoleEdits(t *testing.T) {
 		// One operator changes only the limit, another only the period:
 		// reapplying would save 100/1h, a rate neither chose.
 		r := newRule("as loaded")
-		open(r.ID)
-		drive(t, ctx, "edit", setField("limit", "100"), setField("description", "mine"))
-		cli("rules", "put", "--id", r.ID, "--period", "1h")
-		drive(t, ctx, "save over their edit",
-			clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict tr[data-field="limit"]`)))
+		rows, _ := conflict(t, r, `#conflict tr[data-field="limit"]`, []string{"--period", "1h"}, setField("limit", "100"), setField("description", "mine"))
 		want := map[string]string{"limit": "conflict", "period": "conflict", "description": "mine"}
-		if got := outcomes(); !maps.Equal(got, want) {
-			t.Errorf("conflict rows = %v, want %v (limit and period are one rate)", got, want)
+		if !maps.Equal(rows, want) {
+			t.Errorf("conflict rows = %v, want %v (limit and period are one rate)", rows, want)
 		}
 		cells := js[[]string](t, ctx, `[...document.querySelectorAll('#conflict tr[data-field="period"] td')].map(td => td.textContent)`)
 		if len(cells) < 4 || cells[1] != "1m" || cells[2] != "1h" || cells[3] != "1m" {
@@ -553,22 +555,17 @@ func TestConsoleEdits(t *testing.T) {
 	} {
 		t.Run("one rate: "+tc.name, func(t *testing.T) {
 			r := tc.base()
-			open(r.ID)
 			var edits []chromedp.Action[chromedp.Void]
 			for _, f := range tc.mine {
 				edits = append(edits, setField(f[0], f[1]))
 			}
-			drive(t, ctx, "edit", append(edits, setField("description", "mine"))...)
-			cli(append([]string{"rules", "put", "--id", r.ID}, tc.cli...)...)
-			theirs := p.getRule(t, r.ID)
-			drive(t, ctx, "save over their edit",
-				clearFlash, chromedp.Click(css(`#save`)), chromedp.WaitVisible(css(`#conflict`)))
+			rows, theirs := conflict(t, r, `#conflict`, tc.cli, append(edits, setField("description", "mine"))...)
 			want := map[string]string{"description": "mine"}
 			for _, f := range tc.want {
 				want[f] = "conflict"
 			}
-			if got := outcomes(); !maps.Equal(got, want) {
-				t.Errorf("conflict rows = %v, want %v", got, want)
+			if !maps.Equal(rows, want) {
+				t.Errorf("conflict rows = %v, want %v", rows, want)
 			}
 			if js[bool](t, ctx, `!!document.getElementById('reapply')`) {
 				t.Errorf("a Reapply button is offered that would save a rate nobody chose")
