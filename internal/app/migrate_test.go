@@ -121,13 +121,7 @@ func newMigration(t *testing.T, env map[string]string, publish bool) (*Migration
 // UPDATE_ROLLBACK_FAILED. An Update to this function's set, and a Create,
 // still migrate: with the database down they fail.
 func TestHandleSkipsWithoutDatabase(t *testing.T) {
-	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	pool.Close() // the database is unreachable now
-	m := &Migrator{db: db, log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	m := unreachableMigrator(t)
 	digest := migrations.Digest()
 	for _, tc := range []struct {
 		name, event, skipped string
@@ -151,14 +145,21 @@ func TestHandleSkipsWithoutDatabase(t *testing.T) {
 	}
 }
 
-func TestHandleFails(t *testing.T) {
+// unreachableMigrator is a Migrator whose database went away: its pool
+// is closed.
+func unreachableMigrator(t *testing.T) *Migrator {
+	t.Helper()
 	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	pool.Close() // the database is unreachable now
-	m := &Migrator{db: db, log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	return &Migrator{db: db, log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+}
+
+func TestHandleFails(t *testing.T) {
+	m := unreachableMigrator(t)
 	if _, err := m.Handle(t.Context(), json.RawMessage(`{}`)); err == nil {
 		t.Error("handle(closed pool) error = nil, want the failure reported (CloudFormation rolls back)")
 	}
