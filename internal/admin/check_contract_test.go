@@ -12,9 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/authorizer"
 	"github.com/sluicehq/sluice/internal/edge/apigw"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 type fixedSnapshot struct{ s *rules.Snapshot }
@@ -26,7 +24,7 @@ func (f fixedSnapshot) Snapshot(context.Context) *rules.Snapshot { return f.s }
 // bad body and a wrong method.
 func TestCheckContract(t *testing.T) {
 	t.Parallel()
-	lim := limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "check"), Timeout: 2 * time.Second})
+	lim := testLimiter(t, "check")
 	snap := rules.NewSnapshot([]rules.Rule{
 		{ID: "r-search", API: "demo", Route: "GET /search", Subject: "*", Limit: new(int64(1)), Period: rules.Period(time.Minute)},
 		{ID: "r-exports", API: "demo", Route: "POST /exports", Subject: "*", Kind: rules.Concurrency, Limit: new(int64(1)), Period: rules.Period(time.Hour)},

@@ -8,16 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/stats"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // fixtures maps each sample event in events/ to its route and the status
@@ -81,7 +78,7 @@ func TestEventFixtures(t *testing.T) {
 	for _, r := range admin.Routes() {
 		function[r.Name] = r.Function
 	}
-	svc := admin.New(memory.New(), nil, fixtureLimiter(t), admin.Options{Stats: stats.New(stats.Options{})})
+	svc := admin.New(memory.New(), nil, testLimiter(t, "fixtures"), admin.Options{Stats: stats.New(stats.Options{})})
 	for _, f := range fixtures {
 		ev, raw := readEvent(t, f.file)
 		again, err := json.Marshal(ev)
@@ -108,9 +105,4 @@ func TestEventFixtures(t *testing.T) {
 			t.Errorf("%s: handler = %d %s, %v; want %d", f.file, resp.StatusCode, resp.Body, err, f.status)
 		}
 	}
-}
-
-func fixtureLimiter(t *testing.T) *limiter.Limiter {
-	t.Helper()
-	return limiter.New(testenv.Redis(t), limiter.Options{Prefix: testenv.Prefix(t, "fixtures"), Timeout: 2 * time.Second})
 }

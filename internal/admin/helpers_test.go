@@ -11,15 +11,29 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/memory"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func mustMemory() store.Store { return memory.New() }
+
+// testLimiter is a limiter on the test Redis under a prefix of name's,
+// whose keys go when the test ends. Its 2 s timeout is for peeks under
+// -race on a shared 2-core machine (the authorizer's is 25 ms).
+func testLimiter(t *testing.T, name string) *limiter.Limiter {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	prefix := testenv.Prefix(t, name)
+	testenv.DeleteKeys(t, rdb, prefix)
+	return limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
+}
 
 // events0 is a request identity with neither user ARN nor caller.
 func events0() events.APIGatewayRequestIdentity {

@@ -166,12 +166,9 @@ func TestSubjectsReadOnlyWhatApplies(t *testing.T) {
 // ?api= answers.
 func TestSubjectsTooManyRules(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	mem := memory.New()
-	prefix := testenv.Prefix(t, "admin")
-	testenv.DeleteKeys(t, rdb, prefix)
-	h := lambdaHandler(admin.New(mem, nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{}))
+	h := lambdaHandler(admin.New(mem, nil, testLimiter(t, "admin"), admin.Options{}))
 	for i := range admin.MaxSubjectRules + 1 {
 		r := rules.Rule{API: fmt.Sprintf("api-%d", i%2), Route: fmt.Sprintf("GET /r%d", i), Subject: "*", Limit: new(int64(5)), Period: rules.Period(time.Second)}
 		if _, err := mem.CreateRule(ctx, r, "test"); err != nil {
@@ -199,12 +196,9 @@ func TestSubjectsTooManyRules(t *testing.T) {
 // ip dimension for an IP subject; without it, the default dimension's.
 func TestSubjectsDimension(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	mem := memory.New()
-	prefix := testenv.Prefix(t, "admindim")
-	t.Cleanup(func() { testenv.DeleteKeys(t, rdb, prefix) })
-	svc := admin.New(mem, nil, limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second}), admin.Options{})
+	svc := admin.New(mem, nil, testLimiter(t, "admindim"), admin.Options{})
 	h := lambdaHandler(svc)
 	floor := rules.Rule{API: "api", Route: "*", Subject: "*", Limit: new(int64(50)), Period: rules.Period(time.Minute), Dimension: "ip"}
 	perKey := rules.Rule{API: "api", Route: "*", Subject: "*", Limit: new(int64(10)), Period: rules.Period(time.Minute)}

@@ -8,20 +8,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/limiter"
 	"github.com/sluicehq/sluice/internal/store/memory"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // usageService is an admin Service over a memory store and the test Redis,
 // with a rate rule and a quota rule on api a1 (the quota with a floor).
 func usageService(t *testing.T) *admin.Service {
 	t.Helper()
-	rdb := testenv.Redis(t)
-	prefix := testenv.Prefix(t, "admin-usage")
-	testenv.DeleteKeys(t, rdb, prefix)
-	lim := limiter.New(rdb, limiter.Options{Prefix: prefix, Timeout: 2 * time.Second})
-	svc := admin.New(memory.New(), nil, lim, admin.Options{})
+	svc := admin.New(memory.New(), nil, testLimiter(t, "admin-usage"), admin.Options{})
 	for _, body := range []string{
 		`{"api":"a1","route":"*","subject":"*","limit":10,"period":"10s"}`,
 		`{"api":"a1","route":"POST /chat","subject":"*","kind":"quota","limit":1000,"period":"1mo","min_remaining":100}`,
