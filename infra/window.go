@@ -34,14 +34,11 @@ func checkWindow(w string) error {
 		return fmt.Errorf("MaintenanceWindow (maintenanceWindow) %q lasts %d minutes: want 60 to 1440", w, length)
 	}
 	// The backup window, 01:00-01:30 every day.
+	// They overlap when the window holds the backup's first or last
+	// minute, or starts within the backup.
 	for d := range 7 {
 		b := d*24*60 + 60
-		for _, t := range []int{b, b + 29} {
-			if (t-start+week)%week < length {
-				return fmt.Errorf("MaintenanceWindow (maintenanceWindow) %q overlaps Aurora's daily backup window %s UTC: RDS refuses that; choose another hour", w, backupWindow)
-			}
-		}
-		if (start-b+week)%week < 30 {
+		if (b-start+week)%week < length || (b+29-start+week)%week < length || (start-b+week)%week < 30 {
 			return fmt.Errorf("MaintenanceWindow (maintenanceWindow) %q overlaps Aurora's daily backup window %s UTC: RDS refuses that; choose another hour", w, backupWindow)
 		}
 	}
