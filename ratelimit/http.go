@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -202,8 +203,6 @@ func (l *Limiter) judge(ctx context.Context, core *authorizer.Authorizer, req *a
 // status and body.
 func render(hdr http.Header, e *httpapi.Error) (int, []byte) {
 	status, h, body := httpapi.Render(ProblemTypeBase, e)
-	for k, v := range h {
-		hdr[k] = v
-	}
+	maps.Copy(hdr, h)
 	return status, body
 }

@@ -400,15 +400,8 @@ func New(ctx context.Context, o Options) (*Limiter, error) {
 
 // needsJWT reports whether a source or dimension reads a verified claim.
 func needsJWT(src []identity.Source, dims []identity.Dimension) bool {
-	if identity.HasKind(src, identity.SourceJWT) {
-		return true
-	}
-	for _, d := range dims {
-		if identity.HasKind(d.Sources, identity.SourceJWT) {
-			return true
-		}
-	}
-	return false
+	return identity.HasKind(src, identity.SourceJWT) ||
+		slices.ContainsFunc(dims, func(d identity.Dimension) bool { return identity.HasKind(d.Sources, identity.SourceJWT) })
 }
 
 // FromDecider returns the Limiter over d, a decision path this module

@@ -9,6 +9,7 @@
 package decider
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -112,12 +113,8 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) *Decider {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
-	if o.Function == "" {
-		o.Function = "sluice"
-	}
-	if o.Prefix == "" {
-		o.Prefix = limiter.DefaultPrefix
-	}
+	o.Function = cmp.Or(o.Function, "sluice")
+	o.Prefix = cmp.Or(o.Prefix, limiter.DefaultPrefix)
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(o.Out, nil))

@@ -16,6 +16,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,7 @@ const (
 
 // heldAttr is the attribute holding region's tokens.
 func heldAttr(region string) string {
-	if region == "" {
-		region = "-"
-	}
-	return attrHeldPrefix + region
+	return attrHeldPrefix + cmp.Or(region, "-")
 }
 
 // Options configures a Table. The zero value of each field means its

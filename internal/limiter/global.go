@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -209,9 +210,7 @@ func newGlobals(o Options) *globals {
 	if g.idle <= 0 {
 		g.idle = DefaultGlobalIdle
 	}
-	if g.region == "" {
-		g.region = "-"
-	}
+	g.region = cmp.Or(g.region, "-")
 	g.breaker.init(ledgerBreakerThreshold, ledgerBreakerCooldown, nil)
 	if g.openShare <= 0 || g.openShare > 1 {
 		g.openShare = 1 / float64(g.regions)

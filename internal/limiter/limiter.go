@@ -31,6 +31,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -462,9 +463,7 @@ func New(c redis.UniversalClient, o Options) *Limiter {
 		epoch:   time.Now(),
 	}
 	l.now = func() int64 { return int64(time.Since(l.epoch)) }
-	if l.prefix == "" {
-		l.prefix = DefaultPrefix
-	}
+	l.prefix = cmp.Or(l.prefix, DefaultPrefix)
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}

@@ -1,6 +1,7 @@
 package rulesync
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha1"
@@ -87,9 +88,7 @@ type Snapshots struct {
 
 // NewSnapshots returns Snapshots on client configured by o.
 func NewSnapshots(client redis.UniversalClient, o SnapshotsOptions) *Snapshots {
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}

@@ -14,6 +14,7 @@
 package awsenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,10 +60,7 @@ func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limite
 	if err := errors.Join(kerr, err); err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	fn := getenv("AWS_LAMBDA_FUNCTION_NAME")
-	if fn == "" {
-		fn = "ratelimit"
-	}
+	fn := cmp.Or(getenv("AWS_LAMBDA_FUNCTION_NAME"), "ratelimit")
 	a, err := app.NewDecider(ctx, cfg, app.Options{Function: fn})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)

@@ -30,6 +30,7 @@
 package prommetrics
 
 import (
+	"cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/cardinality"
@@ -67,9 +68,7 @@ var defaultBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 // New returns Metrics with its collectors registered with reg; the error
 // is reg's (a collector of the same name registered already).
 func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
-	if o.Namespace == "" {
-		o.Namespace = "sluice"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "sluice")
 	if o.MaxLabelValues <= 0 {
 		o.MaxLabelValues = 100
 	}
