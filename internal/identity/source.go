@@ -285,19 +285,6 @@ type Request struct {
 	Context   map[string]string
 }
 
-// Subject returns the first non-empty value of sources in r (surrounding
-// white space trimmed), and the kind of source it came from; ok is false
-// when none has a value. ok is also false when that first value is longer
-// than MaxSubjectLen bytes, is not valid UTF-8, was sent twice (see
-// multiValued), or is a claim with no string form (Claims.String): the
-// request is refused, not charged to a later source (an oversized or
-// doubled key must not fall back to the caller's IP bucket).
-// It does not allocate.
-func Subject(sources []Source, r *Request) (subject string, from SourceKind, ok bool) {
-	subject, from, f := Find(sources, r)
-	return subject, from, f == Found
-}
-
 // ValidText reports whether v is text a subject may be: valid UTF-8
 // without U+FFFD. The replacement character is refused as the bytes it
 // stands for are: a JSON event (API Gateway's, a JWT's payload) reaches
@@ -358,8 +345,14 @@ func (s *Source) unusable(r *Request) bool {
 	return !ok && r.Claims.has(s.Name)
 }
 
-// Find is Subject, telling an absent subject from a refused one. It does
-// not allocate.
+// Find returns the first non-empty value of sources in r (surrounding
+// white space trimmed), and the kind of source it came from: Found, or
+// Absent when none has a value. It is Refused when that first value is
+// longer than MaxSubjectLen bytes, is not valid UTF-8, was sent twice
+// (see multiValued), or is a claim with no string form (Claims.String):
+// the request is refused, not charged to a later source (an oversized or
+// doubled key must not fall back to the caller's IP bucket).
+// It does not allocate.
 func Find(sources []Source, r *Request) (subject string, from SourceKind, f Finding) {
 	for i := range sources {
 		s := &sources[i]

@@ -15,7 +15,7 @@ func TestSubjectAllocations(t *testing.T) {
 		{"x-api-key": "k"}, {"X-Api-Key": "k"}, {"X-API-KEY": "k"}, {"accept": "*/*"},
 	} {
 		r := &Request{Headers: h, Query: map[string]string{"other": "1"}, SourceIP: "192.0.2.1"}
-		if n := testing.AllocsPerRun(100, func() { Subject(sources, r) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { Find(sources, r) }); n != 0 {
 			t.Errorf("subject(headers %v) allocates %v times, want 0", h, n)
 		}
 	}

@@ -99,9 +99,9 @@ func TestSubjectHygiene(t *testing.T) {
 		{"absent: the IP", "", "192.0.2.1", true},
 	} {
 		r := &identity.Request{Headers: map[string]string{"x-api-key": tc.key}, SourceIP: "192.0.2.1"}
-		got, _, ok := identity.Subject(sources, r)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: Subject = %.40q, %v; want %.40q, %v", tc.name, got, ok, tc.want, tc.ok)
+		got, _, f := identity.Find(sources, r)
+		if got != tc.want || (f == identity.Found) != tc.ok {
+			t.Errorf("%s: Find = %.40q, %v; want %.40q, found %v", tc.name, got, f, tc.want, tc.ok)
 		}
 	}
 }
@@ -130,9 +130,9 @@ func TestSubjectMultiValued(t *testing.T) {
 		{"another header twice is fine", identity.Request{Headers: map[string]string{"x-api-key": "a", "accept": "x,y"}, MultiHeaders: map[string][]string{"accept": {"x", "y"}}}, "a", true},
 	} {
 		tc.r.SourceIP = "192.0.2.1"
-		got, _, ok := identity.Subject(sources, &tc.r)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: Subject = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		got, _, f := identity.Find(sources, &tc.r)
+		if got != tc.want || (f == identity.Found) != tc.ok {
+			t.Errorf("%s: Find = %q, %v; want %q, found %v", tc.name, got, f, tc.want, tc.ok)
 		}
 	}
 }

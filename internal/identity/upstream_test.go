@@ -274,11 +274,11 @@ func TestUpstreamIdentity(t *testing.T) {
 	}
 	var r identity.Request
 	id.Apply(&r)
-	if s, from, ok := identity.Subject(sources, &r); s != "acme" || from != identity.SourceContext || !ok {
-		t.Errorf("Subject(context:tenant) = %q, %v, %v; want acme", s, from, ok)
+	if s, from, f := identity.Find(sources, &r); s != "acme" || from != identity.SourceContext || f != identity.Found {
+		t.Errorf("Find(context:tenant) = %q, %v, %v; want acme", s, from, f)
 	}
-	if s, _, _ := identity.Subject(sources[1:], &r); s != "user-1" {
-		t.Errorf("Subject(principal) = %q, want user-1", s)
+	if s, _, _ := identity.Find(sources[1:], &r); s != "user-1" {
+		t.Errorf("Find(principal) = %q, want user-1", s)
 	}
 }
 
