@@ -123,9 +123,6 @@ func New(o Options) *Stats {
 // MaxWindow is the longest window Report answers: Slots×Resolution.
 func (s *Stats) MaxWindow() time.Duration { return time.Duration(s.o.Slots) * s.o.Resolution }
 
-// Resolution is the length of one slot: windows are whole multiples of it.
-func (s *Stats) Resolution() time.Duration { return s.o.Resolution }
-
 // Record counts d. It is nil-safe: a nil Stats counts nothing.
 func (s *Stats) Record(d Decision) {
 	if s == nil || d.Rule == "" {
@@ -258,7 +255,7 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 		From: time.Unix(0, first*int64(res)).UTC(), To: now.UTC(),
 		Rules: []RuleStat{}, Subjects: []SubjectStat{},
 	}
-	rulesSum := map[ruleKey]*counts{}
+	rulesSum := map[ruleKey]counts{}
 	subj := map[subjectKey]int64{}
 	shown := map[string]string{} // hash → subject as sent, when shown
 
@@ -269,11 +266,8 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 		if sl.index == idx {
 			for key, c := range sl.rules {
 				sum := rulesSum[key]
-				if sum == nil {
-					sum = &counts{}
-					rulesSum[key] = sum
-				}
 				sum.add(c)
+				rulesSum[key] = sum
 			}
 			for _, e := range sl.subjects.entries {
 				subj[e.key] += e.count
