@@ -53,16 +53,38 @@ func readSample(t *testing.T, name string) []byte {
 	return b
 }
 
+// invokeSample plays the recorded event file through Invoke, the entry
+// the Lambda runtime calls, and returns what the handler saw and the
+// response's JSON.
+func invokeSample(t *testing.T, file string) (seen, []byte) {
+	t.Helper()
+	var got seen
+	out, err := lambdahttp.New(recorder(&got, 1<<20), lambdahttp.Options{}).Invoke(context.Background(), readSample(t, file))
+	if err != nil {
+		t.Fatalf("Invoke(%s) error = %v", file, err)
+	}
+	return got, out
+}
+
+// field is one thing the handler saw, and what it should be.
+type field struct{ name, got, want string }
+
+// checkRequest reports each field the handler did not see as it should.
+func checkRequest(t *testing.T, fs []field) {
+	t.Helper()
+	for _, f := range fs {
+		if f.got != f.want {
+			t.Errorf("request %s = %q, want %q", f.name, f.got, f.want)
+		}
+	}
+}
+
 // TestProxySample plays aws-lambda-go's recorded REST proxy event through
 // Invoke, the entry the Lambda runtime calls.
 func TestProxySample(t *testing.T) {
 	t.Parallel()
-	var got seen
-	out, err := lambdahttp.New(recorder(&got, 1<<20), lambdahttp.Options{}).Invoke(context.Background(), readSample(t, "apigw-request.json"))
-	if err != nil {
-		t.Fatalf("Invoke(apigw-request.json) error = %v", err)
-	}
-	checks := []struct{ name, got, want string }{
+	got, out := invokeSample(t, "apigw-request.json")
+	checkRequest(t, []field{
 		{"method", got.Method, "POST"},
 		{"path (resource /{proxy+} filled)", got.Path, "/hello/world"},
 		{"query", got.Query, "name=me"},
@@ -73,12 +95,7 @@ func TestProxySample(t *testing.T) {
 		{"body", got.Body, "{\r\n\t\"a\": 1\r\n}"},
 		{"caller (userArn first)", got.Caller, "theUserArn"},
 		{"request id", got.RequestID, "deef4878-7910-11e6-8f14-25afc3e9ae33"},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("request %s = %q, want %q", c.name, c.got, c.want)
-		}
-	}
+	})
 	var resp events.APIGatewayProxyResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatal(err)
@@ -92,12 +109,8 @@ func TestProxySample(t *testing.T) {
 // TestURLSample plays aws-lambda-go's recorded Function URL event.
 func TestURLSample(t *testing.T) {
 	t.Parallel()
-	var got seen
-	out, err := lambdahttp.New(recorder(&got, 1<<20), lambdahttp.Options{}).Invoke(context.Background(), readSample(t, "lambda-urls-request.json"))
-	if err != nil {
-		t.Fatalf("Invoke(lambda-urls-request.json) error = %v", err)
-	}
-	checks := []struct{ name, got, want string }{
+	got, out := invokeSample(t, "lambda-urls-request.json")
+	checkRequest(t, []field{
 		{"method", got.Method, "POST"},
 		{"path", got.Path, "/my/path"},
 		{"query", got.Query, "parameter1=value1&parameter1=value2&parameter2=value"},
@@ -105,12 +118,7 @@ func TestURLSample(t *testing.T) {
 		{"cookies", got.Header.Get("Cookie"), "cookie1; cookie2"},
 		{"remote addr", got.RemoteAddr, "123.123.123.123"},
 		{"body", got.Body, "Hello from client!"},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("request %s = %q, want %q", c.name, c.got, c.want)
-		}
-	}
+	})
 	var resp events.LambdaFunctionURLResponse
 	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 201 || resp.Body != "{}" {
 		t.Errorf("response = %+v, %v; want 201 {}", resp, err)
@@ -146,7 +154,7 @@ func TestProxyRequest(t *testing.T) {
 	if resp, err := a.Proxy(context.Background(), ev); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("Proxy = %d %s, %v", resp.StatusCode, resp.Body, err)
 	}
-	checks := []struct{ name, got, want string }{
+	checkRequest(t, []field{
 		{"method", got.Method, "POST"},
 		{"escaped path", got.EscapedPath, "/subjects/x%20y%2Fz/limits"},
 		{"path", got.Path, "/subjects/x y/z/limits"},
@@ -157,12 +165,7 @@ func TestProxyRequest(t *testing.T) {
 		{"body", got.Body, `{"a":1}`},
 		{"caller", got.Caller, "AIDACALLER"},
 		{"request id", got.RequestID, "r1"},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("request %s = %q, want %q", c.name, c.got, c.want)
-		}
-	}
+	})
 
 	// Options.Resource: a function pinned to one route builds the path
 	// from its own template, whatever the event's resource is called.
