@@ -163,14 +163,14 @@ func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
 	if cur != nil && cmd.File == "" {
 		out = *cur
 	}
-	set(&out.Limit, cmd.Limit)
+	setFlag(&out.Limit, cmd.Limit)
 	if err := setPeriod(&out.Period, cmd.Period); err != nil {
 		return err
 	}
-	setNew(&out.Burst, cmd.Burst)
-	set(&out.Kind, (*rules.Kind)(cmd.Kind))
-	set(&out.Description, cmd.Description)
-	set(&out.Global, cmd.Global)
+	setFlagNew(&out.Burst, cmd.Burst)
+	setFlag(&out.Kind, (*rules.Kind)(cmd.Kind))
+	setFlag(&out.Description, cmd.Description)
+	setFlag(&out.Global, cmd.Global)
 	curVersion := int64(0)
 	if cur != nil {
 		curVersion = cur.Version

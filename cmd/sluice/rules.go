@@ -351,9 +351,9 @@ func or(p *string, def string) string {
 
 // apply sets the fields whose flags were given.
 func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
-	set(&r.API, cmd.API)
-	set(&r.Route, cmd.Route)
-	set(&r.Subject, cmd.Subject)
+	setFlag(&r.API, cmd.API)
+	setFlag(&r.Route, cmd.Route)
+	setFlag(&r.Subject, cmd.Subject)
 	if cmd.Plan != nil {
 		r.Plan = *cmd.Plan
 		if *cmd.Plan != "" && cmd.Limit == nil && cmd.Period == nil {
@@ -369,17 +369,17 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 	if err := setPeriod(&r.Period, cmd.Period); err != nil {
 		return err
 	}
-	setNew(&r.Burst, cmd.Burst)
-	setNew(&r.Cost, cmd.Cost)
-	set(&r.Kind, (*rules.Kind)(cmd.Kind))
-	set(&r.Anchor, cmd.Anchor)
-	setNew(&r.MinRemaining, cmd.MinRemaining)
-	set(&r.FailureMode, (*rules.FailureMode)(cmd.FailureMode))
-	set(&r.Mode, (*rules.Mode)(cmd.Mode))
-	setNew(&r.Enabled, cmd.Enabled)
-	set(&r.Global, cmd.Global)
-	set(&r.Description, cmd.Description)
-	set(&r.Dimension, cmd.Dimension)
+	setFlagNew(&r.Burst, cmd.Burst)
+	setFlagNew(&r.Cost, cmd.Cost)
+	setFlag(&r.Kind, (*rules.Kind)(cmd.Kind))
+	setFlag(&r.Anchor, cmd.Anchor)
+	setFlagNew(&r.MinRemaining, cmd.MinRemaining)
+	setFlag(&r.FailureMode, (*rules.FailureMode)(cmd.FailureMode))
+	setFlag(&r.Mode, (*rules.Mode)(cmd.Mode))
+	setFlagNew(&r.Enabled, cmd.Enabled)
+	setFlag(&r.Global, cmd.Global)
+	setFlag(&r.Description, cmd.Description)
+	setFlag(&r.Dimension, cmd.Dimension)
 	if cmd.ExpiresAt != nil {
 		r.ExpiresAt = nil
 		if *cmd.ExpiresAt != "" {
@@ -393,16 +393,16 @@ func (cmd *rulesPutCmd) apply(r *rules.Rule) error {
 	return nil
 }
 
-// set sets *dst to the value of the flag p, when it was given.
-func set[T any](dst *T, p *T) {
+// setFlag sets *dst to the value of the flag p, when it was given.
+func setFlag[T any](dst *T, p *T) {
 	if p != nil {
 		*dst = *p
 	}
 }
 
-// setNew points *dst at a copy of the value of the flag p, when it was
+// setFlagNew points *dst at a copy of the value of the flag p, when it was
 // given.
-func setNew[T any](dst **T, p *T) {
+func setFlagNew[T any](dst **T, p *T) {
 	if p != nil {
 		*dst = new(*p)
 	}
