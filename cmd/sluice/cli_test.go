@@ -211,6 +211,10 @@ func TestHelp(t *testing.T) {
 			t.Errorf("sluice %q prints the admin token's value:\n%s", args, stdout)
 		}
 	}
+	// A flag read from a variable says which, once.
+	if _, stdout, _ := runCLI(t, "", "rules", "ls", "-h"); strings.Count(stdout, "($SLUICE_ENDPOINT)") != 1 {
+		t.Errorf("sluice rules ls -h:\n%s\nwant --endpoint's help to end ($SLUICE_ENDPOINT), once", stdout)
+	}
 	code, stdout, stderr := runCLI(t, "")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, "Commands:") {
 		t.Errorf("sluice = exit %d, stdout %q, stderr:\n%s\nwant 2 and the commands on stderr", code, stdout, stderr)

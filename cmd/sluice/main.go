@@ -91,18 +91,12 @@ func envResolver(e *env) kong.Resolver {
 // showEnvVars adds "($NAME)" to the help of each flag tagged envvar, as
 // kong's own env tag does.
 func showEnvVars(k *kong.Kong) {
-	var walk func(n *kong.Node)
-	walk = func(n *kong.Node) {
-		for _, f := range n.Flags {
-			if name := f.Tag.Get("envvar"); name != "" {
-				f.Help += " ($" + name + ")"
-			}
+	_ = kong.Visit(k.Model, func(n kong.Visitable, next kong.Next) error {
+		if f, ok := n.(*kong.Flag); ok && f.Tag.Get("envvar") != "" {
+			f.Help += " ($" + f.Tag.Get("envvar") + ")"
 		}
-		for _, c := range n.Children {
-			walk(c)
-		}
-	}
-	walk(k.Model.Node)
+		return next(nil)
+	})
 }
 
 // print writes v as JSON with -o json, else calls table.
