@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -180,13 +181,7 @@ func Routes() []RouteInfo {
 // read-only operator (sluice local's read token, the stack's GrantRead)
 // may call these and nothing else.
 func ReadRoutes() []RouteInfo {
-	var out []RouteInfo
-	for _, r := range Routes() {
-		if r.Method == http.MethodGet {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(Routes(), func(r RouteInfo) bool { return r.Method != http.MethodGet })
 }
 
 // paramNames lists the {parameters} of a resource template.

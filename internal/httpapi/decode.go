@@ -97,12 +97,9 @@ func WithValidation(decoded []rules.FieldError, validate func() error) error {
 	}
 	problems := decoded
 	if ve != nil {
-		seen := make(map[string]bool, len(decoded))
-		for _, p := range decoded {
-			seen[p.Field] = true
-		}
 		for _, p := range ve.Fields {
-			if !seen[p.Field] && len(problems) < MaxFieldErrors {
+			reported := slices.ContainsFunc(decoded, func(d rules.FieldError) bool { return d.Field == p.Field })
+			if !reported && len(problems) < MaxFieldErrors {
 				problems = append(problems, p)
 			}
 		}
