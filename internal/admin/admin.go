@@ -3,11 +3,10 @@
 // buckets.
 //
 // The package knows HTTP (methods, status codes, headers, RFC 9457 problem
-// documents written by internal/httpapi) but not Lambda or AWS: a Request
-// is an HTTP request already taken apart, a Response an HTTP response to
-// put together. Two thin adapters feed it: internal/admin/apigw turns API
-// Gateway proxy events into Requests (one Lambda per route), and
-// Service.HTTPHandler serves every route over net/http for the local stack.
+// documents written by internal/httpapi) but not Lambda or AWS:
+// Service.Handler is an http.Handler of the routes asked for. The admin
+// Lambdas run it through internal/lambdahttp (each its own routes), and
+// sluice local mounts it on its net/http server with every route.
 //
 // Every write goes to the store (which validates versions and writes the
 // audit row in the same transaction), then publishes the committed rules to
