@@ -143,6 +143,19 @@ func fieldOf(err error) string {
 	return ve.Fields[0].Field
 }
 
+// checkFields fails t unless err is a *rules.ValidationError with exactly
+// the want fields and reasons.
+func checkFields(t *testing.T, call string, err error, want []rules.FieldError) {
+	t.Helper()
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("%s error = %v, want a *ValidationError", call, err)
+	}
+	if diff := cmp.Diff(want, ve.Fields); diff != "" {
+		t.Errorf("%s fields mismatch (-want +got):\n%s", call, diff)
+	}
+}
+
 // ignoreStoreFields compares what the caller gave with what the store
 // returned.
 var ignoreStoreFields = cmp.FilterPath(func(p cmp.Path) bool {
@@ -789,10 +802,7 @@ func testPlanCRUD(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("ListPlans() error = %v", err)
 	}
-	var names []string
-	for _, p := range ps {
-		names = append(names, p.Name)
-	}
+	names := pluck(ps, func(p rules.Plan) string { return p.Name })
 	if diff := cmp.Diff([]string{"bronze", "gold", "silver"}, names); diff != "" {
 		t.Errorf("ListPlans() names mismatch (-want +got):\n%s", diff)
 	}
@@ -840,14 +850,7 @@ func testPlanForeignKey(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := rules.Rule{API: "api", Route: "*", Subject: "key", Plan: "gold"}
 	_, err := s.CreateRule(ctx, r, actor)
-	var ve *rules.ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("CreateRule(unknown plan) error = %v, want a *ValidationError", err)
-	}
-	want := []rules.FieldError{{Field: "plan", Reason: `unknown plan "gold"`}}
-	if diff := cmp.Diff(want, ve.Fields); diff != "" {
-		t.Errorf("CreateRule(unknown plan) fields mismatch (-want +got):\n%s", diff)
-	}
+	checkFields(t, "CreateRule(unknown plan)", err, []rules.FieldError{{Field: "plan", Reason: `unknown plan "gold"`}})
 	mustCreatePlan(t, s, gold())
 	created := mustCreateRule(t, s, r)
 	if created.Plan != "gold" || created.Limit != nil || created.Period != 0 {
@@ -952,13 +955,7 @@ func testRuleFitsPlan(t *testing.T, s store.Store) {
 	}
 	want := []rules.FieldError{{Field: "cost", Reason: `must be at most the burst (5) of plan "small", or no request could pass`}}
 	_, err := s.CreateRule(ctx, onPlan("small", 6), actor)
-	var ve *rules.ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("CreateRule(cost 6 on burst 5) error = %v, want a *ValidationError", err)
-	}
-	if diff := cmp.Diff(want, ve.Fields); diff != "" {
-		t.Errorf("CreateRule(cost 6 on burst 5) fields mismatch (-want +got):\n%s", diff)
-	}
+	checkFields(t, "CreateRule(cost 6 on burst 5)", err, want)
 	if set, _ := s.LoadAll(ctx); len(set.Rules) != 0 {
 		t.Errorf("LoadAll() after a refused create = %d rules, want none", len(set.Rules))
 	}
@@ -1177,13 +1174,16 @@ func testLoadAllVersion(t *testing.T, s store.Store) {
 	}
 }
 
-func ids(rs []rules.Rule) []string {
-	out := []string{}
-	for _, r := range rs {
-		out = append(out, r.ID)
+// pluck returns f of each x, in order; never nil.
+func pluck[T, V any](xs []T, f func(T) V) []V {
+	out := []V{}
+	for _, x := range xs {
+		out = append(out, f(x))
 	}
 	return out
 }
+
+func ids(rs []rules.Rule) []string { return pluck(rs, func(r rules.Rule) string { return r.ID }) }
 
 func testListFilters(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -1324,9 +1324,7 @@ func testListOrder(t *testing.T, s store.Store) {
 			if err != nil {
 				t.Fatalf("ListRules(%+v) error = %v", f, err)
 			}
-			for _, r := range page.Rules {
-				got = append(got, r.API+" "+r.Route+" "+r.Subject)
-			}
+			got = append(got, pluck(page.Rules, func(r rules.Rule) string { return r.API + " " + r.Route + " " + r.Subject })...)
 			if f.Cursor = page.NextCursor; f.Cursor == "" {
 				break
 			}
@@ -1340,10 +1338,7 @@ func testListOrder(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var subjects []string
-	for _, r := range page.Rules {
-		subjects = append(subjects, r.Subject)
-	}
+	subjects := pluck(page.Rules, func(r rules.Rule) string { return r.Subject })
 	if diff := cmp.Diff([]string{"*", "K1", "k2"}, subjects); diff != "" {
 		t.Errorf("ListRules(shop, GET /orders) subjects mismatch (-want +got):\n%s", diff)
 	}
