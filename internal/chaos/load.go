@@ -151,13 +151,7 @@ func targetsOf(all []Target, s Stream) []Target {
 	if len(s.Hosts) == 0 {
 		return all
 	}
-	var out []Target
-	for _, t := range all {
-		if slices.Contains(s.Hosts, t.Host) {
-			out = append(out, t)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(all), func(t Target) bool { return !slices.Contains(s.Hosts, t.Host) })
 }
 
 // runLoad is the load client: open-loop streams, every request recorded.
@@ -280,11 +274,7 @@ func WriteHistory(path string, ops []Op) error {
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return errors.Join(w.Flush(), f.Close())
 }
 
 // ReadHistory reads a history WriteHistory wrote.

@@ -190,8 +190,8 @@ func scenarioRules(api string, load time.Duration, durable bool) ([]RuleSpec, []
 		{Name: "search", Route: "POST /search", Subject: "*", Versions: []Version{{Limit: searchRate, Burst: searchBurst, Period: time.Second}}},
 	}
 	bodies := []ruleBody{
-		{API: api, Route: "*", Subject: "*", Limit: apiRate, Period: "1s", Burst: ptr(int64(apiBurst))},
-		{API: api, Route: "POST /search", Subject: "*", Limit: searchRate, Period: "1s", Burst: ptr(int64(searchBurst))},
+		{API: api, Route: "*", Subject: "*", Limit: apiRate, Period: "1s", Burst: new(int64(apiBurst))},
+		{API: api, Route: "POST /search", Subject: "*", Limit: searchRate, Period: "1s", Burst: new(int64(searchBurst))},
 	}
 	kinds := []struct {
 		prefix, route string
@@ -212,8 +212,6 @@ func scenarioRules(api string, load time.Duration, durable bool) ([]RuleSpec, []
 	}
 	return specs, bodies
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // streams are the load: cold subjects (each request asks Redis), leased
 // subjects (below their rate: served from token leases), hot subjects
@@ -269,7 +267,7 @@ func runScenario(ctx context.Context, c *Cluster, s Scenario, o Options) (Result
 	ops, err := r.drive(ctx, o.Dir, decideHosts, st, int64(total*s.Load.Seconds()*1.1)+100, func(sctx context.Context, t0 time.Time) {
 		r.sleep(sctx, time.Until(t0.Add(s.At+time.Second)))
 		changed := bodies[1]
-		changed.Limit, changed.Burst = searchRate2, ptr(int64(searchRate2))
+		changed.Limit, changed.Burst = searchRate2, new(int64(searchRate2))
 		changeSent = time.Now().UnixNano()
 		for sctx.Err() == nil && time.Since(t0) < s.Load-2*time.Second {
 			if _, err := c.Admin(sctx, "d2", http.MethodPut, "/rules/"+specs[1].ID, changed, nil); err == nil {
