@@ -145,12 +145,7 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 		slices.SortFunc(adm, func(a, b Op) int { return cmp.Compare(a.Send, b.Send) })
 		for i := range rules {
 			r := &rules[i]
-			var mine []Op
-			for j := range adm {
-				if r.applies(&adm[j]) {
-					mine = append(mine, adm[j])
-				}
-			}
+			mine := slices.DeleteFunc(slices.Clone(adm), func(o Op) bool { return !r.applies(&o) })
 			if len(mine) == 0 {
 				continue
 			}
@@ -161,15 +156,11 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 					limit = max(limit, v.Limit)
 				}
 				got := int64(len(mine)) - limit
-				bound := int64(0)
-				if !r.Durable {
-					bound = quotaBound(rules, &mine[0], b.LostWindow)
-				}
+				ex, bound := &res.Quota, quotaBound(rules, &mine[0], b.LostWindow)
 				if r.Durable {
-					res.Durable.add(got, bound, where)
-				} else {
-					res.Quota.add(got, bound, where)
+					ex, bound = &res.Durable, 0
 				}
+				ex.add(got, bound, where)
 				if got > bound {
 					res.Problems = append(res.Problems, fmt.Sprintf("%s: %d admitted against a quota of %d: excess %d > bound %d", where, len(mine), limit, got, bound))
 				}
