@@ -1,12 +1,14 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -160,10 +162,6 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 	if len(params) == 0 {
 		params = nil
 	}
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
 	path := r.URL.Path
 	return events.APIGatewayCustomAuthorizerRequestTypeRequest{
 		Type:                            "REQUEST",
@@ -182,12 +180,21 @@ func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string
 			ResourceID:   res.id,
 			Stage:        g.stage,
 			RequestID:    requestID,
-			Identity:     events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: ip},
+			Identity:     events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: sourceIP(r)},
 			ResourcePath: res.path,
 			HTTPMethod:   r.Method,
 			APIID:        g.apiID,
 		},
 	}
+}
+
+// sourceIP is the address r came from, as API Gateway's sourceIp: the
+// host of RemoteAddr, or all of it when it has no port.
+func sourceIP(r *http.Request) string {
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return ip
+	}
+	return r.RemoteAddr
 }
 
 // authorize sends ev to the authorizer function as the Lambda runtime
@@ -250,14 +257,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (sluice.Authorizer.AllowedResponseParameters): API Gateway itself adds
 // them to no allowed response.
 func (g *gateway) setRateLimitHeaders(h http.Header, ctxv map[string]any) {
-	dialects := g.headers
-	if dialects == 0 {
-		dialects = headers.Default
-	}
 	if contextString(ctxv, headers.KeyRule) == "" {
 		return
 	}
-	for _, f := range dialects.Fields() {
+	for _, f := range cmp.Or(g.headers, headers.Default).Fields() {
 		// Assigned, not Set: Set would canonicalise RateLimit to Ratelimit.
 		// Field names are case-insensitive, but people read them.
 		if v := contextString(ctxv, f.Key); v != "" {
@@ -314,9 +317,7 @@ func contextString(ctxv map[string]any, key string) string {
 func echo(w http.ResponseWriter, r *http.Request, ev events.APIGatewayCustomAuthorizerRequestTypeRequest, auth events.APIGatewayCustomAuthorizerResponse) {
 	n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	authz := map[string]any{"principalId": auth.PrincipalID}
-	for k, v := range auth.Context {
-		authz[k] = v
-	}
+	maps.Copy(authz, auth.Context)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"method":         r.Method,
 		"path":           r.URL.Path,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -156,10 +155,6 @@ func (g *httpAPIGateway) event(r *http.Request, routeKey, requestID string, body
 			params[name] = r.PathValue(name)
 		}
 	}
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:               "2.0",
 		RouteKey:              routeKey,
@@ -183,7 +178,7 @@ func (g *httpAPIGateway) event(r *http.Request, routeKey, requestID string, body
 				Method:    r.Method,
 				Path:      r.URL.Path,
 				Protocol:  r.Proto,
-				SourceIP:  ip,
+				SourceIP:  sourceIP(r),
 				UserAgent: r.UserAgent(),
 			},
 		},

@@ -492,14 +492,11 @@ func gatedServer(mounted *atomic.Bool, mux *http.ServeMux, stderr io.Writer) *ht
 			h.ServeHTTP(w, r)
 			return
 		}
-		status, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{
+		writeProblem(w, &httpapi.Error{
 			Status: http.StatusServiceUnavailable,
 			Detail: "sluice local is starting: its routes are not mounted yet. Retry in a moment.",
 			Header: http.Header{"Retry-After": {"1"}},
 		})
-		maps.Copy(w.Header(), h)
-		w.WriteHeader(status)
-		w.Write(body) //nolint:errcheck // the client has gone
 	})
 	return &http.Server{
 		Handler:           gate,
@@ -629,11 +626,16 @@ func RequireTokens(token, read, from string, next http.Handler) http.Handler {
 				Header: http.Header{"Www-Authenticate": {`Bearer realm="sluice-admin"`}},
 			}
 		}
-		status, h, body := httpapi.Render(httpapi.TypeBase, e)
-		maps.Copy(w.Header(), h)
-		w.WriteHeader(status)
-		w.Write(body) //nolint:errcheck // the client has gone
+		writeProblem(w, e)
 	})
+}
+
+// writeProblem answers e as problem+json (httpapi.Render).
+func writeProblem(w http.ResponseWriter, e *httpapi.Error) {
+	status, h, body := httpapi.Render(httpapi.TypeBase, e)
+	maps.Copy(w.Header(), h)
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // the client has gone
 }
 
 // seedFile is the format of examples/rules.json.

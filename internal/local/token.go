@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"time"
 
@@ -34,10 +33,7 @@ const maxTokenRequest = 16 << 10
 // development issuer; nil iss answers 404, saying how to start one.
 func devTokenHandler(iss *identity.DevIssuer) http.Handler {
 	fail := func(w http.ResponseWriter, status int, detail string) {
-		code, h, body := httpapi.Render(httpapi.TypeBase, &httpapi.Error{Status: status, Detail: detail})
-		maps.Copy(w.Header(), h)
-		w.WriteHeader(code)
-		w.Write(body) //nolint:errcheck // the client has gone
+		writeProblem(w, &httpapi.Error{Status: status, Detail: detail})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if iss == nil {
