@@ -234,7 +234,7 @@ func (r Rule) Validate() error {
 		v.check("expires_at", expiresProblem(*r.ExpiresAt))
 	}
 	if r.Set != "" {
-		v.check("set", setProblem(r.Set))
+		v.check("set", planNameProblem(r.Set)) // a set name has a plan name's form
 	}
 	if r.Global {
 		globalProblems(&v, r.Mode, r.MinRemaining, r.Durable, r.Kind, r.Period)
@@ -253,9 +253,6 @@ func expiresProblem(t time.Time) string {
 	return ""
 }
 
-// setProblem checks a set name, which has a plan name's form.
-func setProblem(name string) string { return planNameProblem(name) }
-
 // DefaultDimension is the name of the dimension SUBJECT_SOURCES finds; a
 // rule stores it as "".
 const DefaultDimension = "default"
@@ -272,7 +269,7 @@ func NormalizeDimension(name string) string {
 // ValidDimension reports whether name can name a dimension:
 // ^[a-z][a-z0-9_-]{0,31}$.
 func ValidDimension(name string) bool {
-	return name != "" && len(name) <= 32 && 'a' <= name[0] && name[0] <= 'z' && allBytes(name, isPlanByte)
+	return len(name) <= 32 && planNameProblem(name) == ""
 }
 
 // Validate reports every problem with p as a *ValidationError with JSON
@@ -286,7 +283,7 @@ func (p Plan) Validate() error {
 	v.burst(p.Burst, &p.Limit, p.Kind, p.Period, limitProblem(p.Limit) == "" && p.Period != 0 && periodProblem(p.Period) == "")
 	v.check("description", descriptionProblem(p.Description))
 	if p.Set != "" {
-		v.check("set", setProblem(p.Set))
+		v.check("set", planNameProblem(p.Set))
 	}
 	if p.Global {
 		globalProblems(&v, Enforce, nil, false, p.Kind, p.Period)
