@@ -303,7 +303,7 @@ func (c *Cache) Stats() CacheStats {
 	st := c.cur.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := CacheStats{
+	return CacheStats{
 		Loaded:        !st.loadedAt.IsZero(),
 		Origin:        st.origin,
 		Version:       st.version,
@@ -315,19 +315,16 @@ func (c *Cache) Stats() CacheStats {
 		VersionReads:  c.verReads,
 		Refused:       c.refused,
 		LastError:     errors.Join(c.versionErr, c.loadErr),
+		Age:           c.age(st),
 	}
-	if s.Loaded {
-		s.Age = time.Since(st.loadedAt)
-	} else {
-		s.Age = time.Since(c.epoch)
-	}
-	return s
 }
 
 // Age returns the time since the current snapshot was loaded (since the
 // cache was created when no load has succeeded).
-func (c *Cache) Age() time.Duration {
-	if st := c.cur.Load(); !st.loadedAt.IsZero() {
+func (c *Cache) Age() time.Duration { return c.age(c.cur.Load()) }
+
+func (c *Cache) age(st *cacheState) time.Duration {
+	if !st.loadedAt.IsZero() {
 		return time.Since(st.loadedAt)
 	}
 	return time.Since(c.epoch)
@@ -495,10 +492,10 @@ func (c *Cache) install(set rules.Set, origin Origin, installs uint64) {
 	if origin == FromStore {
 		c.failures, c.retryAt, c.fullAt = 0, time.Time{}, done
 	}
-	stale := loaded && set.Version < st.version && (origin == FromSnapshot || c.installs != installs)
-	if stale {
-		c.reloads++
-		c.loadErr = nil
+	c.reloads++
+	c.loadErr = nil
+	if loaded && set.Version < st.version && (origin == FromSnapshot || c.installs != installs) {
+		// Stale: counted as a reload, not installed.
 		c.mu.Unlock()
 		return
 	}
@@ -510,8 +507,6 @@ func (c *Cache) install(set rules.Set, origin Origin, installs uint64) {
 	if !loaded {
 		c.fullAt = done
 	}
-	c.reloads++
-	c.loadErr = nil
 	c.mu.Unlock()
 	if c.opt.OnReload != nil {
 		c.opt.OnReload(set.Version, origin, snap)
