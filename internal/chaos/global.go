@@ -596,12 +596,7 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 		return wins[k]
 	}
 	regionOf := func(h string) int {
-		for i, g := range regions {
-			if slices.Contains(g.decide, h) {
-				return i
-			}
-		}
-		return -1
+		return slices.IndexFunc(regions, func(g region) bool { return slices.Contains(g.decide, h) })
 	}
 	admitted := make([]int64, len(regions)) // from the ledger: allowed, not fail-open
 	block := gBlock(b.Limit)
@@ -642,17 +637,16 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 			continue
 		}
 		if o.FailOpen {
-			g.FailOpen++
-		} else if r := regionOf(o.Host); r >= 0 {
-			admitted[r]++
-		}
-		ws, wr := o.Send/p, o.Recv/p
-		if o.FailOpen {
 			// A Region's Redis failed (a timeout under load): the rule's
 			// failure mode answered, as for any rule, outside the ledger
 			// and its bounds; the table counts these apart.
+			g.FailOpen++
 			continue
 		}
+		if r := regionOf(o.Host); r >= 0 {
+			admitted[r]++
+		}
+		ws, wr := o.Send/p, o.Recv/p
 		at((o.Send+o.Recv)/2/p).mid++
 		if ws == wr {
 			at(ws).certain++
