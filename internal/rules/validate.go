@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"errors"
 	"math/bits"
 	"strconv"
@@ -90,27 +91,19 @@ func (r *Rule) Normalize() {
 	r.Plan = strings.TrimSpace(r.Plan)
 	r.Description = strings.TrimSpace(r.Description)
 	r.Dimension = NormalizeDimension(r.Dimension)
-	r.FailureMode = FailureMode(strings.ToLower(strings.TrimSpace(string(r.FailureMode))))
-	if r.FailureMode == "" {
-		r.FailureMode = FailOpen
-	}
-	r.Mode = Mode(strings.ToLower(strings.TrimSpace(string(r.Mode))))
-	if r.Mode == "" {
-		r.Mode = Enforce
-	}
+	r.FailureMode = lowerOr(r.FailureMode, FailOpen)
+	r.Mode = lowerOr(r.Mode, Enforce)
 	r.Kind = normalizeKind(r.Kind)
 	r.Anchor = strings.TrimSpace(r.Anchor)
 	if t, err := time.Parse(time.RFC3339, r.Anchor); err == nil {
 		r.Anchor = t.UTC().Format(time.RFC3339Nano)
 	}
 	if r.Enabled == nil {
-		t := true
-		r.Enabled = &t
+		r.Enabled = new(true)
 	}
 	r.Set = strings.TrimSpace(r.Set)
 	if r.ExpiresAt != nil {
-		t := r.ExpiresAt.UTC()
-		r.ExpiresAt = &t
+		r.ExpiresAt = new(r.ExpiresAt.UTC())
 	}
 }
 
@@ -131,12 +124,11 @@ func NormalizeRoute(route string) string {
 }
 
 // normalizeKind lower-cases k and fills the default, Rate.
-func normalizeKind(k Kind) Kind {
-	k = Kind(strings.ToLower(strings.TrimSpace(string(k))))
-	if k == "" {
-		return Rate
-	}
-	return k
+func normalizeKind(k Kind) Kind { return lowerOr(k, Rate) }
+
+// lowerOr trims and lower-cases s, or returns def when nothing is left.
+func lowerOr[T ~string](s, def T) T {
+	return cmp.Or(T(strings.ToLower(strings.TrimSpace(string(s)))), def)
 }
 
 // Normalize trims white space around p's Name and Description and fills
