@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -78,15 +79,10 @@ func (a APIResources) routeWarning(route string) string {
 	if !ok {
 		return "" // not a route at all: the admin API refuses it with its reason
 	}
-	var templates []resourceTemplate
-	for _, r := range a.Resources {
-		if r == path {
-			return ""
-		}
-		templates = append(templates, parseTemplate(r))
+	if slices.Contains(a.Resources, path) {
+		return ""
 	}
-	g := gateway{resources: templates}
-	if t, _, ok := g.route(path); ok {
+	if t, _, ok := newGateway("", "", a.Resources, nil, nil).route(path); ok {
 		return fmt.Sprintf("route %q is a path, not a resource of api %q: did you mean %q? A rule names the template API Gateway matched", route, a.API, method+" "+t.path)
 	}
 	return fmt.Sprintf("route %q names no resource of api %q (it has %s): the rule will never match", route, a.API, strings.Join(a.Resources, " "))
