@@ -23,10 +23,10 @@ import (
 // frees a subject at the edge within it, plus a round).
 const EdgeInterval = time.Second
 
-// edgeKey returns a fresh edge key for a run with --edge: the entries
-// live in memory, so nothing needs it across restarts.
-func edgeKey() string {
-	b := make([]byte, 24)
+// randomHex is n random bytes in hex. crypto/rand.Read fills b or
+// crashes the program; it returns no error (Go 1.24).
+func randomHex(n int) string {
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }

@@ -9,11 +9,9 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,7 +185,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 	}
 	if c.Edge && cfg.EdgeKey == "" && cfg.EdgeKeySecretARN == "" {
-		cfg.EdgeKey = config.Secret(edgeKey()) // the store is in memory: a key per run
+		cfg.EdgeKey = config.Secret(randomHex(24)) // the store is in memory: a key per run
 	}
 	if c.Regions > 1 {
 		if c.Edge {
@@ -338,10 +336,7 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 		c.edge = e
 		edgeLine = fmt.Sprintf("  edge       %s/  (the CloudFront Function in goja before the demo API; long denials published every %v)\n", "http://"+ln.Addr().String(), EdgeInterval)
 	}
-	token, generated, err := adminToken(c.Token)
-	if err != nil {
-		return err
-	}
+	token, generated := adminToken(c.Token)
 	if err := mount(mux, c, cfg, a, token, nil, st.onClose); err != nil {
 		return err
 	}
@@ -376,15 +371,11 @@ func serve(ctx context.Context, c Config, cfg config.Config, stdout, stderr io.W
 
 // adminToken returns the admin token: the one given, else a generated one
 // (generated true).
-func adminToken(given string) (token string, generated bool, err error) {
+func adminToken(given string) (token string, generated bool) {
 	if given != "" {
-		return given, false, nil
+		return given, false
 	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", false, fmt.Errorf("generate admin token: %w", err)
-	}
-	return "sl_" + hex.EncodeToString(b[:]), true, nil
+	return "sl_" + randomHex(24), true
 }
 
 // mount adds the routes of one stack built on a to mux: the demo APIs,

@@ -117,10 +117,7 @@ func serveRegions(ctx context.Context, c Config, cfg config.Config, stdout, stde
 		}
 		seedDesc += ", and the global rule for " + GlobalDemoSubject
 	}
-	token, generated, err := adminToken(c.Token)
-	if err != nil {
-		return err
-	}
+	token, generated := adminToken(c.Token)
 
 	var (
 		mu      sync.Mutex

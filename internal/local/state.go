@@ -3,8 +3,6 @@ package local
 import (
 	"bytes"
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,11 +35,7 @@ func stateDir(dir string) (string, error) {
 // of the state directory, creating it on first use.
 func localSecret(dir, name string, n int) (string, error) {
 	b, err := localFile(dir, name, func() ([]byte, error) {
-		raw := make([]byte, n)
-		if _, err := rand.Read(raw); err != nil {
-			return nil, fmt.Errorf("generate %s: %w", name, err)
-		}
-		return []byte(hex.EncodeToString(raw) + "\n"), nil
+		return []byte(randomHex(n) + "\n"), nil
 	})
 	return strings.TrimSpace(string(b)), err
 }
