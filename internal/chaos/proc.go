@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -136,8 +137,7 @@ func (ps *Procs) StopAll() {
 	ps.list = nil
 	ps.mu.Unlock()
 	var wg sync.WaitGroup
-	for i := len(list) - 1; i >= 0; i-- {
-		p := list[i]
+	for _, p := range slices.Backward(list) {
 		wg.Go(func() { p.Stop(syscall.SIGTERM, 5*time.Second) })
 	}
 	wg.Wait()
@@ -147,13 +147,7 @@ func (ps *Procs) StopAll() {
 func (ps *Procs) forget() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	kept := ps.list[:0]
-	for _, p := range ps.list {
-		if !p.Exited() {
-			kept = append(kept, p)
-		}
-	}
-	ps.list = kept
+	ps.list = slices.DeleteFunc(ps.list, (*Proc).Exited)
 }
 
 // errExited says a process ended while it should have been serving.
