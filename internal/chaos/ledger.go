@@ -176,12 +176,10 @@ func runLedger(ctx context.Context) error {
 
 // scanLedger reads every item of the ledger table.
 func scanLedger(ctx context.Context, db *dynamodb.Client) ([]LedgerItem, error) {
-	var (
-		out   []LedgerItem
-		start map[string]types.AttributeValue
-	)
-	for {
-		page, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(ledgerTable), ConsistentRead: aws.Bool(true), ExclusiveStartKey: start})
+	var out []LedgerItem
+	pages := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(ledgerTable), ConsistentRead: aws.Bool(true)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", ledgerTable, err)
 		}
@@ -194,11 +192,8 @@ func scanLedger(ctx context.Context, db *dynamodb.Client) ([]LedgerItem, error) 
 			n, _ := strconv.ParseInt(u.Value, 10, 64)
 			out = append(out, LedgerItem{Key: k.Value, Used: n})
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		start = page.LastEvaluatedKey
 	}
+	return out, nil
 }
 
 // shim forwards to target, reading each request's body first and never
