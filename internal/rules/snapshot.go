@@ -446,19 +446,11 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	}
 	e := Effective{
 		ID: r.ID, API: r.API, Route: r.Route, Subject: r.Subject, Plan: r.Plan,
-		Cost: 1, FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind, Durable: r.Durable,
-	}
-	if r.Cost != nil {
-		e.Cost = *r.Cost
-	}
-	if r.MinRemaining != nil {
-		e.MinRemaining = *r.MinRemaining
+		Cost: valueOr(r.Cost, 1), MinRemaining: valueOr(r.MinRemaining, 0), Expires: valueOr(r.ExpiresAt, time.Time{}),
+		FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind, Durable: r.Durable,
 	}
 	if t, ok := r.AnchorTime(); ok {
 		e.Anchor = t
-	}
-	if r.ExpiresAt != nil {
-		e.Expires = *r.ExpiresAt
 	}
 	var burst *int64
 	if r.Plan != "" {
@@ -485,10 +477,7 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 	if r.Global {
 		e.GlobalKey = GlobalKey(r)
 	}
-	e.Burst = e.Limit
-	if burst != nil {
-		e.Burst = *burst
-	}
+	e.Burst = valueOr(burst, e.Limit)
 	e.finish()
 	return e, ""
 }

@@ -126,6 +126,14 @@ func NormalizeRoute(route string) string {
 // normalizeKind lower-cases k and fills the default, Rate.
 func normalizeKind(k Kind) Kind { return lowerOr(k, Rate) }
 
+// valueOr returns *p, or def when p is nil.
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
 // lowerOr trims and lower-cases s, or returns def when nothing is left.
 func lowerOr[T ~string](s, def T) T {
 	return cmp.Or(T(strings.ToLower(strings.TrimSpace(string(s)))), def)
@@ -179,9 +187,7 @@ func (r Rule) Validate() error {
 			v.check("limit", limitProblem(*r.Limit))
 		}
 		v.period(r.Period, r.Kind, "is required unless plan is set")
-		if r.Limit != nil {
-			burst = *r.Limit
-		}
+		burst = valueOr(r.Limit, burst)
 		if v.burst(r.Burst, r.Limit, r.Kind, r.Period, inline) {
 			burst = *r.Burst
 		}
@@ -293,14 +299,8 @@ func (p Plan) Validate() error {
 // "plan": the rule's bucket would be too.
 func (r Rule) ValidateWithPlan(p Plan) error {
 	var v validator
-	cost := int64(1)
-	if r.Cost != nil {
-		cost = *r.Cost
-	}
-	burst := p.Limit
-	if p.Burst != nil {
-		burst = *p.Burst
-	}
+	cost := valueOr(r.Cost, 1)
+	burst := valueOr(p.Burst, p.Limit)
 	if normalizeKind(r.Kind) != normalizeKind(p.Kind) {
 		v.add("kind", "must be the kind ("+string(normalizeKind(p.Kind))+") of plan "+strconv.Quote(p.Name))
 		return v.err()
