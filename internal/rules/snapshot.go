@@ -488,9 +488,7 @@ func defaultEffective(d Effective) (Effective, string) {
 	d.API = cmp.Or(d.API, Wildcard)
 	d.Route = cmp.Or(d.Route, Wildcard)
 	d.Subject = cmp.Or(d.Subject, Wildcard)
-	if d.Burst == 0 {
-		d.Burst = d.Limit
-	}
+	d.Burst = cmp.Or(d.Burst, d.Limit)
 	d.Cost = cmp.Or(d.Cost, 1)
 	d.FailureMode = cmp.Or(d.FailureMode, FailOpen)
 	d.Mode = cmp.Or(d.Mode, Enforce)
