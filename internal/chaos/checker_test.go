@@ -196,3 +196,34 @@ func TestCheckGlobal(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckGlobalFailOpenAndRegions: fail-open admissions are counted
+// apart (FailOpen), outside the windows' bound and each Region's ledger
+// admissions; a Region's stranded tokens are what its decision hosts took
+// less what they admitted from the ledger. A checker that counted a
+// fail-open admission against the limit, lost the count, or could not
+// find a host's Region fails here.
+func TestCheckGlobalFailOpenAndRegions(t *testing.T) {
+	var ops []Op
+	for i := range 40 {
+		ops = append(ops, at("g1d1", "sg", globalRoute, int64(i), true))
+	}
+	for i := range 20 {
+		ops = append(ops, at("g2d2", "sg", globalRoute, int64(40+i), true))
+	}
+	for i := range 5 {
+		o := at("g3d1", "sg", globalRoute, int64(60+i), true)
+		o.FailOpen = true
+		ops = append(ops, o)
+	}
+	stats := map[string]globalStats{"g1d1": {Taken: 45}, "g2d2": {Taken: 20}}
+	b := GlobalBounds{Limit: 60, Stranded: 30, PoolMax: -1}
+	res := CheckGlobal("t", ops, []LedgerItem{{Key: "k#h#0", Used: 65}}, stats, 0, b)
+	g := res.Global
+	if g.FailOpen != 5 || g.Over != 0 || len(res.Problems) != 0 {
+		t.Errorf("CheckGlobal = fail-open %d, over %d, problems %q; want 5, 0, none", g.FailOpen, g.Over, res.Problems)
+	}
+	if want := []int64{5, 0, 0}; !slices.Equal(g.RegionStranded, want) {
+		t.Errorf("RegionStranded = %v, want %v (g1 took 45 and admitted 40; g2 took and admitted 20; g3 only failed open)", g.RegionStranded, want)
+	}
+}
