@@ -188,16 +188,10 @@ func (v *Verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error
 func (v *Verifier) lookup(kid string) *jose.JSONWebKey {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return v.lookupLocked(kid)
-}
-
-func (v *Verifier) lookupLocked(kid string) *jose.JSONWebKey {
-	for i := range v.keys.Keys {
-		k := &v.keys.Keys[i]
-		// A token without kid matches only a JWKS with one key.
-		if k.KeyID == kid || kid == "" && len(v.keys.Keys) == 1 {
-			return k
-		}
+	ks := v.keys.Keys
+	// A token without kid matches only a JWKS with one key.
+	if i := slices.IndexFunc(ks, func(k jose.JSONWebKey) bool { return k.KeyID == kid || kid == "" && len(ks) == 1 }); i >= 0 {
+		return &ks[i]
 	}
 	return nil
 }
@@ -322,14 +316,7 @@ func Number(n string) (string, bool) {
 }
 
 // isDigits reports whether s holds only ASCII digits ("" does).
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isDigits(s string) bool { return strings.Trim(s, "0123456789") == "" }
 
 // authorizationName is the header a bearer token comes in.
 const authorizationName = "authorization"
@@ -400,16 +387,7 @@ func authorization(r *Request) (v string, n int) {
 // 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
 func b64token(s string) bool {
 	body := strings.TrimRight(s, "=")
-	if body == "" {
-		return false
-	}
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
-			return false
-		}
-	}
-	return true
+	return body != "" && strings.Trim(body, alnum+"-._~+/") == ""
 }
 
 // strictBase64URL decodes base64url without padding and refuses a last
@@ -515,15 +493,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 // audienceOK reports whether aud, or a Cognito access token's client_id
 // (which has no aud), names one of the audiences.
 func (v *Verifier) audienceOK(aud jwt.Audience, c Claims) bool {
-	for _, a := range v.o.Audience {
-		if aud.Contains(a) {
-			return true
-		}
+	if slices.ContainsFunc(v.o.Audience, aud.Contains) {
+		return true
 	}
-	if len(aud) == 0 {
-		if id, ok := c["client_id"].(string); ok && slices.Contains(v.o.Audience, id) {
-			return true
-		}
-	}
-	return false
+	id, ok := c["client_id"].(string)
+	return len(aud) == 0 && ok && slices.Contains(v.o.Audience, id)
 }

@@ -130,16 +130,7 @@ func ParseUpstreamSources(s string) ([]UpstreamSource, error) {
 }
 
 func validStageVariable(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= 64 && strings.Trim(name, alnum+"_") == ""
 }
 
 // FormatUpstreamSources returns sources in the form ParseUpstreamSources
