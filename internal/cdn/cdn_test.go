@@ -39,7 +39,7 @@ func TestRecordPublishSweep(t *testing.T) {
 	route := *quota
 	route.ID, route.Route = "route", "GET /orders"
 	current := []rules.Effective{*quota, route}
-	st := &cdn.MemoryStore{Now: clock}
+	st := &cdn.MemoryStore{}
 	pub := cdn.NewPublisher(rdb, st, cdn.PublisherOptions{Prefix: prefix, Now: clock,
 		Rules: func(context.Context) ([]rules.Effective, error) { return current, nil }})
 	pub.Once(ctx) // record the rules as they are
