@@ -21,12 +21,17 @@ import (
 	"time"
 )
 
+// Each time slot is resolution long, and slots are kept: the longest
+// window is slots×resolution (15m).
+const (
+	resolution = time.Minute
+	slots      = 15
+)
+
 // Defaults of Options.
 const (
-	DefaultResolution = time.Minute
-	DefaultSlots      = 15
-	DefaultMaxRules   = 1000
-	DefaultSubjects   = 512
+	DefaultMaxRules = 1000
+	DefaultSubjects = 512
 )
 
 // OtherRule is the rule id the counts of rules past Options.MaxRules are
@@ -63,11 +68,6 @@ type Decision struct {
 // Options configure a Stats. The zero value is usable; each field's
 // default is written on it.
 type Options struct {
-	// Resolution is the length of one time slot; default 1m.
-	Resolution time.Duration
-	// Slots is the number of slots kept, so the longest window is
-	// Slots×Resolution; default 15.
-	Slots int
 	// MaxRules bounds the rules counted per slot; later ones are added to
 	// OtherRule. Default 1000.
 	MaxRules int
@@ -102,12 +102,6 @@ type slot struct {
 
 // New returns an empty Stats.
 func New(o Options) *Stats {
-	if o.Resolution <= 0 {
-		o.Resolution = DefaultResolution
-	}
-	if o.Slots <= 0 {
-		o.Slots = DefaultSlots
-	}
 	if o.MaxRules <= 0 {
 		o.MaxRules = DefaultMaxRules
 	}
@@ -117,23 +111,23 @@ func New(o Options) *Stats {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Stats{o: o, slots: make([]slot, o.Slots)}
+	return &Stats{o: o, slots: make([]slot, slots)}
 }
 
-// MaxWindow is the longest window Report answers: Slots×Resolution.
-func (s *Stats) MaxWindow() time.Duration { return time.Duration(s.o.Slots) * s.o.Resolution }
+// MaxWindow is the longest window Report answers: slots×resolution.
+func (s *Stats) MaxWindow() time.Duration { return slots * resolution }
 
 // Record counts d. It is nil-safe: a nil Stats counts nothing.
 func (s *Stats) Record(d Decision) {
 	if s == nil || d.Rule == "" {
 		return
 	}
-	idx := s.o.Now().UnixNano() / int64(s.o.Resolution)
+	idx := s.o.Now().UnixNano() / int64(resolution)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := &s.slots[idx%int64(len(s.slots))]
 	if sl.index != idx {
-		// A slot left from Slots resolutions ago: start it afresh, reusing
+		// A slot left from slots resolutions ago: start it afresh, reusing
 		// its memory.
 		sl.index = idx
 		clear(sl.rules)
@@ -245,14 +239,13 @@ type Point struct {
 // whole number of resolutions from one to MaxWindow, else clamped into
 // that range), the current partial slot included.
 func (s *Stats) Report(window time.Duration, n int) Report {
-	res := s.o.Resolution
-	k := int64(max(1, min(int(window/res), s.o.Slots)))
+	k := int64(max(1, min(int(window/resolution), slots)))
 	now := s.o.Now()
-	cur := now.UnixNano() / int64(res)
+	cur := now.UnixNano() / int64(resolution)
 	first := cur - k + 1
 	rep := Report{
-		Source: "in-process", Window: (time.Duration(k) * res).String(), Step: res.String(),
-		From: time.Unix(0, first*int64(res)).UTC(), To: now.UTC(),
+		Source: "in-process", Window: (time.Duration(k) * resolution).String(), Step: resolution.String(),
+		From: time.Unix(0, first*int64(resolution)).UTC(), To: now.UTC(),
 		Rules: []RuleStat{}, Subjects: []SubjectStat{},
 	}
 	rulesSum := map[ruleKey]counts{}
@@ -261,7 +254,7 @@ func (s *Stats) Report(window time.Duration, n int) Report {
 
 	s.mu.Lock()
 	for idx := first; idx <= cur; idx++ {
-		p := Point{Time: time.Unix(0, idx*int64(res)).UTC()}
+		p := Point{Time: time.Unix(0, idx*int64(resolution)).UTC()}
 		sl := &s.slots[idx%int64(len(s.slots))]
 		if sl.index == idx {
 			for key, c := range sl.rules {

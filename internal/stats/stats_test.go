@@ -64,7 +64,7 @@ func TestReportCountsPerRule(t *testing.T) {
 
 func TestWindowRollsOver(t *testing.T) {
 	t.Parallel()
-	s, c := newStats(stats.Options{Slots: 15})
+	s, c := newStats(stats.Options{}) // 15 slots of 1m
 	s.Record(deny("old", "h"))
 	c.add(3 * time.Minute)
 	s.Record(deny("new", "h"))
