@@ -48,8 +48,6 @@ const (
 	// The reset is a point in time, as GitHub, Laravel and express-rate-limit
 	// send it, read from the authorizer's clock.
 	Legacy
-
-	all = Draft11 | Draft6 | Legacy
 )
 
 // Default is what an unset RATELIMIT_HEADERS selects: the Draft11 fields,
@@ -107,9 +105,6 @@ func (d Dialects) String() string {
 	return strings.Join(names, ",")
 }
 
-// Has reports whether d includes every dialect of x.
-func (d Dialects) Has(x Dialects) bool { return d&x == x && x != 0 }
-
 // Keys of the authorizer context, declared here alone: every answer
 // carries them (edge.Context writes them, always all, KeyResetAt only with
 // Legacy), the gateway reads them as $context.authorizer.<key> (REST) or
@@ -157,6 +152,3 @@ func (d Dialects) Fields() []Field {
 	}
 	return fs
 }
-
-// Valid reports whether d holds only known dialects and at least one.
-func (d Dialects) Valid() bool { return d != 0 && d&^all == 0 }
