@@ -39,7 +39,7 @@ const (
 	MaxFunctionBytes = 10 << 10
 )
 
-// MinRetryAfter is the default shortest denial worth sending to the edge:
+// MinRetryAfter is the shortest denial worth sending to the edge:
 // well above a write's propagation to the edge locations (measured at
 // about 21 to 32 s), so that an entry is not stale before it arrives.
 const MinRetryAfter = 60 * time.Second

@@ -39,8 +39,6 @@ var ack = redis.NewScript(ackLua)
 type PublisherOptions struct {
 	// Prefix starts the Redis keys; default "sluice:".
 	Prefix string
-	// Capacity is the most entries the store is given; default Capacity.
-	Capacity int
 	// Rules, when set, returns the current rules: Reconcile drops the
 	// entries of a rule that changed or went, and of an API-wide rule a
 	// new one may override for its subjects. Nil: entries only expire.
@@ -75,9 +73,6 @@ type Publisher struct {
 // NewPublisher returns a Publisher moving rdb's outbox into store.
 func NewPublisher(rdb redis.UniversalClient, store Store, o PublisherOptions) *Publisher {
 	o.Prefix = cmp.Or(o.Prefix, "sluice:")
-	if o.Capacity <= 0 {
-		o.Capacity = Capacity
-	}
 	o.Log = cmp.Or(o.Log, slog.Default())
 	if o.Now == nil {
 		o.Now = time.Now
@@ -128,7 +123,7 @@ func (p *Publisher) Publish(ctx context.Context) (Round, error) {
 			dropped = append(dropped, key) // unreadable: drop it
 			continue
 		}
-		if int(live) >= p.o.Capacity {
+		if int(live) >= Capacity {
 			r.Dropped++
 			dropped = append(dropped, key)
 			continue

@@ -47,27 +47,29 @@ type RecorderOptions struct {
 	EdgeKey string
 	// Prefix starts the Redis keys; default "sluice:".
 	Prefix string
-	// MinRetryAfter is the shortest denial recorded; default MinRetryAfter.
-	MinRetryAfter time.Duration
-	// Every is the least time between two records of one subject by this
-	// process; default 10s. A denied subject's next denials cost a map
-	// lookup until then.
-	Every time.Duration
-	// Timeout bounds one Redis write; default 1s.
-	Timeout time.Duration
-	// Queue is how many records may wait for the writer; default 1024.
-	// Past it a record is dropped: the edge knows less, nothing else.
-	Queue int
 	// Log receives failed writes; default slog.Default().
 	Log *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
 
+// A Recorder's fixed settings.
+const (
+	// recordEvery is the least time between two records of one subject
+	// by this process. A denied subject's next denials cost a map lookup
+	// until then.
+	recordEvery = 10 * time.Second
+	// recordTimeout bounds one Redis write.
+	recordTimeout = time.Second
+	// recordQueue is how many records may wait for the writer. Past it a
+	// record is dropped: the edge knows less, nothing else.
+	recordQueue = 1024
+)
+
 // Recorder records the authorizer's long denials in the Redis outbox.
 // Its Denied is the core's authorizer.Options.Denied: it never blocks the
-// request, and costs one HSET per denied subject per RecorderOptions.Every
-// per process, written by a goroutine of its own.
+// request, and costs one HSET per denied subject per recordEvery per
+// process, written by a goroutine of its own.
 type Recorder struct {
 	rdb  redis.UniversalClient
 	keys Keys
@@ -92,24 +94,12 @@ func NewRecorder(rdb redis.UniversalClient, o RecorderOptions) (*Recorder, error
 		return nil, fmt.Errorf("edge recorder: no edge key")
 	}
 	o.Prefix = cmp.Or(o.Prefix, "sluice:")
-	if o.MinRetryAfter <= 0 {
-		o.MinRetryAfter = MinRetryAfter
-	}
-	if o.Every <= 0 {
-		o.Every = 10 * time.Second
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = time.Second
-	}
-	if o.Queue <= 0 {
-		o.Queue = 1024
-	}
 	o.Log = cmp.Or(o.Log, slog.Default())
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	r := &Recorder{rdb: rdb, keys: KeysFor(o.Prefix), o: o, seen: map[string]time.Time{},
-		q: make(chan record, o.Queue), done: make(chan struct{})}
+		q: make(chan record, recordQueue), done: make(chan struct{})}
 	go r.write()
 	return r, nil
 }
@@ -145,7 +135,7 @@ func (r *Recorder) write() {
 			close(rec.flushed)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 		err := r.rdb.HSet(ctx, r.keys.Out, rec.key, rec.value).Err()
 		cancel()
 		if err != nil {
@@ -190,19 +180,19 @@ func Edgeable(res *authorizer.Result) bool {
 // MinRetryAfter long and its subject Eligible. It is safe for concurrent
 // use and never blocks.
 func (r *Recorder) Denied(api string, res *authorizer.Result) {
-	if res.RetryAfter < r.o.MinRetryAfter || !Edgeable(res) || !Eligible(res.DimensionSubject) {
+	if res.RetryAfter < MinRetryAfter || !Edgeable(res) || !Eligible(res.DimensionSubject) {
 		return
 	}
 	now := r.o.Now()
 	key := Key(r.o.EdgeKey, res.DimensionSubject)
 	r.mu.Lock()
-	if t, ok := r.seen[key]; ok && now.Sub(t) < r.o.Every {
+	if t, ok := r.seen[key]; ok && now.Sub(t) < recordEvery {
 		r.mu.Unlock()
 		return
 	}
-	if len(r.seen) >= 4*r.o.Queue { // forget the oldest lazily: a bound, not an LRU
+	if len(r.seen) >= 4*recordQueue { // forget the oldest lazily: a bound, not an LRU
 		for k, t := range r.seen {
-			if now.Sub(t) >= r.o.Every {
+			if now.Sub(t) >= recordEvery {
 				delete(r.seen, k)
 			}
 		}

@@ -32,16 +32,16 @@ type Options struct {
 	// Endpoint, when set, is the data plane's base URL instead of the
 	// one the SDK derives from the store's ARN (tests).
 	Endpoint string
-	// Timeout bounds one call, retries included; default 5s.
-	Timeout time.Duration
 }
+
+// timeout bounds one call, retries included.
+const timeout = 5 * time.Second
 
 // Store is a KeyValueStore named by its ARN. It is safe for concurrent
 // use; the Publisher calls it from one goroutine.
 type Store struct {
-	c       api
-	arn     string
-	timeout time.Duration
+	c   api
+	arn string
 }
 
 // New returns the Store of the KeyValueStore arn
@@ -52,9 +52,6 @@ func New(cfg aws.Config, storeARN string, o Options) (*Store, error) {
 	if err != nil || a.Service != "cloudfront" || len(a.Resource) <= len("key-value-store/") || a.Resource[:len("key-value-store/")] != "key-value-store/" {
 		return nil, fmt.Errorf("edge store %q: want arn:aws:cloudfront::<account>:key-value-store/<id>", storeARN)
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // the store is global; the SDK signs for every Region ("*")
 	}
@@ -63,7 +60,7 @@ func New(cfg aws.Config, storeARN string, o Options) (*Store, error) {
 			co.BaseEndpoint = aws.String(o.Endpoint)
 		}
 	})
-	return &Store{c: c, arn: storeARN, timeout: o.Timeout}, nil
+	return &Store{c: c, arn: storeARN}, nil
 }
 
 // Load is New on the default credentials chain (a Lambda's role).
@@ -77,7 +74,7 @@ func Load(ctx context.Context, storeARN string, o Options) (*Store, error) {
 
 // ETag implements cdn.Store: DescribeKeyValueStore's ETag.
 func (s *Store) ETag(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := s.c.DescribeKeyValueStore(ctx, &cloudfrontkeyvaluestore.DescribeKeyValueStoreInput{KvsARN: aws.String(s.arn)})
 	if err != nil {
@@ -103,7 +100,7 @@ func (s *Store) Update(ctx context.Context, etag string, puts map[string]string,
 	for _, k := range deletes {
 		in.Deletes = append(in.Deletes, types.DeleteKeyRequestListItem{Key: aws.String(k)})
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := s.c.UpdateKeys(ctx, in)
 	if err != nil {

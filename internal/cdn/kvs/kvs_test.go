@@ -166,7 +166,7 @@ func newStore(t *testing.T) (*Store, *service) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		}}},
 	}
-	st, err := New(cfg, storeARN, Options{Endpoint: srv.URL, Timeout: 5 * time.Second})
+	st, err := New(cfg, storeARN, Options{Endpoint: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
