@@ -37,43 +37,27 @@ func ParseDimensions(s string) ([]Dimension, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var (
-		out  []Dimension
-		errs []error
-		seen = map[string]bool{}
-	)
-	for item := range strings.SplitSeq(s, ";") {
+	seen := map[string]bool{}
+	return parseList(s, ";", MaxDimensions, "%d dimensions, at most %d beside the default", func(item string) (Dimension, error) {
 		name, sources, ok := strings.Cut(item, "=")
 		name = strings.ToLower(strings.TrimSpace(name))
 		switch {
 		case !ok || strings.TrimSpace(sources) == "":
-			errs = append(errs, fmt.Errorf("dimension %q: want <name>=<sources>, such as ip=ip", strings.TrimSpace(item)))
-			continue
+			return Dimension{}, fmt.Errorf("dimension %q: want <name>=<sources>, such as ip=ip", item)
 		case !validDimension(name):
-			errs = append(errs, fmt.Errorf("dimension %q: a name is 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter", name))
-			continue
+			return Dimension{}, fmt.Errorf("dimension %q: a name is 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter", name)
 		case name == DefaultDimension:
-			errs = append(errs, errors.New(`dimension "default" is SUBJECT_SOURCES: name the others`))
-			continue
+			return Dimension{}, errors.New(`dimension "default" is SUBJECT_SOURCES: name the others`)
 		case seen[name]:
-			errs = append(errs, fmt.Errorf("dimension %q given twice", name))
-			continue
+			return Dimension{}, fmt.Errorf("dimension %q given twice", name)
 		}
 		seen[name] = true
 		src, err := ParseSources(sources)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("dimension %q: %w", name, err))
-			continue
+			return Dimension{}, fmt.Errorf("dimension %q: %w", name, err)
 		}
-		out = append(out, Dimension{Name: name, Sources: src})
-	}
-	if len(out) > MaxDimensions {
-		errs = append(errs, fmt.Errorf("%d dimensions, at most %d beside the default", len(out), MaxDimensions))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+		return Dimension{Name: name, Sources: src}, nil
+	})
 }
 
 // validDimension mirrors rules.ValidDimension (identity imports nothing of

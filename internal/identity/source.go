@@ -117,38 +117,49 @@ func ParseSources(s string) ([]Source, error) {
 	if strings.TrimSpace(s) == "" {
 		return append([]Source(nil), DefaultSources...), nil
 	}
-	var (
-		out  []Source
-		errs []error
-	)
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
+	return parseList(s, ",", 16, "subject sources: %d given, at most %d", func(item string) (Source, error) {
 		kind, name, hasName := strings.Cut(item, ":")
 		kind = strings.ToLower(strings.TrimSpace(kind))
 		name = strings.TrimSpace(name)
 		switch {
 		case kind == "header" && validToken(name):
-			out = append(out, HeaderSource(name))
+			return HeaderSource(name), nil
 		case kind == "query" && name != "" && len(name) <= 128 && !strings.ContainsAny(name, "&=# \t"):
-			out = append(out, Source{Kind: SourceQuery, Name: name})
+			return Source{Kind: SourceQuery, Name: name}, nil
 		case kind == "apikey" && !hasName:
-			out = append(out, Source{Kind: SourceAPIKey})
+			return Source{Kind: SourceAPIKey}, nil
 		case kind == "ip" && !hasName:
-			out = append(out, Source{Kind: SourceIP})
+			return Source{Kind: SourceIP}, nil
 		case kind == "jwt" && ValidKey(name):
-			out = append(out, Source{Kind: SourceJWT, Name: name})
+			return Source{Kind: SourceJWT, Name: name}, nil
 		case kind == "context" && ValidKey(name):
-			out = append(out, Source{Kind: SourceContext, Name: name})
+			return Source{Kind: SourceContext, Name: name}, nil
 		case kind == "principal" && !hasName:
-			out = append(out, Source{Kind: SourcePrincipal})
+			return Source{Kind: SourcePrincipal}, nil
 		case kind == "header" || kind == "query" || kind == "jwt" || kind == "context":
-			errs = append(errs, fmt.Errorf("subject source %q: bad or missing name", item))
-		default:
-			errs = append(errs, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey, ip, jwt:<claim>, context:<key> or principal", item))
+			return Source{}, fmt.Errorf("subject source %q: bad or missing name", item)
+		}
+		return Source{}, fmt.Errorf("subject source %q: want header:<name>, query:<name>, apikey, ip, jwt:<claim>, context:<key> or principal", item)
+	})
+}
+
+// parseList reads the items of list s, split at sep and trimmed, with
+// parse; more than most items is a problem, which tooMany words from the
+// count and most. Every problem is reported; nil with any.
+func parseList[T any](s, sep string, most int, tooMany string, parse func(item string) (T, error)) ([]T, error) {
+	var (
+		out  []T
+		errs []error
+	)
+	for item := range strings.SplitSeq(s, sep) {
+		if v, err := parse(strings.TrimSpace(item)); err != nil {
+			errs = append(errs, err)
+		} else {
+			out = append(out, v)
 		}
 	}
-	if len(out) > 16 {
-		errs = append(errs, fmt.Errorf("subject sources: %d given, at most 16", len(out)))
+	if len(out) > most {
+		errs = append(errs, fmt.Errorf(tooMany, len(out), most))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

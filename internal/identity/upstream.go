@@ -87,46 +87,28 @@ func ParseUpstreamSources(s string) ([]UpstreamSource, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var (
-		out  []UpstreamSource
-		errs []error
-	)
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
+	return parseList(s, ",", 16, "identity sources: %d given, at most %d", func(item string) (UpstreamSource, error) {
 		kind, name, _ := strings.Cut(item, ":")
 		switch strings.ToLower(strings.TrimSpace(kind)) {
 		case "header", "query", "apikey", "ip":
 			src, err := ParseSources(item)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("identity source %q: a bad or missing name (header:<name>, query:<name>), or one where none goes (apikey, ip)", item))
-				continue
+				return UpstreamSource{}, fmt.Errorf("identity source %q: a bad or missing name (header:<name>, query:<name>), or one where none goes (apikey, ip)", item)
 			}
-			out = append(out, UpstreamSource{Source: src[0]})
-			continue
+			return UpstreamSource{Source: src[0]}, nil
 		case "route":
 			if item != kind {
-				errs = append(errs, fmt.Errorf("identity source %q: route takes no name", item))
-				continue
+				return UpstreamSource{}, fmt.Errorf("identity source %q: route takes no name", item)
 			}
-			out = append(out, UpstreamSource{Route: true})
-			continue
+			return UpstreamSource{Route: true}, nil
 		case "stagevar":
 			if name = strings.TrimSpace(name); !validStageVariable(name) {
-				errs = append(errs, fmt.Errorf("identity source %q: a stage variable name is 1 to 64 letters, digits and underscores", item))
-				continue
+				return UpstreamSource{}, fmt.Errorf("identity source %q: a stage variable name is 1 to 64 letters, digits and underscores", item)
 			}
-			out = append(out, UpstreamSource{StageVariable: name})
-			continue
+			return UpstreamSource{StageVariable: name}, nil
 		}
-		errs = append(errs, fmt.Errorf("identity source %q: want header:<name>, query:<name>, apikey, ip, route or stagevar:<name>: what the upstream authorizer reads of the request", item))
-	}
-	if len(out) > 16 {
-		errs = append(errs, fmt.Errorf("identity sources: %d given, at most 16", len(out)))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+		return UpstreamSource{}, fmt.Errorf("identity source %q: want header:<name>, query:<name>, apikey, ip, route or stagevar:<name>: what the upstream authorizer reads of the request", item)
+	})
 }
 
 func validStageVariable(name string) bool {
