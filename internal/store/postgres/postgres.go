@@ -301,11 +301,7 @@ func (s *Store) ListRules(ctx context.Context, f rules.Filter) (rules.Page, erro
 	args = append(args, size+1)
 	q += ` ORDER BY api COLLATE "C", route COLLATE "C", subject COLLATE "C", id LIMIT $` + strconv.Itoa(len(args))
 
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return rules.Page{}, fmt.Errorf("list rules: %w", err)
-	}
-	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
+	rs, err := all(scanRule)(s.pool.Query(ctx, q, args...))
 	if err != nil {
 		return rules.Page{}, fmt.Errorf("list rules: %w", err)
 	}
@@ -370,11 +366,7 @@ func updatePlan(ctx context.Context, tx pgx.Tx, p rules.Plan, ifVersion int64, s
 	if input.SamePlan(before, out) {
 		return before, errUnchanged // rolled back, as for a rule
 	}
-	rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name)
-	if err != nil {
-		return rules.Plan{}, err
-	}
-	named, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) })
+	named, err := all(scanRule)(tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules WHERE plan = $1 ORDER BY id`, p.Name))
 	if err != nil {
 		return rules.Plan{}, err
 	}
@@ -469,7 +461,7 @@ func readPlan(ctx context.Context, q querier, name string, ifVersion int64, set,
 
 // ListPlans returns every plan ordered by name.
 func (s *Store) ListPlans(ctx context.Context) ([]rules.Plan, error) {
-	ps, err := s.listPlans(ctx, s.pool)
+	ps, err := listPlans(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list plans: %w", err)
 	}
@@ -495,14 +487,11 @@ func (s *Store) LoadAll(ctx context.Context) (rules.Set, error) {
 		if err := tx.QueryRow(ctx, `SELECT version FROM rules_version`).Scan(&set.Version); err != nil {
 			return fmt.Errorf("read the rules version: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules ORDER BY id`)
-		if err != nil {
+		var err error
+		if set.Rules, err = all(scanRule)(tx.Query(ctx, `SELECT `+ruleColumns+` FROM rules ORDER BY id`)); err != nil {
 			return err
 		}
-		if set.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Rule, error) { return scanRule(row) }); err != nil {
-			return err
-		}
-		set.Plans, err = s.listPlans(ctx, tx)
+		set.Plans, err = listPlans(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -517,27 +506,29 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (s *Store) listPlans(ctx context.Context, q querier) ([]rules.Plan, error) {
-	rows, err := q.Query(ctx, `SELECT `+planColumns+` FROM plans ORDER BY name`)
-	if err != nil {
-		return nil, err
+// all collects every row of a query, as the query returns them, by scan:
+// all(scanRule)(q.Query(ctx, sql, args...)). A failed query is its error.
+func all[T any](scan func(pgx.Row) (T, error)) func(pgx.Rows, error) ([]T, error) {
+	return func(rows pgx.Rows, err error) ([]T, error) {
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.Plan, error) { return scanPlan(row) })
+}
+
+func listPlans(ctx context.Context, q querier) ([]rules.Plan, error) {
+	return all(scanPlan)(q.Query(ctx, `SELECT `+planColumns+` FROM plans ORDER BY name`))
 }
 
 func (s *Store) history(ctx context.Context, kind, target string) ([]rules.AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, kind, target_id, action, actor, at, before, after
-		FROM audit_log WHERE kind = $1 AND target_id = $2 ORDER BY id`, kind, target)
-	if err != nil {
-		return nil, fmt.Errorf("%s history %q: %w", kind, target, err)
-	}
-	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rules.AuditEntry, error) {
-		var e rules.AuditEntry
+	es, err := all(func(row pgx.Row) (e rules.AuditEntry, err error) {
 		// SQL NULL scans as a nil json.RawMessage.
-		err := row.Scan(&e.ID, &e.Kind, &e.TargetID, &e.Action, &e.Actor, &e.At, &e.Before, &e.After)
+		err = row.Scan(&e.ID, &e.Kind, &e.TargetID, &e.Action, &e.Actor, &e.At, &e.Before, &e.After)
 		e.At = e.At.UTC()
 		return e, err
-	})
+	})(s.pool.Query(ctx, `SELECT id, kind, target_id, action, actor, at, before, after
+		FROM audit_log WHERE kind = $1 AND target_id = $2 ORDER BY id`, kind, target))
 	if err != nil {
 		return nil, fmt.Errorf("%s history %q: %w", kind, target, err)
 	}
