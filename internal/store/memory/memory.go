@@ -14,7 +14,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -279,14 +278,7 @@ func (s *Store) updatePlan(p rules.Plan, ifVersion int64, set, actor string) (ru
 	if err := checkPlan(p); err != nil {
 		return rules.Plan{}, err
 	}
-	var named []rules.Rule
-	for _, r := range s.rules {
-		if r.Plan == p.Name {
-			named = append(named, r)
-		}
-	}
-	slices.SortFunc(named, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	if err := rules.CheckPlanRules(p, named); err != nil {
+	if err := rules.CheckPlanRules(p, s.named(p.Name)); err != nil {
 		return rules.Plan{}, err
 	}
 	if input.SamePlan(old, p) {
@@ -310,15 +302,12 @@ func (s *Store) deletePlan(name string, ifVersion int64, set, actor string) erro
 	if err := store.CheckRow(fmt.Sprintf("plan %q", name), old.Version, ifVersion, old.Set, set); err != nil {
 		return err
 	}
-	var named []string
-	for id, r := range s.rules {
-		if r.Plan == name {
-			named = append(named, id)
+	if named := s.named(name); len(named) > 0 {
+		ids := make([]string, min(len(named), store.MaxListed))
+		for i := range ids {
+			ids[i] = named[i].ID
 		}
-	}
-	if len(named) > 0 {
-		slices.Sort(named)
-		return &store.PlanInUseError{Plan: name, Count: len(named), Rules: named[:min(len(named), store.MaxListed)]}
+		return &store.PlanInUseError{Plan: name, Count: len(named), Rules: ids}
 	}
 	delete(s.plans, name)
 	s.record(rules.KindPlan, name, rules.ActionDelete, actor, now(), old, nil)
@@ -332,7 +321,7 @@ func (s *Store) ListPlans(ctx context.Context) ([]rules.Plan, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sortedPlans(), nil
+	return sorted(s.plans, clonePlan), nil
 }
 
 // PlanHistory returns the audit entries of the plan, oldest first, also
@@ -352,21 +341,22 @@ func (s *Store) LoadAll(ctx context.Context) (rules.Set, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rs := make([]rules.Rule, 0, len(s.rules))
-	for _, r := range s.rules {
-		rs = append(rs, cloneRule(r))
-	}
-	slices.SortFunc(rs, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	return rules.Set{Version: s.version, Rules: rs, Plans: s.sortedPlans()}, nil
+	return rules.Set{Version: s.version, Rules: sorted(s.rules, cloneRule), Plans: sorted(s.plans, clonePlan)}, nil
 }
 
-func (s *Store) sortedPlans() []rules.Plan {
-	ps := make([]rules.Plan, 0, len(s.plans))
-	for _, p := range s.plans {
-		ps = append(ps, clonePlan(p))
+// sorted returns a copy (clone) of each value of m, ordered by key: rules
+// by id, plans by name. Never nil.
+func sorted[V any](m map[string]V, clone func(V) V) []V {
+	out := make([]V, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, clone(m[k]))
 	}
-	slices.SortFunc(ps, func(a, b rules.Plan) int { return strings.Compare(a.Name, b.Name) })
-	return ps
+	return out
+}
+
+// named returns the rules naming the plan, ordered by id; s.mu is held.
+func (s *Store) named(plan string) []rules.Rule {
+	return slices.DeleteFunc(sorted(s.rules, cloneRule), func(r rules.Rule) bool { return r.Plan != plan })
 }
 
 // checkRulePlan reports an unknown plan the way PostgreSQL's foreign key
