@@ -10,10 +10,8 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -240,62 +238,43 @@ type Op struct {
 // ignores): a saved plan shows no "0001-01-01" time nor empty id.
 func (op Op) MarshalJSON() ([]byte, error) {
 	out := struct {
-		Action    string          `json:"action"`
-		Rule      json.RawMessage `json:"rule,omitempty"`
-		Plan      json.RawMessage `json:"plan,omitempty"`
-		IfVersion int64           `json:"if_version,omitempty"`
+		Action    string `json:"action"`
+		Rule      any    `json:"rule,omitempty"`
+		Plan      any    `json:"plan,omitempty"`
+		IfVersion int64  `json:"if_version,omitempty"`
 	}{Action: op.Action, IfVersion: op.IfVersion}
-	var errRule, errPlan error
 	switch {
 	case op.Rule != nil && op.Action == rules.ActionDelete:
-		out.Rule, errRule = json.Marshal(map[string]string{"id": op.Rule.ID})
+		out.Rule = map[string]string{"id": op.Rule.ID}
 	case op.Rule != nil:
-		out.Rule, errRule = writerFields(op.Rule)
+		out.Rule = ruleFields{ID: op.Rule.ID, Rule: op.Rule}
 	}
 	switch {
 	case op.Plan != nil && op.Action == rules.ActionDelete:
-		out.Plan, errPlan = json.Marshal(map[string]string{"name": op.Plan.Name})
+		out.Plan = map[string]string{"name": op.Plan.Name}
 	case op.Plan != nil:
-		out.Plan, errPlan = writerFields(op.Plan)
-	}
-	if err := errors.Join(errRule, errPlan); err != nil {
-		return nil, err
+		out.Plan = planFields{Plan: op.Plan}
 	}
 	return json.Marshal(out)
 }
 
-// writerFields is v's JSON object, in field order, without the server's
-// version, created_at and updated_at, and without an empty id.
-func writerFields(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
-	}
-	out := []byte{'{'}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		switch key := k.(string); {
-		case key == "version", key == "created_at", key == "updated_at", key == "id" && string(val) == `""`:
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		kb, _ := json.Marshal(k)
-		out = append(append(append(out, kb...), ':'), val...)
-	}
-	return append(out, '}'), nil
+// ruleFields and planFields are a rule and a plan as their writer sets
+// them: no empty id, and none of the server's version, created_at and
+// updated_at, each hidden by a field of the same JSON name at a shallower
+// depth (encoding/json writes the shallowest) that omitzero never writes.
+type ruleFields struct {
+	ID string `json:"id,omitempty"`
+	*rules.Rule
+	Version   struct{} `json:"version,omitzero"`
+	CreatedAt struct{} `json:"created_at,omitzero"`
+	UpdatedAt struct{} `json:"updated_at,omitzero"`
+}
+
+type planFields struct {
+	*rules.Plan
+	Version   struct{} `json:"version,omitzero"`
+	CreatedAt struct{} `json:"created_at,omitzero"`
+	UpdatedAt struct{} `json:"updated_at,omitzero"`
 }
 
 // Result is what one Op stored: the rule or the plan after the write,
