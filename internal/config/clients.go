@@ -249,10 +249,8 @@ func checkOriginVerify(v string) error {
 	if len(v) < MinOriginVerify || len(v) > MaxOriginVerify {
 		return fmt.Errorf("%d bytes: want %d to %d", len(v), MinOriginVerify, MaxOriginVerify)
 	}
-	for i := range len(v) {
-		if c := v[i]; c <= ' ' || c > '~' || c == ',' {
-			return fmt.Errorf("byte %d is not visible ASCII other than a comma", i)
-		}
+	if i := strings.IndexFunc(v, func(c rune) bool { return c <= ' ' || c > '~' || c == ',' }); i >= 0 {
+		return fmt.Errorf("byte %d is not visible ASCII other than a comma", i)
 	}
 	return nil
 }
@@ -445,10 +443,8 @@ func redisAuth(s string) (user, password string) {
 		Token     string `json:"token"`
 	}
 	if strings.HasPrefix(strings.TrimSpace(s), "{") && json.Unmarshal([]byte(s), &v) == nil {
-		for _, p := range []string{v.Password, v.AuthToken, v.Token} {
-			if p != "" {
-				return v.Username, p
-			}
+		if p := cmp.Or(v.Password, v.AuthToken, v.Token); p != "" {
+			return v.Username, p
 		}
 	}
 	return "", s
