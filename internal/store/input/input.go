@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -125,15 +124,13 @@ func parseCursor(c string) (*Key, bool) {
 // version and timestamps: an update to what is stored already changes
 // nothing, and stores answer it without a write.
 func SameRule(a, b rules.Rule) bool {
-	a.Version, a.CreatedAt, a.UpdatedAt = 0, time.Time{}, time.Time{}
-	b.Version, b.CreatedAt, b.UpdatedAt = 0, time.Time{}, time.Time{}
+	a.Version, a.CreatedAt, a.UpdatedAt = b.Version, b.CreatedAt, b.UpdatedAt
 	return reflect.DeepEqual(a, b)
 }
 
 // SamePlan is SameRule for plans.
 func SamePlan(a, b rules.Plan) bool {
-	a.Version, a.CreatedAt, a.UpdatedAt = 0, time.Time{}, time.Time{}
-	b.Version, b.CreatedAt, b.UpdatedAt = 0, time.Time{}, time.Time{}
+	a.Version, a.CreatedAt, a.UpdatedAt = b.Version, b.CreatedAt, b.UpdatedAt
 	return reflect.DeepEqual(a, b)
 }
 
@@ -163,22 +160,12 @@ func textFields(pairs ...string) []rules.FieldError {
 	return fields
 }
 
-// RuleText is Text over a rule's text fields.
-func RuleText(r rules.Rule) error {
-	return Text("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description)
-}
-
-// PlanText is Text over a plan's text fields.
-func PlanText(p rules.Plan) error {
-	return Text("name", p.Name, "description", p.Description)
-}
-
 // RuleWrite readies r for a write of action (rules.ActionCreate,
 // ActionUpdate or ActionDelete) for set (a batch's; "" outside one), the
 // same way in every store: it normalises r unless it is deleted (a delete
 // reads only the id), stamps set on it, puts the id of an update or
 // delete in canonical form (rules.ErrNotFound when it is no UUID), and
-// checks the text of a create or update (RuleText).
+// checks the text of a create or update (Text).
 func RuleWrite(r *rules.Rule, action, set string) error {
 	if action != rules.ActionDelete {
 		r.Normalize()
@@ -196,13 +183,13 @@ func RuleWrite(r *rules.Rule, action, set string) error {
 	if action == rules.ActionDelete {
 		return nil
 	}
-	return RuleText(*r)
+	return Text("api", r.API, "route", r.Route, "subject", r.Subject, "plan", r.Plan, "description", r.Description)
 }
 
 // PlanWrite is RuleWrite for plans: it normalises p unless it is deleted,
 // stamps set on it, answers rules.ErrNotFound for an update or delete of a
 // name not Storable (no such plan can exist), and checks the text
-// (PlanText).
+// (Text).
 func PlanWrite(p *rules.Plan, action, set string) error {
 	if action != rules.ActionDelete {
 		p.Normalize()
@@ -213,7 +200,7 @@ func PlanWrite(p *rules.Plan, action, set string) error {
 	if action != rules.ActionCreate && !Storable(p.Name) {
 		return rules.ErrNotFound
 	}
-	return PlanText(*p)
+	return Text("name", p.Name, "description", p.Description)
 }
 
 // Violation is the *rules.ValidationError of the schema's CHECK

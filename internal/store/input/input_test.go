@@ -110,20 +110,20 @@ func TestSameRule(t *testing.T) {
 
 func TestText(t *testing.T) {
 	t.Parallel()
-	err := input.RuleText(rules.Rule{API: "ok", Route: "a\x00b", Subject: "\xff", Description: "fine"})
+	err := input.RuleWrite(&rules.Rule{API: "ok", Route: "a\x00b", Subject: "\xff", Description: "fine"}, rules.ActionCreate, "")
 	var ve *rules.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("RuleText(NUL route, invalid subject) = %v, want a ValidationError", err)
+		t.Fatalf("RuleWrite(NUL route, invalid subject) = %v, want a ValidationError", err)
 	}
 	want := []rules.FieldError{
 		{Field: "route", Reason: "must be valid UTF-8 without NUL bytes"},
 		{Field: "subject", Reason: "must be valid UTF-8 without NUL bytes"},
 	}
 	if diff := cmp.Diff(want, ve.Fields); diff != "" {
-		t.Errorf("RuleText fields (-want +got):\n%s", diff)
+		t.Errorf("RuleWrite fields (-want +got):\n%s", diff)
 	}
-	if err := input.PlanText(rules.Plan{Name: "gold", Description: "é"}); err != nil {
-		t.Errorf("PlanText(valid) = %v, want nil", err)
+	if err := input.PlanWrite(&rules.Plan{Name: "gold", Description: "é"}, rules.ActionCreate, ""); err != nil {
+		t.Errorf("PlanWrite(valid) = %v, want nil", err)
 	}
 }
 
