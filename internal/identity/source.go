@@ -210,15 +210,9 @@ func validToken(name string) bool {
 	return name != "" && len(name) <= 128 && strings.Trim(name, alnum+"!#$%&'*+-.^_`|~") == ""
 }
 
-// header returns the value of the header s names in h, ignoring case,
+// lookup finds the entry of m whose key is s's name, ignoring case,
 // without allocating: direct lookups of the usual spellings first, then a
 // scan.
-func (s *Source) header(h map[string]string) string {
-	v, _ := lookup(h, s)
-	return v
-}
-
-// lookup finds the entry of m whose key is s's name, ignoring case.
 func lookup[V any](m map[string]V, s *Source) (V, bool) {
 	var zero V
 	if len(m) == 0 {
@@ -312,7 +306,8 @@ const (
 func (s *Source) value(r *Request) string {
 	switch s.Kind {
 	case SourceHeader:
-		return s.header(r.Headers)
+		v, _ := lookup(r.Headers, s)
+		return v
 	case SourceQuery:
 		return r.Query[s.Name]
 	case SourceAPIKey:
