@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/denial"
 	authapigw "github.com/sluicehq/sluice/internal/edge/apigw"
 	"github.com/sluicehq/sluice/internal/headers"
+	"github.com/sluicehq/sluice/internal/identity"
 )
 
 // The identity of the demo API in the ARNs and events the local gateway
@@ -292,24 +293,12 @@ func contextStrings(ctxv map[string]any) map[string]string {
 	return m
 }
 
+// contextString is the context's value of key as API Gateway writes it
+// (identity.ContextString); "" when absent or of a type API Gateway
+// refuses in a context.
 func contextString(ctxv map[string]any, key string) string {
-	switch v := ctxv[key].(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case bool:
-		return strconv.FormatBool(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case int:
-		return strconv.Itoa(v)
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	default:
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
+	s, _ := identity.ContextString(ctxv[key])
+	return s
 }
 
 // echo is the demo API's backend: it answers with what it received,
