@@ -134,12 +134,7 @@ var ErrConfig = errors.New("configuration")
 // Run builds the local stack and serves it until ctx ends: the banner goes
 // to stdout, the logs to stderr.
 func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
-	getenv := func(k string) string {
-		if c.Getenv == nil {
-			return ""
-		}
-		return c.Getenv(k)
-	}
+	getenv := c.getenv
 	overlay := map[string]string{}
 	if err := startDevIssuer(&c, getenv, overlay); err != nil {
 		return err
