@@ -107,23 +107,12 @@ var ErrContended = errors.New("ledger: item contended")
 // the SDK's retries off (NewClient does) so that the Table's own retries and
 // Stats are the whole story; it works either way.
 func New(c *dynamodb.Client, o Options) *Table {
-	return newTable(c, o)
-}
-
-func newTable(db api, o Options) *Table {
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 8
-	}
-	if o.Backoff <= 0 {
-		o.Backoff = 10 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 200 * time.Millisecond
-	}
-	return &Table{db: db, opts: o}
+	// max(v, 0) makes a negative setting 0, which cmp.Or defaults.
+	o.Timeout = cmp.Or(max(o.Timeout, 0), 500*time.Millisecond)
+	o.MaxAttempts = cmp.Or(max(o.MaxAttempts, 0), 8)
+	o.Backoff = cmp.Or(max(o.Backoff, 0), 10*time.Millisecond)
+	o.MaxBackoff = cmp.Or(max(o.MaxBackoff, 0), 200*time.Millisecond)
+	return &Table{db: c, opts: o}
 }
 
 // Stats returns the counters since New.
@@ -387,21 +376,17 @@ func (t *Table) Sweep(ctx context.Context, now time.Time) (int, error) {
 }
 
 func (t *Table) sweep(ctx context.Context, now time.Time) (int, error) {
-	names := map[string]string{"#k": attrKey, "#e": attrExpires}
 	values := map[string]types.AttributeValue{":now": num(now.Unix())}
-	var (
-		start   map[string]types.AttributeValue
-		deleted int
-	)
-	for {
-		page, err := t.scanPage(ctx, &dynamodb.ScanInput{
-			TableName:                 &t.opts.Table,
-			ProjectionExpression:      aws.String("#k"),
-			FilterExpression:          aws.String("#e < :now"),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: values,
-			ExclusiveStartKey:         start,
-		})
+	pages := dynamodb.NewScanPaginator(t.db, &dynamodb.ScanInput{
+		TableName:                 &t.opts.Table,
+		ProjectionExpression:      aws.String("#k"),
+		FilterExpression:          aws.String("#e < :now"),
+		ExpressionAttributeNames:  map[string]string{"#k": attrKey, "#e": attrExpires},
+		ExpressionAttributeValues: values,
+	})
+	deleted := 0
+	for pages.HasMorePages() {
+		page, err := t.scanPage(ctx, pages)
 		if err != nil {
 			return deleted, err
 		}
@@ -425,18 +410,16 @@ func (t *Table) sweep(ctx context.Context, now time.Time) (int, error) {
 				return deleted, err
 			}
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return deleted, nil
-		}
-		start = page.LastEvaluatedKey
 	}
+	return deleted, nil
 }
 
-func (t *Table) scanPage(ctx context.Context, in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+// scanPage reads pages' next page within Timeout.
+func (t *Table) scanPage(ctx context.Context, pages *dynamodb.ScanPaginator) (*dynamodb.ScanOutput, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	defer cancel()
 	t.calls.Add(1)
-	out, err := t.db.Scan(ctx, in)
+	out, err := pages.NextPage(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
 	}
