@@ -5,7 +5,6 @@
 package storetest
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -353,11 +352,7 @@ func testGlobal(t *testing.T, s store.Store) {
 	if want := map[string]bool{"GET /g": true, "GET /r": false, "*": false}; !cmp.Equal(global, want) {
 		t.Errorf("ListRules() global by route = %v, want %v", global, want)
 	}
-	rs, _, err := loadAll(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rs {
+	for _, r := range mustLoad(t, s).Rules {
 		if r.ID == created.ID && !r.Global {
 			t.Errorf("LoadAll() rule %s is regional, want global", r.ID)
 		}
@@ -508,9 +503,8 @@ func testQuotaScopes(t *testing.T, s store.Store) {
 	if after := image[rules.Rule](t, hist[1].After); after == nil || after.Kind != rules.Quota || after.Anchor != quota.Anchor || after.Period != rules.Month {
 		t.Errorf("RuleHistory(quota)[1].After = %+v, want the quota's kind, anchor and 1mo", after)
 	}
-	rs, _, err := loadAll(ctx, s)
-	if err != nil || len(rs) != 2 {
-		t.Fatalf("LoadAll() = %d rules, %v; want 2", len(rs), err)
+	if rs := mustLoad(t, s).Rules; len(rs) != 2 {
+		t.Fatalf("LoadAll() = %d rules, want 2", len(rs))
 	}
 }
 
@@ -538,8 +532,8 @@ func testConcurrencyScopes(t *testing.T, s store.Store) {
 	if _, err := s.CreateRule(ctx, onPlan, actor); fieldOf(err) != "kind" {
 		t.Errorf("a rate rule naming a concurrency plan: %v, want a ValidationError on kind", err)
 	}
-	if rs, _, err := loadAll(ctx, s); err != nil || len(rs) != 3 {
-		t.Errorf("LoadAll() = %d rules, %v; want 3", len(rs), err)
+	if rs := mustLoad(t, s).Rules; len(rs) != 3 {
+		t.Errorf("LoadAll() = %d rules, want 3", len(rs))
 	}
 }
 
@@ -565,9 +559,8 @@ func testQuotaPlans(t *testing.T, s store.Store) {
 	if _, err := s.UpdatePlan(ctx, asRate, 0, actor); !errors.Is(err, rules.ErrConflict) {
 		t.Errorf("UpdatePlan(quota to rate under a quota rule) error = %v, want ErrConflict", err)
 	}
-	_, ps, err := loadAll(ctx, s)
-	if err != nil || len(ps) != 1 || ps[0].Kind != rules.Quota {
-		t.Errorf("LoadAll() plans = %+v, %v; want the quota plan", ps, err)
+	if ps := mustLoad(t, s).Plans; len(ps) != 1 || ps[0].Kind != rules.Quota {
+		t.Errorf("LoadAll() plans = %+v, want the quota plan", ps)
 	}
 }
 
@@ -743,8 +736,8 @@ func testRuleLastLineOfDefence(t *testing.T, s store.Store) {
 			t.Errorf("CreateRule(%s) error = %v, want a ValidationError on %q", tc.name, err, tc.field)
 		}
 	}
-	if rs, _, err := loadAll(ctx, s); err != nil || len(rs) != 0 {
-		t.Errorf("LoadAll() after refused creates = %d rules, %v; want none", len(rs), err)
+	if rs := mustLoad(t, s).Rules; len(rs) != 0 {
+		t.Errorf("LoadAll() after refused creates = %d rules, want none", len(rs))
 	}
 	for _, tc := range []struct {
 		name  string
@@ -927,14 +920,11 @@ func testPlanUpdateRelimits(t *testing.T, s store.Store) {
 	if _, err := s.UpdatePlan(ctx, p, p.Version, actor); err != nil {
 		t.Fatal(err)
 	}
-	rs, ps, err := loadAll(ctx, s)
-	if err != nil {
-		t.Fatalf("LoadAll() error = %v", err)
-	}
-	if len(rs) != 1 || !cmp.Equal(rs[0], r) {
+	set := mustLoad(t, s)
+	if rs := set.Rules; len(rs) != 1 || !cmp.Equal(rs[0], r) {
 		t.Errorf("LoadAll() rules = %+v, want the rule unchanged %+v", rs, r)
 	}
-	if len(ps) != 1 || ps[0].Limit != 3000 || ps[0].Version != 2 {
+	if ps := set.Plans; len(ps) != 1 || ps[0].Limit != 3000 || ps[0].Version != 2 {
 		t.Errorf("LoadAll() plans = %+v, want gold at 3000, version 2", ps)
 	}
 }
@@ -1086,9 +1076,8 @@ func testConcurrentPlanAndRuleWrites(t *testing.T, s store.Store) {
 }
 
 func testLoadAll(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	if rs, ps, err := loadAll(ctx, s); err != nil || len(rs) != 0 || len(ps) != 0 {
-		t.Errorf("LoadAll(empty) = %d rules, %d plans, %v; want none", len(rs), len(ps), err)
+	if set := mustLoad(t, s); len(set.Rules) != 0 || len(set.Plans) != 0 {
+		t.Errorf("LoadAll(empty) = %d rules, %d plans; want none", len(set.Rules), len(set.Plans))
 	}
 	mustCreatePlan(t, s, rules.Plan{Name: "zeta", Limit: 1, Period: rules.Period(time.Second)})
 	mustCreatePlan(t, s, gold())
@@ -1104,22 +1093,13 @@ func testLoadAll(t *testing.T, s store.Store) {
 		want = append(want, mustCreateRule(t, s, r))
 	}
 	slices.SortFunc(want, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	rs, ps, err := loadAll(ctx, s)
-	if err != nil {
-		t.Fatalf("LoadAll() error = %v", err)
-	}
-	if diff := cmp.Diff(want, rs); diff != "" {
+	set := mustLoad(t, s)
+	if diff := cmp.Diff(want, set.Rules); diff != "" {
 		t.Errorf("LoadAll() rules mismatch (-want +got):\n%s", diff)
 	}
-	if len(ps) != 2 || ps[0].Name != "gold" || ps[1].Name != "zeta" {
+	if ps := set.Plans; len(ps) != 2 || ps[0].Name != "gold" || ps[1].Name != "zeta" {
 		t.Errorf("LoadAll() plans = %+v, want gold, zeta", ps)
 	}
-}
-
-// loadAll is LoadAll without the version, for the tests of what it holds.
-func loadAll(ctx context.Context, s store.Store) ([]rules.Rule, []rules.Plan, error) {
-	set, err := s.LoadAll(ctx)
-	return set.Rules, set.Plans, err
 }
 
 // testLoadAllVersion: every successful write moves the version up, a failed
@@ -1566,9 +1546,9 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	}
 	scribble(got)
 	checkRule("a rule GetRule returned")
-	rs, _, err := loadAll(ctx, s)
-	if err != nil || len(rs) != 1 {
-		t.Fatalf("LoadAll() = %d rules, %v; want 1, nil", len(rs), err)
+	rs := mustLoad(t, s).Rules
+	if len(rs) != 1 {
+		t.Fatalf("LoadAll() = %d rules, want 1", len(rs))
 	}
 	scribble(rs[0])
 	checkRule("a rule LoadAll returned")
@@ -1642,8 +1622,8 @@ func testMaxRulesConcurrent(t *testing.T, s store.Store) {
 	if n := wins(t, "CreateRule", errs, rules.ErrTooManyRules); n != 5 {
 		t.Errorf("%d of 12 concurrent creates succeeded on a store of at most 5 rules, want 5", n)
 	}
-	if rs, _, err := loadAll(t.Context(), s); err != nil || len(rs) != 5 {
-		t.Errorf("LoadAll() after the race = %d rules, %v; want 5", len(rs), err)
+	if rs := mustLoad(t, s).Rules; len(rs) != 5 {
+		t.Errorf("LoadAll() after the race = %d rules, want 5", len(rs))
 	}
 }
 
