@@ -158,8 +158,7 @@ func (m Match) Cost() int64 {
 
 // Any reports whether a rule (or the default) applies.
 func (m Match) Any() bool {
-	return m.API != nil || m.Route != nil || m.APIQuota != nil || m.RouteQuota != nil ||
-		m.APIConcurrency != nil || m.RouteConcurrency != nil
+	return m.All() != [MatchRules]*Effective{}
 }
 
 // MatchRules is the most rules one Match holds: three kinds in two scopes.
@@ -233,7 +232,6 @@ type Snapshot struct {
 	quota, conc index
 
 	rules   []Effective // sorted by ID; the maps point into it
-	plans   []Plan      // valid plans, sorted by name
 	skipped []Skip
 	def     *Effective
 
@@ -302,9 +300,7 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 			continue
 		}
 		plans[p.Name] = &p
-		s.plans = append(s.plans, p)
 	}
-	slices.SortFunc(s.plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
 
 	// Other dimensions' rules go to a snapshot of their own: scopes,
 	// precedence and matching are per dimension.
@@ -551,24 +547,13 @@ func (s *Snapshot) MatchAt(api, method, resource, subject string, now time.Time)
 		now = time.Time{} // no rule expires: skip the comparisons
 	}
 	method = CanonicalMethod(method)
-	if len(s.apiScope) > 0 {
-		m.API = s.matchAPI(api, subject, now)
-	}
-	if len(s.routeScope) > 0 {
-		m.Route = s.matchRoute(api, method, resource, subject, now)
-	}
-	if len(s.quota.apiScope) > 0 {
-		m.APIQuota = s.quota.matchAPI(api, subject, now)
-	}
-	if len(s.quota.routeScope) > 0 {
-		m.RouteQuota = s.quota.matchRoute(api, method, resource, subject, now)
-	}
-	if len(s.conc.apiScope) > 0 {
-		m.APIConcurrency = s.conc.matchAPI(api, subject, now)
-	}
-	if len(s.conc.routeScope) > 0 {
-		m.RouteConcurrency = s.conc.matchRoute(api, method, resource, subject, now)
-	}
+	// Each match returns at once when its index holds no rule of its scope.
+	m.API = s.matchAPI(api, subject, now)
+	m.Route = s.matchRoute(api, method, resource, subject, now)
+	m.APIQuota = s.quota.matchAPI(api, subject, now)
+	m.RouteQuota = s.quota.matchRoute(api, method, resource, subject, now)
+	m.APIConcurrency = s.conc.matchAPI(api, subject, now)
+	m.RouteConcurrency = s.conc.matchRoute(api, method, resource, subject, now)
 	if m.API == nil && m.Route == nil && s.def != nil {
 		m.API, m.Default = s.def, true
 	}
@@ -678,9 +663,6 @@ func (s *Snapshot) Dimension(name string) *Snapshot {
 
 // Rules returns a copy of the snapshot's rules as applied, ordered by ID.
 func (s *Snapshot) Rules() []Effective { return slices.Clone(s.rules) }
-
-// Plans returns a copy of the snapshot's valid plans, ordered by name.
-func (s *Snapshot) Plans() []Plan { return slices.Clone(s.plans) }
 
 // Skipped returns what NewSnapshot left out and why, in the order found.
 func (s *Snapshot) Skipped() []Skip { return slices.Clone(s.skipped) }

@@ -246,6 +246,7 @@ func TestNewSnapshotSkips(t *testing.T) {
 		rule("r3", "a", "GET /x", "u"),
 		rule("r3", "a", "GET /y", "u"), // same id
 		invalid, noID, unknownPlan, badPlanRule, disabledBad,
+		{ID: "r4", API: "a", Route: "GET /p", Subject: "*", Plan: "ok"}, // the first plan "ok"
 	}
 	ps := []Plan{
 		{Name: "ok", Limit: 1, Period: Period(time.Second)},
@@ -271,11 +272,11 @@ func TestNewSnapshotSkips(t *testing.T) {
 	for _, e := range s.Rules() {
 		gotIDs = append(gotIDs, e.ID+" "+e.Route)
 	}
-	if diff := cmp.Diff([]string{"r1 *", "r3 GET /x"}, gotIDs); diff != "" {
+	if diff := cmp.Diff([]string{"r1 *", "r3 GET /x", "r4 GET /p"}, gotIDs); diff != "" {
 		t.Errorf("Rules() mismatch (-want +got):\n%s", diff)
 	}
-	if s.Len() != 2 || len(s.Plans()) != 1 || s.Plans()[0].Limit != 1 || s.Default() != nil {
-		t.Errorf("Len() = %d, Plans() = %+v, Default() = %v; want 2, [ok limit 1], nil", s.Len(), s.Plans(), s.Default())
+	if s.Len() != 3 || s.Rules()[2].Limit != 1 || s.Default() != nil {
+		t.Errorf("Len() = %d, r4's limit %d, Default() = %v; want 3, 1 (the first plan ok), nil", s.Len(), s.Rules()[2].Limit, s.Default())
 	}
 	if got := s.Match("a", "GET", "/u", "x"); got.API == nil || got.API.ID != "r1" || got.Route != nil {
 		t.Errorf("Match(a, GET, /u, x) = %v, want [r1 -]: the unknown-plan rule is skipped", ids(got))
