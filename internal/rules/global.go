@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -17,12 +18,8 @@ const MinGlobalPeriod = Period(time.Minute)
 // hex. Every Region applies the same rules file, so the same rule has the
 // same scope everywhere, while its ID is each Region's own.
 func GlobalKey(r Rule) string {
-	kind := r.Kind
-	if kind == "" {
-		kind = Rate
-	}
 	h := sha256.New()
-	for _, s := range []string{r.API, r.Route, r.Subject, string(kind), NormalizeDimension(r.Dimension)} {
+	for _, s := range []string{r.API, r.Route, r.Subject, string(cmp.Or(r.Kind, Rate)), NormalizeDimension(r.Dimension)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
