@@ -96,17 +96,7 @@ func migrate(t testing.TB, dbURL string) {
 // before the database is dropped.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	return newPool(t, NewDatabase(t))
-}
-
-// NewStore returns a *postgres.Store on a fresh, migrated database.
-func NewStore(t testing.TB) *postgres.Store {
-	t.Helper()
-	return postgres.New(NewPool(t))
-}
-
-func newPool(t testing.TB, dbURL string) *pgxpool.Pool {
-	t.Helper()
+	dbURL := NewDatabase(t)
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", redact(dbURL), err)
@@ -119,6 +109,12 @@ func newPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	// Cleanups run last-in first-out: the pool closes before the drop.
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// NewStore returns a *postgres.Store on a fresh, migrated database.
+func NewStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	return postgres.New(NewPool(t))
 }
 
 // redact hides a password in a URL for messages.
