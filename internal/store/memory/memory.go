@@ -513,9 +513,8 @@ func cloneRule(r rules.Rule) rules.Rule {
 	r.Cost = clonePtr(r.Cost)
 	r.Enabled = clonePtr(r.Enabled)
 	r.MinRemaining = clonePtr(r.MinRemaining)
-	r.ExpiresAt = clonePtr(r.ExpiresAt)
 	if r.ExpiresAt != nil {
-		// As PostgreSQL stores it: microseconds.
+		// A copy, as PostgreSQL stores it: microseconds.
 		t := r.ExpiresAt.UTC().Truncate(time.Microsecond)
 		r.ExpiresAt = &t
 	}
