@@ -44,12 +44,17 @@ func FromEnv(ctx context.Context) (*ratelimit.Limiter, error) {
 }
 
 func fromEnv(ctx context.Context, getenv func(string) string) (*ratelimit.Limiter, error) {
-	sources := getenv("SUBJECT_SOURCES")
-	key, kerr := parseSubject(sources)
-	if kerr == nil {
-		sources = "" // the authorizer wrappers' subject; the middleware's default
-	} else if src, err := identity.ParseSources(sources); err == nil && !identity.HasKind(src, identity.SourcePrincipal) && !identity.HasKind(src, identity.SourceContext) {
-		kerr = nil // the middleware's sources
+	// Principal or context:<key> (or nothing) is whom the authorizer
+	// wrappers limit, and leaves the middleware its default; any other
+	// valid list without those is the middleware's sources.
+	sources := strings.TrimSpace(getenv("SUBJECT_SOURCES"))
+	key, ok, _ := identity.ParseUpstreamSubject(sources)
+	var kerr error
+	if ok || sources == "" {
+		sources = ""
+	} else if src, err := identity.ParseSources(sources); err != nil || identity.HasKind(src, identity.SourcePrincipal) || identity.HasKind(src, identity.SourceContext) {
+		kerr = fmt.Errorf("SUBJECT_SOURCES: %q: want principal or context:<key> (whom a wrapped authorizer names; a key of 1 to 128 printable ASCII characters, no space, comma or semicolon), "+
+			"or header:<name>, query:<name>, apikey, ip and jwt:<claim> sources (the middleware's), not both", sources)
 	}
 	cfg, err := config.FromEnv(func(k string) string {
 		if k == "SUBJECT_SOURCES" {
@@ -89,15 +94,4 @@ func NewLedger(ctx context.Context, table string) (ratelimit.Ledger, error) {
 		return nil, errors.New("ratelimit: a ledger needs a table name")
 	}
 	return l, nil
-}
-
-// parseSubject reads SUBJECT_SOURCES for an embedded Limiter: principal, or
-// context:<key>.
-func parseSubject(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if key, ok, err := identity.ParseUpstreamSubject(s); s == "" || ok && err == nil {
-		return key, nil
-	}
-	return "", fmt.Errorf("SUBJECT_SOURCES: %q: want principal or context:<key> (whom a wrapped authorizer names; a key of 1 to 128 printable ASCII characters, no space, comma or semicolon), "+
-		"or header:<name>, query:<name>, apikey, ip and jwt:<claim> sources (the middleware's), not both", s)
 }
