@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -168,10 +169,7 @@ func Markdown() string {
 		rows    = map[string][]string{}
 	)
 	for _, v := range Vars {
-		def := v.DefaultDoc
-		if def == "" {
-			def = "`" + v.Default + "`"
-		}
+		def := cmp.Or(v.DefaultDoc, "`"+v.Default+"`")
 		r := strings.Join(v.Functions, ", ")
 		if _, ok := rows[r]; !ok {
 			readers = append(readers, r)
