@@ -1509,7 +1509,8 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	in.Burst, in.Cost, in.Enabled = new(int64(20)), new(int64(2)), new(true)
 	created := mustCreateRule(t, s, in)
 	scribble := func(r rules.Rule) { *r.Limit, *r.Burst, *r.Cost, *r.Enabled = 1, 1, 1, false }
-	checkRule := func(through string) {
+	// checkRule returns the rule GetRule read: the next to write through.
+	checkRule := func(through string) rules.Rule {
 		t.Helper()
 		got, err := s.GetRule(ctx, created.ID)
 		if err != nil {
@@ -1519,16 +1520,12 @@ func testNoAliasing(t *testing.T, s store.Store) {
 			t.Errorf("GetRule() after writing through %s = limit %d, burst %d, cost %d, enabled %t; want 10, 20, 2, true",
 				through, *got.Limit, *got.Burst, *got.Cost, *got.Enabled)
 		}
+		return got
 	}
 	scribble(in)
 	checkRule("the rule given to CreateRule")
 	scribble(created)
-	checkRule("the rule CreateRule returned")
-	got, err := s.GetRule(ctx, created.ID)
-	if err != nil {
-		t.Fatalf("GetRule() error = %v", err)
-	}
-	scribble(got)
+	scribble(checkRule("the rule CreateRule returned"))
 	checkRule("a rule GetRule returned")
 	rs := mustLoad(t, s).Rules
 	if len(rs) != 1 {
