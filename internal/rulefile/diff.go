@@ -61,17 +61,14 @@ func (c Change) String() string {
 func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 	b := store.Batch{Set: f.Set}
 	var probs []Problem
+	h := index(have)
 
-	plans := map[string]rules.Plan{}
-	for _, p := range have.Plans {
-		plans[p.Name] = p
-	}
 	var planCreates, planUpdates, planDeletes []store.Op
 	want := map[string]bool{}
 	for i, p := range f.Plans {
 		want[p.Name] = true
 		p.Set = "" // the batch's: the batch records its set once
-		cur, ok := plans[p.Name]
+		cur, ok := h.plans[p.Name]
 		switch {
 		case !ok:
 			planCreates = append(planCreates, store.Op{Action: rules.ActionCreate, Plan: &p})
@@ -89,17 +86,13 @@ func Diff(f *File, have rules.Set) (store.Batch, []Change, error) {
 		}
 	}
 
-	byKey := map[Key]rules.Rule{}
-	for _, r := range have.Rules {
-		byKey[KeyOf(r)] = r
-	}
 	var ruleCreates, ruleUpdates, ruleDeletes []store.Op
 	wantKey := map[Key]bool{}
 	for i, r := range f.Rules {
 		r.Set = ""
 		k := KeyOf(r)
 		wantKey[k] = true
-		cur, ok := byKey[k]
+		cur, ok := h.byKey[k]
 		switch {
 		case !ok:
 			ruleCreates = append(ruleCreates, store.Op{Action: rules.ActionCreate, Rule: &r})
@@ -152,14 +145,7 @@ func Changes(name string, b store.Batch, have rules.Set) ([]Change, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	rulesByID := map[string]rules.Rule{}
-	for _, r := range have.Rules {
-		rulesByID[r.ID] = r
-	}
-	plans := map[string]rules.Plan{}
-	for _, p := range have.Plans {
-		plans[p.Name] = p
-	}
+	h := index(have)
 	// owned reports a problem unless the stored row exists and is b.Set's.
 	owned := func(field, what string, ok bool, set string) bool {
 		switch {
@@ -187,7 +173,7 @@ func Changes(name string, b store.Batch, have rules.Set) ([]Change, error) {
 				changes = append(changes, c)
 				continue
 			}
-			cur, ok := rulesByID[r.ID]
+			cur, ok := h.byID[r.ID]
 			if !owned(field, fmt.Sprintf("rule %q", r.ID), ok, cur.Set) {
 				continue
 			}
@@ -206,7 +192,7 @@ func Changes(name string, b store.Batch, have rules.Set) ([]Change, error) {
 				continue
 			}
 			if op.Action != rules.ActionCreate {
-				cur, ok := plans[p.Name]
+				cur, ok := h.plans[p.Name]
 				if !owned(field, fmt.Sprintf("plan %q", p.Name), ok, cur.Set) {
 					continue
 				}
@@ -224,6 +210,25 @@ func Changes(name string, b store.Batch, have rules.Set) ([]Change, error) {
 	return changes, nil
 }
 
+// holdings are what a deployment holds (a rules.Set), looked up: its rules
+// by id and by scope, its plans by name.
+type holdings struct {
+	byID  map[string]rules.Rule
+	byKey map[Key]rules.Rule
+	plans map[string]rules.Plan
+}
+
+func index(have rules.Set) holdings {
+	h := holdings{map[string]rules.Rule{}, map[Key]rules.Rule{}, map[string]rules.Plan{}}
+	for _, r := range have.Rules {
+		h.byKey[KeyOf(r)], h.byID[r.ID] = r, r
+	}
+	for _, p := range have.Plans {
+		h.plans[p.Name] = p
+	}
+	return h
+}
+
 func owner(set string) string {
 	if set == "" {
 		return "no set"
@@ -234,8 +239,13 @@ func owner(set string) string {
 // fieldChanges lists the fields, in order, whose JSON differs between
 // the stored value have and the file's want, ignoring the server's
 // fields. Both are normalised first, so an omitted default equals it.
-func fieldChanges[T rules.Rule | rules.Plan](have, want T, order []string) []FieldChange {
-	hm, wm := fieldMap(normalized(have)), fieldMap(normalized(want))
+func fieldChanges[T any, P interface {
+	*T
+	Normalize()
+}](have, want T, order []string) []FieldChange {
+	P(&have).Normalize()
+	P(&want).Normalize()
+	hm, wm := fieldMap(have), fieldMap(want)
 	var out []FieldChange
 	for _, k := range order {
 		if _, server := serverFields[k]; server {
@@ -259,18 +269,6 @@ func orZero(raw, other json.RawMessage) json.RawMessage {
 		return json.RawMessage("false")
 	}
 	return json.RawMessage("null")
-}
-
-func normalized[T rules.Rule | rules.Plan](v T) any {
-	switch x := any(v).(type) {
-	case rules.Rule:
-		x.Normalize()
-		return x
-	case rules.Plan:
-		x.Normalize()
-		return x
-	}
-	return v
 }
 
 func fieldMap(v any) map[string]json.RawMessage {
@@ -323,28 +321,21 @@ func Export(set string, have rules.Set) *File {
 // refuses it then). Some: it was applied, or partly, and changed since.
 // b must pass store.CheckBatch.
 func Progress(name string, b store.Batch, have rules.Set) (held int, rest []Problem) {
-	byKey, byID := map[Key]rules.Rule{}, map[string]rules.Rule{}
-	for _, r := range have.Rules {
-		byKey[KeyOf(r)], byID[r.ID] = r, r
-	}
-	plans := map[string]rules.Plan{}
-	for _, p := range have.Plans {
-		plans[p.Name] = p
-	}
+	h := index(have)
 	for i, op := range b.Ops {
 		var why string
 		if op.Rule != nil {
 			want := *op.Rule
 			want.Set = b.Set
-			cur, ok := byID[want.ID]
+			cur, ok := h.byID[want.ID]
 			if op.Action == rules.ActionCreate {
-				cur, ok = byKey[KeyOf(want)]
+				cur, ok = h.byKey[KeyOf(want)]
 			}
 			why = progress(op, ok, cur.Set, cur.Version, b.Set, "rule "+cur.ID, func() []FieldChange { return fieldChanges(cur, want, ruleFields) })
 		} else {
 			want := *op.Plan
 			want.Set = b.Set
-			cur, ok := plans[want.Name]
+			cur, ok := h.plans[want.Name]
 			why = progress(op, ok, cur.Set, cur.Version, b.Set, fmt.Sprintf("plan %q", cur.Name), func() []FieldChange { return fieldChanges(cur, want, planFields) })
 		}
 		if why == "" {

@@ -127,11 +127,7 @@ func (f *File) Warnings(now time.Time) []Problem {
 		if r.ExpiresAt == nil || r.ExpiresAt.After(now) {
 			continue
 		}
-		line := f.ruleLines[i]
-		if l, ok := f.ruleFields[i]["expires_at"]; ok {
-			line = l
-		}
-		out = append(out, Problem{File: f.name, Line: line, Field: fmt.Sprintf("rules[%d].expires_at", i),
+		out = append(out, Problem{File: f.name, Line: lineOf(f.ruleFields[i], "expires_at", f.ruleLines[i]), Field: fmt.Sprintf("rules[%d].expires_at", i),
 			Reason: r.ExpiresAt.UTC().Format(time.RFC3339) + " is past: the rule never applies"})
 	}
 	return out
