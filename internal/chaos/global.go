@@ -133,11 +133,6 @@ const (
 	lowRate       = 30.0
 )
 
-// GlobalScenarios returns the scenarios of the multi-Region topology.
-func GlobalScenarios() []Scenario {
-	return globalScenarios(3000, 75*time.Second, 20*time.Second, 20*time.Second)
-}
-
 // globalScenarios are the global scenarios with a limit of limit a
 // minute, load for load, the fault at at for d. The bounds follow from
 // the limiter's: no over-admission while every Region reaches the
@@ -177,19 +172,6 @@ func globalScenarios(limit int64, load, at, d time.Duration) []Scenario {
 	}
 }
 
-// ShortGlobalScenarios are the global scenarios of make test's short run:
-// steady and cut-open, 12 s each with a limit of 600 a minute, which the
-// load spends in about 5 s.
-func ShortGlobalScenarios() []Scenario {
-	var out []Scenario
-	for _, s := range globalScenarios(600, 12*time.Second, 3*time.Second, 6*time.Second) {
-		if s.Name == "global-steady" || s.Name == "global-cut-open" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // cutRegion drops every packet between Region i's decision hosts and the
 // ledger host for d.
 func cutRegion(i int, d time.Duration) func(context.Context, *run) error {
@@ -205,7 +187,7 @@ func cutRegion(i int, d time.Duration) func(context.Context, *run) error {
 
 // ledgerFault sets f on the ledger's proxies for d.
 func ledgerFault(f LedgerFault, d time.Duration) func(context.Context, *run) error {
-	return faultFor(d, func(ctx context.Context, r *run) error { return r.c.ledgerFault(ctx, f) },
+	return faultFor(d, false, func(ctx context.Context, r *run) error { return r.c.ledgerFault(ctx, f) },
 		func(ctx context.Context, r *run) error {
 			return r.c.ledgerFault(context.WithoutCancel(ctx), LedgerFault{})
 		})
@@ -313,12 +295,10 @@ func (c *Cluster) StartLedger(ctx context.Context) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	p, err := c.Procs.Start("led", "led-dynalite", nil, filepath.Join(node, "node"), dyn, "--host", "127.0.0.1",
-		"--port", strconv.Itoa(dynalitePort), "--path", dir, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-	if err != nil {
+	if _, err := c.Procs.Start("led", "led-dynalite", nil, filepath.Join(node, "node"), dyn, "--host", "127.0.0.1",
+		"--port", strconv.Itoa(dynalitePort), "--path", dir, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"); err != nil {
 		return err
 	}
-	c.Dynalite = p
 	l, err := c.Procs.Start("led", "led-ledger", []string{roleVar + "=" + roleLedger, ledgerAddrVar + "=" + c.Net.Host("led").IP}, c.bins.Self)
 	if err != nil {
 		return err
@@ -350,15 +330,14 @@ func (c *Cluster) startRegionRedis(ctx context.Context, g region) error {
 	return c.waitRedis(ctx, hostAddr(c.Net.Host(g.redis), redisPort), p, "PONG", "PING")
 }
 
-// spawnGlobalDecide starts decision process h of Region g (not waiting
+// spawnGlobalDecide starts decision process h of Region i (not waiting
 // for it): its Region's Redis, the shared store, and the ledger through
 // its Region's proxy; its counters go to dir at exit.
-func (c *Cluster) spawnGlobalDecide(g region, h, dir string, migrate bool) error {
-	var names []string
+func (c *Cluster) spawnGlobalDecide(i int, h, dir string, migrate bool) error {
+	g, names := regions[i], []string{}
 	for _, r := range regions {
 		names = append(names, r.aws)
 	}
-	i := slices.IndexFunc(regions, func(r region) bool { return r.name == g.name })
 	return c.spawnDecide(h, migrate, map[string]string{
 		"REDIS_MODE":      "single",
 		"REDIS_URL":       "redis://" + hostAddr(c.Net.Host(g.redis), redisPort) + "/0",
@@ -418,18 +397,18 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	if err := c.ledgerFault(ctx, LedgerFault{}); err != nil {
 		return Result{}, err
 	}
+	var hosts []string
 	for _, g := range regions {
 		if err := c.startRegionRedis(ctx, g); err != nil {
 			return Result{}, fmt.Errorf("redis %s: %w", g.name, err)
 		}
-	}
-	// Between each Region and the ledger, the Region's round trip.
-	for _, g := range regions {
+		// Between each Region and the ledger, the Region's round trip.
 		if err := lat.Delay(ctx, "led", g.rtt, g.decide...); err != nil {
 			return Result{}, err
 		}
+		hosts = append(hosts, g.decide...)
 	}
-	if err := c.spawnGlobalDecide(regions[0], "g1d1", dir, true); err != nil {
+	if err := c.spawnGlobalDecide(0, "g1d1", dir, true); err != nil {
 		return Result{}, err
 	}
 	if err := c.waitHealthy(ctx, "g1d1", 60*time.Second); err != nil {
@@ -448,17 +427,13 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	var hosts []string
-	for _, g := range regions {
-		hosts = append(hosts, g.decide...)
-	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(hosts))
 	for i, h := range hosts {
 		if h == "g1d1" {
 			continue
 		}
-		if err := c.spawnGlobalDecide(regions[i/2], h, dir, false); err != nil {
+		if err := c.spawnGlobalDecide(i/2, h, dir, false); err != nil {
 			return Result{}, err
 		}
 	}
@@ -506,12 +481,7 @@ func runGlobal(ctx context.Context, c *Cluster, s Scenario, o Options) (Result, 
 	}
 	// The checked subject's items: those of the global rule on globalRoute.
 	key := rules.GlobalKey(rules.Rule{API: r.api, Route: globalRoute, Subject: "*"}) + "#"
-	var checked []LedgerItem
-	for _, it := range items {
-		if strings.HasPrefix(it.Key, key) {
-			checked = append(checked, it)
-		}
-	}
+	checked := slices.DeleteFunc(items, func(it LedgerItem) bool { return !strings.HasPrefix(it.Key, key) })
 	res := CheckGlobal(s.Name, ops, checked, stats, calls, *s.Global)
 	res.Global.Pools = r.pools
 	for _, pr := range r.pools {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -102,27 +103,33 @@ func Scenarios() []Scenario {
 			inject: networkFault(10*time.Second, func(ctx context.Context, n *Nemesis) error {
 				return n.Partition(ctx, "pg", "ctl", "d1", "d2", "d3", "load", "r1", "r2", "r3", "s1", "s2", "s3")
 			})},
-	}, GlobalScenarios()...)
+	}, globalScenarios(3000, 75*time.Second, 20*time.Second, 20*time.Second)...)
 }
 
-// ShortScenarios are the scenarios of the short run in make test.
+// ShortScenarios are the scenarios of the short run in make test: two
+// regional ones, and the global steady and cut-open ones, 12 s each with a
+// limit of 600 a minute, which the load spends in about 5 s.
 func ShortScenarios() []Scenario {
-	var out []Scenario
-	for _, s := range Scenarios() {
-		if s.Name == "partition" || s.Name == "kill-durable" {
-			out = append(out, s)
-		}
-	}
-	return append(out, ShortGlobalScenarios()...)
+	return append(named(Scenarios(), "partition", "kill-durable"),
+		named(globalScenarios(600, 12*time.Second, 3*time.Second, 6*time.Second), "global-steady", "global-cut-open")...)
 }
 
-// faultFor makes a fault (start), holds it for d and ends it (end).
-func faultFor(d time.Duration, start, end func(context.Context, *run) error) func(context.Context, *run) error {
+// named keeps the scenarios of ss with one of names, in ss's order.
+func named(ss []Scenario, names ...string) []Scenario {
+	return slices.DeleteFunc(ss, func(s Scenario) bool { return !slices.Contains(names, s.Name) })
+}
+
+// faultFor makes a fault (start), holds it for d and ends it (end);
+// watch records the Sentinels' promotion of another primary meanwhile.
+func faultFor(d time.Duration, watch bool, start, end func(context.Context, *run) error) func(context.Context, *run) error {
 	return func(ctx context.Context, r *run) error {
 		if err := start(ctx, r); err != nil {
 			return err
 		}
 		r.event("fault")
+		if watch {
+			defer r.watchPromotion(ctx)()
+		}
 		r.sleep(ctx, d)
 		r.event("heal") // recovery and propagation count from the first rule removed
 		return end(ctx, r)
@@ -131,25 +138,18 @@ func faultFor(d time.Duration, start, end func(context.Context, *run) error) fun
 
 // networkFault applies fault for d, then heals.
 func networkFault(d time.Duration, fault func(context.Context, *Nemesis) error) func(context.Context, *run) error {
-	return faultFor(d, func(ctx context.Context, r *run) error { return fault(ctx, r.nem) },
-		func(ctx context.Context, r *run) error { return r.nem.Heal(ctx) })
+	return faultFor(d, false, func(ctx context.Context, r *run) error { return fault(ctx, r.nem) }, heal)
 }
+
+// heal ends the scenario's network faults.
+func heal(ctx context.Context, r *run) error { return r.nem.Heal(ctx) }
 
 // pause stops the primary with SIGSTOP for d, then lets it go on.
 func pause(d time.Duration) func(context.Context, *run) error {
-	return func(ctx context.Context, r *run) error {
-		p := r.c.Redis["r1"]
-		if err := p.Signal(syscall.SIGSTOP); err != nil {
-			return err
-		}
-		r.event("fault")
-		stop := r.watchPromotion(ctx)
-		r.sleep(ctx, d)
-		err := p.Signal(syscall.SIGCONT)
-		r.event("heal")
-		stop()
-		return err
+	signal := func(sig syscall.Signal) func(context.Context, *run) error {
+		return func(_ context.Context, r *run) error { return r.c.Redis["r1"].Signal(sig) }
 	}
+	return faultFor(d, true, signal(syscall.SIGSTOP), signal(syscall.SIGCONT))
 }
 
 // kill kills the primary; the fault ends when the Sentinels name another.
@@ -174,20 +174,10 @@ func kill(ctx context.Context, r *run) error {
 // other decision hosts for d: the majority promotes a replica while d1
 // keeps writing to the old primary. Then it heals.
 func split(d time.Duration) func(context.Context, *run) error {
-	return func(ctx context.Context, r *run) error {
-		majority := []string{"r2", "r3", "s1", "s2", "s3", "d2", "d3"}
-		if err := r.nem.Partition(ctx, "r1", majority...); err != nil {
+	return faultFor(d, true, func(ctx context.Context, r *run) error {
+		if err := r.nem.Partition(ctx, "r1", "r2", "r3", "s1", "s2", "s3", "d2", "d3"); err != nil {
 			return err
 		}
-		if err := r.nem.Partition(ctx, "d1", "r2", "r3", "s1", "s2", "s3"); err != nil {
-			return err
-		}
-		r.event("fault")
-		stop := r.watchPromotion(ctx)
-		r.sleep(ctx, d)
-		r.event("heal")
-		err := r.nem.Heal(ctx)
-		stop()
-		return err
-	}
+		return r.nem.Partition(ctx, "d1", "r2", "r3", "s1", "s2", "s3")
+	}, heal)
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -13,16 +14,9 @@ import (
 // propagation. The global scenarios get their own table (WriteGlobalTable)
 // before it.
 func WriteTable(w io.Writer, results []Result) {
-	var regional, global []Result
-	for _, r := range results {
-		if r.Global != nil {
-			global = append(global, r)
-		} else {
-			regional = append(regional, r)
-		}
-	}
-	if len(global) > 0 {
-		WriteGlobalTable(w, global)
+	regional := slices.DeleteFunc(slices.Clone(results), func(r Result) bool { return r.Global != nil })
+	if len(regional) < len(results) {
+		WriteGlobalTable(w, results) // which skips the regional ones
 		if len(regional) == 0 {
 			return
 		}
