@@ -151,10 +151,7 @@ func Check(scenario string, ops []Op, rules []RuleSpec, b Bounds, healAt int64, 
 			}
 			where := s + "/" + r.Name
 			if r.Quota {
-				limit := int64(0)
-				for _, v := range r.Versions {
-					limit = max(limit, v.Limit)
-				}
+				limit := slices.MaxFunc(r.Versions, func(a, b Version) int { return cmp.Compare(a.Limit, b.Limit) }).Limit
 				got := int64(len(mine)) - limit
 				ex, bound := &res.Quota, quotaBound(rules, &mine[0], b.LostWindow)
 				if r.Durable {

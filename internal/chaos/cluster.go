@@ -103,11 +103,10 @@ type Cluster struct {
 
 	Redis     map[string]*Proc // r1..r3
 	Sentinels map[string]*Proc // s1..s3
-	PG        *Proc
 	Decide    map[string]*Proc // d1..d3, and g1d1..g3d2 in global scenarios
-	// Dynalite and Ledger run on the ledger host once a global scenario
-	// has started them (StartLedger).
-	Dynalite, Ledger *Proc
+	// Ledger runs on the ledger host, beside dynalite, once a global
+	// scenario has started them (StartLedger).
+	Ledger *Proc
 
 	http  *http.Client
 	pgDir string // removed by Close
@@ -194,7 +193,6 @@ func (c *Cluster) StartPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.PG = p
 	return c.waitTCP(ctx, hostAddr(c.Net.Host("pg"), pgPort), p, 30*time.Second)
 }
 
@@ -227,7 +225,7 @@ func poll(ctx context.Context, within, every time.Duration, p *Proc, try func() 
 		case err == nil:
 			return nil
 		case p != nil && p.Exited():
-			return fmt.Errorf("%s %w: %v\n%s", p.Name, errExited, p.Err(), p.Tail(3000))
+			return fmt.Errorf("%s exited: %v\n%s", p.Name, p.Err(), p.Tail(3000))
 		case time.Now().After(end) || ctx.Err() != nil:
 			return err
 		}

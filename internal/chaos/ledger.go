@@ -12,7 +12,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -46,8 +45,6 @@ type LedgerFault struct {
 	// P50 and P99, when P50 > 0, delay each request by a log-normal draw.
 	P50 time.Duration `json:"p50,omitempty"`
 	P99 time.Duration `json:"p99,omitempty"`
-	// Down lists the Regions (1-based) whose proxy refuses every request.
-	Down []int `json:"down,omitempty"`
 }
 
 // LedgerItem is one item of the ledger table: a global budget's window.
@@ -126,9 +123,8 @@ func runLedger(ctx context.Context) error {
 		} else {
 			delay.Store(nil)
 		}
-		for i, p := range proxies {
+		for _, p := range proxies {
 			p.SetConflict(f.Conflict)
-			p.SetDown(slices.Contains(f.Down, i+1))
 		}
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {

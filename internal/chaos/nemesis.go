@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,8 +110,7 @@ func (n *Nemesis) Heal(ctx context.Context) error {
 	n.rules, n.delayers = nil, nil
 	n.mu.Unlock()
 	var errs []error
-	for i := len(rules) - 1; i >= 0; i-- {
-		r := rules[i]
+	for _, r := range slices.Backward(rules) {
 		if _, err := n.c.Net.Exec(ctx, r.host, "iptables", append([]string{"-w", "5", "-D"}, r.spec...)...); err != nil {
 			errs = append(errs, err)
 		}

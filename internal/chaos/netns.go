@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -69,11 +68,9 @@ var nsName = regexp.MustCompile(`^` + nsPrefix + `([0-9]+)-[a-z0-9]+$`)
 // removes every namespace (and with them the veths, qdiscs and iptables
 // rules inside).
 type Net struct {
-	run   string // "slch<pid>"
-	hub   string // the bridge's namespace
-	hosts map[string]*Host
-
-	mu      sync.Mutex
+	run     string // "slch<pid>"
+	hub     string // the bridge's namespace
+	hosts   map[string]*Host
 	created []string // namespaces, in creation order
 }
 
@@ -147,10 +144,8 @@ func (n *Net) Close() {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for i := len(n.created) - 1; i >= 0; i-- {
-		deleteNS(n.created[i])
+	for _, ns := range slices.Backward(n.created) {
+		deleteNS(ns)
 	}
 	n.created = nil
 }

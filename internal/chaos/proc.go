@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -149,6 +148,3 @@ func (ps *Procs) forget() {
 	defer ps.mu.Unlock()
 	ps.list = slices.DeleteFunc(ps.list, (*Proc).Exited)
 }
-
-// errExited says a process ended while it should have been serving.
-var errExited = errors.New("exited")

@@ -179,7 +179,6 @@ type ruleBody struct {
 	FailureMode string `json:"failure_mode,omitempty"`
 	Durable     bool   `json:"durable,omitempty"`
 	Global      bool   `json:"global,omitempty"`
-	Description string `json:"description,omitempty"`
 }
 
 // scenarioRules are the scenario's rules, named, with their bodies.
