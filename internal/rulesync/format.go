@@ -138,32 +138,23 @@ func stub(version int64, key ed25519.PrivateKey) []byte {
 // signed is the message a signature covers.
 func signed(head []byte) []byte { return append([]byte(signContext), head...) }
 
-// header reads an encoded snapshot's header: its version and header size,
-// and whether it is signed, without checking the rest.
-func header(b []byte) (version int64, size int, isSigned bool, err error) {
+// check reads and checks an encoded snapshot's header (b may stop after
+// it): its magic, the version, at least 1 and not after latest (refused);
+// with pub, a signature by pub (refused otherwise). It returns the version
+// and the header's size.
+func check(b []byte, pub ed25519.PublicKey, latest int64) (int64, int, error) {
+	size := headerUnsigned
 	switch {
 	case len(b) >= headerSigned && string(b[:len(magicSigned)]) == magicSigned:
-		size, isSigned = headerSigned, true
-	case len(b) >= headerUnsigned && string(b[:len(magicUnsigned)]) == magicUnsigned:
-		size = headerUnsigned
-	default:
-		return 0, 0, false, fmt.Errorf("%w: no %s or %s header", ErrCorrupt, magicSigned, magicUnsigned)
+		size = headerSigned
+	case len(b) < headerUnsigned || string(b[:len(magicUnsigned)]) != magicUnsigned:
+		return 0, 0, fmt.Errorf("%w: no %s or %s header", ErrCorrupt, magicSigned, magicUnsigned)
 	}
-	return int64(binary.BigEndian.Uint64(b[len(magicSigned):])), size, isSigned, nil
-}
-
-// check reads and checks an encoded snapshot's header (b may stop after
-// it): the version, at least 1 and not after latest (refused); with pub,
-// a signature by pub (refused otherwise). It returns the version and the
-// header's size.
-func check(b []byte, pub ed25519.PublicKey, latest int64) (int64, int, error) {
-	v, size, isSigned, err := header(b)
+	v := int64(binary.BigEndian.Uint64(b[len(magicSigned):]))
 	switch {
-	case err != nil:
-		return 0, 0, err
 	case v < 1:
 		return 0, 0, fmt.Errorf("%w: version %d", ErrCorrupt, v)
-	case pub != nil && !isSigned:
+	case pub != nil && size != headerSigned:
 		return 0, 0, fmt.Errorf("%w: version %d is not signed, and RULES_PUBLIC_KEY requires a rule writer's signature", ErrRefused, v)
 	case pub != nil && !ed25519.Verify(pub, signed(b[:sumEnd]), b[sumEnd:headerSigned]):
 		return 0, 0, fmt.Errorf("%w: version %d is not signed by the rule writers' key (RULES_PUBLIC_KEY)", ErrRefused, v)
