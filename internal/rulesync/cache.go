@@ -199,24 +199,12 @@ type flight struct {
 // backing off from RetryMin to RetryMax. A failed version read or an
 // unusable snapshot alone is not an error here (OnError hears of it).
 func NewCache(ctx context.Context, store Loader, versions VersionSource, o CacheOptions) (*Cache, error) {
-	if o.Refresh <= 0 {
-		o.Refresh = 5 * time.Minute
-	}
-	if o.Poll <= 0 {
-		o.Poll = time.Second
-	}
-	if o.VersionTimeout <= 0 {
-		o.VersionTimeout = 100 * time.Millisecond
-	}
-	if o.SnapshotTimeout <= 0 {
-		o.SnapshotTimeout = time.Second
-	}
-	if o.LoadTimeout <= 0 {
-		o.LoadTimeout = 5 * time.Second
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = time.Second
-	}
+	orDefault(&o.Refresh, 5*time.Minute)
+	orDefault(&o.Poll, time.Second)
+	orDefault(&o.VersionTimeout, 100*time.Millisecond)
+	orDefault(&o.SnapshotTimeout, time.Second)
+	orDefault(&o.LoadTimeout, 5*time.Second)
+	orDefault(&o.RetryMin, time.Second)
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(30*time.Second, o.RetryMin)
 	}
@@ -510,6 +498,13 @@ func (c *Cache) install(set rules.Set, origin Origin, installs uint64) {
 	c.mu.Unlock()
 	if c.opt.OnReload != nil {
 		c.opt.OnReload(set.Version, origin, snap)
+	}
+}
+
+// orDefault sets an option left zero or negative to its default.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 

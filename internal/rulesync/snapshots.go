@@ -89,15 +89,11 @@ type Snapshots struct {
 // NewSnapshots returns Snapshots on client configured by o.
 func NewSnapshots(client redis.UniversalClient, o SnapshotsOptions) *Snapshots {
 	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
-	}
+	orDefault(&o.MaxBytes, DefaultMaxBytes)
 	if o.PublicKey == nil && o.SigningKey != nil {
 		o.PublicKey = o.SigningKey.Public().(ed25519.PublicKey)
 	}
-	if o.MaxAhead <= 0 {
-		o.MaxAhead = DefaultMaxAhead
-	}
+	orDefault(&o.MaxAhead, DefaultMaxAhead)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
