@@ -13,11 +13,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
-}
-
-func TestContractOptions(t *testing.T) {
-	storetest.RunOptions(t, func(t *testing.T, o store.Options) store.Store { return memory.NewWithOptions(o) })
+	storetest.Run(t, func(t *testing.T, o store.Options) store.Store { return memory.NewWithOptions(o) })
 }
 
 // FuzzListCursor: any cursor either continues a list or is a

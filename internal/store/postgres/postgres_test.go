@@ -14,18 +14,14 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return pgtest.NewStore(t) })
-}
-
-func TestContractOptions(t *testing.T) {
-	storetest.RunOptions(t, func(t *testing.T, o store.Options) store.Store { return postgres.NewWithOptions(pgtest.NewPool(t), o) })
+	storetest.Run(t, func(t *testing.T, o store.Options) store.Store { return postgres.NewWithOptions(pgtest.NewPool(t), o) })
 }
 
 // TestContractExecMode runs the suite with the query mode used behind RDS
 // Proxy (no named prepared statements, parameters typed from Go values), so
 // every query casts what PostgreSQL cannot infer.
 func TestContractExecMode(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T, o store.Options) store.Store {
 		u, err := url.Parse(pgtest.NewDatabase(t))
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +34,6 @@ func TestContractExecMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		return postgres.New(pool)
+		return postgres.NewWithOptions(pool, o)
 	})
 }

@@ -23,9 +23,10 @@ import (
 )
 
 // Run runs the contract suite against the stores newStore returns. Every
-// subtest calls newStore once for an empty store of its own and runs in
+// subtest calls newStore once for an empty store of its own, configured
+// by o (the zero Options but for the tests of Options), and runs in
 // parallel with the others; newStore registers any cleanup with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+func Run(t *testing.T, newStore func(t *testing.T, o store.Options) store.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -64,32 +65,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ApplyBatch", testApplyBatch},
 		{"ApplyAllOrNothing", testApplyAllOrNothing},
 		{"ApplyOwnership", testApplyOwnership},
+		{"MaxRules", testMaxRules},
+		{"MaxRulesConcurrent", testMaxRulesConcurrent},
 	}
+	options := map[string]store.Options{"MaxRules": {MaxRules: 3}, "MaxRulesConcurrent": {MaxRules: 5}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
-	}
-}
-
-// RunOptions runs the contract tests of store.Options against the stores
-// newStore returns: an empty store configured by o, of its own. Subtests
-// run in parallel, as Run's do.
-func RunOptions(t *testing.T, newStore func(t *testing.T, o store.Options) store.Store) {
-	t.Helper()
-	tests := []struct {
-		name string
-		o    store.Options
-		fn   func(t *testing.T, s store.Store)
-	}{
-		{"MaxRules", store.Options{MaxRules: 3}, testMaxRules},
-		{"MaxRulesConcurrent", store.Options{MaxRules: 5}, testMaxRulesConcurrent},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t, tc.o))
+			tc.fn(t, newStore(t, options[tc.name]))
 		})
 	}
 }
