@@ -158,7 +158,7 @@ func shortestForm(secs int64, i int, counts *[len(periodUnits)]int64) (length, p
 		if secs == 0 {
 			return 0, 0
 		}
-		return digits(secs) + 1, 1
+		return len(strconv.FormatInt(secs, 10)) + 1, 1
 	}
 	n := secs / unit
 	length, parts = shortestForm(secs, i+1, counts) // none of this unit
@@ -168,22 +168,13 @@ func shortestForm(secs int64, i int, counts *[len(periodUnits)]int64) (length, p
 	}
 	var alt [len(periodUnits)]int64
 	l, p := shortestForm(secs-n*unit, i+1, &alt)
-	l, p = l+digits(n)+1, p+1
+	l, p = l+len(strconv.FormatInt(n, 10))+1, p+1
 	if l < length || l == length && p <= parts {
 		alt[i] = n
 		*counts = alt
 		return l, p
 	}
 	return length, parts
-}
-
-func digits(n int64) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
 }
 
 // MarshalJSON writes p as a JSON string in the form String gives.
@@ -199,11 +190,8 @@ func (p *Period) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(b, []byte("null")) {
 		return nil
 	}
-	if len(b) == 0 || b[0] != '"' {
-		return periodError(reasonNotString)
-	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil { // a number or any other non-string
 		return periodError(reasonNotString)
 	}
 	v, err := ParsePeriod(s)
