@@ -9,6 +9,7 @@
 package denial
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -85,9 +86,7 @@ type Response struct {
 // break the JSON. They reach the client as the RateLimit-Policy and
 // RateLimit header fields.
 func TooManyRequests(d headers.Dialects) Response {
-	if d == 0 {
-		d = headers.Default
-	}
+	d = cmp.Or(d, headers.Default)
 	h := []Field{{"Content-Type", Literal("application/json")}}
 	for _, f := range append(d.Fields(), headers.RetryAfter) {
 		h = append(h, Field{f.Name, Authorizer(f.Key)})
