@@ -76,7 +76,9 @@ func bumpVersion(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-const ruleColumns = `id::text, api, route, subject, plan, limit_count, period_ms, burst, cost,
+// ruleColumns read a rule's NULL plan and period_ms as "" and 0, as
+// ruleArgs' statements write them (nullif).
+const ruleColumns = `id::text, api, route, subject, coalesce(plan, ''), limit_count, coalesce(period_ms, 0), burst, cost,
 	failure_mode, mode, enabled, description, version, created_at, updated_at, kind, anchor, min_remaining, dimension, durable,
 	set_name, expires_at, global`
 
@@ -153,7 +155,7 @@ func createRule(ctx context.Context, tx pgx.Tx, r rules.Rule, actor string) (rul
 	row := tx.QueryRow(ctx, `INSERT INTO rules
 		(api, route, subject, plan, limit_count, period_ms, burst, cost, failure_mode, mode, enabled, description,
 		 kind, anchor, min_remaining, dimension, durable, set_name, expires_at, global)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6::bigint, 0), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		RETURNING `+ruleColumns, ruleArgs(r)...)
 	out, err := scanRule(row)
 	if err != nil {
@@ -190,7 +192,7 @@ func updateRule(ctx context.Context, tx pgx.Tx, r rules.Rule, ifVersion int64, s
 	// The version condition is already guaranteed by the row lock; it
 	// stays in the statement so the UPDATE is correct on its own.
 	row := tx.QueryRow(ctx, `UPDATE rules SET
-		api = $1, route = $2, subject = $3, plan = $4, limit_count = $5, period_ms = $6,
+		api = $1, route = $2, subject = $3, plan = nullif($4, ''), limit_count = $5, period_ms = nullif($6::bigint, 0),
 		burst = $7, cost = $8, failure_mode = $9, mode = $10, enabled = $11, description = $12,
 		kind = $13, anchor = $14, min_remaining = $15, dimension = $16, durable = $17,
 		set_name = $18, expires_at = $19, global = $20,
@@ -570,21 +572,14 @@ func auditJSON(v any) (*string, error) {
 	return &str, nil
 }
 
+// ruleArgs are r's columns, $1 to $20 of the statements that write a rule:
+// those statements store a plan of "" and a period of 0 as NULL.
 func ruleArgs(r rules.Rule) []any {
-	var period *int64
-	if r.Period != 0 {
-		ms := r.Period.Duration().Milliseconds()
-		period = &ms
-	}
-	var plan *string
-	if r.Plan != "" {
-		plan = &r.Plan
-	}
 	var anchor *time.Time
 	if t, ok := r.AnchorTime(); ok {
 		anchor = &t
 	}
-	return []any{r.API, r.Route, r.Subject, plan, r.Limit, period, r.Burst, r.Cost,
+	return []any{r.API, r.Route, r.Subject, r.Plan, r.Limit, r.Period.Duration().Milliseconds(), r.Burst, r.Cost,
 		string(r.FailureMode), string(r.Mode), *r.Enabled, r.Description,
 		string(r.Kind), anchor, r.MinRemaining, r.Dimension, r.Durable, r.Set, r.ExpiresAt, r.Global}
 }
@@ -592,15 +587,11 @@ func ruleArgs(r rules.Rule) []any {
 func scanRule(row pgx.Row) (rules.Rule, error) {
 	var (
 		r        rules.Rule
-		plan     *string
-		periodMS *int64
-		fm, mode string
-		enabled  bool
-		kind     string
+		periodMS int64
 		anchor   *time.Time
 	)
-	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
-		&fm, &mode, &enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable,
+	err := row.Scan(&r.ID, &r.API, &r.Route, &r.Subject, &r.Plan, &r.Limit, &periodMS, &r.Burst, &r.Cost,
+		&r.FailureMode, &r.Mode, &r.Enabled, &r.Description, &r.Version, &r.CreatedAt, &r.UpdatedAt, &r.Kind, &anchor, &r.MinRemaining, &r.Dimension, &r.Durable,
 		&r.Set, &r.ExpiresAt, &r.Global)
 	if err != nil {
 		return rules.Rule{}, err
@@ -609,17 +600,10 @@ func scanRule(row pgx.Row) (rules.Rule, error) {
 		t := r.ExpiresAt.UTC()
 		r.ExpiresAt = &t
 	}
-	r.Kind = rules.Kind(kind)
 	if anchor != nil {
 		r.Anchor = anchor.UTC().Format(time.RFC3339Nano)
 	}
-	if plan != nil {
-		r.Plan = *plan
-	}
-	if periodMS != nil {
-		r.Period = rules.Period(time.Duration(*periodMS) * time.Millisecond)
-	}
-	r.FailureMode, r.Mode, r.Enabled = rules.FailureMode(fm), rules.Mode(mode), &enabled
+	r.Period = rules.Period(time.Duration(periodMS) * time.Millisecond)
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, nil
 }
@@ -629,12 +613,10 @@ func scanPlan(row pgx.Row) (rules.Plan, error) {
 		p        rules.Plan
 		periodMS int64
 	)
-	var kind string
-	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &kind, &p.Set, &p.Global)
+	err := row.Scan(&p.Name, &p.Limit, &periodMS, &p.Burst, &p.Description, &p.Version, &p.CreatedAt, &p.UpdatedAt, &p.Kind, &p.Set, &p.Global)
 	if err != nil {
 		return rules.Plan{}, err
 	}
-	p.Kind = rules.Kind(kind)
 	p.Period = rules.Period(time.Duration(periodMS) * time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return p, nil
