@@ -328,12 +328,9 @@ func testGlobal(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	global := map[string]bool{}
-	for _, r := range page.Rules {
-		global[r.Route] = r.Global
-	}
-	if want := map[string]bool{"GET /g": true, "GET /r": false, "*": false}; !cmp.Equal(global, want) {
-		t.Errorf("ListRules() global by route = %v, want %v", global, want)
+	routes := pluck(page.Rules, func(r rules.Rule) string { return fmt.Sprint(r.Route, " global=", r.Global) })
+	if want := []string{"* global=false", "* global=false", "GET /g global=true", "GET /r global=false"}; !cmp.Equal(routes, want) {
+		t.Errorf("ListRules() routes = %q, want %q", routes, want)
 	}
 	for _, r := range mustLoad(t, s).Rules {
 		if r.ID == created.ID && !r.Global {
@@ -348,12 +345,9 @@ func testGlobal(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]bool{}
-	for _, p := range ps {
-		byName[p.Name] = p.Global
-	}
-	if want := map[string]bool{"shared": true, "regional": false}; !cmp.Equal(byName, want) {
-		t.Errorf("ListPlans() global by name = %v, want %v", byName, want)
+	names := pluck(ps, func(p rules.Plan) string { return fmt.Sprint(p.Name, " global=", p.Global) })
+	if want := []string{"regional global=false", "shared global=true"}; !cmp.Equal(names, want) {
+		t.Errorf("ListPlans() names = %q, want %q", names, want)
 	}
 }
 
