@@ -75,8 +75,7 @@ type File struct {
 	name       string // the file's name, for problems
 	planLines  []int  // the line of each plan, and of each rule
 	ruleLines  []int
-	planFields []map[string]int // each plan's field lines, by JSON name
-	ruleFields []map[string]int
+	ruleFields []map[string]int  // each rule's field lines, by JSON name
 	ruleFailed []map[string]bool // each rule's fields that did not decode
 }
 
@@ -232,9 +231,10 @@ func Parse(name string, data []byte) (*File, error) {
 		add(doc.Line, "set", "is required: the name of the set this file owns, such as set: platform")
 	}
 	for _, sec := range []struct {
-		key  string
-		node *yaml.Node
-	}{{"plans", plans}, {"rules", rs}} {
+		key   string
+		node  *yaml.Node
+		known []string // its items' fields
+	}{{"plans", plans, planFields}, {"rules", rs, ruleFields}} {
 		if sec.node == nil || sec.node.Tag == "!!null" {
 			continue
 		}
@@ -248,7 +248,7 @@ func Parse(name string, data []byte) (*File, error) {
 				add(item.Line, path, "must be a mapping of fields")
 				continue
 			}
-			lines, known := checkKeys(item, path, sec.key == "rules", add)
+			lines, known := checkKeys(item, path, sec.known, add)
 			if sec.key == "plans" {
 				var p rules.Plan
 				failed := decode(known, &p, path, add)
@@ -258,7 +258,6 @@ func Parse(name string, data []byte) (*File, error) {
 				}
 				f.Plans = append(f.Plans, p)
 				f.planLines = append(f.planLines, item.Line)
-				f.planFields = append(f.planFields, lines)
 			} else {
 				var r rules.Rule
 				failed := decode(known, &r, path, add)
@@ -359,14 +358,10 @@ func (k Key) String() string {
 	return s
 }
 
-// checkKeys checks a plan's or rule's keys and returns the line of each
-// and the mapping without the keys it refused, so that the rest is still
-// checked.
-func checkKeys(m *yaml.Node, path string, rule bool, add func(int, string, string)) (map[string]int, *yaml.Node) {
-	known := planFields
-	if rule {
-		known = ruleFields
-	}
+// checkKeys checks a plan's or rule's keys against the fields known and
+// returns the line of each and the mapping without the keys it refused,
+// so that the rest is still checked.
+func checkKeys(m *yaml.Node, path string, known []string, add func(int, string, string)) (map[string]int, *yaml.Node) {
 	lines := map[string]int{}
 	out := *m
 	out.Content = nil
