@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -144,20 +143,18 @@ func (g *gateway) methodARN(method, path string) string {
 // event builds the REQUEST authorizer event for r, as API Gateway does.
 func (g *gateway) event(r *http.Request, res resourceTemplate, params map[string]string, requestID string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
 	headers := make(map[string]string, len(r.Header)+1)
-	multi := make(map[string][]string, len(r.Header)+1)
+	multi := map[string][]string(r.Header.Clone())
 	for k, vs := range r.Header {
 		headers[k] = vs[len(vs)-1] // like the query string: the last value
-		multi[k] = slices.Clone(vs)
 	}
 	headers["Host"], multi["Host"] = r.Host, []string{r.Host}
 	var query map[string]string
 	var multiQuery map[string][]string
 	if q := r.URL.Query(); len(q) > 0 {
 		query = make(map[string]string, len(q))
-		multiQuery = make(map[string][]string, len(q))
+		multiQuery = q
 		for k, vs := range q {
 			query[k] = vs[len(vs)-1] // API Gateway keeps the last value
-			multiQuery[k] = vs
 		}
 	}
 	if len(params) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,9 +76,8 @@ type httpAPIGateway struct {
 // an HTTP API answers a request no route matches.
 func (g *httpAPIGateway) handle(mux *http.ServeMux) {
 	for _, key := range httpAPIRoutes {
-		method, path, _ := strings.Cut(key, " ")
-		pattern := method + " " + path
-		if method == "ANY" {
+		pattern := key
+		if path, ok := strings.CutPrefix(key, "ANY "); ok {
 			pattern = path
 		}
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, key) })
@@ -217,9 +217,7 @@ func writeV2Response(w http.ResponseWriter, payload []byte) error {
 		}
 	}
 	h := w.Header()
-	for k, vs := range resp.MultiValueHeaders {
-		h[k] = vs
-	}
+	maps.Copy(h, resp.MultiValueHeaders)
 	for k, v := range resp.Headers {
 		h[k] = []string{v}
 	}
