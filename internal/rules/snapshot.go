@@ -2,6 +2,7 @@ package rules
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -373,24 +374,18 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 			g = new(group)
 			ix.routeScope[rk] = g
 		}
-		if !routes[rk] {
-			routes[rk] = true
-			s.routesByAPI[e.API] = append(s.routesByAPI[e.API], rk)
-		}
+		routes[rk] = true
 		g.add(e)
 		ix.routeWildAPI = ix.routeWildAPI || e.API == Wildcard
 		ix.routeAnyMethod = ix.routeAnyMethod || k.method == AnyMethod
 		ix.routeHead = ix.routeHead || k.method == "HEAD"
 	}
-	for _, l := range s.routesByAPI {
-		slices.SortFunc(l, func(a, b routeKey) int {
-			return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.method, b.method))
-		})
+	for _, rk := range slices.SortedFunc(maps.Keys(routes), func(a, b routeKey) int {
+		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.method, b.method))
+	}) {
+		s.routesByAPI[rk.api] = append(s.routesByAPI[rk.api], rk)
 	}
-	for a := range apis {
-		s.apis = append(s.apis, a)
-	}
-	slices.Sort(s.apis)
+	s.apis = slices.Sorted(maps.Keys(apis))
 
 	for d, drs := range byDim {
 		sub := NewSnapshot(drs, ps, SnapshotOptions{})
@@ -445,10 +440,9 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 		Cost: valueOr(r.Cost, 1), MinRemaining: valueOr(r.MinRemaining, 0), Expires: valueOr(r.ExpiresAt, time.Time{}),
 		FailureMode: r.FailureMode, Mode: r.Mode, Kind: r.Kind, Durable: r.Durable,
 	}
-	if t, ok := r.AnchorTime(); ok {
-		e.Anchor = t
-	}
+	e.Anchor, _ = r.AnchorTime() // zero when none: r is valid
 	var burst *int64
+	global := r.Global
 	if r.Plan != "" {
 		p, ok := plans[r.Plan]
 		if !ok {
@@ -464,13 +458,11 @@ func effective(r Rule, plans map[string]*Plan, badPlans map[string]string) (Effe
 			return Effective{}, err.Error()
 		}
 		e.Limit, e.Period, burst = p.Limit, p.Period.Duration(), p.Burst
-		if p.Global {
-			e.GlobalKey = GlobalKey(r)
-		}
+		global = global || p.Global
 	} else {
 		e.Limit, e.Period, burst = *r.Limit, r.Period.Duration(), r.Burst
 	}
-	if r.Global {
+	if global {
 		e.GlobalKey = GlobalKey(r)
 	}
 	e.Burst = valueOr(burst, e.Limit)
