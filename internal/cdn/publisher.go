@@ -247,26 +247,24 @@ func (p *Publisher) Reconcile(ctx context.Context) (int, error) {
 	}
 	queued := 0
 	if len(stale) > 0 {
-		var cursor uint64
-		for {
-			kv, next, err := p.rdb.HScan(ctx, p.keys.Live, cursor, "", 500).Result()
-			if err != nil {
-				return queued, fmt.Errorf("scan the edge entries: %w", err)
-			}
-			pipe := p.rdb.Pipeline()
-			for i := 0; i+1 < len(kv); i += 2 {
-				rule, _, _ := strings.Cut(kv[i+1], " ")
-				if stale[rule] {
-					pipe.HSet(ctx, p.keys.Out, kv[i], "")
-					queued++
-				}
-			}
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return queued, fmt.Errorf("queue the edge deletes: %w", err)
-			}
-			if cursor = next; cursor == 0 {
+		// The iterator yields each entry's key, then its "<rule> <fp>".
+		it := p.rdb.HScan(ctx, p.keys.Live, 0, "", 500).Iterator()
+		pipe := p.rdb.Pipeline()
+		for it.Next(ctx) {
+			key := it.Val()
+			if !it.Next(ctx) {
 				break
 			}
+			if rule, _, _ := strings.Cut(it.Val(), " "); stale[rule] {
+				pipe.HSet(ctx, p.keys.Out, key, "")
+				queued++
+			}
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("scan the edge entries: %w", err)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("queue the edge deletes: %w", err)
 		}
 	}
 	pipe := p.rdb.TxPipeline()
