@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,14 +82,10 @@ func FindBinaries(self string) (Binaries, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", tool, err))
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			b.PGBin = dirs[i]
-			break
-		}
-	}
-	if b.PGBin == "" {
+	// The last version (in Glob's lexical order) that has an initdb.
+	if initdbs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(initdbs) > 0 {
+		b.PGBin = filepath.Dir(initdbs[len(initdbs)-1])
+	} else {
 		errs = append(errs, errors.New("PostgreSQL: no /usr/lib/postgresql/*/bin/initdb"))
 	}
 	return b, errors.Join(errs...)
@@ -114,7 +112,7 @@ type Cluster struct {
 
 // NewCluster returns a Cluster on n writing under dir.
 func NewCluster(n *Net, bins Binaries, dir string) *Cluster {
-	c := &Cluster{Net: n, Procs: NewProcs(n, dir), bins: bins, dir: dir,
+	c := &Cluster{Net: n, Procs: &Procs{net: n, dir: dir}, bins: bins, dir: dir,
 		Redis: map[string]*Proc{}, Sentinels: map[string]*Proc{}, Decide: map[string]*Proc{}}
 	c.http = &http.Client{
 		Timeout: 5 * time.Second,
@@ -194,11 +192,6 @@ func (c *Cluster) StartPostgres(ctx context.Context) error {
 		return err
 	}
 	return c.waitTCP(ctx, hostAddr(c.Net.Host("pg"), pgPort), p, 30*time.Second)
-}
-
-// DatabaseURL is the decision processes' DATABASE_URL.
-func (c *Cluster) DatabaseURL() string {
-	return "postgres://postgres@" + hostAddr(c.Net.Host("pg"), pgPort) + "/postgres?sslmode=disable&connect_timeout=2"
 }
 
 // waitTCP waits until addr accepts a connection from ctl.
@@ -360,13 +353,10 @@ func (c *Cluster) SentinelMaster(ctx context.Context) string {
 			}
 		}
 	}
-	best, n := "", 0
-	for h, v := range votes {
-		if v > n {
-			best, n = h, v
-		}
+	if len(votes) == 0 {
+		return ""
 	}
-	return best
+	return slices.MaxFunc(slices.Collect(maps.Keys(votes)), func(a, b string) int { return cmp.Compare(votes[a], votes[b]) })
 }
 
 // StopRedis kills the Redis tier (data nodes and Sentinels).
@@ -386,7 +376,7 @@ func (c *Cluster) StopRedis() {
 // first. One goroutine at a time: it writes c.Decide.
 func (c *Cluster) spawnDecide(h string, migrate bool, env map[string]string) error {
 	all := map[string]string{
-		"DATABASE_URL":       c.DatabaseURL(),
+		"DATABASE_URL":       "postgres://postgres@" + hostAddr(c.Net.Host("pg"), pgPort) + "/postgres?sslmode=disable&connect_timeout=2",
 		"SUBJECT_HMAC_KEY":   SubjectKey,
 		"REDIS_POOL_SIZE":    "32",
 		"LOG_LEVEL":          "warn",
@@ -494,11 +484,6 @@ func (c *Cluster) call(ctx context.Context, cl *http.Client, method, url string,
 		}
 	}
 	return resp.StatusCode, nil
-}
-
-// Check asks host h for one decision through its check API.
-func (c *Cluster) Check(ctx context.Context, h string, body CheckBody) (CheckAnswer, error) {
-	return check(ctx, c.http, "http://"+hostAddr(c.Net.Host(h), decidePort)+"/check", body)
 }
 
 // Close stops everything and deletes the namespaces.

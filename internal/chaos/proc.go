@@ -35,9 +35,6 @@ type Procs struct {
 	list []*Proc
 }
 
-// NewProcs returns a Procs writing logs under dir.
-func NewProcs(n *Net, dir string) *Procs { return &Procs{net: n, dir: dir} }
-
 // Start runs bin with args inside host's namespace (ip netns exec, which
 // execs bin in place: the pid is bin's), with env added to the harness's
 // environment. The process gets SIGKILL if the harness dies first.
@@ -69,9 +66,6 @@ func (ps *Procs) Start(host, name string, env []string, bin string, args ...stri
 	return p, nil
 }
 
-// Pid is the process's id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
-
 // Exited reports whether the process has ended.
 func (p *Proc) Exited() bool {
 	select {
@@ -93,7 +87,7 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	if p.Exited() {
 		return fmt.Errorf("%s: already exited", p.Name)
 	}
-	return syscall.Kill(p.Pid(), sig)
+	return syscall.Kill(p.cmd.Process.Pid, sig)
 }
 
 // Stop sends sig, waits up to grace for the process to end, then kills it
@@ -102,14 +96,14 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) {
 	if p.Exited() {
 		return
 	}
-	_ = syscall.Kill(p.Pid(), syscall.SIGCONT)
-	_ = syscall.Kill(p.Pid(), sig)
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(p.cmd.Process.Pid, sig)
 	select {
 	case <-p.done:
 		return
 	case <-time.After(grace):
 	}
-	_ = syscall.Kill(p.Pid(), syscall.SIGKILL)
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 }
 

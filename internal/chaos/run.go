@@ -343,7 +343,7 @@ func (r *run) createRules(ctx context.Context, host string, bodies []ruleBody) (
 func (r *run) waitRules(ctx context.Context, hosts []string, route, id string) error {
 	for _, h := range hosts {
 		err := poll(ctx, 20*time.Second, 100*time.Millisecond, nil, func() error {
-			a, err := r.c.Check(ctx, h, CheckBody{Subject: "probe-" + h, API: r.api, Route: route})
+			a, err := check(ctx, r.c.http, "http://"+hostAddr(r.c.Net.Host(h), decidePort)+"/check", CheckBody{Subject: "probe-" + h, API: r.api, Route: route})
 			if err == nil && strings.Contains(a.Policy, id) {
 				return nil
 			}
