@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -138,9 +139,6 @@ type globals struct {
 	// clock places decisions in ledger windows: time.Now, but for tests
 	// that move between windows without waiting.
 	clock func() time.Time
-	// fixedHorizon sizes blocks and idle drains by GlobalHorizon and
-	// GlobalIdle alone, as before windowShare: benchmarks compare.
-	fixedHorizon bool
 
 	mu        sync.Mutex
 	pools     map[poolKey]*pool
@@ -188,29 +186,20 @@ func newGlobals(o Options) *globals {
 	if o.Ledger == nil {
 		return nil
 	}
+	// max(d, 0) makes a negative duration 0, which cmp.Or defaults.
 	g := &globals{
 		ledger:    o.Ledger,
 		regions:   int64(max(o.Regions, 1)),
-		region:    o.Region,
-		timeout:   o.LedgerTimeout,
-		horizon:   o.GlobalHorizon,
-		idle:      o.GlobalIdle,
+		region:    cmp.Or(o.Region, "-"),
+		timeout:   cmp.Or(max(o.LedgerTimeout, 0), DefaultLedgerTimeout),
+		horizon:   cmp.Or(max(o.GlobalHorizon, 0), DefaultGlobalHorizon),
+		idle:      cmp.Or(max(o.GlobalIdle, 0), DefaultGlobalIdle),
 		openShare: o.OpenShare,
 		pools:     map[poolKey]*pool{},
 		clock:     time.Now,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if g.timeout <= 0 {
-		g.timeout = DefaultLedgerTimeout
-	}
-	if g.horizon <= 0 {
-		g.horizon = DefaultGlobalHorizon
-	}
-	if g.idle <= 0 {
-		g.idle = DefaultGlobalIdle
-	}
-	g.region = cmp.Or(g.region, "-")
 	g.breaker.init(ledgerBreakerThreshold, ledgerBreakerCooldown, nil)
 	if g.openShare <= 0 || g.openShare > 1 {
 		g.openShare = 1 / float64(g.regions)
@@ -361,9 +350,6 @@ const windowShare = 200
 
 // horizonOf is how much of the Region's rate a block of p covers.
 func (g *globals) horizonOf(p *pool) time.Duration {
-	if g.fixedHorizon {
-		return g.horizon
-	}
 	return max(g.horizon, p.end.Sub(p.start)/windowShare)
 }
 
@@ -615,9 +601,6 @@ func (l *Limiter) runGlobalSplit(ctx context.Context, sub *subjects, req Request
 	})
 	if err != nil {
 		return reply{}, -1, nil, 0, err
-	}
-	if !r.allowed {
-		return r, -1, nil, 0, nil
 	}
 	return r, -1, levels, credited, nil
 }
@@ -897,14 +880,8 @@ func (g *globals) run(l *Limiter) {
 
 func (g *globals) sweep(l *Limiter, now time.Time) {
 	g.mu.Lock()
-	var owned []*pool // every pool this process used: any may give one back
-	for k, p := range g.pools {
-		if !now.Before(p.end) {
-			delete(g.pools, k)
-			continue
-		}
-		owned = append(owned, p)
-	}
+	maps.DeleteFunc(g.pools, func(_ poolKey, p *pool) bool { return !now.Before(p.end) })
+	owned := slices.Collect(maps.Values(g.pools)) // every pool this process used: any may give one back
 	g.mu.Unlock()
 	for _, p := range owned {
 		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
@@ -973,10 +950,7 @@ func (l *Limiter) closeGlobal(ctx context.Context) error {
 	default:
 		close(g.stop)
 	}
-	var owned []*pool // every pool this process used: any may give one back
-	for _, p := range g.pools {
-		owned = append(owned, p)
-	}
+	owned := slices.Collect(maps.Values(g.pools)) // every pool this process used: any may give one back
 	g.mu.Unlock()
 	if ran {
 		<-g.done

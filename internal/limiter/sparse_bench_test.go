@@ -30,16 +30,10 @@ func BenchmarkGlobalSparse(b *testing.B) {
 	endpoint, table := ledgertest.Table(b)
 	subjects := envInt("SPARSE", 300)
 	minutes := envInt("MINUTES", 60)
-	for _, fixed := range []bool{false, true} {
-		name := "window-horizon"
-		if fixed {
-			name = "5s-horizon"
-		}
-		b.Run(name, func(b *testing.B) { sparse(b, endpoint, table, subjects, minutes, fixed) })
-	}
+	sparse(b, endpoint, table, subjects, minutes)
 }
 
-func sparse(b *testing.B, endpoint, table string, subjects, minutes int, fixed bool) {
+func sparse(b *testing.B, endpoint, table string, subjects, minutes int) {
 	rdb := newClient(b, 16)
 	for range b.N {
 		now := time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC)
@@ -56,7 +50,6 @@ func sparse(b *testing.B, endpoint, table string, subjects, minutes int, fixed b
 				Ledger:  ledger.New(ledgertest.Client(b, srv.URL), ledger.Options{Table: table}),
 				Regions: 3, Region: fmt.Sprint("r", i), LedgerTimeout: 500 * time.Millisecond})
 			l.global.clock = func() time.Time { return now }
-			l.global.fixedHorizon = fixed
 			defer l.Close(context.Background())
 			regions = append(regions, l)
 		}
