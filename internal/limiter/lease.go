@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -150,10 +151,7 @@ func newLeases(o Options) *leases {
 	if o.LeaseMax < leaseMin {
 		return nil
 	}
-	ttl := o.LeaseTTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
+	ttl := cmp.Or(max(o.LeaseTTL, 0), DefaultLeaseTTL) // a negative TTL defaults too
 	return &leases{max: int64(o.LeaseMax), ttl: int64(ttl), seed: maphash.MakeSeed(), slots: make([]leaseSlot, leaseSlots),
 		demand: make([]atomic.Uint64, 2*leaseSlots), unit: max(int64(ttl)/demandUnits, 1)}
 }
@@ -186,10 +184,7 @@ func (t *leases) slotKey(sd subjectDigest, req Request) uint64 {
 		h.Write(n[:])
 		h.WriteString(b.ID)
 	}
-	if k := h.Sum64(); k != 0 {
-		return k
-	}
-	return 1
+	return max(h.Sum64(), 1)
 }
 
 // key returns the lease key of req: a seeded hash of the script's KEYS and
@@ -200,10 +195,7 @@ func (t *leases) key(prefix string, sd subjectDigest, req Request) uint64 {
 	c.build(prefix, &subjects{id: sd}, req.Cost, req.Buckets)
 	k := maphash.Bytes(t.seed, c.buf)
 	buildCalls.Put(c)
-	if k == 0 {
-		k = 1
-	}
-	return k
+	return max(k, 1)
 }
 
 // reset gives the slot s, which holds no lease, to key. Called under mu.
@@ -557,13 +549,9 @@ func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucke
 	c := buildCalls.Get().(*call)
 	defer buildCalls.Put(c)
 	c.build(l.prefix, &subjects{id: sd}, n, bs)
-	args := c.args
-	if ends != nil {
-		args = make([]any, len(c.args), len(c.args)+len(ends))
-		copy(args, c.args)
-		for _, e := range ends {
-			args = append(args, strconv.FormatInt(e, 10))
-		}
+	args := c.args[:len(c.args):len(c.args)] // appended to a copy: c.args belongs to the pool
+	for _, e := range ends {
+		args = append(args, strconv.FormatInt(e, 10))
 	}
 	res, err := leaseReturnScript.Run(ctx, l.rdb, c.keys, args...).Text()
 	if err != nil {
