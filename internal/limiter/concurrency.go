@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -92,12 +93,8 @@ func (l *Limiter) ParseToken(token string) (Slots, error) {
 // free of locks and system calls.
 func slotID() string {
 	var b [16]byte
-	for i := range 2 {
-		v := rand.Uint64()
-		for j := range 8 {
-			b[8*i+j] = byte(v >> (8 * j))
-		}
-	}
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,15 +26,10 @@ var ErrBadIdempotencyKey = errors.New("limiter: idempotency key must be 1-255 pr
 // ValidIdempotencyKey reports whether k may be used as an idempotency key:
 // 1 to MaxIdempotencyKeyLen bytes of printable ASCII (0x21-0x7e).
 func ValidIdempotencyKey(k string) bool {
-	if len(k) == 0 || len(k) > MaxIdempotencyKeyLen {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e {
-			return false
-		}
-	}
-	return true
+	// A byte of 0x80 and up is in a rune above 0x7e, or decodes as
+	// utf8.RuneError (0xfffd): rejected either way.
+	return len(k) > 0 && len(k) <= MaxIdempotencyKeyLen &&
+		!strings.ContainsFunc(k, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
 
 // Usage is the outcome of Charge.
