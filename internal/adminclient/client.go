@@ -158,34 +158,20 @@ func decodeAPIError(status int, body []byte) *APIError {
 // ifMatch > 0 sets If-Match to the quoted version. A non-2xx answer is an
 // *APIError.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in any, ifMatch int64) ([]byte, error) {
-	// path is already escaped by the caller (url.PathEscape on each id).
-	target := c.endpoint.String() + path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	u, err := url.Parse(target)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
+	h := http.Header{"Accept": {"application/json, application/problem+json"}}
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	req.Header.Set("Accept", "application/json, application/problem+json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		h.Set("Content-Type", "application/json")
 	}
 	if ifMatch > 0 {
-		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
+		h.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
 	}
-	if err := c.authorize(ctx, req, body); err != nil {
+	req, err := c.request(ctx, method, path, query.Encode(), body, h)
+	if err != nil {
 		return nil, err
 	}
 	resp, err := c.http.Do(req)
@@ -197,7 +183,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
+		return nil, fmt.Errorf("%s %s: read response: %w", method, req.URL.Redacted(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		ae := decodeAPIError(resp.StatusCode, rb)
@@ -217,24 +203,34 @@ func (c *Client) hint(status int) string {
 	return fmt.Sprintf("--endpoint %s has no /admin: sluice local's admin API is %s/admin", c.endpoint.Redacted(), c.endpoint.Redacted())
 }
 
-// authorize adds c's credentials to req, whose body is body: the bearer
-// token, or a SigV4 signature.
-func (c *Client) authorize(ctx context.Context, req *http.Request, body []byte) error {
+// request builds method endpoint+path?rawQuery (path escaped by the
+// caller) with body and header h, and adds c's credentials: the bearer
+// token, or a SigV4 signature of them.
+func (c *Client) request(ctx context.Context, method, path, rawQuery string, body []byte, h http.Header) (*http.Request, error) {
+	target := c.endpoint.String() + path
+	if rawQuery != "" {
+		target += "?" + rawQuery
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header = h
 	if c.signer == nil {
 		if c.token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.token)
 		}
-		return nil
+		return req, nil
 	}
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("retrieve AWS credentials: %w", err)
+		return nil, fmt.Errorf("retrieve AWS credentials: %w", err)
 	}
 	sum := sha256.Sum256(body)
 	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
-		return fmt.Errorf("sign request: %w", err)
+		return nil, fmt.Errorf("sign request: %w", err)
 	}
-	return nil
+	return req, nil
 }
 
 // GetJSON fetches path and decodes the answer into out.

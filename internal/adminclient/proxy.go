@@ -1,7 +1,6 @@
 package adminclient
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -53,21 +52,14 @@ func (c *Client) Proxy() http.Handler {
 			http.Error(w, "read request body", http.StatusBadRequest)
 			return
 		}
-		target := c.endpoint.String() + r.URL.EscapedPath()
-		if r.URL.RawQuery != "" {
-			target += "?" + r.URL.RawQuery
-		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
+		h := http.Header{}
 		for _, k := range proxiedRequest {
 			if v := r.Header.Get(k); v != "" {
-				req.Header.Set(k, v)
+				h.Set(k, v)
 			}
 		}
-		if err := c.authorize(r.Context(), req, body); err != nil {
+		req, err := c.request(r.Context(), r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body, h)
+		if err != nil {
 			writeProxyError(w, err)
 			return
 		}
