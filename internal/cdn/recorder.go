@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -191,11 +192,7 @@ func (r *Recorder) Denied(api string, res *authorizer.Result) {
 		return
 	}
 	if len(r.seen) >= 4*recordQueue { // forget the oldest lazily: a bound, not an LRU
-		for k, t := range r.seen {
-			if now.Sub(t) >= recordEvery {
-				delete(r.seen, k)
-			}
-		}
+		maps.DeleteFunc(r.seen, func(_ string, t time.Time) bool { return now.Sub(t) >= recordEvery })
 	}
 	r.seen[key] = now
 	r.mu.Unlock()
