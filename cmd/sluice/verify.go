@@ -206,23 +206,18 @@ func (v *verifier) skip(check, detail string) {
 	v.res = append(v.res, verifyResult{Check: check, Skip: true, Detail: detail})
 }
 
-// run does every check in order, then removes what it wrote.
+// run does every check in order, then removes what it wrote. The
+// Region's replica of the subject key and the alarms are checked whatever
+// the APIs answer: a failed replica is what makes them fail.
 func (v *verifier) run() []verifyResult {
-	v.checks()
-	if v.c != nil && len(v.written) > 0 {
-		v.cleanup(v.c)
-	}
-	return v.res
-}
-
-// checks does every check in order. The Region's replica of the subject
-// key and the alarms are checked whatever the APIs answer: a failed
-// replica is what makes them fail.
-func (v *verifier) checks() {
 	ctx := v.e.ctx
 	v.apiChecks(ctx)
 	v.replica(ctx)
 	v.alarms(ctx)
+	if v.c != nil && len(v.written) > 0 {
+		v.cleanup()
+	}
+	return v.res
 }
 
 // apiChecks does the checks through the APIs in order; a check that the
@@ -579,8 +574,8 @@ func ownAlarm(stack, name string) bool {
 // cleanup removes the rules and their subjects' buckets (the first
 // rule's subject also served the check API as <subject>-check), and says
 // so.
-func (v *verifier) cleanup(c *adminclient.Client) {
-	ctx := context.WithoutCancel(v.e.ctx)
+func (v *verifier) cleanup() {
+	ctx, c := context.WithoutCancel(v.e.ctx), v.c
 	var err error
 	var ids []string
 	for i, r := range v.written {
