@@ -61,8 +61,6 @@ type SnapshotsOptions struct {
 	// written by a rule writer (Version and LoadAll refuse it; Publish
 	// replaces it). Default DefaultMaxAhead (1h).
 	MaxAhead time.Duration
-	// Now is the clock MaxAhead counts from; default time.Now.
-	Now func() time.Time
 }
 
 // DefaultMaxAhead is SnapshotsOptions.MaxAhead's default: an hour, far
@@ -83,7 +81,6 @@ type Snapshots struct {
 	key                 ed25519.PrivateKey
 	pub                 ed25519.PublicKey
 	maxAhead            time.Duration
-	now                 func() time.Time
 }
 
 // NewSnapshots returns Snapshots on client configured by o.
@@ -94,15 +91,12 @@ func NewSnapshots(client redis.UniversalClient, o SnapshotsOptions) *Snapshots {
 		o.PublicKey = o.SigningKey.Public().(ed25519.PublicKey)
 	}
 	orDefault(&o.MaxAhead, DefaultMaxAhead)
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	return &Snapshots{client: client, versionKey: o.Prefix + "{rules}:version", snapKey: o.Prefix + "{rules}:snapshot", maxBytes: o.MaxBytes,
-		key: o.SigningKey, pub: o.PublicKey, maxAhead: o.MaxAhead, now: o.Now}
+		key: o.SigningKey, pub: o.PublicKey, maxAhead: o.MaxAhead}
 }
 
 // latest is the newest version s accepts now: MaxAhead past the clock.
-func (s *Snapshots) latest() int64 { return s.now().Add(s.maxAhead).UnixMicro() }
+func (s *Snapshots) latest() int64 { return time.Now().Add(s.maxAhead).UnixMicro() }
 
 // Keys returns the names of the version key and the snapshot key.
 func (s *Snapshots) Keys() (version, snapshot string) { return s.versionKey, s.snapKey }
