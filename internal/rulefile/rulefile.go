@@ -91,17 +91,14 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.File)
+	s := p.File
 	if p.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(p.Line))
+		s += ":" + strconv.Itoa(p.Line)
 	}
-	b.WriteString(": ")
 	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
+		s += ": " + p.Field
 	}
-	b.WriteString(p.Reason)
-	return b.String()
+	return s + ": " + p.Reason
 }
 
 // Error lists every problem found in a file.
@@ -603,7 +600,7 @@ func fieldsNode(v any, order []string, defaults map[string]string) (*yaml.Node, 
 		if err := json.Unmarshal(raw, &val); err != nil {
 			return nil, err
 		}
-		if val == nil || val == "" || fmt.Sprint(val) == defaults[k] || (k == "durable" && val == false) {
+		if val == nil || val == "" || fmt.Sprint(val) == defaults[k] {
 			continue
 		}
 		var n yaml.Node
