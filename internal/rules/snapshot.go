@@ -223,6 +223,14 @@ func (g *group) add(e *Effective) {
 	g.exact[e.Subject] = e
 }
 
+// groupOf returns m's group for k, made when m has none.
+func groupOf[K comparable](m map[K]*group, k K) *group {
+	if m[k] == nil {
+		m[k] = new(group)
+	}
+	return m[k]
+}
+
 // Snapshot is an immutable, indexed set of rules and plans. Match costs a
 // bounded number of hash lookups whatever the number of rules, and does not
 // allocate. A Snapshot is safe for concurrent use; replace it as a whole
@@ -360,22 +368,12 @@ func NewSnapshot(rs []Rule, ps []Plan, opt SnapshotOptions) *Snapshot {
 			ix = &s.conc
 		}
 		if e.Route == Wildcard {
-			g := ix.apiScope[e.API]
-			if g == nil {
-				g = new(group)
-				ix.apiScope[e.API] = g
-			}
-			g.add(e)
+			groupOf(ix.apiScope, e.API).add(e)
 			continue
 		}
 		rk := routeKey{api: k.api, method: k.method, resource: k.resource}
-		g := ix.routeScope[rk]
-		if g == nil {
-			g = new(group)
-			ix.routeScope[rk] = g
-		}
+		groupOf(ix.routeScope, rk).add(e)
 		routes[rk] = true
-		g.add(e)
 		ix.routeWildAPI = ix.routeWildAPI || e.API == Wildcard
 		ix.routeAnyMethod = ix.routeAnyMethod || k.method == AnyMethod
 		ix.routeHead = ix.routeHead || k.method == "HEAD"
