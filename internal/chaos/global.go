@@ -568,10 +568,17 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 	regionOf := func(h string) int {
 		return slices.IndexFunc(regions, func(g region) bool { return slices.Contains(g.decide, h) })
 	}
-	admitted := make([]int64, len(regions)) // from the ledger: allowed, not fail-open
 	block := gBlock(b.Limit)
-	for _, st := range stats {
-		g.LedgerErrors += st.LedgerErrors
+	for i, rg := range regions {
+		for _, h := range rg.decide {
+			st := stats[h]
+			g.Credits += st.Credits
+			g.LedgerErrors += st.LedgerErrors
+			// A pool takes tokens from the ledger and, cut off, from the
+			// fail-open allowance (credits); admissions from it answer
+			// without failOpen, and come off below.
+			g.RegionStranded[i] += st.Taken + st.Credits - st.Given
+		}
 	}
 	var gl, rl, glo, rlo []time.Duration
 	for i := range ops {
@@ -589,7 +596,7 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 			g.Decisions++
 			if o.Allowed && !o.FailOpen {
 				if r := regionOf(o.Host); r >= 0 {
-					admitted[r]++
+					g.RegionStranded[r]-- // admitted from the ledger
 				}
 			}
 			continue
@@ -614,7 +621,7 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 			continue
 		}
 		if r := regionOf(o.Host); r >= 0 {
-			admitted[r]++
+			g.RegionStranded[r]--
 		}
 		ws, wr := o.Send/p, o.Recv/p
 		at((o.Send+o.Recv)/2/p).mid++
@@ -655,19 +662,6 @@ func CheckGlobal(scenario string, ops []Op, items []LedgerItem, stats map[string
 			res.Problems = append(res.Problems, fmt.Sprintf("window %s: ledger used %d, admitted from it %d: %d stranded, bound %d + %d ledger errors × %d",
 				time.Unix(0, k*p).UTC().Format("15:04:05"), used[k], w.mid, used[k]-w.mid, b.Stranded, g.LedgerErrors, block))
 		}
-	}
-	for i, rg := range regions {
-		var taken, given, credits int64
-		for _, h := range rg.decide {
-			taken += stats[h].Taken
-			given += stats[h].Given
-			credits += stats[h].Credits
-		}
-		g.Credits += credits
-		// A pool takes tokens from the ledger and, cut off, from the
-		// fail-open allowance (credits); admissions from it answer
-		// without failOpen.
-		g.RegionStranded[i] = taken + credits - given - admitted[i]
 	}
 	g.GP50, g.GP99 = quantile(glo, 0.5), quantile(glo, 0.99)
 	g.RP50, g.RP99 = quantile(rlo, 0.5), quantile(rlo, 0.99)
