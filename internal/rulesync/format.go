@@ -130,11 +130,6 @@ func seal(out []byte, version int64, key ed25519.PrivateKey) []byte {
 	return out
 }
 
-// stub is the encoded form of a version published without its rules.
-func stub(version int64, key ed25519.PrivateKey) []byte {
-	return seal(make([]byte, headerSize(key)), version, key)
-}
-
 // signed is the message a signature covers.
 func signed(head []byte) []byte { return append([]byte(signContext), head...) }
 
