@@ -81,14 +81,7 @@ func (e *Effective) AppendRateLimit(dst []byte, remaining int64, reset time.Dura
 	dst = append(dst, ";r="...)
 	dst = strconv.AppendInt(dst, max(remaining, 0), 10)
 	dst = append(dst, ";t="...)
-	return strconv.AppendInt(dst, ceilSeconds(reset), 10)
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
+	return strconv.AppendInt(dst, max(int64((reset+time.Second-1)/time.Second), 0), 10)
 }
 
 // finish fills the precomputed header strings.
