@@ -269,7 +269,7 @@ func (t *Table) usedAfter(ctx context.Context, key string, err error) (int64, er
 		return 0, err
 	}
 	if ccf.Item != nil {
-		return usedOf(ccf.Item)
+		return numOf(ccf.Item, attrUsed)
 	}
 	return t.used(ctx, key)
 }
@@ -291,21 +291,15 @@ func (t *Table) Reset(ctx context.Context, key string) (int64, error) {
 		if item == nil {
 			return 0, nil
 		}
-		used, err := usedOf(item)
+		used, err := numOf(item, attrUsed)
 		if err != nil {
 			t.errs.Add(1)
 			return 0, fmt.Errorf("ledger: reset %s: %w", key, err)
 		}
 		var held int64
-		for name, v := range item {
-			if !strings.HasPrefix(name, attrHeldPrefix) {
-				continue
-			}
-			if n, ok := v.(*types.AttributeValueMemberN); ok {
-				h, err := strconv.ParseInt(n.Value, 10, 64)
-				if err == nil && h > 0 {
-					held += h
-				}
+		for name := range item {
+			if h, err := numOf(item, name); err == nil && h > 0 && strings.HasPrefix(name, attrHeldPrefix) {
+				held += h
 			}
 		}
 		held = min(held, used)
@@ -359,7 +353,7 @@ func (t *Table) used(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return usedOf(item)
+	return numOf(item, attrUsed)
 }
 
 // Sweep deletes the items whose window ended before now (exp < now, to the
@@ -480,20 +474,20 @@ func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-// usedOf reads the used count of item; 0 when item or the attribute is
-// missing.
-func usedOf(item map[string]types.AttributeValue) (int64, error) {
-	v, ok := item[attrUsed]
+// numOf reads item's number attribute name (the used count, a Region's
+// held tokens); 0 when item or the attribute is missing.
+func numOf(item map[string]types.AttributeValue, name string) (int64, error) {
+	v, ok := item[name]
 	if !ok {
 		return 0, nil
 	}
 	n, ok := v.(*types.AttributeValueMemberN)
 	if !ok {
-		return 0, fmt.Errorf("attribute %s is %T, want a number", attrUsed, v)
+		return 0, fmt.Errorf("attribute %s is %T, want a number", name, v)
 	}
 	u, err := strconv.ParseInt(n.Value, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("attribute %s: %w", attrUsed, err)
+		return 0, fmt.Errorf("attribute %s: %w", name, err)
 	}
 	return u, nil
 }
