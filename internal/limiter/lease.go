@@ -555,7 +555,7 @@ func (l *Limiter) returnTokens(ctx context.Context, sd subjectDigest, bs []Bucke
 	}
 	res, err := leaseReturnScript.Run(ctx, l.rdb, c.keys, args...).Text()
 	if err != nil {
-		return nil, fmt.Errorf("limiter: return %d leased tokens of subject %s: %w", n, hexDigest(sd), err)
+		return nil, fmt.Errorf("limiter: return %d leased tokens of subject %s: %w", n, appendSubjectHash(nil, sd), err)
 	}
 	f := strings.Fields(res)
 	if len(f) != len(bs) {
@@ -585,8 +585,6 @@ func (l *Limiter) evalLease(ctx context.Context, sd subjectDigest, cost int64, b
 func hasQuota(bs []Bucket) bool {
 	return slices.ContainsFunc(bs, func(b Bucket) bool { return b.Window != NoWindow })
 }
-
-func hexDigest(sd subjectDigest) string { return string(appendSubjectHash(nil, sd)) }
 
 // startSweeper starts the goroutine that gives expired leases back, once,
 // unless the leases are closed.
