@@ -747,21 +747,17 @@ func tryLines(b bannerInfo) string {
 	if b.seedless {
 		four = "# --seed \"\": no rule limits it until you add one"
 	}
-	if b.devToken == "" {
-		return fmt.Sprintf(`  curl -i -H 'x-api-key: alice' %[1]s/hello
-  curl -i -H 'x-api-key: alice' %[1]s/search   %[2]s
-  curl -i -H 'x-api-key: alice' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
-  curl -i -H 'x-api-key: alice' %[1]s/service/search   # and from the net/http middleware
-  curl -s %[1]s/metrics | grep sluice_decisions_total
-`, b.base, four)
+	auth, first, last := "x-api-key: alice", "", "  curl -s "+b.base+"/metrics | grep sluice_decisions_total\n"
+	if b.devToken != "" {
+		auth = "Authorization: Bearer " + b.devToken
+		first = "  # development JWT issuer: " + b.base + "/.well-known/jwks.json; subject = claim " + b.jwtClaim + "\n"
+		last = "  # another token, after the CLI export below: sluice token --sub bob --claim custom:tenant=acme\n"
 	}
-	return fmt.Sprintf(`  # development JWT issuer: %[1]s/.well-known/jwks.json; subject = claim %[3]s
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/hello
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/search   %[4]s
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
-  curl -i -H 'Authorization: Bearer %[2]s' %[1]s/service/search   # and from the net/http middleware
-  # another token, after the CLI export below: sluice token --sub bob --claim custom:tenant=acme
-`, b.base, b.devToken, b.jwtClaim, four)
+	return first + fmt.Sprintf(`  curl -i -H '%[2]s' %[1]s/hello
+  curl -i -H '%[2]s' %[1]s/search   %[3]s
+  curl -i -H '%[2]s' %[1]s/httpapi/search   # the same from the HTTP API's Lambda wrapper
+  curl -i -H '%[2]s' %[1]s/service/search   # and from the net/http middleware
+`, b.base, auth, four) + last
 }
 
 // maskToken shows enough of a token to tell which one it is, and no more:
