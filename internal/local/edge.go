@@ -44,8 +44,6 @@ type edge struct {
 	// origin is ORIGIN_VERIFY, which the edge sends the gateway as the
 	// distribution does (replacing the client's); "" sends none.
 	origin string
-	// Denied counts the requests the edge answered itself.
-	Denied atomic.Int64
 }
 
 // startEdge builds the edge and starts its publisher, which runs until
@@ -91,7 +89,6 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.next.ServeHTTP(w, r)
 		return
 	}
-	e.Denied.Add(1)
 	resp.Write(w)
 }
 
