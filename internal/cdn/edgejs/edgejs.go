@@ -153,14 +153,19 @@ func cryptoModule(vm *goja.Runtime) goja.Value {
 	return m
 }
 
-// parse turns v into a JavaScript value of the engine's own.
-func (f *Function) parse(v any) (goja.Value, error) {
+// call runs fn on v, turned into a JavaScript value of the engine's own
+// by JSON.parse. The caller holds f.mu.
+func (f *Function) call(fn goja.Callable, v any) (goja.Value, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	parse, _ := goja.AssertFunction(f.vm.Get("JSON").ToObject(f.vm).Get("parse"))
-	return parse(goja.Undefined(), f.vm.ToValue(string(b)))
+	arg, err := parse(goja.Undefined(), f.vm.ToValue(string(b)))
+	if err != nil {
+		return nil, err
+	}
+	return fn(goja.Undefined(), arg)
 }
 
 // Subject is the subject the function reads in r; ok false when it reads
@@ -168,11 +173,7 @@ func (f *Function) parse(v any) (goja.Value, error) {
 func (f *Function) Subject(r Request) (subject string, ok bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	arg, err := f.parse(r)
-	if err != nil {
-		return "", false, err
-	}
-	v, err := f.subject(goja.Undefined(), arg)
+	v, err := f.call(f.subject, r)
 	if err != nil {
 		return "", false, err
 	}
@@ -187,11 +188,7 @@ func (f *Function) Subject(r Request) (subject string, ok bool, err error) {
 func (f *Function) Handle(e Event) (*Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	arg, err := f.parse(e)
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.handler(goja.Undefined(), arg)
+	v, err := f.call(f.handler, e)
 	if err != nil {
 		return nil, fmt.Errorf("edge handler: %w", err)
 	}
