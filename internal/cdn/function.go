@@ -62,22 +62,15 @@ func Function(o FunctionOptions) (string, error) {
 // spells them: SUBJECT_SOURCES and RATELIMIT_HEADERS ("" for their
 // defaults), for a caller that holds strings (the CDK construct).
 func FunctionFor(storeID, edgeKey, api, subjectSources, rateLimitHeaders string) (string, error) {
-	o := FunctionOptions{StoreID: storeID, EdgeKey: edgeKey, API: api, Sources: identity.DefaultSources}
-	if strings.TrimSpace(subjectSources) != "" {
-		src, err := identity.ParseSources(subjectSources)
-		if err != nil {
-			return "", fmt.Errorf("subject sources: %w", err)
-		}
-		o.Sources = src
+	src, err := identity.ParseSources(subjectSources) // "" is identity.DefaultSources
+	if err != nil {
+		return "", fmt.Errorf("subject sources: %w", err)
 	}
-	if rateLimitHeaders != "" {
-		d, err := headers.Parse(rateLimitHeaders)
-		if err != nil {
-			return "", fmt.Errorf("rate-limit headers: %w", err)
-		}
-		o.Headers = d
+	d, err := headers.Parse(rateLimitHeaders) // "" is headers.Default
+	if err != nil {
+		return "", fmt.Errorf("rate-limit headers: %w", err)
 	}
-	return Function(o)
+	return Function(FunctionOptions{StoreID: storeID, EdgeKey: edgeKey, API: api, Sources: src, Headers: d})
 }
 
 func render(o FunctionOptions) string {
