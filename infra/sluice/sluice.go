@@ -37,19 +37,6 @@ import (
 	"github.com/sluicehq/sluice/internal/headers"
 )
 
-// Context keys the authorizer returns with every decision (see the
-// authorizer's contract). The gateway responses read them as
-// context.authorizer.<key>.
-const (
-	ContextLimit           = "limit"
-	ContextRemaining       = "remaining"
-	ContextReset           = "reset"
-	ContextRetryAfter      = "retryAfter"
-	ContextRateLimitPolicy = "rateLimitPolicy"
-	ContextRateLimit       = "rateLimit"
-	ContextResetAt         = "resetAt" // only with the "legacy" RateLimitHeaders
-)
-
 // DefaultAssetRoot is where `make build` writes the linux/arm64 Lambda
 // binaries, one directory per function holding a `bootstrap` file.
 const DefaultAssetRoot = "build/arm64"
@@ -422,14 +409,6 @@ func IdentitySources(subjectSources string) []*string {
 	return []*string{}
 }
 
-// RateLimitHeaders maps the 429 response headers of the default dialect
-// (draft11) to the authorizer context keys they are read from; see
-// [ResponseHeaders] for the others.
-var RateLimitHeaders = func() map[string]string {
-	m, _ := ResponseHeaders("")
-	return m
-}()
-
 // ResponseHeaders maps the 429 response headers of the dialects named in
 // rateLimitHeaders (AuthorizerProps.RateLimitHeaders syntax; "" is draft11)
 // to the authorizer context keys they are read from, Retry-After included.
@@ -438,17 +417,13 @@ func ResponseHeaders(rateLimitHeaders string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return responseHeaders(d), nil
-}
-
-func responseHeaders(d headers.Dialects) map[string]string {
 	m := map[string]string{}
 	for h, p := range denial.TooManyRequests(d).Parameters() {
 		if key, ok := strings.CutPrefix(p, "context.authorizer."); ok {
 			m[h] = key
 		}
 	}
-	return m
+	return m, nil
 }
 
 // AllowedResponseParameters put the rate-limit fields of the authorizer's
@@ -470,12 +445,6 @@ func (a *Authorizer) AllowedResponseParameters() (integration map[string]*string
 	}
 	return integration, method
 }
-
-// TooManyRequestsBody is the body template of the 429 response that
-// AddGatewayResponses installs: a JSON object of strings read from the
-// authorizer context (written once in internal/denial, which also renders
-// it for `sluice local`). Assigning it changes nothing.
-var TooManyRequestsBody = denial.TooManyRequests(headers.Default).Template()
 
 // AddGatewayResponses installs Sluice's gateway responses on api (one created
 // in this app or imported with RestApi_FromRestApiAttributes), with the
