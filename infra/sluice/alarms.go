@@ -105,9 +105,9 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	action := awscloudwatchactions.NewSnsAction(p.Topic)
-	// alarmOf fires when datapoints of the last periods minutes are above
+	// alarm fires when datapoints of the last periods minutes are above
 	// threshold.
-	alarmOf := func(id, desc string, m awscloudwatch.IMetric, threshold, datapoints, periods float64) awscloudwatch.Alarm {
+	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold, datapoints, periods float64) awscloudwatch.Alarm {
 		al := awscloudwatch.NewAlarm(scope, jsii.String(prefix+id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
@@ -120,9 +120,6 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		al.AddAlarmAction(action)
 		al.AddOkAction(action)
 		return al
-	}
-	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold, periods float64) awscloudwatch.Alarm {
-		return alarmOf(id, desc, m, threshold, periods, periods)
 	}
 	deciders := append([]awslambda.IFunction{a.Function}, p.Deciders...)
 	// across is expr over one metric per decider ("SUM" or "MAX"), each
@@ -158,15 +155,15 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	// every request is let through, which is what fail-open is for.
 	// Fail-closed pages on the first minute: it refuses callers who are
 	// within their limits.
-	al.FailOpen = alarmOf("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open) in 3 of the last 5 minutes",
+	al.FailOpen = alarm("FailOpenAlarm", "Sluice allowed requests without checking Redis (fail-open) in 3 of the last 5 minutes",
 		al.FailOpenMetric, 0, 3, 5)
 	al.FailClosed = alarm("FailClosedAlarm", "Sluice denied requests because Redis failed on failure_mode closed rules "+
-		"(callers got 429 without being over a limit)", al.FailClosedMetric, 0, 1)
+		"(callers got 429 without being over a limit)", al.FailClosedMetric, 0, 1, 1)
 	// A refused rules snapshot pages on the first minute: no failure
 	// writes one, a process holding Redis does (docs/SECURITY.md).
 	al.RulesRefused = alarm("RulesRefusedAlarm", "A Sluice decider refused rules in Redis the rule writers did not sign, "+
-		"or a version from the future: a process holding Redis tried to change the rules", al.RulesRefusedMetric, 0, 1)
-	al.BreakerOpen = alarmOf("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 3 of the last 5 minutes: decisions "+
+		"or a version from the future: a process holding Redis tried to change the rules", al.RulesRefusedMetric, 0, 1, 1)
+	al.BreakerOpen = alarm("BreakerOpenAlarm", "Sluice's Redis circuit breaker was open in 3 of the last 5 minutes: decisions "+
 		"fall back to each rule's failure mode without asking Redis", al.BreakerOpenMetric, 0, 3, 5)
 	// A start that fails (a bad secret, a configuration the function
 	// refuses, an init past Lambda's 10 s) or an invocation that times out
@@ -182,11 +179,11 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 	})
 	al.StartFailuresMetric = starts.Metric(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute})
 	al.StartFailures = alarm("AuthorizerStartFailuresAlarm", "The Sluice authorizer failed to start (configuration, secret, "+
-		"init timeout) or timed out: API Gateway answers 500 to requests behind it", al.StartFailuresMetric, 0, 1)
+		"init timeout) or timed out: API Gateway answers 500 to requests behind it", al.StartFailuresMetric, 0, 1, 1)
 	al.Throttles = alarm("AuthorizerThrottlesAlarm", "Sluice authorizer invocations were throttled (API Gateway answers 500)",
-		a.Function.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), 0, 1)
+		a.Function.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: minute}), 0, 1, 1)
 	al.P99 = alarm("AuthorizerP99Alarm", "Sluice authorizer p99 duration is high",
-		a.Function.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute}), cmp.Or(p.P99Millis, 50), 5)
+		a.Function.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: minute}), cmp.Or(p.P99Millis, 50), 5, 5)
 	apis := p.APIs
 	if apis == nil {
 		apis = a.apis
@@ -209,7 +206,7 @@ func (a *Authorizer) NewAlarms(scope constructs.Construct, prefix string, p *Ala
 		al.ServerErrorMetrics = append(al.ServerErrorMetrics, m)
 		al.ServerErrors = append(al.ServerErrors, alarm(id, "API Gateway answered 5XX on an API behind the Sluice "+
 			"authorizer: the authorizer failed, timed out, was throttled or returned a malformed policy "+
-			"(or the API's integration failed)", m, 0, 1))
+			"(or the API's integration failed)", m, 0, 1, 1))
 	}
 	return al
 }
