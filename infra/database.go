@@ -111,51 +111,34 @@ func newDatabase(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *aw
 	suppress(readerSecret, "AwsSolutions-SMG4", "the functions read the read-only role's credentials once per cold start "+
 		"and keep them, and the migrate function sets the role's password from this secret at each migration: "+
 		"a rotation would lock warm functions out until the next deploy")
-	if p.small() {
-		// No RDS Proxy (8 ACU minimum, 88 USD a month): the functions
-		// connect to the cluster, their number bounded by the admin
-		// functions' reserved concurrency and the authorizers reading the
-		// snapshot first.
-		for _, fnSG := range fnSGs {
-			cluster.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
-		}
-		return database{
-			env:          map[string]string{"DB_SECRET_ARN": *cluster.Secret().SecretArn()},
-			secret:       cluster.Secret(),
-			readerEnv:    map[string]string{"DB_SECRET_ARN": *reader.SecretArn()},
-			readerSecret: reader,
-			dependable:   cluster,
-		}
+	env := map[string]string{"DB_SECRET_ARN": *cluster.Secret().SecretArn()}
+	readerEnv := map[string]string{"DB_SECRET_ARN": *reader.SecretArn()}
+	// No RDS Proxy in the small profile (8 ACU minimum, 88 USD a month):
+	// the functions connect to the cluster, their number bounded by the
+	// admin functions' reserved concurrency and the authorizers reading
+	// the snapshot first.
+	conns := cluster.Connections()
+	if !p.small() {
+		// Lambdas connect through the proxy: it pools connections across
+		// invocations so a burst of cold starts cannot exhaust PostgreSQL.
+		proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
+			// Unique per account and region, as the stack name is: CDK names
+			// the proxy "Proxy" otherwise (without the
+			// databaseProxyUniqueResourceName flag), and a second stack there
+			// (staging beside prod) fails to create.
+			DbProxyName: jsii.String(proxyName(stack)),
+			Vpc:         vpc,
+			VpcSubnets:  subnets,
+			Secrets:     &[]awssecretsmanager.ISecret{cluster.Secret(), reader},
+			RequireTLS:  jsii.Bool(true),
+		})
+		conns = proxy.Connections()
+		env["DB_HOST"], readerEnv["DB_HOST"] = *proxy.Endpoint(), *proxy.Endpoint()
 	}
-	// Lambdas connect through the proxy: it pools connections across
-	// invocations so a burst of cold starts cannot exhaust PostgreSQL.
-	proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
-		// Unique per account and region, as the stack name is: CDK names
-		// the proxy "Proxy" otherwise (without the
-		// databaseProxyUniqueResourceName flag), and a second stack there
-		// (staging beside prod) fails to create.
-		DbProxyName: jsii.String(proxyName(stack)),
-		Vpc:         vpc,
-		VpcSubnets:  subnets,
-		Secrets:     &[]awssecretsmanager.ISecret{cluster.Secret(), reader},
-		RequireTLS:  jsii.Bool(true),
-	})
 	for _, fnSG := range fnSGs {
-		proxy.Connections().AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
+		conns.AllowFrom(fnSG, awsec2.Port_Tcp(jsii.Number(5432)), jsii.String("Sluice Lambdas"))
 	}
-	return database{
-		env: map[string]string{
-			"DB_SECRET_ARN": *cluster.Secret().SecretArn(),
-			"DB_HOST":       *proxy.Endpoint(),
-		},
-		secret: cluster.Secret(),
-		readerEnv: map[string]string{
-			"DB_SECRET_ARN": *reader.SecretArn(),
-			"DB_HOST":       *proxy.Endpoint(),
-		},
-		readerSecret: reader,
-		dependable:   cluster,
-	}
+	return database{env: env, secret: cluster.Secret(), readerEnv: readerEnv, readerSecret: reader, dependable: cluster}
 }
 
 // defaultMaintenanceWindow is MaintenanceWindow's default, and
