@@ -3,8 +3,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -43,14 +41,7 @@ func newAdminAPI(stack awscdk.Stack, fns map[string]awslambda.Function) awsapiga
 	})
 	integrations := map[string]awsapigateway.LambdaIntegration{}
 	for _, r := range adminRoutes {
-		res := api.Root()
-		for _, part := range strings.Split(strings.Trim(r.path, "/"), "/") {
-			if child := res.GetResource(jsii.String(part)); child != nil {
-				res = child
-			} else {
-				res = res.AddResource(jsii.String(part), nil)
-			}
-		}
+		res := api.Root().ResourceForPath(jsii.String(r.path))
 		in, ok := integrations[r.function]
 		if !ok {
 			in = awsapigateway.NewLambdaIntegration(fns[r.function], nil)
