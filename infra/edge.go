@@ -6,8 +6,6 @@
 package main
 
 import (
-	"maps"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
@@ -80,24 +78,17 @@ func (e *edgeSecrets) grantDecider(fn awslambda.Function, origin bool) {
 	}
 }
 
-// edgeParts are what newEdge made.
-type edgeParts struct {
-	Function     *sluice.EdgeFunction
-	Distribution awscloudfront.Distribution
-	Publisher    awslambda.Function
-}
-
 // newEdge puts the distribution in front of api, the demo API: every
 // method and header through (not Host: API Gateway routes on its own),
 // nothing cached, the origin header added, the function on viewer
 // request. The publisher (fp: Redis, its VPC) runs once a minute, one at
-// a time, for about a minute of rounds (app.EdgePublisher.Handle).
-func newEdge(stack awscdk.Stack, p *StackProps, e *edgeSecrets, api awsapigateway.RestApi, fp *sluice.FunctionProps) *edgeParts {
-	parts := &edgeParts{}
-	parts.Function = sluice.NewEdgeFunction(stack, "Edge", &sluice.EdgeFunctionProps{
+// a time, for about a minute of rounds (app.EdgePublisher.Handle). It
+// returns the publisher.
+func newEdge(stack awscdk.Stack, p *StackProps, e *edgeSecrets, api awsapigateway.RestApi, fp *sluice.FunctionProps) awslambda.Function {
+	fn := sluice.NewEdgeFunction(stack, "Edge", &sluice.EdgeFunctionProps{
 		API: api.RestApiId(), SubjectSources: p.SubjectSources, RateLimitHeaders: p.RateLimitHeaders, EdgeKey: e.key,
 	})
-	parts.Distribution = awscloudfront.NewDistribution(stack, jsii.String("EdgeDistribution"), &awscloudfront.DistributionProps{
+	dist := awscloudfront.NewDistribution(stack, jsii.String("EdgeDistribution"), &awscloudfront.DistributionProps{
 		Comment: jsii.String("Sluice: the demo API behind the CDN edge"),
 		DefaultBehavior: &awscloudfront.BehaviorOptions{
 			Origin: awscloudfrontorigins.NewRestApiOrigin(api, &awscloudfrontorigins.RestApiOriginProps{
@@ -108,34 +99,32 @@ func newEdge(stack awscdk.Stack, p *StackProps, e *edgeSecrets, api awsapigatewa
 			CachePolicy:          awscloudfront.CachePolicy_CACHING_DISABLED(),
 			OriginRequestPolicy:  awscloudfront.OriginRequestPolicy_ALL_VIEWER_EXCEPT_HOST_HEADER(),
 			FunctionAssociations: &[]*awscloudfront.FunctionAssociation{{
-				Function: parts.Function.Function, EventType: awscloudfront.FunctionEventType_VIEWER_REQUEST,
+				Function: fn.Function, EventType: awscloudfront.FunctionEventType_VIEWER_REQUEST,
 			}},
 		},
 	})
-	suppress(parts.Distribution, "AwsSolutions-CFR1", "the demo API serves every country; a geo restriction is the owner's choice")
-	suppress(parts.Distribution, "AwsSolutions-CFR2", "the edge function is the rate limiter in front of the API; WAF is the owner's choice")
-	suppress(parts.Distribution, "AwsSolutions-CFR3", "every request that passes the edge is in the demo API's access log; "+
+	suppress(dist, "AwsSolutions-CFR1", "the demo API serves every country; a geo restriction is the owner's choice")
+	suppress(dist, "AwsSolutions-CFR2", "the edge function is the rate limiter in front of the API; WAF is the owner's choice")
+	suppress(dist, "AwsSolutions-CFR3", "every request that passes the edge is in the demo API's access log; "+
 		"the edge's own 429s are counted by CloudFront's FunctionInvocations metrics")
-	suppress(parts.Distribution, "AwsSolutions-CFR4", "the default cloudfront.net certificate fixes the viewer TLS policy; "+
+	suppress(dist, "AwsSolutions-CFR4", "the default cloudfront.net certificate fixes the viewer TLS policy; "+
 		"a custom domain and certificate (the owner's) sets TLSv1.2_2021")
-	env := maps.Clone(fp.Environment)
-	env["EDGE_STORE_ARN"] = *parts.Function.Store.KeyValueStoreArn()
-	fp.Environment = env
+	fp.Environment["EDGE_STORE_ARN"] = *fn.Store.KeyValueStoreArn()
 	fp.ReservedConcurrency = 1
 	fp.Timeout = awscdk.Duration_Minutes(jsii.Number(1))
-	parts.Publisher = sluice.NewFunction(stack, sluice.LogicalName(edgePublisher), fp)
-	parts.Function.GrantPublish(parts.Publisher)
+	pub := sluice.NewFunction(stack, sluice.LogicalName(edgePublisher), fp)
+	fn.GrantPublish(pub)
 	awsevents.NewRule(stack, jsii.String("EdgePublishSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("Sluice: the edge publisher, once a minute"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(parts.Publisher, nil)},
+		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(pub, nil)},
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("EdgeDomain"), &awscdk.CfnOutputProps{
-		Value:       parts.Distribution.DistributionDomainName(),
+		Value:       dist.DistributionDomainName(),
 		Description: jsii.String("The CDN edge's distribution in front of the demo API (sluice verify checks it)"),
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("EdgeStoreArn"), &awscdk.CfnOutputProps{
-		Value: parts.Function.Store.KeyValueStoreArn(), Description: jsii.String("The CDN edge's KeyValueStore"),
+		Value: fn.Store.KeyValueStoreArn(), Description: jsii.String("The CDN edge's KeyValueStore"),
 	})
-	return parts
+	return pub
 }

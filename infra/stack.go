@@ -285,9 +285,9 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 	if edgeSec != nil {
 		env := maps.Clone(redisEnv)
 		delete(env, "SUBJECT_HMAC_KEY_SECRET_ARN") // it moves hashed entries
-		edge := newEdge(stack, p, edgeSec, s.DemoAPI, fnProps(edgePublisher, p.FunctionMemory, 0, env))
-		grant(edge.Publisher, functionAccess[edgePublisher])
-		s.Functions[edgePublisher] = edge.Publisher
+		pub := newEdge(stack, p, edgeSec, s.DemoAPI, fnProps(edgePublisher, p.FunctionMemory, 0, env))
+		grant(pub, functionAccess[edgePublisher])
+		s.Functions[edgePublisher] = pub
 	}
 	groups := make([]*string, len(apis))
 	for i, api := range apis {
