@@ -3,8 +3,6 @@
 package main
 
 import (
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -85,24 +83,24 @@ func newMonitoring(stack awscdk.Stack, p *StackProps, s *Stack, rd redis) {
 	graph := func(title string, ms ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &ms, Width: jsii.Number(8)})
 	}
-	sluiceMetric := func(name, stat string, dims map[string]string) awscloudwatch.IMetric {
+	sluiceMetric := func(name, stat, outcome string) awscloudwatch.IMetric {
 		dm := map[string]*string{"Function": authorizer.FunctionName()}
-		for k, v := range dims {
-			dm[k] = jsii.String(v)
+		if outcome != "" {
+			dm["Outcome"] = jsii.String(outcome)
 		}
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(sluice.MetricsNamespace), MetricName: jsii.String(name), DimensionsMap: &dm,
-			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + strings.Join(slices.Collect(maps.Values(dims)), " ") + " " + stat)),
+			Statistic: jsii.String(stat), Period: minute, Label: jsii.String(strings.TrimSpace(name + " " + outcome + " " + stat)),
 		})
 	}
 	var decisions []awscloudwatch.IMetric
 	for _, outcome := range []string{"allow", "deny", "shadowDeny", "unauthorized"} {
-		decisions = append(decisions, sluiceMetric("Decisions", "Sum", map[string]string{"Outcome": outcome}))
+		decisions = append(decisions, sluiceMetric("Decisions", "Sum", outcome))
 	}
 	dash.AddWidgets(
 		graph("Authorizer decisions", decisions...),
-		graph("Redis latency (ms)", sluiceMetric("RedisLatency", "p50", nil), sluiceMetric("RedisLatency", "p99", nil)),
-		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", nil), s.Alarms.BreakerOpenMetric),
+		graph("Redis latency (ms)", sluiceMetric("RedisLatency", "p50", ""), sluiceMetric("RedisLatency", "p99", "")),
+		graph("Deny-cache hits, breaker open", sluiceMetric("DenyCacheHits", "Sum", ""), s.Alarms.BreakerOpenMetric),
 	)
 	// The authorizer's Errors include every 401 (a REST authorizer answers
 	// 401 by failing), so they are graphed, never alarmed on.

@@ -80,7 +80,6 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 				EcpuPerSecond: &awselasticache.CfnServerlessCache_ECPUPerSecondProperty{Maximum: jsii.Number(maxECPU)},
 			},
 		})
-		dims := map[string]string{"clusterId": *c.Ref()}
 		return redis{
 			url:        fmt.Sprintf("rediss://%s:%s", *c.AttrEndpointAddress(), *c.AttrEndpointPort()),
 			mode:       "cluster",
@@ -88,9 +87,9 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 			// ECPUs per second over a minute and data stored, against the
 			// configured caps.
 			cpu: mathExpression(fmt.Sprintf("100 * e / (60 * %d)", maxECPU), "ECPU % of limit",
-				map[string]awscloudwatch.IMetric{"e": cacheMetric("ElastiCacheProcessingUnits", "Sum", dims)}),
+				map[string]awscloudwatch.IMetric{"e": cacheMetric("ElastiCacheProcessingUnits", "Sum", "clusterId", *c.Ref())}),
 			mem: mathExpression(fmt.Sprintf("100 * b / (%d * 1000000000)", maxGB), "Data % of limit",
-				map[string]awscloudwatch.IMetric{"b": cacheMetric("BytesUsedForCache", "Maximum", dims)}),
+				map[string]awscloudwatch.IMetric{"b": cacheMetric("BytesUsedForCache", "Maximum", "clusterId", *c.Ref())}),
 		}
 	}
 
@@ -125,7 +124,7 @@ func newRedis(stack awscdk.Stack, p *StackProps, vpc awsec2.IVpc, subnets *awsec
 	// failover, so watch the worse of the two.
 	worst := func(metric, label string) awscloudwatch.IMetric {
 		node := func(n string) awscloudwatch.IMetric {
-			return cacheMetric(metric, "Maximum", map[string]string{"CacheClusterId": name + "-" + n})
+			return cacheMetric(metric, "Maximum", "CacheClusterId", name+"-"+n)
 		}
 		return mathExpression("MAX([a, b])", label, map[string]awscloudwatch.IMetric{"a": node("001"), "b": node("002")})
 	}
@@ -203,15 +202,12 @@ func redisEngineVersion(engine, version string) string {
 	return "7.2"
 }
 
-// cacheMetric is an AWS/ElastiCache metric per minute.
-func cacheMetric(name, stat string, dims map[string]string) awscloudwatch.IMetric {
-	dm := make(map[string]*string, len(dims))
-	for k, v := range dims {
-		dm[k] = jsii.String(v)
-	}
+// cacheMetric is an AWS/ElastiCache metric per minute of one cache or
+// node: dim (clusterId, CacheClusterId) is id.
+func cacheMetric(name, stat, dim, id string) awscloudwatch.IMetric {
 	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 		Namespace: jsii.String("AWS/ElastiCache"), MetricName: jsii.String(name),
-		DimensionsMap: &dm, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+		DimensionsMap: &map[string]*string{dim: jsii.String(id)}, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(1)),
 	})
 }
 
