@@ -3,7 +3,6 @@ module github.com/sluicehq/sluice
 go 1.26.8
 
 require (
-	github.com/agnivade/levenshtein v1.2.2
 	github.com/alecthomas/kong v1.17.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/aws/aws-cdk-go/awscdk/v2 v2.276.0

@@ -38,7 +38,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agnivade/levenshtein"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/rules"
@@ -506,11 +505,31 @@ func yamlProblems(name string, err error) []Problem {
 func nearest(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := levenshtein.ComputeDistance(s, k); d < bestD {
+		if d := distance(s, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Marshal writes f as YAML: plans by name, then rules by scope, each
