@@ -61,11 +61,7 @@ func fetch[T any](e *env, c *adminclient.Client, kind, key string) (T, error) {
 
 // show is `rules get` and `plans get`: one rule or plan, as JSON or by
 // table.
-func show[T any](e *env, a *adminFlags, kind, key string, table func(io.Writer, T)) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func show[T any](e *env, c *adminclient.Client, kind, key string, table func(io.Writer, T)) error {
 	v, err := fetch[T](e, c, kind, key)
 	if err != nil {
 		return err
@@ -75,11 +71,7 @@ func show[T any](e *env, a *adminFlags, kind, key string, table func(io.Writer, 
 
 // history is `rules history` and `plans history`: a rule's or plan's
 // audit log.
-func history(e *env, a *adminFlags, kind, key string) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func history(e *env, c *adminclient.Client, kind, key string) error {
 	var h admin.HistoryResponse
 	if err := c.GetJSON(e.ctx, "/"+kind+"s/"+url.PathEscape(key)+"/history", nil, &h); err != nil {
 		return fmt.Errorf("%s history %s: %w", kind, key, err)
@@ -102,11 +94,7 @@ func isNotFound(err error) bool {
 
 // remove is `rules rm` and `plans rm`: DELETE with If-Match version, or
 // the current version when version is 0.
-func remove(e *env, a *adminFlags, kind, key string, version int64) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func remove(e *env, c *adminclient.Client, kind, key string, version int64) error {
 	v := version
 	if v == 0 {
 		// Only the version is needed; the field is "version" in both.
@@ -127,16 +115,19 @@ func remove(e *env, a *adminFlags, kind, key string, version int64) error {
 }
 
 // readJSON decodes a rule or plan (kind) from file, "-" for stdin,
-// refusing fields the type does not have.
+// refusing fields the type does not have; no file ("") is the zero T.
 func readJSON[T any](e *env, kind, file string) (T, error) {
 	var v T
 	var (
 		b   []byte
 		err error
 	)
-	if file == "-" {
+	switch file {
+	case "":
+		return v, nil
+	case "-":
 		b, err = io.ReadAll(io.LimitReader(e.stdin, 1<<20))
-	} else {
+	default:
 		b, err = os.ReadFile(file)
 	}
 	if err != nil {

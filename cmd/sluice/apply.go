@@ -238,11 +238,7 @@ type appliedResult struct {
 	AlreadyApplied bool              `json:"already_applied,omitempty"`
 }
 
-func (cmd *exportCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *exportCmd) Run(e *env, c *adminclient.Client) error {
 	have, err := current(e, c)
 	if err != nil {
 		return err

@@ -215,7 +215,10 @@ func run(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		if h, ok := p.Command.Target.Addr().Interface().(interface{ admin() *adminFlags }); ok {
+			// Its commands take the flags, or the client they make, built
+			// as the command's Run is called.
 			kctx.Bind(h.admin())
+			_ = kctx.BindToProvider(h.admin().connect) // fails only for a provider not a func
 		}
 	}
 	name := commandName(kctx)

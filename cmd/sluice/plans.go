@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 )
 
@@ -23,11 +24,7 @@ type plansCmd struct {
 
 type plansLsCmd struct{}
 
-func (cmd *plansLsCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *plansLsCmd) Run(e *env, c *adminclient.Client) error {
 	var l admin.ListPlansResponse
 	if err := c.GetJSON(e.ctx, "/plans", nil, &l); err != nil {
 		return fmt.Errorf("list plans: %w", err)
@@ -83,8 +80,8 @@ type plansGetCmd struct {
 	Name string `arg:"" help:"The plan's name."`
 }
 
-func (cmd *plansGetCmd) Run(e *env, a *adminFlags) error {
-	return show(e, a, "plan", cmd.Name, func(w io.Writer, p rules.Plan) { printPlans(w, []rules.Plan{p}) })
+func (cmd *plansGetCmd) Run(e *env, c *adminclient.Client) error {
+	return show(e, c, "plan", cmd.Name, func(w io.Writer, p rules.Plan) { printPlans(w, []rules.Plan{p}) })
 }
 
 type plansRmCmd struct {
@@ -92,16 +89,16 @@ type plansRmCmd struct {
 	Version int64  `help:"If-Match this version (default: current)."`
 }
 
-func (cmd *plansRmCmd) Run(e *env, a *adminFlags) error {
-	return remove(e, a, "plan", cmd.Name, cmd.Version)
+func (cmd *plansRmCmd) Run(e *env, c *adminclient.Client) error {
+	return remove(e, c, "plan", cmd.Name, cmd.Version)
 }
 
 type plansHistoryCmd struct {
 	Name string `arg:"" help:"The plan's name."`
 }
 
-func (cmd *plansHistoryCmd) Run(e *env, a *adminFlags) error {
-	return history(e, a, "plan", cmd.Name)
+func (cmd *plansHistoryCmd) Run(e *env, c *adminclient.Client) error {
+	return history(e, c, "plan", cmd.Name)
 }
 
 // plansPutCmd: a nil field was not given; on update only the flags given
@@ -129,20 +126,12 @@ current version); on update only the flags given change it.`
 }
 
 func (cmd *plansPutCmd) Run(e *env, a *adminFlags) error {
-	var in rules.Plan
-	if cmd.File != "" {
-		p, err := readJSON[rules.Plan](e, "plan", cmd.File)
-		if err != nil {
-			return err
-		}
-		in = p
+	in, err := readJSON[rules.Plan](e, "plan", cmd.File)
+	if err != nil {
+		return err
 	}
-	if cmd.Name != nil {
-		in.Name = *cmd.Name
-	}
-	if cmd.Version != nil {
-		in.Version = *cmd.Version
-	}
+	setFlag(&in.Name, cmd.Name)
+	setFlag(&in.Version, cmd.Version)
 	if in.Name == "" {
 		return usageErrorf("--name (or name in the file) is required")
 	}

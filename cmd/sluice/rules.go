@@ -36,11 +36,7 @@ type rulesLsCmd struct {
 	Plan    string `help:"By plan."`
 }
 
-func (cmd *rulesLsCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *rulesLsCmd) Run(e *env, c *adminclient.Client) error {
 	all, err := listRules(e, c, rules.Filter{API: cmd.API, Route: cmd.Route, Subject: cmd.Subject, Plan: cmd.Plan})
 	if err != nil {
 		return err
@@ -52,8 +48,8 @@ type rulesGetCmd struct {
 	ID string `arg:"" name:"id" help:"The rule's id."`
 }
 
-func (cmd *rulesGetCmd) Run(e *env, a *adminFlags) error {
-	return show(e, a, "rule", cmd.ID, printRule)
+func (cmd *rulesGetCmd) Run(e *env, c *adminclient.Client) error {
+	return show(e, c, "rule", cmd.ID, printRule)
 }
 
 type rulesRmCmd struct {
@@ -61,16 +57,16 @@ type rulesRmCmd struct {
 	Version int64  `help:"If-Match this version (default: current)."`
 }
 
-func (cmd *rulesRmCmd) Run(e *env, a *adminFlags) error {
-	return remove(e, a, "rule", cmd.ID, cmd.Version)
+func (cmd *rulesRmCmd) Run(e *env, c *adminclient.Client) error {
+	return remove(e, c, "rule", cmd.ID, cmd.Version)
 }
 
 type rulesHistoryCmd struct {
 	ID string `arg:"" name:"id" help:"The rule's id."`
 }
 
-func (cmd *rulesHistoryCmd) Run(e *env, a *adminFlags) error {
-	return history(e, a, "rule", cmd.ID)
+func (cmd *rulesHistoryCmd) Run(e *env, c *adminclient.Client) error {
+	return history(e, c, "rule", cmd.ID)
 }
 
 func printRules(w io.Writer, rs []rules.Rule) {
@@ -128,14 +124,8 @@ func ruleLimit(r rules.Rule) string {
 		r.Global = false
 		return "global " + ruleLimit(r)
 	}
-	if r.Plan != "" && r.Kind == rules.Quota {
-		return "quota plan " + r.Plan
-	}
-	if r.Plan != "" && r.Kind == rules.Concurrency {
-		return "in-flight plan " + r.Plan
-	}
 	if r.Plan != "" {
-		return "plan " + r.Plan
+		return map[rules.Kind]string{rules.Quota: "quota ", rules.Concurrency: "in-flight "}[r.Kind] + "plan " + r.Plan
 	}
 	if r.Limit == nil {
 		return "-"
@@ -202,21 +192,13 @@ one. On update only the flags given change the rule.`
 }
 
 func (cmd *rulesPutCmd) Run(e *env, a *adminFlags) error {
-	var in rules.Rule
 	fromFile := cmd.File != ""
-	if fromFile {
-		r, err := readJSON[rules.Rule](e, "rule", cmd.File)
-		if err != nil {
-			return err
-		}
-		in = r
+	in, err := readJSON[rules.Rule](e, "rule", cmd.File)
+	if err != nil {
+		return err
 	}
-	if cmd.ID != nil {
-		in.ID = *cmd.ID
-	}
-	if cmd.Version != nil {
-		in.Version = *cmd.Version
-	}
+	setFlag(&in.ID, cmd.ID)
+	setFlag(&in.Version, cmd.Version)
 	c, err := a.connect(e)
 	if err != nil {
 		return err
@@ -342,7 +324,7 @@ func warnNeverMatches(e *env, c *adminclient.Client, api, route string) {
 }
 
 // or is *p when p is set, else def.
-func or(p *string, def string) string {
+func or[T any](p *T, def T) T {
 	if p != nil {
 		return *p
 	}

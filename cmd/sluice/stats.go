@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 	"github.com/sluicehq/sluice/internal/stats"
 )
@@ -26,11 +27,7 @@ stack's Contributor Insights rules.`
 }
 
 // Run prints GET /stats: the top limiting rules and denied subjects.
-func (cmd *statsCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *statsCmd) Run(e *env, c *adminclient.Client) error {
 	var rep stats.Report
 	q := url.Values{"window": {cmd.Window}, "top": {strconv.Itoa(cmd.Top)}}
 	if err := c.GetJSON(e.ctx, "/stats", q, &rep); err != nil {

@@ -89,11 +89,7 @@ type subjectsUnblockCmd struct {
 	API     string `name:"api" help:"API id (default: every API)."`
 }
 
-func (cmd *subjectsUnblockCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *subjectsUnblockCmd) Run(e *env, c *adminclient.Client) error {
 	rs, err := listRules(e, c, rules.Filter{API: cmd.API, Subject: cmd.Subject})
 	if err != nil {
 		return err
@@ -124,11 +120,7 @@ type subjectsLimitsCmd struct {
 	Dimension string `help:"${dimension_usage}"`
 }
 
-func (cmd *subjectsLimitsCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *subjectsLimitsCmd) Run(e *env, c *adminclient.Client) error {
 	var l admin.SubjectLimitsResponse
 	if err := c.GetJSON(e.ctx, "/subjects/"+url.PathEscape(cmd.Subject)+"/limits", query("api", cmd.API, "route", cmd.Route, "dimension", cmd.Dimension), &l); err != nil {
 		return fmt.Errorf("limits of subject %s: %w", cmd.Subject, err)
@@ -216,11 +208,7 @@ func globalText(l admin.BucketLimit) string {
 	if l.Used != nil {
 		here = fmt.Sprintf(", this Region %d", *l.Used)
 	}
-	leased := int64(0)
-	if g.Leased != nil {
-		leased = *g.Leased
-	}
-	return fmt.Sprintf("used %d of %d%s, leased unspent %d", *g.Used, l.Limit, here, leased)
+	return fmt.Sprintf("used %d of %d%s, leased unspent %d", *g.Used, l.Limit, here, or(g.Leased, 0))
 }
 
 // humanDuration writes d as a person reads it, to its two largest units:
@@ -260,11 +248,7 @@ type subjectsResetCmd struct {
 	Dimension string `help:"${dimension_usage}"`
 }
 
-func (cmd *subjectsResetCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *subjectsResetCmd) Run(e *env, c *adminclient.Client) error {
 	// 204, no body.
 	if _, err := c.Do(e.ctx, http.MethodDelete, "/subjects/"+url.PathEscape(cmd.Subject)+"/buckets", query("api", cmd.API, "dimension", cmd.Dimension), nil, 0); err != nil {
 		return fmt.Errorf("reset subject %s: %w", cmd.Subject, err)
@@ -289,11 +273,7 @@ hashes. This asks the admin API for the hash of SUBJECT and whether it is in
 those lists, so you can tell whether customer-42 is the one being limited.`
 }
 
-func (cmd *subjectsFindCmd) Run(e *env, a *adminFlags) error {
-	c, err := a.connect(e)
-	if err != nil {
-		return err
-	}
+func (cmd *subjectsFindCmd) Run(e *env, c *adminclient.Client) error {
 	var out map[string]json.RawMessage
 	if err := c.SendJSON(e.ctx, http.MethodPost, "/subjects/find", map[string]string{"subject": cmd.Subject}, 0, &out); err != nil {
 		return fmt.Errorf("find subject %s: %w", cmd.Subject, err)
