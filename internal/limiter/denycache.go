@@ -58,11 +58,16 @@ func newDenyCache(size int) *denyCache {
 // key returns the cache key of (the subject of digest sd, bs, cost). It
 // does not allocate.
 func (c *denyCache) key(sd subjectDigest, bs []Bucket, cost int64) denyKey {
-	k := denyKey{subject: sd}
+	return denyKey{subject: sd, request: requestHash(c.seed, sd, bs, cost, true)}
+}
 
+// requestHash is a seeded hash of the subject digest sd, the cost and the
+// id of each bucket of bs, with params every bucket's parameters too. It
+// does not allocate.
+func requestHash(seed maphash.Seed, sd subjectDigest, bs []Bucket, cost int64, params bool) uint64 {
 	var h maphash.Hash
-	h.SetSeed(c.seed)
-	h.Write(k.subject[:])
+	h.SetSeed(seed)
+	h.Write(sd[:])
 	var n [8 * 4]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(cost))
 	h.Write(n[:8])
@@ -71,6 +76,9 @@ func (c *denyCache) key(sd subjectDigest, bs []Bucket, cost int64) denyKey {
 		binary.LittleEndian.PutUint64(n[:], uint64(len(b.ID)))
 		h.Write(n[:8])
 		h.WriteString(b.ID)
+		if !params {
+			continue
+		}
 		binary.LittleEndian.PutUint64(n[0:], uint64(b.Limit))
 		binary.LittleEndian.PutUint64(n[8:], uint64(b.Period))
 		binary.LittleEndian.PutUint64(n[16:], uint64(b.Burst))
@@ -93,8 +101,7 @@ func (c *denyCache) key(sd subjectDigest, bs []Bucket, cost int64) denyKey {
 		binary.LittleEndian.PutUint64(n[24:], flags)
 		h.Write(n[:])
 	}
-	k.request = h.Sum64()
-	return k
+	return h.Sum64()
 }
 
 // get returns the cached denial under k at now, if any.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -172,19 +171,7 @@ func (h leaseHandle) observe(remaining int64) {
 // demand a request counts in; leases.key, which the lease held must match,
 // adds everything else the script gets. Never 0.
 func (t *leases) slotKey(sd subjectDigest, req Request) uint64 {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.Write(sd[:])
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(req.Cost))
-	h.Write(n[:])
-	for _, b := range req.Buckets {
-		// The id's length first, so no two bucket lists encode alike.
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b.ID)))
-		h.Write(n[:])
-		h.WriteString(b.ID)
-	}
-	return max(h.Sum64(), 1)
+	return max(requestHash(t.seed, sd, req.Buckets, req.Cost, false), 1)
 }
 
 // key returns the lease key of req: a seeded hash of the script's KEYS and
