@@ -63,17 +63,16 @@ func (cmd *statsCmd) Run(e *env, c *adminclient.Client) error {
 		// AS SENT only when SUBJECT_SHOW showed one (an identity; a
 		// credential never is).
 		shown := slices.ContainsFunc(rep.Subjects, func(s stats.SubjectStat) bool { return s.Shown != "" })
+		head, sent := "SUBJECT\tRULE\tAPI\tDENIED", ""
 		if shown {
-			fmt.Fprintln(tw, "SUBJECT\tAS SENT\tRULE\tAPI\tDENIED")
-		} else {
-			fmt.Fprintln(tw, "SUBJECT\tRULE\tAPI\tDENIED")
+			head = "SUBJECT\tAS SENT\tRULE\tAPI\tDENIED"
 		}
+		fmt.Fprintln(tw, head)
 		for _, s := range rep.Subjects {
 			if shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", s.Subject, cmp.Or(s.Shown, "-"), name(s.Rule), s.API, s.Denied)
-				continue
+				sent = cmp.Or(s.Shown, "-") + "\t"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Subject, name(s.Rule), s.API, s.Denied)
+			fmt.Fprintf(tw, "%s\t%s%s\t%s\t%d\n", s.Subject, sent, name(s.Rule), s.API, s.Denied)
 		}
 		tw.Flush()
 	})

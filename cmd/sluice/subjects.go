@@ -215,31 +215,25 @@ func globalText(l admin.BucketLimit) string {
 // "30d 5h", "2h 5m", "4m 10s", "1.5s", "250ms"; 0 is "0s".
 func humanDuration(d time.Duration) string {
 	const day = 24 * time.Hour
+	for _, u := range []struct {
+		unit, next time.Duration // the larger unit and the one after it
+		un, nn     string
+	}{{day, time.Hour, "d", "h"}, {time.Hour, time.Minute, "h", "m"}, {time.Minute, time.Second, "m", "s"}} {
+		if d >= u.unit {
+			d = d.Round(u.next)
+			if rest := d % u.unit / u.next; rest != 0 {
+				return fmt.Sprintf("%d%s %d%s", d/u.unit, u.un, rest, u.nn)
+			}
+			return fmt.Sprintf("%d%s", d/u.unit, u.un)
+		}
+	}
 	switch {
 	case d <= 0:
 		return "0s"
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
 	}
-	two := func(a time.Duration, an string, b time.Duration, bn string) string {
-		if b == 0 {
-			return fmt.Sprintf("%d%s", a, an)
-		}
-		return fmt.Sprintf("%d%s %d%s", a, an, b, bn)
-	}
-	switch {
-	case d >= day:
-		d = d.Round(time.Hour)
-		return two(d/day, "d", (d%day)/time.Hour, "h")
-	case d >= time.Hour:
-		d = d.Round(time.Minute)
-		return two(d/time.Hour, "h", (d%time.Hour)/time.Minute, "m")
-	default:
-		d = d.Round(time.Second)
-		return two(d/time.Minute, "m", (d%time.Minute)/time.Second, "s")
-	}
+	return d.Round(100 * time.Millisecond).String()
 }
 
 type subjectsResetCmd struct {
