@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,8 +18,6 @@ import (
 	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rules"
 )
-
-const defaultEndpoint = adminclient.DefaultEndpoint
 
 // adminFlags are the flags of every command that calls the admin API,
 // given anywhere after the command group (`sluice rules --endpoint X ls`
@@ -170,15 +169,11 @@ func jsonProblem(file string, b []byte, err error) string {
 	return fmt.Sprintf("%s: %s", file, msg)
 }
 
-// flagNames are the flags that set a rule's or plan's JSON fields, so an
-// error the admin API reports on a field names what the user typed.
-var flagNames = map[string]string{
-	"api": "--api", "route": "--route", "subject": "--subject", "plan": "--plan", "limit": "--limit",
-	"period": "--period", "burst": "--burst", "cost": "--cost", "kind": "--kind", "anchor": "--anchor",
-	"min_remaining": "--min-remaining", "failure_mode": "--failure-mode", "mode": "--mode",
-	"enabled": "--enabled", "description": "--description", "dimension": "--dimension", "name": "--name",
-	"id": "--id", "version": "--version", "window": "--window", "top": "--top", "global": "--global",
-}
+// flagFields are the JSON fields of a rule or plan (and stats' query)
+// that a flag sets, named as the field with "-" for "_", so an error the
+// admin API reports on a field names what the user typed.
+var flagFields = strings.Fields(`api route subject plan limit period burst cost kind anchor min_remaining
+	failure_mode mode enabled description dimension name id version window top global`)
 
 // nameFlags rewrites the field names of a 400's field errors as the flags
 // that set them, when the input came from flags (not a file).
@@ -188,8 +183,8 @@ func nameFlags(err error) error {
 		return err
 	}
 	for i, f := range ae.Fields {
-		if flag, ok := flagNames[f.Field]; ok {
-			ae.Fields[i].Field = flag
+		if slices.Contains(flagFields, f.Field) {
+			ae.Fields[i].Field = "--" + strings.ReplaceAll(f.Field, "_", "-")
 		}
 	}
 	return err

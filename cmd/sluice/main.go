@@ -31,6 +31,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/sluicehq/sluice/internal/adminclient"
 )
 
 // cli is the command tree. -o is global: every command prints a table or
@@ -150,7 +152,7 @@ func parser(e *env, c *cli, exit func(int)) (*kong.Kong, error) {
 		kong.Writers(e.stdout, e.stderr),
 		kong.Exit(exit),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-		kong.Vars{"default_endpoint": defaultEndpoint, "dimension_usage": dimensionUsage},
+		kong.Vars{"default_endpoint": adminclient.DefaultEndpoint, "dimension_usage": dimensionUsage},
 		kong.Vars(localVars()),
 		kong.Resolvers(envResolver(e)),
 	)
