@@ -93,6 +93,8 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		for _, m := range env {
 			maps.Copy(merged, m)
 		}
+		// An optional setting left unset ("") stays out.
+		maps.DeleteFunc(merged, func(_, v string) bool { return v == "" })
 		fp := &sluice.FunctionProps{
 			Name: name, AssetDir: sluice.AssetDir(p.AssetRoot, name), Environment: merged,
 			MemorySize: memory, ReservedConcurrency: reserved,
@@ -137,20 +139,14 @@ func NewStack(scope constructs.Construct, id string, p *StackProps) (*Stack, err
 		return ledgerEnv
 	}
 
-	authEnv := map[string]string{}
-	if p.DefaultLimit != "" {
-		authEnv["DEFAULT_LIMIT"] = p.DefaultLimit
-	}
+	authEnv := map[string]string{"DEFAULT_LIMIT": p.DefaultLimit}
 	decideEnv := map[string]string{}
 	if p.small() {
 		decideEnv["RULES_REFRESH"] = smallRulesRefresh
 	}
-	checkEnv := map[string]string{}
-	if p.RateLimitHeaders != "" {
-		// The check API sends the same fields (NewAuthorizer sets the
-		// authorizer's).
-		checkEnv["RATELIMIT_HEADERS"] = p.RateLimitHeaders
-	}
+	// The check API sends the same fields (NewAuthorizer sets the
+	// authorizer's).
+	checkEnv := map[string]string{"RATELIMIT_HEADERS": p.RateLimitHeaders}
 	var upstream awslambda.IFunction
 	if p.UpstreamAuthorizerArn != "" {
 		upstream = awslambda.Function_FromFunctionArn(stack, jsii.String("UpstreamAuthorizer"), jsii.String(p.UpstreamAuthorizerArn))
