@@ -119,12 +119,7 @@ func newEdge(stack awscdk.Stack, p *StackProps, e *edgeSecrets, api awsapigatewa
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
 		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(pub, nil)},
 	})
-	awscdk.NewCfnOutput(stack, jsii.String("EdgeDomain"), &awscdk.CfnOutputProps{
-		Value:       dist.DistributionDomainName(),
-		Description: jsii.String("The CDN edge's distribution in front of the demo API (sluice verify checks it)"),
-	})
-	awscdk.NewCfnOutput(stack, jsii.String("EdgeStoreArn"), &awscdk.CfnOutputProps{
-		Value: fn.Store.KeyValueStoreArn(), Description: jsii.String("The CDN edge's KeyValueStore"),
-	})
+	output(stack, "EdgeDomain", dist.DistributionDomainName(), "The CDN edge's distribution in front of the demo API (sluice verify checks it)")
+	output(stack, "EdgeStoreArn", fn.Store.KeyValueStoreArn(), "The CDN edge's KeyValueStore")
 	return pub
 }
